@@ -1,0 +1,65 @@
+/* base: status/error helpers, checked size arithmetic, file mapping, timing.
+ * Everything else in brisk builds on these; nothing here allocates globals. */
+#ifndef BRISK_BASE_H
+#define BRISK_BASE_H
+
+#include "brisk.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define BRISK_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define BRISK_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define BRISK_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+#if defined(__GNUC__)
+#define BRISK_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define BRISK_PRINTF(f, a)
+#endif
+
+/* Record an error (err may be NULL) and return st, so call sites read
+ *   return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': ...", name); */
+brisk_status brisk_fail(brisk_error *err, brisk_status st, const char *fmt, ...) BRISK_PRINTF(3, 4);
+
+/* Prefix an existing message: "loading X: <old message>". */
+void brisk_error_prefix(brisk_error *err, const char *fmt, ...) BRISK_PRINTF(2, 3);
+
+/* Programmer-error check that stays on in release builds (never for input). */
+#define BRISK_ASSERT(cond)                                                          \
+    do {                                                                            \
+        if (!(cond)) brisk_assert_fail(#cond, __FILE__, __LINE__);                  \
+    } while (0)
+void brisk_assert_fail(const char *cond, const char *file, int line);
+
+/* Overflow-checked size math: return false on overflow. */
+static inline bool brisk_mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool brisk_add_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* A read-only view of a whole file (mmap where possible). */
+typedef struct brisk_mapped_file {
+    const uint8_t *data;
+    size_t size;
+    void *map_base;   /* what munmap needs; NULL for an empty file */
+} brisk_mapped_file;
+
+/* Map path read-only. Errors name the path: missing file, directory, empty, ... */
+brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_error *err);
+void brisk_file_unmap(brisk_mapped_file *f);
+
+/* Read a whole file into a malloc'd buffer (NUL-terminated for convenience;
+ * *len excludes the NUL). Caller frees. */
+brisk_status brisk_file_read(const char *path, uint8_t **out, size_t *len, brisk_error *err);
+
+/* Monotonic time in seconds. */
+double brisk_time_now(void);
+
+/* Free bytes on the filesystem holding path (or its directory); -1 if unknown. */
+int64_t brisk_disk_free(const char *path);
+
+#endif

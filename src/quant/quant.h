@@ -1,0 +1,58 @@
+/* quant: the weight and activation block formats GGUF files use, with reference
+ * (scalar) quantize/dequantize. Block layouts are byte-identical to ggml's
+ * (ggml/src/ggml-common.h) and pinned with static_assert in quant.c.
+ *
+ * Dot products live in kernels/ (reference in kernels/ref.c, SIMD per ISA). */
+#ifndef BRISK_QUANT_H
+#define BRISK_QUANT_H
+
+#include "base/base.h"
+
+/* Values are the GGUF/ggml type ids, so they can be stored in files as is. */
+typedef enum brisk_qtype {
+    BRISK_Q_F32 = 0,
+    BRISK_Q_F16 = 1,
+    BRISK_Q_Q4_0 = 2,
+    BRISK_Q_Q4_1 = 3,
+    BRISK_Q_Q5_0 = 6,
+    BRISK_Q_Q5_1 = 7,
+    BRISK_Q_Q8_0 = 8,
+    BRISK_Q_Q8_1 = 9,
+    BRISK_Q_Q2_K = 10,
+    BRISK_Q_Q3_K = 11,
+    BRISK_Q_Q4_K = 12,
+    BRISK_Q_Q5_K = 13,
+    BRISK_Q_Q6_K = 14,
+    BRISK_Q_Q8_K = 15,
+    BRISK_Q_BF16 = 30,
+    BRISK_Q_TYPE_LIMIT = 40   /* ids >= this are rejected by the GGUF reader */
+} brisk_qtype;
+
+#define BRISK_QK4_0 32
+#define BRISK_QK8_0 32
+#define BRISK_QK_K 256
+
+typedef struct brisk_qtype_info {
+    const char *name;        /* "Q4_K" ...; NULL for ids brisk does not know */
+    int64_t block_elems;     /* elements per block */
+    size_t block_bytes;      /* bytes per block */
+    brisk_qtype act_type;    /* activation format the dot product pairs with (as ggml's vec_dot_type) */
+    /* Reference conversions over n elements (n a multiple of block_elems). */
+    void (*to_float)(const void *src, float *dst, int64_t n);
+    void (*from_float)(const float *src, void *dst, int64_t n);
+} brisk_qtype_info;
+
+/* Info for a type id; NULL when the id is unknown to brisk. */
+const brisk_qtype_info *brisk_qtype_get(uint32_t type);
+const char *brisk_qtype_name(uint32_t type);   /* "unknown" when not known */
+
+/* Bytes of one row of n elements; false when n is not whole blocks or overflows. */
+bool brisk_qtype_row_bytes(uint32_t type, int64_t n, size_t *out);
+
+/* fp16 / bf16 scalar conversions (IEEE half, round-to-nearest-even). */
+float brisk_fp16_to_fp32(uint16_t h);
+uint16_t brisk_fp32_to_fp16(float f);
+float brisk_bf16_to_fp32(uint16_t h);
+uint16_t brisk_fp32_to_bf16(float f);
+
+#endif
