@@ -45,7 +45,17 @@ void brisk_error_prefix(brisk_error *err, const char *fmt, ...) {
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, err->msg, sizeof old);
-    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+    /* truncation of a long message is acceptable; the prefix is what matters */
+    size_t n = strlen(prefix);
+    if (n > sizeof err->msg - 3) n = sizeof err->msg - 3;
+    memcpy(err->msg, prefix, n);
+    err->msg[n] = ':';
+    err->msg[n + 1] = ' ';
+    size_t room = sizeof err->msg - (n + 2) - 1;
+    size_t m = strlen(old);
+    if (m > room) m = room;
+    memcpy(err->msg + n + 2, old, m);
+    err->msg[n + 2 + m] = 0;
 }
 
 void brisk_assert_fail(const char *cond, const char *file, int line) {

@@ -37,10 +37,14 @@ typedef struct brisk_qtype_info {
     int64_t block_elems;     /* elements per block */
     size_t block_bytes;      /* bytes per block */
     brisk_qtype act_type;    /* activation format the dot product pairs with (as ggml's vec_dot_type) */
-    /* Reference conversions over n elements (n a multiple of block_elems). */
-    void (*to_float)(const void *src, float *dst, int64_t n);
-    void (*from_float)(const float *src, void *dst, int64_t n);
 } brisk_qtype_info;
+
+/* Reference conversions over n elements (n a multiple of block_elems); in convert.c.
+ * NULL for types without that direction. */
+typedef void (*brisk_to_float_fn)(const void *src, float *dst, int64_t n);
+typedef void (*brisk_from_float_fn)(const float *src, void *dst, int64_t n);
+brisk_to_float_fn brisk_qtype_to_float(uint32_t type);
+brisk_from_float_fn brisk_qtype_from_float(uint32_t type);
 
 /* Info for a type id; NULL when the id is unknown to brisk. */
 const brisk_qtype_info *brisk_qtype_get(uint32_t type);

@@ -1,0 +1,8 @@
+/* cmd_logits: placeholder while the engine lands (replaced in this session). */
+#include "cli/cli.h"
+#include <stdio.h>
+int brisk_cmd_logits(int argc, char **argv) {
+    (void)argc; (void)argv;
+    fprintf(stderr, "brisk logits: not built yet\n");
+    return 1;
+}

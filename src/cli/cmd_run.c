@@ -1,0 +1,8 @@
+/* cmd_run: placeholder while the engine lands (replaced in this session). */
+#include "cli/cli.h"
+#include <stdio.h>
+int brisk_cmd_run(int argc, char **argv) {
+    (void)argc; (void)argv;
+    fprintf(stderr, "brisk run: not built yet\n");
+    return 1;
+}

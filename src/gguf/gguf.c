@@ -1,0 +1,2 @@
+/* gguf: placeholder while the reader lands. */
+#include "gguf/gguf.h"
