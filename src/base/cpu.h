@@ -1,0 +1,29 @@
+/* cpu: what the CPU (and OS) can run, read once per process.
+ *
+ * This is brisk's only global: a table written once, under pthread_once, on
+ * first use, and read-only afterwards, so any thread may call these at any
+ * time. */
+#ifndef BRISK_BASE_CPU_H
+#define BRISK_BASE_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct brisk_cpu_features {
+    /* x86-64; each true only when the OS also saves the registers involved */
+    bool avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq;
+    bool avx512vnni, avx512bf16, avxvnni;
+    /* aarch64 */
+    bool neon, dotprod, i8mm, fp16;
+    /* BRISK_FORCE_REF=1 in the environment at first use: run reference kernels */
+    bool force_ref;
+} brisk_cpu_features;
+
+/* The process-wide table (never NULL). */
+const brisk_cpu_features *brisk_cpu_features_get(void);
+
+/* "avx2 fma f16c avx512f ..." into buf (always NUL-terminated); returns buf. */
+const char *brisk_cpu_features_describe(const brisk_cpu_features *f, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,593 @@
+/* convert_k: reference quantize/dequantize for the 256-element "K" formats
+ * (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) and the Q8_K activation format.
+ *
+ * A K block is a super-block of 256 weights made of 16 sub-blocks of 16
+ * (Q2_K, Q3_K, Q6_K) or 8 of 32 (Q4_K, Q5_K). Each sub-block has a small
+ * integer scale (and, for Q2/Q4/Q5, a min) that is itself quantized against
+ * one fp16 super-scale d (and dmin).
+ *
+ * The quantizers are ggml's reference algorithms (quantize_row_*_ref with
+ * make_qx/make_q3/make_qkx2 scale searches) rewritten here; they keep ggml's
+ * operation order so brisk writes the same bits as llama-quantize without an
+ * importance matrix. */
+#include "quant/convert.h"
+#include "quant/blocks.h"
+
+#include <math.h>
+#include <string.h>
+
+#define QK BRISK_QK_K
+
+/* Below this magnitude a sub-block is treated as all zeros (ggml: GROUP_MAX_EPS). */
+#define GROUP_EPS 1e-15f
+
+static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* ---- scale searches ------------------------------------------------------------ */
+
+/* Symmetric search, q in [-nmax, nmax-1] stored biased by nmax into L.
+ * Starts from scale max/-nmax, then tries 18 nearby scales and keeps the one
+ * that maximizes (sum w x l)^2 / sum w l^2, with weights w = x^2. Returns the
+ * scale (value = scale * (L - nmax)). Only the rmse_type = 1, no-importance
+ * case that Q6_K uses is implemented. */
+static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        int l = clamp_int(brisk_round_even(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)(l + nmax);
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    float scale = suml2 ? sumlx / suml2 : 0.0f;
+    float best = scale * sumlx;
+    for (int is = -9; is <= 9; is++) {
+        if (is == 0) continue;
+        iscale = -(nmax + 0.1f * is) / max;
+        sumlx = suml2 = 0.0f;
+        for (int i = 0; i < n; i++) {
+            int l = clamp_int(brisk_round_even(iscale * x[i]), -nmax, nmax - 1);
+            float w = x[i] * x[i];
+            sumlx += w * x[i] * l;
+            suml2 += w * l * l;
+        }
+        if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+            for (int i = 0; i < n; i++) {
+                int l = clamp_int(brisk_round_even(iscale * x[i]), -nmax, nmax - 1);
+                L[i] = (int8_t)(l + nmax);
+            }
+            scale = sumlx / suml2;
+            best = scale * sumlx;
+        }
+    }
+    return scale;
+}
+
+/* Q3_K's symmetric search: start from max/-nmax, then coordinate descent (up
+ * to 5 sweeps) moving single L values when that raises (sum w x l)^2 / sum w l^2
+ * with w = x^2. L gets q + nmax. */
+static float search_q3(int n, int nmax, const float *x, int8_t *L) {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            max = x[i];
+        }
+    }
+    if (amax < GROUP_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = -nmax / max;
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        int l = clamp_int(brisk_round_even(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)l;
+        float w = x[i] * x[i];
+        sumlx += w * x[i] * l;
+        suml2 += w * l * l;
+    }
+    for (int sweep = 0; sweep < 5; sweep++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float w = x[i] * x[i];
+            float slx = sumlx - w * x[i] * L[i];
+            if (slx > 0) {
+                float sl2 = suml2 - w * L[i] * L[i];
+                int nl = clamp_int(brisk_round_even(x[i] * sl2 / slx), -nmax, nmax - 1);
+                if (nl != L[i]) {
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (int8_t)nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (!changed) break;
+    }
+    for (int i = 0; i < n; i++) L[i] = (int8_t)(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* Asymmetric search, value = scale * L - min with L in [0, nmax] and min >= 0
+ * (returned through *neg_min as a positive number). Starts from the range
+ * [min(x,0), max(x)] and tries nstep+1 scales (nmax + rmin + rdelta*k)/range,
+ * solving the weighted least-squares scale and offset for each rounding and
+ * keeping the lowest weighted error (absolute when use_mad, squared otherwise). */
+static float search_asymmetric(int n, int nmax, const float *x, const float *w, uint8_t *L,
+                               float *neg_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+                               bool use_mad) {
+    float min = x[0], max = x[0];
+    float sum_w = w[0];
+    float sum_x = sum_w * x[0];
+    for (int i = 1; i < n; i++) {
+        if (x[i] < min) min = x[i];
+        if (x[i] > max) max = x[i];
+        sum_w += w[i];
+        sum_x += w[i] * x[i];
+    }
+    if (min > 0) min = 0;
+    if (max == min) {
+        memset(L, 0, (size_t)n);
+        *neg_min = -min;
+        return 0.0f;
+    }
+    float iscale = nmax / (max - min);
+    float scale = 1 / iscale;
+    float best_error = 0.0f;
+    for (int i = 0; i < n; i++) {
+        int l = brisk_round_even(iscale * (x[i] - min));
+        L[i] = (uint8_t)clamp_int(l, 0, nmax);
+        float diff = scale * L[i] + min - x[i];
+        diff = use_mad ? fabsf(diff) : diff * diff;
+        best_error += w[i] * diff;
+    }
+    if (nstep < 1) {
+        *neg_min = -min;
+        return scale;
+    }
+    for (int is = 0; is <= nstep; is++) {
+        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+        for (int i = 0; i < n; i++) {
+            int l = clamp_int(brisk_round_even(iscale * (x[i] - min)), 0, nmax);
+            Laux[i] = (uint8_t)l;
+            sum_l += w[i] * l;
+            sum_l2 += w[i] * l * l;
+            sum_xl += w[i] * l * x[i];
+        }
+        float D = sum_w * sum_l2 - sum_l * sum_l;
+        if (D > 0) {
+            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            if (this_min > 0) {
+                this_min = 0;
+                this_scale = sum_xl / sum_l2;
+            }
+            float err = 0.0f;
+            for (int i = 0; i < n; i++) {
+                float diff = this_scale * Laux[i] + this_min - x[i];
+                diff = use_mad ? fabsf(diff) : diff * diff;
+                err += w[i] * diff;
+            }
+            if (err < best_error) {
+                memcpy(L, Laux, (size_t)n);
+                best_error = err;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    *neg_min = -min;
+    return scale;
+}
+
+/* Pack 256 2-bit values: byte l of each 32-byte group of qs holds elements
+ * l, l+32, l+64, l+96 of its 128-element half in bit pairs 0-1, 2-3, 4-5, 6-7. */
+static void pack_2bit(const uint8_t *L, uint8_t *qs) {
+    for (int half = 0; half < QK; half += 128) {
+        for (int l = 0; l < 32; l++) {
+            qs[half / 4 + l] = (uint8_t)(L[half + l] | (L[half + l + 32] << 2) |
+                                         (L[half + l + 64] << 4) | (L[half + l + 96] << 6));
+        }
+    }
+}
+
+/* ---- Q2_K: 16 x 16, value = d*sc*q - dmin*m, q 2-bit, sc/m 4-bit --------------------- */
+
+void brisk_q2_k_dequantize(const void *src, float *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_q2_k *b = src;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float d = brisk_fp16_to_fp32(b[i].d);
+        const float dmin = brisk_fp16_to_fp32(b[i].dmin);
+        const uint8_t *q = b[i].qs;
+        int is = 0;
+        for (int half = 0; half < QK; half += 128, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2) {
+                for (int g = 0; g < 2; g++) {   /* two 16-element sub-blocks per shift */
+                    const uint8_t sc = b[i].scales[is++];
+                    const float dl = d * (sc & 0x0f), ml = dmin * (sc >> 4);
+                    for (int l = 0; l < 16; l++) *dst++ = dl * ((q[16 * g + l] >> shift) & 3) - ml;
+                }
+            }
+        }
+    }
+}
+
+void brisk_q2_k_quantize(const float *src, void *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q2_k *b = dst;
+    uint8_t L[QK], Laux[16];
+    float weights[16], mins[QK / 16], scales[QK / 16];
+    const float q4scale = 15.0f;
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        float max_scale = 0.0f, max_min = 0.0f;
+        for (int j = 0; j < QK / 16; j++) {
+            for (int l = 0; l < 16; l++) weights[l] = fabsf(src[16 * j + l]);
+            scales[j] = search_asymmetric(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux,
+                                          -0.5f, 0.1f, 15, true);
+            if (scales[j] > max_scale) max_scale = scales[j];
+            if (mins[j] > max_min) max_min = mins[j];
+        }
+        if (max_scale > 0) {
+            const float iscale = q4scale / max_scale;
+            for (int j = 0; j < QK / 16; j++) b[i].scales[j] = (uint8_t)brisk_round_even(iscale * scales[j]);
+            b[i].d = brisk_fp32_to_fp16(max_scale / q4scale);
+        } else {
+            memset(b[i].scales, 0, sizeof b[i].scales);
+            b[i].d = brisk_fp32_to_fp16(0.0f);
+        }
+        if (max_min > 0) {
+            const float iscale = q4scale / max_min;
+            for (int j = 0; j < QK / 16; j++)
+                b[i].scales[j] |= (uint8_t)(brisk_round_even(iscale * mins[j]) << 4);
+            b[i].dmin = brisk_fp32_to_fp16(max_min / q4scale);
+        } else {
+            b[i].dmin = brisk_fp32_to_fp16(0.0f);
+        }
+        /* Re-round every element against the scales as stored. */
+        for (int j = 0; j < QK / 16; j++) {
+            const float d = brisk_fp16_to_fp32(b[i].d) * (b[i].scales[j] & 0x0f);
+            if (!d) continue;
+            const float dm = brisk_fp16_to_fp32(b[i].dmin) * (b[i].scales[j] >> 4);
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (uint8_t)clamp_int(brisk_round_even((src[16 * j + l] + dm) / d), 0, 3);
+        }
+        pack_2bit(L, b[i].qs);
+    }
+}
+
+/* ---- Q3_K: 16 x 16, value = d*(sc-32)*(q-4), q 3-bit (2 low + hmask), sc 6-bit ------- */
+/* The high bit of element e (0..255) is bit e/32 of hmask[e%32]. */
+
+void brisk_q3_k_dequantize(const void *src, float *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_q3_k *b = src;
+    int8_t sc[16];
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float d_all = brisk_fp16_to_fp32(b[i].d);
+        brisk_q3_k_scales(b[i].scales, sc);
+        const uint8_t *q = b[i].qs;
+        const uint8_t *hm = b[i].hmask;
+        uint8_t m = 1;
+        int is = 0;
+        for (int half = 0; half < QK; half += 128, q += 32) {
+            for (int shift = 0; shift < 8; shift += 2, m <<= 1) {
+                for (int g = 0; g < 2; g++) {
+                    const float dl = d_all * sc[is++];
+                    for (int l = 16 * g; l < 16 * g + 16; l++)
+                        *dst++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+                }
+            }
+        }
+    }
+}
+
+void brisk_q3_k_quantize(const float *src, void *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q3_k *b = dst;
+    int8_t L[QK];
+    uint8_t U[QK];
+    float scales[QK / 16];
+    int8_t sc[16];
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        float max_scale = 0.0f, amax = 0.0f;
+        for (int j = 0; j < QK / 16; j++) {
+            scales[j] = search_q3(16, 4, src + 16 * j, L + 16 * j);
+            const float a = fabsf(scales[j]);
+            if (a > amax) {
+                amax = a;
+                max_scale = scales[j];
+            }
+        }
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        if (max_scale) {
+            const float iscale = -32.0f / max_scale;
+            for (int j = 0; j < QK / 16; j++) {
+                /* ggml stores the rounded value in an int8_t before clamping;
+                 * |iscale*scale| <= 32 so that conversion is exact. */
+                const int l = clamp_int((int8_t)brisk_round_even(iscale * scales[j]), -32, 31) + 32;
+                if (j < 8) b[i].scales[j] = (uint8_t)(l & 0x0f);
+                else b[i].scales[j - 8] |= (uint8_t)((l & 0x0f) << 4);
+                b[i].scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+            }
+            b[i].d = brisk_fp32_to_fp16(1 / iscale);
+        } else {
+            b[i].d = brisk_fp32_to_fp16(0.0f);
+        }
+        brisk_q3_k_scales(b[i].scales, sc);
+        for (int j = 0; j < QK / 16; j++) {
+            const float d = brisk_fp16_to_fp32(b[i].d) * sc[j];
+            if (!d) continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clamp_int(brisk_round_even(src[16 * j + l] / d), -4, 3) + 4);
+        }
+        memset(b[i].hmask, 0, sizeof b[i].hmask);
+        for (int e = 0; e < QK; e++) {
+            int v = L[e];
+            if (v > 3) {
+                b[i].hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+                v -= 4;
+            }
+            U[e] = (uint8_t)v;
+        }
+        pack_2bit(U, b[i].qs);
+    }
+}
+
+/* ---- Q4_K / Q5_K: 8 x 32, value = d*sc*q - dmin*m, sc/m 6-bit ---------------------------- */
+
+/* Scale search and 6-bit scale packing shared by Q4_K (nmax 15) and Q5_K
+ * (nmax 31). Fills d, dmin, the 12 packed scale bytes, and L (0..nmax). */
+static void quantize_k4_scales(const float *x, int nmax, float rmin, int nstep, uint16_t *d_out,
+                               uint16_t *dmin_out, uint8_t packed[12], uint8_t L[QK]) {
+    uint8_t Laux[32];
+    float weights[32], mins[QK / 32], scales[QK / 32];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int j = 0; j < QK / 32; j++) {
+        float sum_x2 = 0.0f;
+        for (int l = 0; l < 32; l++) sum_x2 += x[32 * j + l] * x[32 * j + l];
+        const float av_x = sqrtf(sum_x2 / 32);
+        for (int l = 0; l < 32; l++) weights[l] = av_x + fabsf(x[32 * j + l]);
+        scales[j] = search_asymmetric(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin,
+                                      0.1f, nstep, false);
+        if (scales[j] > max_scale) max_scale = scales[j];
+        if (mins[j] > max_min) max_min = mins[j];
+    }
+    const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    for (int j = 0; j < QK / 32; j++) {
+        /* ggml assigns the rounded int to a uint8_t (wrapping) before MIN(63, .). */
+        const uint8_t ls = BRISK_MIN(63, (uint8_t)brisk_round_even(inv_scale * scales[j]));
+        const uint8_t lm = BRISK_MIN(63, (uint8_t)brisk_round_even(inv_min * mins[j]));
+        if (j < 4) {
+            packed[j] = ls;
+            packed[j + 4] = lm;
+        } else {
+            packed[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
+            packed[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            packed[j] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    *d_out = brisk_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = brisk_fp32_to_fp16(max_min / 63.0f);
+    for (int j = 0; j < QK / 32; j++) {
+        uint8_t sc, m;
+        brisk_k4_scale_min(j, packed, &sc, &m);
+        const float d = brisk_fp16_to_fp32(*d_out) * sc;
+        if (!d) continue;
+        const float dm = brisk_fp16_to_fp32(*dmin_out) * m;
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)clamp_int(brisk_round_even((x[32 * j + l] + dm) / d), 0, nmax);
+    }
+}
+
+/* qs layout for both: 4 chunks of 64 elements; chunk c's 32 bytes hold element
+ * 64c+l in the low nibble and 64c+32+l in the high nibble. */
+void brisk_q4_k_dequantize(const void *src, float *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_q4_k *b = src;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float d = brisk_fp16_to_fp32(b[i].d);
+        const float dmin = brisk_fp16_to_fp32(b[i].dmin);
+        const uint8_t *q = b[i].qs;
+        for (int c = 0; c < 4; c++, q += 32) {
+            uint8_t sc, m;
+            brisk_k4_scale_min(2 * c, b[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = dmin * m;
+            brisk_k4_scale_min(2 * c + 1, b[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = dmin * m;
+            for (int l = 0; l < 32; l++) *dst++ = d1 * (q[l] & 0x0f) - m1;
+            for (int l = 0; l < 32; l++) *dst++ = d2 * (q[l] >> 4) - m2;
+        }
+    }
+}
+
+void brisk_q4_k_quantize(const float *src, void *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q4_k *b = dst;
+    uint8_t L[QK];
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        quantize_k4_scales(src, 15, -1.0f, 20, &b[i].d, &b[i].dmin, b[i].scales, L);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                b[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+/* Q5_K adds a fifth bit: for chunk c, element 64c+l has it in bit 2c of
+ * qh[l], element 64c+32+l in bit 2c+1. */
+void brisk_q5_k_dequantize(const void *src, float *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_q5_k *b = src;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float d = brisk_fp16_to_fp32(b[i].d);
+        const float dmin = brisk_fp16_to_fp32(b[i].dmin);
+        const uint8_t *ql = b[i].qs;
+        const uint8_t *qh = b[i].qh;
+        for (int c = 0; c < 4; c++, ql += 32) {
+            uint8_t sc, m;
+            brisk_k4_scale_min(2 * c, b[i].scales, &sc, &m);
+            const float d1 = d * sc, m1 = dmin * m;
+            brisk_k4_scale_min(2 * c + 1, b[i].scales, &sc, &m);
+            const float d2 = d * sc, m2 = dmin * m;
+            const uint8_t u1 = (uint8_t)(1u << (2 * c)), u2 = (uint8_t)(2u << (2 * c));
+            for (int l = 0; l < 32; l++) *dst++ = d1 * ((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++) *dst++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+        }
+    }
+}
+
+void brisk_q5_k_quantize(const float *src, void *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q5_k *b = dst;
+    uint8_t L[QK];
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        quantize_k4_scales(src, 31, -0.5f, 15, &b[i].d, &b[i].dmin, b[i].scales, L);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int c = 0; c < 4; c++) {
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+                if (lo > 15) {
+                    lo -= 16;
+                    b[i].qh[l] |= (uint8_t)(1u << (2 * c));
+                }
+                if (hi > 15) {
+                    hi -= 16;
+                    b[i].qh[l] |= (uint8_t)(2u << (2 * c));
+                }
+                b[i].qs[32 * c + l] = (uint8_t)(lo | (hi << 4));
+            }
+        }
+    }
+}
+
+/* ---- Q6_K: 16 x 16, value = d*sc*(q-32), q 6-bit, sc int8 -------------------------------- */
+/* For each 128-element half: ql[l] holds the low nibbles of elements l (low)
+ * and l+64 (high), ql[l+32] those of l+32 and l+96; qh[l] holds the 2 high
+ * bits of l, l+32, l+64, l+96 in bit pairs 0-1 .. 6-7. */
+
+void brisk_q6_k_dequantize(const void *src, float *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_q6_k *b = src;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const float d = brisk_fp16_to_fp32(b[i].d);
+        const uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        const int8_t *sc = b[i].scales;
+        for (int half = 0; half < 2; half++, dst += 128, ql += 64, qh += 32, sc += 8) {
+            for (int l = 0; l < 32; l++) {
+                const int is = l / 16;
+                const int q1 = ((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                dst[l] = d * sc[is] * q1;
+                dst[l + 32] = d * sc[is + 2] * q2;
+                dst[l + 64] = d * sc[is + 4] * q3;
+                dst[l + 96] = d * sc[is + 6] * q4;
+            }
+        }
+    }
+}
+
+void brisk_q6_k_quantize(const float *src, void *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q6_k *b = dst;
+    int8_t L[QK];
+    float scales[QK / 16];
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        float max_scale = 0.0f, max_abs_scale = 0.0f;
+        for (int j = 0; j < QK / 16; j++) {
+            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j);
+            const float a = fabsf(scales[j]);
+            if (a > max_abs_scale) {
+                max_abs_scale = a;
+                max_scale = scales[j];
+            }
+        }
+        if (max_abs_scale < GROUP_EPS) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        const float iscale = -128.0f / max_scale;
+        b[i].d = brisk_fp32_to_fp16(1 / iscale);
+        for (int j = 0; j < QK / 16; j++)
+            b[i].scales[j] = (int8_t)BRISK_MIN(127, brisk_round_even(iscale * scales[j]));
+        for (int j = 0; j < QK / 16; j++) {
+            const float d = brisk_fp16_to_fp32(b[i].d) * b[i].scales[j];
+            if (!d) continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clamp_int(brisk_round_even(src[16 * j + l] / d), -32, 31) + 32);
+        }
+        uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        for (int half = 0; half < QK; half += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; l++) {
+                const int v0 = L[half + l], v1 = L[half + l + 32];
+                const int v2 = L[half + l + 64], v3 = L[half + l + 96];
+                ql[l] = (uint8_t)((v0 & 0x0f) | ((v2 & 0x0f) << 4));
+                ql[l + 32] = (uint8_t)((v1 & 0x0f) | ((v3 & 0x0f) << 4));
+                qh[l] = (uint8_t)((v0 >> 4) | ((v1 >> 4) << 2) | ((v2 >> 4) << 4) | ((v3 >> 4) << 6));
+            }
+        }
+    }
+}
+
+/* ---- Q8_K: 256 x int8 with fp32 d and 16-element partial sums ------------------------------- */
+
+void brisk_q8_k_dequantize(const void *src, float *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_q8_k *b = src;
+    for (int64_t i = 0; i < n / QK; i++)
+        for (int j = 0; j < QK; j++) *dst++ = b[i].d * b[i].qs[j];
+}
+
+/* iscale = -127/max, max the signed value of largest magnitude (first one on
+ * ties), q = round-half-even(iscale * x) capped at 127, d = 1/iscale in fp32.
+ * ggml leaves bsums unwritten for an all-zero block; brisk zeroes them. */
+void brisk_q8_k_quantize(const float *src, void *dst, int64_t n) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q8_k *b = dst;
+    for (int64_t i = 0; i < n / QK; i++, src += QK) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK; j++) {
+            const float ax = fabsf(src[j]);
+            if (ax > amax) {
+                amax = ax;
+                max = src[j];
+            }
+        }
+        if (!amax) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < QK; j++) b[i].qs[j] = (int8_t)BRISK_MIN(127, brisk_round_even(iscale * src[j]));
+        for (int g = 0; g < QK / 16; g++) {
+            int sum = 0;
+            for (int l = 0; l < 16; l++) sum += b[i].qs[16 * g + l];
+            b[i].bsums[g] = (int16_t)sum;
+        }
+        b[i].d = 1 / iscale;
+    }
+}
