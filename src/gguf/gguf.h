@@ -18,6 +18,7 @@
 #define BRISK_GGUF_MAX_DIMS 4
 #define BRISK_GGUF_MAX_STRING (1u << 30)       /* hard cap on one string's length */
 #define BRISK_GGUF_MAX_NAME 64                 /* tensor name cap, as in ggml */
+#define BRISK_GGUF_MAX_DEPTH 8                 /* arrays nest at most this deep (array of array ...) */
 
 typedef enum brisk_gguf_type {
     BRISK_GGUF_UINT8 = 0, BRISK_GGUF_INT8 = 1, BRISK_GGUF_UINT16 = 2, BRISK_GGUF_INT16 = 3,
@@ -77,6 +78,9 @@ typedef struct brisk_gguf {
     const uint8_t *buf;              /* the whole file */
     size_t size;
     brisk_mapped_file map;           /* owned when opened from a path */
+    /* internal: lookup indexes, sorted by key / tensor name (owned) */
+    const brisk_gguf_kv **kv_sorted;
+    const brisk_gguf_tensor **tensors_sorted;
 } brisk_gguf;
 
 /* Parse an in-memory GGUF. buf is borrowed and must outlive the result. */
@@ -129,9 +133,18 @@ brisk_status brisk_gguf_writer_set_str(brisk_gguf_writer *w, const char *key, co
 /* Arrays: elem_type a scalar type; data holds count elements in native layout
  * (for STRING: const char *const *). */
 brisk_status brisk_gguf_writer_set_arr(brisk_gguf_writer *w, const char *key, brisk_gguf_type elem_type, const void *data, uint64_t count);
+/* Any value, e.g. one read by brisk_gguf_parse: scalars of every type (range-checked
+ * against v->type), strings, and arrays, nested ones included (v.arr.data holds the
+ * elements in GGUF encoding, as the reader returns them; it is validated). The value's
+ * bytes are copied. */
+brisk_status brisk_gguf_writer_set_value(brisk_gguf_writer *w, const char *key, const brisk_gguf_value *v, brisk_error *err);
+/* An array of arrays: elems[0..count) are ARRAY values (e.g. from the reader); copied. */
+brisk_status brisk_gguf_writer_set_arr_nested(brisk_gguf_writer *w, const char *key, const brisk_gguf_value *elems, uint64_t count, brisk_error *err);
 /* Copy every kv of g (e.g. to derive a quantized file). */
 brisk_status brisk_gguf_writer_copy_kv(brisk_gguf_writer *w, const brisk_gguf *g, brisk_error *err);
 brisk_status brisk_gguf_writer_add_tensor(brisk_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne, const void *data, size_t nbytes, brisk_error *err);
+/* As add_tensor, but data is borrowed: it must stay valid until the last write/write_mem. */
+brisk_status brisk_gguf_writer_add_tensor_borrowed(brisk_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne, const void *data, size_t nbytes, brisk_error *err);
 brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, brisk_error *err);
 /* Write to memory (malloc'd; caller frees) — used by tests and fuzz seeds. */
 brisk_status brisk_gguf_writer_write_mem(brisk_gguf_writer *w, uint8_t **out, size_t *len, brisk_error *err);
