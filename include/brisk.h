@@ -42,6 +42,129 @@ typedef struct brisk_error {
 /* Static name of a status ("invalid argument", ...). */
 const char *brisk_status_str(brisk_status st);
 
+/* ---- models ------------------------------------------------------------------------
+ * A model is a GGUF file mapped read-only plus its vocabulary. Immutable once
+ * loaded; share it between contexts and threads. */
+
+typedef struct brisk_model brisk_model;
+
+brisk_status brisk_model_load(const char *path, brisk_model **out, brisk_error *err);
+void brisk_model_free(brisk_model *m);   /* NULL is a no-op */
+
+typedef struct brisk_model_info {
+    const char *arch;          /* "llama", "qwen2", "qwen3"; borrowed, valid while the model lives */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    uint64_t n_params;
+    size_t weight_bytes;       /* bytes of tensor data mapped */
+} brisk_model_info;
+void brisk_model_get_info(const brisk_model *m, brisk_model_info *out);
+
+/* ---- vocabulary (the model's tokenizer) -------------------------------------------- */
+
+int32_t brisk_token_bos(const brisk_model *m);    /* -1 when the vocabulary has none */
+int32_t brisk_token_eos(const brisk_model *m);
+bool brisk_token_is_eog(const brisk_model *m, int32_t id);   /* end of generation */
+bool brisk_vocab_adds_bos(const brisk_model *m);
+/* Tokenize len bytes of text. add_special adds BOS/EOS as the vocabulary
+ * prescribes; parse_special turns control-token text into their ids. *ids is
+ * malloc'd (caller frees). */
+brisk_status brisk_tokenize_text(const brisk_model *m, const char *text, size_t len, bool add_special, bool parse_special,
+                                 int32_t **ids, size_t *n_ids, brisk_error *err);
+
+/* Streaming detokenizer: never emits half a UTF-8 character. */
+typedef struct brisk_text_stream brisk_text_stream;
+brisk_status brisk_text_stream_init(const brisk_model *m, brisk_text_stream **out, brisk_error *err);
+void brisk_text_stream_free(brisk_text_stream *s);
+/* Append a token; *text (borrowed until the next call) holds the newly complete bytes. */
+brisk_status brisk_text_stream_push(brisk_text_stream *s, int32_t id, const char **text, size_t *len, brisk_error *err);
+/* Whatever bytes remain at the end of generation. */
+void brisk_text_stream_flush(brisk_text_stream *s, const char **text, size_t *len);
+
+/* ---- contexts and batches ----------------------------------------------------------
+ * A context holds the paged KV cache for up to n_seq sequences and the scratch
+ * for batches of up to n_batch tokens. All memory is sized and reported at
+ * init; a context that would not fit fails there with BRISK_ERR_CAPACITY. */
+
+typedef struct brisk_context brisk_context;
+
+typedef struct brisk_context_params {
+    int32_t n_ctx;       /* KV capacity in tokens per sequence and in total; 0 = the model's training context */
+    int32_t n_batch;     /* max tokens per brisk_decode; 0 = min(512, n_ctx) */
+    int32_t n_seq;       /* sequences; 0 = 1 */
+    int32_t n_threads;   /* 0 = number of online CPUs */
+} brisk_context_params;
+brisk_context_params brisk_context_default_params(void);
+
+brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params *p, brisk_context **out, brisk_error *err);
+void brisk_context_free(brisk_context *c);
+/* Bytes held by the KV cache and by scratch buffers. */
+void brisk_context_memory(const brisk_context *c, size_t *kv_bytes, size_t *scratch_bytes);
+int32_t brisk_context_n_ctx(const brisk_context *c);
+int32_t brisk_context_n_batch(const brisk_context *c);
+/* Name of the kernel set in use ("ref", "avx2", ...). */
+const char *brisk_context_isa(const brisk_context *c);
+
+/* Tokens of several sequences evaluated together. Positions must continue
+ * each sequence: the next token of sequence s has pos == brisk_seq_len(c, s). */
+typedef struct brisk_batch {
+    int32_t n_tokens;
+    const int32_t *token;    /* [n_tokens] */
+    const int32_t *pos;      /* [n_tokens] */
+    const int32_t *seq;      /* [n_tokens] sequence ids in [0, n_seq) */
+    const uint8_t *logits;   /* [n_tokens] 1 = keep this token's logits */
+} brisk_batch;
+
+/* Evaluate a batch. On error nothing is appended to any sequence. */
+brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err);
+/* Logits of the i-th token that asked for them in the last decode (0-based);
+ * n_vocab floats, borrowed until the next decode. NULL when out of range. */
+const float *brisk_get_logits(const brisk_context *c, int32_t i);
+int32_t brisk_n_logits(const brisk_context *c);
+
+int32_t brisk_seq_len(const brisk_context *c, int32_t seq);
+/* Keep the first n_keep tokens of seq (0 clears it). */
+brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, brisk_error *err);
+
+/* ---- sampling ------------------------------------------------------------------------ */
+
+typedef enum brisk_repeat_mode {
+    /* llama.cpp's multiplicative penalty: logit/θ when logit > 0, logit·θ
+     * otherwise. It reads the raw logit's arbitrary zero point, so the same θ
+     * means a different operation on every model. Kept for compatibility. */
+    BRISK_REPEAT_CLASSIC = 0,
+    /* Gauge-invariant: on log-probabilities, lp -= ln θ for every repeated
+     * token (divides its probability by θ before renormalising). Adding a
+     * constant to all logits changes nothing. */
+    BRISK_REPEAT_LOGPROB = 1,
+} brisk_repeat_mode;
+
+typedef struct brisk_sampler_params {
+    float temp;              /* <= 0: greedy */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off */
+    int32_t repeat_last_n;   /* window of recent tokens the penalties see (0: off) */
+    float freq_penalty;      /* subtract count * this */
+    float presence_penalty;  /* subtract this once if present */
+    brisk_repeat_mode repeat_mode;
+    uint64_t seed;
+} brisk_sampler_params;
+
+typedef struct brisk_sampler brisk_sampler;
+
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1 over 64. */
+brisk_sampler_params brisk_sampler_default_params(void);
+brisk_status brisk_sampler_init(brisk_sampler **out, const brisk_sampler_params *p, int32_t n_vocab, brisk_error *err);
+void brisk_sampler_free(brisk_sampler *s);
+/* Record a token of the context (prompt or generated) for the penalties. */
+void brisk_sampler_accept(brisk_sampler *s, int32_t token);
+void brisk_sampler_reset(brisk_sampler *s);
+/* The chain's final distribution (zeros where filtered); probs has n_vocab entries. */
+void brisk_sampler_dist(brisk_sampler *s, const float *logits, float *probs);
+/* Apply the chain and draw a token (does not accept it). */
+int32_t brisk_sampler_sample(brisk_sampler *s, const float *logits);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,7 @@ static const cli_command commands[] = {
     {"inspect", brisk_cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"perplexity", brisk_cmd_perplexity, "perplexity of a text file (llama-perplexity's convention)"},
     {"logits", brisk_cmd_logits, "write float32 logits for a token sequence"},
+    {"synth", brisk_cmd_synth, "write a random-weight GGUF in a real model's shapes"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,139 @@
+/* pool: persistent workers with spin-then-sleep waiting (see pool.h). */
+#include "base/pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define POOL_SPIN_ITERS 20000   /* ~10-50 us of spinning before sleeping */
+
+typedef struct pool_worker {
+    struct brisk_pool *pool;
+    int ith;
+    pthread_t tid;
+} pool_worker;
+
+struct brisk_pool {
+    int n;                       /* workers including the caller */
+    pool_worker *workers;        /* n - 1 background threads */
+    int n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    atomic_uint_fast64_t gen;    /* bumped once per run */
+    atomic_int pending;          /* background workers still running this generation */
+    atomic_bool stop;
+    brisk_pool_fn fn;            /* published before gen is bumped */
+    void *ctx;
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void *worker_main(void *arg) {
+    pool_worker *w = arg;
+    brisk_pool *p = w->pool;
+    uint64_t seen = 0;
+    for (;;) {
+        uint64_t g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        for (int i = 0; g == seen && i < POOL_SPIN_ITERS; i++) {
+            cpu_relax();
+            g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        }
+        if (g == seen) {
+            pthread_mutex_lock(&p->mu);
+            while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && !atomic_load(&p->stop))
+                pthread_cond_wait(&p->cv_work, &p->mu);
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load(&p->stop)) break;
+        seen = g;
+        p->fn(p->ctx, w->ith, p->n);
+        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_signal(&p->cv_done);
+            pthread_mutex_unlock(&p->mu);
+        }
+    }
+    return NULL;
+}
+
+brisk_status brisk_pool_init(brisk_pool **out, int n_threads, brisk_error *err) {
+    *out = NULL;
+    if (n_threads < 1 || n_threads > 1024)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "threads: %d is out of range [1, 1024]", n_threads);
+    brisk_pool *p = calloc(1, sizeof *p);
+    if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "thread pool: out of memory");
+    p->n = n_threads;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv_work, NULL);
+    pthread_cond_init(&p->cv_done, NULL);
+    atomic_init(&p->gen, 0);
+    atomic_init(&p->pending, 0);
+    atomic_init(&p->stop, false);
+    if (n_threads > 1) {
+        p->workers = calloc((size_t)n_threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            brisk_pool_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "thread pool: out of memory");
+        }
+        for (int i = 0; i < n_threads - 1; i++) {
+            p->workers[i].pool = p;
+            p->workers[i].ith = i + 1;
+            if (pthread_create(&p->workers[i].tid, NULL, worker_main, &p->workers[i]) != 0) {
+                brisk_pool_free(p);
+                return brisk_fail(err, BRISK_ERR_NOMEM, "thread pool: cannot start thread %d of %d", i + 2, n_threads);
+            }
+            p->n_started++;
+        }
+    }
+    *out = p;
+    return BRISK_OK;
+}
+
+void brisk_pool_free(brisk_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    atomic_store(&p->stop, true);
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->n_started; i++) pthread_join(p->workers[i].tid, NULL);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv_work);
+    pthread_cond_destroy(&p->cv_done);
+    free(p->workers);
+    free(p);
+}
+
+int brisk_pool_size(const brisk_pool *p) { return p->n; }
+
+void brisk_pool_run(brisk_pool *p, brisk_pool_fn fn, void *ctx) {
+    if (p->n == 1) {
+        fn(ctx, 0, 1);
+        return;
+    }
+    p->fn = fn;
+    p->ctx = ctx;
+    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    pthread_mutex_lock(&p->mu);
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
+    pthread_cond_broadcast(&p->cv_work);
+    pthread_mutex_unlock(&p->mu);
+    fn(ctx, 0, p->n);
+    for (int i = 0; atomic_load_explicit(&p->pending, memory_order_acquire) != 0 && i < POOL_SPIN_ITERS; i++)
+        cpu_relax();
+    if (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) {
+        pthread_mutex_lock(&p->mu);
+        while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+int brisk_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int)n;
+}

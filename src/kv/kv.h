@@ -1,0 +1,55 @@
+/* kv: the paged key/value store. Memory is a pool of fixed-size blocks of
+ * token slots per layer; each sequence owns a block table mapping its
+ * positions to blocks. Sequences grow by appending, shrink by truncation, and
+ * return their blocks to the free list when removed. Storage is F16 (as
+ * llama.cpp's default cache type); attention reads rows by absolute position.
+ *
+ * Sizing is explicit: brisk_kv_plan reports the bytes before anything is
+ * allocated, and a request that exceeds capacity fails with BRISK_ERR_CAPACITY. */
+#ifndef BRISK_KV_H
+#define BRISK_KV_H
+
+#include "base/base.h"
+
+#define BRISK_KV_BLOCK 32   /* token slots per block */
+
+typedef struct brisk_kv_seq {
+    int32_t *blocks;      /* block ids, [ceil(len / BLOCK)] used, capacity max_blocks_per_seq */
+    int32_t n_blocks;
+    int32_t len;          /* tokens stored: positions [0, len) */
+} brisk_kv_seq;
+
+typedef struct brisk_kv {
+    int32_t n_layer;
+    int32_t row;          /* elements per token per layer: n_head_kv * head_dim */
+    int32_t n_ctx;        /* max tokens per sequence and total budget */
+    int32_t n_seq;
+    int32_t n_blocks;     /* pool size */
+    uint16_t *k, *v;      /* [n_layer][n_blocks][BLOCK][row] F16 */
+    int32_t *free_list;   /* stack of free block ids */
+    int32_t n_free;
+    brisk_kv_seq *seqs;   /* [n_seq] */
+} brisk_kv;
+
+/* Bytes the cache would need for these limits (false on overflow). */
+bool brisk_kv_plan(int32_t n_layer, int32_t row, int32_t n_ctx, int32_t n_seq, size_t *bytes);
+
+brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t row, int32_t n_ctx, int32_t n_seq, brisk_error *err);
+void brisk_kv_free(brisk_kv *kv);
+
+/* Make room for positions [0, new_len) of seq; fails without side effects. */
+brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t seq, int32_t new_len, brisk_error *err);
+/* Keep positions [0, n_keep) of seq; later blocks go back to the pool. */
+void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep);
+
+/* Row pointers for (layer, seq, pos); pos must be < the reserved length. */
+static inline uint16_t *brisk_kv_k_row(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos) {
+    const int32_t b = kv->seqs[seq].blocks[pos / BRISK_KV_BLOCK];
+    return kv->k + (((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * BRISK_KV_BLOCK + (size_t)(pos % BRISK_KV_BLOCK)) * (size_t)kv->row;
+}
+static inline uint16_t *brisk_kv_v_row(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos) {
+    const int32_t b = kv->seqs[seq].blocks[pos / BRISK_KV_BLOCK];
+    return kv->v + (((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * BRISK_KV_BLOCK + (size_t)(pos % BRISK_KV_BLOCK)) * (size_t)kv->row;
+}
+
+#endif

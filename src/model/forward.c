@@ -1,0 +1,360 @@
+/* forward: the transformer over a multi-sequence batch (see forward.h).
+ *
+ * Per layer: rmsnorm -> Q/K/V (one parallel step) -> [q/k norm] -> RoPE ->
+ * K/V into the paged cache -> causal attention per (token, head) -> output
+ * projection + residual -> rmsnorm -> gate/up (one step) -> SwiGLU -> down +
+ * residual. Matmuls split output rows across threads, so each weight byte is
+ * read once per step for the whole batch, and every output element is one
+ * vec_dot call whatever the batch size (batch invariance). */
+#include "model/forward.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MM_MAX_JOBS 3
+
+struct brisk_forward {
+    const brisk_model_data *m;
+    const brisk_kernels *k;
+    brisk_pool *pool;
+    int32_t n_batch, n_ctx;
+    int32_t qdim, kvdim, maxdim;
+    float *x, *xn, *q, *kc, *vc, *att, *g, *u;   /* activations, [n_batch][dim] */
+    uint8_t *xq[MM_MAX_JOBS];                    /* quantized matmul inputs */
+    size_t xq_cap;
+    float *scores;                               /* [n_threads][n_ctx] attention weights */
+    float *rope_cache;                           /* [n_batch][n_rot] */
+    float *f16_lut;                              /* 65536 entries: F16 -> F32 for the KV reads */
+    int32_t *out_rows;                           /* batch index of each wanted token */
+    size_t bytes;
+};
+
+/* ---- parallel steps ------------------------------------------------------------------ */
+
+typedef struct quant_task {
+    const brisk_kernels *k;
+    uint32_t act;
+    const float *x;
+    int64_t n;          /* elements per row */
+    int32_t rows;
+    const int32_t *row_idx;   /* optional gather: row i reads x[row_idx[i]] */
+    uint8_t *dst;
+    size_t dst_stride;
+} quant_task;
+
+static void quant_worker(void *ctx, int ith, int nth) {
+    const quant_task *t = ctx;
+    int64_t lo, hi;
+    brisk_split_range(t->rows, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        const int64_t src = t->row_idx ? t->row_idx[r] : r;
+        t->k->quantize_act[t->act](t->x + src * t->n, t->dst + (size_t)r * t->dst_stride, t->n);
+    }
+}
+
+typedef struct mm_job {
+    const brisk_weight *w;
+    const uint8_t *xq;
+    size_t xq_stride;
+    float *out;          /* out[t * out_stride + r] */
+    int64_t out_stride;
+    const float *bias;   /* [rows] or NULL */
+} mm_job;
+
+typedef struct mm_task {
+    const brisk_kernels *k;
+    mm_job jobs[MM_MAX_JOBS];
+    int n_jobs;
+    int32_t n_tok;
+    int64_t total_rows;
+} mm_task;
+
+static void mm_worker(void *ctx, int ith, int nth) {
+    const mm_task *t = ctx;
+    int64_t lo, hi;
+    brisk_split_range(t->total_rows, ith, nth, &lo, &hi);
+    int64_t base = 0;
+    for (int j = 0; j < t->n_jobs && lo < hi; j++) {
+        const mm_job *jb = &t->jobs[j];
+        const int64_t rows = jb->w->rows;
+        const int64_t a = lo > base ? lo - base : 0, b = hi - base < rows ? hi - base : rows;
+        const brisk_vec_dot_fn dot = t->k->vec_dot[jb->w->type];
+        for (int64_t r = a; r < b; r++) {
+            const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
+            for (int32_t tk = 0; tk < t->n_tok; tk++) {
+                float *o = jb->out + (int64_t)tk * jb->out_stride + r;
+                dot(jb->w->cols, o, wrow, jb->xq + (size_t)tk * jb->xq_stride);
+                if (jb->bias) *o += jb->bias[r];
+            }
+        }
+        base += rows;
+    }
+}
+
+/* Multiply n_tok input rows (x, row length = every weight's cols) by up to 3
+ * weights sharing that input: quantize once per distinct activation type, then
+ * one parallel step over all their rows. */
+static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const brisk_weight *const *w,
+                   float *const *out, const int64_t *out_stride, const float *const *bias) {
+    mm_task mt = {.k = f->k, .n_jobs = n, .n_tok = n_tok};
+    uint32_t done_types[MM_MAX_JOBS];
+    int n_done = 0;
+    for (int j = 0; j < n; j++) {
+        const brisk_qtype_info *qi = brisk_qtype_get(w[j]->type);
+        const uint32_t act = qi->act_type;
+        size_t stride = 0;
+        brisk_qtype_row_bytes(act, w[j]->cols, &stride);   /* validated at load */
+        int slot = -1;
+        for (int d = 0; d < n_done; d++)
+            if (done_types[d] == act) slot = d;
+        if (slot < 0) {
+            slot = n_done;
+            done_types[n_done++] = act;
+            quant_task qt = {.k = f->k, .act = act, .x = x, .n = w[j]->cols, .rows = n_tok, .dst = f->xq[slot], .dst_stride = stride};
+            brisk_pool_run(f->pool, quant_worker, &qt);
+        }
+        mt.jobs[j] = (mm_job){.w = w[j], .xq = f->xq[slot], .xq_stride = stride, .out = out[j],
+                              .out_stride = out_stride[j], .bias = bias ? bias[j] : NULL};
+        mt.total_rows += w[j]->rows;
+    }
+    brisk_pool_run(f->pool, mm_worker, &mt);
+}
+
+static void matmul1(brisk_forward *f, const float *x, int32_t n_tok, const brisk_weight *w, float *out, int64_t out_stride) {
+    const brisk_weight *ws[1] = {w};
+    float *outs[1] = {out};
+    int64_t strides[1] = {out_stride};
+    matmul(f, x, n_tok, 1, ws, outs, strides, NULL);
+}
+
+typedef struct attn_task {
+    brisk_forward *f;
+    const brisk_kv *kv;
+    const brisk_fwd_batch *b;
+    int32_t layer;
+} attn_task;
+
+/* Causal attention for (token, head) pairs. Q is rounded to F16 first, as
+ * llama.cpp's CPU flash attention does, so both engines score the same
+ * products; sums run over positions 0..pos in order. */
+static void attn_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    brisk_forward *f = at->f;
+    const brisk_hparams *hp = &f->m->hp;
+    const int hd = hp->head_dim, n_head = hp->n_head, gqa = hp->n_head / hp->n_head_kv;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const float *lut = f->f16_lut;
+    float *scores = f->scores + (size_t)ith * (size_t)f->n_ctx;
+    float qh[4096];
+    int64_t lo, hi;
+    brisk_split_range((int64_t)at->b->n * n_head, ith, nth, &lo, &hi);
+    for (int64_t item = lo; item < hi; item++) {
+        const int32_t t = (int32_t)(item / n_head), h = (int32_t)(item % n_head);
+        const int32_t seq = at->b->seq[t], pos = at->b->pos[t], kvh = h / gqa;
+        const float *q = f->q + (size_t)t * f->qdim + (size_t)h * hd;
+        for (int i = 0; i < hd; i++) qh[i] = lut[brisk_fp32_to_fp16(q[i])];
+        for (int32_t j = 0; j <= pos; j++) {
+            const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, j) + (size_t)kvh * hd;
+            float s = 0.0f;
+            for (int i = 0; i < hd; i++) s += qh[i] * lut[kr[i]];
+            scores[j] = s * scale;
+        }
+        brisk_softmax(scores, pos + 1);
+        float *o = f->att + (size_t)t * f->qdim + (size_t)h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int32_t j = 0; j <= pos; j++) {
+            const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, j) + (size_t)kvh * hd;
+            const float p = scores[j];
+            for (int i = 0; i < hd; i++) o[i] += p * lut[vr[i]];
+        }
+    }
+}
+
+/* ---- init ----------------------------------------------------------------------------- */
+
+static void *xcalloc_track(brisk_forward *f, size_t n, size_t sz, bool *ok) {
+    size_t bytes;
+    if (!brisk_mul_size(n, sz, &bytes)) {
+        *ok = false;
+        return NULL;
+    }
+    void *p = calloc(1, bytes ? bytes : 1);
+    if (!p) *ok = false;
+    f->bytes += bytes;
+    return p;
+}
+
+brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, int32_t n_batch, int32_t n_ctx,
+                                int n_threads, brisk_error *err) {
+    *out = NULL;
+    const brisk_hparams *hp = &m->hp;
+    if (n_batch < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d must be positive", n_batch);
+    if (hp->head_dim > 4096) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "head_dim %d > 4096", hp->head_dim);
+    brisk_forward *f = calloc(1, sizeof *f);
+    if (!f) return brisk_fail(err, BRISK_ERR_NOMEM, "forward: out of memory");
+    f->m = m;
+    f->k = brisk_kernels_best();
+    f->n_batch = n_batch;
+    f->n_ctx = n_ctx;
+    f->qdim = hp->n_head * hp->head_dim;
+    f->kvdim = hp->n_head_kv * hp->head_dim;
+    f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, hp->n_ff), f->qdim);
+    brisk_status st = brisk_pool_init(&f->pool, n_threads, err);
+    if (st) {
+        free(f);
+        return st;
+    }
+    /* every matmul's weights must have a kernel in the table */
+    for (int il = 0; il < hp->n_layer; il++) {
+        const brisk_layer *L = &m->w.layers[il];
+        const brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
+            if (!f->k->vec_dot[ws[i]->type] || !f->k->quantize_act[brisk_qtype_get(ws[i]->type)->act_type]) {
+                brisk_forward_free(f);
+                return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "blk.%d: no kernel for weight type %s", il, brisk_qtype_name(ws[i]->type));
+            }
+    }
+    if (!f->k->vec_dot[m->w.output.type] || !brisk_qtype_to_float(m->w.tok_embd.type)) {
+        brisk_forward_free(f);
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "no kernel for output/embedding type %s", brisk_qtype_name(m->w.output.type));
+    }
+    bool ok = true;
+    const size_t nb = (size_t)n_batch;
+    f->x = xcalloc_track(f, nb * (size_t)hp->n_embd, sizeof(float), &ok);
+    f->xn = xcalloc_track(f, nb * (size_t)f->maxdim, sizeof(float), &ok);
+    f->q = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
+    f->kc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
+    f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
+    f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
+    f->g = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
+    f->u = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
+    f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
+    for (int i = 0; i < MM_MAX_JOBS; i++) f->xq[i] = xcalloc_track(f, f->xq_cap, 1, &ok);
+    f->scores = xcalloc_track(f, (size_t)n_threads * (size_t)n_ctx, sizeof(float), &ok);
+    f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
+    f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
+    f->out_rows = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    if (!ok) {
+        brisk_forward_free(f);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "forward: cannot allocate scratch for batch %d", n_batch);
+    }
+    for (uint32_t h = 0; h < 65536; h++) f->f16_lut[h] = brisk_fp16_to_fp32((uint16_t)h);
+    *out = f;
+    return BRISK_OK;
+}
+
+void brisk_forward_free(brisk_forward *f) {
+    if (!f) return;
+    brisk_pool_free(f->pool);
+    free(f->x); free(f->xn); free(f->q); free(f->kc); free(f->vc); free(f->att); free(f->g); free(f->u);
+    for (int i = 0; i < MM_MAX_JOBS; i++) free(f->xq[i]);
+    free(f->scores); free(f->rope_cache); free(f->f16_lut); free(f->out_rows);
+    free(f);
+}
+
+size_t brisk_forward_bytes(const brisk_forward *f) { return f->bytes; }
+const brisk_kernels *brisk_forward_kernels(const brisk_forward *f) { return f->k; }
+
+/* ---- the pass ---------------------------------------------------------------------------- */
+
+static brisk_status validate_batch(const brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b, brisk_error *err) {
+    const brisk_hparams *hp = &f->m->hp;
+    if (b->n < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "empty batch");
+    if (b->n > f->n_batch)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "batch of %d tokens exceeds the batch size %d", b->n, f->n_batch);
+    for (int32_t i = 0; i < b->n; i++) {
+        if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: id %d out of range [0, %d)", i, b->token[i], hp->n_vocab);
+        if (b->seq[i] < 0 || b->seq[i] >= kv->n_seq)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: sequence id %d out of range [0, %d)", i, b->seq[i], kv->n_seq);
+        /* expected position: the sequence's cached length plus its earlier tokens in this batch */
+        int32_t expect = kv->seqs[b->seq[i]].len;
+        for (int32_t j = 0; j < i; j++) expect += b->seq[j] == b->seq[i];
+        if (b->pos[i] != expect)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: position %d, but sequence %d continues at %d",
+                              i, b->pos[i], b->seq[i], expect);
+        if (b->pos[i] >= kv->n_ctx)
+            return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: position %d exceeds the context size %d", i, b->pos[i], kv->n_ctx);
+    }
+    return BRISK_OK;
+}
+
+brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
+    brisk_status st = validate_batch(f, kv, b, err);
+    if (st) return st;
+    /* reserve every sequence's new length before touching anything */
+    for (int32_t i = 0; i < b->n; i++)
+        if ((st = brisk_kv_reserve(kv, b->seq[i], b->pos[i] + 1, err))) return st;
+
+    const brisk_model_data *m = f->m;
+    const brisk_hparams *hp = &m->hp;
+    const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
+
+    /* embeddings */
+    const brisk_to_float_fn emb = brisk_qtype_to_float(m->w.tok_embd.type);
+    for (int32_t t = 0; t < T; t++)
+        emb((const uint8_t *)m->w.tok_embd.data + (size_t)b->token[t] * m->w.tok_embd.row_bytes, f->x + (size_t)t * d, d);
+    for (int32_t t = 0; t < T; t++) brisk_rope_cache(&hp->rope, b->pos[t], f->rope_cache + (size_t)t * hp->rope.n_rot);
+
+    for (int32_t il = 0; il < hp->n_layer; il++) {
+        const brisk_layer *L = &m->w.layers[il];
+        for (int32_t t = 0; t < T; t++)
+            brisk_rmsnorm(f->xn + (size_t)t * d, f->x + (size_t)t * d, L->attn_norm.data, d, hp->norm_eps);
+        {
+            const brisk_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+            float *outs[3] = {f->q, f->kc, f->vc};
+            const int64_t strides[3] = {f->qdim, f->kvdim, f->kvdim};
+            const float *bias[3] = {L->bq.data, L->bk.data, L->bv.data};
+            matmul(f, f->xn, T, 3, ws, outs, strides, bias);
+        }
+        for (int32_t t = 0; t < T; t++) {
+            float *q = f->q + (size_t)t * f->qdim, *k = f->kc + (size_t)t * f->kvdim;
+            if (L->q_norm.data) {
+                for (int h = 0; h < hp->n_head; h++) brisk_rmsnorm(q + h * hd, q + h * hd, L->q_norm.data, hd, hp->norm_eps);
+                for (int h = 0; h < hp->n_head_kv; h++) brisk_rmsnorm(k + h * hd, k + h * hd, L->k_norm.data, hd, hp->norm_eps);
+            }
+            const float *rc = f->rope_cache + (size_t)t * hp->rope.n_rot;
+            brisk_rope_apply(&hp->rope, rc, q, hp->n_head, hd);
+            brisk_rope_apply(&hp->rope, rc, k, hp->n_head_kv, hd);
+            uint16_t *kd = brisk_kv_k_row(kv, il, b->seq[t], b->pos[t]);
+            uint16_t *vd = brisk_kv_v_row(kv, il, b->seq[t], b->pos[t]);
+            const float *v = f->vc + (size_t)t * f->kvdim;
+            for (int i = 0; i < f->kvdim; i++) {
+                kd[i] = brisk_fp32_to_fp16(k[i]);
+                vd[i] = brisk_fp32_to_fp16(v[i]);
+            }
+        }
+        attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
+        brisk_pool_run(f->pool, attn_worker, &at);
+        matmul1(f, f->att, T, &L->wo, f->xn, d);
+        for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
+
+        for (int32_t t = 0; t < T; t++)
+            brisk_rmsnorm(f->xn + (size_t)t * d, f->x + (size_t)t * d, L->ffn_norm.data, d, hp->norm_eps);
+        {
+            const brisk_weight *ws[2] = {&L->w_gate, &L->w_up};
+            float *outs[2] = {f->g, f->u};
+            const int64_t strides[2] = {hp->n_ff, hp->n_ff};
+            matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
+        }
+        for (int32_t t = 0; t < T; t++)
+            brisk_swiglu(f->g + (size_t)t * hp->n_ff, f->g + (size_t)t * hp->n_ff, f->u + (size_t)t * hp->n_ff, hp->n_ff);
+        matmul1(f, f->g, T, &L->w_down, f->xn, d);
+        for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
+    }
+
+    /* the sequences now hold these tokens */
+    for (int32_t t = 0; t < T; t++)
+        if (kv->seqs[b->seq[t]].len < b->pos[t] + 1) kv->seqs[b->seq[t]].len = b->pos[t] + 1;
+
+    int32_t n_out = 0;
+    for (int32_t t = 0; t < T; t++)
+        if (b->want[t]) {
+            brisk_rmsnorm(f->xn + (size_t)n_out * d, f->x + (size_t)t * d, m->w.output_norm.data, d, hp->norm_eps);
+            n_out++;
+        }
+    if (n_out) matmul1(f, f->xn, n_out, &m->w.output, out, hp->n_vocab);
+    return BRISK_OK;
+}

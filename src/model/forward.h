@@ -1,0 +1,41 @@
+/* forward: one transformer evaluation over a batch of tokens that may belong
+ * to several sequences. K/V of every token are written to the paged cache
+ * first, then each token attends causally to its own sequence's positions
+ * [0, pos]. Every per-token computation is independent of the rest of the
+ * batch and reduces in a fixed order, so a sequence's logits are the same
+ * alone, batched, or chunked (DESIGN.md invariant 1). */
+#ifndef BRISK_FORWARD_H
+#define BRISK_FORWARD_H
+
+#include "base/pool.h"
+#include "kernels/kernels.h"
+#include "kv/kv.h"
+#include "model/model.h"
+
+typedef struct brisk_fwd_batch {
+    int32_t n;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq;
+    const uint8_t *want;     /* per token: 1 = produce logits */
+} brisk_fwd_batch;
+
+typedef struct brisk_forward brisk_forward;
+
+/* Scratch for batches of up to n_batch tokens with contexts up to n_ctx; all
+ * memory is allocated here, none per call. */
+brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, int32_t n_batch, int32_t n_ctx,
+                                int n_threads, brisk_error *err);
+void brisk_forward_free(brisk_forward *f);
+size_t brisk_forward_bytes(const brisk_forward *f);
+
+/* Evaluate b; logits for the tokens with want[i] set go to out in batch order,
+ * [n_want][n_vocab]. Positions must extend each sequence contiguously: the
+ * first token of seq s in the batch has pos == kv->seqs[s].len (after any
+ * truncation), later ones follow. */
+brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err);
+
+/* The kernel table in use (ref or SIMD), chosen once at init. */
+const brisk_kernels *brisk_forward_kernels(const brisk_forward *f);
+
+#endif

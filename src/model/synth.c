@@ -1,0 +1,267 @@
+/* synth: random-weight GGUF writer (see synth.h).
+ *
+ * Weights are Gaussian with std 1/sqrt(fan_in), token embeddings std 0.1 and
+ * norm weights 1 + 0.1 N(0,1), like shared/golden, so logits vary strongly
+ * between positions and a mistake shows up. The vocabulary is a synthetic
+ * SentencePiece one: <unk>, <s>, </s>, the 256 byte tokens, then filler
+ * pieces, so both engines can load and tokenize with it. */
+#include "model/synth.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const brisk_synth_shape shapes[] = {
+    /* tiny shapes for golden tests of features shared/golden lacks */
+    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0},
+    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16},
+    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0},
+    /* real model shapes (hyperparameters from their published configs) */
+    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0},
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0},
+    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0},
+    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0},
+    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0},
+};
+
+const brisk_synth_shape *brisk_synth_shapes(void) { return shapes; }
+
+const brisk_synth_shape *brisk_synth_find(const char *name) {
+    for (const brisk_synth_shape *s = shapes; s->name; s++)
+        if (!strcmp(s->name, name)) return s;
+    return NULL;
+}
+
+/* ---- deterministic Gaussian noise ------------------------------------------------------ */
+
+typedef struct synth_rng {
+    uint64_t s;
+    int has_spare;
+    double spare;
+} synth_rng;
+
+static uint64_t rng_u64(synth_rng *r) {
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_normal(synth_rng *r) {
+    if (r->has_spare) {
+        r->has_spare = 0;
+        return r->spare;
+    }
+    double u, v, s;
+    do {
+        u = (double)(rng_u64(r) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+        v = (double)(rng_u64(r) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+        s = u * u + v * v;
+    } while (s >= 1.0 || s == 0.0);
+    const double m = sqrt(-2.0 * log(s) / s);
+    r->spare = v * m;
+    r->has_spare = 1;
+    return u * m;
+}
+
+/* ---- tensor list --------------------------------------------------------------------------- */
+
+typedef enum { T_MATRIX, T_EMBED, T_NORM, T_BIAS, T_FREQS } tensor_kind;
+
+typedef struct synth_tensor {
+    char name[64];
+    tensor_kind kind;
+    int64_t cols, rows;   /* rows = 1 for vectors */
+} synth_tensor;
+
+static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
+    int n = 0;
+    const int64_t d = s->n_embd, qd = (int64_t)s->n_head * s->head_dim, kd = (int64_t)s->n_head_kv * s->head_dim;
+#define ADD(kind_, c, r, ...) do { if (out) { snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); out[n].kind = kind_; out[n].cols = c; out[n].rows = r; } n++; } while (0)
+    ADD(T_EMBED, d, s->n_vocab, "token_embd.weight");
+    ADD(T_NORM, d, 1, "output_norm.weight");
+    if (!s->tied_output) ADD(T_MATRIX, d, s->n_vocab, "output.weight");
+    if (s->llama3_rope_freqs) ADD(T_FREQS, s->head_dim / 2, 1, "rope_freqs.weight");
+    for (int l = 0; l < s->n_layer; l++) {
+        ADD(T_NORM, d, 1, "blk.%d.attn_norm.weight", l);
+        ADD(T_MATRIX, d, qd, "blk.%d.attn_q.weight", l);
+        ADD(T_MATRIX, d, kd, "blk.%d.attn_k.weight", l);
+        ADD(T_MATRIX, d, kd, "blk.%d.attn_v.weight", l);
+        if (s->qkv_bias) {
+            ADD(T_BIAS, qd, 1, "blk.%d.attn_q.bias", l);
+            ADD(T_BIAS, kd, 1, "blk.%d.attn_k.bias", l);
+            ADD(T_BIAS, kd, 1, "blk.%d.attn_v.bias", l);
+        }
+        if (s->qk_norm) {
+            ADD(T_NORM, s->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
+            ADD(T_NORM, s->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
+        }
+        ADD(T_MATRIX, qd, d, "blk.%d.attn_output.weight", l);
+        ADD(T_NORM, d, 1, "blk.%d.ffn_norm.weight", l);
+        ADD(T_MATRIX, d, s->n_ff, "blk.%d.ffn_gate.weight", l);
+        ADD(T_MATRIX, d, s->n_ff, "blk.%d.ffn_up.weight", l);
+        ADD(T_MATRIX, s->n_ff, d, "blk.%d.ffn_down.weight", l);
+    }
+#undef ADD
+    return n;
+}
+
+static uint32_t tensor_type(const synth_tensor *t, uint32_t type) {
+    return t->kind == T_MATRIX || t->kind == T_EMBED ? type : BRISK_Q_F32;
+}
+
+bool brisk_synth_file_bytes(const brisk_synth_shape *s, uint32_t type, uint64_t *bytes) {
+    int n = list_tensors(s, NULL);
+    synth_tensor *ts = malloc((size_t)n * sizeof *ts);
+    if (!ts) return false;
+    list_tensors(s, ts);
+    uint64_t total = 1 << 20;   /* metadata and vocabulary, generously */
+    bool ok = true;
+    for (int i = 0; i < n && ok; i++) {
+        size_t rb;
+        ok = brisk_qtype_row_bytes(tensor_type(&ts[i], type), ts[i].cols, &rb);
+        total += (uint64_t)rb * (uint64_t)ts[i].rows + 32;
+    }
+    free(ts);
+    *bytes = total;
+    return ok;
+}
+
+/* Llama 3.1 frequency divisors (factor 8, low/high frequency factors 1 and 4). */
+static void llama3_freqs(const brisk_synth_shape *s, float *out) {
+    const int n = s->head_dim / 2;
+    const double factor = 8.0, low = 1.0, high = 4.0, orig = 8192.0;
+    const double low_wl = orig / low, high_wl = orig / high;
+    for (int i = 0; i < n; i++) {
+        const double freq = pow(s->rope_base, -2.0 * i / s->head_dim), wl = 2.0 * M_PI / freq;
+        if (wl < high_wl) out[i] = 1.0f;
+        else if (wl > low_wl) out[i] = (float)factor;
+        else {
+            const double smooth = (orig / wl - low) / (high - low);
+            out[i] = (float)(1.0 / ((1 - smooth) / factor + smooth));
+        }
+    }
+}
+
+static brisk_status write_vocab(brisk_gguf_writer *w, int32_t n_vocab, brisk_error *err) {
+    char **tok = calloc((size_t)n_vocab, sizeof *tok);
+    float *scores = malloc((size_t)n_vocab * sizeof *scores);
+    int32_t *types = malloc((size_t)n_vocab * sizeof *types);
+    brisk_status st = BRISK_OK;
+    if (!tok || !scores || !types) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory for vocabulary"); goto done; }
+    for (int32_t i = 0; i < n_vocab; i++) {
+        char buf[32];
+        if (i == 0) snprintf(buf, sizeof buf, "<unk>");
+        else if (i == 1) snprintf(buf, sizeof buf, "<s>");
+        else if (i == 2) snprintf(buf, sizeof buf, "</s>");
+        else if (i < 259) snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
+        else snprintf(buf, sizeof buf, "\xe2\x96\x81t%d", i);   /* "▁t<id>" */
+        tok[i] = strdup(buf);
+        if (!tok[i]) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory for vocabulary"); goto done; }
+        scores[i] = i < 259 ? 0.0f : -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;   /* unknown, control, byte, normal */
+    }
+    if ((st = brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
+        (st = brisk_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", BRISK_GGUF_STRING, tok, (uint64_t)n_vocab)) ||
+        (st = brisk_gguf_writer_set_arr(w, "tokenizer.ggml.scores", BRISK_GGUF_FLOAT32, scores, (uint64_t)n_vocab)) ||
+        (st = brisk_gguf_writer_set_arr(w, "tokenizer.ggml.token_type", BRISK_GGUF_INT32, types, (uint64_t)n_vocab)) ||
+        (st = brisk_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 1)) ||
+        (st = brisk_gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", 2)) ||
+        (st = brisk_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 0)))
+        brisk_fail(err, st, "synth: cannot store the vocabulary");
+done:
+    if (tok)
+        for (int32_t i = 0; i < n_vocab; i++) free(tok[i]);
+    free(tok);
+    free(scores);
+    free(types);
+    return st;
+}
+
+brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const char *path,
+                               void (*progress)(int, int, void *), void *ud, brisk_error *err) {
+    brisk_from_float_fn quantize = brisk_qtype_from_float(type);
+    const brisk_qtype_info *qi = brisk_qtype_get(type);
+    if (!quantize || !qi || type == BRISK_Q_Q8_1 || type == BRISK_Q_Q8_K)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "synth: cannot write weights of type %s", brisk_qtype_name(type));
+    const int n = list_tensors(s, NULL);
+    synth_tensor *ts = malloc((size_t)n * sizeof *ts);
+    brisk_gguf_writer *w = NULL;
+    float *row = NULL;
+    void *qbuf = NULL;
+    brisk_status st;
+    if (!ts) return brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory");
+    list_tensors(s, ts);
+    if ((st = brisk_gguf_writer_init(&w, 32, err))) goto done;
+
+    char key[128];
+    const char *a = s->arch;
+#define SETU(k, v) (snprintf(key, sizeof key, "%s." k, a), brisk_gguf_writer_set_u32(w, key, (uint32_t)(v)))
+#define SETF(k, v) (snprintf(key, sizeof key, "%s." k, a), brisk_gguf_writer_set_f32(w, key, (v)))
+    char desc[128];
+    snprintf(desc, sizeof desc, "brisk synth %s (random weights)", s->name);
+    if ((st = brisk_gguf_writer_set_str(w, "general.architecture", a)) || (st = brisk_gguf_writer_set_str(w, "general.name", desc)) ||
+        (st = SETU("context_length", s->n_ctx)) || (st = SETU("embedding_length", s->n_embd)) ||
+        (st = SETU("block_count", s->n_layer)) || (st = SETU("feed_forward_length", s->n_ff)) ||
+        (st = SETU("attention.head_count", s->n_head)) || (st = SETU("attention.head_count_kv", s->n_head_kv)) ||
+        (st = SETU("attention.key_length", s->head_dim)) || (st = SETU("attention.value_length", s->head_dim)) ||
+        (st = SETU("rope.dimension_count", s->head_dim)) || (st = SETF("rope.freq_base", s->rope_base)) ||
+        (st = SETF("attention.layer_norm_rms_epsilon", s->norm_eps)) || (st = SETU("vocab_size", s->n_vocab))) {
+        brisk_fail(err, st, "synth: cannot store metadata");
+        goto done;
+    }
+    if (s->rope_scaling) {
+        snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+        if ((st = brisk_gguf_writer_set_str(w, key, s->rope_scaling)) || (st = SETF("rope.scaling.factor", s->rope_scaling_factor)) ||
+            (s->rope_orig_ctx && (st = SETU("rope.scaling.original_context_length", s->rope_orig_ctx)))) {
+            brisk_fail(err, st, "synth: cannot store metadata");
+            goto done;
+        }
+    }
+#undef SETU
+#undef SETF
+    if ((st = write_vocab(w, s->n_vocab, err))) goto done;
+
+    synth_rng rng = {.s = seed};
+    int64_t max_cols = 0;
+    for (int i = 0; i < n; i++) max_cols = BRISK_MAX(max_cols, ts[i].cols);
+    row = malloc((size_t)max_cols * sizeof(float));
+    if (!row) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory"); goto done; }
+    for (int i = 0; i < n; i++) {
+        const synth_tensor *t = &ts[i];
+        const uint32_t tt = tensor_type(t, type);
+        size_t rb, total;
+        if (!brisk_qtype_row_bytes(tt, t->cols, &rb) || !brisk_mul_size(rb, (size_t)t->rows, &total)) {
+            st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "synth: tensor '%s' row of %lld is not whole %s blocks", t->name,
+                            (long long)t->cols, brisk_qtype_name(tt));
+            goto done;
+        }
+        free(qbuf);
+        qbuf = malloc(total ? total : 1);
+        if (!qbuf) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: cannot allocate %zu bytes for '%s'", total, t->name); goto done; }
+        const double std = t->kind == T_EMBED ? 0.1 : 1.0 / sqrt((double)t->cols);
+        for (int64_t r = 0; r < t->rows; r++) {
+            for (int64_t c = 0; c < t->cols; c++) {
+                const double g = rng_normal(&rng);
+                row[c] = (float)(t->kind == T_NORM ? 1.0 + 0.1 * g : t->kind == T_BIAS ? 0.1 * g : std * g);
+            }
+            if (t->kind == T_FREQS) llama3_freqs(s, row);
+            brisk_qtype_from_float(tt)(row, (uint8_t *)qbuf + (size_t)r * rb, t->cols);
+        }
+        const int64_t ne[2] = {t->cols, t->rows};
+        if ((st = brisk_gguf_writer_add_tensor(w, t->name, tt, t->rows > 1 ? 2 : 1, ne, qbuf, total, err))) goto done;
+        if (progress) progress(i + 1, n, ud);
+    }
+    if ((st = brisk_gguf_writer_write(w, path, err))) goto done;
+done:
+    free(row);
+    free(qbuf);
+    free(ts);
+    brisk_gguf_writer_free(w);
+    return st;
+}

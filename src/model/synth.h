@@ -1,0 +1,35 @@
+/* synth: write random-weight GGUF models in the exact tensor shapes of real
+ * ones (or of tiny test models), so speed and correctness can be measured
+ * without downloading weights. The files load in brisk and in llama.cpp. */
+#ifndef BRISK_SYNTH_H
+#define BRISK_SYNTH_H
+
+#include "base/base.h"
+
+typedef struct brisk_synth_shape {
+    const char *name;
+    const char *arch;           /* "llama", "qwen2", "qwen3" */
+    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
+    float rope_base, norm_eps;
+    bool tied_output;
+    bool qkv_bias;              /* qwen2 */
+    bool qk_norm;               /* qwen3 */
+    bool llama3_rope_freqs;     /* write rope_freqs.weight (Llama 3.1 style, factor 8) */
+    const char *rope_scaling;   /* NULL, "linear" or "yarn" */
+    float rope_scaling_factor;
+    int32_t rope_orig_ctx;
+} brisk_synth_shape;
+
+/* The table of known shapes; NULL-terminated by name. */
+const brisk_synth_shape *brisk_synth_shapes(void);
+const brisk_synth_shape *brisk_synth_find(const char *name);
+
+/* Bytes the file will take (approximately, within alignment) for this type. */
+bool brisk_synth_file_bytes(const brisk_synth_shape *s, uint32_t type, uint64_t *bytes);
+
+/* Write the model with matrices in `type` (norms and biases stay F32).
+ * progress (may be NULL) is called after each tensor with done/total counts. */
+brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const char *path,
+                               void (*progress)(int done, int total, void *ud), void *ud, brisk_error *err);
+
+#endif
