@@ -1,0 +1,388 @@
+/* test_kernels: every dot product of every kernel table this CPU runs,
+ *  - against an independent formulation: the double-precision dot of the
+ *    dequantized weights with the dequantized activations;
+ *  - against the reference table on the same inputs;
+ * at odd block counts, on quantized real-looking data and on random block
+ * bytes, with guard bytes after every buffer and NaN-filled outputs. Also the
+ * activation quantizers of every table against ref, and the dispatch rules. */
+#include "base/cpu.h"
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+#include "quant/convert.h"
+#include "quant/quant.h"
+#include "test.h"
+
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/wait.h>
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static uint64_t rng_next(void) {
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return rng_state * 0x2545f4914f6cdd1dull;
+}
+static float rng_uniform(void) { return (float)(rng_next() >> 40) * (1.0f / 16777216.0f); }
+static float rng_gauss(void) {
+    float u = rng_uniform() + 1e-7f, v = rng_uniform();
+    return sqrtf(-2.0f * logf(u)) * cosf(6.2831853f * v);
+}
+
+#define GUARD 64
+#define GUARD_BYTE 0x5a
+
+/* A buffer of len bytes followed by GUARD guard bytes. */
+typedef struct guarded {
+    uint8_t *p;
+    size_t len;
+} guarded;
+
+static guarded guarded_alloc(size_t len) {
+    guarded g = {malloc(len + GUARD), len};
+    if (g.p) memset(g.p, GUARD_BYTE, len + GUARD);
+    return g;
+}
+static bool guard_ok(const guarded *g) {
+    for (size_t i = 0; i < GUARD; i++)
+        if (g->p[g->len + i] != GUARD_BYTE) return false;
+    return true;
+}
+
+/* Offsets of the fp16 scale fields of each block format, so that random block
+ * bytes can be given finite, moderate scales (random fp16 bits would be NaN or
+ * huge 1 time in 32). F16/BF16 rows are all scales. */
+typedef struct scale_fields {
+    brisk_qtype type;
+    int count;
+    size_t off[2];
+} scale_fields;
+
+static const scale_fields scale_table[] = {
+    {BRISK_Q_Q4_0, 1, {offsetof(brisk_block_q4_0, d)}},
+    {BRISK_Q_Q4_1, 2, {offsetof(brisk_block_q4_1, d), offsetof(brisk_block_q4_1, m)}},
+    {BRISK_Q_Q5_0, 1, {offsetof(brisk_block_q5_0, d)}},
+    {BRISK_Q_Q5_1, 2, {offsetof(brisk_block_q5_1, d), offsetof(brisk_block_q5_1, m)}},
+    {BRISK_Q_Q8_0, 1, {offsetof(brisk_block_q8_0, d)}},
+    {BRISK_Q_Q2_K, 2, {offsetof(brisk_block_q2_k, d), offsetof(brisk_block_q2_k, dmin)}},
+    {BRISK_Q_Q3_K, 1, {offsetof(brisk_block_q3_k, d)}},
+    {BRISK_Q_Q4_K, 2, {offsetof(brisk_block_q4_k, d), offsetof(brisk_block_q4_k, dmin)}},
+    {BRISK_Q_Q5_K, 2, {offsetof(brisk_block_q5_k, d), offsetof(brisk_block_q5_k, dmin)}},
+    {BRISK_Q_Q6_K, 1, {offsetof(brisk_block_q6_k, d)}},
+};
+
+static void fill_random_blocks(brisk_qtype type, uint8_t *dst, int64_t n) {
+    const brisk_qtype_info *info = brisk_qtype_get(type);
+    size_t row;
+    brisk_qtype_row_bytes(type, n, &row);
+    if (type == BRISK_Q_F32) {
+        float *f = (float *)dst;
+        for (int64_t i = 0; i < n; i++) f[i] = rng_gauss();
+        return;
+    }
+    for (size_t i = 0; i < row; i++) dst[i] = (uint8_t)rng_next();
+    if (type == BRISK_Q_F16 || type == BRISK_Q_BF16) {
+        uint16_t *h = (uint16_t *)dst;
+        for (int64_t i = 0; i < n; i++)
+            h[i] = type == BRISK_Q_F16 ? brisk_fp32_to_fp16(rng_gauss()) : brisk_fp32_to_bf16(rng_gauss());
+        return;
+    }
+    for (size_t t = 0; t < BRISK_ARRAY_LEN(scale_table); t++) {
+        if (scale_table[t].type != type) continue;
+        for (int64_t b = 0; b < n / info->block_elems; b++) {
+            for (int k = 0; k < scale_table[t].count; k++) {
+                uint16_t h = brisk_fp32_to_fp16(0.05f * rng_gauss());
+                memcpy(dst + (size_t)b * info->block_bytes + scale_table[t].off[k], &h, sizeof h);
+            }
+        }
+    }
+}
+
+static void fill_floats(float *x, int64_t n, int kind) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (kind) {
+        case 0: x[i] = rng_gauss(); break;
+        case 1: x[i] = 0.2f + 0.1f * rng_gauss(); break;   /* offset: exercises the min terms */
+        default: x[i] = (rng_next() % 50 == 0) ? 30.0f * rng_gauss() : 0.01f * rng_gauss(); break;
+        }
+    }
+}
+
+static const int64_t block_counts[] = {1, 2, 3, 7, 15, 16, 17, 31, 33, 255, 257, 1023};
+
+typedef struct dot_case {
+    brisk_qtype wtype;
+    const brisk_qtype_info *winfo, *ainfo;
+    int64_t n;
+    guarded w, a;    /* quantized weights / activations */
+    float *wf, *af;  /* their dequantized values */
+} dot_case;
+
+/* Bound on the float rounding a correct kernel may show: each element's
+ * product is off by a few ulps of |a_i| * (largest |w| in its block) (the
+ * block's scale and min terms are that large), plus one rounding per block
+ * added to the running sum. Q8_1 activations also carry s = d*sum(q) rounded
+ * to fp16, which the Q4_1/Q5_1 min term multiplies. */
+static double dot_tolerance(const dot_case *c) {
+    const int64_t bw = c->winfo->block_elems;
+    double mag = 0.0;
+    for (int64_t b = 0; b < c->n / bw; b++) {
+        double wmax = 0.0;
+        for (int64_t i = b * bw; i < (b + 1) * bw; i++) wmax = fmax(wmax, fabs((double)c->wf[i]));
+        for (int64_t i = b * bw; i < (b + 1) * bw; i++) mag += fabs((double)c->af[i]) * wmax;
+    }
+    double blocks = (double)(c->n / BRISK_MAX(bw, c->ainfo->block_elems));
+    double tol = 8.0 * (16.0 + blocks) * FLT_EPSILON * mag;
+    if (c->ainfo == brisk_qtype_get(BRISK_Q_Q8_1)) {
+        const brisk_block_q8_1 *y = (const brisk_block_q8_1 *)c->a.p;
+        for (int64_t b = 0; b < c->n / 32; b++) {
+            double m = 0.0;   /* |min| of the weight block: m is its first fp16 after d */
+            uint16_t mh;
+            memcpy(&mh, c->w.p + (size_t)b * c->winfo->block_bytes + 2, sizeof mh);
+            m = fabs((double)brisk_fp16_to_fp32(mh));
+            tol += m * (fabs((double)brisk_fp16_to_fp32(y[b].s)) * 0x1p-10 + 0x1p-24);
+        }
+    }
+    return tol + 1e-30;
+}
+
+static double independent_dot(const dot_case *c) {
+    double s = 0.0;
+    for (int64_t i = 0; i < c->n; i++) s += (double)c->wf[i] * c->af[i];
+    return s;
+}
+
+/* One weight type at one size, for every table. */
+static void check_dot_case(const brisk_kernels *const *tables, int ntables, brisk_qtype wtype, int64_t nblocks,
+                           int kind) {
+    dot_case c = {.wtype = wtype, .winfo = brisk_qtype_get(wtype)};
+    c.ainfo = brisk_qtype_get(c.winfo->act_type);
+    c.n = nblocks * BRISK_MAX(c.winfo->block_elems, c.ainfo->block_elems);
+    size_t wrow, arow;
+    brisk_qtype_row_bytes(wtype, c.n, &wrow);
+    brisk_qtype_row_bytes(c.winfo->act_type, c.n, &arow);
+    c.w = guarded_alloc(wrow);
+    c.a = guarded_alloc(arow);
+    c.wf = malloc((size_t)c.n * sizeof(float));
+    c.af = malloc((size_t)c.n * sizeof(float));
+    float *x = malloc((size_t)c.n * sizeof(float));
+    if (!c.w.p || !c.a.p || !c.wf || !c.af || !x) {
+        CHECK(!"out of memory");
+        goto done;
+    }
+
+    /* weights: quantized data, or random block bytes */
+    if (kind < 3) {
+        fill_floats(x, c.n, kind);
+        brisk_qtype_from_float(wtype)(x, c.w.p, c.n);
+    } else {
+        fill_random_blocks(wtype, c.w.p, c.n);
+    }
+    brisk_qtype_to_float(wtype)(c.w.p, c.wf, c.n);
+    fill_floats(x, c.n, kind % 3);
+
+    float ref_out = NAN;
+    for (int t = 0; t < ntables; t++) {
+        const brisk_kernels *k = tables[t];
+        brisk_vec_dot_fn dot = k->vec_dot[wtype];
+        brisk_quantize_fn quant = k->quantize_act[c.winfo->act_type];
+        CHECKF(dot && quant, "%s: no kernel for %s", k->isa, c.winfo->name);
+        if (!dot || !quant) continue;
+        memset(c.a.p, GUARD_BYTE, arow);
+        quant(x, c.a.p, c.n);
+        CHECKF(guard_ok(&c.a), "%s quantize %s n=%lld: overrun", k->isa, c.ainfo->name, (long long)c.n);
+        brisk_qtype_to_float(c.winfo->act_type)(c.a.p, c.af, c.n);
+
+        float out[2] = {NAN, NAN};   /* out[1] catches a write past *out */
+        dot(c.n, &out[0], c.w.p, c.a.p);
+        CHECKF(guard_ok(&c.w) && guard_ok(&c.a), "%s %s n=%lld: buffers changed", k->isa, c.winfo->name,
+               (long long)c.n);
+        CHECKF(isnan(out[1]), "%s %s: wrote past the output", k->isa, c.winfo->name);
+        double want = independent_dot(&c), tol = dot_tolerance(&c);
+        CHECKF(isfinite(out[0]) && fabs(out[0] - want) <= tol, "%s %s n=%lld kind %d: dot %.9g, dequantized %.9g (tol %.3g)",
+               k->isa, c.winfo->name, (long long)c.n, kind, (double)out[0], want, tol);
+
+        /* same inputs through the reference kernel: the tables must agree */
+        float ref_same = NAN;
+        tables[0]->vec_dot[wtype](c.n, &ref_same, c.w.p, c.a.p);
+        if (t == 0) {
+            ref_out = ref_same;
+            /* ref is deterministic */
+            CHECKF(memcmp(&ref_same, &out[0], sizeof(float)) == 0, "ref %s not deterministic", c.winfo->name);
+        } else {
+            CHECKF(fabs((double)out[0] - ref_same) <= tol, "%s %s n=%lld: %.9g vs ref %.9g", k->isa, c.winfo->name,
+                   (long long)c.n, (double)out[0], (double)ref_same);
+        }
+    }
+    (void)ref_out;
+done:
+    free(c.w.p);
+    free(c.a.p);
+    free(c.wf);
+    free(c.af);
+    free(x);
+}
+
+static const brisk_qtype weight_types[] = {
+    BRISK_Q_F32,  BRISK_Q_F16,  BRISK_Q_BF16, BRISK_Q_Q4_0, BRISK_Q_Q4_1, BRISK_Q_Q5_0, BRISK_Q_Q5_1,
+    BRISK_Q_Q8_0, BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K,
+};
+
+static void test_dots(const brisk_kernels *const *tables, int ntables) {
+    const int64_t max_elems = test_quick() ? 256 * 33 : 256 * 1023;
+    for (size_t t = 0; t < BRISK_ARRAY_LEN(weight_types); t++) {
+        const brisk_qtype_info *info = brisk_qtype_get(weight_types[t]);
+        const brisk_qtype_info *act = brisk_qtype_get(info->act_type);
+        const int64_t unit = BRISK_MAX(info->block_elems, act->block_elems);
+        for (size_t s = 0; s < BRISK_ARRAY_LEN(block_counts); s++) {
+            int64_t nb = block_counts[s];
+            if (nb * unit > max_elems) continue;
+            for (int kind = 0; kind < 4; kind++) check_dot_case(tables, ntables, weight_types[t], nb, kind);
+        }
+    }
+}
+
+/* Hand-checkable dot products: integer sums times scales. */
+static void test_dot_known(void) {
+    const brisk_kernels *ref = brisk_kernels_ref();
+    brisk_block_q8_0 w[2], a[2];
+    for (int b = 0; b < 2; b++) {
+        w[b].d = brisk_fp32_to_fp16(b ? 0.5f : 2.0f);
+        a[b].d = brisk_fp32_to_fp16(0.25f);
+        for (int j = 0; j < 32; j++) {
+            w[b].qs[j] = (int8_t)(j - 16);
+            a[b].qs[j] = (int8_t)(j % 2 ? 1 : -1);
+        }
+    }
+    /* sum over j of (j-16)*(+-1) = 16 per block; 16*2*0.25 + 16*0.5*0.25 = 10 */
+    float out = NAN;
+    ref->vec_dot[BRISK_Q_Q8_0](64, &out, w, a);
+    CHECK(out == 10.0f);
+
+    /* Q4_0 weight nibble 0 is -8: all-zero nibbles against all-one activations */
+    brisk_block_q4_0 w4;
+    memset(&w4, 0, sizeof w4);
+    w4.d = brisk_fp32_to_fp16(1.0f);
+    for (int j = 0; j < 32; j++) a[0].qs[j] = 1;
+    a[0].d = brisk_fp32_to_fp16(1.0f);
+    ref->vec_dot[BRISK_Q_Q4_0](32, &out, &w4, a);
+    CHECK(out == -256.0f);
+
+    /* F16 / F32 small exact cases */
+    uint16_t h[3] = {brisk_fp32_to_fp16(1.5f), brisk_fp32_to_fp16(-2.0f), brisk_fp32_to_fp16(0.25f)};
+    uint16_t g[3] = {brisk_fp32_to_fp16(2.0f), brisk_fp32_to_fp16(0.5f), brisk_fp32_to_fp16(4.0f)};
+    ref->vec_dot[BRISK_Q_F16](3, &out, h, g);
+    CHECK(out == 3.0f - 1.0f + 1.0f);
+    const float f1[3] = {1e8f, 1.0f, -1e8f}, f2[3] = {1.0f, 1.0f, 1.0f};
+    ref->vec_dot[BRISK_Q_F32](3, &out, f1, f2);   /* double accumulation keeps the 1 */
+    CHECK(out == 1.0f);
+}
+
+/* Activation quantizers of every table against ref: bit-identical, except
+ * Q8_0/Q8_1 where the x86 tables use ggml's AVX rounding (same d, q within 1). */
+static void test_quantize_act(const brisk_kernels *const *tables, int ntables) {
+    static const brisk_qtype acts[] = {BRISK_Q_F32, BRISK_Q_F16, BRISK_Q_BF16, BRISK_Q_Q8_0, BRISK_Q_Q8_1, BRISK_Q_Q8_K};
+    const int64_t n = 256 * 17;
+    float *x = malloc(n * sizeof(float));
+    guarded r = guarded_alloc((size_t)n * 4), o = guarded_alloc((size_t)n * 4);
+    if (!x || !r.p || !o.p) {
+        CHECK(!"out of memory");
+        goto done;
+    }
+    for (int kind = 0; kind < 3; kind++) {
+        fill_floats(x, n, kind);
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(acts); i++) {
+            size_t row;
+            brisk_qtype_row_bytes(acts[i], n, &row);
+            tables[0]->quantize_act[acts[i]](x, r.p, n);
+            CHECK(guard_ok(&r));
+            for (int t = 1; t < ntables; t++) {
+                memset(o.p, 0, row);
+                tables[t]->quantize_act[acts[i]](x, o.p, n);
+                CHECK(guard_ok(&o));
+                if (acts[i] != BRISK_Q_Q8_0 && acts[i] != BRISK_Q_Q8_1) {
+                    CHECKF(memcmp(r.p, o.p, row) == 0, "%s quantize %s differs from ref", tables[t]->isa,
+                           brisk_qtype_name(acts[i]));
+                    continue;
+                }
+                const size_t bb = brisk_qtype_get(acts[i])->block_bytes, qoff = bb - 32;
+                int bad = 0;
+                for (int64_t b = 0; b < n / 32; b++) {
+                    const uint8_t *rb = r.p + b * bb, *ob = o.p + b * bb;
+                    bad += memcmp(rb, ob, 2) != 0;   /* d */
+                    for (int j = 0; j < 32; j++) bad += abs((int8_t)rb[qoff + j] - (int8_t)ob[qoff + j]) > 1;
+                }
+                CHECKF(bad == 0, "%s quantize %s: %d differences beyond one step", tables[t]->isa,
+                       brisk_qtype_name(acts[i]), bad);
+            }
+        }
+    }
+    /* the x86 flavour is what ggml-cpu runs on AVX machines */
+    float y[32];
+    for (int j = 0; j < 32; j++) y[j] = (float)j - 15.5f;   /* amax 15.5 */
+    y[0] = 127.0f;
+    y[1] = 0.5f;
+    brisk_block_q8_0 b1, b2;
+    brisk_q8_0_quantize(y, &b1, 32);
+    brisk_q8_0_quantize_x86(y, &b2, 32);
+    CHECK(b1.qs[1] == 1 && b2.qs[1] == 0);
+done:
+    free(x);
+    free(r.p);
+    free(o.p);
+}
+
+static void test_tables(const brisk_kernels *const *tables, int ntables) {
+    CHECK(ntables >= 1 && tables[0] == brisk_kernels_ref());
+    CHECK(strcmp(tables[0]->isa, "ref") == 0);
+    const brisk_kernels *best = brisk_kernels_best();
+    bool listed = false;
+    for (int t = 0; t < ntables; t++) listed |= tables[t] == best;
+    CHECKF(listed, "best table '%s' is not among the usable ones", best->isa);
+    const brisk_kernels *one = NULL;
+    CHECK(brisk_kernels_all(&one, 1) == ntables && one == brisk_kernels_ref());
+    CHECK(brisk_kernels_all(NULL, 0) == ntables);
+    /* every weight type the quant table knows, except the activation-only
+     * Q8_1/Q8_K, has a kernel and its activation quantizer in every table */
+    for (int t = 0; t < ntables; t++) {
+        for (uint32_t ty = 0; ty < BRISK_Q_TYPE_LIMIT; ty++) {
+            const brisk_qtype_info *info = brisk_qtype_get(ty);
+            if (!info || ty == BRISK_Q_Q8_1 || ty == BRISK_Q_Q8_K) continue;
+            CHECKF(tables[t]->vec_dot[ty] && tables[t]->quantize_act[info->act_type], "%s lacks %s", tables[t]->isa,
+                   info->name);
+        }
+    }
+    char buf[256];
+    printf("cpu: %s; tables:", brisk_cpu_features_describe(brisk_cpu_features_get(), buf, sizeof buf));
+    for (int t = 0; t < ntables; t++) printf(" %s", tables[t]->isa);
+    printf("; best: %s\n", best->isa);
+}
+
+/* BRISK_FORCE_REF=1 is read once per process, so check it in a child that sets
+ * it before anything reads the CPU table. */
+static void test_force_ref(void) {
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("BRISK_FORCE_REF", "1", 1);
+        const brisk_kernels *k = brisk_kernels_best();
+        _exit(k == brisk_kernels_ref() && brisk_cpu_features_get()->force_ref ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(void) {
+    test_force_ref();   /* first: forks before this process reads the CPU table */
+    const brisk_kernels *tables[8];
+    int ntables = brisk_kernels_all(tables, 8);
+    if (ntables > 8) ntables = 8;
+    test_tables(tables, ntables);
+    test_dot_known();
+    test_quantize_act(tables, ntables);
+    test_dots(tables, ntables);
+    return test_finish();
+}
