@@ -1,0 +1,171 @@
+/* Engine API: batch invariance (DESIGN.md invariant 1), sequence truncation,
+ * and clear errors for bad batches and over-capacity requests. Uses the
+ * bundled model (models/pycode-target-f16.gguf). */
+#include "test.h"
+#include "brisk.h"
+
+#include <stdint.h>
+
+#define PROMPT_LEN 80
+
+static brisk_model *model;
+static int32_t n_vocab;
+
+static brisk_context *new_ctx(int n_ctx, int n_batch, int n_seq, int threads) {
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_batch = n_batch;
+    p.n_seq = n_seq;
+    p.n_threads = threads;
+    brisk_error err = {0};
+    brisk_context *c = NULL;
+    brisk_status st = brisk_context_init(model, &p, &c, &err);
+    CHECKF(st == BRISK_OK, "context: %s", err.msg);
+    return c;
+}
+
+/* Feed tokens of one sequence in chunks of `chunk`; copy the logits of every position. */
+static void run_chunked(brisk_context *c, const int32_t *tok, int n, int chunk, float *out) {
+    int32_t pos[128], seq[128];
+    uint8_t want[128];
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        const int m = n - i0 < chunk ? n - i0 : chunk;
+        for (int j = 0; j < m; j++) { pos[j] = i0 + j; seq[j] = 0; want[j] = 1; }
+        brisk_batch b = {m, tok + i0, pos, seq, want};
+        brisk_error err = {0};
+        CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "decode: %s", err.msg);
+        for (int j = 0; j < m; j++) memcpy(out + (size_t)(i0 + j) * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
+    }
+}
+
+static void test_batch_invariance(const int32_t *tok) {
+    const size_t bytes = (size_t)PROMPT_LEN * n_vocab * sizeof(float);
+    float *alone = malloc(bytes), *other = malloc(bytes);
+    brisk_context *c = new_ctx(256, 128, 4, 2);
+    run_chunked(c, tok, PROMPT_LEN, PROMPT_LEN, alone);
+
+    const int chunks[] = {1, 7, 64};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        brisk_seq_truncate(c, 0, 0, NULL);
+        run_chunked(c, tok, PROMPT_LEN, chunks[k], other);
+        CHECKF(memcmp(alone, other, bytes) == 0, "logits differ when the prompt is fed in chunks of %d", chunks[k]);
+    }
+
+    /* the same sequence interleaved with 3 others in one batch (seq 2 carries it) */
+    brisk_context *c4 = new_ctx(256, 128, 4, 2);
+    int32_t toks[4 * PROMPT_LEN], pos[4 * PROMPT_LEN], seq[4 * PROMPT_LEN];
+    uint8_t want[4 * PROMPT_LEN];
+    int n = 0;
+    for (int i = 0; i < PROMPT_LEN; i++)
+        for (int s = 0; s < 4; s++) {
+            toks[n] = s == 2 ? tok[i] : (tok[(i * 7 + s * 13) % PROMPT_LEN] + s) % n_vocab;
+            pos[n] = i;
+            seq[n] = s;
+            want[n] = s == 2;
+            n++;
+        }
+    /* two batches of 160 would exceed n_batch 128: use 4 batches of 80 */
+    int got = 0;
+    for (int i0 = 0; i0 < n; i0 += 80) {
+        brisk_batch b = {80, toks + i0, pos + i0, seq + i0, want + i0};
+        brisk_error err = {0};
+        CHECKF(brisk_decode(c4, &b, &err) == BRISK_OK, "batched decode: %s", err.msg);
+        for (int j = 0; j < brisk_n_logits(c4); j++, got++)
+            memcpy(other + (size_t)got * n_vocab, brisk_get_logits(c4, j), (size_t)n_vocab * sizeof(float));
+    }
+    CHECK(got == PROMPT_LEN);
+    CHECKF(memcmp(alone, other, bytes) == 0, "logits differ when batched with 3 other sequences");
+
+    /* one thread vs two: the split of rows over threads must not change a bit */
+    brisk_context *c1 = new_ctx(256, 128, 1, 1);
+    run_chunked(c1, tok, PROMPT_LEN, 16, other);
+    CHECKF(memcmp(alone, other, bytes) == 0, "logits differ between 1 and 2 threads");
+
+    /* truncate and re-decode the tail: same logits */
+    brisk_seq_truncate(c1, 0, 40, NULL);
+    CHECK(brisk_seq_len(c1, 0) == 40);
+    int32_t p2[40], s2[40] = {0};
+    uint8_t w2[40];
+    for (int j = 0; j < 40; j++) { p2[j] = 40 + j; w2[j] = 1; }
+    brisk_batch b = {40, tok + 40, p2, s2, w2};
+    brisk_error err = {0};
+    CHECKF(brisk_decode(c1, &b, &err) == BRISK_OK, "%s", err.msg);
+    CHECK(memcmp(brisk_get_logits(c1, 39), alone + (size_t)79 * n_vocab, (size_t)n_vocab * sizeof(float)) == 0);
+
+    brisk_context_free(c);
+    brisk_context_free(c4);
+    brisk_context_free(c1);
+    free(alone);
+    free(other);
+}
+
+static void test_errors(const int32_t *tok) {
+    brisk_context *c = new_ctx(32, 16, 2, 1);
+    brisk_error err = {0};
+    int32_t pos[20], seq[20] = {0}, bad[1] = {n_vocab};
+    uint8_t want[20] = {0};
+    for (int i = 0; i < 20; i++) pos[i] = i;
+
+    brisk_batch b = {20, tok, pos, seq, want};   /* 20 > n_batch 16 */
+    CHECK(brisk_decode(c, &b, &err) == BRISK_ERR_CAPACITY);
+    CHECKF(strstr(err.msg, "batch size") != NULL, "%s", err.msg);
+
+    brisk_batch bt = {1, bad, pos, seq, want};
+    CHECK(brisk_decode(c, &bt, &err) == BRISK_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "out of range") != NULL, "%s", err.msg);
+
+    int32_t p5 = 5;
+    brisk_batch bp = {1, tok, &p5, seq, want};   /* sequence 0 is empty: position must be 0 */
+    CHECK(brisk_decode(c, &bp, &err) == BRISK_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "continues at 0") != NULL, "%s", err.msg);
+
+    int32_t s9 = 9;
+    brisk_batch bs = {1, tok, pos, &s9, want};
+    CHECK(brisk_decode(c, &bs, &err) == BRISK_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "sequence id 9") != NULL, "%s", err.msg);
+
+    /* fill sequence 0 to the context size, then one more token is refused */
+    brisk_batch b16 = {16, tok, pos, seq, want};
+    CHECK(brisk_decode(c, &b16, &err) == BRISK_OK);
+    int32_t pos2[16];
+    for (int i = 0; i < 16; i++) pos2[i] = 16 + i;
+    brisk_batch b16b = {16, tok, pos2, seq, want};
+    CHECK(brisk_decode(c, &b16b, &err) == BRISK_OK);
+    int32_t p32 = 32;
+    brisk_batch over = {1, tok, &p32, seq, want};
+    CHECK(brisk_decode(c, &over, &err) == BRISK_ERR_CAPACITY);
+    CHECKF(strstr(err.msg, "context size 32") != NULL, "%s", err.msg);
+    CHECK(brisk_seq_len(c, 0) == 32);
+    brisk_context_free(c);
+
+    /* a context that cannot fit in memory fails before allocating */
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx = 1 << 24;
+    p.n_seq = 64;
+    brisk_context *big = NULL;
+    CHECK(brisk_context_init(model, &p, &big, &err) == BRISK_ERR_CAPACITY);
+    CHECKF(strstr(err.msg, "MiB") != NULL, "%s", err.msg);
+    CHECK(big == NULL);
+}
+
+int main(void) {
+    char path[1024];
+    test_source("models/pycode-target-f16.gguf", path, sizeof path);
+    brisk_error err = {0};
+    CHECKF(brisk_model_load(path, &model, &err) == BRISK_OK, "%s", err.msg);
+    if (!model) return test_finish();
+    brisk_model_info info;
+    brisk_model_get_info(model, &info);
+    n_vocab = info.n_vocab;
+    const char *text = "import os\nimport sys\n\ndef main(argv):\n    for name in sorted(os.listdir(argv[1])):\n        print(name)\n";
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECKF(brisk_tokenize_text(model, text, strlen(text), true, false, &ids, &n, &err) == BRISK_OK, "%s", err.msg);
+    int32_t tok[PROMPT_LEN];
+    for (int i = 0; i < PROMPT_LEN; i++) tok[i] = ids[i % n];
+    free(ids);
+    test_batch_invariance(tok);
+    test_errors(tok);
+    brisk_model_free(model);
+    return test_finish();
+}
