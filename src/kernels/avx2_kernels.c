@@ -1,28 +1,386 @@
 /* avx2_kernels: the x86-64 AVX2 (+FMA, F16C) kernel table.
  *
+ * Same contracts as ref.c; tests/test_kernels.c checks each kernel against
+ * the reference and against the dequantized dot. Integer work is exact; the
+ * float side multiplies each block's 8 int32 lane sums by the block scale and
+ * accumulates with FMA in 8 float lanes, so results differ from ref (which
+ * sums each block's integers first and adds block totals one by one) by float
+ * rounding only.
+ *
  * Activations are quantized the way ggml's CPU backend does on x86 with AVX
  * (brisk_q8_0_quantize_x86: scale 127/amax, ties to even), so this table
  * reproduces llama.cpp's activations bit for bit on the machines the golden
- * logits come from. Formats without an AVX2 kernel yet use the reference one. */
+ * logits come from. */
 #include "kernels/kernels.h"
+#include "quant/blocks.h"
 #include "quant/convert.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define QK BRISK_QK_K
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline float fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+/* u8 x s8 products summed in pairs (int16), then pairs of those (int32 x 8).
+ * No saturation: callers keep u <= 128 and |s| <= 127, so |pair| <= 32512. */
+static inline __m256i dot_u8_s8(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+/* s8 x s8, through |x| and y with x's sign (y never -128: activations are
+ * quantized to [-127, 127]). */
+static inline __m256i dot_s8_s8(__m256i x, __m256i y) {
+    return dot_u8_s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+/* 16 bytes of packed nibbles -> 32 bytes: low nibbles first, then high. */
+static inline __m256i unpack_nibbles16(const uint8_t *p) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)p);
+    const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(b), _mm_srli_epi16(b, 4), 1);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* Bit j of bits -> byte j = 0xff or 0x00, for j in 0..31. */
+static inline __m256i expand_bits32(uint32_t bits) {
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), shuf);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, sel), sel);
+}
+
+/* int16 x 16 lanes times two scales (lanes 0-7 by lo, 8-15 by hi), pair-summed
+ * to int32 x 8. */
+static inline __m256i scale_pairs(__m256i p16, int lo, int hi) {
+    const __m256i sc = _mm256_setr_m128i(_mm_set1_epi16((short)lo), _mm_set1_epi16((short)hi));
+    return _mm256_madd_epi16(p16, sc);
+}
+
+/* ---- float formats -------------------------------------------------------------- */
+
+static void dot_f32(int64_t n, float *out, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += x[i] * y[i];
+    *out = sum;
+}
+
+static void dot_f16(int64_t n, float *out, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * k)));
+            const __m256 yv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8 * k)));
+            acc[k] = _mm256_fmadd_ps(xv, yv, acc[k]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        const __m256 yv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i)));
+        acc[0] = _mm256_fmadd_ps(xv, yv, acc[0]);
+    }
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
+    *out = sum;
+}
+
+static inline __m256 load_bf16x8(const uint16_t *p) {
+    const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+static void dot_bf16(int64_t n, float *out, const void *w, const void *a) {
+    const uint16_t *x = w, *y = a;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * k), load_bf16x8(y + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8) acc[0] = _mm256_fmadd_ps(load_bf16x8(x + i), load_bf16x8(y + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; i++) sum += brisk_bf16_to_fp32(x[i]) * brisk_bf16_to_fp32(y[i]);
+    *out = sum;
+}
+
+/* ---- 32-element formats ------------------------------------------------------------ */
+
+static void dot_q8_0(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q8_0 *x = w, *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(xv, yv)), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void dot_q4_0(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q4_0 *x = w;
+    const brisk_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles16(x[i].qs), _mm256_set1_epi8(8));
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(q, yv)), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void dot_q4_1(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q4_1 *x = w;
+    const brisk_block_q8_1 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = unpack_nibbles16(x[i].qs);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_s8(q, yv)), acc);
+        mins += fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+    }
+    *out = hsum_ps(acc) + mins;
+}
+
+static inline __m256i q5_values(const uint8_t qs[16], const uint8_t qh[4]) {
+    uint32_t bits;
+    memcpy(&bits, qh, sizeof bits);
+    const __m256i high = _mm256_and_si256(expand_bits32(bits), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles16(qs), high);
+}
+
+static void dot_q5_0(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q5_0 *x = w;
+    const brisk_block_q8_0 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = _mm256_sub_epi8(q5_values(x[i].qs, x[i].qh), _mm256_set1_epi8(16));
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(q, yv)), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+static void dot_q5_1(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q5_1 *x = w;
+    const brisk_block_q8_1 *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = q5_values(x[i].qs, x[i].qh);
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_s8(q, yv)), acc);
+        mins += fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+    }
+    *out = hsum_ps(acc) + mins;
+}
+
+/* ---- K formats ------------------------------------------------------------------------ */
+
+static void dot_q2_k(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q2_k *x = w;
+    const brisk_block_q8_k *y = a;
+    const __m256i mask2 = _mm256_set1_epi8(3);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        const uint8_t *sc = x[i].scales;
+        int summs = 0;
+        for (int j = 0; j < 16; j++) summs += y[i].bsums[j] * (sc[j] >> 4);
+        mins += y[i].d * brisk_fp16_to_fp32(x[i].dmin) * summs;
+        __m256i sumi = _mm256_setzero_si256();
+        const int8_t *q8 = y[i].qs;
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int s = 0; s < 4; s++, q8 += 32) {
+                const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), mask2);
+                const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
+                const int j = 8 * h + 2 * s;
+                sumi = _mm256_add_epi32(sumi, scale_pairs(p, sc[j] & 0x0f, sc[j + 1] & 0x0f));
+            }
+        }
+        const float d = y[i].d * fp16_to_f32(x[i].d);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc) - mins;
+}
+
+static void dot_q3_k(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q3_k *x = w;
+    const brisk_block_q8_k *y = a;
+    const __m256i mask2 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+    __m256 acc = _mm256_setzero_ps();
+    int8_t sc[16];
+    for (int64_t i = 0; i < n / QK; i++) {
+        brisk_q3_k_scales(x[i].scales, sc);
+        const __m256i hm = _mm256_loadu_si256((const __m256i *)x[i].hmask);
+        __m256i sumi = _mm256_setzero_si256();
+        const int8_t *q8 = y[i].qs;
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            for (int s = 0; s < 4; s++, q8 += 32) {
+                /* q + 4 = low 2 bits + 4 * high bit, in 0..7 */
+                const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), mask2);
+                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, 4 * h + s), one);
+                const __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)q8);
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(u, yv), _mm256_maddubs_epi16(four, yv));
+                const int j = 8 * h + 2 * s;
+                sumi = _mm256_add_epi32(sumi, scale_pairs(p, sc[j], sc[j + 1]));
+            }
+        }
+        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* Q4_K and Q5_K after the 4/5-bit values of chunk c (64 elements) are in
+ * lo (elements 64c..64c+31) and hi (64c+32..64c+63). */
+static inline __m256i k4_chunk(__m256i lo, __m256i hi, const int8_t *q8, int sc_lo, int sc_hi) {
+    const __m256i p_lo = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)q8));
+    const __m256i p_hi = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(q8 + 32)));
+    return _mm256_add_epi32(_mm256_madd_epi16(p_lo, _mm256_set1_epi16((short)sc_lo)),
+                            _mm256_madd_epi16(p_hi, _mm256_set1_epi16((short)sc_hi)));
+}
+
+/* The min term of a Q4_K/Q5_K block: sum over sub-blocks of m * sum(q8). */
+static inline int k4_scales(const uint8_t packed[12], const int16_t bsums[16], uint8_t scales[8]) {
+    int summ = 0;
+    for (int j = 0; j < 8; j++) {
+        uint8_t m;
+        brisk_k4_scale_min(j, packed, &scales[j], &m);
+        summ += (bsums[2 * j] + bsums[2 * j + 1]) * m;
+    }
+    return summ;
+}
+
+static void dot_q4_k(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q4_k *x = w;
+    const brisk_block_q8_k *y = a;
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    uint8_t sc[8];
+    for (int64_t i = 0; i < n / QK; i++) {
+        const int summ = k4_scales(x[i].scales, y[i].bsums, sc);
+        mins += fp16_to_f32(x[i].dmin) * y[i].d * summ;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(bytes, low4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc[2 * c], sc[2 * c + 1]));
+        }
+        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc) - mins;
+}
+
+static void dot_q5_k(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q5_k *x = w;
+    const brisk_block_q8_k *y = a;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), one = _mm256_set1_epi8(1);
+    __m256 acc = _mm256_setzero_ps();
+    float mins = 0.0f;
+    uint8_t sc[8];
+    for (int64_t i = 0; i < n / QK; i++) {
+        const int summ = k4_scales(x[i].scales, y[i].bsums, sc);
+        mins += fp16_to_f32(x[i].dmin) * y[i].d * summ;
+        const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
+        __m256i sumi = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            const __m256i bytes = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
+            const __m256i h_lo = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one);
+            const __m256i h_hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one);
+            const __m256i lo = _mm256_or_si256(_mm256_and_si256(bytes, low4), _mm256_slli_epi16(h_lo, 4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4),
+                                               _mm256_slli_epi16(h_hi, 4));
+            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc[2 * c], sc[2 * c + 1]));
+        }
+        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc) - mins;
+}
+
+static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_q6_k *x = w;
+    const brisk_block_q8_k *y = a;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), mask2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK; i++) {
+        const int8_t *sc = x[i].scales;
+        const int8_t *q8 = y[i].qs;
+        __m256i sumi = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            /* the four 32-element groups of this half, q in 0..63 (value q - 32) */
+            const __m256i q[4] = {
+                _mm256_or_si256(_mm256_and_si256(ql0, low4), _mm256_slli_epi16(_mm256_and_si256(qh, mask2), 4)),
+                _mm256_or_si256(_mm256_and_si256(ql1, low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), mask2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), mask2), 4)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
+                                _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), mask2), 4)),
+            };
+            for (int g = 0; g < 4; g++, q8 += 32) {
+                const __m256i yv = _mm256_loadu_si256((const __m256i *)q8);
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], yv), _mm256_maddubs_epi16(bias, yv));
+                const int j = 8 * h + 2 * g;
+                sumi = _mm256_add_epi32(sumi, scale_pairs(p, sc[j], sc[j + 1]));
+            }
+        }
+        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    *out = hsum_ps(acc);
+}
+
+/* ---- the table -------------------------------------------------------------------------- */
 
 static const brisk_kernels avx2_table = {
     .isa = "avx2",
     .vec_dot = {
-        [BRISK_Q_F32] = brisk_vec_dot_f32_ref,
-        [BRISK_Q_F16] = brisk_vec_dot_f16_ref,
-        [BRISK_Q_BF16] = brisk_vec_dot_bf16_ref,
-        [BRISK_Q_Q4_0] = brisk_vec_dot_q4_0_ref,
-        [BRISK_Q_Q4_1] = brisk_vec_dot_q4_1_ref,
-        [BRISK_Q_Q5_0] = brisk_vec_dot_q5_0_ref,
-        [BRISK_Q_Q5_1] = brisk_vec_dot_q5_1_ref,
-        [BRISK_Q_Q8_0] = brisk_vec_dot_q8_0_ref,
-        [BRISK_Q_Q2_K] = brisk_vec_dot_q2_k_ref,
-        [BRISK_Q_Q3_K] = brisk_vec_dot_q3_k_ref,
-        [BRISK_Q_Q4_K] = brisk_vec_dot_q4_k_ref,
-        [BRISK_Q_Q5_K] = brisk_vec_dot_q5_k_ref,
-        [BRISK_Q_Q6_K] = brisk_vec_dot_q6_k_ref,
+        [BRISK_Q_F32] = dot_f32,
+        [BRISK_Q_F16] = dot_f16,
+        [BRISK_Q_BF16] = dot_bf16,
+        [BRISK_Q_Q4_0] = dot_q4_0,
+        [BRISK_Q_Q4_1] = dot_q4_1,
+        [BRISK_Q_Q5_0] = dot_q5_0,
+        [BRISK_Q_Q5_1] = dot_q5_1,
+        [BRISK_Q_Q8_0] = dot_q8_0,
+        [BRISK_Q_Q2_K] = dot_q2_k,
+        [BRISK_Q_Q3_K] = dot_q3_k,
+        [BRISK_Q_Q4_K] = dot_q4_k,
+        [BRISK_Q_Q5_K] = dot_q5_k,
+        [BRISK_Q_Q6_K] = dot_q6_k,
     },
     .quantize_act = {
         [BRISK_Q_F32] = brisk_f32_quantize,
