@@ -1,6 +1,8 @@
 /* test_quant: fp16/bf16 scalar conversions against their definition,
  * hand-computed activation quantization cases, round-trip error per format,
- * and buffer discipline (no writes past the row, every output written). */
+ * buffer discipline (no writes past the row, every output written), and byte
+ * parity with llama-quantize on the golden models (when shared/ has them). */
+#include "gguf/gguf.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 #include "quant/quant.h"
@@ -413,6 +415,59 @@ static void test_lookup(void) {
     CHECK(brisk_qtype_from_float(BRISK_Q_Q8_0) == brisk_q8_0_quantize);
 }
 
+/* ---- llama-quantize parity ----------------------------------------------------------- */
+
+/* The golden models were quantized by llama-quantize from their F32 files (no
+ * importance matrix), so quantizing the F32 tensors with brisk must give the
+ * same bytes, tensor by tensor, for every type the files use. */
+static void test_requantize_golden(void) {
+    static const char *const types[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_M",
+                                        "Q4_K_M", "Q5_K_M", "Q6_K", "F16", "BF16"};
+    char src_path[512], path[512];
+    test_shared("golden/llama-tiny-F32.gguf", src_path, sizeof src_path);
+    if (!test_exists(src_path)) {
+        printf("skip llama-quantize parity: %s absent\n", src_path);
+        return;
+    }
+    brisk_error err;
+    brisk_gguf *src = NULL;
+    CHECKF(brisk_gguf_open(src_path, &src, &err) == BRISK_OK, "%s", err.msg);
+    if (!src) return;
+    int files = 0, tensors = 0;
+    for (size_t f = 0; f < BRISK_ARRAY_LEN(types) && !(test_quick() && f >= 2); f++) {
+        char rel[128];
+        snprintf(rel, sizeof rel, "golden/llama-tiny-%s.gguf", types[f]);
+        if (!test_exists(test_shared(rel, path, sizeof path))) continue;
+        brisk_gguf *q = NULL;
+        CHECKF(brisk_gguf_open(path, &q, &err) == BRISK_OK, "%s", err.msg);
+        if (!q) continue;
+        files++;
+        for (uint64_t i = 0; i < q->n_tensors; i++) {
+            const brisk_gguf_tensor *t = &q->tensors[i];
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+            const brisk_gguf_tensor *s = brisk_gguf_find_tensor(src, name);
+            CHECKF(s && s->type == BRISK_Q_F32 && s->nbytes % 4 == 0, "%s: %s has no F32 source", rel, name);
+            brisk_from_float_fn quantize = brisk_qtype_from_float(t->type);
+            CHECKF(quantize != NULL, "%s: %s has type %u", rel, name, t->type);
+            if (!s || !quantize || s->type != BRISK_Q_F32) continue;
+            const int64_t n = (int64_t)(s->nbytes / 4);
+            size_t want;
+            CHECK(brisk_qtype_row_bytes(t->type, n, &want) && want == t->nbytes);
+            void *buf = malloc(t->nbytes);
+            if (!buf) continue;
+            quantize((const float *)s->data, buf, n);
+            CHECKF(memcmp(buf, t->data, t->nbytes) == 0, "%s: %s (%s) differs from llama-quantize", rel, name,
+                   brisk_qtype_name(t->type));
+            tensors++;
+            free(buf);
+        }
+        brisk_gguf_close(q);
+    }
+    brisk_gguf_close(src);
+    printf("llama-quantize parity: %d tensors in %d files\n", tensors, files);
+}
+
 int main(void) {
     test_fp16_to_fp32_exhaustive();
     test_fp32_to_fp16();
@@ -422,5 +477,6 @@ int main(void) {
     test_q4_0_known();
     test_lookup();
     test_round_trip();
+    test_requantize_golden();
     return test_finish();
 }
