@@ -122,29 +122,45 @@ static void dot_bf16(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- 32-element formats ------------------------------------------------------------ */
 
+/* The 32-element kernels run two blocks per step into two accumulators, so
+ * the FMA latency chain does not limit them. */
+static inline __m256 q8_0_block(const brisk_block_q8_0 *x, const brisk_block_q8_0 *y, __m256 acc) {
+    const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)y->qs);
+    const __m256 d = _mm256_set1_ps(fp16_to_f32(x->d) * fp16_to_f32(y->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(xv, yv)), acc);
+}
+
 static void dot_q8_0(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q8_0 *x = w, *y = a;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256i xv = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(xv, yv)), acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= n / 32; i += 2) {
+        acc0 = q8_0_block(&x[i], &y[i], acc0);
+        acc1 = q8_0_block(&x[i + 1], &y[i + 1], acc1);
     }
-    *out = hsum_ps(acc);
+    if (i < n / 32) acc0 = q8_0_block(&x[i], &y[i], acc0);
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+static inline __m256 q4_0_block(const brisk_block_q4_0 *x, const brisk_block_q8_0 *y, __m256 acc) {
+    const __m256i q = _mm256_sub_epi8(unpack_nibbles16(x->qs), _mm256_set1_epi8(8));
+    const __m256i yv = _mm256_loadu_si256((const __m256i *)y->qs);
+    const __m256 d = _mm256_set1_ps(fp16_to_f32(x->d) * fp16_to_f32(y->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(q, yv)), acc);
 }
 
 static void dot_q4_0(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q4_0 *x = w;
     const brisk_block_q8_0 *y = a;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256i q = _mm256_sub_epi8(unpack_nibbles16(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(q, yv)), acc);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 2 <= n / 32; i += 2) {
+        acc0 = q4_0_block(&x[i], &y[i], acc0);
+        acc1 = q4_0_block(&x[i + 1], &y[i + 1], acc1);
     }
-    *out = hsum_ps(acc);
+    if (i < n / 32) acc0 = q4_0_block(&x[i], &y[i], acc0);
+    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
 }
 
 static void dot_q4_1(int64_t n, float *out, const void *w, const void *a) {
