@@ -139,9 +139,9 @@ case("misaligned-offset-align64.gguf", "tensor 'w': offset 32 is not a multiple 
      gguf([kv("general.alignment", U32, u32(64))], [tinfo("w", [4], T_F32, 32)], bytes(32) + F32x4, align=64))
 
 # ---- tensor data -------------------------------------------------------------------
-case("offset-past-eof.gguf", "tensor 'w': data at offset 1024 (+16 bytes from the data section at 96) past end of file",
+case("offset-past-eof.gguf", "tensor 'w': data [1120, 1136) past end of file (size 112)",
      gguf([NAME], [tinfo("w", [4], T_F32, 1024)], F32x4))
-case("offset-overflow.gguf", "tensor 'w': data at offset 18446744073709551584",
+case("offset-overflow.gguf", "tensor 'w': data offset 18446744073709551584 + 16 bytes overflows",
      gguf([NAME], [tinfo("w", [4], T_F32, 2**64 - 32)], F32x4))
 case("overlapping-tensors.gguf", "tensors 'a' and 'b' overlap: data [0, 64) and [32, 64)",
      gguf([NAME], [tinfo("a", [16], T_F32, 0), tinfo("b", [8], T_F32, 32)], bytes(64)))

@@ -319,7 +319,7 @@ static void check_flips(const uint8_t *buf, size_t len, size_t header_len) {
 }
 
 /* Writer 2: nested arrays from writer 1's parsed values, plus copy_kv. */
-static void check_nested(const brisk_gguf *g1, const char *tmpdir) {
+static void check_nested(const brisk_gguf *g1, const char *tmpdir, const char *seed_dir) {
     brisk_error err = {0};
     brisk_gguf_writer *w = NULL;
     CHECK(brisk_gguf_writer_init(&w, 0, &err) == BRISK_OK);
@@ -412,6 +412,13 @@ static void check_nested(const brisk_gguf *g1, const char *tmpdir) {
     snprintf(path, sizeof path, "%s/no/such/dir/x.gguf", tmpdir);
     CHECK(brisk_gguf_writer_write(w3, path, &err) == BRISK_ERR_IO);
     CHECKF(has(&err, path) && one_line(&err), "%s", err.msg);
+    if (seed_dir) {
+        char seed[512];
+        snprintf(seed, sizeof seed, "%s/valid-deep-align64.gguf", seed_dir);
+        CHECKF(brisk_gguf_writer_write(w3, seed, &err) == BRISK_OK, "%s", err.msg);
+        snprintf(seed, sizeof seed, "%s/valid-nested-align%u.gguf", seed_dir, g1->alignment);
+        CHECKF(brisk_gguf_writer_write(w, seed, &err) == BRISK_OK, "%s", err.msg);
+    }
     free(m);
     for (int i = 0; i < 8; i++) {
         brisk_gguf_close(gs[i]);
@@ -439,7 +446,7 @@ static void test_round_trip(uint32_t alignment, const char *tmpdir, const char *
         CHECK(g->version == 3);
         check_getters(g);
         check_tensors(g, tensor_data, want);
-        check_nested(g, tmpdir);
+        check_nested(g, tmpdir, seed_dir);
         if (!test_quick()) check_truncations(buf, len, g);
         check_flips(buf, len, g->data_offset);
         if (seed_dir) {
@@ -642,6 +649,37 @@ static void test_shared_fixtures(void) {
     printf("shared fixtures: %d GGUF files checked\n", n);
 }
 
+/* Fuzz seed from a real model: its metadata (vocab arrays included) and its
+ * small tensors, so the fuzzer starts from realistic structure. */
+static void write_real_seed(const char *seed_dir) {
+    char path[1024], out[1024];
+    test_shared("golden/llama-tiny-Q4_K_M.gguf", path, sizeof path);
+    if (!test_exists(path)) {
+        printf("SKIP: real-model seed: %s absent\n", path);
+        return;
+    }
+    brisk_gguf *g = NULL;
+    brisk_gguf_writer *w = NULL;
+    brisk_error err = {0};
+    CHECK(brisk_gguf_open(path, &g, &err) == BRISK_OK);
+    CHECK(brisk_gguf_writer_init(&w, 0, &err) == BRISK_OK);
+    if (!g || !w) goto done;
+    CHECK(brisk_gguf_writer_copy_kv(w, g, &err) == BRISK_OK);
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const brisk_gguf_tensor *t = &g->tensors[i];
+        if (t->nbytes > 1024) continue;
+        char name[BRISK_GGUF_MAX_NAME];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        CHECK(brisk_gguf_writer_add_tensor_borrowed(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes, &err) ==
+              BRISK_OK);
+    }
+    snprintf(out, sizeof out, "%s/real-llama-tiny-meta.gguf", seed_dir);
+    CHECKF(brisk_gguf_writer_write(w, out, &err) == BRISK_OK, "%s", err.msg);
+done:
+    brisk_gguf_writer_free(w);
+    brisk_gguf_close(g);
+}
+
 int main(int argc, char **argv) {
     char tmpdir[64];
     make_tmpdir(tmpdir, sizeof tmpdir);
@@ -652,7 +690,8 @@ int main(int argc, char **argv) {
     test_small_files();
     test_corrupt_corpus();
     test_file_errors(tmpdir);
-    if (!seed_dir) test_shared_fixtures();
+    if (seed_dir) write_real_seed(seed_dir);
+    else test_shared_fixtures();
     rmdir(tmpdir);
     return test_finish();
 }

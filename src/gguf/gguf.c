@@ -448,11 +448,14 @@ static brisk_status check_tensor_data(brisk_gguf *g, brisk_error *err) {
         brisk_gguf_tensor *t = &g->tensors[i];
         uint64_t start, end;
         if (__builtin_add_overflow((uint64_t)g->data_offset, t->offset, &start) ||
-            __builtin_add_overflow(start, t->nbytes, &end) || end > g->size)
+            __builtin_add_overflow(start, t->nbytes, &end))
             return brisk_fail(err, BRISK_ERR_FORMAT,
-                              "tensor '%s': data at offset %" PRIu64 " (+%" PRIu64 " bytes from the data section at %zu) "
-                              "past end of file (size %zu)",
-                              show(t->name, n1, sizeof n1), t->offset, t->nbytes, g->data_offset, g->size);
+                              "tensor '%s': data offset %" PRIu64 " + %" PRIu64 " bytes overflows (file size %zu)",
+                              show(t->name, n1, sizeof n1), t->offset, t->nbytes, g->size);
+        if (end > g->size)
+            return brisk_fail(err, BRISK_ERR_FORMAT,
+                              "tensor '%s': data [%" PRIu64 ", %" PRIu64 ") past end of file (size %zu)",
+                              show(t->name, n1, sizeof n1), start, end, g->size);
         t->data = g->buf + start;
     }
     if (g->n_tensors < 2) return BRISK_OK;

@@ -83,7 +83,12 @@ typedef struct brisk_gguf {
     const brisk_gguf_tensor **tensors_sorted;
 } brisk_gguf;
 
-/* Parse an in-memory GGUF. buf is borrowed and must outlive the result. */
+/* Parse an in-memory GGUF. buf is borrowed and must outlive the result.
+ * Errors: BRISK_ERR_FORMAT for a malformed file; BRISK_ERR_UNSUPPORTED for a
+ * well-formed tensor type id brisk does not implement (e.g. IQ2_XXS); NOMEM.
+ * Rules beyond ggml's: n_dims must be 1..4, arrays may nest (up to
+ * BRISK_GGUF_MAX_DEPTH), tensor data may come in any order with gaps but no
+ * two tensors may share a byte. The lookup functions are O(log n). */
 brisk_status brisk_gguf_parse(const uint8_t *buf, size_t len, brisk_gguf **out, brisk_error *err);
 /* Map and parse a file. Errors for missing/dir/empty/non-GGUF files are one line naming the path. */
 brisk_status brisk_gguf_open(const char *path, brisk_gguf **out, brisk_error *err);
@@ -95,19 +100,24 @@ const brisk_gguf_tensor *brisk_gguf_find_tensor(const brisk_gguf *g, const char 
 
 /* Typed getters. They fail with BRISK_ERR_FORMAT naming the key when it is
  * present with an incompatible type or out of range. A missing key leaves *out
- * unchanged and returns BRISK_OK with *found = false (found may be NULL). Integer
- * getters accept any integer type whose value fits. */
+ * unchanged and returns BRISK_OK with *found = false (found may be NULL); a
+ * present key sets *found = true, also on error. Integer getters accept any
+ * integer type whose value fits (not bool); get_f32 accepts f32 and f64. */
 brisk_status brisk_gguf_get_u32(const brisk_gguf *g, const char *key, uint32_t *out, bool *found, brisk_error *err);
 brisk_status brisk_gguf_get_i64(const brisk_gguf *g, const char *key, int64_t *out, bool *found, brisk_error *err);
 brisk_status brisk_gguf_get_f32(const brisk_gguf *g, const char *key, float *out, bool *found, brisk_error *err);
 brisk_status brisk_gguf_get_bool(const brisk_gguf *g, const char *key, bool *out, bool *found, brisk_error *err);
 brisk_status brisk_gguf_get_str(const brisk_gguf *g, const char *key, brisk_str *out, bool *found, brisk_error *err);
-/* An array of the given element type (STRING arrays: elements read with brisk_gguf_arr_str). */
+/* An array of the given element type (STRING arrays: elements read with brisk_gguf_arr_strings). */
 brisk_status brisk_gguf_get_arr(const brisk_gguf *g, const char *key, brisk_gguf_type elem, brisk_gguf_value *out, bool *found, brisk_error *err);
 
 /* Element access for arrays of scalars/strings (the array was validated at parse
  * time; these do not fail for i < count). String arrays are walked sequentially:
- * brisk_gguf_arr_strings fills out[0..count) in one pass. */
+ * brisk_gguf_arr_strings fills out[0..count) in one pass (out is caller-owned,
+ * count entries; the strings are borrowed from the file).
+ * arr_int: integer and bool elements (u64 values above INT64_MAX wrap negative);
+ * arr_float: any fixed-size numeric element. Calling them with i >= count or on
+ * another element type is a programmer error (BRISK_ASSERT). */
 int64_t brisk_gguf_arr_int(const brisk_gguf_value *arr, uint64_t i);
 double brisk_gguf_arr_float(const brisk_gguf_value *arr, uint64_t i);
 brisk_status brisk_gguf_arr_strings(const brisk_gguf_value *arr, brisk_str *out, brisk_error *err);
@@ -119,9 +129,15 @@ bool brisk_str_eq(brisk_str s, const char *cstr);
 
 /* ---- writer ------------------------------------------------------------------
  * Collect metadata and tensors, then write the file in one pass (v3, aligned).
- * Tensor data is copied at add time unless added with _borrowed. */
+ * Tensor data is copied at add time unless added with _borrowed.
+ * Keys keep the order they were first set in; setting a key again replaces its
+ * value in place. The file's alignment is general.alignment when set (it must
+ * be a u32 power of two, else the setter returns BRISK_ERR_INVALID_ARG), else
+ * 32. The scalar setters return BRISK_ERR_INVALID_ARG (NULL/empty key, string
+ * over the cap) or BRISK_ERR_NOMEM. Not thread-safe; one writer per thread. */
 typedef struct brisk_gguf_writer brisk_gguf_writer;
 
+/* alignment: 0 = the default (32); any other power of two is recorded as general.alignment. */
 brisk_status brisk_gguf_writer_init(brisk_gguf_writer **out, uint32_t alignment, brisk_error *err);
 void brisk_gguf_writer_free(brisk_gguf_writer *w);
 brisk_status brisk_gguf_writer_set_u32(brisk_gguf_writer *w, const char *key, uint32_t v);
@@ -142,9 +158,13 @@ brisk_status brisk_gguf_writer_set_value(brisk_gguf_writer *w, const char *key, 
 brisk_status brisk_gguf_writer_set_arr_nested(brisk_gguf_writer *w, const char *key, const brisk_gguf_value *elems, uint64_t count, brisk_error *err);
 /* Copy every kv of g (e.g. to derive a quantized file). */
 brisk_status brisk_gguf_writer_copy_kv(brisk_gguf_writer *w, const brisk_gguf *g, brisk_error *err);
+/* Tensors: name under BRISK_GGUF_MAX_NAME bytes and unique, a known type, n_dims 1..4,
+ * rows of whole blocks, nbytes exactly the shape's size; else BRISK_ERR_INVALID_ARG
+ * with a message naming the tensor. Data is laid out in the order added. */
 brisk_status brisk_gguf_writer_add_tensor(brisk_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne, const void *data, size_t nbytes, brisk_error *err);
 /* As add_tensor, but data is borrowed: it must stay valid until the last write/write_mem. */
 brisk_status brisk_gguf_writer_add_tensor_borrowed(brisk_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne, const void *data, size_t nbytes, brisk_error *err);
+/* Write to path atomically: a temporary file beside it, fsync'd, then renamed. */
 brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, brisk_error *err);
 /* Write to memory (malloc'd; caller frees) — used by tests and fuzz seeds. */
 brisk_status brisk_gguf_writer_write_mem(brisk_gguf_writer *w, uint8_t **out, size_t *len, brisk_error *err);
