@@ -17,6 +17,7 @@ static const cli_command commands[] = {
     {"perplexity", brisk_cmd_perplexity, "perplexity of a text file (llama-perplexity's convention)"},
     {"logits", brisk_cmd_logits, "write float32 logits for a token sequence"},
     {"synth", brisk_cmd_synth, "write a random-weight GGUF in a real model's shapes"},
+    {"tokenize", brisk_cmd_tokenize, "print the token ids of a text (or pieces with ids)"},
 };
 
 static void usage(FILE *f) {
