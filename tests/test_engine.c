@@ -52,7 +52,7 @@ static void test_batch_invariance(const int32_t *tok) {
     }
 
     /* the same sequence interleaved with 3 others in one batch (seq 2 carries it) */
-    brisk_context *c4 = new_ctx(256, 128, 4, 2);
+    brisk_context *c4 = new_ctx(4 * PROMPT_LEN, 128, 4, 2);
     int32_t toks[4 * PROMPT_LEN], pos[4 * PROMPT_LEN], seq[4 * PROMPT_LEN];
     uint8_t want[4 * PROMPT_LEN];
     int n = 0;

@@ -18,8 +18,8 @@ static int read_ids(FILE *f, int32_t *ids, int cap) {
     return n;
 }
 
-static void run_case(brisk_model *m, const char *dir, const char *name) {
-    char path[1024], *text = NULL;
+static void run_case(brisk_model *m, const char *dir, const char *name) {  /* dir < 1024, name < 8 */
+    char path[1100], *text = NULL;
     snprintf(path, sizeof path, "%s/%s.prompt", dir, name);
     FILE *f = fopen(path, "rb");
     if (!f) return;
