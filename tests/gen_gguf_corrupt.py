@@ -96,6 +96,8 @@ case("huge-string-array.gguf", "key 'tokenizer.ggml.tokens': array count 1099511
 case("string-array-element-past-eof.gguf",
      "key 'tokenizer.ggml.tokens': element 1: string length 1000 past end of file",
      gguf([kv("tokenizer.ggml.tokens", ARR, arr(STR, 3, gstr("a") + u64(1000) + b"bcd" * 8))]))
+case("array-header-truncated.gguf", "key 'x': array header truncated (needs 12 bytes, 6 remain)",
+     header(0, 1) + gstr("x") + u32(ARR) + u32(U32) + b"\1\0")
 case("unknown-array-type.gguf", "key 'x': unknown array element type 99", gguf([kv("x", ARR, arr(99, 1, u32(0)))]))
 bomb = u32(U8) + u64(0)
 for _ in range(100):
@@ -115,6 +117,8 @@ case("alignment-wrong-type.gguf", "key 'general.alignment' must be of type u32, 
 # ---- tensor infos ----------------------------------------------------------------
 case("long-tensor-name.gguf", "tensor 0: name: string length 64 exceeds the cap of 63",
      gguf([NAME], [tinfo("a" * 64, [4], T_F32, 0)], F32x4))
+case("tensor-name-past-eof.gguf", "tensor 0: name: string length 40 past end of file (30 bytes remain)",
+     header(1, 0) + u64(40) + b"x" * 30)
 case("duplicate-tensor.gguf", "duplicate tensor name 'w' (tensors 0 and 1)",
      gguf([NAME], [tinfo("w", [4], T_F32, 0), tinfo("w", [4], T_F32, 32)], pad(F32x4) + F32x4))
 case("too-many-dims.gguf", "tensor 'w': n_dims 5 not in 1..4",
