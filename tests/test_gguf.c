@@ -566,6 +566,11 @@ static void test_file_errors(const char *tmpdir) {
     fclose(f);
     CHECK(brisk_gguf_open(path, &g, &err) == BRISK_ERR_FORMAT);
     CHECKF(has(&err, path) && has(&err, "not a GGUF file (magic '{\"th'") && one_line(&err), "%s", err.msg);
+    f = fopen(path, "wb");
+    fputs("{\n", f);
+    fclose(f);
+    CHECK(brisk_gguf_open(path, &g, &err) == BRISK_ERR_FORMAT);
+    CHECKF(has(&err, path) && has(&err, "not a GGUF file (2 bytes") && one_line(&err), "%s", err.msg);
     unlink(path);
 }
 

@@ -277,9 +277,12 @@ static int tensor_offset_cmp(const void *a, const void *b) {
 
 static brisk_status parse_header(cursor *c, brisk_gguf *g, uint64_t *n_tensors, uint64_t *n_kv) {
     brisk_error *err = c->err;
-    if (left(c) < 4)
+    if (left(c) < 4) {
+        if (left(c) > 0 && memcmp(c->buf, "GGUF", left(c)) != 0)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "not a GGUF file (%zu bytes, no 'GGUF' magic)", left(c));
         return brisk_fail(err, BRISK_ERR_FORMAT, "truncated header: %zu bytes, a GGUF header needs %d", left(c),
                           HEADER_BYTES);
+    }
     const uint8_t *m = c->buf;
     if (brisk_gguf_rd32(m) != BRISK_GGUF_MAGIC) {
         char shown[5];

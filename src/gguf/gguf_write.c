@@ -4,7 +4,8 @@
  * order keys were first set; setting a key again replaces its value in place.
  * Tensors are copied at add time (or borrowed). Writing lays the file out as
  * ggml does: header, kvs, tensor infos, zero padding to the alignment, then
- * each tensor's data padded to the alignment. The alignment is
+ * each tensor's data padded to the alignment (no padding when there are no
+ * tensors). The alignment is
  * general.alignment when set, else 32; a writer created with another
  * alignment records it as general.alignment so readers agree. */
 #include "gguf/gguf.h"
@@ -549,7 +550,10 @@ static void emit_file(const brisk_gguf_writer *w, sink *s) {
         size_t p = padded(t->nbytes, w->alignment);
         if (p < t->nbytes || __builtin_add_overflow(offset, p, &offset)) s->fail = true;
     }
-    emit_pad(s, w->alignment);
+    /* Unlike ggml's writer, no padding without tensors: readers only align the
+     * data section when there is one, and a huge general.alignment copied from
+     * another file would otherwise pad an empty data section to gigabytes. */
+    if (w->n_t) emit_pad(s, w->alignment);
     for (size_t i = 0; i < w->n_t && !s->fail; i++) {
         emit(s, w->t[i].data, w->t[i].nbytes);
         emit_pad(s, w->alignment);
