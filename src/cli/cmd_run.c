@@ -34,13 +34,14 @@ static const char *usage_text =
     "  --presence-penalty X     subtract X once if present in the window (default 0)\n"
     "  --seed S                 RNG seed (default 42)\n"
     "  --no-bos                 do not add the BOS token\n"
-    "  --parse-special          parse control-token text in the prompt as special tokens\n";
+    "  --parse-special          parse control-token text in the prompt as special tokens\n"
+    "  --no-display-prompt      print only the generated text (default: the prompt, then the text)\n";
 
 int brisk_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *prompt = NULL, *prompt_file = NULL, *v;
     int64_t n_predict = 128, n_ctx = 0, n_batch = 512, threads = 0, seed = 42, top_k = 40, last_n = 64;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
-    bool no_bos = false, parse_special = false;
+    bool no_bos = false, parse_special = false, show_prompt = true;
     brisk_repeat_mode mode = BRISK_REPEAT_CLASSIC;
     const char *C = "run";
     for (int i = 1; i < argc; i++) {
@@ -52,7 +53,7 @@ int brisk_cmd_run(int argc, char **argv) {
         else if (FLAG("-p", "--prompt")) { VAL(); prompt = v; }
         else if (FLAG("-f", "--file")) { VAL(); prompt_file = v; }
         else if (FLAG("-n", "--n-predict")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 24, &n_predict)) return 2; }
-        else if (FLAG("-c", "--ctx-size")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1 << 24, &n_ctx)) return 2; }
+        else if (FLAG("-c", "--ctx-size")) { VAL(); if (!cli_parse_int(C, a, v, 1, INT32_MAX, &n_ctx)) return 2; }
         else if (FLAG("-b", "--batch")) { VAL(); if (!cli_parse_int(C, a, v, 1, 65536, &n_batch)) return 2; }
         else if (FLAG("-t", "--threads")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--temp")) { VAL(); if (!cli_parse_float(C, a, v, 0, 100, &temp)) return 2; }
@@ -72,6 +73,7 @@ int brisk_cmd_run(int argc, char **argv) {
         }
         else if (!strcmp(a, "--no-bos")) no_bos = true;
         else if (!strcmp(a, "--parse-special")) parse_special = true;
+        else if (!strcmp(a, "--no-display-prompt")) show_prompt = false;
         else return cli_unknown(C, a);
 #undef FLAG
 #undef VAL
@@ -139,6 +141,7 @@ int brisk_cmd_run(int argc, char **argv) {
     for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
     clock_gettime(CLOCK_MONOTONIC, &t2);
 
+    if (show_prompt) fwrite(prompt, 1, prompt_len, stdout);
     int64_t n_gen = 0;
     const char *text;
     size_t len;
