@@ -1,21 +1,20 @@
 /* avx2_kernels: the x86-64 AVX2 (+FMA, F16C) kernel table.
  *
- * Same contracts as ref.c; tests/test_kernels.c checks each kernel against
- * the reference and against the dequantized dot. Integer work is exact; the
- * float side multiplies each block's 8 int32 lane sums by the block scale and
- * accumulates with FMA in 8 float lanes, so results differ from ref (which
- * sums each block's integers first and adds block totals one by one) by float
- * rounding only.
+ * Same contracts as ref.c, and the same bits: each quantized kernel follows
+ * the reduction order ref.c documents (LANES: 8 int32 lanes of 4 adjacent
+ * products per 32-byte group, one FMA accumulator per lane, hsum at the end;
+ * SCALAR: one int32 sum per block or block group, fused into a single float
+ * accumulator in order). tests/test_kernels.c checks that this table returns
+ * exactly what ref returns.
  *
  * Activations are quantized the way ggml's CPU backend does on x86 with AVX
- * (brisk_q8_0_quantize_x86: scale 127/amax, ties to even), so this table
- * reproduces llama.cpp's activations bit for bit on the machines the golden
- * logits come from. */
+ * (brisk_q8_0_quantize_x86: scale 127/amax, ties to even), as in ref. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define QK BRISK_QK_K
@@ -30,6 +29,13 @@ static inline float hsum_ps(__m256 v) {
 }
 
 static inline float fp16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
 
 /* u8 x s8 products summed in pairs (int16), then pairs of those (int32 x 8).
  * No saturation: callers keep u <= 128 and |s| <= 127, so |pair| <= 32512. */
@@ -122,8 +128,6 @@ static void dot_bf16(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- 32-element formats ------------------------------------------------------------ */
 
-/* The 32-element kernels run two blocks per step into two accumulators, so
- * the FMA latency chain does not limit them. */
 static inline __m256 q8_0_block(const brisk_block_q8_0 *x, const brisk_block_q8_0 *y, __m256 acc) {
     const __m256i xv = _mm256_loadu_si256((const __m256i *)x->qs);
     const __m256i yv = _mm256_loadu_si256((const __m256i *)y->qs);
@@ -133,34 +137,23 @@ static inline __m256 q8_0_block(const brisk_block_q8_0 *x, const brisk_block_q8_
 
 static void dot_q8_0(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q8_0 *x = w, *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= n / 32; i += 2) {
-        acc0 = q8_0_block(&x[i], &y[i], acc0);
-        acc1 = q8_0_block(&x[i + 1], &y[i + 1], acc1);
-    }
-    if (i < n / 32) acc0 = q8_0_block(&x[i], &y[i], acc0);
-    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) acc = q8_0_block(&x[i], &y[i], acc);
+    *out = hsum_ps(acc);
 }
 
-static inline __m256 q4_0_block(const brisk_block_q4_0 *x, const brisk_block_q8_0 *y, __m256 acc) {
-    const __m256i q = _mm256_sub_epi8(unpack_nibbles16(x->qs), _mm256_set1_epi8(8));
-    const __m256i yv = _mm256_loadu_si256((const __m256i *)y->qs);
-    const __m256 d = _mm256_set1_ps(fp16_to_f32(x->d) * fp16_to_f32(y->d));
-    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_s8_s8(q, yv)), acc);
-}
-
+/* SCALAR: the block's integer dot, then one fused multiply-add per block. */
 static void dot_q4_0(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q4_0 *x = w;
     const brisk_block_q8_0 *y = a;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 2 <= n / 32; i += 2) {
-        acc0 = q4_0_block(&x[i], &y[i], acc0);
-        acc1 = q4_0_block(&x[i + 1], &y[i + 1], acc1);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles16(x[i].qs), _mm256_set1_epi8(8));
+        const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        const float d = fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d);
+        sum = fmaf((float)hsum_epi32(dot_s8_s8(q, yv)), d, sum);
     }
-    if (i < n / 32) acc0 = q4_0_block(&x[i], &y[i], acc0);
-    *out = hsum_ps(_mm256_add_ps(acc0, acc1));
+    *out = sum;
 }
 
 static void dot_q4_1(int64_t n, float *out, const void *w, const void *a) {
@@ -173,7 +166,7 @@ static void dot_q4_1(int64_t n, float *out, const void *w, const void *a) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_s8(q, yv)), acc);
-        mins += fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+        mins = fmaf(fp16_to_f32(x[i].m), fp16_to_f32(y[i].s), mins);
     }
     *out = hsum_ps(acc) + mins;
 }
@@ -208,39 +201,40 @@ static void dot_q5_1(int64_t n, float *out, const void *w, const void *a) {
         const __m256i yv = _mm256_loadu_si256((const __m256i *)y[i].qs);
         const __m256 d = _mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d));
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_s8(q, yv)), acc);
-        mins += fp16_to_f32(x[i].m) * fp16_to_f32(y[i].s);
+        mins = fmaf(fp16_to_f32(x[i].m), fp16_to_f32(y[i].s), mins);
     }
     *out = hsum_ps(acc) + mins;
 }
 
 /* ---- K formats ------------------------------------------------------------------------ */
 
+/* SCALAR per 128-element half, with a separate min accumulator. */
 static void dot_q2_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q2_k *x = w;
     const brisk_block_q8_k *y = a;
     const __m256i mask2 = _mm256_set1_epi8(3);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
+    float acc = 0.0f, acc_min = 0.0f;
     for (int64_t i = 0; i < n / QK; i++) {
         const uint8_t *sc = x[i].scales;
-        int summs = 0;
-        for (int j = 0; j < 16; j++) summs += y[i].bsums[j] * (sc[j] >> 4);
-        mins += y[i].d * brisk_fp16_to_fp32(x[i].dmin) * summs;
-        __m256i sumi = _mm256_setzero_si256();
+        const float dall = fp16_to_f32(x[i].d) * y[i].d;
+        const float dmin = fp16_to_f32(x[i].dmin) * y[i].d;
         const int8_t *q8 = y[i].qs;
         for (int h = 0; h < 2; h++) {
             const __m256i bits = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * h));
+            __m256i sumi = _mm256_setzero_si256();
             for (int s = 0; s < 4; s++, q8 += 32) {
                 const __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * s), mask2);
                 const __m256i p = _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)q8));
                 const int j = 8 * h + 2 * s;
                 sumi = _mm256_add_epi32(sumi, scale_pairs(p, sc[j] & 0x0f, sc[j + 1] & 0x0f));
             }
+            int imin = 0;
+            for (int j = 8 * h; j < 8 * h + 8; j++) imin += (sc[j] >> 4) * y[i].bsums[j];
+            acc = fmaf((float)hsum_epi32(sumi), dall, acc);
+            acc_min = fmaf((float)imin, dmin, acc_min);
         }
-        const float d = y[i].d * fp16_to_f32(x[i].d);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *out = hsum_ps(acc) - mins;
+    *out = acc - acc_min;
 }
 
 static void dot_q3_k(int64_t n, float *out, const void *w, const void *a) {
@@ -293,29 +287,32 @@ static inline int k4_scales(const uint8_t packed[12], const int16_t bsums[16], u
     return summ;
 }
 
+/* SCALAR per 64-element pair of sub-blocks, with a separate min accumulator. */
 static void dot_q4_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q4_k *x = w;
     const brisk_block_q8_k *y = a;
     const __m256i low4 = _mm256_set1_epi8(0x0f);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    uint8_t sc[8];
+    float acc = 0.0f, acc_min = 0.0f;
+    uint8_t sc[8], m[8];
     for (int64_t i = 0; i < n / QK; i++) {
-        const int summ = k4_scales(x[i].scales, y[i].bsums, sc);
-        mins += fp16_to_f32(x[i].dmin) * y[i].d * summ;
-        __m256i sumi = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, x[i].scales, &sc[j], &m[j]);
+        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        const float dmin = fp16_to_f32(x[i].dmin) * y[i].d;
+        const int16_t *bs = y[i].bsums;
         for (int c = 0; c < 4; c++) {
             const __m256i bytes = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * c));
             const __m256i lo = _mm256_and_si256(bytes, low4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-            sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc[2 * c], sc[2 * c + 1]));
+            const int isum = hsum_epi32(k4_chunk(lo, hi, y[i].qs + 64 * c, sc[2 * c], sc[2 * c + 1]));
+            const int imin = m[2 * c] * (bs[4 * c] + bs[4 * c + 1]) + m[2 * c + 1] * (bs[4 * c + 2] + bs[4 * c + 3]);
+            acc = fmaf((float)isum, d, acc);
+            acc_min = fmaf((float)imin, dmin, acc_min);
         }
-        const float d = fp16_to_f32(x[i].d) * y[i].d;
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *out = hsum_ps(acc) - mins;
+    *out = acc - acc_min;
 }
 
+/* LANES, one scale per 32-element group; the fused min term joins after the hsum. */
 static void dot_q5_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q5_k *x = w;
     const brisk_block_q8_k *y = a;
@@ -325,7 +322,7 @@ static void dot_q5_k(int64_t n, float *out, const void *w, const void *a) {
     uint8_t sc[8];
     for (int64_t i = 0; i < n / QK; i++) {
         const int summ = k4_scales(x[i].scales, y[i].bsums, sc);
-        mins += fp16_to_f32(x[i].dmin) * y[i].d * summ;
+        mins = fmaf(-y[i].d * fp16_to_f32(x[i].dmin), (float)summ, mins);
         const __m256i qh = _mm256_loadu_si256((const __m256i *)x[i].qh);
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
@@ -337,16 +334,18 @@ static void dot_q5_k(int64_t n, float *out, const void *w, const void *a) {
                                                _mm256_slli_epi16(h_hi, 4));
             sumi = _mm256_add_epi32(sumi, k4_chunk(lo, hi, y[i].qs + 64 * c, sc[2 * c], sc[2 * c + 1]));
         }
-        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        const float d = y[i].d * fp16_to_f32(x[i].d);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
-    *out = hsum_ps(acc) - mins;
+    *out = hsum_ps(acc) + mins;
 }
 
+/* LANES on the unsigned values 0..63; the -32 offset comes off per lane
+ * through the bsums, as ref.c describes. */
 static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q6_k *x = w;
     const brisk_block_q8_k *y = a;
-    const __m256i low4 = _mm256_set1_epi8(0x0f), mask2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+    const __m256i low4 = _mm256_set1_epi8(0x0f), mask2 = _mm256_set1_epi8(3);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK; i++) {
         const int8_t *sc = x[i].scales;
@@ -368,12 +367,16 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
             };
             for (int g = 0; g < 4; g++, q8 += 32) {
                 const __m256i yv = _mm256_loadu_si256((const __m256i *)q8);
-                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[g], yv), _mm256_maddubs_epi16(bias, yv));
+                const __m256i p = _mm256_maddubs_epi16(q[g], yv);
                 const int j = 8 * h + 2 * g;
                 sumi = _mm256_add_epi32(sumi, scale_pairs(p, sc[j], sc[j + 1]));
             }
         }
-        const float d = fp16_to_f32(x[i].d) * y[i].d;
+        /* the -32 offset, lane l: 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) */
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(_mm256_madd_epi16(bsums, sc16), 5));
+        const float d = y[i].d * fp16_to_f32(x[i].d);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     *out = hsum_ps(acc);

@@ -1,15 +1,18 @@
 /* ref: the reference dot products, and the reference kernel table.
  *
- * This file is the specification every ISA variant is tested against. Each
- * kernel follows ggml's scalar `_generic` kernel (ggml-cpu/quants.c, vec.cpp)
- * in what it rounds and in what order it adds floats: integer sums per block
- * (exact), multiplied by the fp16 scales in float; K formats accumulate the
- * per-block products in 8 float lanes that are summed at the end, as ggml's
- * does. Float formats multiply in float and accumulate in double. */
+ * This file is the specification every ISA variant is tested against, and it
+ * is plain C. The quantized kernels reproduce, operation for operation, the
+ * float arithmetic llama.cpp's CPU backend does on x86 when it evaluates a
+ * prompt batch (see "the reduction order" below), and the table quantizes
+ * activations the way ggml does there (brisk_q8_0_quantize_x86 and friends),
+ * so the reference itself matches llama.cpp's logits bit for bit. Every ISA
+ * table must return the same bits. Float formats multiply in float and
+ * accumulate in double. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 
+#include <math.h>
 #include <string.h>
 
 #define QK BRISK_QK_K
@@ -37,152 +40,200 @@ void brisk_vec_dot_bf16_ref(int64_t n, float *out, const void *w, const void *a)
     *out = (float)sum;
 }
 
-/* ---- 32-element formats against Q8_0 / Q8_1 ----------------------------------------- */
-/* In all of them weight nibble j (low) pairs with activation j, the high
- * nibble with activation j + 16. */
+/* ---- the reduction order (shared by every quantized kernel) -------------------------------
+ *
+ * Quantized dot products are integer sums times float scales. The integer part
+ * is exact in any order; what decides the float result is which integer sums
+ * get converted to float, and in what order they are scaled and added. brisk
+ * reproduces the order llama.cpp's CPU backend uses on x86 (AVX2/AVX-512) for a
+ * prompt batch, so that its logits match llama.cpp's bit for bit:
+ *
+ *   LANES   the 8-lane form (llamafile's tinyBLAS for Q8_0/Q5_0; ggml's AVX2
+ *           vec_dot for Q4_1, Q5_1, Q3_K, Q5_K, Q6_K). Each 32-byte group of
+ *           products is summed into 8 int32 lanes, lane m = bytes 4m..4m+3 of
+ *           the group (maddubs + madd, or VNNI dpbusd: same integers). Per block,
+ *           each lane is converted to float and fused into its own float
+ *           accumulator: acc[m] = fma(d, (float)lane[m], acc[m]). At the end
+ *           the 8 accumulators are summed as (a[i] + a[i+4]), then pairs (0,2)
+ *           and (1,3), then the two (hsum8 below).
+ *   SCALAR  the repacked GEMMs (ggml's q4_0_8x8, q4_K_8x8, q2_K_8x8), which
+ *           keep each output in one float lane: per block (or per group of
+ *           sub-blocks) one int32 sum, fused into one accumulator in order:
+ *           acc = fma((float)isum, dw * da, acc).
+ *
+ * The scale product is always computed first, in float (weight scale times
+ * activation scale; ggml's fp16 scales converted exactly). fmaf() is used
+ * wherever ggml fuses; this file is compiled as C11, so the compiler never
+ * fuses on its own. Each kernel below names its form and its extras. */
 
+static float hsum8(const float a[8]) {
+    const float t0 = a[0] + a[4], t1 = a[1] + a[5], t2 = a[2] + a[6], t3 = a[3] + a[7];
+    return (t0 + t2) + (t1 + t3);
+}
+
+/* lanes[m] += scale * sum of q[b] * y[b] over bytes b = 4m..4m+3 of one 32-byte group. */
+static void lanes_add(int32_t lanes[8], const int8_t q[32], const int8_t y[32], int scale_lo, int scale_hi) {
+    for (int m = 0; m < 8; m++) {
+        int s = 0;
+        for (int b = 4 * m; b < 4 * m + 4; b++) s += q[b] * y[b];
+        lanes[m] += (m < 4 ? scale_lo : scale_hi) * s;
+    }
+}
+
+static void lanes_fma(float acc[8], float d, const int32_t lanes[8]) {
+    for (int m = 0; m < 8; m++) acc[m] = fmaf(d, (float)lanes[m], acc[m]);
+}
+
+static int dot32(const int8_t q[32], const int8_t y[32]) {
+    int s = 0;
+    for (int b = 0; b < 32; b++) s += q[b] * y[b];
+    return s;
+}
+
+/* ---- 32-element formats against Q8_0 / Q8_1 ----------------------------------------- */
+/* Weight nibble j (low) is element j, the high nibble element j + 16; the
+ * unpack helpers put the values in element order. */
+
+static void unpack_q4(const uint8_t qs[16], int offset, int8_t q[32]) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)((qs[j] & 0x0f) - offset);
+        q[j + 16] = (int8_t)((qs[j] >> 4) - offset);
+    }
+}
+
+static void unpack_q5(const uint8_t qs[16], const uint8_t qh_bytes[4], int offset, int8_t q[32]) {
+    uint32_t qh;
+    memcpy(&qh, qh_bytes, sizeof qh);
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int8_t)(((qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4)) - offset);
+        q[j + 16] = (int8_t)(((qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - offset);
+    }
+}
+
+/* SCALAR (ggml's repacked q4_0_8x8 GEMM). */
 void brisk_vec_dot_q4_0_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % 32 == 0);
     const brisk_block_q4_0 *x = w;
     const brisk_block_q8_0 *y = a;
     float sum = 0.0f;
+    int8_t q[32];
     for (int64_t i = 0; i < n / 32; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            sumi += ((x[i].qs[j] & 0x0f) - 8) * y[i].qs[j];
-            sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
-        }
-        sum += sumi * brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d);
+        unpack_q4(x[i].qs, 8, q);
+        const float d = brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d);
+        sum = fmaf((float)dot32(q, y[i].qs), d, sum);
     }
     *out = sum;
 }
 
-/* value = d*q + m, so dot = dx*dy*sum(q*qy) + m * (dy*sum(qy)) = ... + m*s. */
+/* LANES, plus the min term: value = d*q + m, so each block adds m * s
+ * (s = dy * sum(qy)), fused into a scalar that joins after hsum8. */
 void brisk_vec_dot_q4_1_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % 32 == 0);
     const brisk_block_q4_1 *x = w;
     const brisk_block_q8_1 *y = a;
-    float sum = 0.0f;
+    float acc[8] = {0}, mins = 0.0f;
+    int8_t q[32];
     for (int64_t i = 0; i < n / 32; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            sumi += (x[i].qs[j] & 0x0f) * y[i].qs[j];
-            sumi += (x[i].qs[j] >> 4) * y[i].qs[j + 16];
-        }
-        sum += (brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d)) * sumi +
-               brisk_fp16_to_fp32(x[i].m) * brisk_fp16_to_fp32(y[i].s);
+        int32_t lanes[8] = {0};
+        unpack_q4(x[i].qs, 0, q);
+        lanes_add(lanes, q, y[i].qs, 1, 1);
+        mins = fmaf(brisk_fp16_to_fp32(x[i].m), brisk_fp16_to_fp32(y[i].s), mins);
+        lanes_fma(acc, brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d), lanes);
     }
-    *out = sum;
+    *out = hsum8(acc) + mins;
 }
 
+/* LANES (llamafile tinyBLAS). */
 void brisk_vec_dot_q5_0_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % 32 == 0);
     const brisk_block_q5_0 *x = w;
     const brisk_block_q8_0 *y = a;
-    float sum = 0.0f;
+    float acc[8] = {0};
+    int8_t q[32];
     for (int64_t i = 0; i < n / 32; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof qh);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            const int lo = ((x[i].qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4)) - 16;
-            const int hi = ((x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16;
-            sumi += lo * y[i].qs[j] + hi * y[i].qs[j + 16];
-        }
-        sum += (brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d)) * sumi;
+        int32_t lanes[8] = {0};
+        unpack_q5(x[i].qs, x[i].qh, 16, q);
+        lanes_add(lanes, q, y[i].qs, 1, 1);
+        lanes_fma(acc, brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d), lanes);
     }
-    *out = sum;
+    *out = hsum8(acc);
 }
 
+/* LANES plus the fused min term, as Q4_1. */
 void brisk_vec_dot_q5_1_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % 32 == 0);
     const brisk_block_q5_1 *x = w;
     const brisk_block_q8_1 *y = a;
-    float sum = 0.0f;
+    float acc[8] = {0}, mins = 0.0f;
+    int8_t q[32];
     for (int64_t i = 0; i < n / 32; i++) {
-        uint32_t qh;
-        memcpy(&qh, x[i].qh, sizeof qh);
-        int sumi = 0;
-        for (int j = 0; j < 16; j++) {
-            const int lo = (x[i].qs[j] & 0x0f) | (int)(((qh >> j) & 1) << 4);
-            const int hi = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
-            sumi += lo * y[i].qs[j] + hi * y[i].qs[j + 16];
-        }
-        sum += (brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d)) * sumi +
-               brisk_fp16_to_fp32(x[i].m) * brisk_fp16_to_fp32(y[i].s);
+        int32_t lanes[8] = {0};
+        unpack_q5(x[i].qs, x[i].qh, 0, q);
+        lanes_add(lanes, q, y[i].qs, 1, 1);
+        mins = fmaf(brisk_fp16_to_fp32(x[i].m), brisk_fp16_to_fp32(y[i].s), mins);
+        lanes_fma(acc, brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d), lanes);
     }
-    *out = sum;
+    *out = hsum8(acc) + mins;
 }
 
+/* LANES (llamafile tinyBLAS). */
 void brisk_vec_dot_q8_0_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % 32 == 0);
     const brisk_block_q8_0 *x = w;
     const brisk_block_q8_0 *y = a;
-    float sum = 0.0f;
+    float acc[8] = {0};
     for (int64_t i = 0; i < n / 32; i++) {
-        int sumi = 0;
-        for (int j = 0; j < 32; j++) sumi += x[i].qs[j] * y[i].qs[j];
-        sum += sumi * (brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d));
+        int32_t lanes[8] = {0};
+        lanes_add(lanes, x[i].qs, y[i].qs, 1, 1);
+        lanes_fma(acc, brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d), lanes);
     }
-    *out = sum;
+    *out = hsum8(acc);
 }
 
 /* ---- K formats against Q8_K ------------------------------------------------------------ */
+/* Activation blocks are Q8_K (ggml's quantize_row_q8_K_ref on x86 too; the
+ * 4-row GEMM quantizer gives the same products). */
 
-/* Integer part of one K block in ggml's 8-lane arrangement: lane l gets
- * sum over elements e with e % 8 == l of scale[e / sub] * q[e] * q8[e]. */
-static void k_block_lanes(const int8_t q[QK], const int8_t q8[QK], const int *scale, int sub,
-                          int32_t lanes[8]) {
-    memset(lanes, 0, 8 * sizeof lanes[0]);
-    for (int e = 0; e < QK; e++) lanes[e & 7] += scale[e / sub] * (q[e] * q8[e]);
-}
-
-/* The float side shared by Q3_K..Q6_K: lanes[l] += d * int lane, per block. */
-static void k_accumulate(float acc[8], float d, const int32_t lanes[8]) {
-    for (int l = 0; l < 8; l++) acc[l] += d * lanes[l];
-}
-
-static float k_finish(float sum, const float acc[8]) {
-    for (int l = 0; l < 8; l++) sum += acc[l];
-    return sum;
-}
-
+/* SCALAR per 128-element half (ggml's repacked q2_K_8x8 GEMM): the half's
+ * 8 scaled sub-block sums go into acc, its 8 min * bsum products into a
+ * separate min accumulator; the result is acc - min accumulator. */
 void brisk_vec_dot_q2_k_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % QK == 0);
     const brisk_block_q2_k *x = w;
     const brisk_block_q8_k *y = a;
-    float sum = 0.0f;
+    float acc = 0.0f, acc_min = 0.0f;
     for (int64_t i = 0; i < n / QK; i++) {
         const uint8_t *sc = x[i].scales;
-        int summs = 0;   /* the min term: sum over sub-blocks of m * sum(q8) */
-        for (int j = 0; j < 16; j++) summs += y[i].bsums[j] * (sc[j] >> 4);
-        const float dall = y[i].d * brisk_fp16_to_fp32(x[i].d);
-        const float dmin = y[i].d * brisk_fp16_to_fp32(x[i].dmin);
-        int isum = 0, is = 0;
-        const uint8_t *q2 = x[i].qs;
+        const float dall = brisk_fp16_to_fp32(x[i].d) * y[i].d;
+        const float dmin = brisk_fp16_to_fp32(x[i].dmin) * y[i].d;
         const int8_t *q8 = y[i].qs;
-        for (int half = 0; half < 2; half++, q2 += 32) {
-            for (int shift = 0; shift < 8; shift += 2, q8 += 32) {
+        for (int h = 0; h < 2; h++) {
+            /* element 128h + 32s + l: bit pair s of qs[32h + l]; sub-block 8h + 2s + l/16 */
+            const uint8_t *q2 = x[i].qs + 32 * h;
+            int isum = 0, imin = 0;
+            for (int s = 0; s < 4; s++, q8 += 32) {
                 for (int g = 0; g < 2; g++) {
-                    int s = 0;
-                    for (int l = 16 * g; l < 16 * g + 16; l++) s += q8[l] * ((q2[l] >> shift) & 3);
-                    isum += (sc[is++] & 0x0f) * s;
+                    int dot = 0;
+                    for (int l = 16 * g; l < 16 * g + 16; l++) dot += q8[l] * ((q2[l] >> (2 * s)) & 3);
+                    isum += (sc[8 * h + 2 * s + g] & 0x0f) * dot;
                 }
             }
+            for (int j = 8 * h; j < 8 * h + 8; j++) imin += (sc[j] >> 4) * y[i].bsums[j];
+            acc = fmaf((float)isum, dall, acc);
+            acc_min = fmaf((float)imin, dmin, acc_min);
         }
-        sum += dall * isum - dmin * summs;
     }
-    *out = sum;
+    *out = acc - acc_min;
 }
 
+/* LANES over the block's eight 32-element groups, each lane scaled by its
+ * 16-element sub-block's signed scale. */
 void brisk_vec_dot_q3_k_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % QK == 0);
     const brisk_block_q3_k *x = w;
     const brisk_block_q8_k *y = a;
     float acc[8] = {0};
-    int8_t q[QK], sc8[16];
-    int scale[16];
-    int32_t lanes[8];
+    int8_t q[QK], sc[16];
     for (int64_t i = 0; i < n / QK; i++) {
         /* element 128h + 32s + l: 2 low bits at bit pair s of qs[32h + l],
          * high bit (set = no -4) at bit 4h + s of hmask[l] */
@@ -191,91 +242,107 @@ void brisk_vec_dot_q3_k_ref(int64_t n, float *out, const void *w, const void *a)
                 for (int l = 0; l < 32; l++)
                     q[128 * h + 32 * s + l] = (int8_t)(((x[i].qs[32 * h + l] >> (2 * s)) & 3) -
                                                        ((x[i].hmask[l] >> (4 * h + s)) & 1 ? 0 : 4));
-        brisk_q3_k_scales(x[i].scales, sc8);
-        for (int j = 0; j < 16; j++) scale[j] = sc8[j];
-        k_block_lanes(q, y[i].qs, scale, 16, lanes);
-        k_accumulate(acc, brisk_fp16_to_fp32(x[i].d) * y[i].d, lanes);
+        brisk_q3_k_scales(x[i].scales, sc);
+        int32_t lanes[8] = {0};
+        for (int g = 0; g < 8; g++) lanes_add(lanes, q + 32 * g, y[i].qs + 32 * g, sc[2 * g], sc[2 * g + 1]);
+        lanes_fma(acc, y[i].d * brisk_fp16_to_fp32(x[i].d), lanes);
     }
-    *out = k_finish(0.0f, acc);
+    *out = hsum8(acc);
 }
 
-/* Shared by Q4_K and Q5_K once the 0..15 / 0..31 values are unpacked. */
-static void k4_block(const int8_t q[QK], const uint8_t packed[12], uint16_t d, uint16_t dmin,
-                     const brisk_block_q8_k *y, float acc[8], float *sum) {
-    int scale[8], sumi = 0;
-    int32_t lanes[8];
-    for (int j = 0; j < 8; j++) {
-        uint8_t sc, m;
-        brisk_k4_scale_min(j, packed, &sc, &m);
-        scale[j] = sc;
-        sumi += (y->bsums[2 * j] + y->bsums[2 * j + 1]) * m;
+/* The 0..15 / 0..31 values of a Q4_K/Q5_K block in element order: chunk c
+ * (64 elements) keeps its low half in the low nibbles of qs[32c..32c+31]. */
+static void unpack_k4(const uint8_t qs[128], const uint8_t *qh, int8_t q[QK]) {
+    for (int c = 0; c < 4; c++) {
+        for (int l = 0; l < 32; l++) {
+            const int h = qh ? qh[l] >> (2 * c) : 0;
+            q[64 * c + l] = (int8_t)((qs[32 * c + l] & 0x0f) | ((h & 1) << 4));
+            q[64 * c + 32 + l] = (int8_t)((qs[32 * c + l] >> 4) | ((h & 2) << 3));
+        }
     }
-    k_block_lanes(q, y->qs, scale, 32, lanes);
-    k_accumulate(acc, brisk_fp16_to_fp32(d) * y->d, lanes);
-    *sum -= brisk_fp16_to_fp32(dmin) * y->d * sumi;
 }
 
+/* SCALAR per 64-element pair of sub-blocks (ggml's repacked q4_K_8x8 GEMM):
+ * sc[2p]*dot(2p) + sc[2p+1]*dot(2p+1) into acc, the pair's min products
+ * m * sum(q8) into a separate accumulator; result acc - min accumulator. */
 void brisk_vec_dot_q4_k_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % QK == 0);
     const brisk_block_q4_k *x = w;
     const brisk_block_q8_k *y = a;
-    float acc[8] = {0}, sum = 0.0f;
+    float acc = 0.0f, acc_min = 0.0f;
     int8_t q[QK];
     for (int64_t i = 0; i < n / QK; i++) {
-        for (int c = 0; c < 4; c++) {
-            for (int l = 0; l < 32; l++) {
-                q[64 * c + l] = (int8_t)(x[i].qs[32 * c + l] & 0x0f);
-                q[64 * c + 32 + l] = (int8_t)(x[i].qs[32 * c + l] >> 4);
+        unpack_k4(x[i].qs, NULL, q);
+        const float d = brisk_fp16_to_fp32(x[i].d) * y[i].d;
+        const float dmin = brisk_fp16_to_fp32(x[i].dmin) * y[i].d;
+        for (int p = 0; p < 4; p++) {
+            int isum = 0, imin = 0;
+            for (int j = 2 * p; j < 2 * p + 2; j++) {
+                uint8_t sc, m;
+                brisk_k4_scale_min(j, x[i].scales, &sc, &m);
+                isum += sc * dot32(q + 32 * j, y[i].qs + 32 * j);
+                imin += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
             }
+            acc = fmaf((float)isum, d, acc);
+            acc_min = fmaf((float)imin, dmin, acc_min);
         }
-        k4_block(q, x[i].scales, x[i].d, x[i].dmin, &y[i], acc, &sum);
     }
-    *out = k_finish(sum, acc);
+    *out = acc - acc_min;
 }
 
+/* LANES with one scale per 32-element group, plus the min term per block:
+ * mins = fma(-(dy * dmin), sum_j m_j * sum(q8 of j), mins), added after hsum8. */
 void brisk_vec_dot_q5_k_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % QK == 0);
     const brisk_block_q5_k *x = w;
     const brisk_block_q8_k *y = a;
-    float acc[8] = {0}, sum = 0.0f;
+    float acc[8] = {0}, mins = 0.0f;
     int8_t q[QK];
     for (int64_t i = 0; i < n / QK; i++) {
-        for (int c = 0; c < 4; c++) {
-            for (int l = 0; l < 32; l++) {
-                const int h = x[i].qh[l] >> (2 * c);
-                q[64 * c + l] = (int8_t)((x[i].qs[32 * c + l] & 0x0f) | ((h & 1) << 4));
-                q[64 * c + 32 + l] = (int8_t)((x[i].qs[32 * c + l] >> 4) | ((h & 2) << 3));
-            }
+        unpack_k4(x[i].qs, x[i].qh, q);
+        int32_t lanes[8] = {0};
+        int summ = 0;
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, m;
+            brisk_k4_scale_min(j, x[i].scales, &sc, &m);
+            lanes_add(lanes, q + 32 * j, y[i].qs + 32 * j, sc, sc);
+            summ += m * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
         }
-        k4_block(q, x[i].scales, x[i].d, x[i].dmin, &y[i], acc, &sum);
+        mins = fmaf(-y[i].d * brisk_fp16_to_fp32(x[i].dmin), (float)summ, mins);
+        lanes_fma(acc, y[i].d * brisk_fp16_to_fp32(x[i].d), lanes);
     }
-    *out = k_finish(sum, acc);
+    *out = hsum8(acc) + mins;
 }
 
+/* LANES on the unsigned 6-bit values (0..63) with the 16-element sub-block
+ * scales; the -32 offset comes off lane by lane afterwards, lane l losing
+ * 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) (that is how ggml's AVX2
+ * kernel splits it; the lane totals, and so the rounding, depend on it). */
 void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % QK == 0);
     const brisk_block_q6_k *x = w;
     const brisk_block_q8_k *y = a;
     float acc[8] = {0};
     int8_t q[QK];
-    int scale[16];
-    int32_t lanes[8];
     for (int64_t i = 0; i < n / QK; i++) {
         const uint8_t *ql = x[i].ql, *qh = x[i].qh;
         for (int h = 0; h < 2; h++, ql += 64, qh += 32) {
+            int8_t *o = q + 128 * h;
             for (int l = 0; l < 32; l++) {
-                int8_t *o = q + 128 * h;
-                o[l] = (int8_t)(((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4)) - 32);
-                o[l + 32] = (int8_t)(((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                o[l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                o[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                o[l] = (int8_t)((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
+                o[l + 32] = (int8_t)((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+                o[l + 64] = (int8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                o[l + 96] = (int8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
             }
         }
-        for (int j = 0; j < 16; j++) scale[j] = x[i].scales[j];
-        k_block_lanes(q, y[i].qs, scale, 16, lanes);
-        k_accumulate(acc, brisk_fp16_to_fp32(x[i].d) * y[i].d, lanes);
+        const int8_t *sc = x[i].scales;
+        int32_t lanes[8] = {0};
+        for (int g = 0; g < 8; g++) lanes_add(lanes, q + 32 * g, y[i].qs + 32 * g, sc[2 * g], sc[2 * g + 1]);
+        for (int l = 0; l < 8; l++)
+            lanes[l] -= 32 * (y[i].bsums[2 * l] * sc[2 * l] + y[i].bsums[2 * l + 1] * sc[2 * l + 1]);
+        lanes_fma(acc, y[i].d * brisk_fp16_to_fp32(x[i].d), lanes);
     }
-    *out = k_finish(0.0f, acc);
+    *out = hsum8(acc);
 }
 
 /* ---- the table --------------------------------------------------------------------------- */
@@ -301,8 +368,8 @@ static const brisk_kernels ref_table = {
         [BRISK_Q_F32] = brisk_f32_quantize,
         [BRISK_Q_F16] = brisk_f16_quantize,
         [BRISK_Q_BF16] = brisk_bf16_quantize,
-        [BRISK_Q_Q8_0] = brisk_q8_0_quantize,
-        [BRISK_Q_Q8_1] = brisk_q8_1_quantize,
+        [BRISK_Q_Q8_0] = brisk_q8_0_quantize_x86,
+        [BRISK_Q_Q8_1] = brisk_q8_1_quantize_x86,
         [BRISK_Q_Q8_K] = brisk_q8_k_quantize,
     },
 };
