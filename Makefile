@@ -45,8 +45,14 @@ test-tsan: build-tsan
 test-fuzz: build-fuzz
 	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECS)
 
-test: test-release test-asan test-fuzz
-	@echo "make test: release, asan+ubsan and fuzz suites all passed"
+test: test-release test-asan test-tsan test-fuzz
+	@echo "make test: release, asan+ubsan, tsan and fuzz suites all passed"
+
+# Long checks that do not belong in make test: the whole-file perplexity
+# against llama-perplexity's 11.6421 (about 3 minutes on 2 cores).
+check-long: build
+	@./build/brisk perplexity -m models/pycode-target-f16.gguf -f ../shared/models/data/val.txt -c 512 | tee /tmp/brisk-ppl.txt
+	@awk '/Final estimate/ { d = ($$5 - 11.6421) / 11.6421; if (d < 0) d = -d; if (d > 0.005) { print "FAIL: PPL differs from llama.cpp by more than 0.5%"; exit 1 } else print "PPL within 0.5% of llama-perplexity (11.6421)" }' /tmp/brisk-ppl.txt
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

@@ -7,7 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#define POOL_SPIN_ITERS 20000   /* ~10-50 us of spinning before sleeping */
+/* Spin this many pause iterations (~20-50 us) before sleeping: long enough to
+ * bridge back-to-back steps, short enough not to starve a descheduled worker
+ * when the machine is oversubscribed (20000 made decode 100x slower then). */
+#define POOL_SPIN_ITERS 1000
 
 typedef struct pool_worker {
     struct brisk_pool *pool;
