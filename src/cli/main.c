@@ -18,6 +18,7 @@ static const cli_command commands[] = {
     {"logits", brisk_cmd_logits, "write float32 logits for a token sequence"},
     {"synth", brisk_cmd_synth, "write a random-weight GGUF in a real model's shapes"},
     {"tokenize", brisk_cmd_tokenize, "print the token ids of a text (or pieces with ids)"},
+    {"template", brisk_cmd_template, "render a chat template (as transformers' apply_chat_template)"},
 };
 
 static void usage(FILE *f) {

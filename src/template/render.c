@@ -1,0 +1,1393 @@
+/* render: the evaluator (statements, expressions, scopes, macros, loops) and
+ * the public API of template.h.
+ *
+ * Scopes follow jinja2's frames: the template top level is one scope; each
+ * for-loop iteration, macro call, set/filter block body, with and generation
+ * block gets a fresh child scope; `if` does not. Names resolve through the
+ * chain at the time they are read (a macro sees its defining scope's current
+ * values, as Python closures do). Namespaces are the only way to carry a value
+ * out of a loop, exactly as in jinja2.
+ *
+ * Every evaluation step is counted and capped, as are call depth, output size
+ * and arena memory, so no template can hang or exhaust the process. */
+#include "template/tpl.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TPL_DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
+#define TPL_DEFAULT_MAX_MEMORY ((size_t)512 << 20)
+#define TPL_DEFAULT_MAX_STEPS ((uint64_t)200000000)
+#define TPL_DEFAULT_MAX_DEPTH 200
+#define TPL_MAX_JSON_DEPTH 512
+
+enum { TPL_BREAK = 1, TPL_CONTINUE = 2 };
+
+struct tpl_scope {
+    tpl_scope *parent;
+    uint32_t n, cap;
+    uint32_t *sym;
+    tpl_value *val;
+};
+
+/* ---- errors ---------------------------------------------------------------------------------- */
+
+brisk_status tpl_fail(tpl_ctx *c, brisk_status st, const char *fmt, ...) {
+    char msg[480];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return brisk_fail(c->err, st, "template line %u: %s%s", c->line, st == BRISK_ERR_UNSUPPORTED ? "unsupported: " : "", msg);
+}
+
+brisk_status tpl_nomem(tpl_ctx *c) {
+    return tpl_fail(c, BRISK_ERR_CAPACITY, "render memory limit exceeded (%zu bytes)", c->arena.limit);
+}
+
+static void repr_name(tpl_str s, char *buf, size_t n) {
+    tpl_buf b = {.limit = n > 8 ? n - 8 : 0};
+    char msg[8];
+    tpl_value v = tpl_strv(s);
+    if (tpl_repr(&b, &v, msg, sizeof msg) || !b.p) snprintf(buf, n, "'%.*s'", (int)(s.n < 100 ? s.n : 100), s.p);
+    else snprintf(buf, n, "%s", b.p);
+    tpl_buf_free(&b);
+}
+
+brisk_status tpl_undef_fail(tpl_ctx *c, const tpl_value *u) {
+    if (u->flags & TPL_F_HINT) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%.*s", (int)u->u.s.n, u->u.s.p);
+    char name[200];
+    repr_name(u->u.s, name, sizeof name);
+    return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s is undefined", name);
+}
+
+brisk_status tpl_make_undef_hint(tpl_ctx *c, tpl_value *out, const char *fmt, ...) {
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    *out = tpl_undef();
+    out->flags = TPL_F_HINT;
+    out->u.s = tpl_str_dup(&c->arena, msg, strlen(msg));
+    return out->u.s.p ? BRISK_OK : tpl_nomem(c);
+}
+
+/* jinja2's undefined(obj=obj, name=name) message */
+static brisk_status undef_attr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out) {
+    char desc[64], rn[200];
+    tpl_object_desc(obj, desc, sizeof desc);
+    repr_name(name, rn, sizeof rn);
+    return tpl_make_undef_hint(c, out, "'%s' has no attribute %s", desc, rn);
+}
+
+static brisk_status undef_elem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key, tpl_value *out) {
+    char desc[64];
+    tpl_object_desc(obj, desc, sizeof desc);
+    tpl_buf b = {.limit = 200};
+    char msg[64];
+    tpl_repr(&b, key, msg, sizeof msg);
+    brisk_status st = tpl_make_undef_hint(c, out, "%s has no element %s", desc, b.p ? b.p : "?");
+    tpl_buf_free(&b);
+    return st;
+}
+
+static brisk_status step(tpl_ctx *c, uint32_t line) {
+    c->line = line;
+    if (++c->steps > c->max_steps)
+        return tpl_fail(c, BRISK_ERR_CAPACITY, "evaluation step limit exceeded (%llu)", (unsigned long long)c->max_steps);
+    return BRISK_OK;
+}
+
+static brisk_status emit(tpl_ctx *c, const char *p, size_t n) {
+    if (!tpl_buf_put(c->out, p, n) && n) return tpl_fail(c, BRISK_ERR_CAPACITY, "output limit exceeded (%zu bytes)", c->max_output);
+    return BRISK_OK;
+}
+
+/* ---- scopes ---------------------------------------------------------------------------------- */
+
+static tpl_scope *scope_new(tpl_ctx *c, tpl_scope *parent) {
+    tpl_scope *s = tpl_alloc(&c->arena, sizeof *s);
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->parent = parent;
+    return s;
+}
+
+static const tpl_value *scope_lookup(const tpl_scope *s, uint32_t sym) {
+    for (; s; s = s->parent)
+        for (uint32_t i = 0; i < s->n; i++)
+            if (s->sym[i] == sym) return &s->val[i];
+    return NULL;
+}
+
+static brisk_status scope_set(tpl_ctx *c, tpl_scope *s, uint32_t sym, tpl_value v) {
+    for (uint32_t i = 0; i < s->n; i++)
+        if (s->sym[i] == sym) {
+            s->val[i] = v;
+            return BRISK_OK;
+        }
+    if (s->n == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 4;
+        uint32_t *ns = tpl_alloc_array(&c->arena, cap, sizeof *ns);
+        tpl_value *nv = tpl_alloc_array(&c->arena, cap, sizeof *nv);
+        if (!ns || !nv) return tpl_nomem(c);
+        if (s->n) {
+            memcpy(ns, s->sym, s->n * sizeof *ns);
+            memcpy(nv, s->val, s->n * sizeof *nv);
+        }
+        s->sym = ns;
+        s->val = nv;
+        s->cap = cap;
+    }
+    s->sym[s->n] = sym;
+    s->val[s->n] = v;
+    s->n++;
+    return BRISK_OK;
+}
+
+/* ---- JSON input ------------------------------------------------------------------------------ */
+
+static brisk_status from_json(tpl_ctx *c, json_t *j, tpl_value *out, int depth) {
+    if (depth > TPL_MAX_JSON_DEPTH) return brisk_fail(c->err, BRISK_ERR_INVALID_ARG, "template input: JSON nested too deeply");
+    switch (json_typeof(j)) {
+    case JSON_NULL: *out = tpl_none(); return BRISK_OK;
+    case JSON_TRUE: *out = tpl_bool(true); return BRISK_OK;
+    case JSON_FALSE: *out = tpl_bool(false); return BRISK_OK;
+    case JSON_INTEGER: *out = tpl_int((int64_t)json_integer_value(j)); return BRISK_OK;
+    case JSON_REAL: *out = tpl_float(json_real_value(j)); return BRISK_OK;
+    case JSON_STRING: {
+        tpl_str s = tpl_str_dup(&c->arena, json_string_value(j), json_string_length(j));
+        if (!s.p) return tpl_nomem(c);
+        *out = tpl_strv(s);
+        return BRISK_OK;
+    }
+    case JSON_ARRAY: {
+        size_t n = json_array_size(j);
+        tpl_list *l = tpl_list_new(&c->arena, n, TPL_LK_LIST);
+        if (!l) return tpl_nomem(c);
+        for (size_t i = 0; i < n; i++) {
+            brisk_status st = from_json(c, json_array_get(j, i), &l->v[i], depth + 1);
+            if (st) return st;
+        }
+        l->n = n;
+        *out = tpl_listv(l);
+        return BRISK_OK;
+    }
+    case JSON_OBJECT: {
+        tpl_dict *d = tpl_dict_new(&c->arena, json_object_size(j));
+        if (!d) return tpl_nomem(c);
+        const char *key;
+        json_t *v;
+        json_object_foreach(j, key, v) {
+            tpl_value kv, vv;
+            kv = tpl_strv(tpl_str_dup(&c->arena, key, strlen(key)));
+            if (!kv.u.s.p) return tpl_nomem(c);
+            brisk_status st = from_json(c, v, &vv, depth + 1);
+            if (st) return st;
+            d->k[d->n] = kv;
+            d->v[d->n] = vv;
+            d->n++;
+        }
+        *out = tpl_dictv(d);
+        return BRISK_OK;
+    }
+    }
+    return brisk_fail(c->err, BRISK_ERR_INVALID_ARG, "template input: unexpected JSON value");
+}
+
+/* ---- iteration and indexing -------------------------------------------------------------------- */
+
+brisk_status tpl_iterate(tpl_ctx *c, const tpl_value *v, const tpl_value **items, size_t *n) {
+    switch ((tpl_type)v->type) {
+    case TPL_UNDEF:
+        *items = NULL;
+        *n = 0;
+        return BRISK_OK;
+    case TPL_LIST: {
+        tpl_list *l = v->u.list;
+        if (l->kind == TPL_LK_GEN) {
+            if (l->consumed) {
+                *items = NULL;
+                *n = 0;
+                return BRISK_OK;
+            }
+            l->consumed = true;
+        }
+        *items = l->v;
+        *n = l->n;
+        return BRISK_OK;
+    }
+    case TPL_DICT:
+        *items = v->u.dict->k;
+        *n = v->u.dict->n;
+        return BRISK_OK;
+    case TPL_STR: {
+        tpl_str s = v->u.s;
+        size_t cnt = tpl_utf8_len(s);
+        tpl_value *arr = tpl_alloc_array(&c->arena, cnt ? cnt : 1, sizeof *arr);
+        if (!arr) return tpl_nomem(c);
+        size_t k = 0;
+        for (size_t i = 0; i < s.n;) {
+            size_t start = i;
+            tpl_utf8_next(s.p, s.n, &i);
+            arr[k] = tpl_strv((tpl_str){s.p + start, i - start});
+            arr[k++].flags = v->flags & TPL_F_MARKUP;
+        }
+        *items = arr;
+        *n = k;
+        return BRISK_OK;
+    }
+    default:
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "'%s' object is not iterable", tpl_type_name(v));
+    }
+}
+
+static brisk_status bound_method(tpl_ctx *c, const tpl_value *obj, int id, tpl_value *out) {
+    tpl_value *self = tpl_alloc(&c->arena, sizeof *self);
+    if (!self) return tpl_nomem(c);
+    *self = *obj;
+    *out = tpl_undef();
+    out->type = TPL_FUNC;
+    out->fn = (uint16_t)id;
+    out->u.self = self;
+    return BRISK_OK;
+}
+
+/* Python attribute lookup (methods), or -1 when there is none. */
+static brisk_status py_attr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out, bool *found) {
+    *found = false;
+    int id = tpl_method_find(obj, name);
+    if (id == 0) return BRISK_OK;
+    *found = true;
+    if (id == -1)
+        return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "the %s method '%.*s'", tpl_type_name(obj), (int)name.n, name.p);
+    if (id == -2) {
+        char rn[200];
+        repr_name(name, rn, sizeof rn);
+        brisk_status st = tpl_make_undef_hint(c, out, "access to attribute %s of '%s' object is unsafe.", rn, tpl_type_name(obj));
+        out->flags |= TPL_F_UNSAFE;
+        return st;
+    }
+    return bound_method(c, obj, id, out);
+}
+
+static brisk_status loop_attr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out, bool *found) {
+    const tpl_loop *l = obj->u.loop;
+    *found = true;
+    int64_t i = (int64_t)l->i, n = (int64_t)l->n;
+    if (tpl_str_eqc(name, "index")) *out = tpl_int(i + 1);
+    else if (tpl_str_eqc(name, "index0")) *out = tpl_int(i);
+    else if (tpl_str_eqc(name, "revindex")) *out = tpl_int(n - i);
+    else if (tpl_str_eqc(name, "revindex0")) *out = tpl_int(n - i - 1);
+    else if (tpl_str_eqc(name, "first")) *out = tpl_bool(i == 0);
+    else if (tpl_str_eqc(name, "last")) *out = tpl_bool(i == n - 1);
+    else if (tpl_str_eqc(name, "length")) *out = tpl_int(n);
+    else if (tpl_str_eqc(name, "depth")) *out = tpl_int(l->depth);
+    else if (tpl_str_eqc(name, "depth0")) *out = tpl_int(l->depth - 1);
+    else if (tpl_str_eqc(name, "previtem")) {
+        if (i > 0) *out = l->items[i - 1];
+        else return tpl_make_undef_hint(c, out, "there is no previous item");
+    } else if (tpl_str_eqc(name, "nextitem")) {
+        if (i + 1 < n) *out = l->items[i + 1];
+        else return tpl_make_undef_hint(c, out, "there is no next item");
+    } else if (tpl_str_eqc(name, "cycle") || tpl_str_eqc(name, "changed")) {
+        return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "loop.%.*s", (int)name.n, name.p);
+    } else {
+        *found = false;
+    }
+    return BRISK_OK;
+}
+
+brisk_status tpl_getattr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out) {
+    brisk_status st;
+    bool found;
+    switch ((tpl_type)obj->type) {
+    case TPL_UNDEF: return tpl_undef_fail(c, obj);
+    case TPL_NS: {
+        const tpl_value *v = tpl_dict_gets(obj->u.dict, name);
+        if (v) {
+            *out = *v;
+            return BRISK_OK;
+        }
+        return undef_attr(c, obj, name, out);
+    }
+    case TPL_LOOP:
+        if ((st = loop_attr(c, obj, name, out, &found)) || found) return st;
+        return undef_attr(c, obj, name, out);
+    case TPL_MACRO: case TPL_FUNC:
+        return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "attributes of a %s", tpl_type_name(obj));
+    default: break;
+    }
+    if (name.n && name.p[0] == '_') {
+        /* dunders are unsafe in the sandbox; other private names are plain keys */
+        if (obj->type == TPL_DICT) {
+            const tpl_value *v = tpl_dict_gets(obj->u.dict, name);
+            if (v) {
+                *out = *v;
+                return BRISK_OK;
+            }
+        }
+        return undef_attr(c, obj, name, out);
+    }
+    if ((st = py_attr(c, obj, name, out, &found)) || found) return st;
+    if (obj->type == TPL_DICT) {
+        const tpl_value *v = tpl_dict_gets(obj->u.dict, name);
+        if (v) {
+            *out = *v;
+            return BRISK_OK;
+        }
+    }
+    return undef_attr(c, obj, name, out);
+}
+
+/* Python index of a sequence of length n: false when out of range. */
+static bool seq_index(int64_t i, size_t n, size_t *out) {
+    if (i < 0) i += (int64_t)n;
+    if (i < 0 || (uint64_t)i >= n) return false;
+    *out = (size_t)i;
+    return true;
+}
+
+static bool is_index(const tpl_value *k, int64_t *i) {
+    if (k->type == TPL_INT) { *i = k->u.i; return true; }
+    if (k->type == TPL_BOOL) { *i = k->u.b; return true; }
+    return false;
+}
+
+brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key, tpl_value *out) {
+    int64_t i;
+    size_t idx;
+    switch ((tpl_type)obj->type) {
+    case TPL_UNDEF: return tpl_undef_fail(c, obj);
+    case TPL_DICT: {
+        if (key->type == TPL_LIST || key->type == TPL_DICT || key->type == TPL_NS) break;   /* unhashable */
+        const tpl_value *v = tpl_dict_get(obj->u.dict, key);
+        if (v) {
+            *out = *v;
+            return BRISK_OK;
+        }
+        break;
+    }
+    case TPL_LIST: {
+        const tpl_list *l = obj->u.list;
+        bool indexable = l->kind == TPL_LK_LIST || l->kind == TPL_LK_TUPLE || l->kind == TPL_LK_RANGE;
+        if (indexable && is_index(key, &i)) {
+            if (seq_index(i, l->n, &idx)) {
+                *out = l->v[idx];
+                return BRISK_OK;
+            }
+            return undef_elem(c, obj, key, out);
+        }
+        break;
+    }
+    case TPL_STR:
+        if (is_index(key, &i)) {
+            size_t len = tpl_utf8_len(obj->u.s);
+            if (!seq_index(i, len, &idx)) return undef_elem(c, obj, key, out);
+            size_t a = tpl_utf8_offset(obj->u.s, idx), b = a;
+            tpl_utf8_next(obj->u.s.p, obj->u.s.n, &b);
+            *out = tpl_strv((tpl_str){obj->u.s.p + a, b - a});
+            out->flags = obj->flags & TPL_F_MARKUP;
+            return BRISK_OK;
+        }
+        break;
+    default: break;
+    }
+    if (key->type == TPL_STR) {
+        if (obj->type == TPL_DICT) {   /* a method of dict when no such key */
+            bool found;
+            brisk_status st;
+            if (key->u.s.n && key->u.s.p[0] == '_') return undef_attr(c, obj, key->u.s, out);
+            if ((st = py_attr(c, obj, key->u.s, out, &found)) || found) return st;
+            return undef_attr(c, obj, key->u.s, out);
+        }
+        return tpl_getattr(c, obj, key->u.s, out);
+    }
+    return undef_elem(c, obj, key, out);
+}
+
+/* Python slice index normalization (PySlice_AdjustIndices). */
+static brisk_status slice_arg(tpl_ctx *c, const tpl_value *v, bool *given, int64_t *out) {
+    if (v->type == TPL_NONE) {
+        *given = false;
+        return BRISK_OK;
+    }
+    if (!is_index(v, out))
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "slice indices must be integers or None or have an __index__ method");
+    *given = true;
+    return BRISK_OK;
+}
+
+static brisk_status do_slice(tpl_ctx *c, const tpl_value *obj, const tpl_value *sv, const tpl_value *ev,
+                             const tpl_value *tv, tpl_value *out) {
+    if (obj->type == TPL_UNDEF) return tpl_undef_fail(c, obj);
+    bool is_str = obj->type == TPL_STR;
+    bool is_seq = obj->type == TPL_LIST && (obj->u.list->kind == TPL_LK_LIST || obj->u.list->kind == TPL_LK_TUPLE ||
+                                            obj->u.list->kind == TPL_LK_RANGE);
+    if (!is_str && !is_seq) return tpl_make_undef_hint(c, out, "'%s' object is not subscriptable with a slice", tpl_type_name(obj));
+    brisk_status st;
+    bool hs = false, he = false, ht = false;
+    int64_t s = 0, e = 0, t = 1;
+    if ((st = slice_arg(c, sv, &hs, &s)) || (st = slice_arg(c, ev, &he, &e)) || (st = slice_arg(c, tv, &ht, &t))) return st;
+    if (!ht) t = 1;
+    if (t == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "slice step cannot be zero");
+    size_t len = is_str ? tpl_utf8_len(obj->u.s) : obj->u.list->n;
+    int64_t n = (int64_t)len;
+    if (!hs) s = t < 0 ? n - 1 : 0;
+    else if (s < 0) { s += n; if (s < 0) s = t < 0 ? -1 : 0; }
+    else if (s >= n) s = t < 0 ? n - 1 : n;
+    if (!he) e = t < 0 ? -1 : n;
+    else if (e < 0) { e += n; if (e < 0) e = t < 0 ? -1 : 0; }
+    else if (e >= n) e = t < 0 ? n - 1 : n;
+    size_t count = 0;
+    if (t > 0 && s < e) count = (size_t)((e - s - 1) / t + 1);
+    else if (t < 0 && e < s) count = (size_t)((s - e - 1) / (-t) + 1);
+    if (is_str) {
+        tpl_str str = obj->u.s;
+        if (t == 1) {
+            size_t a = tpl_utf8_offset(str, (size_t)s), b = count ? tpl_utf8_offset(str, (size_t)e) : a;
+            *out = tpl_strv((tpl_str){str.p + a, b - a});
+        } else {
+            /* per code point: collect offsets */
+            size_t *offs = malloc((len + 1) * sizeof *offs);
+            if (!offs) return tpl_nomem(c);
+            size_t k = 0;
+            for (size_t i = 0; i < str.n;) {
+                offs[k++] = i;
+                tpl_utf8_next(str.p, str.n, &i);
+            }
+            offs[k] = str.n;
+            tpl_buf b = {0};
+            for (size_t j = 0; j < count; j++) {
+                size_t ci = (size_t)(s + (int64_t)j * t);
+                tpl_buf_put(&b, str.p + offs[ci], offs[ci + 1] - offs[ci]);
+            }
+            free(offs);
+            tpl_str r = tpl_str_dup(&c->arena, b.p ? b.p : "", b.n);
+            bool over = b.over;
+            tpl_buf_free(&b);
+            if (over || !r.p) return tpl_nomem(c);
+            *out = tpl_strv(r);
+        }
+        out->flags = obj->flags & TPL_F_MARKUP;
+        return BRISK_OK;
+    }
+    const tpl_list *l = obj->u.list;
+    tpl_list *r = tpl_list_new(&c->arena, count, l->kind == TPL_LK_TUPLE ? TPL_LK_TUPLE : TPL_LK_LIST);
+    if (!r) return tpl_nomem(c);
+    for (size_t j = 0; j < count; j++) r->v[j] = l->v[s + (int64_t)j * t];
+    r->n = count;
+    if (l->kind == TPL_LK_RANGE) {
+        r->kind = TPL_LK_RANGE;
+        r->r_step = l->r_step * t;
+        r->r_start = count ? r->v[0].u.i : l->r_start;
+        r->r_stop = count ? r->v[count - 1].u.i + r->r_step : r->r_start;
+    }
+    *out = tpl_listv(r);
+    return BRISK_OK;
+}
+
+/* `item in container` */
+static brisk_status contains(tpl_ctx *c, const tpl_value *item, const tpl_value *cont, bool *out) {
+    switch ((tpl_type)cont->type) {
+    case TPL_UNDEF: *out = false; return BRISK_OK;
+    case TPL_STR:
+        if (item->type != TPL_STR)
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "'in <string>' requires string as left operand, not %s", tpl_type_name(item));
+        *out = item->u.s.n == 0 || (cont->u.s.n >= item->u.s.n && memmem(cont->u.s.p, cont->u.s.n, item->u.s.p, item->u.s.n));
+        return BRISK_OK;
+    case TPL_DICT:
+        if (item->type == TPL_LIST || item->type == TPL_DICT || item->type == TPL_NS)
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(item));
+        *out = tpl_dict_get(cont->u.dict, item) != NULL;
+        return BRISK_OK;
+    case TPL_LIST: {
+        const tpl_value *items = NULL;
+        size_t n = 0;
+        brisk_status st = tpl_iterate(c, cont, &items, &n);
+        if (st) return st;
+        *out = false;
+        for (size_t i = 0; i < n && !*out; i++) *out = tpl_eq(&items[i], item, 0);
+        return BRISK_OK;
+    }
+    default:
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "argument of type '%s' is not iterable", tpl_type_name(cont));
+    }
+}
+
+/* ---- arithmetic ----------------------------------------------------------------------------------- */
+
+static const char *const binop_sym[] = {"+", "-", "*", "/", "//", "%", "**"};
+
+static brisk_status type_error_op(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b) {
+    return tpl_fail(c, BRISK_ERR_TEMPLATE, "unsupported operand type(s) for %s: '%s' and '%s'", binop_sym[op],
+                    tpl_type_name(a), tpl_type_name(b));
+}
+
+static brisk_status int_overflow(tpl_ctx *c) {
+    return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "integer result beyond 64 bits (Python would use a big integer)");
+}
+
+/* markupsafe.escape of a str */
+static brisk_status markup_escape(tpl_ctx *c, tpl_str s, tpl_str *out) {
+    size_t extra = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        char ch = s.p[i];
+        extra += ch == '&' ? 4 : ch == '<' || ch == '>' ? 3 : ch == '"' || ch == '\'' ? 4 : 0;
+    }
+    if (!extra) {
+        *out = s;
+        return BRISK_OK;
+    }
+    char *d = tpl_alloc(&c->arena, s.n + extra + 1);
+    if (!d) return tpl_nomem(c);
+    size_t k = 0;
+    for (size_t i = 0; i < s.n; i++) {
+        const char *r = NULL;
+        switch (s.p[i]) {
+        case '&': r = "&amp;"; break;
+        case '<': r = "&lt;"; break;
+        case '>': r = "&gt;"; break;
+        case '"': r = "&#34;"; break;
+        case '\'': r = "&#39;"; break;
+        default: d[k++] = s.p[i]; continue;
+        }
+        size_t rl = strlen(r);
+        memcpy(d + k, r, rl);
+        k += rl;
+    }
+    d[k] = 0;
+    *out = (tpl_str){d, k};
+    return BRISK_OK;
+}
+
+static brisk_status repeat(tpl_ctx *c, const tpl_value *seq, int64_t times, tpl_value *out) {
+    if (times < 0) times = 0;
+    if (seq->type == TPL_STR) {
+        size_t total;
+        if (!brisk_mul_size(seq->u.s.n, (size_t)times, &total) || total > c->max_output) return tpl_nomem(c);
+        char *d = tpl_alloc(&c->arena, total + 1);
+        if (!d) return tpl_nomem(c);
+        for (int64_t i = 0; i < times; i++) memcpy(d + (size_t)i * seq->u.s.n, seq->u.s.p, seq->u.s.n);
+        d[total] = 0;
+        *out = tpl_strv((tpl_str){d, total});
+        out->flags = seq->flags & TPL_F_MARKUP;
+        return BRISK_OK;
+    }
+    const tpl_list *l = seq->u.list;
+    size_t total;
+    if (!brisk_mul_size(l->n, (size_t)times, &total) || total > ((size_t)1 << 26)) return tpl_nomem(c);
+    tpl_list *r = tpl_list_new(&c->arena, total, (tpl_list_kind)l->kind);
+    if (!r) return tpl_nomem(c);
+    for (size_t i = 0; i < total; i++) r->v[i] = l->v[i % l->n];
+    r->n = total;
+    *out = tpl_listv(r);
+    return BRISK_OK;
+}
+
+static double py_fmod(double a, double b) {
+    double m = fmod(a, b);
+    if (m != 0 && ((b < 0) != (m < 0))) m += b;
+    else if (m == 0) m = copysign(0.0, b);
+    return m;
+}
+
+static brisk_status arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, tpl_value *out) {
+    if (a->type == TPL_UNDEF) return tpl_undef_fail(c, a);
+    if (b->type == TPL_UNDEF) return tpl_undef_fail(c, b);
+    brisk_status st;
+    if (tpl_is_num(a) && tpl_is_num(b)) {
+        bool fl = a->type == TPL_FLOAT || b->type == TPL_FLOAT;
+        int64_t x = a->type == TPL_BOOL ? a->u.b : a->u.i, y = b->type == TPL_BOOL ? b->u.b : b->u.i;
+        double fx = a->type == TPL_FLOAT ? a->u.f : (double)x, fy = b->type == TPL_FLOAT ? b->u.f : (double)y;
+        int64_t r;
+        switch (op) {
+        case TPL_OP_ADD:
+            if (fl) { *out = tpl_float(fx + fy); return BRISK_OK; }
+            if (__builtin_add_overflow(x, y, &r)) return int_overflow(c);
+            *out = tpl_int(r);
+            return BRISK_OK;
+        case TPL_OP_SUB:
+            if (fl) { *out = tpl_float(fx - fy); return BRISK_OK; }
+            if (__builtin_sub_overflow(x, y, &r)) return int_overflow(c);
+            *out = tpl_int(r);
+            return BRISK_OK;
+        case TPL_OP_MUL:
+            if (fl) { *out = tpl_float(fx * fy); return BRISK_OK; }
+            if (__builtin_mul_overflow(x, y, &r)) return int_overflow(c);
+            *out = tpl_int(r);
+            return BRISK_OK;
+        case TPL_OP_DIV:
+            if (fy == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, fl ? "float division by zero" : "division by zero");
+            if (!fl && (llabs(x) > (1LL << 53) || llabs(y) > (1LL << 53)))
+                return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "true division of integers beyond 2**53");
+            *out = tpl_float(fx / fy);
+            return BRISK_OK;
+        case TPL_OP_FLOORDIV: case TPL_OP_MOD:
+            if (fl) {
+                if (fy == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, op == TPL_OP_MOD ? "float modulo" : "float floor division by zero");
+                double m = py_fmod(fx, fy);
+                if (op == TPL_OP_MOD) { *out = tpl_float(m); return BRISK_OK; }
+                double d = (fx - m) / fy;
+                double fd = floor(d);
+                if (d - fd > 0.5) fd += 1.0;
+                if (d == 0) fd = copysign(0.0, fx / fy);
+                *out = tpl_float(fd);
+                return BRISK_OK;
+            }
+            if (y == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "integer division or modulo by zero");
+            if (x == INT64_MIN && y == -1) return int_overflow(c);
+            r = x / y;
+            int64_t m = x % y;
+            if (m != 0 && ((m < 0) != (y < 0))) { r -= 1; m += y; }
+            *out = tpl_int(op == TPL_OP_MOD ? m : r);
+            return BRISK_OK;
+        case TPL_OP_POW:
+            if (!fl && y >= 0) {
+                int64_t acc = 1, base = x;
+                for (int64_t e = y; e > 0; e >>= 1) {
+                    if ((e & 1) && __builtin_mul_overflow(acc, base, &acc)) return int_overflow(c);
+                    if (e > 1 && __builtin_mul_overflow(base, base, &base)) return int_overflow(c);
+                }
+                *out = tpl_int(acc);
+                return BRISK_OK;
+            }
+            if (fx == 0 && fy < 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "0.0 cannot be raised to a negative power");
+            if (fx < 0 && fy != floor(fy)) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "a negative number to a fractional power (complex result)");
+            *out = tpl_float(pow(fx, fy));
+            if (isinf(out->u.f) && !isinf(fx) && !isinf(fy)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "(34, 'Numerical result out of range')");
+            return BRISK_OK;
+        }
+    }
+    if (op == TPL_OP_ADD) {
+        if (a->type == TPL_STR && b->type == TPL_STR) {
+            tpl_str x = a->u.s, y = b->u.s;
+            bool markup = (a->flags | b->flags) & TPL_F_MARKUP;
+            if (markup) {   /* Markup + str escapes the plain side */
+                if (!(a->flags & TPL_F_MARKUP) && (st = markup_escape(c, x, &x))) return st;
+                if (!(b->flags & TPL_F_MARKUP) && (st = markup_escape(c, y, &y))) return st;
+            }
+            tpl_str r = tpl_str_cat(&c->arena, x, y);
+            if (!r.p) return tpl_nomem(c);
+            *out = tpl_strv(r);
+            out->flags = markup ? TPL_F_MARKUP : 0;
+            return BRISK_OK;
+        }
+        if (a->type == TPL_LIST && b->type == TPL_LIST && a->u.list->kind == b->u.list->kind &&
+            (a->u.list->kind == TPL_LK_LIST || a->u.list->kind == TPL_LK_TUPLE)) {
+            const tpl_list *x = a->u.list, *y = b->u.list;
+            tpl_list *r = tpl_list_new(&c->arena, x->n + y->n, (tpl_list_kind)x->kind);
+            if (!r) return tpl_nomem(c);
+            if (x->n) memcpy(r->v, x->v, x->n * sizeof(tpl_value));
+            if (y->n) memcpy(r->v + x->n, y->v, y->n * sizeof(tpl_value));
+            r->n = x->n + y->n;
+            *out = tpl_listv(r);
+            return BRISK_OK;
+        }
+        if (a->type == TPL_STR && !(a->flags & TPL_F_MARKUP))
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "can only concatenate str (not \"%s\") to str", tpl_type_name(b));
+        if (a->type == TPL_LIST && (a->u.list->kind == TPL_LK_LIST || a->u.list->kind == TPL_LK_TUPLE))
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "can only concatenate %s (not \"%s\") to %s", tpl_type_name(a),
+                            tpl_type_name(b), tpl_type_name(a));
+        return type_error_op(c, op, a, b);
+    }
+    if (op == TPL_OP_MUL) {
+        const tpl_value *seq = NULL, *cnt = NULL;
+        if (a->type == TPL_STR || (a->type == TPL_LIST && (a->u.list->kind == TPL_LK_LIST || a->u.list->kind == TPL_LK_TUPLE)))
+            seq = a, cnt = b;
+        else if (b->type == TPL_STR || (b->type == TPL_LIST && (b->u.list->kind == TPL_LK_LIST || b->u.list->kind == TPL_LK_TUPLE)))
+            seq = b, cnt = a;
+        if (seq && (cnt->type == TPL_INT || cnt->type == TPL_BOOL))
+            return repeat(c, seq, cnt->type == TPL_BOOL ? cnt->u.b : cnt->u.i, out);
+        if (seq && cnt->type != TPL_UNDEF)
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "can't multiply sequence by non-int of type '%s'", tpl_type_name(cnt));
+    }
+    if (op == TPL_OP_MOD && a->type == TPL_STR)
+        return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "printf-style string formatting with %%");
+    return type_error_op(c, op, a, b);
+}
+
+/* ---- expressions -------------------------------------------------------------------------------- */
+
+static brisk_status eval(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value *out);
+static brisk_status exec_body(tpl_ctx *c, tpl_scope *s, const tpl_nodes *body);
+
+/* Evaluate call arguments into arena arrays. */
+static brisk_status eval_args(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_args *a) {
+    memset(a, 0, sizeof *a);
+    brisk_status st;
+    if (n->args.n) {
+        tpl_value *pos = tpl_alloc_array(&c->arena, n->args.n, sizeof *pos);
+        if (!pos) return tpl_nomem(c);
+        for (uint32_t i = 0; i < n->args.n; i++)
+            if ((st = eval(c, s, n->args.v[i], &pos[i]))) return st;
+        a->pos = pos;
+        a->npos = n->args.n;
+    }
+    if (n->defs.n) {
+        tpl_value *kw = tpl_alloc_array(&c->arena, n->defs.n, sizeof *kw);
+        if (!kw) return tpl_nomem(c);
+        for (uint32_t i = 0; i < n->defs.n; i++)
+            if ((st = eval(c, s, n->defs.v[i], &kw[i]))) return st;
+        a->kw = kw;
+        a->kwnames = n->kwnames;
+        a->nkw = n->defs.n;
+    }
+    return BRISK_OK;
+}
+
+static brisk_status capture(tpl_ctx *c, tpl_scope *s, const tpl_nodes *body, tpl_str *out) {
+    tpl_buf b = {.limit = c->max_output};
+    tpl_buf *saved = c->out;
+    c->out = &b;
+    brisk_status st = exec_body(c, s, body);
+    c->out = saved;
+    if (st) {
+        tpl_buf_free(&b);
+        return st;
+    }
+    *out = tpl_str_dup(&c->arena, b.p ? b.p : "", b.n);
+    tpl_buf_free(&b);
+    return out->p ? BRISK_OK : tpl_nomem(c);
+}
+
+static brisk_status call_macro(tpl_ctx *c, const tpl_macro *m, const tpl_args *a, tpl_value *out) {
+    const tpl_node *n = m->node;
+    uint32_t nparams = n->args.n, ndefs = n->defs.n;
+    if (a->npos > nparams && !(n->flags & TPL_NF_USES_VARARGS))
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "macro '%.*s' takes not more than %u argument(s)", (int)n->name.n, n->name.p, nparams);
+    bool *used = NULL;
+    if (a->nkw) {
+        used = tpl_alloc(&c->arena, a->nkw);
+        if (!used) return tpl_nomem(c);
+        memset(used, 0, a->nkw);
+    }
+    tpl_scope *s = scope_new(c, m->closure);
+    if (!s) return tpl_nomem(c);
+    brisk_status st;
+    uint32_t line = c->line;
+    for (uint32_t i = 0; i < nparams; i++) {
+        const tpl_node *pn = n->args.v[i];
+        tpl_value v;
+        bool have = false;
+        if (i < a->npos) {
+            v = a->pos[i];
+            have = true;
+        } else {
+            for (size_t k = 0; k < a->nkw && !have; k++)
+                if (!used[k] && tpl_str_eq(a->kwnames[k], pn->name)) {
+                    used[k] = true;
+                    v = a->kw[k];
+                    have = true;
+                }
+        }
+        if (!have && i + ndefs >= nparams) {
+            if ((st = eval(c, s, n->defs.v[i + ndefs - nparams], &v))) return st;
+            have = true;
+        }
+        if (!have) {
+            char rn[200];
+            repr_name(pn->name, rn, sizeof rn);
+            if ((st = tpl_make_undef_hint(c, &v, "parameter %s was not provided", rn))) return st;
+        }
+        if ((st = scope_set(c, s, pn->sym, v))) return st;
+    }
+    c->line = line;
+    if (n->flags & TPL_NF_USES_KWARGS) {
+        tpl_dict *d = tpl_dict_new(&c->arena, 0);
+        if (!d) return tpl_nomem(c);
+        for (size_t k = 0; k < a->nkw; k++)
+            if (!used[k] && !tpl_dict_set(&c->arena, d, tpl_strv(a->kwnames[k]), a->kw[k])) return tpl_nomem(c);
+        if ((st = scope_set(c, s, TPL_SYM_KWARGS, tpl_dictv(d)))) return st;
+    } else {
+        for (size_t k = 0; k < a->nkw; k++)
+            if (!used[k])
+                return tpl_fail(c, BRISK_ERR_TEMPLATE, "macro '%.*s' takes no keyword argument '%.*s'", (int)n->name.n,
+                                n->name.p, (int)a->kwnames[k].n, a->kwnames[k].p);
+    }
+    if (n->flags & TPL_NF_USES_VARARGS) {
+        size_t extra = a->npos > nparams ? a->npos - nparams : 0;
+        tpl_list *l = tpl_list_new(&c->arena, extra, TPL_LK_TUPLE);
+        if (!l) return tpl_nomem(c);
+        for (size_t k = 0; k < extra; k++) l->v[k] = a->pos[nparams + k];
+        l->n = extra;
+        if ((st = scope_set(c, s, TPL_SYM_VARARGS, tpl_listv(l)))) return st;
+    }
+    if (++c->depth > c->max_depth)
+        return tpl_fail(c, BRISK_ERR_CAPACITY, "macro calls nested deeper than %d (maximum recursion depth exceeded)", c->max_depth);
+    tpl_str r;
+    st = capture(c, s, &n->body, &r);
+    c->depth--;
+    if (st) return st;
+    *out = tpl_strv(r);
+    return BRISK_OK;
+}
+
+brisk_status tpl_call_value(tpl_ctx *c, const tpl_value *fn, const tpl_args *a, tpl_value *out) {
+    switch ((tpl_type)fn->type) {
+    case TPL_MACRO: return call_macro(c, fn->u.macro, a, out);
+    case TPL_FUNC: return tpl_call_builtin(c, fn->fn, fn->u.self, a, out);
+    case TPL_UNDEF:
+        if (fn->flags & TPL_F_UNSAFE) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%.*s", (int)fn->u.s.n, fn->u.s.p);
+        return tpl_undef_fail(c, fn);
+    default:
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "'%s' object is not callable", tpl_type_name(fn));
+    }
+}
+
+brisk_status tpl_stringify(tpl_ctx *c, const tpl_value *v, tpl_str *out) {
+    if (v->type == TPL_STR) {
+        *out = v->u.s;
+        return BRISK_OK;
+    }
+    if (v->type == TPL_UNDEF) {
+        *out = (tpl_str){"", 0};
+        return BRISK_OK;
+    }
+    tpl_buf b = {.limit = c->max_output};
+    char msg[200];
+    brisk_status st = tpl_to_str(&b, v, msg, sizeof msg);
+    if (st) {
+        tpl_buf_free(&b);
+        return tpl_fail(c, st, "%s", msg);
+    }
+    *out = tpl_str_dup(&c->arena, b.p ? b.p : "", b.n);
+    tpl_buf_free(&b);
+    return out->p ? BRISK_OK : tpl_nomem(c);
+}
+
+static brisk_status compare(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, bool *out) {
+    bool lt;
+    char msg[200];
+    switch (op) {
+    case TPL_CMP_EQ: *out = tpl_eq(a, b, 0); return BRISK_OK;
+    case TPL_CMP_NE: *out = !tpl_eq(a, b, 0); return BRISK_OK;
+    case TPL_CMP_IN: return contains(c, a, b, out);
+    case TPL_CMP_NOTIN: {
+        brisk_status st = contains(c, a, b, out);
+        *out = !*out;
+        return st;
+    }
+    default: break;
+    }
+    if (a->type == TPL_UNDEF) return tpl_undef_fail(c, a);
+    if (b->type == TPL_UNDEF) return tpl_undef_fail(c, b);
+    const tpl_value *x = a, *y = b;
+    if (op == TPL_CMP_GT || op == TPL_CMP_LE) x = b, y = a;
+    if (!tpl_lt(x, y, &lt, msg, sizeof msg)) {
+        static const char *const sym[] = {"==", "!=", "<", "<=", ">", ">="};
+        char *q = strchr(msg, '<');
+        if (q && q[1] == '\'') {   /* name the operator actually used */
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "'%s' not supported between instances of '%s' and '%s'", sym[op],
+                            tpl_type_name(a), tpl_type_name(b));
+        }
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+    }
+    if (op == TPL_CMP_LT || op == TPL_CMP_GT) {
+        *out = lt;
+    } else {   /* <= is not (y < x) for orderable values */
+        bool ge;
+        if (!tpl_lt(y, x, &ge, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+        *out = !ge;
+        if (tpl_is_num(a) && tpl_is_num(b) && ((a->type == TPL_FLOAT && isnan(a->u.f)) || (b->type == TPL_FLOAT && isnan(b->u.f))))
+            *out = false;
+    }
+    return BRISK_OK;
+}
+
+static brisk_status eval(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value *out) {
+    brisk_status st;
+    if ((st = step(c, n->line))) return st;
+    tpl_value a, b;
+    switch ((tpl_node_kind)n->kind) {
+    case TPL_N_CONST:
+        *out = n->cval;
+        return BRISK_OK;
+    case TPL_N_NAME: {
+        const tpl_value *v = scope_lookup(s, n->sym);
+        if (v) {
+            *out = *v;
+        } else {
+            *out = tpl_undef();
+            out->u.s = n->name;
+        }
+        return BRISK_OK;
+    }
+    case TPL_N_GETATTR:
+        if ((st = eval(c, s, n->a, &a))) return st;
+        c->line = n->line;
+        return tpl_getattr(c, &a, n->name, out);
+    case TPL_N_GETITEM:
+        if ((st = eval(c, s, n->a, &a)) || (st = eval(c, s, n->b, &b))) return st;
+        c->line = n->line;
+        return tpl_getitem(c, &a, &b, out);
+    case TPL_N_SLICE: {
+        tpl_value parts[3] = {tpl_none(), tpl_none(), tpl_none()};
+        if ((st = eval(c, s, n->a, &a))) return st;
+        if (n->b && (st = eval(c, s, n->b, &parts[0]))) return st;
+        if (n->c && (st = eval(c, s, n->c, &parts[1]))) return st;
+        if (n->d && (st = eval(c, s, n->d, &parts[2]))) return st;
+        c->line = n->line;
+        return do_slice(c, &a, &parts[0], &parts[1], &parts[2], out);
+    }
+    case TPL_N_CALL: {
+        tpl_args args;
+        if ((st = eval(c, s, n->a, &a)) || (st = eval_args(c, s, n, &args))) return st;
+        c->line = n->line;
+        return tpl_call_value(c, &a, &args, out);
+    }
+    case TPL_N_FILTER: {
+        tpl_args args;
+        if (n->a) {
+            if ((st = eval(c, s, n->a, &a))) return st;
+        } else {
+            a = *c->block_value;
+        }
+        if ((st = eval_args(c, s, n, &args))) return st;
+        c->line = n->line;
+        if (n->op == 0) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "the '%.*s' filter", (int)n->name.n, n->name.p);
+        return tpl_call_builtin(c, n->op, &a, &args, out);
+    }
+    case TPL_N_TEST: {
+        tpl_args args;
+        bool r;
+        if ((st = eval(c, s, n->a, &a)) || (st = eval_args(c, s, n, &args))) return st;
+        c->line = n->line;
+        if (n->op == 0) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "the '%.*s' test", (int)n->name.n, n->name.p);
+        if ((st = tpl_run_test(c, n->op, &a, &args, &r))) return st;
+        *out = tpl_bool(r);
+        return BRISK_OK;
+    }
+    case TPL_N_UNKNOWN_FN:
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "No %s named '%.*s' found.", n->op ? "test" : "filter", (int)n->name.n, n->name.p);
+    case TPL_N_BLOCK_VALUE:
+        *out = *c->block_value;
+        return BRISK_OK;
+    case TPL_N_NOT:
+        if ((st = eval(c, s, n->a, &a))) return st;
+        *out = tpl_bool(!tpl_truthy(&a));
+        return BRISK_OK;
+    case TPL_N_NEG: case TPL_N_POS:
+        if ((st = eval(c, s, n->a, &a))) return st;
+        c->line = n->line;
+        if (a.type == TPL_UNDEF) return tpl_undef_fail(c, &a);
+        if (a.type == TPL_FLOAT) *out = tpl_float(n->kind == TPL_N_NEG ? -a.u.f : a.u.f);
+        else if (a.type == TPL_INT || a.type == TPL_BOOL) {
+            int64_t v = a.type == TPL_BOOL ? a.u.b : a.u.i;
+            if (n->kind == TPL_N_NEG && v == INT64_MIN) return int_overflow(c);
+            *out = tpl_int(n->kind == TPL_N_NEG ? -v : v);
+        } else {
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "bad operand type for unary %c: '%s'", n->kind == TPL_N_NEG ? '-' : '+',
+                            tpl_type_name(&a));
+        }
+        return BRISK_OK;
+    case TPL_N_BINOP:
+        if ((st = eval(c, s, n->a, &a)) || (st = eval(c, s, n->b, &b))) return st;
+        c->line = n->line;
+        return arith(c, n->op, &a, &b, out);
+    case TPL_N_CONCAT: {
+        tpl_buf buf = {.limit = c->max_output};
+        char msg[200];
+        for (uint32_t i = 0; i < n->args.n; i++) {
+            if ((st = eval(c, s, n->args.v[i], &a))) { tpl_buf_free(&buf); return st; }
+            if ((st = tpl_to_str(&buf, &a, msg, sizeof msg))) { tpl_buf_free(&buf); c->line = n->line; return tpl_fail(c, st, "%s", msg); }
+        }
+        tpl_str r = tpl_str_dup(&c->arena, buf.p ? buf.p : "", buf.n);
+        tpl_buf_free(&buf);
+        if (!r.p) return tpl_nomem(c);
+        *out = tpl_strv(r);
+        return BRISK_OK;
+    }
+    case TPL_N_AND:
+        if ((st = eval(c, s, n->a, &a))) return st;
+        if (!tpl_truthy(&a)) {
+            *out = a;
+            return BRISK_OK;
+        }
+        return eval(c, s, n->b, out);
+    case TPL_N_OR:
+        if ((st = eval(c, s, n->a, &a))) return st;
+        if (tpl_truthy(&a)) {
+            *out = a;
+            return BRISK_OK;
+        }
+        return eval(c, s, n->b, out);
+    case TPL_N_COMPARE: {
+        if ((st = eval(c, s, n->a, &a))) return st;
+        bool r = true;
+        for (uint32_t i = 0; i < n->args.n && r; i++) {
+            if ((st = eval(c, s, n->args.v[i], &b))) return st;
+            c->line = n->line;
+            if ((st = compare(c, n->cmpops[i], &a, &b, &r))) return st;
+            a = b;
+        }
+        *out = tpl_bool(r);
+        return BRISK_OK;
+    }
+    case TPL_N_CONDEXPR:
+        if ((st = eval(c, s, n->a, &a))) return st;
+        if (tpl_truthy(&a)) return eval(c, s, n->b, out);
+        if (n->c) return eval(c, s, n->c, out);
+        return tpl_make_undef_hint(c, out, "the inline if-expression on line %u evaluated to false and no else section was defined.", n->line);
+    case TPL_N_LIST: case TPL_N_TUPLE: {
+        tpl_list *l = tpl_list_new(&c->arena, n->args.n, n->kind == TPL_N_LIST ? TPL_LK_LIST : TPL_LK_TUPLE);
+        if (!l) return tpl_nomem(c);
+        for (uint32_t i = 0; i < n->args.n; i++)
+            if ((st = eval(c, s, n->args.v[i], &l->v[i]))) return st;
+        l->n = n->args.n;
+        *out = tpl_listv(l);
+        return BRISK_OK;
+    }
+    case TPL_N_DICT: {
+        tpl_dict *d = tpl_dict_new(&c->arena, n->args.n);
+        if (!d) return tpl_nomem(c);
+        for (uint32_t i = 0; i < n->args.n; i++) {
+            if ((st = eval(c, s, n->args.v[i], &a)) || (st = eval(c, s, n->defs.v[i], &b))) return st;
+            if (a.type == TPL_LIST || a.type == TPL_DICT || a.type == TPL_NS) {
+                c->line = n->line;
+                return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(&a));
+            }
+            if (!tpl_dict_set(&c->arena, d, a, b)) return tpl_nomem(c);
+        }
+        *out = tpl_dictv(d);
+        return BRISK_OK;
+    }
+    default:
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "internal: statement node in expression");
+    }
+}
+
+/* ---- statements ----------------------------------------------------------------------------------- */
+
+static brisk_status assign(tpl_ctx *c, tpl_scope *s, const tpl_node *target, const tpl_value *v) {
+    brisk_status st;
+    c->line = target->line;
+    if (target->kind == TPL_N_NAME) return scope_set(c, s, target->sym, *v);
+    if (target->kind == TPL_N_NSREF) {
+        const tpl_value *ns = scope_lookup(s, target->sym);
+        if (!ns || ns->type != TPL_NS) return tpl_fail(c, BRISK_ERR_TEMPLATE, "cannot assign attribute on non-namespace object");
+        if (!tpl_dict_set(&c->arena, ns->u.dict, tpl_strv(target->name), *v)) return tpl_nomem(c);
+        return BRISK_OK;
+    }
+    /* tuple unpacking */
+    const tpl_value *items = NULL;
+    size_t n = 0;
+    if (v->type == TPL_UNDEF) return tpl_undef_fail(c, v);
+    if ((st = tpl_iterate(c, v, &items, &n))) return st;
+    uint32_t want = target->args.n;
+    if (n > want) return tpl_fail(c, BRISK_ERR_TEMPLATE, "too many values to unpack (expected %u)", want);
+    if (n < want) return tpl_fail(c, BRISK_ERR_TEMPLATE, "not enough values to unpack (expected %u, got %zu)", want, n);
+    for (uint32_t i = 0; i < want; i++)
+        if ((st = assign(c, s, target->args.v[i], &items[i]))) return st;
+    return BRISK_OK;
+}
+
+static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
+    brisk_status st;
+    tpl_value it;
+    if ((st = eval(c, s, n->b, &it))) return st;
+    c->line = n->line;
+    const tpl_value *items = NULL;
+    size_t count;
+    if ((st = tpl_iterate(c, &it, &items, &count))) return st;
+    if (n->c) {   /* loop filter: evaluated up front so loop.length/last see the filtered items */
+        tpl_value *kept = tpl_alloc_array(&c->arena, count ? count : 1, sizeof *kept);
+        if (!kept) return tpl_nomem(c);
+        size_t k = 0;
+        for (size_t i = 0; i < count; i++) {
+            tpl_scope *fs = scope_new(c, s);
+            tpl_value r;
+            if (!fs) return tpl_nomem(c);
+            if ((st = assign(c, fs, n->a, &items[i])) || (st = eval(c, fs, n->c, &r))) return st;
+            if (tpl_truthy(&r)) kept[k++] = items[i];
+        }
+        items = kept;
+        count = k;
+    }
+    if (count == 0) {
+        if (!n->orelse.n) return BRISK_OK;
+        tpl_scope *es = scope_new(c, s);
+        if (!es) return tpl_nomem(c);
+        return exec_body(c, es, &n->orelse);
+    }
+    if (++c->depth > c->max_depth) return tpl_fail(c, BRISK_ERR_CAPACITY, "loops nested deeper than %d", c->max_depth);
+    tpl_loop *loop = tpl_alloc(&c->arena, sizeof *loop);
+    if (!loop) return tpl_nomem(c);
+    *loop = (tpl_loop){.items = items, .n = count, .i = 0, .depth = 1};
+    tpl_value lv = tpl_undef();
+    lv.type = TPL_LOOP;
+    lv.u.loop = loop;
+    for (size_t i = 0; i < count; i++) {
+        loop->i = i;
+        tpl_scope *is = scope_new(c, s);
+        if (!is) return tpl_nomem(c);
+        if ((st = scope_set(c, is, TPL_SYM_LOOP, lv)) || (st = assign(c, is, n->a, &items[i]))) return st;
+        st = exec_body(c, is, &n->body);
+        if (st == (brisk_status)TPL_BREAK) break;
+        if (st == (brisk_status)TPL_CONTINUE) continue;
+        if (st) return st;
+    }
+    c->depth--;
+    return BRISK_OK;
+}
+
+static brisk_status exec_stmt(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
+    brisk_status st;
+    if ((st = step(c, n->line))) return st;
+    tpl_value v;
+    switch ((tpl_node_kind)n->kind) {
+    case TPL_N_DATA:
+        return emit(c, n->cval.u.s.p, n->cval.u.s.n);
+    case TPL_N_OUTPUT: {
+        if ((st = eval(c, s, n->a, &v))) return st;
+        c->line = n->line;
+        if (v.type == TPL_STR) return emit(c, v.u.s.p, v.u.s.n);
+        char msg[200];
+        if ((st = tpl_to_str(c->out, &v, msg, sizeof msg))) {
+            if (st == BRISK_ERR_CAPACITY && c->out->over)
+                return tpl_fail(c, st, "output limit exceeded (%zu bytes)", c->max_output);
+            return tpl_fail(c, st, "%s", msg);
+        }
+        return BRISK_OK;
+    }
+    case TPL_N_IF:
+        if ((st = eval(c, s, n->a, &v))) return st;
+        return exec_body(c, s, tpl_truthy(&v) ? &n->body : &n->orelse);
+    case TPL_N_FOR:
+        return exec_for(c, s, n);
+    case TPL_N_SET:
+        if ((st = eval(c, s, n->b, &v))) return st;
+        return assign(c, s, n->a, &v);
+    case TPL_N_SET_BLOCK: {
+        tpl_scope *bs = scope_new(c, s);
+        tpl_str body;
+        if (!bs) return tpl_nomem(c);
+        if ((st = capture(c, bs, &n->body, &body))) return st;
+        v = tpl_strv(body);
+        if (n->c) {
+            const tpl_value *saved = c->block_value;
+            c->block_value = &v;
+            st = eval(c, s, n->c, &v);
+            c->block_value = saved;
+            if (st) return st;
+        }
+        return assign(c, s, n->a, &v);
+    }
+    case TPL_N_MACRO: {
+        tpl_macro *m = tpl_alloc(&c->arena, sizeof *m);
+        if (!m) return tpl_nomem(c);
+        m->node = n;
+        m->closure = s;
+        v = tpl_undef();
+        v.type = TPL_MACRO;
+        v.u.macro = m;
+        return scope_set(c, s, n->sym, v);
+    }
+    case TPL_N_FILTER_BLOCK: {
+        tpl_scope *bs = scope_new(c, s);
+        tpl_str body;
+        if (!bs) return tpl_nomem(c);
+        if ((st = capture(c, bs, &n->body, &body))) return st;
+        tpl_value bv = tpl_strv(body);
+        const tpl_value *saved = c->block_value;
+        c->block_value = &bv;
+        st = eval(c, s, n->c, &v);
+        c->block_value = saved;
+        if (st) return st;
+        tpl_str r;
+        if ((st = tpl_stringify(c, &v, &r))) return st;
+        return emit(c, r.p, r.n);
+    }
+    case TPL_N_SCOPE: {
+        tpl_scope *bs = scope_new(c, s);
+        if (!bs) return tpl_nomem(c);
+        return exec_body(c, bs, &n->body);
+    }
+    case TPL_N_WITH: {
+        tpl_scope *ws = scope_new(c, s);
+        if (!ws) return tpl_nomem(c);
+        for (uint32_t i = 0; i < n->args.n; i++) {
+            if ((st = eval(c, s, n->defs.v[i], &v)) || (st = assign(c, ws, n->args.v[i], &v))) return st;
+        }
+        return exec_body(c, ws, &n->body);
+    }
+    case TPL_N_BREAK: return (brisk_status)TPL_BREAK;
+    case TPL_N_CONTINUE: return (brisk_status)TPL_CONTINUE;
+    default:
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "internal: expression node as statement");
+    }
+}
+
+static brisk_status exec_body(tpl_ctx *c, tpl_scope *s, const tpl_nodes *body) {
+    for (uint32_t i = 0; i < body->n; i++) {
+        brisk_status st = exec_stmt(c, s, body->v[i]);
+        if (st) return st;
+    }
+    return BRISK_OK;
+}
+
+/* ---- public API ------------------------------------------------------------------------------------- */
+
+brisk_status brisk_template_parse(const char *src, size_t len, brisk_template **out, brisk_error *err) {
+    *out = NULL;
+    if (!src && len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "template: NULL source");
+    brisk_template *t = calloc(1, sizeof *t);
+    if (!t) return brisk_fail(err, BRISK_ERR_NOMEM, "template: out of memory");
+    t->arena.limit = (size_t)1 << 30;
+    tpl_tokens toks = {0};
+    brisk_status st;
+    /* normalize newlines (\r\n, \r -> \n) and drop one trailing newline, as jinja2 does */
+    t->src = malloc(len + 1);
+    if (!t->src) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "template: out of memory");
+        goto fail;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '\r') {
+            t->src[k++] = '\n';
+            if (i + 1 < len && src[i + 1] == '\n') i++;
+        } else {
+            t->src[k++] = src[i];
+        }
+    }
+    if (k && t->src[k - 1] == '\n') k--;
+    t->src[k] = 0;
+    t->src_len = k;
+    if ((st = tpl_lex(t->src, t->src_len, &toks, err))) goto fail;
+    if ((st = tpl_parse(t, &toks, err))) goto fail;
+    tpl_tokens_free(&toks);
+    *out = t;
+    return BRISK_OK;
+fail:
+    tpl_tokens_free(&toks);
+    brisk_template_free(t);
+    return st;
+}
+
+void brisk_template_free(brisk_template *t) {
+    if (!t) return;
+    tpl_arena_free(&t->arena);
+    free(t->src);
+    free(t);
+}
+
+static brisk_status find_sym(const brisk_template *t, const char *name, size_t n, uint32_t *out) {
+    for (uint32_t i = 0; i < t->nsyms; i++)
+        if (t->syms[i].n == n && !memcmp(t->syms[i].p, name, n)) {
+            *out = i;
+            return BRISK_OK;
+        }
+    return BRISK_ERR_INVALID_ARG;
+}
+
+static brisk_status set_global_fn(tpl_ctx *c, tpl_scope *s, uint32_t sym, int fn) {
+    tpl_value v = tpl_undef();
+    v.type = TPL_FUNC;
+    v.fn = (uint16_t)fn;
+    v.u.self = NULL;
+    return scope_set(c, s, sym, v);
+}
+
+brisk_status brisk_template_render_ex(const brisk_template *t, const char *messages_json, const char *extra_vars_json,
+                                      const brisk_template_opts *opts, char **out, size_t *out_len, brisk_error *err) {
+    if (out) *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!t || !out) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "template render: NULL argument");
+    brisk_template_opts o = opts ? *opts : (brisk_template_opts){0};
+    tpl_ctx c = {0};
+    c.t = t;
+    c.err = err;
+    c.arena.limit = o.max_memory ? o.max_memory : TPL_DEFAULT_MAX_MEMORY;
+    c.max_steps = o.max_steps ? o.max_steps : TPL_DEFAULT_MAX_STEPS;
+    c.max_depth = o.max_depth > 0 ? o.max_depth : TPL_DEFAULT_MAX_DEPTH;
+    c.max_output = o.max_output ? o.max_output : TPL_DEFAULT_MAX_OUTPUT;
+    c.now = o.now ? o.now : time(NULL);
+    tpl_buf buf = {.limit = c.max_output};
+    c.out = &buf;
+    json_t *jm = NULL, *jx = NULL;
+    json_error_t je;
+    brisk_status st;
+
+    jm = json_loads(messages_json ? messages_json : "[]", JSON_ALLOW_NUL, &je);
+    if (!jm || !json_is_array(jm)) {
+        st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "template messages: %s",
+                        jm ? "expected a JSON array" : je.text);
+        goto done;
+    }
+    if (extra_vars_json) {
+        jx = json_loads(extra_vars_json, JSON_ALLOW_NUL, &je);
+        if (!jx || !json_is_object(jx)) {
+            st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "template variables: %s", jx ? "expected a JSON object" : je.text);
+            goto done;
+        }
+    }
+    tpl_scope *root = scope_new(&c, NULL);
+    if (!root) { st = tpl_nomem(&c); goto done; }
+    static const struct { uint32_t sym; int fn; } globals[] = {
+        {TPL_SYM_RANGE, TPL_G_RANGE}, {TPL_SYM_NAMESPACE, TPL_G_NAMESPACE}, {TPL_SYM_DICT, TPL_G_DICT},
+        {TPL_SYM_RAISE, TPL_G_RAISE}, {TPL_SYM_STRFTIME, TPL_G_STRFTIME}, {TPL_SYM_LIPSUM, TPL_G_LIPSUM},
+        {TPL_SYM_CYCLER, TPL_G_CYCLER}, {TPL_SYM_JOINER, TPL_G_JOINER},
+    };
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(globals); i++)
+        if ((st = set_global_fn(&c, root, globals[i].sym, globals[i].fn))) goto done;
+    if ((st = scope_set(&c, root, TPL_SYM_TOOLS, tpl_none())) || (st = scope_set(&c, root, TPL_SYM_DOCUMENTS, tpl_none())) ||
+        (st = scope_set(&c, root, TPL_SYM_AGP, tpl_bool(false))))
+        goto done;
+    tpl_value v;
+    if ((st = from_json(&c, jm, &v, 0)) || (st = scope_set(&c, root, TPL_SYM_MESSAGES, v))) goto done;
+    if (jx) {
+        const char *key;
+        json_t *jv;
+        json_object_foreach(jx, key, jv) {
+            uint32_t sym;
+            if (find_sym(t, key, strlen(key), &sym)) continue;   /* the template never names it */
+            if ((st = from_json(&c, jv, &v, 0)) || (st = scope_set(&c, root, sym, v))) goto done;
+        }
+    }
+    st = exec_body(&c, root, &t->root);
+    if (st > 0) st = tpl_fail(&c, BRISK_ERR_TEMPLATE, "break/continue outside a loop");
+    if (st) goto done;
+    if (buf.over) { st = tpl_fail(&c, BRISK_ERR_CAPACITY, "output limit exceeded (%zu bytes)", c.max_output); goto done; }
+    if (!buf.p && !(buf.p = calloc(1, 1))) { st = brisk_fail(err, BRISK_ERR_NOMEM, "template: out of memory"); goto done; }
+    *out = buf.p;
+    if (out_len) *out_len = buf.n;
+    buf.p = NULL;
+done:
+    tpl_buf_free(&buf);
+    tpl_arena_free(&c.arena);
+    json_decref(jm);
+    json_decref(jx);
+    return st;
+}
+
+brisk_status brisk_template_render(const brisk_template *t, const char *messages_json, const char *extra_vars_json,
+                                   char **out, size_t *out_len, brisk_error *err) {
+    return brisk_template_render_ex(t, messages_json, extra_vars_json, NULL, out, out_len, err);
+}
+
+brisk_status brisk_template_parse_time(const char *s, time_t *out, brisk_error *err) {
+    int y, mo, d, h = 0, mi = 0, sec = 0;
+    char tail = 0;
+    int n = sscanf(s, "%4d-%2d-%2d%c%2d:%2d:%2d", &y, &mo, &d, &tail, &h, &mi, &sec);
+    if (!(n == 3 || (n == 7 && (tail == 'T' || tail == ' '))) || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 ||
+        mi > 59 || sec > 60 || y < 1970 || y > 9999)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "time '%s': expected YYYY-MM-DD or YYYY-MM-DDTHH:MM:SS", s);
+    struct tm tm = {0};
+    tm.tm_year = y - 1900;
+    tm.tm_mon = mo - 1;
+    tm.tm_mday = d;
+    tm.tm_hour = h;
+    tm.tm_min = mi;
+    tm.tm_sec = sec;
+    tm.tm_isdst = -1;
+    time_t t = mktime(&tm);
+    if (t == (time_t)-1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "time '%s' is not representable", s);
+    *out = t;
+    return BRISK_OK;
+}
