@@ -65,6 +65,12 @@ int32_t brisk_token_bos(const brisk_model *m);    /* -1 when the vocabulary has 
 int32_t brisk_token_eos(const brisk_model *m);
 bool brisk_token_is_eog(const brisk_model *m, int32_t id);   /* end of generation */
 bool brisk_vocab_adds_bos(const brisk_model *m);
+/* The token's text as stored in the vocabulary (not NUL-terminated; borrowed,
+ * valid while the model lives). NULL for an out-of-range id. */
+const char *brisk_token_text(const brisk_model *m, int32_t id, size_t *len);
+/* The chat template stored in the model (tokenizer.chat_template), or NULL.
+ * Not NUL-terminated; borrowed, valid while the model lives. */
+const char *brisk_model_chat_template(const brisk_model *m, size_t *len);
 /* Tokenize len bytes of text. add_special adds BOS/EOS as the vocabulary
  * prescribes; parse_special turns control-token text into their ids. *ids is
  * malloc'd (caller frees). */

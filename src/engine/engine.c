@@ -82,6 +82,15 @@ int32_t brisk_token_bos(const brisk_model *m) { return brisk_vocab_bos(m->vocab)
 int32_t brisk_token_eos(const brisk_model *m) { return brisk_vocab_eos(m->vocab); }
 bool brisk_token_is_eog(const brisk_model *m, int32_t id) { return brisk_vocab_is_eog(m->vocab, id); }
 bool brisk_vocab_adds_bos(const brisk_model *m) { return brisk_vocab_add_bos(m->vocab); }
+const char *brisk_token_text(const brisk_model *m, int32_t id, size_t *len) { return brisk_vocab_token_text(m->vocab, id, len); }
+
+const char *brisk_model_chat_template(const brisk_model *m, size_t *len) {
+    brisk_str s;
+    bool found = false;
+    if (brisk_gguf_get_str(m->data->gguf, "tokenizer.chat_template", &s, &found, NULL) != BRISK_OK || !found) return NULL;
+    *len = s.len;
+    return s.ptr;
+}
 
 brisk_status brisk_tokenize_text(const brisk_model *m, const char *text, size_t len, bool add_special, bool parse_special,
                                  int32_t **ids, size_t *n_ids, brisk_error *err) {
