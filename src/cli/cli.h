@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 int brisk_cmd_run(int argc, char **argv);
+int brisk_cmd_chat(int argc, char **argv);
 int brisk_cmd_inspect(int argc, char **argv);
 int brisk_cmd_perplexity(int argc, char **argv);
 int brisk_cmd_logits(int argc, char **argv);

@@ -13,6 +13,7 @@ typedef struct cli_command {
 
 static const cli_command commands[] = {
     {"run", brisk_cmd_run, "generate text from a prompt"},
+    {"chat", brisk_cmd_chat, "interactive chat using the model's chat template"},
     {"inspect", brisk_cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"perplexity", brisk_cmd_perplexity, "perplexity of a text file (llama-perplexity's convention)"},
     {"logits", brisk_cmd_logits, "write float32 logits for a token sequence"},

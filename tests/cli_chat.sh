@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# brisk chat: multi-turn with /reset and /exit, Ctrl-C stops a reply but not
+# the program, a template's raise_exception is reported and the chat goes on,
+# and a model without a template is refused clearly. Uses the bundled model
+# with committed templates (the replies are nonsense: it is a Python model).
+set -u
+brisk="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+model="$root/models/pycode-target-f16.gguf"
+tpl="$root/tests/data/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+gemma="$root/tests/data/templates/google-gemma-2-2b-it.jinja"
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL $*"; }
+[ -f "$tpl" ] || tpl="$2/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+[ -f "$gemma" ] || gemma="$2/templates/google-gemma-2-2b-it.jinja"
+if [ ! -f "$tpl" ] || [ ! -f "$gemma" ]; then echo "SKIP: chat templates absent"; exit 77; fi
+
+printf 'hello\n/reset\nwrite a function\n/exit\nnever read\n' | "$brisk" chat -m "$model" --chat-template "$tpl" -n 8 --temp 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "multi-turn rc=$rc: $(cat "$tmp/err")"
+[ "$(grep -c . "$tmp/out")" -ge 2 ] && ok || bad "expected two replies, got: $(cat "$tmp/out")"
+
+# Ctrl-C during a long reply: the reply stops, the program goes on to /exit
+mkfifo "$tmp/in"
+"$brisk" chat -m "$model" --chat-template "$tpl" -n 1000000 -c 100000 --temp 1 <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
+pid=$!
+exec 3>"$tmp/in"
+echo "def f():" >&3
+sleep 1.5
+kill -INT $pid
+sleep 0.5
+echo "/exit" >&3
+exec 3>&-
+( sleep 30; kill -9 $pid 2>/dev/null ) & watchdog=$!
+wait $pid; rc=$?
+kill $watchdog 2>/dev/null
+[ $rc -eq 0 ] && grep -q "\[stopped\]" "$tmp/err" && ok || bad "Ctrl-C: rc=$rc err: $(tail -c 300 "$tmp/err")"
+
+# the template raises (gemma rejects a system role): reported, chat continues
+printf 'hi\n/exit\n' | "$brisk" chat -m "$model" --chat-template "$gemma" --system "be nice" -n 4 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && grep -q "System role not supported" "$tmp/err" && ok || bad "raise_exception: rc=$rc err: $(cat "$tmp/err")"
+
+# no template in the model and none given
+printf 'hi\n' | "$brisk" chat -m "$model" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -q "has no chat template" "$tmp/err" && ok || bad "no template: rc=$rc err: $(cat "$tmp/err")"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
