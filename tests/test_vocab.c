@@ -227,8 +227,8 @@ static void test_vocab_dir(const char *dir, const char *const *names, size_t n_n
     }
 }
 
-/* special.tsv: vocab, add_special, parse_special, text as hex, ids */
-static void test_special(const char *vocab_dir, const char *tsv) {
+/* special.tsv, bytes.tsv: vocab, add_special, parse_special, text as hex, ids */
+static void test_tsv(const char *label, const char *vocab_dir, const char *tsv) {
     uint8_t *buf = NULL;
     size_t n = 0;
     brisk_error err;
@@ -237,7 +237,8 @@ static void test_special(const char *vocab_dir, const char *tsv) {
         return;
     }
     int total = 0, bad = 0;
-    char *save = NULL;
+    char *save = NULL, cur_path[1200] = "";
+    brisk_vocab *v = NULL;
     for (char *line = strtok_r((char *)buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == '#') continue;
         char *f[5] = {0};
@@ -247,8 +248,12 @@ static void test_special(const char *vocab_dir, const char *tsv) {
         if (k < 4) continue;
         char path[1200];
         snprintf(path, sizeof path, "%s/ggml-vocab-%s.gguf", vocab_dir, f[0]);
-        brisk_vocab *v = load_vocab(path);
-        CHECKF(v != NULL, "special: %s did not load", path);
+        if (strcmp(path, cur_path) != 0) {
+            brisk_vocab_free(v);
+            v = load_vocab(path);
+            snprintf(cur_path, sizeof cur_path, "%s", path);
+        }
+        CHECKF(v != NULL, "%s: %s did not load", label, path);
         if (!v) continue;
         size_t hl = strlen(f[3]), tl = hl / 2;
         char *text = malloc(tl + 1);
@@ -271,16 +276,16 @@ static void test_special(const char *vocab_dir, const char *tsv) {
         total++;
         if (!same) {
             bad++;
-            fprintf(stderr, "special %s add=%s parse=%s '%.*s'\n", f[0], f[1], f[2], (int)tl, text);
+            fprintf(stderr, "%s %s add=%s parse=%s '%s'\n", label, f[0], f[1], f[2], f[3]);
             print_ids("expected", expect, ne);
             print_ids("got     ", ids, nids);
         }
         free(ids);
         free(text);
-        brisk_vocab_free(v);
     }
-    CHECKF(bad == 0, "special: %d of %d cases differ", bad, total);
-    printf("%-40s %3d/%3d cases match\n", "special tokens (add/parse_special)", total - bad, total);
+    brisk_vocab_free(v);
+    CHECKF(bad == 0, "%s: %d of %d cases differ", label, bad, total);
+    printf("%-40s %3d/%3d cases match\n", label, total - bad, total);
     free(buf);
 }
 
@@ -473,7 +478,9 @@ int main(void) {
         static const char *const recorded[] = {"baichuan", "gpt-neox"};
         test_vocab_dir(shared, recorded, BRISK_ARRAY_LEN(recorded), dir);
         snprintf(p1, sizeof p1, "%s/special.tsv", dir);
-        test_special(shared, p1);
+        test_tsv("special tokens (add/parse_special)", shared, p1);
+        snprintf(p1, sizeof p1, "%s/bytes.tsv", dir);
+        test_tsv("invalid UTF-8, NUL, odd spaces", shared, p1);
     }
     return test_finish();
 }

@@ -177,6 +177,7 @@ const char *brisk_pretok_name(const brisk_pretok_def *d) { return families[d->fa
 void brisk_pretok_free(brisk_pretok *p) {
     if (!p) return;
     for (size_t i = 0; i < p->n_re; i++) pcre2_code_free(p->re[i]);
+    pcre2_match_context_free(p->mctx);
     memset(p, 0, sizeof *p);
 }
 
@@ -187,6 +188,12 @@ brisk_status brisk_pretok_compile(brisk_pretok *p, const brisk_pretok_def *def, 
     uint32_t jit_ok = 0;
     pcre2_config(PCRE2_CONFIG_JIT, &jit_ok);
     p->jit = jit_ok != 0;
+    /* A 10 MB run of spaces makes \s*[\r\n]+ backtrack 10M steps: more than
+     * PCRE2's default limit of 10M, though still linear. */
+    p->mctx = pcre2_match_context_create(NULL);
+    if (!p->mctx) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate a regex match context");
+    pcre2_set_match_limit(p->mctx, UINT32_MAX);
+    pcre2_set_depth_limit(p->mctx, UINT32_MAX);
     for (size_t i = 0; fam->patterns[i]; i++) {
         BRISK_ASSERT(i < BRISK_ARRAY_LEN(p->re));
         int ec = 0;
@@ -370,8 +377,8 @@ static brisk_status split_one(const brisk_pretok *p, brisk_split_ctx *c, const p
         size_t blen = c->spans[si].len;
         size_t pos = 0, prev = 0;
         while (pos < blen) {
-            int rc = p->jit ? pcre2_jit_match(re, (PCRE2_SPTR)base, blen, pos, 0, c->md, NULL)
-                            : pcre2_match(re, (PCRE2_SPTR)base, blen, pos, PCRE2_NO_UTF_CHECK, c->md, NULL);
+            int rc = p->jit ? pcre2_jit_match(re, (PCRE2_SPTR)base, blen, pos, 0, c->md, p->mctx)
+                            : pcre2_match(re, (PCRE2_SPTR)base, blen, pos, PCRE2_NO_UTF_CHECK, c->md, p->mctx);
             if (rc == PCRE2_ERROR_NOMATCH) break;
             if (rc < 0) {
                 PCRE2_UCHAR msg[160];

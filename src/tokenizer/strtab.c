@@ -101,11 +101,15 @@ uint64_t brisk_tok_hash(const void *s, size_t len) {
 void brisk_strtab_free(brisk_strtab *t) {
     if (!t) return;
     free(t->pool);
-    free(t->off);
-    free(t->len);
+    free(t->ent);
     free(t->slot);
-    free(t->slot_hash);
     memset(t, 0, sizeof *t);
+}
+
+static inline bool slot_is(const brisk_strtab *t, uint64_t sl, uint32_t h, const char *s, size_t len) {
+    if ((uint32_t)(sl >> 32) != h) return false;
+    const brisk_strent *e = &t->ent[(uint32_t)sl - 1];
+    return e->len == len && memcmp(t->pool + e->off, s, len) == 0;
 }
 
 int32_t brisk_strtab_find(const brisk_strtab *t, const char *s, size_t len) {
@@ -114,56 +118,68 @@ int32_t brisk_strtab_find(const brisk_strtab *t, const char *s, size_t len) {
     uint32_t h = (uint32_t)h64;
     size_t i = (size_t)(h64 >> 32) & t->mask;
     for (;;) {
-        int32_t id = t->slot[i];
-        if (id < 0) return -1;
-        if (t->slot_hash[i] == h && t->len[id] == len && memcmp(t->pool + t->off[id], s, len) == 0) return id;
+        uint64_t sl = t->slot[i];
+        if (!sl) return -1;
+        if (slot_is(t, sl, h, s, len)) return (int32_t)((uint32_t)sl - 1);
         i = (i + 1) & t->mask;
     }
 }
 
-static brisk_status strtab_grow_index(brisk_strtab *t, brisk_error *err) {
-    size_t cap = t->slot ? (t->mask + 1) * 2 : 1024;
-    int32_t *slot = malloc(cap * sizeof *slot);
-    uint32_t *sh = malloc(cap * sizeof *sh);
-    if (!slot || !sh) {
-        free(slot);
-        free(sh);
-        return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate a string index of %zu slots", cap);
-    }
-    for (size_t i = 0; i < cap; i++) slot[i] = -1;
+static brisk_status strtab_resize_index(brisk_strtab *t, size_t cap, brisk_error *err) {
+    uint64_t *slot = calloc(cap, sizeof *slot);
+    if (!slot) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate a string index of %zu slots", cap);
     size_t mask = cap - 1;
     if (t->slot) {
         for (size_t j = 0; j <= t->mask; j++) {
-            int32_t id = t->slot[j];
-            if (id < 0) continue;
-            uint64_t h64 = brisk_tok_hash(t->pool + t->off[id], t->len[id]);
+            uint64_t sl = t->slot[j];
+            if (!sl) continue;
+            const brisk_strent *e = &t->ent[(uint32_t)sl - 1];
+            uint64_t h64 = brisk_tok_hash(t->pool + e->off, e->len);
             size_t i = (size_t)(h64 >> 32) & mask;
-            while (slot[i] >= 0) i = (i + 1) & mask;
-            slot[i] = id;
-            sh[i] = (uint32_t)h64;
+            while (slot[i]) i = (i + 1) & mask;
+            slot[i] = sl;
         }
     }
     free(t->slot);
-    free(t->slot_hash);
     t->slot = slot;
-    t->slot_hash = sh;
     t->mask = mask;
     return BRISK_OK;
 }
 
-static brisk_status strtab_add(brisk_strtab *t, const char *s, size_t len, uint64_t h64, size_t slot_i, bool slot_live,
-                               int32_t *out, brisk_error *err) {
+brisk_status brisk_strtab_reserve(brisk_strtab *t, size_t n, size_t bytes, brisk_error *err) {
+    if (n > (size_t)INT32_MAX / 2 || bytes > BRISK_VOCAB_MAX_POOL)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "vocabulary too large (%zu strings, %zu bytes)", n, bytes);
+    size_t cap = 1024;
+    while (cap < n * 2 + 2) cap *= 2;
+    if (!t->slot || t->mask + 1 < cap) {
+        brisk_status st = strtab_resize_index(t, cap, err);
+        if (st != BRISK_OK) return st;
+    }
+    if ((size_t)t->cap < n) {
+        brisk_strent *e = realloc(t->ent, n * sizeof *e);
+        if (!e) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate the string table");
+        t->ent = e;
+        t->cap = (int32_t)n;
+    }
+    if (t->pool_cap < bytes) {
+        char *p = realloc(t->pool, bytes);
+        if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate %zu bytes of vocabulary text", bytes);
+        t->pool = p;
+        t->pool_cap = bytes;
+    }
+    return BRISK_OK;
+}
+
+static brisk_status strtab_add(brisk_strtab *t, const char *s, size_t len, uint32_t h, size_t slot_i, int32_t *out,
+                               brisk_error *err) {
     if (t->n >= INT32_MAX - 1) return brisk_fail(err, BRISK_ERR_CAPACITY, "too many strings in the vocabulary");
-    if (len > UINT32_MAX || t->pool_len + len > BRISK_VOCAB_MAX_POOL)
+    if (len > UINT32_MAX || t->pool_len + len + 1 > BRISK_VOCAB_MAX_POOL)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "vocabulary text exceeds %zu bytes", (size_t)BRISK_VOCAB_MAX_POOL);
     if (t->n == t->cap) {
         int32_t cap = t->cap ? t->cap * 2 : 1024;
-        uint32_t *o = realloc(t->off, (size_t)cap * sizeof *o);
-        if (!o) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate the string table");
-        t->off = o;
-        uint32_t *l = realloc(t->len, (size_t)cap * sizeof *l);
-        if (!l) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate the string table");
-        t->len = l;
+        brisk_strent *e = realloc(t->ent, (size_t)cap * sizeof *e);
+        if (!e) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate the string table");
+        t->ent = e;
         t->cap = cap;
     }
     if (t->pool_len + len + 1 > t->pool_cap) {
@@ -175,69 +191,61 @@ static brisk_status strtab_add(brisk_strtab *t, const char *s, size_t len, uint6
         t->pool_cap = cap;
     }
     int32_t id = t->n++;
-    t->off[id] = (uint32_t)t->pool_len;
-    t->len[id] = (uint32_t)len;
+    t->ent[id].off = (uint32_t)t->pool_len;
+    t->ent[id].len = (uint32_t)len;
     if (len) memcpy(t->pool + t->pool_len, s, len);
     t->pool_len += len;
-    t->pool[t->pool_len++] = 0;   /* keeps every text NUL-terminated for convenience */
-    if (slot_live) {
-        t->slot[slot_i] = id;     /* replace the older id with the same text */
-    } else {
-        t->slot[slot_i] = id;
-        t->slot_hash[slot_i] = (uint32_t)h64;
-    }
+    t->pool[t->pool_len++] = 0;
+    t->slot[slot_i] = ((uint64_t)h << 32) | (uint32_t)(id + 1);   /* a live slot now points at the newer id */
     *out = id;
     return BRISK_OK;
 }
 
 /* Find s's slot: either the live slot holding it or the empty slot where it goes. */
-static brisk_status strtab_locate(brisk_strtab *t, const char *s, size_t len, uint64_t *h64_out, size_t *slot_out,
+static brisk_status strtab_locate(brisk_strtab *t, const char *s, size_t len, uint32_t *h_out, size_t *slot_out,
                                   bool *live, brisk_error *err) {
-    /* keep the load factor under 1/2 */
-    if (!t->slot || (size_t)t->n * 2 + 2 > t->mask + 1) {
-        brisk_status st = strtab_grow_index(t, err);
+    if (!t->slot || (size_t)t->n * 2 + 2 > t->mask + 1) {   /* keep the load factor under 1/2 */
+        brisk_status st = strtab_resize_index(t, t->slot ? (t->mask + 1) * 2 : 1024, err);
         if (st != BRISK_OK) return st;
     }
     uint64_t h64 = brisk_tok_hash(s, len);
     uint32_t h = (uint32_t)h64;
     size_t i = (size_t)(h64 >> 32) & t->mask;
+    *live = false;
     for (;;) {
-        int32_t id = t->slot[i];
-        if (id < 0) {
-            *live = false;
-            break;
-        }
-        if (t->slot_hash[i] == h && t->len[id] == len && memcmp(t->pool + t->off[id], s, len) == 0) {
+        uint64_t sl = t->slot[i];
+        if (!sl) break;
+        if (slot_is(t, sl, h, s, len)) {
             *live = true;
             break;
         }
         i = (i + 1) & t->mask;
     }
-    *h64_out = h64;
+    *h_out = h;
     *slot_out = i;
     return BRISK_OK;
 }
 
 brisk_status brisk_strtab_append(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err) {
-    uint64_t h64;
+    uint32_t h;
     size_t i;
     bool live;
-    brisk_status st = strtab_locate(t, s, len, &h64, &i, &live, err);
+    brisk_status st = strtab_locate(t, s, len, &h, &i, &live, err);
     if (st != BRISK_OK) return st;
-    return strtab_add(t, s, len, h64, i, live, id, err);
+    return strtab_add(t, s, len, h, i, id, err);
 }
 
 brisk_status brisk_strtab_intern(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err) {
-    uint64_t h64;
+    uint32_t h;
     size_t i;
     bool live;
-    brisk_status st = strtab_locate(t, s, len, &h64, &i, &live, err);
+    brisk_status st = strtab_locate(t, s, len, &h, &i, &live, err);
     if (st != BRISK_OK) return st;
     if (live) {
-        *id = t->slot[i];
+        *id = (int32_t)((uint32_t)t->slot[i] - 1);
         return BRISK_OK;
     }
-    return strtab_add(t, s, len, h64, i, false, id, err);
+    return strtab_add(t, s, len, h, i, id, err);
 }
 
 /* ---- merge map ---------------------------------------------------------------------- */

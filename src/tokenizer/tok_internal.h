@@ -40,18 +40,23 @@ brisk_status brisk_bbuf_append(brisk_bbuf *b, const void *s, size_t len, brisk_e
  * file order; higher ids are strings that appear only in BPE merges. A hash
  * index maps text -> id; for duplicate token texts the later id wins (as
  * llama.cpp's token_to_id map). */
+typedef struct brisk_strent {
+    uint32_t off, len;       /* where an id's text lives in pool */
+} brisk_strent;
+
 typedef struct brisk_strtab {
-    char *pool;              /* all texts, back to back */
+    char *pool;              /* all texts, back to back, each NUL-terminated */
     size_t pool_len, pool_cap;
-    uint32_t *off, *len;     /* [n] where each id's text lives in pool */
+    brisk_strent *ent;       /* [n] */
     int32_t n, cap;
-    int32_t *slot;           /* [mask+1] open-addressing index, -1 = empty */
-    uint32_t *slot_hash;     /* [mask+1] full hash of the slot's text */
+    uint64_t *slot;          /* [mask+1] open-addressing index: hash << 32 | (id + 1); 0 = empty */
     size_t mask;
 } brisk_strtab;
 
 uint64_t brisk_tok_hash(const void *s, size_t len);
 void brisk_strtab_free(brisk_strtab *t);
+/* Size the table for n strings totalling bytes (avoids rehashing while loading). */
+brisk_status brisk_strtab_reserve(brisk_strtab *t, size_t n, size_t bytes, brisk_error *err);
 /* -1 when absent. */
 int32_t brisk_strtab_find(const brisk_strtab *t, const char *s, size_t len);
 /* Append s as a new id and point the index at it (replacing an older id with
@@ -59,7 +64,8 @@ int32_t brisk_strtab_find(const brisk_strtab *t, const char *s, size_t len);
 brisk_status brisk_strtab_append(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err);
 /* The id of s, appending it if absent. */
 brisk_status brisk_strtab_intern(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err);
-static inline const char *brisk_strtab_text(const brisk_strtab *t, int32_t id) { return t->pool + t->off[id]; }
+static inline const char *brisk_strtab_text(const brisk_strtab *t, int32_t id) { return t->pool + t->ent[id].off; }
+static inline size_t brisk_strtab_len(const brisk_strtab *t, int32_t id) { return t->ent[id].len; }
 
 /* ---- BPE merge map: (left id, right id) -> (rank, merged id) ---------------- */
 typedef struct brisk_pairmap {
@@ -114,6 +120,7 @@ typedef struct brisk_pretok {
     pcre2_code *re[8];
     size_t n_re;
     bool jit;
+    pcre2_match_context *mctx;   /* no match limit: the patterns are linear, and llama.cpp has none */
 } brisk_pretok;
 
 brisk_status brisk_pretok_compile(brisk_pretok *p, const brisk_pretok_def *def, brisk_error *err);

@@ -96,7 +96,7 @@ static brisk_status partition(const brisk_vocab *v, const char *text, size_t len
         uint32_t attr = v->attr[id];
         if (!parse_special && (attr & (BRISK_TOKEN_CONTROL | BRISK_TOKEN_UNKNOWN))) continue;
         const char *t = brisk_strtab_text(&v->strs, id);
-        size_t tl = v->strs.len[id];
+        size_t tl = brisk_strtab_len(&v->strs, id);
         if (tl > len || !ngram_may_contain(f, (const uint8_t *)t, tl)) continue;
 
         next.n = 0;

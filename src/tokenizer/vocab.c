@@ -16,17 +16,6 @@ static int32_t find_token(const brisk_vocab *v, const char *s) {
     return id < v->n_tokens ? id : -1;
 }
 
-static bool text_is(const brisk_vocab *v, int32_t id, const char *s) {
-    size_t n = strlen(s);
-    return v->strs.len[id] == n && memcmp(brisk_strtab_text(&v->strs, id), s, n) == 0;
-}
-
-static bool text_in(const brisk_vocab *v, int32_t id, const char *const *list) {
-    for (size_t i = 0; list[i]; i++)
-        if (text_is(v, id, list[i])) return true;
-    return false;
-}
-
 /* Read an optional integer key into *id when it names a token in range. */
 static brisk_status read_special_id(const brisk_gguf *g, const char *key, int32_t n_tokens, int32_t *id, brisk_error *err) {
     bool found = false;
@@ -67,7 +56,7 @@ static uint8_t byte_token_value(const char *t, size_t n) {
 /* Render token id with special = true into b (appending). */
 static brisk_status render_piece(const brisk_vocab *v, int32_t id, brisk_bbuf *b, brisk_error *err) {
     const char *t = brisk_strtab_text(&v->strs, id);
-    size_t n = v->strs.len[id];
+    size_t n = brisk_strtab_len(&v->strs, id);
     uint32_t a = v->attr[id];
     if (a & (BRISK_TOKEN_UNKNOWN | BRISK_TOKEN_CONTROL | BRISK_TOKEN_USER_DEFINED)) return brisk_bbuf_append(b, t, n, err);
     if (a & BRISK_TOKEN_NORMAL) {
@@ -167,64 +156,63 @@ static const char *const eog_texts[] = {
     "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
     "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>", "[e~[", NULL};
 
-/* When *slot is unset, take the first token (by id) whose text is listed and
- * make it a control token. (llama.cpp walks a hash map, so when a vocabulary
- * holds several candidates its pick is arbitrary; ours is the lowest id.) */
+/* When *slot is unset, take the listed text with the lowest id and make it a
+ * control token. (llama.cpp walks a hash map, so when a vocabulary holds
+ * several candidates its pick is arbitrary; ours is the lowest id.) */
 static void detect_by_text(brisk_vocab *v, int32_t *slot, const char *const *texts) {
     if (*slot >= 0) return;
-    for (int32_t id = 0; id < v->n_tokens; id++) {
-        if (!text_in(v, id, texts)) continue;
-        *slot = id;
-        v->attr[id] |= BRISK_TOKEN_CONTROL;
-        return;
+    int32_t best = -1;
+    for (size_t i = 0; texts[i]; i++) {
+        int32_t id = find_token(v, texts[i]);
+        if (id >= 0 && (best < 0 || id < best)) best = id;
     }
+    if (best < 0) return;
+    *slot = best;
+    v->attr[best] |= BRISK_TOKEN_CONTROL;
 }
 
 static void set_eog(brisk_vocab *v) {
     int32_t *fim[] = {&v->fim_pad, &v->fim_rep, &v->fim_sep};
     for (size_t i = 0; i < BRISK_ARRAY_LEN(fim); i++)
         if (*fim[i] >= 0) v->eog[*fim[i]] = 1;
-    for (int32_t id = 0; id < v->n_tokens; id++) {
-        if (!text_in(v, id, eog_texts)) continue;
+    for (size_t i = 0; eog_texts[i]; i++) {
+        int32_t id = find_token(v, eog_texts[i]);
+        if (id < 0) continue;
         v->eog[id] = 1;
         v->attr[id] |= BRISK_TOKEN_CONTROL;
     }
     /* gpt-oss: these render even without special */
-    static const char *const always[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>", NULL};
-    for (int32_t id = 0; id < v->n_tokens; id++)
-        if (text_in(v, id, always)) v->attr[id] = BRISK_TOKEN_USER_DEFINED;
+    static const char *const always[] = {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"};
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(always); i++) {
+        int32_t id = find_token(v, always[i]);
+        if (id >= 0) v->attr[id] = BRISK_TOKEN_USER_DEFINED;
+    }
     if (v->eos >= 0) v->eog[v->eos] = 1;
     if (v->eot >= 0) v->eog[v->eot] = 1;
     if (v->eom >= 0) v->eog[v->eom] = 1;
 
-    /* harmony / solar-open: <|end|> is not the end when <|return|>+<|call|> (or <|calls|>+<|flush|>) exist */
-    bool has_return = false, has_call = false, has_flush = false;
-    int32_t end_id = -1, s_id = -1;
-    bool has_tool_response = false;
-    for (int32_t id = 0; id < v->n_tokens; id++) {
-        if (!v->eog[id]) continue;
-        if (text_is(v, id, "<|return|>")) has_return = true;
-        else if (text_is(v, id, "<|call|>") || text_is(v, id, "<|calls|>")) has_call = true;
-        else if (text_is(v, id, "<|flush|>")) has_flush = true;
-        else if (text_is(v, id, "<|end|>")) end_id = id;
-        if (text_is(v, id, "<|tool_response>")) has_tool_response = true;
-        else if (text_is(v, id, "</s>")) s_id = id;
-    }
-    if (end_id >= 0 && ((has_return && has_call) || (has_call && has_flush))) {
-        v->eog[end_id] = 0;
-        v->attr[end_id] = BRISK_TOKEN_USER_DEFINED;
+    /* harmony / solar-open: <|end|> is not the end when <|return|>+<|call|>
+     * (or <|calls|>+<|flush|>) are also end-of-generation tokens */
+    int32_t ret = find_token(v, "<|return|>"), call = find_token(v, "<|call|>"), calls = find_token(v, "<|calls|>");
+    int32_t flush = find_token(v, "<|flush|>"), end = find_token(v, "<|end|>");
+    bool has_return = ret >= 0 && v->eog[ret], has_flush = flush >= 0 && v->eog[flush];
+    bool has_call = (call >= 0 && v->eog[call]) || (calls >= 0 && v->eog[calls]);
+    if (end >= 0 && v->eog[end] && ((has_return && has_call) || (has_call && has_flush))) {
+        v->eog[end] = 0;
+        v->attr[end] = BRISK_TOKEN_USER_DEFINED;
     }
     /* gemma 4: </s> is an ordinary token there */
-    if (has_tool_response && s_id >= 0) {
-        v->eog[s_id] = 0;
-        v->attr[s_id] = BRISK_TOKEN_NORMAL;
+    int32_t tool = find_token(v, "<|tool_response>"), s_end = find_token(v, "</s>");
+    if (tool >= 0 && v->eog[tool] && s_end >= 0 && v->eog[s_end]) {
+        v->eog[s_end] = 0;
+        v->attr[s_end] = BRISK_TOKEN_NORMAL;
     }
 }
 
 static int cmp_special(const void *a, const void *b, void *ctx) {
     const brisk_vocab *v = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    uint32_t lx = v->strs.len[x], ly = v->strs.len[y];
+    uint32_t lx = brisk_strtab_len(&v->strs, x), ly = brisk_strtab_len(&v->strs, y);
     if (lx != ly) return lx > ly ? -1 : 1;   /* longest first */
     return x < y ? -1 : x > y;
 }
@@ -307,6 +295,9 @@ static brisk_status load_tokens(brisk_vocab *v, const brisk_gguf *g, brisk_error
     brisk_str *strs = malloc(n * sizeof *strs);
     if (!strs) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate %zu token strings", n);
     st = brisk_gguf_arr_strings(&arr, strs, err);
+    size_t bytes = n * 16;   /* room for "[EMPTY_n]" placeholders and the NULs */
+    for (size_t i = 0; st == BRISK_OK && i < n; i++) bytes += strs[i].len;
+    if (st == BRISK_OK) st = brisk_strtab_reserve(&v->strs, n, bytes, err);
     for (size_t i = 0; st == BRISK_OK && i < n; i++) {
         int32_t id;
         char empty[32];
@@ -382,6 +373,7 @@ static brisk_status load_merges(brisk_vocab *v, const brisk_gguf *g, brisk_error
     if (!m) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate %zu merges", n);
     st = brisk_gguf_arr_strings(&arr, m, err);
     if (st == BRISK_OK) st = brisk_pairmap_init(&v->merges, n, err);
+    if (st == BRISK_OK) st = brisk_strtab_reserve(&v->strs, (size_t)v->strs.n + n / 16 + 1024, v->strs.pool_len, err);
     brisk_bbuf cat = {0};
     for (size_t i = 0; st == BRISK_OK && i < n; i++) {
         /* "left right", split at the first space after the first byte */
@@ -516,7 +508,7 @@ brisk_status brisk_vocab_load(const brisk_gguf *g, brisk_vocab **out, brisk_erro
     detect_by_text(v, &v->fim_sep, fim_sep_texts);
     for (int32_t id = 0; id < v->n_tokens; id++) {   /* control tokens named "unused" */
         if ((v->attr[id] & BRISK_TOKEN_CONTROL) &&
-            memmem(brisk_strtab_text(&v->strs, id), v->strs.len[id], "unused", 6))
+            memmem(brisk_strtab_text(&v->strs, id), brisk_strtab_len(&v->strs, id), "unused", 6))
             v->attr[id] |= BRISK_TOKEN_UNUSED;
     }
     set_eog(v);
@@ -577,7 +569,7 @@ const char *brisk_vocab_token_text(const brisk_vocab *v, int32_t id, size_t *len
         if (len) *len = 0;
         return NULL;
     }
-    if (len) *len = v->strs.len[id];
+    if (len) *len = brisk_strtab_len(&v->strs, id);
     return brisk_strtab_text(&v->strs, id);
 }
 size_t brisk_vocab_max_piece_len(const brisk_vocab *v) { return v->max_piece_len; }

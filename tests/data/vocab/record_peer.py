@@ -16,6 +16,11 @@ Writes, next to this script:
   special.tsv
       cases with add_special and/or parse_special on:
       vocab <TAB> add_special <TAB> parse_special <TAB> text as hex <TAB> ids
+  bytes.tsv
+      the same format: invalid UTF-8 (lone continuation bytes, cut sequences,
+      overlong forms, surrogates, bytes that start nothing), NUL bytes and
+      non-ASCII spaces, for one vocabulary of every kind. (Code points above
+      U+10FFFF are left out: llama.cpp throws on them.)
 Each case is one `llama-tokenize -f FILE --ids --no-escape --log-disable` run
 on the exact bytes (plus --no-bos / --no-parse-special as the case needs).
 """
@@ -108,9 +113,24 @@ def main():
         ("gpt-neox", False, False, b"<|endoftext|>Hello<|padding|>"),
         ("mpt", False, True, b"<|endoftext|>Hello  <|padding|>"),
     ]
-    with open(os.path.join(HERE, "special.tsv"), "w") as f:
+    write_tsv("special.tsv", vocab, special)
+
+    raw = [
+        b"a\x80b", b"\xC3", b"\xC3x", b"\xE4\xB8", b"x\xF0\x9F\xA6", b"\xC0\x80", b"\xE0\x80\xAFz",
+        b"\xED\xA0\x80 \xED\xBF\xBF", b"\xFF\xFE", b"\xF8\x88\x80\x80\x80", b"a\x00b\x00\x00c", b"\x00",
+        b"hello \xE2\x80\xA8 world\xC2\xA0x\xE3\x80\x80y  \xE3\x80\x80", b"x\xC2\x85y  \xC2\x85",
+        b"\xE2\x96\x81 spm\xE2\x96\x81space", b"caf\xC3\xA9 \xF0\x9F\x98\x80\xF0 \xA0\xA1 end",
+        b"\t\x0b\x0c\r\n\x1c\x1d\x1e\x1f mixed controls",
+    ]
+    kinds = ["llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
+             "falcon", "starcoder", "bert-bge", "gemma-4"]
+    write_tsv("bytes.tsv", vocab, [(v, False, False, t) for v in kinds for t in raw])
+
+
+def write_tsv(name, vocab, rows):
+    with open(os.path.join(HERE, name), "w") as f:
         f.write("# vocab\tadd_special\tparse_special\ttext_hex\tids (recorded by record_peer.py)\n")
-        for v, add, parse, text in special:
+        for v, add, parse, text in rows:
             ids = tokenize(os.path.join(vocab, "ggml-vocab-%s.gguf" % v), text, add, parse)
             f.write("%s\t%d\t%d\t%s\t%s\n" % (v, add, parse, text.hex(), " ".join(map(str, ids))))
 
