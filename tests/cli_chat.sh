@@ -28,12 +28,13 @@ mkfifo "$tmp/in"
 pid=$!
 exec 3>"$tmp/in"
 echo "def f():" >&3
-sleep 1.5
+# interrupt only once the reply is streaming (startup is slow under ASan)
+for _ in $(seq 600); do [ -s "$tmp/out" ] && break; sleep 0.1; done
 kill -INT $pid
 sleep 0.5
 echo "/exit" >&3
 exec 3>&-
-( sleep 30; kill -9 $pid 2>/dev/null ) & watchdog=$!
+( sleep 60; kill -9 $pid 2>/dev/null ) & watchdog=$!
 wait $pid; rc=$?
 kill $watchdog 2>/dev/null
 [ $rc -eq 0 ] && grep -q "\[stopped\]" "$tmp/err" && ok || bad "Ctrl-C: rc=$rc err: $(tail -c 300 "$tmp/err")"
