@@ -282,28 +282,10 @@ brisk_status tpl_run_test(tpl_ctx *c, int id, const tpl_value *v, const tpl_args
                                         v->u.list->kind == TPL_LK_RANGE));
         return BRISK_OK;
     case TE_ODD: case TE_EVEN: case TE_DIVISIBLEBY: {
-        tpl_value two = tpl_int(2), r;
-        /* value % 2 == 1 (odd) / value % 2 == 0 (even) / value % num == 0 */
-        const tpl_value *d = id == TE_DIVISIBLEBY ? other : &two;
-        if (!tpl_is_num(v) || !tpl_is_num(d)) {
-            if (v->type == TPL_UNDEF) return tpl_undef_fail(c, v);
-            return tpl_fail(c, BRISK_ERR_TEMPLATE, "unsupported operand type(s) for %%: '%s' and '%s'", tpl_type_name(v), tpl_type_name(d));
-        }
-        double x = v->type == TPL_FLOAT ? v->u.f : (double)(v->type == TPL_BOOL ? v->u.b : v->u.i);
-        double y = d->type == TPL_FLOAT ? d->u.f : (double)(d->type == TPL_BOOL ? d->u.b : d->u.i);
-        if (y == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "integer division or modulo by zero");
-        if (v->type != TPL_FLOAT && d->type != TPL_FLOAT) {
-            int64_t xi = v->type == TPL_BOOL ? v->u.b : v->u.i, yi = d->type == TPL_BOOL ? d->u.b : d->u.i;
-            int64_t m = yi == -1 ? 0 : xi % yi;
-            if (m != 0 && ((m < 0) != (yi < 0))) m += yi;
-            r = tpl_int(m);
-        } else {
-            double m = fmod(x, y);
-            if (m != 0 && ((y < 0) != (m < 0))) m += y;
-            r = tpl_float(m);
-        }
-        double mv = r.type == TPL_FLOAT ? r.u.f : (double)r.u.i;
-        *out = id == TE_ODD ? mv == 1 : mv == 0;
+        /* value % 2 == 1 / value % 2 == 0 / value % num == 0, with Python's % */
+        tpl_value two = tpl_int(2), r, want = tpl_int(id == TE_ODD ? 1 : 0);
+        if ((st = tpl_arith(c, TPL_OP_MOD, v, id == TE_DIVISIBLEBY ? other : &two, &r))) return st;
+        *out = tpl_eq(&r, &want, 0);
         return BRISK_OK;
     }
     case TE_LOWER: case TE_UPPER: {
@@ -346,14 +328,13 @@ brisk_status tpl_run_test(tpl_ctx *c, int id, const tpl_value *v, const tpl_args
         bool lt;
         char msg[200];
         const tpl_value *x = v, *y = other;
-        if (id == TE_GT || id == TE_LE) x = other, y = v;
+        if (id == TE_GT || id == TE_LE) x = other, y = v;   /* x < y */
         if (!tpl_lt(x, y, &lt, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
-        if (id == TE_LT || id == TE_GT) *out = lt;
-        else {
-            bool gt;
-            if (!tpl_lt(y, x, &gt, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
-            *out = !gt;
-        }
+        /* lt is v < other for LT/GE and other < v for GT/LE */
+        *out = id == TE_LT || id == TE_GT ? lt : !lt;
+        if (*out && (id == TE_LE || id == TE_GE) &&
+            ((v->type == TPL_FLOAT && isnan(v->u.f)) || (other->type == TPL_FLOAT && isnan(other->u.f))))
+            *out = false;
         return BRISK_OK;
     }
     case TE_SAMEAS:
@@ -501,8 +482,14 @@ static brisk_status f_indent(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
         ind = (tpl_str){spaces, (size_t)w};
     }
     bool first = arg[1] && tpl_truthy(arg[1]), blank = arg[2] && tpl_truthy(arg[2]);
-    tpl_str s;
-    if ((st = tpl_stringify(c, v, &s))) return st;
+    /* jinja2 3.1 does `s += "\n"` on the value itself: only strings work */
+    if (v->type == TPL_UNDEF) return tpl_undef_fail(c, v);
+    if (v->type != TPL_STR) {
+        if (v->type == TPL_LIST && v->u.list->kind == TPL_LK_LIST)
+            return tpl_fail(c, BRISK_ERR_TEMPLATE, "'list' object has no attribute 'splitlines'");
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "unsupported operand type(s) for +=: '%s' and 'str'", tpl_type_name(v));
+    }
+    tpl_str s = v->u.s;
     /* lines = (s + "\n").splitlines(): every line break ends a line, and the text after
      * the last one (possibly empty) is the last line */
     tpl_buf b = {.limit = c->max_output};
@@ -587,6 +574,7 @@ static brisk_status f_int(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl
     if (arg[1] && !(arg[1]->type == TPL_INT && arg[1]->u.i == 10))
         return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "int filter with a base other than 10");
     tpl_value dflt = arg[0] ? *arg[0] : tpl_int(0);
+    if (v->type == TPL_UNDEF) return tpl_undef_fail(c, v);   /* int(Undefined) raises */
     switch ((tpl_type)v->type) {
     case TPL_INT: *out = *v; return BRISK_OK;
     case TPL_BOOL: *out = tpl_int(v->u.b); return BRISK_OK;
@@ -621,6 +609,7 @@ static brisk_status f_float(tpl_ctx *c, const tpl_value *v, const tpl_args *a, t
     brisk_status st;
     BIND("float", "default");
     tpl_value dflt = arg[0] ? *arg[0] : tpl_float(0.0);
+    if (v->type == TPL_UNDEF) return tpl_undef_fail(c, v);
     switch ((tpl_type)v->type) {
     case TPL_INT: *out = tpl_float((double)v->u.i); return BRISK_OK;
     case TPL_BOOL: *out = tpl_float(v->u.b); return BRISK_OK;
@@ -782,6 +771,8 @@ static brisk_status f_map(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl
     brisk_status st;
     tpl_list *g;
     if ((st = make_gen(c, &g))) return st;
+    *out = tpl_listv(g);
+    if (!tpl_truthy(v)) return BRISK_OK;   /* jinja2: `if value:` before anything else */
     const tpl_value *items = NULL;
     size_t n = 0;
     if (a->npos == 0) {
@@ -833,7 +824,7 @@ static brisk_status f_select(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
     }
     const tpl_value *test = a->npos > off ? &a->pos[off] : NULL;
     tpl_args rest = *a;
-    rest.pos = a->pos + (test ? off + 1 : off);
+    rest.pos = a->pos ? a->pos + (test ? off + 1 : off) : NULL;
     rest.npos = a->npos - (test ? off + 1 : off);
     const tpl_value *items = NULL;
     size_t n = 0;

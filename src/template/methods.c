@@ -8,6 +8,7 @@
  * fails when called. list.pop is not blocked by jinja2, so it works here too. */
 #include "template/tpl.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -901,4 +902,119 @@ brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tp
     l->n = d->n;
     *out = tpl_listv(l);
     return BRISK_OK;
+}
+
+/* ---- printf-style formatting ---------------------------------------------------------- */
+
+brisk_status tpl_str_mod(tpl_ctx *c, const tpl_value *fmtv, const tpl_value *args, tpl_value *out) {
+    if (fmtv->flags & TPL_F_MARKUP) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%% formatting of a Markup string");
+    /* a mapping-like right side (dict, Undefined) is one value and may go unused */
+    bool mapping = args->type == TPL_DICT || args->type == TPL_UNDEF ||
+                   (args->type == TPL_LIST && (args->u.list->kind == TPL_LK_LIST || args->u.list->kind == TPL_LK_RANGE));
+    const tpl_value *vals = args;
+    size_t nvals = 1, used = 0;
+    if (args->type == TPL_LIST && args->u.list->kind == TPL_LK_TUPLE) {
+        vals = args->u.list->v;
+        nvals = args->u.list->n;
+    }
+    tpl_str f = fmtv->u.s;
+    tpl_buf b = {.limit = c->max_output};
+    brisk_status st = BRISK_OK;
+    char msg[200];
+    for (size_t i = 0; i < f.n && !st; i++) {
+        if (f.p[i] != '%') {
+            tpl_buf_putc(&b, f.p[i]);
+            continue;
+        }
+        size_t j = i + 1;
+        char flags[8];
+        int nf = 0;
+        while (j < f.n && strchr("-+ 0#", f.p[j]) && nf < 6) flags[nf++] = f.p[j++];
+        flags[nf] = 0;
+        int width = -1, prec = -1;
+        if (j < f.n && f.p[j] == '(') { st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%% formatting with a mapping key"); break; }
+        if (j < f.n && f.p[j] == '*') { st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%% formatting with * width"); break; }
+        while (j < f.n && f.p[j] >= '0' && f.p[j] <= '9' && width < 10000) width = (width < 0 ? 0 : width * 10) + (f.p[j++] - '0');
+        if (j < f.n && f.p[j] == '.') {
+            j++;
+            prec = 0;
+            while (j < f.n && f.p[j] >= '0' && f.p[j] <= '9' && prec < 1000) prec = prec * 10 + (f.p[j++] - '0');
+        }
+        while (j < f.n && (f.p[j] == 'h' || f.p[j] == 'l' || f.p[j] == 'L')) j++;
+        if (j >= f.n) { st = tpl_fail(c, BRISK_ERR_TEMPLATE, "incomplete format"); break; }
+        char conv = f.p[j];
+        i = j;
+        if (conv == '%') {
+            tpl_buf_putc(&b, '%');
+            continue;
+        }
+        if (used >= nvals) { st = tpl_fail(c, BRISK_ERR_TEMPLATE, "not enough arguments for format string"); break; }
+        const tpl_value *v = &vals[used++];
+        char spec[32], tmp[512];
+        if (conv == 's' || conv == 'r' || conv == 'a') {
+            if (conv == 'a') { st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%%a formatting"); break; }
+            tpl_buf sb = {.limit = c->max_output};
+            st = conv == 's' ? tpl_to_str(&sb, v, msg, sizeof msg) : tpl_repr(&sb, v, msg, sizeof msg);
+            if (st) { tpl_buf_free(&sb); st = tpl_fail(c, st, "%s", msg); break; }
+            tpl_str s = {sb.p ? sb.p : "", sb.n};
+            if (prec >= 0) s.n = tpl_utf8_offset(s, (size_t)prec);
+            size_t len = tpl_utf8_len(s);
+            bool left = strchr(flags, '-') != NULL;
+            if (!left) for (int k = (int)len; k < width; k++) tpl_buf_putc(&b, ' ');
+            tpl_buf_put(&b, s.p, s.n);
+            if (left) for (int k = (int)len; k < width; k++) tpl_buf_putc(&b, ' ');
+            tpl_buf_free(&sb);
+            continue;
+        }
+        if (v->type == TPL_UNDEF) { st = tpl_undef_fail(c, v); break; }
+        if (!tpl_is_num(v)) {
+            st = tpl_fail(c, BRISK_ERR_TEMPLATE, "%%%c format: a %s is required, not %s", conv,
+                          strchr("dixXoc", conv) ? "number" : "real number", tpl_type_name(v));
+            break;
+        }
+        double fv = v->type == TPL_FLOAT ? v->u.f : (double)(v->type == TPL_BOOL ? v->u.b : v->u.i);
+        long long iv = v->type == TPL_FLOAT ? (long long)v->u.f : (long long)(v->type == TPL_BOOL ? v->u.b : v->u.i);
+        if (v->type == TPL_FLOAT && strchr("dixXoc", conv) && (!isfinite(v->u.f) || fabs(v->u.f) >= 9.2e18)) {
+            st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%% formatting of a huge float as an integer");
+            break;
+        }
+        int n;
+        if (width >= 0 && prec >= 0) n = snprintf(spec, sizeof spec, "%%%s%d.%d", flags, width, prec);
+        else if (width >= 0) n = snprintf(spec, sizeof spec, "%%%s%d", flags, width);
+        else if (prec >= 0) n = snprintf(spec, sizeof spec, "%%%s.%d", flags, prec);
+        else n = snprintf(spec, sizeof spec, "%%%s", flags);
+        (void)n;
+        switch (conv) {
+        case 'd': case 'i': case 'u':
+            strcat(spec, "lld");
+            snprintf(tmp, sizeof tmp, spec, iv);
+            break;
+        case 'x': case 'X': case 'o':
+            if (iv < 0 || strchr(flags, '#')) { st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%%%c of a negative number or with #", conv); break; }
+            strcat(spec, conv == 'x' ? "llx" : conv == 'X' ? "llX" : "llo");
+            snprintf(tmp, sizeof tmp, spec, iv);
+            break;
+        case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+            if (!isfinite(fv)) { st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%% formatting of inf/nan"); break; }
+            size_t k = strlen(spec);
+            spec[k] = conv;
+            spec[k + 1] = 0;
+            snprintf(tmp, sizeof tmp, spec, fv);
+            break;
+        }
+        default:
+            st = tpl_fail(c, BRISK_ERR_UNSUPPORTED, "%%%c formatting", conv);
+            break;
+        }
+        if (!st) tpl_buf_puts(&b, tmp);
+    }
+    if (!st && used < nvals && !mapping) st = tpl_fail(c, BRISK_ERR_TEMPLATE, "not all arguments converted during string formatting");
+    if (!st && b.over) st = tpl_nomem(c);
+    if (!st) {
+        tpl_str r = tpl_str_dup(&c->arena, b.p ? b.p : "", b.n);
+        if (!r.p) st = tpl_nomem(c);
+        else *out = tpl_strv(r);
+    }
+    tpl_buf_free(&b);
+    return st;
 }

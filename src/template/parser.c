@@ -488,6 +488,38 @@ static brisk_status parse_subscribed(parser *p, tpl_node **out) {
     return BRISK_OK;
 }
 
+/* An expression of literals only. jinja2 evaluates such an expression at
+ * compile time when it is a whole {{ }} output; constant subscripts then go
+ * through environment.getitem (a slice of a number is undefined there, a
+ * TypeError at run time). */
+static bool is_const(const tpl_node *n) {
+    if (!n) return true;
+    switch ((tpl_node_kind)n->kind) {
+    case TPL_N_CONST: return true;
+    case TPL_N_NEG: case TPL_N_POS: case TPL_N_NOT: case TPL_N_BINOP: case TPL_N_AND: case TPL_N_OR:
+    case TPL_N_CONDEXPR: case TPL_N_SLICE: case TPL_N_GETITEM: case TPL_N_GETATTR:
+    case TPL_N_LIST: case TPL_N_TUPLE: case TPL_N_DICT: case TPL_N_CONCAT: case TPL_N_COMPARE:
+        if (!is_const(n->a) || !is_const(n->b) || !is_const(n->c) || !is_const(n->d)) return false;
+        for (uint32_t i = 0; i < n->args.n; i++)
+            if (!is_const(n->args.v[i])) return false;
+        for (uint32_t i = 0; i < n->defs.n; i++)
+            if (!is_const(n->defs.v[i])) return false;
+        return true;
+    default: return false;
+    }
+}
+
+static void mark_const_slices(tpl_node *n) {
+    if (!n) return;
+    if (n->kind == TPL_N_SLICE) n->flags |= TPL_NF_CONST;
+    mark_const_slices(n->a);
+    mark_const_slices(n->b);
+    mark_const_slices(n->c);
+    mark_const_slices(n->d);
+    for (uint32_t i = 0; i < n->args.n; i++) mark_const_slices(n->args.v[i]);
+    for (uint32_t i = 0; i < n->defs.n; i++) mark_const_slices(n->defs.v[i]);
+}
+
 static brisk_status parse_postfix(parser *p, tpl_node *node, tpl_node **out) {
     brisk_status st;
     for (;;) {
@@ -1226,6 +1258,7 @@ static brisk_status subparse(parser *p, const char *const *end, tpl_nodes *out) 
             if (!(n = new_node(p, TPL_N_OUTPUT, k->line))) { st = nomem(p); goto fail; }
             if ((st = parse_tuple(p, false, true, NULL, false, &n->a))) goto fail;
             if ((st = expect_type(p, TPL_T_VAR_END, "end of print statement"))) goto fail;
+            if (is_const(n->a)) mark_const_slices(n->a);
         } else if (k->type == TPL_T_BLOCK_BEGIN) {
             advance(p);
             if (at_end_tag(p, end)) break;

@@ -24,6 +24,7 @@
 #define TPL_DEFAULT_MAX_STEPS ((uint64_t)200000000)
 #define TPL_DEFAULT_MAX_DEPTH 200
 #define TPL_MAX_JSON_DEPTH 512
+#define TPL_MAX_RDEPTH 2500   /* nested eval/exec frames: bounds the C stack (~1 KiB a frame under ASan) */
 
 enum { TPL_BREAK = 1, TPL_CONTINUE = 2 };
 
@@ -429,7 +430,10 @@ static brisk_status do_slice(tpl_ctx *c, const tpl_value *obj, const tpl_value *
     bool is_str = obj->type == TPL_STR;
     bool is_seq = obj->type == TPL_LIST && (obj->u.list->kind == TPL_LK_LIST || obj->u.list->kind == TPL_LK_TUPLE ||
                                             obj->u.list->kind == TPL_LK_RANGE);
-    if (!is_str && !is_seq) return tpl_make_undef_hint(c, out, "'%s' object is not subscriptable with a slice", tpl_type_name(obj));
+    if (!is_str && !is_seq) {   /* jinja2 compiles a slice to a plain Python subscript */
+        if (obj->type == TPL_DICT) return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: 'slice'");
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "'%s' object is not subscriptable", tpl_type_name(obj));
+    }
     brisk_status st;
     bool hs = false, he = false, ht = false;
     int64_t s = 0, e = 0, t = 1;
@@ -597,7 +601,8 @@ static double py_fmod(double a, double b) {
     return m;
 }
 
-static brisk_status arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, tpl_value *out) {
+brisk_status tpl_arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, tpl_value *out) {
+    if (op == TPL_OP_MOD && a->type == TPL_STR) return tpl_str_mod(c, a, b, out);
     if (a->type == TPL_UNDEF) return tpl_undef_fail(c, a);
     if (b->type == TPL_UNDEF) return tpl_undef_fail(c, b);
     brisk_status st;
@@ -707,8 +712,7 @@ static brisk_status arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_valu
         if (seq && cnt->type != TPL_UNDEF)
             return tpl_fail(c, BRISK_ERR_TEMPLATE, "can't multiply sequence by non-int of type '%s'", tpl_type_name(cnt));
     }
-    if (op == TPL_OP_MOD && a->type == TPL_STR)
-        return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "printf-style string formatting with %%");
+    if (op == TPL_OP_MOD && a->type == TPL_STR) return tpl_str_mod(c, a, b, out);
     return type_error_op(c, op, a, b);
 }
 
@@ -888,19 +892,27 @@ static brisk_status compare(tpl_ctx *c, int op, const tpl_value *a, const tpl_va
         }
         return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
     }
-    if (op == TPL_CMP_LT || op == TPL_CMP_GT) {
-        *out = lt;
-    } else {   /* <= is not (y < x) for orderable values */
-        bool ge;
-        if (!tpl_lt(y, x, &ge, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
-        *out = !ge;
-        if (tpl_is_num(a) && tpl_is_num(b) && ((a->type == TPL_FLOAT && isnan(a->u.f)) || (b->type == TPL_FLOAT && isnan(b->u.f))))
-            *out = false;
-    }
+    /* lt is a < b for LT/GE and b < a for GT/LE */
+    *out = op == TPL_CMP_LT || op == TPL_CMP_GT ? lt : !lt;
+    if (!*out || op == TPL_CMP_LT || op == TPL_CMP_GT) return BRISK_OK;
+    if ((a->type == TPL_FLOAT && isnan(a->u.f)) || (b->type == TPL_FLOAT && isnan(b->u.f))) *out = false;
     return BRISK_OK;
 }
 
+static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value *out);
+
+/* Every recursive path of the evaluator passes here or exec_stmt: one cap on C recursion. */
 static brisk_status eval(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value *out) {
+    if (++c->rdepth > TPL_MAX_RDEPTH) {
+        c->rdepth--;
+        return tpl_fail(c, BRISK_ERR_CAPACITY, "evaluation nested too deeply (maximum recursion depth exceeded)");
+    }
+    brisk_status st = eval_node(c, s, n, out);
+    c->rdepth--;
+    return st;
+}
+
+static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value *out) {
     brisk_status st;
     if ((st = step(c, n->line))) return st;
     tpl_value a, b;
@@ -933,6 +945,15 @@ static brisk_status eval(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value 
         if (n->c && (st = eval(c, s, n->c, &parts[1]))) return st;
         if (n->d && (st = eval(c, s, n->d, &parts[2]))) return st;
         c->line = n->line;
+        bool sliceable = a.type == TPL_STR || a.type == TPL_UNDEF ||
+                         (a.type == TPL_LIST && (a.u.list->kind == TPL_LK_LIST || a.u.list->kind == TPL_LK_TUPLE ||
+                                                 a.u.list->kind == TPL_LK_RANGE));
+        if (!sliceable && (n->flags & TPL_NF_CONST)) {
+            /* jinja2 folds a constant subscript through environment.getitem: undefined */
+            char desc[64];
+            tpl_object_desc(&a, desc, sizeof desc);
+            return tpl_make_undef_hint(c, out, "%s has no element slice", desc);
+        }
         return do_slice(c, &a, &parts[0], &parts[1], &parts[2], out);
     }
     case TPL_N_CALL: {
@@ -989,7 +1010,7 @@ static brisk_status eval(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value 
     case TPL_N_BINOP:
         if ((st = eval(c, s, n->a, &a)) || (st = eval(c, s, n->b, &b))) return st;
         c->line = n->line;
-        return arith(c, n->op, &a, &b, out);
+        return tpl_arith(c, n->op, &a, &b, out);
     case TPL_N_CONCAT: {
         tpl_buf buf = {.limit = c->max_output};
         char msg[200];
@@ -1087,6 +1108,23 @@ static brisk_status assign(tpl_ctx *c, tpl_scope *s, const tpl_node *target, con
     return BRISK_OK;
 }
 
+static brisk_status target_value(tpl_ctx *c, const tpl_scope *s, const tpl_node *target, tpl_value *out) {
+    if (target->kind == TPL_N_NAME) {
+        const tpl_value *v = scope_lookup(s, target->sym);
+        *out = v ? *v : tpl_undef();
+        return BRISK_OK;
+    }
+    tpl_list *l = tpl_list_new(&c->arena, target->args.n, TPL_LK_TUPLE);
+    if (!l) return tpl_nomem(c);
+    for (uint32_t i = 0; i < target->args.n; i++) {
+        brisk_status st = target_value(c, s, target->args.v[i], &l->v[i]);
+        if (st) return st;
+    }
+    l->n = target->args.n;
+    *out = tpl_listv(l);
+    return BRISK_OK;
+}
+
 static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
     brisk_status st;
     tpl_value it;
@@ -1104,7 +1142,13 @@ static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
             tpl_value r;
             if (!fs) return tpl_nomem(c);
             if ((st = assign(c, fs, n->a, &items[i])) || (st = eval(c, fs, n->c, &r))) return st;
-            if (tpl_truthy(&r)) kept[k++] = items[i];
+            if (!tpl_truthy(&r)) continue;
+            /* jinja2's filtered loop yields the target: a tuple target yields the unpacked values */
+            if (n->a->kind == TPL_N_TUPLE) {
+                if ((st = target_value(c, fs, n->a, &kept[k++]))) return st;
+            } else {
+                kept[k++] = items[i];
+            }
         }
         items = kept;
         count = k;
@@ -1136,7 +1180,19 @@ static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
     return BRISK_OK;
 }
 
+static brisk_status exec_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n);
+
 static brisk_status exec_stmt(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
+    if (++c->rdepth > TPL_MAX_RDEPTH) {
+        c->rdepth--;
+        return tpl_fail(c, BRISK_ERR_CAPACITY, "evaluation nested too deeply (maximum recursion depth exceeded)");
+    }
+    brisk_status st = exec_node(c, s, n);
+    c->rdepth--;
+    return st;
+}
+
+static brisk_status exec_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
     brisk_status st;
     if ((st = step(c, n->line))) return st;
     tpl_value v;

@@ -296,6 +296,7 @@ struct tpl_node {
 
 enum {
     TPL_NF_USES_VARARGS = 1, TPL_NF_USES_KWARGS = 2, TPL_NF_USES_CALLER = 4,   /* TPL_N_MACRO */
+    TPL_NF_CONST = 8,    /* expression of literals only (jinja2 folds it at compile time) */
 };
 
 struct brisk_template {
@@ -380,6 +381,8 @@ brisk_status tpl_run_test(tpl_ctx *c, int id, const tpl_value *v, const tpl_args
 typedef enum tpl_case { TPL_CASE_UPPER, TPL_CASE_LOWER, TPL_CASE_TITLE, TPL_CASE_CAPITALIZE } tpl_case;
 brisk_status tpl_str_case(tpl_ctx *c, tpl_str s, tpl_case mode, tpl_str *out);
 brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tpl_args *a, tpl_value *out);
+/* Python's printf-style `fmt % args` (methods.c). */
+brisk_status tpl_str_mod(tpl_ctx *c, const tpl_value *fmt, const tpl_value *args, tpl_value *out);
 
 /* ---- render context (render.c) --------------------------------------------------------- */
 
@@ -389,7 +392,8 @@ struct tpl_ctx {
     brisk_error *err;
     tpl_buf *out;              /* current output sink */
     uint64_t steps, max_steps;
-    int depth, max_depth;
+    int depth, max_depth;      /* macro calls and loops */
+    int rdepth;                /* evaluator C recursion */
     size_t max_output;
     time_t now;
     uint32_t line;             /* line of the node being evaluated, for messages */
@@ -410,6 +414,8 @@ brisk_status tpl_call_value(tpl_ctx *c, const tpl_value *fn, const tpl_args *a, 
 /* jinja2 environment.getattr / getitem semantics (sandboxed). */
 brisk_status tpl_getattr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out);
 brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key, tpl_value *out);
+/* Binary arithmetic with Python semantics (op: tpl_binop). */
+brisk_status tpl_arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, tpl_value *out);
 /* str(v) as a string value (strings are returned as is). */
 brisk_status tpl_stringify(tpl_ctx *c, const tpl_value *v, tpl_str *out);
 brisk_status tpl_make_undef_hint(tpl_ctx *c, tpl_value *out, const char *fmt, ...) BRISK_PRINTF(3, 4);

@@ -722,7 +722,7 @@ typedef struct repr_state {
 static brisk_status repr_any(tpl_buf *b, const tpl_value *v, repr_state *st);
 
 static brisk_status unsupported_repr(const tpl_value *v, repr_state *st) {
-    snprintf(st->msg, st->msgn, "unsupported: printing a %s (Python shows its memory address)", tpl_type_name(v));
+    snprintf(st->msg, st->msgn, "printing a %s (Python shows its memory address)", tpl_type_name(v));
     return BRISK_ERR_UNSUPPORTED;
 }
 
