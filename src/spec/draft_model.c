@@ -1,0 +1,215 @@
+/* draft_model: a smaller model with the target's vocabulary drafts k tokens
+ * autoregressively in its own context. Its KV holds a prefix of the history;
+ * each round it keeps the longest prefix that still agrees with the history
+ * (brisk_seq_truncate drops the rejected drafts), feeds what is missing in one
+ * batch, then decodes one token at a time.
+ *
+ * When sampling, each draft token is drawn from the draft's own sampler chain
+ * (same settings as the target's, with the penalty history of the drafted
+ * position) and that distribution q is returned for the verifier. Drawing
+ * uses a separate sampler whose RNG is never reset; the chain sampler is reset
+ * each round only to rebuild its penalty history. */
+#include "spec/spec.h"
+#include "base/base.h"
+#include "sample/sample.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct model_drafter {
+    brisk_drafter base;
+    brisk_context *ctx;
+    brisk_sampler *chain;   /* q: the chain with the drafted position's history (RNG unused) */
+    brisk_sampler *rng;     /* draws from q; never reset */
+    bool greedy;
+    int32_t n_vocab, max_k, n_ctx, n_batch, last_n;
+    int32_t *in_kv;         /* [n_ctx] the tokens in the draft KV, in order */
+    int32_t n_in_kv;
+    int32_t *tokens;        /* [max_k] */
+    float *q;               /* [max_k][n_vocab] */
+    int32_t *pos, *seq;     /* [n_batch] */
+    uint8_t *want;          /* [n_batch] */
+} model_drafter;
+
+/* Make the KV hold hist[0..n-1) plus hist[n-1] with its logits ready. */
+static brisk_status catch_up(model_drafter *m, const int32_t *hist, int32_t n, brisk_error *err) {
+    int32_t keep = 0;
+    while (keep < m->n_in_kv && keep < n && m->in_kv[keep] == hist[keep]) keep++;
+    if (keep == n) keep = n - 1;   /* the last token must be fed again to get its logits */
+    brisk_status st = brisk_seq_truncate(m->ctx, 0, keep, err);
+    if (st) return st;
+    m->n_in_kv = keep;
+    while (m->n_in_kv < n) {
+        const int32_t b0 = m->n_in_kv, cnt = BRISK_MIN(n - b0, m->n_batch);
+        for (int32_t j = 0; j < cnt; j++) {
+            m->pos[j] = b0 + j;
+            m->seq[j] = 0;
+            m->want[j] = b0 + j == n - 1;
+        }
+        brisk_batch b = {.n_tokens = cnt, .token = hist + b0, .pos = m->pos, .seq = m->seq, .logits = m->want};
+        if ((st = brisk_decode(m->ctx, &b, err))) return st;
+        memcpy(m->in_kv + b0, hist + b0, (size_t)cnt * sizeof(int32_t));
+        m->n_in_kv += cnt;
+    }
+    return BRISK_OK;
+}
+
+static brisk_status model_sync(brisk_drafter *d, const int32_t *hist, int32_t n, brisk_error *err) {
+    if (n < 1) return BRISK_OK;
+    return catch_up((model_drafter *)d, hist, n, err);
+}
+
+static brisk_status model_propose(brisk_drafter *d, const int32_t *hist, int32_t n, int32_t k, brisk_draft *out,
+                                  brisk_error *err) {
+    model_drafter *m = (model_drafter *)d;
+    out->n = 0;
+    out->tokens = m->tokens;
+    out->q = m->greedy ? NULL : m->q;
+    out->match_len = 0;
+    if (k > m->max_k) k = m->max_k;
+    /* the draft KV needs room for hist and k-1 drafted tokens */
+    if (k > m->n_ctx - n + 1) k = m->n_ctx - n + 1;
+    if (k <= 0 || n < 1) return BRISK_OK;
+    brisk_status st = catch_up(m, hist, n, err);
+    if (st) return st;
+    /* the chain's penalty history at the first drafted position */
+    brisk_sampler_reset(m->chain);
+    for (int32_t i = BRISK_MAX(0, n - m->last_n); i < n; i++) brisk_sampler_accept(m->chain, hist[i]);
+    for (int32_t i = 0; i < k; i++) {
+        const float *lg = brisk_get_logits(m->ctx, 0);
+        int32_t t;
+        if (m->greedy) {
+            t = brisk_sampler_sample(m->chain, lg);   /* argmax after penalties */
+        } else {
+            float *q = m->q + (size_t)i * (size_t)m->n_vocab;
+            brisk_sampler_dist(m->chain, lg, q);
+            t = brisk_sampler_draw(m->rng, q, m->n_vocab);
+        }
+        m->tokens[i] = t;
+        out->n = i + 1;
+        if (i + 1 == k) break;
+        brisk_sampler_accept(m->chain, t);
+        int32_t p = m->n_in_kv, s0 = 0;
+        uint8_t one = 1;
+        brisk_batch b = {.n_tokens = 1, .token = &t, .pos = &p, .seq = &s0, .logits = &one};
+        if ((st = brisk_decode(m->ctx, &b, err))) return st;
+        m->in_kv[m->n_in_kv++] = t;
+    }
+    return BRISK_OK;
+}
+
+static void model_free(brisk_drafter *d) {
+    model_drafter *m = (model_drafter *)d;
+    brisk_context_free(m->ctx);
+    brisk_sampler_free(m->chain);
+    brisk_sampler_free(m->rng);
+    free(m->in_kv);
+    free(m->tokens);
+    free(m->q);
+    free(m->pos);
+    free(m->seq);
+    free(m->want);
+    free(m);
+}
+
+/* Printable form of a token's text for messages. */
+static void token_label(const brisk_model *mdl, int32_t id, char *buf, size_t cap) {
+    size_t len = 0;
+    const char *t = brisk_token_text(mdl, id, &len);
+    if (!t) {
+        snprintf(buf, cap, "(none)");
+        return;
+    }
+    size_t o = 0;
+    buf[o++] = '\'';
+    for (size_t i = 0; i < len && o + 6 < cap; i++) {
+        const unsigned char c = (unsigned char)t[i];
+        if (c >= 0x20 && c != 0x7f && c != '\'') buf[o++] = (char)c;   /* UTF-8 passes through */
+        else o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", c);
+    }
+    buf[o++] = '\'';
+    buf[o] = 0;
+}
+
+brisk_status brisk_spec_check_vocab(const brisk_model *target, const brisk_model *draft, brisk_error *err) {
+    brisk_model_info ti, di;
+    brisk_model_get_info(target, &ti);
+    brisk_model_get_info(draft, &di);
+    const int32_t n = BRISK_MAX(ti.n_vocab, di.n_vocab);
+    int32_t diff = -1;
+    for (int32_t id = 0; id < n && diff < 0; id++) {
+        size_t lt = 0, ld = 0;
+        const char *a = brisk_token_text(target, id, &lt), *b = brisk_token_text(draft, id, &ld);
+        if (!a != !b || (a && (lt != ld || memcmp(a, b, lt) != 0))) diff = id;
+    }
+    if (diff < 0 && ti.n_vocab == di.n_vocab) {
+        if (brisk_token_bos(target) != brisk_token_bos(draft) || brisk_token_eos(target) != brisk_token_eos(draft))
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                              "draft model's special tokens differ from the target's (BOS %d vs %d, EOS %d vs %d)",
+                              brisk_token_bos(draft), brisk_token_bos(target), brisk_token_eos(draft),
+                              brisk_token_eos(target));
+        return BRISK_OK;
+    }
+    char lt[96], ld[96];
+    if (diff < 0) diff = BRISK_MIN(ti.n_vocab, di.n_vocab);
+    token_label(target, diff, lt, sizeof lt);
+    token_label(draft, diff, ld, sizeof ld);
+    return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                      "draft model's vocabulary (%d tokens) differs from the target's (%d tokens): first difference at "
+                      "token %d: draft %s, target %s",
+                      di.n_vocab, ti.n_vocab, diff, ld, lt);
+}
+
+brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *draft, const brisk_model *target,
+                                      int32_t n_ctx, int32_t n_threads, int32_t max_k, const brisk_sampler_params *sp,
+                                      brisk_error *err) {
+    *out = NULL;
+    if (max_k < 1 || max_k > BRISK_SPEC_MAX_DRAFT)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "draft model: draft length %d out of range [1, %d]", max_k,
+                          BRISK_SPEC_MAX_DRAFT);
+    brisk_status st = brisk_spec_check_vocab(target, draft, err);
+    if (st) return st;
+    model_drafter *m = calloc(1, sizeof *m);
+    if (!m) return brisk_fail(err, BRISK_ERR_NOMEM, "draft model: out of memory");
+    m->base = (brisk_drafter){.name = "draft", .propose = model_propose, .sync = model_sync, .free = model_free};
+    brisk_model_info di;
+    brisk_model_get_info(draft, &di);
+    m->n_vocab = di.n_vocab;
+    m->max_k = max_k;
+    m->greedy = sp->temp <= 0.0f;
+    m->last_n = sp->repeat_last_n;
+    brisk_context_params cp = brisk_context_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_threads = n_threads;
+    if ((st = brisk_context_init(draft, &cp, &m->ctx, err))) {
+        brisk_error_prefix(err, "draft model");
+        goto fail;
+    }
+    m->n_ctx = brisk_context_n_ctx(m->ctx);
+    m->n_batch = brisk_context_n_batch(m->ctx);
+    brisk_sampler_params rp = *sp;
+    rp.seed = sp->seed ^ 0x9e3779b97f4a7c15ull;   /* independent of the target's stream */
+    if ((st = brisk_sampler_init(&m->chain, sp, m->n_vocab, err))) goto fail;
+    if ((st = brisk_sampler_init(&m->rng, &rp, m->n_vocab, err))) goto fail;
+    size_t qn;
+    if (!brisk_mul_size((size_t)max_k * sizeof(float), (size_t)m->n_vocab, &qn)) {
+        st = brisk_fail(err, BRISK_ERR_CAPACITY, "draft model: draft distributions overflow");
+        goto fail;
+    }
+    m->in_kv = malloc((size_t)m->n_ctx * sizeof(int32_t));
+    m->tokens = malloc((size_t)max_k * sizeof(int32_t));
+    m->q = m->greedy ? NULL : malloc(qn);
+    m->pos = malloc((size_t)m->n_batch * sizeof(int32_t));
+    m->seq = malloc((size_t)m->n_batch * sizeof(int32_t));
+    m->want = malloc((size_t)m->n_batch);
+    if (!m->in_kv || !m->tokens || (!m->greedy && !m->q) || !m->pos || !m->seq || !m->want) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "draft model: out of memory");
+        goto fail;
+    }
+    *out = &m->base;
+    return BRISK_OK;
+fail:
+    model_free(&m->base);
+    return st;
+}

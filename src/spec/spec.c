@@ -1,0 +1,461 @@
+/* spec: the speculative generator — the round loop, the target's cost
+ * curve and the adaptive draft-length policy.
+ *
+ * State between rounds: hist holds every token of the sequence; the target
+ * KV holds all but the last one (the "pending" token), whose logits are not
+ * computed yet. A round decodes [pending, d1..dk] in one pass, verifies, and
+ * truncates the KV to pending + the accepted drafts. Right after prefill the
+ * KV holds the whole prompt and its last logits are ready ("fresh"), so the
+ * first token is sampled exactly as plain decoding samples it.
+ *
+ * Policy (AUTO): with acceptance probability a per drafted token, assumed
+ * independent, a round of k drafts yields E(k) = (1 - a^(k+1)) / (1 - a)
+ * tokens and costs T(k) = c(k+1) + k * t_draft, where c(n) is the target's
+ * measured cost of a pass over n tokens. The round takes the drafter and k
+ * with the highest E(k) / T(k), or k = 0 when 1 / c(1) beats all of them.
+ * The acceptance of the n-gram drafter is kept per match-length bucket and is
+ * also learnt while not speculating (its proposals are compared with the
+ * tokens that plain decoding produces); the draft model is probed with
+ * exponential back-off while it is not chosen. */
+#include "spec/spec.h"
+#include "base/base.h"
+#include "sample/sample.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NG_BUCKETS 6          /* n-gram match lengths 1, 2, 3-4, 5-8, 9-16, 17+ */
+#define ACC_DECAY 0.97        /* weight of older acceptance trials per new trial */
+#define COST_EMA 0.15         /* weight of a new pass time in the cost table */
+#define PROBE_MIN 8           /* rounds between draft-model probes, doubling up to PROBE_MAX */
+#define PROBE_MAX 512
+
+typedef struct acc_est {
+    double acc, tested;       /* decayed counts of accepted and tested draft tokens */
+} acc_est;
+
+typedef struct shadow {       /* an n-gram proposal followed while decoding plainly */
+    int32_t tokens[BRISK_SPEC_MAX_DRAFT];
+    int32_t n, idx, bucket;
+    bool active;
+} shadow;
+
+struct brisk_spec {
+    brisk_spec_params p;
+    const brisk_model *tm;
+    brisk_context *ctx;
+    brisk_sampler *smp;
+    brisk_verify_opts vo;
+    int32_t n_vocab, n_ctx, n_batch, kmax;
+    bool explicit_k;
+    brisk_drafter *dm, *ng;   /* draft model / n-gram (either may be NULL) */
+    int32_t *hist;            /* [n_ctx + 1] */
+    int32_t n_hist;
+    bool fresh;               /* the logits of hist[n_hist-1] are in ctx row 0 */
+    int32_t *btok, *bpos, *bseq;
+    uint8_t *bwant;           /* [n_batch] */
+    float *scratch;           /* [2 * n_vocab] */
+    const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
+    /* policy */
+    double cost[BRISK_SPEC_MAX_DRAFT + 2];   /* seconds per target pass of n tokens, n = 1..kmax+1 */
+    double t_draft;                           /* draft model: seconds per drafted token */
+    acc_est a_dm, a_ng[NG_BUCKETS];
+    shadow sh;
+    int32_t probe_wait, probe_interval;
+    brisk_spec_stats st;
+    char warning[256];
+};
+
+brisk_spec_params brisk_spec_default_params(void) {
+    return (brisk_spec_params){.mode = BRISK_SPEC_NONE, .draft_max = 0, .draft = NULL, .n_threads = 0, .ngram_min = 2,
+                               .calibrate = true};
+}
+
+/* ---- target cost ------------------------------------------------------------------------------ */
+
+brisk_status brisk_spec_measure_cost(brisk_context *c, int32_t seq, int32_t n_max, int32_t reps, double *cost,
+                                     brisk_error *err) {
+    enum { CAP = 256 };
+    const int32_t len = brisk_seq_len(c, seq);
+    if (len < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "cost: sequence %d out of range", seq);
+    if (n_max < 1 || n_max > CAP || n_max > brisk_context_n_batch(c))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "cost: pass size %d out of range [1, %d]", n_max,
+                          BRISK_MIN(CAP, brisk_context_n_batch(c)));
+    if (len + n_max > brisk_context_n_ctx(c))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "cost: %d tokens at position %d do not fit the context of %d", n_max,
+                          len, brisk_context_n_ctx(c));
+    int32_t tok[CAP], pos[CAP], sq[CAP];
+    uint8_t want[CAP];
+    cost[0] = 0.0;
+    for (int32_t n = 1; n <= n_max; n++) cost[n] = INFINITY;
+    brisk_status st;
+    for (int32_t r = 0; r < reps; r++) {
+        for (int32_t n = 1; n <= n_max; n++) {
+            for (int32_t j = 0; j < n; j++) {
+                tok[j] = (int32_t)((7919u * (unsigned)(j + 1)) % 256u) + 3;   /* any valid ids */
+                pos[j] = len + j;
+                sq[j] = seq;
+                want[j] = 1;
+            }
+            brisk_batch b = {.n_tokens = n, .token = tok, .pos = pos, .seq = sq, .logits = want};
+            const double t0 = brisk_time_now();
+            if ((st = brisk_decode(c, &b, err))) return st;
+            const double dt = brisk_time_now() - t0;
+            if (dt < cost[n]) cost[n] = dt;
+            if ((st = brisk_seq_truncate(c, seq, len, err))) return st;
+        }
+    }
+    return BRISK_OK;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------------- */
+
+brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, brisk_context *target,
+                             brisk_sampler *smp, const brisk_sampler_params *sp, const brisk_spec_params *p,
+                             brisk_error *err) {
+    *out = NULL;
+    if (p->mode < BRISK_SPEC_NONE || p->mode > BRISK_SPEC_AUTO)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "speculative mode %d unknown", (int)p->mode);
+    if (p->mode == BRISK_SPEC_DRAFT && !p->draft)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "speculative mode 'draft' needs a draft model");
+    if (p->draft_max < 0 || p->draft_max > BRISK_SPEC_MAX_DRAFT)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "draft length %d out of range [1, %d]", p->draft_max,
+                          BRISK_SPEC_MAX_DRAFT);
+    const int32_t n_ctx = brisk_context_n_ctx(target), n_batch = brisk_context_n_batch(target);
+    int32_t kmax = p->draft_max;
+    if (kmax == 0) kmax = p->mode == BRISK_SPEC_DRAFT ? 4 : p->mode == BRISK_SPEC_NGRAM ? 8 : 16;
+    if (p->mode == BRISK_SPEC_NONE) kmax = 0;
+    if (p->draft_max > 0 && p->draft_max >= n_ctx)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "draft length %d does not fit the context of %d tokens", p->draft_max,
+                          n_ctx);
+    if (p->draft_max > 0 && p->draft_max + 1 > n_batch)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "draft length %d needs passes of %d tokens but the batch holds %d; lower the draft length or "
+                          "raise the batch size",
+                          p->draft_max, p->draft_max + 1, n_batch);
+    kmax = BRISK_MIN(kmax, BRISK_MIN(n_batch - 1, n_ctx - 1));
+    if (kmax < 0) kmax = 0;
+
+    brisk_spec *s = calloc(1, sizeof *s);
+    if (!s) return brisk_fail(err, BRISK_ERR_NOMEM, "speculative decoding: out of memory");
+    brisk_status st = BRISK_OK;
+    s->p = *p;
+    s->tm = target_model;
+    s->ctx = target;
+    s->smp = smp;
+    s->vo.greedy = sp->temp <= 0.0f;
+    brisk_model_info ti;
+    brisk_model_get_info(target_model, &ti);
+    s->n_vocab = ti.n_vocab;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_batch;
+    s->kmax = kmax;
+    s->explicit_k = p->draft_max > 0;
+    if (kmax > 0 && p->draft && p->mode != BRISK_SPEC_NGRAM) {
+        brisk_model_info di;
+        brisk_model_get_info(p->draft, &di);
+        if (di.n_params > ti.n_params)
+            snprintf(s->warning, sizeof s->warning,
+                     "the draft model (%llu parameters) is larger than the target (%llu); speculation will likely be "
+                     "slower than plain decoding",
+                     (unsigned long long)di.n_params, (unsigned long long)ti.n_params);
+        if ((st = brisk_drafter_model_init(&s->dm, p->draft, target_model, n_ctx, p->n_threads, kmax, sp, err)))
+            goto fail;
+        /* until measured: the draft costs its share of parameters of a target token */
+        s->t_draft = ti.n_params ? (double)di.n_params / (double)ti.n_params : 0.5;
+    }
+    if (kmax > 0 && (p->mode == BRISK_SPEC_NGRAM || p->mode == BRISK_SPEC_AUTO)) {
+        if ((st = brisk_drafter_ngram_init(&s->ng, p->ngram_min > 0 ? p->ngram_min : 2, kmax, err))) goto fail;
+    }
+    s->hist = malloc(((size_t)n_ctx + 1) * sizeof(int32_t));
+    s->btok = malloc((size_t)n_batch * sizeof(int32_t));
+    s->bpos = malloc((size_t)n_batch * sizeof(int32_t));
+    s->bseq = calloc((size_t)n_batch, sizeof(int32_t));
+    s->bwant = malloc((size_t)n_batch);
+    s->scratch = malloc(2 * (size_t)s->n_vocab * sizeof(float));
+    if (!s->hist || !s->btok || !s->bpos || !s->bseq || !s->bwant || !s->scratch) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "speculative decoding: out of memory");
+        goto fail;
+    }
+    /* priors: replaced by measurements within a few rounds */
+    s->a_dm = (acc_est){.acc = 2.4, .tested = 4.0};
+    for (int i = 0; i < NG_BUCKETS; i++) s->a_ng[i] = (acc_est){.acc = 0.3 + 0.1 * i, .tested = 1.0};
+    for (int32_t n = 1; n <= kmax + 1; n++) s->cost[n] = (double)n;   /* relative, pessimistic: linear */
+    s->probe_interval = PROBE_MIN;
+    *out = s;
+    return BRISK_OK;
+fail:
+    brisk_spec_free(s);
+    return st;
+}
+
+void brisk_spec_free(brisk_spec *s) {
+    if (!s) return;
+    brisk_drafter_free(s->dm);
+    brisk_drafter_free(s->ng);
+    free(s->hist);
+    free(s->btok);
+    free(s->bpos);
+    free(s->bseq);
+    free(s->bwant);
+    free(s->scratch);
+    free(s);
+}
+
+const char *brisk_spec_warning(const brisk_spec *s) { return s->warning; }
+
+/* ---- prefill ---------------------------------------------------------------------------------- */
+
+/* Calibrate c(n) at a few sizes and interpolate the rest (a full sweep costs
+ * as much as ~n^2/2 tokens; the online updates refine every size used). */
+static brisk_status calibrate(brisk_spec *s, bool full, brisk_error *err) {
+    static const int32_t sizes[] = {1, 2, 3, 5, 9, 17, 33};
+    const int32_t nmax = s->kmax + 1;
+    if (!full) {
+        /* c(1) only; the other sizes start linear (pessimistic) and are learnt online */
+        brisk_status st = brisk_spec_measure_cost(s->ctx, 0, 1, 2, s->cost, err);
+        if (st) return st;
+        for (int32_t n = 2; n <= nmax; n++) s->cost[n] = (double)n * s->cost[1];
+        s->t_draft *= s->cost[1];
+        return BRISK_OK;
+    }
+    double c[BRISK_SPEC_MAX_DRAFT + 2];
+    const double t0 = brisk_time_now();
+    int32_t prev = 0;
+    double prev_c = 0.0;
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(sizes); i++) {
+        int32_t n = BRISK_MIN(sizes[i], nmax);
+        if (n <= prev) break;
+        /* one pass of n (min of two runs) at the start of the empty sequence */
+        double best = INFINITY;
+        for (int r = 0; r < 2; r++) {
+            for (int32_t j = 0; j < n; j++) {
+                s->btok[j] = 3 + j;
+                s->bpos[j] = j;
+                s->bseq[j] = 0;
+                s->bwant[j] = 1;
+            }
+            brisk_batch b = {.n_tokens = n, .token = s->btok, .pos = s->bpos, .seq = s->bseq, .logits = s->bwant};
+            const double a = brisk_time_now();
+            brisk_status st = brisk_decode(s->ctx, &b, err);
+            const double dt = brisk_time_now() - a;
+            if (st || (st = brisk_seq_truncate(s->ctx, 0, 0, err))) return st;
+            if (dt < best) best = dt;
+        }
+        c[n] = best;
+        for (int32_t m = prev + 1; m < n; m++) c[m] = prev_c + (best - prev_c) * (double)(m - prev) / (double)(n - prev);
+        prev = n;
+        prev_c = best;
+        if (n == nmax) break;
+    }
+    for (int32_t n = 1; n <= nmax; n++) s->cost[n] = c[n];
+    s->t_draft *= c[1];   /* the prior share of a target token, now in seconds */
+    s->st.t_calibrate = brisk_time_now() - t0;
+    return BRISK_OK;
+}
+
+brisk_status brisk_spec_prefill(brisk_spec *s, const int32_t *ids, int32_t n_ids, brisk_error *err) {
+    if (n_ids < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the prompt is empty (no tokens)");
+    if (brisk_seq_len(s->ctx, 0) != 0)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "speculative decoding needs an empty sequence 0");
+    if (n_ids > s->n_ctx)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "prompt (%d tokens) exceeds the context size %d", n_ids, s->n_ctx);
+    if (s->explicit_k && s->p.draft_max > s->n_ctx - n_ids)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "draft length %d exceeds the %d tokens left in the context after the prompt (%d of %d); "
+                          "lower the draft length or raise the context size",
+                          s->p.draft_max, s->n_ctx - n_ids, n_ids, s->n_ctx);
+    brisk_status st;
+    if (s->p.mode == BRISK_SPEC_AUTO && s->kmax > 0) {
+        if ((st = calibrate(s, s->p.calibrate, err))) return st;
+    } else if (s->dm) {
+        s->t_draft = 0.0;   /* learnt from the first proposals */
+    }
+    for (int32_t i0 = 0; i0 < n_ids; i0 += s->n_batch) {
+        const int32_t m = BRISK_MIN(n_ids - i0, s->n_batch);
+        for (int32_t j = 0; j < m; j++) {
+            s->bpos[j] = i0 + j;
+            s->bseq[j] = 0;
+            s->bwant[j] = i0 + j == n_ids - 1;
+        }
+        brisk_batch b = {.n_tokens = m, .token = ids + i0, .pos = s->bpos, .seq = s->bseq, .logits = s->bwant};
+        if ((st = brisk_decode(s->ctx, &b, err))) return st;
+    }
+    memcpy(s->hist, ids, (size_t)n_ids * sizeof(int32_t));
+    s->n_hist = n_ids;
+    for (int32_t i = 0; i < n_ids; i++) brisk_sampler_accept(s->smp, ids[i]);
+    if (s->dm && s->dm->sync && (st = s->dm->sync(s->dm, s->hist, s->n_hist, err))) return st;
+    s->fresh = true;
+    return BRISK_OK;
+}
+
+/* ---- policy ------------------------------------------------------------------------------------ */
+
+static int ng_bucket(int32_t len) {
+    return len <= 1 ? 0 : len == 2 ? 1 : len <= 4 ? 2 : len <= 8 ? 3 : len <= 16 ? 4 : 5;
+}
+
+static double acc_rate(const acc_est *a) {
+    const double r = a->tested > 0 ? a->acc / a->tested : 0.0;
+    return r < 0.0 ? 0.0 : r > 0.98 ? 0.98 : r;
+}
+
+/* Record one verification: `accepted` of `drafted` tokens; a rejection is a trial too. */
+static void acc_update(acc_est *a, int32_t drafted, int32_t accepted) {
+    const int32_t tested = accepted < drafted ? accepted + 1 : drafted;
+    for (int32_t i = 0; i < tested; i++) {
+        a->acc = a->acc * ACC_DECAY + (i < accepted ? 1.0 : 0.0);
+        a->tested = a->tested * ACC_DECAY + 1.0;
+    }
+}
+
+/* The best k in [0, kcap] for acceptance a and draft cost per token td; *rate = tokens per second. */
+static int32_t best_k(const brisk_spec *s, double a, double td, int32_t kcap, double *rate) {
+    int32_t kb = 0;
+    double rb = 1.0 / s->cost[1], e = 1.0, ak = 1.0;
+    for (int32_t k = 1; k <= kcap; k++) {
+        ak *= a;
+        e += ak;   /* 1 + a + ... + a^k */
+        const double r = e / (s->cost[k + 1] + (double)k * td);
+        if (r > rb) {
+            rb = r;
+            kb = k;
+        }
+    }
+    *rate = rb;
+    return kb;
+}
+
+static void shadow_feed(brisk_spec *s, const int32_t *toks, int32_t n) {
+    shadow *h = &s->sh;
+    for (int32_t i = 0; i < n && h->active; i++) {
+        const bool ok = toks[i] == h->tokens[h->idx];
+        acc_update(&s->a_ng[h->bucket], 1, ok ? 1 : 0);
+        if (!ok || ++h->idx == h->n) h->active = false;
+    }
+}
+
+/* ---- the round ----------------------------------------------------------------------------------- */
+
+static void emit(brisk_spec *s, const int32_t *toks, int32_t n) {
+    memcpy(s->hist + s->n_hist, toks, (size_t)n * sizeof(int32_t));
+    s->n_hist += n;
+    s->st.emitted += n;
+}
+
+brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, int32_t *n_out, brisk_error *err) {
+    *n_out = 0;
+    if (max_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "max_tokens %d must be positive", max_tokens);
+    if (s->n_hist < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "speculative decoding: prefill first");
+    if (s->fresh) {
+        /* the prompt's logits: exactly what plain decoding samples first */
+        const int32_t t = brisk_sampler_sample(s->smp, brisk_get_logits(s->ctx, 0));
+        brisk_sampler_accept(s->smp, t);
+        out[0] = t;
+        *n_out = 1;
+        s->fresh = false;
+        shadow_feed(s, out, 1);
+        emit(s, out, 1);
+        return BRISK_OK;
+    }
+    if (s->n_hist > s->n_ctx)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "the context of %d tokens is full", s->n_ctx);
+    /* pending at n_hist-1, drafts at n_hist..n_hist+k-1 < n_ctx */
+    int32_t kcap = BRISK_MIN(s->kmax, max_tokens - 1);
+    kcap = BRISK_MIN(kcap, s->n_ctx - s->n_hist);
+    if (kcap < 0) kcap = 0;
+
+    brisk_draft d = {0}, dn = {0};
+    brisk_drafter *used = NULL;
+    brisk_status st;
+    const double t0 = brisk_time_now();
+    if (kcap > 0 && s->p.mode == BRISK_SPEC_DRAFT) {
+        used = s->dm;
+        if ((st = s->dm->propose(s->dm, s->hist, s->n_hist, kcap, &d, err))) return st;
+    } else if (kcap > 0 && s->p.mode == BRISK_SPEC_NGRAM) {
+        used = s->ng;
+        if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &d, err))) return st;
+    } else if (kcap > 0 && s->p.mode == BRISK_SPEC_AUTO) {
+        double r_ng = 0.0, r_dm = 0.0, r0 = 1.0 / s->cost[1];
+        int32_t k_ng = 0, k_dm = 0;
+        if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &dn, err))) return st;
+        if (dn.n > 0) k_ng = best_k(s, acc_rate(&s->a_ng[ng_bucket(dn.match_len)]), 0.0, dn.n, &r_ng);
+        if (s->dm) {
+            k_dm = best_k(s, acc_rate(&s->a_dm), s->t_draft, kcap, &r_dm);
+            if (k_dm == 0 && --s->probe_wait <= 0) {
+                /* not paying by the estimates: re-measure acceptance now and then */
+                k_dm = BRISK_MIN(2, kcap);
+                r_dm = INFINITY;
+                s->probe_wait = s->probe_interval;
+                s->probe_interval = BRISK_MIN(2 * s->probe_interval, PROBE_MAX);
+            }
+        }
+        if (k_ng > 0 && r_ng >= r_dm && r_ng > r0) {
+            used = s->ng;
+            d = dn;
+            d.n = k_ng;
+        } else if (k_dm > 0 && r_dm > r0) {
+            used = s->dm;
+            if (r_dm < INFINITY) s->probe_interval = PROBE_MIN;
+            if ((st = s->dm->propose(s->dm, s->hist, s->n_hist, k_dm, &d, err))) return st;
+        } else if (dn.n > 0 && !s->sh.active) {
+            /* decoding plainly: follow the n-gram proposal to learn its acceptance for free */
+            s->sh = (shadow){.n = dn.n, .idx = 0, .bucket = ng_bucket(dn.match_len), .active = true};
+            memcpy(s->sh.tokens, dn.tokens, (size_t)dn.n * sizeof(int32_t));
+        }
+    }
+    const double t1 = brisk_time_now();
+    if (used == s->dm && s->dm && d.n > 0) {
+        const double per = (t1 - t0) / d.n;
+        s->t_draft = s->t_draft > 0.0 ? (1.0 - COST_EMA) * s->t_draft + COST_EMA * per : per;
+    }
+    s->st.t_draft += t1 - t0;
+
+    /* one target pass over the pending token and the drafts */
+    const int32_t n = d.n + 1;
+    s->btok[0] = s->hist[s->n_hist - 1];
+    for (int32_t i = 0; i < n; i++) {
+        if (i > 0) s->btok[i] = d.tokens[i - 1];
+        s->bpos[i] = s->n_hist - 1 + i;
+        s->bseq[i] = 0;
+        s->bwant[i] = 1;
+    }
+    brisk_batch b = {.n_tokens = n, .token = s->btok, .pos = s->bpos, .seq = s->bseq, .logits = s->bwant};
+    if ((st = brisk_decode(s->ctx, &b, err))) return st;
+    const double t2 = brisk_time_now();
+    s->cost[n] = (1.0 - COST_EMA) * s->cost[n] + COST_EMA * (t2 - t1);
+    s->st.t_target += t2 - t1;
+    s->st.target_passes++;
+    for (int32_t i = 0; i < n; i++) s->rows[i] = brisk_get_logits(s->ctx, i);
+
+    const int32_t m = brisk_spec_verify(s->smp, s->n_vocab, s->rows, &d, &s->vo, s->scratch, out);
+    *n_out = m;
+    if (d.n > 0) {
+        s->st.spec_rounds++;
+        s->st.drafted += d.n;
+        s->st.accepted += m - 1;
+        s->st.rounds_by_drafter[used == s->dm ? 0 : 1]++;
+        if (used == s->dm) acc_update(&s->a_dm, d.n, m - 1);
+        else acc_update(&s->a_ng[ng_bucket(d.match_len)], d.n, m - 1);
+        s->sh.active = false;
+    } else {
+        shadow_feed(s, out, m);
+    }
+    /* keep pending + the accepted drafts; the rejected tail leaves the KV */
+    if ((st = brisk_seq_truncate(s->ctx, 0, s->n_hist + m - 1, err))) return st;
+    emit(s, out, m);
+    return BRISK_OK;
+}
+
+void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out) {
+    *out = s->st;
+    out->cost_n = s->kmax + 1;
+    for (int32_t n = 0; n <= s->kmax + 1; n++) out->cost[n] = s->cost[n];
+    out->alpha_draft = acc_rate(&s->a_dm);
+    double best = 0.0;
+    for (int i = 0; i < NG_BUCKETS; i++) best = fmax(best, acc_rate(&s->a_ng[i]));
+    out->alpha_ngram = best;
+    out->draft_cost = s->t_draft;
+}

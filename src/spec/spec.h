@@ -1,0 +1,164 @@
+/* spec: lossless speculative decoding on the public engine API.
+ *
+ * A drafter proposes up to k tokens that continue a sequence; the target model
+ * scores the pending token and all k drafts in one brisk_decode; a verifier
+ * keeps the longest acceptable prefix and adds one token of its own, so every
+ * target pass yields between 1 and k+1 tokens.
+ *
+ *   drafters   draft model (its own brisk_context and KV, rolled back with
+ *              brisk_seq_truncate) and n-gram / prompt lookup (longest suffix
+ *              match over prompt + generated text; no model cost)
+ *   verifiers  greedy (longest prefix equal to the target's choice: the output
+ *              equals plain greedy decoding token for token, given the engine's
+ *              batch invariance) and stochastic (rejection sampling with
+ *              residual resampling on the sampler chain's FINAL distributions,
+ *              so the output is distributed exactly as plain sampling)
+ *   policy     the target's measured cost per pass of n tokens, the draft's
+ *              measured cost per token and the recent acceptance rate choose k
+ *              (0 = plain decoding) to maximise expected tokens per second.
+ *
+ * Not built: tree verification (several branches in one pass needs a tree
+ * attention mask in the forward pass, which the engine does not offer; see
+ * docs/SPECULATIVE.md) and draft-side windowed attention.
+ *
+ * Everything here uses only include/brisk.h plus the sampler extras of
+ * sample/sample.h, so it can move to the public header unchanged. */
+#ifndef BRISK_SPEC_H
+#define BRISK_SPEC_H
+
+#include "brisk.h"
+
+#define BRISK_SPEC_MAX_DRAFT 32   /* hard cap on k (a target pass verifies k+1 tokens) */
+
+/* ---- drafters ---------------------------------------------------------------------------- */
+
+typedef struct brisk_drafter brisk_drafter;
+
+/* What a drafter proposed for one round. */
+typedef struct brisk_draft {
+    int32_t n;          /* tokens proposed, 0..k */
+    int32_t *tokens;    /* [k] owned by the drafter, valid until its next call */
+    /* [k][n_vocab] the distribution each token was drawn from (the draft's
+     * sampler chain), or NULL: each token is a point mass (greedy drafting, n-gram) */
+    const float *q;
+    int32_t match_len;  /* n-gram: length of the suffix match (0 for other drafters) */
+} brisk_draft;
+
+struct brisk_drafter {
+    const char *name;   /* "draft", "ngram" */
+    /* Propose up to k tokens continuing hist[0..n_hist). */
+    brisk_status (*propose)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, int32_t k, brisk_draft *out,
+                            brisk_error *err);
+    /* Optional: bring internal state up to hist (e.g. prefill the draft KV) without proposing. */
+    brisk_status (*sync)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, brisk_error *err);
+    void (*free)(brisk_drafter *d);
+};
+
+/* N-gram / prompt lookup: the longest suffix of hist (min_match..64 tokens)
+ * that occurred earlier, most recent first on ties; proposes what followed it.
+ * max_k bounds every proposal. */
+brisk_status brisk_drafter_ngram_init(brisk_drafter **out, int32_t min_match, int32_t max_k, brisk_error *err);
+
+/* Draft model: its own context (n_ctx tokens, n_threads) over the borrowed
+ * draft model, which must outlive the drafter. sp: the sampler settings of the
+ * run (temperature <= 0 drafts greedily and returns point masses; otherwise the
+ * draft samples from its own chain with a seed derived from sp->seed).
+ * Refuses a draft whose vocabulary differs from the target's, naming both
+ * sizes and the first differing token. */
+brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *draft, const brisk_model *target,
+                                      int32_t n_ctx, int32_t n_threads, int32_t max_k, const brisk_sampler_params *sp,
+                                      brisk_error *err);
+
+void brisk_drafter_free(brisk_drafter *d);   /* NULL is a no-op */
+
+/* Same tokenizer? BRISK_OK, or BRISK_ERR_INVALID_ARG with both sizes and the first differing token. */
+brisk_status brisk_spec_check_vocab(const brisk_model *target, const brisk_model *draft, brisk_error *err);
+
+/* ---- verifiers ----------------------------------------------------------------------------- */
+
+typedef struct brisk_verify_opts {
+    bool greedy;           /* temperature <= 0: compare the target's choice with each draft */
+    /* Test hook (the mutation check): on rejection resample from p instead of
+     * norm(max(0, p - q)). Known to be wrong; never set outside tests. */
+    bool broken_residual;
+} brisk_verify_opts;
+
+/* Verify draft d against the target. logits[i] (i = 0..d->n) are the target's
+ * logits after the pending token and the first i drafts. smp is the target's
+ * sampler whose penalty history ends at the pending token: the verifier
+ * accepts each token it outputs into smp, so the distribution p of every
+ * position is computed with the history as it would be at that position.
+ * scratch: 2 * n_vocab floats. out: the accepted drafts then one token of the
+ * target's (a correction, or a bonus when all were accepted); returns how many
+ * (1..d->n+1). */
+int32_t brisk_spec_verify(brisk_sampler *smp, int32_t n_vocab, const float *const *logits, const brisk_draft *d,
+                          const brisk_verify_opts *o, float *scratch, int32_t *out);
+
+/* ---- target cost --------------------------------------------------------------------------- */
+
+/* Seconds per target pass of n tokens (n = 1..n_max) on sequence seq of c,
+ * measured at the sequence's current length (the sequence is restored
+ * afterwards): the minimum of reps runs. cost[n] is filled for n = 1..n_max;
+ * cost[0] = 0. Overwrites c's logits. */
+brisk_status brisk_spec_measure_cost(brisk_context *c, int32_t seq, int32_t n_max, int32_t reps, double *cost,
+                                     brisk_error *err);
+
+/* ---- the speculative generator ---------------------------------------------------------------- */
+
+typedef enum brisk_spec_mode {
+    BRISK_SPEC_NONE = 0,    /* plain decoding through the same loop */
+    BRISK_SPEC_DRAFT = 1,   /* draft model, k = draft_max every round */
+    BRISK_SPEC_NGRAM = 2,   /* n-gram lookup, k = draft_max whenever a match exists */
+    BRISK_SPEC_AUTO = 3,    /* adaptive: n-gram and (if given) the draft model, k from the cost model, 0 when it does not pay */
+} brisk_spec_mode;
+
+typedef struct brisk_spec_params {
+    brisk_spec_mode mode;
+    int32_t draft_max;            /* k (fixed modes) or its upper bound (auto); 0 = default (draft 4, ngram 8, auto 16) */
+    const brisk_model *draft;     /* borrowed; required for DRAFT, optional for AUTO */
+    int32_t n_threads;            /* the draft context's threads; 0 = all CPUs */
+    int32_t ngram_min;            /* shortest suffix match the n-gram drafter uses; 0 = 2 */
+    bool calibrate;               /* AUTO: measure the cost curve in prefill (else only c(1); the rest is learnt online) */
+} brisk_spec_params;
+brisk_spec_params brisk_spec_default_params(void);
+
+typedef struct brisk_spec_stats {
+    int64_t emitted;           /* tokens produced */
+    int64_t target_passes;     /* brisk_decode calls on the target during generation */
+    int64_t spec_rounds;       /* passes that verified at least one draft */
+    int64_t drafted, accepted; /* draft tokens proposed and accepted */
+    int64_t rounds_by_drafter[2]; /* spec rounds that used [0] the draft model, [1] n-gram */
+    double t_target, t_draft;  /* seconds in target passes and in drafting */
+    double t_calibrate;        /* seconds spent measuring the cost curve (in prefill) */
+    double cost[BRISK_SPEC_MAX_DRAFT + 2]; /* the policy's current target cost per pass of n tokens (s) */
+    int32_t cost_n;            /* cost[1..cost_n] meaningful */
+    double alpha_draft, alpha_ngram; /* the policy's current acceptance estimates */
+    double draft_cost;         /* the policy's current draft cost per token (s) */
+} brisk_spec_stats;
+
+typedef struct brisk_spec brisk_spec;
+
+/* target: borrowed context; sequence 0 is used and must be empty. smp:
+ * borrowed sampler of the run (its settings must be sp). Both must outlive
+ * the generator. A draft with more parameters than the target is accepted,
+ * with a warning in brisk_spec_warning. */
+brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, brisk_context *target,
+                             brisk_sampler *smp, const brisk_sampler_params *sp, const brisk_spec_params *p,
+                             brisk_error *err);
+void brisk_spec_free(brisk_spec *s);   /* NULL is a no-op */
+/* A warning from init ("" when none); borrowed, valid while s lives. */
+const char *brisk_spec_warning(const brisk_spec *s);
+
+/* Prefill the prompt (target, and the draft when there is one) and record it
+ * in smp's history. Refuses a prompt that leaves no room in the context. */
+brisk_status brisk_spec_prefill(brisk_spec *s, const int32_t *ids, int32_t n_ids, brisk_error *err);
+
+/* One round: writes 1..max_tokens tokens to out and their count to *n_out.
+ * Tokens are accepted into smp. The caller stops at an end-of-generation
+ * token (tokens after it in out are to be dropped). Fails with
+ * BRISK_ERR_CAPACITY when the context is full. */
+brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, int32_t *n_out, brisk_error *err);
+
+void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out);
+
+#endif

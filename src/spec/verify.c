@@ -1,0 +1,60 @@
+/* verify: the greedy and the lossless stochastic verifiers.
+ *
+ * Stochastic verification is the standard speculative-sampling rule (Leviathan
+ * et al. 2023; Chen et al. 2023) applied to the sampler chain's final
+ * distributions: draft token x drawn from q is accepted with probability
+ * min(1, p(x)/q(x)); on rejection the token comes from norm(max(0, p - q)).
+ * Either way the token is distributed as p. p is computed with
+ * brisk_sampler_dist at each position after the accepted tokens have been
+ * recorded in the sampler, so penalties see the history of that position. */
+#include "spec/spec.h"
+#include "sample/sample.h"
+
+int32_t brisk_spec_verify(brisk_sampler *smp, int32_t n_vocab, const float *const *logits, const brisk_draft *d,
+                          const brisk_verify_opts *o, float *scratch, int32_t *out) {
+    float *p = scratch, *r = scratch + n_vocab;
+    int32_t m = 0;
+    if (o->greedy) {
+        /* the target's choice at each position (argmax after penalties) */
+        for (int32_t i = 0; i <= d->n; i++) {
+            const int32_t t = brisk_sampler_sample(smp, logits[i]);
+            brisk_sampler_accept(smp, t);
+            out[m++] = t;
+            if (i == d->n || t != d->tokens[i]) break;
+        }
+        return m;
+    }
+    for (int32_t i = 0; i < d->n; i++) {
+        const int32_t x = d->tokens[i];
+        brisk_sampler_dist(smp, logits[i], p);
+        const float *q = d->q ? d->q + (size_t)i * (size_t)n_vocab : NULL;
+        const double qx = q ? q[x] : 1.0, px = p[x];
+        /* u < p/q, written without the division; q(x) = 0 cannot be drawn and is rejected */
+        if (qx > 0.0 && brisk_sampler_uniform(smp) * qx < px) {
+            brisk_sampler_accept(smp, x);
+            out[m++] = x;
+            continue;
+        }
+        const float *from = p;
+        if (!o->broken_residual) {
+            double sum = 0.0;
+            for (int32_t j = 0; j < n_vocab; j++) {
+                const float qj = q ? q[j] : (j == x ? 1.0f : 0.0f);
+                r[j] = p[j] > qj ? p[j] - qj : 0.0f;
+                sum += r[j];
+            }
+            /* sum == 0 only when p == q up to rounding, where the rejection itself had probability ~0 */
+            if (sum > 0.0) from = r;
+        }
+        const int32_t t = brisk_sampler_draw(smp, from, n_vocab);
+        brisk_sampler_accept(smp, t);
+        out[m++] = t;
+        return m;
+    }
+    /* every draft accepted: the bonus token from the last position */
+    brisk_sampler_dist(smp, logits[d->n], p);
+    const int32_t t = brisk_sampler_draw(smp, p, n_vocab);
+    brisk_sampler_accept(smp, t);
+    out[m++] = t;
+    return m;
+}

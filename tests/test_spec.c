@@ -1,0 +1,308 @@
+/* Speculative decoding: greedy is exact. For 20 prompts from the val split
+ * (200 new tokens each), speculative greedy output equals plain greedy output
+ * token for token, with the draft model, the n-gram drafter and the adaptive
+ * mode. Also: the robustness errors (vocabulary mismatch, larger draft,
+ * draft length beyond the context) and the n-gram drafter's choice of match.
+ * Uses ../shared/models (pycode target + draft); skips when absent. */
+#include "test.h"
+#include "brisk.h"
+#include "model/synth.h"
+#include "quant/quant.h"
+#include "spec/spec.h"
+
+#include <stdint.h>
+
+static brisk_model *target, *draft;
+static int32_t n_vocab;
+
+/* Prompt i: the i-th file of val.txt from its header line, whole lines until
+ * at least 400 bytes (at most 1200). bench/spec.sh cuts the same prompts. */
+static int val_prompts(const char *val, size_t len, const char **starts, size_t *lens, int max) {
+    int n = 0;
+    const char *tag = "# <<<FILE ";
+    for (size_t i = 0; i + 10 < len && n < max; i++) {
+        if ((i == 0 || val[i - 1] == '\n') && !memcmp(val + i, tag, 10)) {
+            size_t e = i;
+            while (e < len && e - i < 1200) {
+                while (e < len && val[e] != '\n') e++;
+                if (e < len) e++;
+                if (e - i >= 400) break;
+            }
+            if (e - i > 1200) e = i + 1200;
+            starts[n] = val + i;
+            lens[n] = e - i;
+            n++;
+        }
+    }
+    return n;
+}
+
+static brisk_context *new_ctx(int n_ctx) {
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx = n_ctx;
+    p.n_threads = 1;
+    brisk_context *c = NULL;
+    brisk_error err = {0};
+    CHECKF(brisk_context_init(target, &p, &c, &err) == BRISK_OK, "context: %s", err.msg);
+    return c;
+}
+
+static brisk_sampler *greedy_sampler(void) {
+    brisk_sampler_params sp = brisk_sampler_default_params();
+    sp.temp = 0.0f;
+    brisk_sampler *s = NULL;
+    brisk_error err = {0};
+    CHECKF(brisk_sampler_init(&s, &sp, n_vocab, &err) == BRISK_OK, "sampler: %s", err.msg);
+    return s;
+}
+
+/* Plain greedy: n tokens (fewer at end of generation). */
+static int plain(brisk_context *c, const int32_t *ids, int n_ids, int n, int32_t *out) {
+    brisk_error err = {0};
+    brisk_sampler *s = greedy_sampler();
+    brisk_seq_truncate(c, 0, 0, NULL);
+    int32_t pos[512], seq[512];
+    uint8_t want[512];
+    for (int j = 0; j < n_ids; j++) { pos[j] = j; seq[j] = 0; want[j] = j == n_ids - 1; }
+    brisk_batch b = {n_ids, ids, pos, seq, want};
+    CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "prefill: %s", err.msg);
+    for (int j = 0; j < n_ids; j++) brisk_sampler_accept(s, ids[j]);
+    int g = 0;
+    while (g < n) {
+        int32_t t = brisk_sampler_sample(s, brisk_get_logits(c, 0));
+        out[g++] = t;
+        if (brisk_token_is_eog(target, t) || g == n) break;
+        brisk_sampler_accept(s, t);
+        int32_t p = n_ids + g - 1, s0 = 0;
+        uint8_t one = 1;
+        brisk_batch b1 = {1, &t, &p, &s0, &one};
+        CHECKF(brisk_decode(c, &b1, &err) == BRISK_OK, "decode: %s", err.msg);
+    }
+    brisk_sampler_free(s);
+    return g;
+}
+
+static int speculative(brisk_context *c, brisk_spec_mode mode, int k, const int32_t *ids, int n_ids, int n, int32_t *out,
+                       brisk_spec_stats *stats) {
+    brisk_error err = {0};
+    brisk_sampler_params sp = brisk_sampler_default_params();
+    sp.temp = 0.0f;
+    brisk_sampler *s = greedy_sampler();
+    brisk_seq_truncate(c, 0, 0, NULL);
+    brisk_spec_params p = brisk_spec_default_params();
+    p.mode = mode;
+    p.draft_max = k;
+    p.draft = mode == BRISK_SPEC_NGRAM ? NULL : draft;
+    p.n_threads = 1;
+    brisk_spec *g = NULL;
+    int got = 0;
+    CHECKF(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK, "spec init: %s", err.msg);
+    if (g && brisk_spec_prefill(g, ids, n_ids, &err) == BRISK_OK) {
+        int32_t buf[64];
+        while (got < n) {
+            int32_t m = 0;
+            if (brisk_spec_step(g, n - got, buf, &m, &err) != BRISK_OK) {
+                CHECKF(0, "spec step: %s", err.msg);
+                break;
+            }
+            CHECK(m >= 1 && m <= n - got);
+            bool eog = false;
+            for (int j = 0; j < m && !eog; j++) {
+                out[got++] = buf[j];
+                eog = brisk_token_is_eog(target, buf[j]);
+            }
+            if (eog) break;
+        }
+        brisk_spec_get_stats(g, stats);
+    } else {
+        CHECKF(0, "spec prefill: %s", err.msg);
+    }
+    brisk_spec_free(g);
+    brisk_sampler_free(s);
+    return got;
+}
+
+static void test_greedy_exact(void) {
+    char path[1024];
+    uint8_t *val = NULL;
+    size_t len = 0;
+    FILE *f = fopen(test_shared("models/data/val.txt", path, sizeof path), "rb");
+    if (!f) return;
+    val = malloc(700000);
+    len = fread(val, 1, 700000, f);
+    fclose(f);
+    const char *starts[20];
+    size_t lens[20];
+    const int n_prompts = test_quick() ? 4 : 20, n_new = test_quick() ? 48 : 200;
+    const int got_prompts = val_prompts((const char *)val, len, starts, lens, n_prompts);
+    CHECK(got_prompts == n_prompts);
+    brisk_context *c = new_ctx(512);
+    static int32_t want[256], got[256];
+    const struct { brisk_spec_mode mode; int k; const char *name; } modes[] = {
+        {BRISK_SPEC_DRAFT, 4, "draft k=4"}, {BRISK_SPEC_NGRAM, 8, "ngram k=8"}, {BRISK_SPEC_AUTO, 16, "auto"},
+        {BRISK_SPEC_DRAFT, 16, "draft k=16"}};
+    const int n_modes = test_quick() ? 3 : 4;
+    int64_t drafted[4] = {0}, accepted[4] = {0}, passes[4] = {0}, emitted[4] = {0}, identical[4] = {0};
+    for (int i = 0; i < got_prompts; i++) {
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        brisk_error err = {0};
+        CHECKF(brisk_tokenize_text(target, starts[i], lens[i], true, false, &ids, &n_ids, &err) == BRISK_OK, "%s", err.msg);
+        if (n_ids > 300) n_ids = 300;
+        const int nw = plain(c, ids, (int)n_ids, n_new, want);
+        for (int m = 0; m < n_modes; m++) {
+            brisk_spec_stats st = {0};
+            const int ng = speculative(c, modes[m].mode, modes[m].k, ids, (int)n_ids, n_new, got, &st);
+            const bool same = ng == nw && !memcmp(want, got, (size_t)nw * sizeof(int32_t));
+            CHECKF(same, "prompt %d, %s: speculative greedy output differs from plain (%d vs %d tokens)", i, modes[m].name, ng, nw);
+            identical[m] += same;
+            drafted[m] += st.drafted;
+            accepted[m] += st.accepted;
+            passes[m] += st.target_passes;
+            emitted[m] += st.emitted;
+        }
+        free(ids);
+    }
+    for (int m = 0; m < n_modes; m++)
+        printf("%-10s identical %lld/%d | acceptance %.1f%% (%lld/%lld) | target passes per token %.3f\n", modes[m].name,
+               (long long)identical[m], got_prompts, drafted[m] ? 100.0 * (double)accepted[m] / (double)drafted[m] : 0.0,
+               (long long)accepted[m], (long long)drafted[m], emitted[m] ? (double)passes[m] / (double)emitted[m] : 0.0);
+    brisk_context_free(c);
+    free(val);
+}
+
+/* The n-gram drafter proposes what followed the longest (then most recent) suffix match. */
+static void test_ngram(void) {
+    brisk_drafter *d = NULL;
+    brisk_error err = {0};
+    CHECK(brisk_drafter_ngram_init(&d, 2, 4, &err) == BRISK_OK);
+    brisk_draft out;
+    /* ... 1 2 3 9 ... 2 3 7 8 ... 1 2 3 | the 3-token match wins over the later 2-token one */
+    const int32_t h[] = {1, 2, 3, 9, 10, 2, 3, 7, 8, 1, 2, 3};
+    CHECK(d->propose(d, h, 12, 4, &out, &err) == BRISK_OK);
+    CHECK(out.n == 4 && out.tokens[0] == 9 && out.tokens[1] == 10 && out.tokens[2] == 2 && out.match_len == 3);
+    /* ties go to the most recent occurrence */
+    const int32_t h2[] = {5, 6, 1, 5, 6, 2, 5, 6};
+    CHECK(d->propose(d, h2, 8, 4, &out, &err) == BRISK_OK);
+    CHECK(out.n >= 1 && out.tokens[0] == 2 && out.match_len == 2);
+    /* no match of the minimum length: nothing */
+    const int32_t h3[] = {1, 2, 3, 4, 5};
+    CHECK(d->propose(d, h3, 5, 4, &out, &err) == BRISK_OK && out.n == 0);
+    /* k bounds the proposal; the continuation may run into the suffix itself */
+    const int32_t h4[] = {7, 7, 7, 7};
+    CHECK(d->propose(d, h4, 4, 2, &out, &err) == BRISK_OK && out.n == 1 && out.tokens[0] == 7);
+    brisk_drafter_free(d);
+    CHECK(brisk_drafter_ngram_init(&d, 0, 4, &err) == BRISK_ERR_INVALID_ARG);
+    CHECK(brisk_drafter_ngram_init(&d, 2, BRISK_SPEC_MAX_DRAFT + 1, &err) == BRISK_ERR_INVALID_ARG);
+}
+
+static void test_errors(void) {
+    brisk_error err = {0};
+    brisk_sampler_params sp = brisk_sampler_default_params();
+    sp.temp = 0.0f;
+    brisk_sampler *s = greedy_sampler();
+    brisk_context *c = new_ctx(64);
+    brisk_spec *g = NULL;
+    brisk_spec_params p = brisk_spec_default_params();
+
+    /* a vocabulary that differs: a synthetic qwen3-tiny (512 tokens) as the draft */
+    char path[] = "/tmp/brisk-test-spec-XXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+    brisk_model *other = NULL;
+    if (fd >= 0 && brisk_synth_write(brisk_synth_find("qwen3-tiny"), BRISK_Q_F16, 1, path, NULL, NULL, &err) == BRISK_OK &&
+        brisk_model_load(path, &other, &err) == BRISK_OK) {
+        p.mode = BRISK_SPEC_DRAFT;
+        p.draft = other;
+        CHECK(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_ERR_INVALID_ARG);
+        printf("mismatch: %s\n", err.msg);
+        CHECKF(strstr(err.msg, "(512 tokens)") && strstr(err.msg, "(4096 tokens)") && strstr(err.msg, "first difference at token"),
+               "%s", err.msg);
+        CHECK(brisk_spec_check_vocab(target, draft, &err) == BRISK_OK);
+    } else {
+        CHECKF(0, "synth: %s", err.msg);
+    }
+    brisk_model_free(other);
+    unlink(path);
+
+    /* a draft larger than the target: accepted with a warning */
+    p = brisk_spec_default_params();
+    p.mode = BRISK_SPEC_DRAFT;
+    p.draft = target;   /* the target drafting for itself: same size, no warning */
+    CHECK(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK && brisk_spec_warning(g)[0] == 0);
+    brisk_spec_free(g);
+    g = NULL;
+    {
+        brisk_context_params cp = brisk_context_default_params();
+        cp.n_ctx = 64;
+        cp.n_threads = 1;
+        brisk_context *dc = NULL;
+        CHECK(brisk_context_init(draft, &cp, &dc, &err) == BRISK_OK);
+        p.draft = target;
+        CHECK(brisk_spec_init(&g, draft, dc, s, &sp, &p, &err) == BRISK_OK);
+        CHECKF(g && strstr(brisk_spec_warning(g), "larger than the target"), "%s", g ? brisk_spec_warning(g) : "");
+        brisk_spec_free(g);
+        g = NULL;
+        brisk_context_free(dc);
+    }
+
+    /* k larger than the remaining context: a clear refusal */
+    p = brisk_spec_default_params();
+    p.mode = BRISK_SPEC_NGRAM;
+    p.draft_max = 16;
+    int32_t ids[60];
+    for (int i = 0; i < 60; i++) ids[i] = 3 + i;
+    CHECK(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK);
+    CHECK(g && brisk_spec_prefill(g, ids, 60, &err) == BRISK_ERR_CAPACITY);
+    printf("remaining context: %s\n", err.msg);
+    CHECKF(strstr(err.msg, "exceeds the 4 tokens left in the context"), "%s", err.msg);
+    brisk_spec_free(g);
+    g = NULL;
+    p.draft_max = 64;
+    CHECK(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_ERR_INVALID_ARG && !g);
+    p.draft_max = 0;
+    p.mode = BRISK_SPEC_DRAFT;   /* without a draft model */
+    CHECK(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_ERR_INVALID_ARG && !g);
+
+    /* near the end of the context k shrinks: a full run to the last slot */
+    p = brisk_spec_default_params();
+    p.mode = BRISK_SPEC_NGRAM;
+    CHECK(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK);
+    brisk_seq_truncate(c, 0, 0, NULL);
+    brisk_sampler_reset(s);
+    if (g && brisk_spec_prefill(g, ids, 10, &err) == BRISK_OK) {
+        int total = 0;
+        int32_t buf[64];
+        while (total < 54) {
+            int32_t m = 0;
+            if (brisk_spec_step(g, 54 - total, buf, &m, &err)) break;
+            total += m;
+        }
+        CHECKF(total == 54, "generated %d of 54 (%s)", total, err.msg);
+        CHECK(brisk_seq_len(c, 0) <= 64);
+    }
+    brisk_spec_free(g);
+    brisk_context_free(c);
+    brisk_sampler_free(s);
+}
+
+int main(void) {
+    char tp[1024], dp[1024];
+    test_shared("models/pycode-target-f16.gguf", tp, sizeof tp);
+    test_shared("models/pycode-draft-f16.gguf", dp, sizeof dp);
+    if (!test_exists(tp) || !test_exists(dp)) TEST_SKIP("%s or %s absent (set up ../shared)", tp, dp);
+    brisk_error err = {0};
+    if (brisk_model_load(tp, &target, &err) || brisk_model_load(dp, &draft, &err)) {
+        fprintf(stderr, "load: %s\n", err.msg);
+        return 1;
+    }
+    brisk_model_info info;
+    brisk_model_get_info(target, &info);
+    n_vocab = info.n_vocab;
+    test_ngram();
+    test_errors();
+    test_greedy_exact();
+    brisk_model_free(draft);
+    brisk_model_free(target);
+    return test_finish();
+}
