@@ -369,6 +369,73 @@ static void test_force_ref(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* The packed GEMM: 16 rows packed, n_tok activation rows, every output
+ * bit-identical to ref's vec_dot on the canonical rows; act_sums against the
+ * portable version; outputs beyond the tile left alone (NaN sentinels). */
+static void test_packed_gemm(void) {
+    const brisk_gemm_kernels *g = brisk_gemm_best();
+    if (!g) {
+        printf("packed gemm: no table on this CPU (or forced ref); skipped\n");
+        return;
+    }
+    const brisk_kernels *ref = brisk_kernels_ref();
+    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q8_0};
+    static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};
+    static const int32_t ntoks[] = {1, 2, 3, 4, 5, 7, 8, 9, 17};
+    const int R = BRISK_GEMM_ROWS;
+    for (size_t ti = 0; ti < BRISK_ARRAY_LEN(types); ti++) {
+        const brisk_qtype wt = types[ti];
+        if (!g->gemm[wt]) continue;
+        CHECK(brisk_pack_supported(wt));
+        const uint32_t at = brisk_qtype_get(wt)->act_type;
+        for (size_t ni = 0; ni < BRISK_ARRAY_LEN(nbs); ni++) {
+            const int64_t n = nbs[ni] * 32;
+            size_t rb = 0, ab = 0;
+            brisk_qtype_row_bytes(wt, n, &rb);
+            brisk_qtype_row_bytes(at, n, &ab);
+            const int32_t T = 17;
+            const int64_t slen = brisk_act_sums_len(n), ostride = R + 3;
+            uint8_t *w = malloc(rb * R), *pk = malloc(rb * R), *a = malloc(ab * T);
+            int32_t *sums = malloc(sizeof(int32_t) * (size_t)slen * T), *sref = malloc(sizeof(int32_t) * (size_t)slen);
+            float *x = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)ostride * T);
+            if (!w || !pk || !a || !sums || !sref || !x || !out) {
+                CHECK(!"out of memory");
+                return;
+            }
+            for (int r = 0; r < R; r++) fill_random_blocks(wt, w + (size_t)r * rb, n);
+            for (int32_t t = 0; t < T; t++) {
+                fill_floats(x, n, t % 3);
+                ref->quantize_act[at](x, a + (size_t)t * ab, n);
+                g->act_sums[at](a + (size_t)t * ab, n, sums + (size_t)t * slen);
+                brisk_act_sums_q8_0_ref(a + (size_t)t * ab, n, sref);
+                CHECKF(memcmp(sref, sums + (size_t)t * slen, sizeof(int32_t) * (size_t)slen) == 0, "%s act_sums n=%lld differ",
+                       g->isa, (long long)n);
+            }
+            brisk_pack_rows(wt, pk, w, rb, n);
+            for (size_t k = 0; k < BRISK_ARRAY_LEN(ntoks); k++) {
+                const int32_t nt = ntoks[k];
+                for (int64_t i = 0; i < ostride * T; i++) out[i] = NAN;
+                g->gemm[wt](n, pk, a, ab, sums, (size_t)slen, nt, out, ostride);
+                int bad = 0;
+                for (int32_t t = 0; t < T; t++)
+                    for (int64_t r = 0; r < ostride; r++) {
+                        const float got = out[t * ostride + r];
+                        if (t >= nt || r >= R) {
+                            bad += !isnan(got);
+                            continue;
+                        }
+                        float want;
+                        ref->vec_dot[wt](n, &want, w + (size_t)r * rb, a + (size_t)t * ab);
+                        bad += memcmp(&want, &got, sizeof want) != 0;
+                    }
+                CHECKF(bad == 0, "%s gemm %s n=%lld n_tok=%d: %d outputs differ from ref (or were written outside the tile)",
+                       g->isa, brisk_qtype_name(wt), (long long)n, nt, bad);
+            }
+            free(w); free(pk); free(a); free(sums); free(sref); free(x); free(out);
+        }
+    }
+}
+
 int main(void) {
     test_force_ref();   /* first: forks before this process reads the CPU table */
     const brisk_kernels *tables[8];
@@ -378,5 +445,6 @@ int main(void) {
     test_dot_known();
     test_quantize_act(tables, ntables);
     test_dots(tables, ntables);
+    test_packed_gemm();
     return test_finish();
 }

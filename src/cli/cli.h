@@ -19,6 +19,7 @@ int brisk_cmd_logits(int argc, char **argv);
 int brisk_cmd_synth(int argc, char **argv);
 int brisk_cmd_tokenize(int argc, char **argv);
 int brisk_cmd_template(int argc, char **argv);
+int brisk_cmd_bench(int argc, char **argv);
 
 /* ---- args.c: strict flag value parsing ----------------------------------------
  * Each returns false after printing "brisk <cmd>: <flag>: <why>" to stderr. */

@@ -20,6 +20,7 @@ static const cli_command commands[] = {
     {"synth", brisk_cmd_synth, "write a random-weight GGUF in a real model's shapes"},
     {"tokenize", brisk_cmd_tokenize, "print the token ids of a text (or pieces with ids)"},
     {"template", brisk_cmd_template, "render a chat template (as transformers' apply_chat_template)"},
+    {"bench", brisk_cmd_bench, "prefill and decode tokens/s like llama-bench, with the decode roofline"},
 };
 
 static void usage(FILE *f) {

@@ -44,3 +44,20 @@ int brisk_kernels_all(const brisk_kernels **out, int max) {
     }
     return count;
 }
+
+/* ---- packed GEMM ---- */
+
+#if defined(BRISK_ARCH_X86)
+static bool has_avx512_vnni(const brisk_cpu_features *f) {
+    return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->f16c && f->fma;
+}
+#endif
+
+const brisk_gemm_kernels *brisk_gemm_best(void) {
+    const brisk_cpu_features *f = brisk_cpu_features_get();
+    if (f->force_ref) return NULL;
+#if defined(BRISK_ARCH_X86)
+    if (has_avx512_vnni(f)) return brisk_gemm_avx512();
+#endif
+    return NULL;
+}

@@ -61,4 +61,45 @@ void brisk_vec_dot_q4_k_ref(int64_t n, float *out, const void *w, const void *a)
 void brisk_vec_dot_q5_k_ref(int64_t n, float *out, const void *w, const void *a);
 void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a);
 
+/* ---- packed GEMM (prefill and decode over row groups) ------------------------------------
+ * Weights of a supported type may be repacked at load into groups of
+ * BRISK_GEMM_ROWS rows (brisk_pack_rows), the same number of bytes as the
+ * canonical rows. A group is block-major: for each 32-element block, the 16
+ * rows' fp16 scales, then the block's bytes in 4-byte chunks, chunk-major,
+ * 16 rows per chunk (each 64-byte line holds one chunk of all 16 rows):
+ *   Q4_0 (288 bytes per block): d[16], then chunk c = 0..3: qs[4c..4c+3] of rows 0..15
+ *        (low nibbles are elements 4c.., high nibbles elements 16+4c..);
+ *   Q8_0 (544 bytes per block): d[16], then chunk c = 0..7: qs[4c..4c+3] + 128 (as u8) of rows 0..15.
+ * A gemm kernel computes out[t * out_stride + r] for the group's 16 rows r and
+ * n_tok activation rows t, every element bit-identical to the table's vec_dot
+ * (and so to ref): each output keeps its own lane, with ref's reduction order.
+ * It reads, besides the quantized activations, their integer sums (act_sums):
+ * per activation row and block, 8 values -128 * (sum of chunk c's 4 bytes)
+ * followed, after all blocks, by per block -8 * (sum of the block's 32 bytes).
+ * brisk_act_sums_len(type, n) is the int32 count per activation row. */
+#define BRISK_GEMM_ROWS 16
+
+typedef void (*brisk_gemm_fn)(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums,
+                              size_t sums_stride, int32_t n_tok, float *out, int64_t out_stride);
+typedef void (*brisk_act_sums_fn)(const void *act, int64_t n, int32_t *sums);
+
+typedef struct brisk_gemm_kernels {
+    const char *isa;
+    brisk_gemm_fn gemm[BRISK_Q_TYPE_LIMIT];            /* by weight type; NULL = not packed */
+    brisk_act_sums_fn act_sums[BRISK_Q_TYPE_LIMIT];    /* by activation type */
+} brisk_gemm_kernels;
+
+/* The packed-GEMM table for this CPU, or NULL (no ISA support, or BRISK_FORCE_REF=1). */
+const brisk_gemm_kernels *brisk_gemm_best(void);
+const brisk_gemm_kernels *brisk_gemm_avx512(void);
+
+/* Whether brisk_pack_rows knows the type; the int32 act_sums per activation row of n elements. */
+bool brisk_pack_supported(uint32_t type);
+int64_t brisk_act_sums_len(int64_t n);
+/* Pack BRISK_GEMM_ROWS canonical rows (row_bytes apart, cols elements each) into dst
+ * (BRISK_GEMM_ROWS * row_bytes bytes). Portable; the layout is the same on every ISA. */
+void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols);
+/* Portable act_sums for Q8_0 activations (the spec for the ISA versions). */
+void brisk_act_sums_q8_0_ref(const void *act, int64_t n, int32_t *sums);
+
 #endif

@@ -18,12 +18,14 @@
 struct brisk_forward {
     const brisk_model_data *m;
     const brisk_kernels *k;
+    const brisk_gemm_kernels *gk;                /* packed GEMM, or NULL */
     brisk_pool *pool;
     int32_t n_batch, n_ctx;
     int32_t qdim, kvdim, maxdim;
     float *x, *xn, *q, *kc, *vc, *att, *g, *u;   /* activations, [n_batch][dim] */
     uint8_t *xq[MM_MAX_JOBS];                    /* quantized matmul inputs */
-    size_t xq_cap;
+    int32_t *xs[MM_MAX_JOBS];                    /* their integer sums for the packed GEMM */
+    size_t xq_cap, xs_stride;
     float *rope_cache;                           /* [n_batch][n_rot] */
     float *f16_lut;                              /* 65536 entries: F16 -> F32 for the KV reads */
     size_t bytes;
@@ -40,6 +42,9 @@ typedef struct quant_task {
     const int32_t *row_idx;   /* optional gather: row i reads x[row_idx[i]] */
     uint8_t *dst;
     size_t dst_stride;
+    brisk_act_sums_fn sums_fn;   /* optional: also write the packed GEMM's sums */
+    int32_t *sums;
+    size_t sums_stride;
 } quant_task;
 
 static void quant_worker(void *ctx, int ith, int nth) {
@@ -49,6 +54,7 @@ static void quant_worker(void *ctx, int ith, int nth) {
     for (int64_t r = lo; r < hi; r++) {
         const int64_t src = t->row_idx ? t->row_idx[r] : r;
         t->k->quantize_act[t->act](t->x + src * t->n, t->dst + (size_t)r * t->dst_stride, t->n);
+        if (t->sums_fn) t->sums_fn(t->dst + (size_t)r * t->dst_stride, t->n, t->sums + (size_t)r * t->sums_stride);
     }
 }
 
@@ -56,6 +62,8 @@ typedef struct mm_job {
     const brisk_weight *w;
     const uint8_t *xq;
     size_t xq_stride;
+    const int32_t *xs;   /* act sums (packed weights only) */
+    size_t xs_stride;
     float *out;          /* out[t * out_stride + r] */
     int64_t out_stride;
     const float *bias;   /* [rows] or NULL */
@@ -63,31 +71,48 @@ typedef struct mm_job {
 
 typedef struct mm_task {
     const brisk_kernels *k;
+    const brisk_gemm_kernels *g;
     mm_job jobs[MM_MAX_JOBS];
     int n_jobs;
     int32_t n_tok;
     int64_t total_rows;
 } mm_task;
 
+/* Work is split in units of BRISK_GEMM_ROWS rows of one weight (the last
+ * unit of a weight may be shorter); a full unit of a packed weight is one
+ * gemm call over all tokens, anything else one vec_dot per (row, token). Both
+ * give ref's bits, so the split never changes a result. */
 static void mm_worker(void *ctx, int ith, int nth) {
     const mm_task *t = ctx;
     int64_t lo, hi;
-    brisk_split_range(t->total_rows, ith, nth, &lo, &hi);
+    brisk_split_range(t->total_rows, ith, nth, &lo, &hi);   /* total_rows counts units here */
     int64_t base = 0;
     for (int j = 0; j < t->n_jobs && lo < hi; j++) {
         const mm_job *jb = &t->jobs[j];
-        const int64_t rows = jb->w->rows;
-        const int64_t a = lo > base ? lo - base : 0, b = hi - base < rows ? hi - base : rows;
+        const int64_t rows = jb->w->rows, units = (rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
+        const int64_t a = lo > base ? lo - base : 0, b = hi - base < units ? hi - base : units;
         const brisk_vec_dot_fn dot = t->k->vec_dot[jb->w->type];
-        for (int64_t r = a; r < b; r++) {
-            const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
-            for (int32_t tk = 0; tk < t->n_tok; tk++) {
-                float *o = jb->out + (int64_t)tk * jb->out_stride + r;
-                dot(jb->w->cols, o, wrow, jb->xq + (size_t)tk * jb->xq_stride);
-                if (jb->bias) *o += jb->bias[r];
+        for (int64_t u = a; u < b; u++) {
+            const int64_t r0 = u * BRISK_GEMM_ROWS, r1 = r0 + BRISK_GEMM_ROWS < rows ? r0 + BRISK_GEMM_ROWS : rows;
+            if (jb->w->packed && r1 - r0 == BRISK_GEMM_ROWS) {
+                const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)r0 * jb->w->row_bytes;
+                t->g->gemm[jb->w->type](jb->w->cols, wp, jb->xq, jb->xq_stride, jb->xs, jb->xs_stride, t->n_tok, jb->out + r0,
+                                        jb->out_stride);
+                if (jb->bias)
+                    for (int32_t tk = 0; tk < t->n_tok; tk++)
+                        for (int64_t r = r0; r < r1; r++) jb->out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
+                continue;
+            }
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
+                for (int32_t tk = 0; tk < t->n_tok; tk++) {
+                    float *o = jb->out + (int64_t)tk * jb->out_stride + r;
+                    dot(jb->w->cols, o, wrow, jb->xq + (size_t)tk * jb->xq_stride);
+                    if (jb->bias) *o += jb->bias[r];
+                }
             }
         }
-        base += rows;
+        base += units;
     }
 }
 
@@ -96,7 +121,7 @@ static void mm_worker(void *ctx, int ith, int nth) {
  * one parallel step over all their rows. */
 static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const brisk_weight *const *w,
                    float *const *out, const int64_t *out_stride, const float *const *bias) {
-    mm_task mt = {.k = f->k, .n_jobs = n, .n_tok = n_tok};
+    mm_task mt = {.k = f->k, .g = f->gk, .n_jobs = n, .n_tok = n_tok};
     uint32_t done_types[MM_MAX_JOBS];
     int n_done = 0;
     for (int j = 0; j < n; j++) {
@@ -111,11 +136,16 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
             slot = n_done;
             done_types[n_done++] = act;
             quant_task qt = {.k = f->k, .act = act, .x = x, .n = w[j]->cols, .rows = n_tok, .dst = f->xq[slot], .dst_stride = stride};
+            if (f->gk && f->gk->act_sums[act]) {
+                qt.sums_fn = f->gk->act_sums[act];
+                qt.sums = f->xs[slot];
+                qt.sums_stride = f->xs_stride;
+            }
             brisk_pool_run(f->pool, quant_worker, &qt);
         }
-        mt.jobs[j] = (mm_job){.w = w[j], .xq = f->xq[slot], .xq_stride = stride, .out = out[j],
+        mt.jobs[j] = (mm_job){.w = w[j], .xq = f->xq[slot], .xq_stride = stride, .xs = f->xs[slot], .xs_stride = f->xs_stride, .out = out[j],
                               .out_stride = out_stride[j], .bias = bias ? bias[j] : NULL};
-        mt.total_rows += w[j]->rows;
+        mt.total_rows += (w[j]->rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
     }
     brisk_pool_run(f->pool, mm_worker, &mt);
 }
@@ -220,6 +250,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     if (!f) return brisk_fail(err, BRISK_ERR_NOMEM, "forward: out of memory");
     f->m = m;
     f->k = brisk_kernels_best();
+    f->gk = brisk_gemm_best();
     f->n_batch = n_batch;
     f->n_ctx = n_ctx;
     f->qdim = hp->n_head * hp->head_dim;
@@ -256,6 +287,8 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->u = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
     f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
     for (int i = 0; i < MM_MAX_JOBS; i++) f->xq[i] = xcalloc_track(f, f->xq_cap, 1, &ok);
+    f->xs_stride = (size_t)brisk_act_sums_len(f->maxdim);
+    for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nb * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
     f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
     f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
     if (!ok) {
@@ -271,7 +304,10 @@ void brisk_forward_free(brisk_forward *f) {
     if (!f) return;
     brisk_pool_free(f->pool);
     free(f->x); free(f->xn); free(f->q); free(f->kc); free(f->vc); free(f->att); free(f->g); free(f->u);
-    for (int i = 0; i < MM_MAX_JOBS; i++) free(f->xq[i]);
+    for (int i = 0; i < MM_MAX_JOBS; i++) {
+        free(f->xq[i]);
+        free(f->xs[i]);
+    }
     free(f->rope_cache); free(f->f16_lut);
     free(f);
 }

@@ -1,11 +1,14 @@
 /* model: hyperparameters and tensor binding from GGUF (see model.h). */
 #include "model/model.h"
+#include "kernels/kernels.h"
 #include "quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct arch_desc {
     const char *name;
@@ -276,6 +279,44 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     return BRISK_OK;
 }
 
+/* ---- repacking for the packed GEMM -------------------------------------------------------
+ * Matrices whose type the CPU's packed-GEMM table handles are copied into
+ * 16-row interleaved groups (kernels.h). The canonical pages they came from
+ * are then dropped from memory (MADV_DONTNEED on the private read-only
+ * mapping: they would be read back from the file if touched), so the model
+ * holds one copy of its weights. The embedding table stays canonical: lookups
+ * read it row by row (when tied, the output matmul reads the packed copy). */
+static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_error *err) {
+    const brisk_gemm_kernels *g = brisk_gemm_best();
+    if (!g || !g->gemm[w->type] || !brisk_pack_supported(w->type) || w->rows < BRISK_GEMM_ROWS) return BRISK_OK;
+    const int64_t groups = w->rows / BRISK_GEMM_ROWS;
+    const size_t gbytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes, bytes = (size_t)groups * gbytes;
+    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory repacking a %lld x %lld matrix", (long long)w->rows,
+                              (long long)w->cols);
+    for (int64_t i = 0; i < groups; i++)
+        brisk_pack_rows(w->type, p + (size_t)i * gbytes, (const uint8_t *)w->data + (size_t)i * gbytes, w->row_bytes, w->cols);
+    w->packed = p;
+    if (drop_canonical) {
+        const long page = sysconf(_SC_PAGESIZE);
+        const uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+        const uintptr_t hi = ((uintptr_t)w->data + bytes) / (uintptr_t)page * (uintptr_t)page;
+        if (page > 0 && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
+    return BRISK_OK;
+}
+
+static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
+    brisk_status st;
+    for (int il = 0; il < m->hp.n_layer; il++) {
+        brisk_layer *L = &m->w.layers[il];
+        brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
+            if ((st = pack_weight(ws[i], true, err))) return st;
+    }
+    return pack_weight(&m->w.output, !m->hp.tied_output, err);
+}
+
 brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_error *err) {
     *out = NULL;
     brisk_model_data *m = calloc(1, sizeof *m);
@@ -310,6 +351,7 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
     hp->rope.freq_factors = freqs.data;
     for (int il = 0; il < hp->n_layer; il++)
         if ((st = bind_layer(&b, il, &m->w.layers[il], err))) goto fail;
+    if ((st = pack_weights(m, err))) goto fail;
     *out = m;
     return BRISK_OK;
 fail:
@@ -319,6 +361,13 @@ fail:
 
 void brisk_model_data_free(brisk_model_data *m) {
     if (!m) return;
+    if (m->w.layers)
+        for (int il = 0; il < m->hp.n_layer; il++) {
+            brisk_layer *L = &m->w.layers[il];
+            free(L->wq.packed); free(L->wk.packed); free(L->wv.packed); free(L->wo.packed);
+            free(L->w_gate.packed); free(L->w_up.packed); free(L->w_down.packed);
+        }
+    free(m->w.output.packed);
     brisk_gguf_close(m->gguf);
     free(m->norm_f32);
     free(m->w.layers);

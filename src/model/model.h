@@ -37,6 +37,10 @@ typedef struct brisk_weight {
     uint32_t type;           /* brisk_qtype */
     int64_t cols, rows;
     size_t row_bytes;
+    /* Rows 0 .. 16*floor(rows/16)-1 repacked at load for the packed GEMM
+     * (kernels.h), owned by the model; NULL when the type or CPU has none.
+     * The remaining rows, and data, stay canonical. */
+    void *packed;
 } brisk_weight;
 
 typedef struct brisk_layer {

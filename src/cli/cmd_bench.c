@@ -1,0 +1,303 @@
+/* cmd_bench: `brisk bench` — prefill and decode speed, measured the way
+ * llama-bench measures pp and tg, plus the decode bandwidth roofline.
+ *
+ *   pp: prefill p tokens of one sequence from an empty context, in batches of
+ *       up to n_batch, logits for the last token only.
+ *   tg: generate n tokens one at a time from an empty context (the first one
+ *       is BOS, the rest random ids), logits every step.
+ * Each test runs once as warm-up, then REPS timed times; the result is the
+ * mean ± sample stddev of the per-repetition tokens/s (llama-bench's avg_ts and
+ * stddev_ts). The roofline is a streaming-read bandwidth measurement over a
+ * buffer much larger than the last-level cache, with the same thread count,
+ * divided by the bytes one decode step reads (every weight byte, plus the KV
+ * cache at the mean context length of the tg run). */
+#include "brisk.h"
+#include "cli/cli.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *usage_text =
+    "usage: brisk bench -m MODEL [options]\n"
+    "\n"
+    "Measures prompt processing (pp) and text generation (tg) tokens/s like\n"
+    "llama-bench, and the decode roofline (memory read bandwidth / bytes per token).\n"
+    "\n"
+    "  -m, --model PATH     GGUF model\n"
+    "  -p, --n-prompt N     prompt tokens for pp; 0 = skip (default 512)\n"
+    "  -n, --n-gen N        generated tokens for tg; 0 = skip (default 128)\n"
+    "  -b, --batch N        prompt tokens per forward pass (default 512)\n"
+    "  -t, --threads N      worker threads (default: all CPUs)\n"
+    "  -r, --repetitions N  timed repetitions after one warm-up (default 5)\n"
+    "  -o, --output FMT     md (default) or json (llama-bench's field names)\n"
+    "  --no-roofline        skip the bandwidth measurement\n";
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- memory read bandwidth ------------------------------------------------------- */
+
+typedef struct bw_arg {
+    const uint64_t *p;
+    size_t n;        /* uint64 words */
+    uint64_t sink;
+} bw_arg;
+
+static void *bw_read(void *arg) {
+    bw_arg *a = arg;
+    uint64_t s[8] = {0};
+    for (size_t i = 0; i + 8 <= a->n; i += 8)
+        for (int k = 0; k < 8; k++) s[k] ^= a->p[i + k];
+    a->sink = s[0] ^ s[1] ^ s[2] ^ s[3] ^ s[4] ^ s[5] ^ s[6] ^ s[7];
+    return NULL;
+}
+
+/* Best of several passes of nth threads each reading its share of a 1 GiB
+ * buffer once; bytes/s, or 0 when the buffer cannot be allocated. */
+static double measure_read_bandwidth(int nth) {
+    const size_t bytes = (size_t)1 << 30, words = bytes / 8;
+    uint64_t *buf = malloc(bytes);
+    if (!buf) return 0.0;
+    for (size_t i = 0; i < words; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
+    bw_arg args[64];
+    pthread_t tid[64];
+    if (nth > 64) nth = 64;
+    double best = 0.0;
+    uint64_t sink = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        const uint64_t t0 = now_ns();
+        for (int t = 0; t < nth; t++) {
+            const size_t lo = words / (size_t)nth * (size_t)t, hi = t == nth - 1 ? words : words / (size_t)nth * (size_t)(t + 1);
+            args[t] = (bw_arg){.p = buf + lo, .n = hi - lo};
+            if (t > 0 && pthread_create(&tid[t], NULL, bw_read, &args[t]) != 0) args[t].n = 0;
+        }
+        bw_read(&args[0]);
+        for (int t = 1; t < nth; t++) pthread_join(tid[t], NULL);
+        const double s = (double)(now_ns() - t0) * 1e-9;
+        for (int t = 0; t < nth; t++) sink ^= args[t].sink;
+        if (s > 0 && (double)bytes / s > best) best = (double)bytes / s;
+    }
+    free(buf);
+    if (sink == 42) fputc(' ', stderr);   /* keeps the reads alive */
+    return best;
+}
+
+/* ---- the tests ------------------------------------------------------------------- */
+
+typedef struct bench_result {
+    const char *name;    /* "pp" or "tg" */
+    int n_prompt, n_gen;
+    double *ts;          /* tokens/s per repetition */
+    double *ns;
+    int reps;
+    double avg_ts, sd_ts, avg_ns, sd_ns;
+} bench_result;
+
+static uint32_t rng_next(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(*s >> 33);
+}
+
+/* One run of the test; returns elapsed ns, 0 on error (message printed). */
+static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t bos, bool pp, int n, int n_batch, uint64_t *rng,
+                         int32_t *tok, int32_t *pos, int32_t *seq, uint8_t *want) {
+    brisk_error err = {0};
+    if (brisk_seq_truncate(c, 0, 0, &err)) {
+        fprintf(stderr, "brisk bench: %s\n", err.msg);
+        return 0;
+    }
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)(rng_next(rng) % (uint32_t)mi->n_vocab);
+    if (bos >= 0) tok[0] = bos;
+    const uint64_t t0 = now_ns();
+    const int step = pp ? n_batch : 1;
+    for (int i = 0; i < n; i += step) {
+        const int m = n - i < step ? n - i : step;
+        for (int j = 0; j < m; j++) {
+            pos[j] = i + j;
+            seq[j] = 0;
+            want[j] = j == m - 1;
+        }
+        brisk_batch b = {.n_tokens = m, .token = tok + i, .pos = pos, .seq = seq, .logits = want};
+        if (brisk_decode(c, &b, &err)) {
+            fprintf(stderr, "brisk bench: decode: %s\n", err.msg);
+            return 0;
+        }
+    }
+    const uint64_t dt = now_ns() - t0;
+    return dt ? dt : 1;
+}
+
+static void stats(const double *v, int n, double *avg, double *sd) {
+    double s = 0.0, q = 0.0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *avg = n ? s / n : 0.0;
+    for (int i = 0; i < n; i++) q += (v[i] - *avg) * (v[i] - *avg);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20) printf("\\u%04x", *s);
+        else putchar(*s);
+    }
+    putchar('"');
+}
+
+int brisk_cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL, *fmt = "md", *v;
+    int64_t n_prompt = 512, n_gen = 128, n_batch = 512, threads = 0, reps = 5;
+    bool roofline = true;
+    const char *C = "bench";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+#define FLAG(s, l) (!strcmp(a, s) || !strcmp(a, l))
+#define VAL() if (!cli_need_value(C, argc, argv, &i, &v)) return 2
+        if (FLAG("-h", "--help")) { fputs(usage_text, stdout); return 0; }
+        else if (FLAG("-m", "--model")) { VAL(); model_path = v; }
+        else if (FLAG("-p", "--n-prompt")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 20, &n_prompt)) return 2; }
+        else if (FLAG("-n", "--n-gen")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 20, &n_gen)) return 2; }
+        else if (FLAG("-b", "--batch")) { VAL(); if (!cli_parse_int(C, a, v, 1, 65536, &n_batch)) return 2; }
+        else if (FLAG("-t", "--threads")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1024, &threads)) return 2; }
+        else if (FLAG("-r", "--repetitions")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1000, &reps)) return 2; }
+        else if (FLAG("-o", "--output")) {
+            VAL();
+            if (strcmp(v, "md") && strcmp(v, "json")) {
+                fprintf(stderr, "brisk bench: -o: '%s' is not md or json\n", v);
+                return 2;
+            }
+            fmt = v;
+        } else if (!strcmp(a, "--no-roofline")) roofline = false;
+        else return cli_unknown(C, a);
+#undef FLAG
+#undef VAL
+    }
+    if (!model_path) {
+        fprintf(stderr, "brisk bench: -m MODEL is required (see brisk bench --help)\n");
+        return 2;
+    }
+    brisk_error err = {0};
+    brisk_model *model = NULL;
+    if (brisk_model_load(model_path, &model, &err)) {
+        fprintf(stderr, "brisk bench: %s\n", err.msg);
+        return 1;
+    }
+    brisk_model_info mi;
+    brisk_model_get_info(model, &mi);
+    brisk_context_params cp = brisk_context_default_params();
+    const int64_t need_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    cp.n_ctx = (int32_t)need_ctx;
+    cp.n_batch = (int32_t)(n_batch < n_prompt ? n_batch : (n_prompt > 0 ? n_prompt : 1));
+    cp.n_seq = 1;
+    if (threads == 0) {
+        const long n = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = n < 1 ? 1 : n;
+    }
+    cp.n_threads = (int32_t)threads;
+    brisk_context *ctx = NULL;
+    if (brisk_context_init(model, &cp, &ctx, &err)) {
+        fprintf(stderr, "brisk bench: %s\n", err.msg);
+        brisk_model_free(model);
+        return 1;
+    }
+    const int nth = (int)threads;
+    const size_t maxn = (size_t)need_ctx;
+    int32_t *tok = malloc(maxn * sizeof *tok), *pos = malloc(maxn * sizeof *pos), *seq = malloc(maxn * sizeof *seq);
+    uint8_t *want = malloc(maxn);
+    bench_result res[2];
+    int n_res = 0, rc = 0;
+    uint64_t rng = 1234;
+    const int32_t bos = brisk_token_bos(model);
+    for (int test = 0; test < 2 && tok && pos && seq && want; test++) {
+        const bool pp = test == 0;
+        const int n = (int)(pp ? n_prompt : n_gen);
+        if (n == 0) continue;
+        bench_result *r = &res[n_res];
+        *r = (bench_result){.name = pp ? "pp" : "tg", .n_prompt = pp ? n : 0, .n_gen = pp ? 0 : n, .reps = (int)reps};
+        r->ts = calloc((size_t)reps, sizeof(double));
+        r->ns = calloc((size_t)reps, sizeof(double));
+        if (!r->ts || !r->ns) { rc = 1; break; }
+        n_res++;
+        /* warm-up: llama-bench warms pp with one prompt pass and tg with one token */
+        if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, cp.n_batch, &rng, tok, pos, seq, want)) { rc = 1; break; }
+        for (int k = 0; k < reps; k++) {
+            const uint64_t dt = run_once(ctx, &mi, bos, pp, n, cp.n_batch, &rng, tok, pos, seq, want);
+            if (!dt) { rc = 1; break; }
+            r->ns[k] = (double)dt;
+            r->ts[k] = (double)n * 1e9 / (double)dt;
+        }
+        stats(r->ts, r->reps, &r->avg_ts, &r->sd_ts);
+        stats(r->ns, r->reps, &r->avg_ns, &r->sd_ns);
+    }
+    if (!tok || !pos || !seq || !want) { fprintf(stderr, "brisk bench: out of memory\n"); rc = 1; }
+
+    /* roofline for decode: every weight byte plus the KV cache at the mean tg position */
+    double bw = 0.0, bytes_tok = 0.0;
+    if (roofline && rc == 0) {
+        bw = measure_read_bandwidth(nth);
+        const double kv_row = 2.0 * mi.n_layer * mi.n_head_kv * mi.head_dim * 2.0;   /* K and V, F16 */
+        bytes_tok = (double)mi.weight_bytes + kv_row * (double)n_gen / 2.0;
+    }
+    const char *name = strrchr(model_path, '/');
+    name = name ? name + 1 : model_path;
+    const char *isa = brisk_context_isa(ctx);
+    if (rc == 0 && !strcmp(fmt, "json")) {
+        printf("[\n");
+        for (int i = 0; i < n_res; i++) {
+            const bench_result *r = &res[i];
+            printf("  {\n    \"engine\": \"brisk\",\n    \"model_filename\": ");
+            json_str(model_path);
+            printf(",\n    \"model_size\": %zu,\n    \"model_n_params\": %llu,\n    \"backends\": \"CPU\",\n    \"isa\": ", mi.weight_bytes,
+                   (unsigned long long)mi.n_params);
+            json_str(isa);
+            printf(",\n    \"n_batch\": %d,\n    \"n_threads\": %d,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n", cp.n_batch, nth, r->n_prompt,
+                   r->n_gen);
+            printf("    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n", r->avg_ns, r->sd_ns,
+                   r->avg_ts, r->sd_ts);
+            printf("    \"samples_ns\": [");
+            for (int k = 0; k < r->reps; k++) printf("%s%.0f", k ? ", " : " ", r->ns[k]);
+            printf(" ],\n    \"samples_ts\": [");
+            for (int k = 0; k < r->reps; k++) printf("%s%.6f", k ? ", " : " ", r->ts[k]);
+            printf(" ]");
+            if (r->n_gen && bw > 0) {
+                const double roof = bw / bytes_tok;
+                printf(",\n    \"read_bandwidth_gbs\": %.3f,\n    \"bytes_per_token\": %.0f,\n    \"roofline_ts\": %.3f,\n"
+                       "    \"roofline_pct\": %.2f", bw * 1e-9, bytes_tok, roof, 100.0 * r->avg_ts / roof);
+            }
+            printf("\n  }%s\n", i + 1 < n_res ? "," : "");
+        }
+        printf("]\n");
+    } else if (rc == 0) {
+        printf("| model | size | params | isa | threads | test | t/s |\n");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+        for (int i = 0; i < n_res; i++) {
+            const bench_result *r = &res[i];
+            printf("| %s | %.2f MiB | %.2f B | %s | %d | %s%d | %.2f ± %.2f |\n", name, (double)mi.weight_bytes / 1048576.0,
+                   (double)mi.n_params * 1e-9, isa, nth, r->name, r->n_prompt + r->n_gen, r->avg_ts, r->sd_ts);
+        }
+        for (int i = 0; i < n_res; i++) {
+            const bench_result *r = &res[i];
+            if (!r->n_gen || bw <= 0) continue;
+            const double roof = bw / bytes_tok;
+            printf("\ndecode roofline: read bandwidth %.2f GB/s (%d threads) / %.1f MB per token = %.2f t/s; tg%d reaches %.1f%%\n",
+                   bw * 1e-9, nth, bytes_tok * 1e-6, roof, r->n_gen, 100.0 * r->avg_ts / roof);
+        }
+    }
+    for (int i = 0; i < n_res; i++) {
+        free(res[i].ts);
+        free(res[i].ns);
+    }
+    free(tok); free(pos); free(seq); free(want);
+    brisk_context_free(ctx);
+    brisk_model_free(model);
+    return rc;
+}

@@ -1,0 +1,164 @@
+/* avx512_gemm: packed GEMM kernels with AVX-512 F/BW + VNNI (layout and
+ * contract in kernels.h).
+ *
+ * One zmm lane per weight row: a 64-byte line of the packed group holds chunk
+ * c (4 bytes) of all 16 rows, so one vpdpbusd against a 4-byte broadcast of
+ * the activation's chunk c adds, in every lane, that row's 4-product sum.
+ * Integer sums are exact in any order; the float work per lane is exactly
+ * ref's per-element chain:
+ *   Q4_0 (SCALAR): isum = -8*sum(y) + sum over the 8 chunks of nibble*y (the
+ *        same integer as dot(q - 8, y)); acc = fma((float)isum, dw*dy, acc).
+ *   Q8_0 (LANES):  lane c = -128*sum(y chunk) + sum (w+128)*y (= sum w*y);
+ *        acc[c] = fma(dw*dy, (float)lane c, acc[c]); hsum8 at the end.
+ * The -8/-128 terms come precomputed per activation block (act_sums), and
+ * start the integer accumulators. Several activation rows (tokens) share
+ * each loaded weight line; every lane's arithmetic is independent of how many,
+ * so results do not depend on the batch. */
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define G BRISK_GEMM_ROWS
+
+static inline __m512i bcast32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+static inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* ---- Q4_0 -------------------------------------------------------------------------- */
+
+#define Q40_TILE 8
+
+static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            const int32_t *sums, size_t sums_stride, int tt, float *out,
+                                                            int64_t out_stride) {
+    __m512 acc[Q40_TILE];
+    for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        __m512i lo[4], hi[4];
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * c);
+            lo[c] = _mm512_and_si512(v, m4);
+            hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        for (int t = 0; t < tt; t++) {
+            const brisk_block_q8_0 *y = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
+            const int32_t *s = sums + (size_t)t * sums_stride;
+            __m512i isum = _mm512_set1_epi32(s[8 * nb + b]);
+            for (int c = 0; c < 4; c++) {
+                isum = _mm512_dpbusd_epi32(isum, lo[c], bcast32(y->qs + 4 * c));
+                isum = _mm512_dpbusd_epi32(isum, hi[c], bcast32(y->qs + 16 + 4 * c));
+            }
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(y->d)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[t]);
+        }
+    }
+    for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, acc[t]);
+}
+
+static void gemm_q4_0(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                      int32_t n_tok, float *out, int64_t out_stride) {
+    const int64_t nb = n / 32;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + Q40_TILE <= n_tok; t += Q40_TILE)
+        q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
+                  out + (int64_t)t * out_stride, out_stride);
+    switch (n_tok - t) {
+#define REST(k) case k: q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, k, \
+                                  out + (int64_t)t * out_stride, out_stride); break;
+        REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
+#undef REST
+        default: break;
+    }
+}
+
+/* ---- Q8_0 -------------------------------------------------------------------------- */
+
+#define Q80_TILE 3
+
+static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            const int32_t *sums, size_t sums_stride, int tt, float *out,
+                                                            int64_t out_stride) {
+    __m512 acc[Q80_TILE][8];
+    for (int t = 0; t < tt; t++)
+        for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        __m512 d[Q80_TILE];
+        const brisk_block_q8_0 *y[Q80_TILE];
+        const int32_t *s[Q80_TILE];
+        for (int t = 0; t < tt; t++) {
+            y[t] = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
+            s[t] = sums + (size_t)t * sums_stride + 8 * b;
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(y[t]->d)));
+        }
+        for (int c = 0; c < 8; c++) {
+            const __m512i w = _mm512_loadu_si512(blk + 32 + 64 * c);
+            for (int t = 0; t < tt; t++) {
+                const __m512i lane = _mm512_dpbusd_epi32(_mm512_set1_epi32(s[t][c]), w, bcast32(y[t]->qs + 4 * c));
+                acc[t][c] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(lane), acc[t][c]);
+            }
+        }
+    }
+    for (int t = 0; t < tt; t++) {
+        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
+        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+    }
+}
+
+static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                      int32_t n_tok, float *out, int64_t out_stride) {
+    const int64_t nb = n / 32;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + Q80_TILE <= n_tok; t += Q80_TILE)
+        q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
+                  out + (int64_t)t * out_stride, out_stride);
+    if (n_tok - t == 2)
+        q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride);
+    else if (n_tok - t == 1)
+        q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride);
+}
+
+/* ---- activation sums ----------------------------------------------------------------- */
+
+static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
+    const brisk_block_q8_0 *y = act;
+    const int64_t nb = n / 32;
+    const __m256i ones = _mm256_set1_epi8(1);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)y[b].qs);
+        const __m256i cs = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, v);   /* 8 chunk sums */
+        _mm256_storeu_si256((__m256i *)(sums + 8 * b), _mm256_mullo_epi32(cs, _mm256_set1_epi32(-128)));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(cs), _mm256_extracti128_si256(cs, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+        sums[8 * nb + b] = -8 * _mm_cvtsi128_si32(h);
+    }
+}
+
+static const brisk_gemm_kernels avx512_table = {
+    .isa = "avx512vnni",
+    .gemm = {
+        [BRISK_Q_Q4_0] = gemm_q4_0,
+        [BRISK_Q_Q8_0] = gemm_q8_0,
+    },
+    .act_sums = {
+        [BRISK_Q_Q8_0] = act_sums_q8_0,
+    },
+};
+
+const brisk_gemm_kernels *brisk_gemm_avx512(void) { return &avx512_table; }

@@ -1,0 +1,57 @@
+/* pack: repack canonical weight rows into the 16-row interleaved groups the
+ * packed GEMM kernels read (layout in kernels.h), and the activation sums they
+ * start their integer accumulators from. Portable C: the layout is the same on
+ * every ISA, and a group has exactly the bytes of its canonical rows. */
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+
+#include <string.h>
+
+#define G BRISK_GEMM_ROWS
+
+bool brisk_pack_supported(uint32_t type) { return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q8_0; }
+
+int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 9; }
+
+void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols) {
+    const int64_t nb = cols / 32;
+    uint8_t *o = dst;
+    const uint8_t *s = src;
+    if (type == BRISK_Q_Q4_0) {
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q4_0 *x = (const brisk_block_q4_0 *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int c = 0; c < 4; c++) memcpy(o + 32 + 64 * c + 4 * r, x->qs + 4 * c, 4);
+            }
+            o += (size_t)G * sizeof(brisk_block_q4_0);
+        }
+    } else if (type == BRISK_Q_Q8_0) {
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q8_0 *x = (const brisk_block_q8_0 *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int c = 0; c < 8; c++)
+                    for (int k = 0; k < 4; k++) o[32 + 64 * c + 4 * r + k] = (uint8_t)((int)x->qs[4 * c + k] + 128);
+            }
+            o += (size_t)G * sizeof(brisk_block_q8_0);
+        }
+    } else {
+        BRISK_ASSERT(!"brisk_pack_rows: unsupported type");
+    }
+}
+
+void brisk_act_sums_q8_0_ref(const void *act, int64_t n, int32_t *sums) {
+    const brisk_block_q8_0 *y = act;
+    const int64_t nb = n / 32;
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t tot = 0;
+        for (int c = 0; c < 8; c++) {
+            int32_t s = 0;
+            for (int k = 0; k < 4; k++) s += y[b].qs[4 * c + k];
+            sums[8 * b + c] = -128 * s;
+            tot += s;
+        }
+        sums[8 * nb + b] = -8 * tot;
+    }
+}
