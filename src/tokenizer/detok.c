@@ -28,10 +28,11 @@ void brisk_detok_free(brisk_detok *d) { free(d); }
 
 void brisk_detok_reset(brisk_detok *d) { d->n_hold = 0; }
 
-size_t brisk_detok_push_cap(const brisk_detok *d) {
-    size_t n = 3 * (d->v->max_piece_len + 3);
-    return n < BRISK_DETOK_MIN_CAP ? BRISK_DETOK_MIN_CAP : n;
-}
+/* One push emits what the piece gives on its own plus what the held bytes
+ * become: a held prefix ends as one character (at most 4 bytes, made of
+ * bytes the piece alone would have turned into at least as much) or as one
+ * U+FFFD; 12 bytes cover it with room to spare. */
+size_t brisk_detok_push_cap(const brisk_detok *d) { return d->v->max_piece_out + 12; }
 
 /* Length of the character a lead byte starts (0: cannot start one) and the
  * allowed range of its second byte. */
@@ -90,6 +91,12 @@ static size_t emit(const uint8_t *s, size_t n, char *out, uint8_t *hold, size_t 
         }
     }
     return o;
+}
+
+size_t brisk_detok_sanitized_len(const char *s, size_t n) {
+    uint8_t hold[4];
+    size_t n_hold;
+    return emit((const uint8_t *)s, n, NULL, hold, &n_hold) + (n_hold ? 3 : 0);
 }
 
 brisk_status brisk_detok_push(brisk_detok *d, int32_t id, char *out, size_t cap, size_t *len, brisk_error *err) {

@@ -194,6 +194,7 @@ struct brisk_vocab {
     char *piece_pool;
     uint32_t *piece_off, *piece_len;
     size_t max_piece_len;
+    size_t max_piece_out;      /* most bytes one piece can stream out (U+FFFD expansion included) */
 
     /* WPM classification (wpm.c) */
     pcre2_code *wpm_class;
@@ -212,6 +213,9 @@ brisk_status brisk_bpe_tokenize(const brisk_vocab *v, brisk_bpe_ctx *c, const ch
 brisk_status brisk_wpm_init(brisk_vocab *v, brisk_error *err);
 void brisk_wpm_free(brisk_vocab *v);
 brisk_status brisk_wpm_tokenize(const brisk_vocab *v, const char *text, size_t len, brisk_ivec *out, brisk_error *err);
+
+/* Bytes the streaming detokenizer emits for s[0..n) on its own (detok.c). */
+size_t brisk_detok_sanitized_len(const char *s, size_t n);
 
 /* NFD: the first code point of the canonical decomposition (unicode_nfd.c). */
 uint32_t brisk_nfd_first(uint32_t cp);

@@ -123,19 +123,19 @@ brisk_status brisk_detokenize(const brisk_vocab *v, const int32_t *ids, size_t n
  * stripped (generated text continues a prompt). */
 typedef struct brisk_detok brisk_detok;
 
-#define BRISK_DETOK_MIN_CAP 256   /* out capacity that always suffices per push, see below */
-
 /* v is borrowed and must outlive the detokenizer. */
 brisk_status brisk_detok_init(brisk_detok **out, const brisk_vocab *v, brisk_error *err);
 void brisk_detok_free(brisk_detok *d);   /* NULL is a no-op */
 /* Append token id and write the bytes that became complete to out[0..*len).
- * Never allocates. cap >= brisk_detok_push_cap(d) always suffices (it is at
- * most BRISK_DETOK_MIN_CAP for every vocabulary whose longest piece is under
- * 80 bytes); a smaller cap that cannot hold the output is
- * BRISK_ERR_CAPACITY with *len = the size needed and the token not consumed.
- * Control tokens render as nothing (as brisk_token_to_piece). */
+ * Never allocates. All or nothing: when the output does not fit in cap, it
+ * returns BRISK_ERR_CAPACITY with *len = the size needed and the token is not
+ * consumed. cap >= brisk_detok_push_cap(d) always suffices; that bound is per
+ * vocabulary: 256 is enough for SPM vocabularies and for Llama 3, Qwen2,
+ * GPT-2, Gemma 4 (pieces up to 128 bytes), not for vocabularies with longer
+ * whitespace/punctuation pieces (GPT-NeoX/MPT: 524, StarCoder/Refact: 268).
+ * Control and unknown tokens render as nothing (as brisk_token_to_piece). */
 brisk_status brisk_detok_push(brisk_detok *d, int32_t id, char *out, size_t cap, size_t *len, brisk_error *err);
-/* The capacity that always suffices for one push. */
+/* The output capacity that always suffices for one push. */
 size_t brisk_detok_push_cap(const brisk_detok *d);
 /* Emit what is still held (an incomplete character becomes U+FFFD, 3 bytes),
  * write at most cap bytes, return the count, and reset the stream. cap >= 3

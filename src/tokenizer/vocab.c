@@ -125,7 +125,10 @@ static brisk_status build_pieces(brisk_vocab *v, brisk_error *err) {
         }
         v->piece_off[id] = (uint32_t)before;
         v->piece_len[id] = (uint32_t)(b.n - before);
-        if (b.n - before > v->max_piece_len) v->max_piece_len = b.n - before;
+        size_t pl = b.n - before;
+        if (pl > v->max_piece_len) v->max_piece_len = pl;
+        size_t po = brisk_detok_sanitized_len(b.p + before, pl);
+        if (po > v->max_piece_out) v->max_piece_out = po;
     }
     v->piece_pool = b.p ? b.p : calloc(1, 1);
     if (!v->piece_pool) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate the piece table");
