@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# vs-llamacpp: brisk bench against llama-bench on the same synthetic models,
+# the same threads, alternating runs, one table of brisk/llama.cpp ratios.
+#
+#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-m "shape ..."] [-T "type ..."]
+#
+# Models come from `brisk synth` (random weights in a real model's shapes) in
+# $BRISK_BENCH_CACHE (default ~/.cache/brisk-bench, outside the repository).
+# Q4_K_M is made the way users make it: brisk synth writes F16, then the
+# peer's llama-quantize converts it with its own per-tensor type mix.
+# Every repetition runs brisk once and llama-bench once (each with its own
+# warm-up), so load from other processes hits both alike; the tables report
+# mean ± stddev over repetitions and the ratio of means.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BRISK=${BRISK:-$ROOT/build-perf/brisk}
+PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
+CACHE=${BRISK_BENCH_CACHE:-$HOME/.cache/brisk-bench}
+REPS=3 THREADS=2 NP=512 NG=128
+SHAPES="llama-3.2-1b qwen2.5-0.5b"
+TYPES="Q4_0 Q4_K_M Q8_0 F16"
+while getopts "r:t:p:n:m:T:" o; do
+  case $o in
+    r) REPS=$OPTARG ;; t) THREADS=$OPTARG ;; p) NP=$OPTARG ;; n) NG=$OPTARG ;;
+    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; *) sed -n '2,14p' "$0"; exit 2 ;;
+  esac
+done
+[ -x "$BRISK" ] || { echo "vs-llamacpp: $BRISK not built (cmake -S . -B build-perf && cmake --build build-perf)" >&2; exit 1; }
+[ -x "$PEER/llama-bench" ] || { echo "vs-llamacpp: no llama-bench in $PEER (run ../shared/tools/peer/setup.sh)" >&2; exit 1; }
+export LD_LIBRARY_PATH="$PEER${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$CACHE"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+free_mib() { df -Pm "$CACHE" | awk 'NR == 2 { print $4 }'; }
+
+# model path for shape $1, type $2 (synthesized on first use)
+model() {
+  local shape=$1 type=$2 f="$CACHE/$1-$2.gguf"
+  if [ ! -s "$f" ]; then
+    if [ "$type" = Q4_K_M ]; then
+      local src; src=$(model "$shape" F16)
+      local need=$(( $(stat -c %s "$src") / 1048576 / 3 + 256 ))
+      [ "$(free_mib)" -gt "$need" ] || { echo "vs-llamacpp: need ${need} MiB free in $CACHE" >&2; exit 1; }
+      "$PEER/llama-quantize" "$src" "$f.tmp" Q4_K_M >"$OUT/quantize.log" 2>&1 || { cat "$OUT/quantize.log" >&2; exit 1; }
+      mv "$f.tmp" "$f"
+    else
+      "$BRISK" synth --shape "$shape" --type "$type" -o "$f.tmp" 2>"$OUT/synth.log" || { cat "$OUT/synth.log" >&2; exit 1; }
+      mv "$f.tmp" "$f"
+    fi
+  fi
+  echo "$f"
+}
+
+echo "# brisk vs llama.cpp: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, threads $THREADS, $REPS repetitions"
+echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet -- src || echo '+dirty'), peer $("$PEER/llama-bench" --version 2>&1 | grep -m1 -o 'version: [^ ]*\|build: [^ ]*' || echo unknown)"
+echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+for shape in $SHAPES; do
+  for type in $TYPES; do
+    f=$(model "$shape" "$type")
+    for r in $(seq 1 "$REPS"); do
+      "$BRISK" bench -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/brisk-$shape-$type-$r.json" 2>"$OUT/err" \
+        || { cat "$OUT/err" >&2; exit 1; }
+      "$PEER/llama-bench" -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/peer-$shape-$type-$r.json" 2>"$OUT/err" \
+        || { cat "$OUT/err" >&2; exit 1; }
+    done
+  done
+done
+echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+python3 - "$OUT" "$SHAPES" "$TYPES" "$REPS" "$NP" "$NG" <<'EOF'
+import json, statistics, sys
+out, shapes, types, reps, np_, ng = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+def samples(tool, shape, type_, key):
+    v = []
+    for r in range(1, reps + 1):
+        for o in json.load(open(f"{out}/{tool}-{shape}-{type_}-{r}.json")):
+            if (key == "pp" and o["n_prompt"] > 0 and o["n_gen"] == 0) or (key == "tg" and o["n_gen"] > 0 and o["n_prompt"] == 0):
+                v.append(o["avg_ts"])
+    return v
+def ms(v):
+    return (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0)
+print()
+print(f"| model | brisk pp{np_} t/s | llama.cpp pp{np_} t/s | pp ratio | brisk tg{ng} t/s | llama.cpp tg{ng} t/s | tg ratio |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+roof = []
+for s in shapes:
+    for t in types:
+        row = [f"{s} {t}"]
+        for key in ("pp", "tg"):
+            b, p = ms(samples("brisk", s, t, key)), ms(samples("peer", s, t, key))
+            row += [f"{b[0]:.2f} ± {b[1]:.2f}", f"{p[0]:.2f} ± {p[1]:.2f}", f"**{b[0] / p[0]:.2f}**"]
+        print("| " + " | ".join(row) + " |")
+        for r in range(1, reps + 1):
+            for o in json.load(open(f"{out}/brisk-{s}-{t}-{r}.json")):
+                if "roofline_pct" in o:
+                    roof.append((s, t, o["read_bandwidth_gbs"], o["roofline_ts"], o["avg_ts"], o["roofline_pct"]))
+print()
+print("| model | read GB/s | roofline tg t/s | brisk tg t/s | % of roofline |")
+print("| --- | ---: | ---: | ---: | ---: |")
+for s in shapes:
+    for t in types:
+        rs = [x for x in roof if x[0] == s and x[1] == t]
+        if rs:
+            bw = max(x[2] for x in rs); rt = statistics.mean(x[3] for x in rs); ts = statistics.mean(x[4] for x in rs)
+            print(f"| {s} {t} | {bw:.1f} | {rt:.1f} | {ts:.2f} | {100 * ts / rt:.1f}% |")
+EOF
