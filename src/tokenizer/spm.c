@@ -84,59 +84,93 @@ static brisk_status try_pair(const brisk_vocab *v, const char *text, const spm_s
     return heap_push(h, p, err);
 }
 
-brisk_status brisk_spm_tokenize(const brisk_vocab *v, const char *text, size_t len, brisk_ivec *out, brisk_error *err) {
-    if (len == 0) return BRISK_OK;
-    if (len > UINT32_MAX) return brisk_fail(err, BRISK_ERR_CAPACITY, "text fragment of %zu bytes exceeds 4 GiB", len);
+/* Merge one segment text[0..len) completely and append its ids. sym/h are
+ * scratch sized by the caller for at least the segment's symbol count. */
+static brisk_status spm_segment(const brisk_vocab *v, const char *text, size_t len, spm_sym *sym, spm_heap *h,
+                                brisk_ivec *out, brisk_error *err) {
     size_t n = 0;
-    for (size_t off = 0; off < len; n++) off += BRISK_MIN(brisk_utf8_len((uint8_t)text[off]), len - off);
-    if (n > INT32_MAX) return brisk_fail(err, BRISK_ERR_CAPACITY, "text fragment has too many characters");
-
-    brisk_status st = BRISK_OK;
-    spm_heap h = {0};
-    spm_sym *sym = malloc(n * sizeof *sym);
-    if (!sym) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate %zu SPM symbols", n);
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t off = 0; off < len; n++) {
         size_t cl = BRISK_MIN(brisk_utf8_len((uint8_t)text[off]), len - off);
-        sym[i].off = (uint32_t)off;
-        sym[i].n = (uint32_t)cl;
-        sym[i].prev = (int32_t)i - 1;
-        sym[i].next = i + 1 < n ? (int32_t)i + 1 : -1;
+        sym[n].off = (uint32_t)off;
+        sym[n].n = (uint32_t)cl;
+        sym[n].prev = (int32_t)n - 1;
+        sym[n].next = off + cl < len ? (int32_t)n + 1 : -1;
         off += cl;
     }
+    if (n == 0) return BRISK_OK;
 
-    for (size_t i = 1; i < n; i++) {
-        st = try_pair(v, text, sym, (int32_t)i - 1, (int32_t)i, &h, err);
-        if (st != BRISK_OK) goto done;
-    }
-    while (h.n) {
-        spm_pair p = heap_pop(&h);
+    brisk_status st = BRISK_OK;
+    h->n = 0;
+    for (size_t i = 1; i < n && st == BRISK_OK; i++) st = try_pair(v, text, sym, (int32_t)i - 1, (int32_t)i, h, err);
+    while (st == BRISK_OK && h->n) {
+        spm_pair p = heap_pop(h);
         spm_sym *l = &sym[p.left], *r = &sym[p.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != p.size) continue;   /* stale */
         l->n += r->n;
         r->n = 0;
         l->next = r->next;
         if (r->next >= 0) sym[r->next].prev = p.left;
-        st = try_pair(v, text, sym, l->prev, p.left, &h, err);
-        if (st == BRISK_OK) st = try_pair(v, text, sym, p.left, sym[p.left].next, &h, err);
-        if (st != BRISK_OK) goto done;
+        st = try_pair(v, text, sym, l->prev, p.left, h, err);
+        if (st == BRISK_OK) st = try_pair(v, text, sym, p.left, sym[p.left].next, h, err);
     }
 
-    for (int32_t i = 0; i != -1; i = sym[i].next) {
+    for (int32_t i = 0; st == BRISK_OK && i != -1; i = sym[i].next) {
         int32_t id = token_of(v, text + sym[i].off, sym[i].n);
         if (id >= 0) {
             st = brisk_ivec_push(out, id, err);
-        } else {
-            st = brisk_ivec_reserve(out, sym[i].n, err);
-            for (uint32_t j = 0; st == BRISK_OK && j < sym[i].n; j++) {
-                int32_t b = v->byte_tok[(uint8_t)text[sym[i].off + j]];
-                if (b < 0) b = v->unk;   /* no byte fallback in this vocab (llama.cpp throws here) */
-                if (b >= 0) out->v[out->n++] = b;
-            }
+            continue;
         }
-        if (st != BRISK_OK) goto done;
+        st = brisk_ivec_reserve(out, sym[i].n, err);
+        for (uint32_t j = 0; st == BRISK_OK && j < sym[i].n; j++) {
+            int32_t b = v->byte_tok[(uint8_t)text[sym[i].off + j]];
+            if (b < 0) b = v->unk;   /* no byte fallback in this vocab (llama.cpp throws here) */
+            if (b >= 0) out->v[out->n++] = b;
+        }
     }
-done:
+    return st;
+}
+
+/* llama.cpp merges the whole fragment as one problem. A one-byte symbol made
+ * of a "barrier" byte (an ASCII byte no multi-byte token contains, such as
+ * '\n' in most SentencePiece vocabularies) can never merge, so the pieces
+ * between barriers are independent problems: the merges within each happen
+ * in the same order as in the whole, and solving them one by one keeps the
+ * queue small (2x faster on text with many lines). */
+brisk_status brisk_spm_tokenize(const brisk_vocab *v, const char *text, size_t len, brisk_ivec *out, brisk_error *err) {
+    if (len == 0) return BRISK_OK;
+    if (len > UINT32_MAX) return brisk_fail(err, BRISK_ERR_CAPACITY, "text fragment of %zu bytes exceeds 4 GiB", len);
+
+    /* the longest segment bounds the scratch */
+    size_t longest = 0, seg = 0, off = 0;
+    while (off < len) {
+        size_t cl = BRISK_MIN(brisk_utf8_len((uint8_t)text[off]), len - off);
+        if (cl == 1 && v->spm_barrier[(uint8_t)text[off]]) {
+            longest = BRISK_MAX(longest, seg);
+            seg = 0;
+        } else {
+            seg++;
+        }
+        off += cl;
+    }
+    longest = BRISK_MAX(BRISK_MAX(longest, seg), 1);
+    if (longest > INT32_MAX) return brisk_fail(err, BRISK_ERR_CAPACITY, "text fragment has too many characters");
+    spm_sym *sym = malloc(longest * sizeof *sym);
+    if (!sym) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate %zu SPM symbols", longest);
+    spm_heap h = {0};
+
+    brisk_status st = BRISK_OK;
+    size_t start = 0;
+    off = 0;
+    while (st == BRISK_OK && off < len) {
+        size_t cl = BRISK_MIN(brisk_utf8_len((uint8_t)text[off]), len - off);
+        if (cl == 1 && v->spm_barrier[(uint8_t)text[off]]) {
+            st = spm_segment(v, text + start, off - start, sym, &h, out, err);
+            if (st == BRISK_OK) st = spm_segment(v, text + off, 1, sym, &h, out, err);
+            start = off + 1;
+        }
+        off += cl;
+    }
+    if (st == BRISK_OK) st = spm_segment(v, text + start, len - start, sym, &h, out, err);
     free(sym);
     free(h.a);
     return st;

@@ -182,6 +182,7 @@ struct brisk_vocab {
     bool wpm_lowercase, wpm_strip_accents;
 
     int32_t byte_tok[256];     /* byte-fallback token per byte; -1 none */
+    uint8_t spm_barrier[256];  /* 1: an ASCII byte that no token of 2+ bytes contains (spm.c) */
     size_t max_token_len;      /* longest token text, bytes (WPM search window) */
 
     /* special tokens split out of text before tokenizing: ids with

@@ -529,6 +529,18 @@ brisk_status brisk_vocab_load(const brisk_gguf *g, brisk_vocab **out, brisk_erro
         v->byte_tok[b] = id;
     }
 
+    /* SPM barrier bytes: ASCII bytes that no multi-byte token contains */
+    if (v->type == BRISK_VOCAB_SPM) {
+        memset(v->spm_barrier, 1, 128);
+        for (int32_t id = 0; id < v->n_tokens; id++) {
+            size_t tl = brisk_strtab_len(&v->strs, id);
+            const uint8_t *t = (const uint8_t *)brisk_strtab_text(&v->strs, id);
+            if (tl >= 2)
+                for (size_t j = 0; j < tl; j++)
+                    if (t[j] < 0x80) v->spm_barrier[t[j]] = 0;
+        }
+    }
+
     st = build_special(v, err);
     if (st == BRISK_OK) st = build_pieces(v, err);
     if (st != BRISK_OK) goto fail;
