@@ -82,7 +82,6 @@ static uint32_t byte_to_cp(uint8_t b) {
     return 0x100 + k;
 }
 
-int32_t brisk_bpe_cp_to_byte(uint32_t cp);
 int32_t brisk_bpe_cp_to_byte(uint32_t cp) {
     if (cp < 0x100) return ((cp >= 0x21 && cp <= 0x7E) || (cp >= 0xA1 && cp <= 0xAC) || cp >= 0xAE) ? (int32_t)cp : -1;
     if (cp < 0x100 + 0x21) return (int32_t)(cp - 0x100);
@@ -91,7 +90,7 @@ int32_t brisk_bpe_cp_to_byte(uint32_t cp) {
     return -1;
 }
 
-/* UTF-8 of byte_to_cp(b), precomputed per call site as 1-2 bytes. */
+/* The 1-2 UTF-8 bytes that stand for byte b. */
 static size_t encode_byte(uint8_t b, char *out) { return brisk_utf8_encode(byte_to_cp(b), out); }
 
 /* ---- heap (min on rank, then leftmost) ----------------------------------------------- */

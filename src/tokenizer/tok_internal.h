@@ -215,6 +215,9 @@ brisk_status brisk_wpm_init(brisk_vocab *v, brisk_error *err);
 void brisk_wpm_free(brisk_vocab *v);
 brisk_status brisk_wpm_tokenize(const brisk_vocab *v, const char *text, size_t len, brisk_ivec *out, brisk_error *err);
 
+/* GPT-2's byte-level alphabet: the byte a code point stands for, -1 if none (bpe.c). */
+int32_t brisk_bpe_cp_to_byte(uint32_t cp);
+
 /* Bytes the streaming detokenizer emits for s[0..n) on its own (detok.c). */
 size_t brisk_detok_sanitized_len(const char *s, size_t n);
 

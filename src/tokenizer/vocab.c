@@ -35,8 +35,6 @@ static brisk_status read_bool(const brisk_gguf *g, const char *key, bool *out, b
 
 /* ---- pieces ---------------------------------------------------------------------------------- */
 
-int32_t brisk_bpe_cp_to_byte(uint32_t cp);   /* bpe.c */
-
 static int hexval(char c) {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
