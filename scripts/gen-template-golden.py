@@ -157,6 +157,37 @@ CASES = {
             {"role": "user", "content": "ok"},
         ]
     },
+    "tools_plain": {
+        "messages": [
+            {"role": "system", "content": "You can look up the weather."},
+            {"role": "user", "content": "Hi there"},
+        ],
+        "tools": TOOLS,
+    },
+    "reasoning": {
+        "messages": [
+            {"role": "user", "content": "What is 2+2?"},
+            {"role": "assistant", "content": "4", "reasoning_content": "Two plus two is four."},
+            {"role": "user", "content": "Thanks."},
+        ]
+    },
+    "tool_json": {
+        "messages": [
+            {"role": "user", "content": "Weather in Paris, please."},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "abcdefghi", "type": "function",
+                     "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}},
+                ],
+            },
+            {"role": "tool", "tool_call_id": "abcdefghi", "name": "get_weather", "content": "{\"temperature\": 22}"},
+            {"role": "assistant", "content": "It is 22 °C in Paris."},
+            {"role": "user", "content": "And tomorrow?"},
+        ],
+        "tools": TOOLS,
+    },
     "parts": {
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Describe this:"}, {"type": "text", "text": "a red apple."}]},

@@ -78,6 +78,9 @@ static void test_expressions(void) {
     EXPECT("{{ 'héllo'[1] }}|{{ 'héllo'[1:3] }}|{{ 'héllo'|length }}|{{ 'ab'[5] }}|{{ [1][3] }}", "é|él|5||");
     EXPECT("{{ {'a': 1, 'b': [true, none, 'x']} }}|{{ ('a',) }}|{{ () }}|{{ [\"it's\", 'q\"'] }}", "{'a': 1, 'b': [True, None, 'x']}|('a',)|()|[\"it's\", 'q\"']");
     EXPECT("{{ ['\\n', '\\t', 'é', '\\u00a0', '\\x01'] }}", "['\\n', '\\t', 'é', '\\xa0', '\\x01']");
+    /* float repr: shortest round-trip digits, including the neighbour rule at exact ties */
+    EXPECT("{{ 0.5 ** 24 }}|{{ 2.0 ** -44 * 0.5 }}|{{ 1e15 }}|{{ 123456789012345678.0 }}|{{ -0.0 }}|{{ 1 / 3 }}",
+           "5.960464477539063e-08|2.842170943040401e-14|1000000000000000.0|1.2345678901234568e+17|-0.0|0.3333333333333333");
     EXPECT("{{ 'a' 'b' }}|{{ \"\\u00e9\\x41\\101\\q\" }}|{{ 0x1F }}|{{ 1_000 }}", "ab|éAA\\q|31|1000");
     EXPECT("{{ -(2) ** 2 }}|{{ 1 + 2 is number }}|{{ -(3)|abs }}", "4|2|3");
     EXPECT_ERR("{{ -x|default(3) }}", "'x' is undefined");   /* the filter applies to -x */
@@ -118,6 +121,12 @@ static void test_statements(void) {
     EXPECT("{% with a = 5 %}{{ a }}{% endwith %}{{ a }}", "5");
     EXPECT("{% generation %}g{% endgeneration %}", "g");
     EXPECT("{% print 1 + 1 %}", "2");
+    /* in-place string growth must never show through older values */
+    EXPECT("{% set ns = namespace(s='x' * 300) %}{% set a = ns.s %}{% set ns.s = ns.s ~ 'A' %}{% set b = a ~ 'B' %}"
+           "{% set ns.s = ns.s ~ 'C' %}{% set c = a + 'D' %}{{ ns.s[-3:] }}{{ b[-2:] }}{{ c[-2:] }}{{ a|length }}{{ b|length }}",
+           "xACxBxD300301");
+    EXPECT("{% set ns = namespace(s='') %}{% for i in range(500) %}{% set ns.s = ns.s ~ i ~ ',' %}{% endfor %}{{ ns.s|length }}{{ ns.s[-4:] }}",
+           "1890499,");
 }
 
 static void test_filters(void) {
@@ -162,6 +171,8 @@ static void test_tests_and_methods(void) {
            "True|True|a+b|1 and x");
     EXPECT("{{ 'Hello'.upper() }}|{{ 'ÉCOLE Ünï'.lower() }}|{{ 'straße'.upper() }}|{{ 'abc'.find('c') }}|{{ 'a\\nb'.splitlines() }}",
            "HELLO|école ünï|STRASSE|2|['a', 'b']");
+    EXPECT("{{ 'ǆemal ﬁsh ΐ'.title() }}|{{ 'İ'.lower()|length }}|{{ 'Привет Мир'.upper() }}|{{ 'µ'.upper() }}",
+           "\xc7\x85" "emal Fish \xce\x99\xcc\x88\xcc\x81" "|2|\xd0\x9f\xd0\xa0\xd0\x98\xd0\x92\xd0\x95\xd0\xa2" " \xd0\x9c\xd0\x98\xd0\xa0" "|\xce\x9c" "");
     EXPECT("{{ {'a': 1}.get('a') }}|{{ {'a': 1}.get('b') }}|{{ {'a': 1}.get('b', 2) }}|{{ {'a': 1}.keys()|list }}|{{ {'a': 1}.values()|list }}",
            "1|None|2|['a']|[1]");
     EXPECT("{{ {'a': 1}.items() }}|{{ {'items': 5}['items'] }}|{{ {'items': 5}.items()|list }}", "dict_items([('a', 1)])|5|[('items', 5)]");

@@ -570,6 +570,58 @@ static brisk_status markup_escape(tpl_ctx *c, tpl_str s, tpl_str *out) {
     return BRISK_OK;
 }
 
+/* Growable strings: templates build prompts with `{% set ns.out = ns.out ~ x %}`
+ * in a loop. Copying the whole string each time is what jinja2 does too, but
+ * every copy would stay in the arena until the render ends, so memory would
+ * grow with the square of the prompt. A long concatenation result is instead
+ * put in a block with spare room; a string that ends exactly at the block's
+ * high-water mark (`used`) may append in place (older values keep their own
+ * shorter length and never see the new bytes), anything else copies. */
+typedef struct grow_hdr {
+    size_t cap;    /* data bytes available (excluding the NUL) */
+    size_t used;   /* bytes claimed by the longest string in the block */
+} grow_hdr;
+
+#define TPL_GROW_MIN 256
+
+static brisk_status str_append(tpl_ctx *c, tpl_value *acc, tpl_str add) {
+    tpl_str s = acc->u.s;
+    if (add.n == 0) return BRISK_OK;
+    if (acc->flags & TPL_F_GROW) {
+        grow_hdr *h = (grow_hdr *)(void *)((char *)(uintptr_t)s.p - sizeof(grow_hdr));
+        if (h->used == s.n && h->cap - s.n >= add.n) {
+            char *d = (char *)(uintptr_t)s.p;
+            memcpy(d + s.n, add.p, add.n);
+            s.n += add.n;
+            d[s.n] = 0;
+            h->used = s.n;
+            acc->u.s = s;
+            return BRISK_OK;
+        }
+    }
+    size_t n;
+    if (!brisk_add_size(s.n, add.n, &n)) return tpl_nomem(c);
+    if (n < TPL_GROW_MIN) {
+        /* add may be a scratch buffer: always copy (tpl_str_cat would return add itself for an empty s) */
+        tpl_str r = s.n ? tpl_str_cat(&c->arena, s, add) : tpl_str_dup(&c->arena, add.p, add.n);
+        if (!r.p) return tpl_nomem(c);
+        *acc = tpl_strv(r);
+        return BRISK_OK;
+    }
+    size_t cap = n > ((size_t)1 << 40) ? n : 2 * n;
+    grow_hdr *h = tpl_alloc(&c->arena, sizeof *h + cap + 1);
+    if (!h) return tpl_nomem(c);
+    char *d = (char *)(h + 1);
+    memcpy(d, s.p, s.n);
+    memcpy(d + s.n, add.p, add.n);
+    d[n] = 0;
+    h->cap = cap;
+    h->used = n;
+    *acc = tpl_strv((tpl_str){d, n});
+    acc->flags = TPL_F_GROW;
+    return BRISK_OK;
+}
+
 static brisk_status repeat(tpl_ctx *c, const tpl_value *seq, int64_t times, tpl_value *out) {
     if (times < 0) times = 0;
     if (seq->type == TPL_STR) {
@@ -677,10 +729,14 @@ brisk_status tpl_arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *
                 if (!(a->flags & TPL_F_MARKUP) && (st = markup_escape(c, x, &x))) return st;
                 if (!(b->flags & TPL_F_MARKUP) && (st = markup_escape(c, y, &y))) return st;
             }
+            if (!markup) {
+                *out = *a;
+                return str_append(c, out, y);
+            }
             tpl_str r = tpl_str_cat(&c->arena, x, y);
             if (!r.p) return tpl_nomem(c);
             *out = tpl_strv(r);
-            out->flags = markup ? TPL_F_MARKUP : 0;
+            out->flags = TPL_F_MARKUP;
             return BRISK_OK;
         }
         if (a->type == TPL_LIST && b->type == TPL_LIST && a->u.list->kind == b->u.list->kind &&
@@ -1012,16 +1068,39 @@ static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_v
         c->line = n->line;
         return tpl_arith(c, n->op, &a, &b, out);
     case TPL_N_CONCAT: {
+        /* str(a) ~ str(b) ~ ...: a plain str, appended in place when the first part allows it */
+        tpl_value acc;
         tpl_buf buf = {.limit = c->max_output};
         char msg[200];
         for (uint32_t i = 0; i < n->args.n; i++) {
-            if ((st = eval(c, s, n->args.v[i], &a))) { tpl_buf_free(&buf); return st; }
-            if ((st = tpl_to_str(&buf, &a, msg, sizeof msg))) { tpl_buf_free(&buf); c->line = n->line; return tpl_fail(c, st, "%s", msg); }
+            if ((st = eval(c, s, n->args.v[i], &a))) break;
+            tpl_str part;
+            if (a.type == TPL_STR) {
+                part = a.u.s;
+            } else {
+                buf.n = 0;
+                if ((st = tpl_to_str(&buf, &a, msg, sizeof msg))) {
+                    c->line = n->line;
+                    st = tpl_fail(c, st, "%s", msg);
+                    break;
+                }
+                part = (tpl_str){buf.p ? buf.p : "", buf.n};
+            }
+            if (i == 0) {
+                if (a.type == TPL_STR) {
+                    acc = a;
+                    acc.flags &= TPL_F_GROW;
+                } else {
+                    acc = tpl_strv(tpl_str_dup(&c->arena, part.p, part.n));
+                    if (!acc.u.s.p) { st = tpl_nomem(c); break; }
+                }
+            } else if ((st = str_append(c, &acc, part))) {
+                break;
+            }
         }
-        tpl_str r = tpl_str_dup(&c->arena, buf.p ? buf.p : "", buf.n);
         tpl_buf_free(&buf);
-        if (!r.p) return tpl_nomem(c);
-        *out = tpl_strv(r);
+        if (st) return st;
+        *out = acc;
         return BRISK_OK;
     }
     case TPL_N_AND:

@@ -87,6 +87,7 @@ enum {
     TPL_F_MARKUP = 1,    /* TPL_STR: a markupsafe.Markup (from |safe, |escape) */
     TPL_F_HINT = 2,      /* TPL_UNDEF: u.s is the full message, not a name */
     TPL_F_UNSAFE = 4,    /* TPL_UNDEF: a sandbox-blocked attribute (SecurityError when used) */
+    TPL_F_GROW = 8,      /* TPL_STR: u.s.p is the data of a growable block (see str_append in render.c) */
 };
 
 typedef enum tpl_list_kind {

@@ -209,6 +209,7 @@ tpl_str tpl_str_dup(tpl_arena *a, const char *p, size_t n) {
     return (tpl_str){d, n};
 }
 
+/* x + y; returns x or y itself when the other is empty (both must outlive the result) */
 tpl_str tpl_str_cat(tpl_arena *a, tpl_str x, tpl_str y) {
     if (y.n == 0) return x;
     if (x.n == 0) return y;
@@ -470,24 +471,66 @@ bool tpl_lt(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t 
 
 /* ---- number formatting ------------------------------------------------------------------- */
 
+/* Digits (without dot) and decimal exponent of "%.*e" output. */
+static int parse_e(const char *buf, char *digits, int *exp10) {
+    int nd = 0;
+    const char *p = buf + (buf[0] == '-');
+    for (; *p && *p != 'e'; p++)
+        if (*p >= '0' && *p <= '9' && nd < 20) digits[nd++] = *p;
+    *exp10 = *p == 'e' ? atoi(p + 1) : 0;
+    return nd;
+}
+
+static double digits_value(bool neg, const char *digits, int nd, int exp10) {
+    char buf[48];
+    int k = 0;
+    if (neg) buf[k++] = '-';
+    buf[k++] = digits[0];
+    buf[k++] = '.';
+    for (int i = 1; i < nd; i++) buf[k++] = digits[i];
+    snprintf(buf + k, sizeof buf - (size_t)k, "e%d", exp10);
+    return strtod(buf, NULL);
+}
+
+/* Python's float.__repr__: the shortest digit string that reads back as f
+ * (the nearest one when two of that length do), shown as fixed point for
+ * exponents -4..15 and in scientific notation otherwise. */
 void tpl_float_repr(double f, char out[32]) {
     if (isnan(f)) { strcpy(out, "nan"); return; }
     if (isinf(f)) { strcpy(out, f < 0 ? "-inf" : "inf"); return; }
     if (f == 0) { strcpy(out, signbit(f) ? "-0.0" : "0.0"); return; }
-    char buf[40];
+    bool neg = f < 0;
+    char buf[48], digits[24];
+    int nd = 0, exp10 = 0;
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, sizeof buf, "%.*e", prec - 1, f);
-        if (strtod(buf, NULL) == f) break;
+        nd = parse_e(buf, digits, &exp10);
+        double back = strtod(buf, NULL);
+        if (back == f) break;
+        /* the nearest prec-digit decimal misses; its neighbour on the other side of f may not */
+        char alt[24];
+        int ae = exp10;
+        memcpy(alt, digits, (size_t)nd);
+        bool up = (back < f) != neg;
+        int i = nd - 1;
+        if (up) {
+            while (i >= 0 && alt[i] == '9') alt[i--] = '0';
+            if (i >= 0) alt[i]++;
+            else { alt[0] = '1'; for (int j = 1; j < nd; j++) alt[j] = '0'; ae++; }
+        } else {
+            while (i >= 0 && alt[i] == '0') alt[i--] = '9';
+            if (i > 0 || (i == 0 && alt[0] > '1')) alt[i]--;
+            else if (i == 0) { /* 1000.. -> 9999.. one decade down */
+                if (nd == 1) { alt[0] = '9'; ae--; }
+                else { for (int j = 0; j < nd; j++) alt[j] = '9'; ae--; }
+            }
+        }
+        if (digits_value(neg, alt, nd, ae) == f) {
+            memcpy(digits, alt, (size_t)nd);
+            exp10 = ae;
+            break;
+        }
     }
-    /* buf: [-]d[.ddd]e[+-]XX -> digits and decimal exponent */
-    char digits[24];
-    int nd = 0, exp10 = 0;
-    const char *p = buf;
-    bool neg = *p == '-';
-    if (neg) p++;
-    for (; *p && *p != 'e'; p++)
-        if (*p >= '0' && *p <= '9' && nd < 20) digits[nd++] = *p;
-    if (*p == 'e') exp10 = atoi(p + 1);
     while (nd > 1 && digits[nd - 1] == '0') nd--;
     char *o = out;
     if (neg) *o++ = '-';
