@@ -284,8 +284,9 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
  * 16-row interleaved groups (kernels.h). The canonical pages they came from
  * are then dropped from memory (MADV_DONTNEED on the private read-only
  * mapping: they would be read back from the file if touched), so the model
- * holds one copy of its weights. The embedding table stays canonical: lookups
- * read it row by row (when tied, the output matmul reads the packed copy). */
+ * holds one copy of its weights. When the output matrix is the embedding
+ * table (tied), the output matmul reads the packed copy and embedding lookups
+ * fault single rows of the canonical table back in from the file. */
 static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_error *err) {
     const brisk_gemm_kernels *g = brisk_gemm_best();
     if (!g || !g->gemm[w->type] || !brisk_pack_supported(w->type) || w->rows < BRISK_GEMM_ROWS) return BRISK_OK;
@@ -314,7 +315,7 @@ static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
             if ((st = pack_weight(ws[i], true, err))) return st;
     }
-    return pack_weight(&m->w.output, !m->hp.tied_output, err);
+    return pack_weight(&m->w.output, true, err);
 }
 
 brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_error *err) {
