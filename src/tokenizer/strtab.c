@@ -202,13 +202,12 @@ static brisk_status strtab_add(brisk_strtab *t, const char *s, size_t len, uint3
 }
 
 /* Find s's slot: either the live slot holding it or the empty slot where it goes. */
-static brisk_status strtab_locate(brisk_strtab *t, const char *s, size_t len, uint32_t *h_out, size_t *slot_out,
-                                  bool *live, brisk_error *err) {
+static brisk_status strtab_locate(brisk_strtab *t, const char *s, size_t len, uint64_t h64, uint32_t *h_out,
+                                  size_t *slot_out, bool *live, brisk_error *err) {
     if (!t->slot || (size_t)t->n * 2 + 2 > t->mask + 1) {   /* keep the load factor under 1/2 */
         brisk_status st = strtab_resize_index(t, t->slot ? (t->mask + 1) * 2 : 1024, err);
         if (st != BRISK_OK) return st;
     }
-    uint64_t h64 = brisk_tok_hash(s, len);
     uint32_t h = (uint32_t)h64;
     size_t i = (size_t)(h64 >> 32) & t->mask;
     *live = false;
@@ -230,22 +229,31 @@ brisk_status brisk_strtab_append(brisk_strtab *t, const char *s, size_t len, int
     uint32_t h;
     size_t i;
     bool live;
-    brisk_status st = strtab_locate(t, s, len, &h, &i, &live, err);
+    brisk_status st = strtab_locate(t, s, len, brisk_tok_hash(s, len), &h, &i, &live, err);
     if (st != BRISK_OK) return st;
     return strtab_add(t, s, len, h, i, id, err);
 }
 
-brisk_status brisk_strtab_intern(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err) {
+void brisk_strtab_prefetch(const brisk_strtab *t, uint64_t h64) {
+    if (t->slot) __builtin_prefetch(&t->slot[(size_t)(h64 >> 32) & t->mask]);
+}
+
+brisk_status brisk_strtab_intern_hashed(brisk_strtab *t, const char *s, size_t len, uint64_t h64, int32_t *id,
+                                        brisk_error *err) {
     uint32_t h;
     size_t i;
     bool live;
-    brisk_status st = strtab_locate(t, s, len, &h, &i, &live, err);
+    brisk_status st = strtab_locate(t, s, len, h64, &h, &i, &live, err);
     if (st != BRISK_OK) return st;
     if (live) {
         *id = (int32_t)((uint32_t)t->slot[i] - 1);
         return BRISK_OK;
     }
     return strtab_add(t, s, len, h, i, id, err);
+}
+
+brisk_status brisk_strtab_intern(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err) {
+    return brisk_strtab_intern_hashed(t, s, len, brisk_tok_hash(s, len), id, err);
 }
 
 /* ---- merge map ---------------------------------------------------------------------- */
@@ -272,6 +280,12 @@ brisk_status brisk_pairmap_init(brisk_pairmap *m, size_t expected, brisk_error *
     memset(m->key, 0xFF, cap * sizeof *m->key);
     m->mask = cap - 1;
     return BRISK_OK;
+}
+
+void brisk_pairmap_prefetch(const brisk_pairmap *m, int32_t left, int32_t right) {
+    uint64_t k = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    size_t i = (size_t)((k * 0x9E3779B97F4A7C15ull) >> 29) & m->mask;
+    __builtin_prefetch(&m->key[i], 1);
 }
 
 void brisk_pairmap_put(brisk_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t result) {

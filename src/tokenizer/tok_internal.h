@@ -64,6 +64,11 @@ int32_t brisk_strtab_find(const brisk_strtab *t, const char *s, size_t len);
 brisk_status brisk_strtab_append(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err);
 /* The id of s, appending it if absent. */
 brisk_status brisk_strtab_intern(brisk_strtab *t, const char *s, size_t len, int32_t *id, brisk_error *err);
+/* Loading many strings is bound by cache misses on the index: hash first,
+ * prefetch the slot, intern later with the same hash. */
+void brisk_strtab_prefetch(const brisk_strtab *t, uint64_t h64);
+brisk_status brisk_strtab_intern_hashed(brisk_strtab *t, const char *s, size_t len, uint64_t h64, int32_t *id,
+                                        brisk_error *err);
 static inline const char *brisk_strtab_text(const brisk_strtab *t, int32_t id) { return t->pool + t->ent[id].off; }
 static inline size_t brisk_strtab_len(const brisk_strtab *t, int32_t id) { return t->ent[id].len; }
 
@@ -76,6 +81,7 @@ typedef struct brisk_pairmap {
 
 void brisk_pairmap_free(brisk_pairmap *m);
 brisk_status brisk_pairmap_init(brisk_pairmap *m, size_t expected, brisk_error *err);
+void brisk_pairmap_prefetch(const brisk_pairmap *m, int32_t left, int32_t right);
 /* Insert unless present (the first rank of a repeated merge wins, as llama.cpp). */
 void brisk_pairmap_put(brisk_pairmap *m, int32_t left, int32_t right, int32_t rank, int32_t result);
 /* rank >= 0 and *result on a hit; -1 otherwise. */

@@ -375,20 +375,60 @@ static brisk_status load_merges(brisk_vocab *v, const brisk_gguf *g, brisk_error
     st = brisk_gguf_arr_strings(&arr, m, err);
     if (st == BRISK_OK) st = brisk_pairmap_init(&v->merges, n, err);
     if (st == BRISK_OK) st = brisk_strtab_reserve(&v->strs, (size_t)v->strs.n + n / 16 + 1024, v->strs.pool_len, err);
+    /* in batches: hash all strings of a batch and prefetch their index slots,
+     * then intern them, then insert the pairs (3x fewer stalls on the ~1M
+     * random index accesses of a large vocabulary) */
+    enum { BATCH = 32 };
+    struct pending {
+        const char *l, *r;
+        size_t ll, rl, coff;
+        uint64_t hl, hr, hc;
+        int32_t il, ir, ic;
+    } pb[BATCH];
     brisk_bbuf cat = {0};
-    for (size_t i = 0; st == BRISK_OK && i < n; i++) {
-        /* "left right", split at the first space after the first byte */
-        const char *sp = m[i].len > 1 ? memchr(m[i].ptr + 1, ' ', m[i].len - 1) : NULL;
-        if (!sp) continue;   /* llama.cpp records an empty pair that never matches */
-        size_t ll = (size_t)(sp - m[i].ptr), rl = m[i].len - ll - 1;
-        int32_t l, r, res;
-        st = brisk_strtab_intern(&v->strs, m[i].ptr, ll, &l, err);
-        if (st == BRISK_OK) st = brisk_strtab_intern(&v->strs, sp + 1, rl, &r, err);
+    for (size_t base = 0; st == BRISK_OK && base < n; base += BATCH) {
+        size_t nb = 0;
         cat.n = 0;
-        if (st == BRISK_OK) st = brisk_bbuf_append(&cat, m[i].ptr, ll, err);
-        if (st == BRISK_OK) st = brisk_bbuf_append(&cat, sp + 1, rl, err);
-        if (st == BRISK_OK) st = brisk_strtab_intern(&v->strs, cat.p, cat.n, &res, err);
-        if (st == BRISK_OK) brisk_pairmap_put(&v->merges, l, r, (int32_t)i, res);
+        for (size_t i = base; st == BRISK_OK && i < n && i < base + BATCH; i++) {
+            /* "left right", split at the first space after the first byte; a
+             * merge without one is an empty pair in llama.cpp that never matches */
+            const char *sp = m[i].len > 1 ? memchr(m[i].ptr + 1, ' ', m[i].len - 1) : NULL;
+            struct pending *p = &pb[nb];
+            if (!sp) {
+                p->l = NULL;
+                nb++;
+                continue;
+            }
+            p->l = m[i].ptr;
+            p->ll = (size_t)(sp - m[i].ptr);
+            p->r = sp + 1;
+            p->rl = m[i].len - p->ll - 1;
+            p->coff = cat.n;
+            st = brisk_bbuf_append(&cat, p->l, p->ll, err);
+            if (st == BRISK_OK) st = brisk_bbuf_append(&cat, p->r, p->rl, err);
+            nb++;
+        }
+        for (size_t k = 0; st == BRISK_OK && k < nb; k++) {
+            struct pending *p = &pb[k];
+            if (!p->l) continue;
+            p->hl = brisk_tok_hash(p->l, p->ll);
+            p->hr = brisk_tok_hash(p->r, p->rl);
+            p->hc = brisk_tok_hash(cat.p + p->coff, p->ll + p->rl);
+            brisk_strtab_prefetch(&v->strs, p->hl);
+            brisk_strtab_prefetch(&v->strs, p->hr);
+            brisk_strtab_prefetch(&v->strs, p->hc);
+        }
+        for (size_t k = 0; st == BRISK_OK && k < nb; k++) {
+            struct pending *p = &pb[k];
+            if (!p->l) continue;
+            st = brisk_strtab_intern_hashed(&v->strs, p->l, p->ll, p->hl, &p->il, err);
+            if (st == BRISK_OK) st = brisk_strtab_intern_hashed(&v->strs, p->r, p->rl, p->hr, &p->ir, err);
+            if (st == BRISK_OK)
+                st = brisk_strtab_intern_hashed(&v->strs, cat.p + p->coff, p->ll + p->rl, p->hc, &p->ic, err);
+            if (st == BRISK_OK) brisk_pairmap_prefetch(&v->merges, p->il, p->ir);
+        }
+        for (size_t k = 0; st == BRISK_OK && k < nb; k++)
+            if (pb[k].l) brisk_pairmap_put(&v->merges, pb[k].il, pb[k].ir, (int32_t)(base + k), pb[k].ic);
     }
     free(cat.p);
     free(m);
