@@ -2,7 +2,8 @@
 # Tokenizer speed: whole runs (process start, vocabulary load, tokenize, print
 # ids) of `brisk tokenize -f` against llama.cpp's `llama-tokenize -f` on the
 # 1 MiB mixed-text file from scripts/gen-mixed-text.py, for the llama-bpe and
-# qwen2 vocabularies. Each run is repeated; the median wall time is reported.
+# qwen2 vocabularies. Each run is repeated; the median wall time (and the
+# median CPU time, user + system, less sensitive to other load) is reported.
 # The ids of both must be identical. Exits 1 if brisk is slower on any vocabulary.
 #
 #   bash bench/tokenize-vs-llamacpp.sh [BRISK] [SHARED_DIR] [PEER_BIN_DIR] [RUNS]
@@ -25,20 +26,17 @@ text="$tmp/mixed.txt"
 /usr/bin/python3 "$root/scripts/gen-mixed-text.py" "$shared" > "$text"
 export LD_LIBRARY_PATH="$peer${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-# wall seconds of one run of "$@" with stdout to $tmp/out
-wall() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  "$@" > "$tmp/out"
-  t1=$(date +%s.%N)
-  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f\n", b - a }'
+# "wall cpu" seconds of one run of "$@" (cpu = user + system), stdout to $tmp/out
+timed() {
+  /usr/bin/time -f "%e %U %S" -o "$tmp/time" "$@" > "$tmp/out"
+  awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$tmp/time"
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.3f", m}'; }
 
-echo "text: $(wc -c < "$text") bytes (scripts/gen-mixed-text.py), $runs runs each, median wall time"
+echo "text: $(wc -c < "$text") bytes (scripts/gen-mixed-text.py), $runs runs each, medians; load average $(cut -d' ' -f1 /proc/loadavg)"
 echo "host: $(nproc) CPUs, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-printf '%-10s %10s %12s %9s %8s\n' vocab tokens llama.cpp brisk speedup
+printf '%-10s %8s | %11s %9s %8s | %9s %9s\n' vocab tokens "llama.cpp" brisk speedup "cpu llama" "cpu brisk"
 status=0
 for v in "${vocabs[@]}"; do
   model="$shared/vocab/ggml-vocab-$v.gguf"
@@ -53,11 +51,13 @@ for v in "${vocabs[@]}"; do
   fi
   : > "$tmp/t.ref"; : > "$tmp/t.our"
   for ((i = 0; i < runs; i++)); do   # interleaved, so both see the same machine load
-    wall "${ref_cmd[@]}" >> "$tmp/t.ref"
-    wall "${our_cmd[@]}" >> "$tmp/t.our"
+    timed "${ref_cmd[@]}" >> "$tmp/t.ref"
+    timed "${our_cmd[@]}" >> "$tmp/t.our"
   done
-  r=$(median < "$tmp/t.ref"); o=$(median < "$tmp/t.our")
-  printf '%-10s %10d %10ss %8ss %7.2fx\n' "$v" "$(wc -w < "$tmp/our.ids")" "$r" "$o" "$(awk -v a="$r" -v b="$o" 'BEGIN { print a / b }')"
+  r=$(cut -d' ' -f1 "$tmp/t.ref" | median); o=$(cut -d' ' -f1 "$tmp/t.our" | median)
+  rc=$(cut -d' ' -f2 "$tmp/t.ref" | median); oc=$(cut -d' ' -f2 "$tmp/t.our" | median)
+  printf '%-10s %8d | %10ss %8ss %7.2fx | %8ss %8ss\n' "$v" "$(wc -w < "$tmp/our.ids")" "$r" "$o" \
+    "$(awk -v a="$r" -v b="$o" 'BEGIN { print a / b }')" "$rc" "$oc"
   if awk -v a="$r" -v b="$o" 'BEGIN { exit !(b > a) }'; then status=1; fi
 done
 exit $status
