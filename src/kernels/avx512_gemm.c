@@ -150,7 +150,37 @@ static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
     }
 }
 
+/* ---- attention ---------------------------------------------------------------------- */
+
+/* One dword gather per two elements: the low halves are element i of the 16
+ * rows, the high halves element i + 1. */
+static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)(stride * 2)));
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 2) {
+        const __m512i g = _mm512_i32gather_epi32(idx, (const void *)(k + i), 1);
+        const __m512 k0 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g));
+        const __m512 k1 = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16)));
+        s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(q[i]), k0));
+        s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(q[i + 1]), k1));
+    }
+    _mm512_storeu_ps(out, _mm512_mul_ps(s, _mm512_set1_ps(scale)));
+}
+
+static void axpy_f16(float *o, float p, const uint16_t *v, int d) {
+    const __m512 pv = _mm512_set1_ps(p);
+    int i = 0;
+    for (; i + 16 <= d; i += 16) {
+        const __m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + i)));
+        _mm512_storeu_ps(o + i, _mm512_add_ps(_mm512_loadu_ps(o + i), _mm512_mul_ps(pv, vv)));
+    }
+    for (; i < d; i++) o[i] = o[i] + p * _cvtsh_ss(v[i]);
+}
+
 static const brisk_gemm_kernels avx512_table = {
+    .kq16 = kq16,
+    .axpy_f16 = axpy_f16,
     .isa = "avx512vnni",
     .gemm = {
         [BRISK_Q_Q4_0] = gemm_q4_0,

@@ -87,6 +87,12 @@ typedef struct brisk_gemm_kernels {
     const char *isa;
     brisk_gemm_fn gemm[BRISK_Q_TYPE_LIMIT];            /* by weight type; NULL = not packed */
     brisk_act_sums_fn act_sums[BRISK_Q_TYPE_LIMIT];    /* by activation type */
+    /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):
+     * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
+     *       elements, for 16 F16 key rows k_l = k + l*stride (d even);
+     * axpy_f16: o[i] = o[i] + p * v[i] for i < d (v F16). */
+    void (*kq16)(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out);
+    void (*axpy_f16)(float *o, float p, const uint16_t *v, int d);
 } brisk_gemm_kernels;
 
 /* The packed-GEMM table for this CPU, or NULL (no ISA support, or BRISK_FORCE_REF=1). */

@@ -182,6 +182,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const int hd = hp->head_dim, n_head = hp->n_head, gqa = hp->n_head / hp->n_head_kv;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *lut = f->f16_lut;
+    const brisk_gemm_kernels *g = f->gk;
     float kq[ATTN_TILE];
     int64_t lo, hi;
     brisk_split_range((int64_t)at->b->n * n_head, ith, nth, &lo, &hi);
@@ -195,13 +196,17 @@ static void attn_worker(void *ctx, int ith, int nth) {
         for (int32_t j0 = 0; j0 <= pos; j0 += ATTN_TILE) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
             float tile_max = -INFINITY;
-            for (int32_t j = 0; j < n; j++) {
+            int32_t j = 0;
+            if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
+                for (; j + 16 <= n; j += 16)
+                    g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
+            for (; j < n; j++) {
                 const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd;
                 float s = 0.0f;
                 for (int i = 0; i < hd; i++) s += q[i] * lut[kr[i]];
                 kq[j] = s * scale;
-                tile_max = kq[j] > tile_max ? kq[j] : tile_max;
             }
+            for (j = 0; j < n; j++) tile_max = kq[j] > tile_max ? kq[j] : tile_max;
             const float Mnew = M > tile_max ? M : tile_max;
             if (Mnew > M) {
                 const float ms = expf(M - Mnew);
@@ -218,6 +223,10 @@ static void attn_worker(void *ctx, int ith, int nth) {
             for (int32_t j = 0; j < n; j++) {
                 const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd;
                 const float p = kq[j];
+                if (g) {
+                    g->axpy_f16(o, p, vr, hd);
+                    continue;
+                }
                 for (int i = 0; i < hd; i++) o[i] += p * lut[vr[i]];
             }
         }
