@@ -28,7 +28,8 @@ export LD_LIBRARY_PATH="$peer${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # "wall cpu" seconds of one run of "$@" (cpu = user + system), stdout to $tmp/out
 timed() {
-  /usr/bin/time -f "%e %U %S" -o "$tmp/time" "$@" > "$tmp/out"
+  local TIMEFORMAT='%R %U %S'
+  { time "$@" > "$tmp/out" 2> "$tmp/err"; } 2> "$tmp/time"
   awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$tmp/time"
 }
 
