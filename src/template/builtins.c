@@ -20,7 +20,7 @@ enum {
     FI_FIRST, FI_FLOAT, FI_FORCEESCAPE, FI_INDENT, FI_INT, FI_ITEMS, FI_JOIN, FI_LAST, FI_LENGTH, FI_LIST,
     FI_LOWER, FI_MAP, FI_MAX, FI_MIN, FI_REJECT, FI_REJECTATTR, FI_REPLACE, FI_REVERSE, FI_ROUND, FI_SAFE,
     FI_SELECT, FI_SELECTATTR, FI_SORT, FI_STRING, FI_SUM, FI_TITLE, FI_TOJSON, FI_TRIM, FI_UNIQUE, FI_UPPER,
-    FI_END,
+    FI_FORMAT, FI_TRUNCATE, FI_END,
     /* tests */
     TE_BOOLEAN = TPL_ID_TEST, TE_CALLABLE, TE_DEFINED, TE_DIVISIBLEBY, TE_EQ, TE_ESCAPED, TE_EVEN, TE_FALSE,
     TE_FILTER, TE_FLOAT, TE_GE, TE_GT, TE_IN, TE_INTEGER, TE_ITERABLE, TE_LE, TE_LOWER, TE_LT, TE_MAPPING,
@@ -37,13 +37,13 @@ static const builtin_name filters[] = {
     {"abs", FI_ABS}, {"attr", FI_ATTR}, {"batch", -1}, {"capitalize", FI_CAPITALIZE}, {"center", FI_CENTER},
     {"count", FI_COUNT}, {"d", FI_DEFAULT}, {"default", FI_DEFAULT}, {"dictsort", FI_DICTSORT}, {"e", FI_ESCAPE},
     {"escape", FI_ESCAPE}, {"filesizeformat", -1}, {"first", FI_FIRST}, {"float", FI_FLOAT},
-    {"forceescape", FI_FORCEESCAPE}, {"format", -1}, {"groupby", -1}, {"indent", FI_INDENT}, {"int", FI_INT},
+    {"forceescape", FI_FORCEESCAPE}, {"format", FI_FORMAT}, {"groupby", -1}, {"indent", FI_INDENT}, {"int", FI_INT},
     {"items", FI_ITEMS}, {"join", FI_JOIN}, {"last", FI_LAST}, {"length", FI_LENGTH}, {"list", FI_LIST},
     {"lower", FI_LOWER}, {"map", FI_MAP}, {"max", FI_MAX}, {"min", FI_MIN}, {"pprint", -1}, {"random", -1},
     {"reject", FI_REJECT}, {"rejectattr", FI_REJECTATTR}, {"replace", FI_REPLACE}, {"reverse", FI_REVERSE},
     {"round", FI_ROUND}, {"safe", FI_SAFE}, {"select", FI_SELECT}, {"selectattr", FI_SELECTATTR}, {"slice", -1},
     {"sort", FI_SORT}, {"string", FI_STRING}, {"striptags", -1}, {"sum", FI_SUM}, {"title", FI_TITLE},
-    {"tojson", FI_TOJSON}, {"trim", FI_TRIM}, {"truncate", -1}, {"unique", FI_UNIQUE}, {"upper", FI_UPPER},
+    {"tojson", FI_TOJSON}, {"trim", FI_TRIM}, {"truncate", FI_TRUNCATE}, {"unique", FI_UNIQUE}, {"upper", FI_UPPER},
     {"urlencode", -1}, {"urlize", -1}, {"wordcount", -1}, {"wordwrap", -1}, {"xmlattr", -1},
 };
 
@@ -293,33 +293,7 @@ brisk_status tpl_run_test(tpl_ctx *c, int id, const tpl_value *v, const tpl_args
         if ((st = tpl_stringify(c, v, &s))) return st;
         return cased_check(c, s, id == TE_UPPER, out);
     }
-    case TE_IN: {
-        tpl_value r;
-        tpl_args none = {0};
-        (void)none;
-        /* `value in seq` via the comparison machinery: build a tiny compare */
-        if (other->type == TPL_UNDEF) {
-            *out = false;
-            return BRISK_OK;
-        }
-        if (other->type == TPL_STR) {
-            if (v->type != TPL_STR)
-                return tpl_fail(c, BRISK_ERR_TEMPLATE, "'in <string>' requires string as left operand, not %s", tpl_type_name(v));
-            *out = v->u.s.n == 0 || memmem(other->u.s.p, other->u.s.n, v->u.s.p, v->u.s.n) != NULL;
-            return BRISK_OK;
-        }
-        if (other->type == TPL_DICT) {
-            *out = tpl_dict_get(other->u.dict, v) != NULL;
-            return BRISK_OK;
-        }
-        const tpl_value *items = NULL;
-        size_t n = 0;
-        if ((st = tpl_iterate(c, other, &items, &n))) return st;
-        *out = false;
-        for (size_t i = 0; i < n && !*out; i++) *out = tpl_eq(&items[i], v, 0);
-        (void)r;
-        return BRISK_OK;
-    }
+    case TE_IN: return tpl_contains(c, v, other, out);
     case TE_EQ: *out = tpl_eq(v, other, 0); return BRISK_OK;
     case TE_NE: *out = !tpl_eq(v, other, 0); return BRISK_OK;
     case TE_LT: case TE_GT: case TE_LE: case TE_GE: {
@@ -859,7 +833,7 @@ static brisk_status f_unique(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
         tpl_value k = items[i];
         if (arg[1] && arg[1]->type != TPL_NONE && (st = attr_get(c, &items[i], arg[1], &k))) return st;
         if (!cs && (st = ignore_case(c, &k))) return st;
-        if (k.type == TPL_LIST || k.type == TPL_DICT || k.type == TPL_NS)
+        if (!tpl_hashable(&k))
             return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(&k));
         bool dup = false;
         for (size_t j = 0; j < ns && !dup; j++) dup = tpl_eq(&seen[j], &k, 0);
@@ -993,6 +967,53 @@ static brisk_status f_replace(tpl_ctx *c, const tpl_value *v, const tpl_args *a,
     args3[2] = arg[2] && arg[2]->type != TPL_NONE ? *arg[2] : tpl_int(-1);
     tpl_args ra = {.pos = args3, .npos = 3};
     return call_str_method(c, "replace", &s, &ra, out);
+}
+
+/* format(value, *args, **kwargs) == soft_str(value) % (kwargs or args) */
+static brisk_status f_format(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl_value *out) {
+    brisk_status st;
+    if (a->npos && a->nkw) return tpl_fail(c, BRISK_ERR_TEMPLATE, "can't handle positional and keyword arguments at the same time");
+    if (a->nkw) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "the format filter with keyword arguments");
+    tpl_value s;
+    if ((st = soft_str(c, v, &s))) return st;
+    tpl_list *t = new_list(c, a->npos, TPL_LK_TUPLE);
+    if (!t) return tpl_nomem(c);
+    if (a->npos) memcpy(t->v, a->pos, a->npos * sizeof *a->pos);
+    t->n = a->npos;
+    tpl_value tv = tpl_listv(t);
+    return tpl_str_mod(c, &s, &tv, out);
+}
+
+/* truncate(s, length=255, killwords=False, end='...', leeway=5) */
+static brisk_status f_truncate(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl_value *out) {
+    brisk_status st;
+    BIND("truncate", "length", "killwords", "end", "leeway");
+    int64_t length = 255, leeway = 5;
+    if (arg[0] && (st = want_int(c, arg[0], "length", &length))) return st;
+    if (arg[3] && arg[3]->type != TPL_NONE && (st = want_int(c, arg[3], "leeway", &leeway))) return st;
+    tpl_str end = TPL_STR_LIT("...");
+    if (arg[2] && (st = tpl_stringify(c, arg[2], &end))) return st;
+    if (v->type != TPL_STR) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "truncate of a %s", tpl_type_name(v));
+    tpl_str s = v->u.s;
+    int64_t endlen = (int64_t)tpl_utf8_len(end), len = (int64_t)tpl_utf8_len(s);
+    if (length < endlen) return tpl_fail(c, BRISK_ERR_TEMPLATE, "expected length >= %lld, got %lld", (long long)endlen, (long long)length);
+    if (leeway < 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (len <= length + leeway) {
+        *out = *v;
+        return BRISK_OK;
+    }
+    tpl_str head = {s.p, tpl_utf8_offset(s, (size_t)(length - endlen))};
+    if (!(arg[1] && tpl_truthy(arg[1]))) {   /* .rsplit(" ", 1)[0] */
+        const char *sp = NULL;
+        for (size_t i = head.n; i-- > 0;)
+            if (head.p[i] == ' ') { sp = head.p + i; break; }
+        if (sp) head.n = (size_t)(sp - head.p);
+    }
+    tpl_str r = tpl_str_cat(&c->arena, head, end);
+    if (!r.p) return tpl_nomem(c);
+    *out = tpl_strv(r);
+    if (v->flags & TPL_F_MARKUP) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "truncate of a Markup string");
+    return BRISK_OK;
 }
 
 static brisk_status f_center(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl_value *out) {
@@ -1133,6 +1154,8 @@ static brisk_status call_filter(tpl_ctx *c, int id, const tpl_value *v, const tp
     case FI_SUM: return f_sum(c, v, a, out);
     case FI_REPLACE: return f_replace(c, v, a, out);
     case FI_CENTER: return f_center(c, v, a, out);
+    case FI_FORMAT: return f_format(c, v, a, out);
+    case FI_TRUNCATE: return f_truncate(c, v, a, out);
     default: break;
     }
     /* filters without parameters */
@@ -1255,7 +1278,8 @@ static brisk_status call_filter(tpl_ctx *c, int id, const tpl_value *v, const tp
             return st;
         }
         *out = tpl_strv(r);
-        out->flags = s.flags & TPL_F_MARKUP;
+        /* do_title joins with "".join: a plain str even for Markup input */
+        out->flags = id == FI_TITLE ? 0 : s.flags & TPL_F_MARKUP;
         return BRISK_OK;
     }
     default: break;

@@ -782,33 +782,61 @@ static brisk_status escape_args(tpl_ctx *c, const tpl_args *a, tpl_args *out) {
     return BRISK_OK;
 }
 
+/* Markup keeps its type through these methods (markupsafe wraps them); the
+ * string arguments of the *_ESC ones are escaped first. */
+static bool markup_keeps(int id) {
+    switch (id) {
+    case M_CAPITALIZE: case M_TITLE: case M_LOWER: case M_UPPER: case M_REPLACE: case M_LJUST: case M_RJUST:
+    case M_LSTRIP: case M_RSTRIP: case M_CENTER: case M_STRIP: case M_ZFILL: case M_JOIN: case M_SPLIT:
+    case M_RSPLIT: case M_SPLITLINES: case M_PARTITION: case M_RPARTITION: case M_FORMAT:
+        return true;
+    default: return false;
+    }
+}
+
+static bool markup_escapes_args(int id) {
+    switch (id) {
+    case M_REPLACE: case M_LJUST: case M_RJUST: case M_LSTRIP: case M_RSTRIP: case M_CENTER: case M_STRIP:
+    case M_PARTITION: case M_RPARTITION: case M_FORMAT:
+        return true;
+    default: return false;
+    }
+}
+
 brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tpl_args *a, tpl_value *out) {
     brisk_status st;
     if (id < M_LIST_COPY) {
         if (!self || self->type != TPL_STR) return tpl_fail(c, BRISK_ERR_TEMPLATE, "internal: str method on %s", self ? tpl_type_name(self) : "nothing");
-        if ((self->flags & TPL_F_MARKUP) && (id == M_REPLACE || id == M_JOIN || id == M_FORMAT || id == M_PARTITION ||
-                                             id == M_RPARTITION || id == M_CENTER || id == M_LJUST || id == M_RJUST)) {
-            tpl_args ea;
-            if ((st = escape_args(c, a, &ea))) return st;
-            if (id == M_JOIN && ea.npos == 1 && ea.pos[0].type == TPL_LIST) {
-                /* join escapes each item */
-                const tpl_value *items = NULL;
-                size_t n = 0;
-                if ((st = tpl_iterate(c, &ea.pos[0], &items, &n))) return st;
-                tpl_args one = {.pos = items, .npos = n};
-                tpl_args esc;
-                if ((st = escape_args(c, &one, &esc))) return st;
-                tpl_list *l = tpl_list_new(&c->arena, n, TPL_LK_LIST);
-                if (!l) return tpl_nomem(c);
-                if (n) memcpy(l->v, esc.pos, n * sizeof *l->v);
-                l->n = n;
-                tpl_value lv = tpl_listv(l);
-                tpl_args ja = {.pos = &lv, .npos = 1};
-                return call_str(c, id, self, &ja, out);
+        if (!(self->flags & TPL_F_MARKUP)) return call_str(c, id, self, a, out);
+        tpl_args ea = *a;
+        if (id == M_FORMAT) {
+            for (size_t i = 0; i < a->npos + a->nkw; i++) {
+                const tpl_value *v = i < a->npos ? &a->pos[i] : &a->kw[i - a->npos];
+                if (v->type != TPL_STR && !tpl_is_num(v) && v->type != TPL_NONE)
+                    return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "Markup.format with a %s argument", tpl_type_name(v));
             }
-            return call_str(c, id, self, &ea, out);
         }
-        return call_str(c, id, self, a, out);
+        if (markup_escapes_args(id) && (st = escape_args(c, a, &ea))) return st;
+        if (id == M_JOIN && ea.npos == 1 && ea.pos[0].type != TPL_UNDEF) {
+            /* Markup.join escapes each item */
+            const tpl_value *items;
+            size_t n;
+            if ((st = tpl_iterate(c, &ea.pos[0], &items, &n))) return st;
+            tpl_args one = {.pos = items, .npos = n};
+            tpl_args esc;
+            if ((st = escape_args(c, &one, &esc))) return st;
+            tpl_list *l = tpl_list_new(&c->arena, n, TPL_LK_LIST);
+            if (!l) return tpl_nomem(c);
+            if (n) memcpy(l->v, esc.pos, n * sizeof *l->v);
+            l->n = n;
+            tpl_value lv = tpl_listv(l);
+            tpl_args ja = {.pos = &lv, .npos = 1};
+            st = call_str(c, id, self, &ja, out);
+        } else {
+            st = call_str(c, id, self, &ea, out);
+        }
+        if (!st && !markup_keeps(id) && out->type == TPL_STR) out->flags &= (uint8_t)~TPL_F_MARKUP;
+        return st;
     }
     if (id <= M_LIST_POP) {
         if (!self || self->type != TPL_LIST) return tpl_fail(c, BRISK_ERR_TEMPLATE, "internal: list method");
@@ -866,7 +894,7 @@ brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tp
         if (a->nkw) return tpl_fail(c, BRISK_ERR_TEMPLATE, "get() takes no keyword arguments");
         if (a->npos < 1 || a->npos > 2) return tpl_fail(c, BRISK_ERR_TEMPLATE, "get expected at most 2 arguments, got %zu", a->npos);
         const tpl_value *k = &a->pos[0];
-        if (k->type == TPL_LIST || k->type == TPL_DICT || k->type == TPL_NS)
+        if (!tpl_hashable(k))
             return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(k));
         const tpl_value *v = tpl_dict_get(d, k);
         *out = v ? *v : a->npos == 2 ? a->pos[1] : tpl_none();

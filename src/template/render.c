@@ -236,8 +236,7 @@ brisk_status tpl_iterate(tpl_ctx *c, const tpl_value *v, const tpl_value **items
         for (size_t i = 0; i < s.n;) {
             size_t start = i;
             tpl_utf8_next(s.p, s.n, &i);
-            arr[k] = tpl_strv((tpl_str){s.p + start, i - start});
-            arr[k++].flags = v->flags & TPL_F_MARKUP;
+            arr[k++] = tpl_strv((tpl_str){s.p + start, i - start});   /* iterating a Markup yields plain str */
         }
         *items = arr;
         *n = k;
@@ -366,7 +365,7 @@ brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key,
     switch ((tpl_type)obj->type) {
     case TPL_UNDEF: return tpl_undef_fail(c, obj);
     case TPL_DICT: {
-        if (key->type == TPL_LIST || key->type == TPL_DICT || key->type == TPL_NS) break;   /* unhashable */
+        if (!tpl_hashable(key)) break;   /* unhashable */
         const tpl_value *v = tpl_dict_get(obj->u.dict, key);
         if (v) {
             *out = *v;
@@ -497,7 +496,7 @@ static brisk_status do_slice(tpl_ctx *c, const tpl_value *obj, const tpl_value *
 }
 
 /* `item in container` */
-static brisk_status contains(tpl_ctx *c, const tpl_value *item, const tpl_value *cont, bool *out) {
+brisk_status tpl_contains(tpl_ctx *c, const tpl_value *item, const tpl_value *cont, bool *out) {
     switch ((tpl_type)cont->type) {
     case TPL_UNDEF: *out = false; return BRISK_OK;
     case TPL_STR:
@@ -506,7 +505,7 @@ static brisk_status contains(tpl_ctx *c, const tpl_value *item, const tpl_value 
         *out = item->u.s.n == 0 || (cont->u.s.n >= item->u.s.n && memmem(cont->u.s.p, cont->u.s.n, item->u.s.p, item->u.s.n));
         return BRISK_OK;
     case TPL_DICT:
-        if (item->type == TPL_LIST || item->type == TPL_DICT || item->type == TPL_NS)
+        if (!tpl_hashable(item))
             return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(item));
         *out = tpl_dict_get(cont->u.dict, item) != NULL;
         return BRISK_OK;
@@ -927,9 +926,9 @@ static brisk_status compare(tpl_ctx *c, int op, const tpl_value *a, const tpl_va
     switch (op) {
     case TPL_CMP_EQ: *out = tpl_eq(a, b, 0); return BRISK_OK;
     case TPL_CMP_NE: *out = !tpl_eq(a, b, 0); return BRISK_OK;
-    case TPL_CMP_IN: return contains(c, a, b, out);
+    case TPL_CMP_IN: return tpl_contains(c, a, b, out);
     case TPL_CMP_NOTIN: {
-        brisk_status st = contains(c, a, b, out);
+        brisk_status st = tpl_contains(c, a, b, out);
         *out = !*out;
         return st;
     }
@@ -1148,7 +1147,7 @@ static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_v
         if (!d) return tpl_nomem(c);
         for (uint32_t i = 0; i < n->args.n; i++) {
             if ((st = eval(c, s, n->args.v[i], &a)) || (st = eval(c, s, n->defs.v[i], &b))) return st;
-            if (a.type == TPL_LIST || a.type == TPL_DICT || a.type == TPL_NS) {
+            if (!tpl_hashable(&a)) {
                 c->line = n->line;
                 return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(&a));
             }

@@ -178,6 +178,8 @@ const char *tpl_type_name(const tpl_value *v);
 /* jinja2's object_type_repr: "'dict object'", "'None'", ... without quotes */
 void tpl_object_desc(const tpl_value *v, char *buf, size_t n);
 
+/* Python hash() would succeed (tuples of hashables, scalars; not lists/dicts). */
+bool tpl_hashable(const tpl_value *v);
 /* Python ==. Never fails (mismatched types are unequal). */
 bool tpl_eq(const tpl_value *a, const tpl_value *b, int depth);
 /* Python <: *lt = a < b. Fails (false) for unorderable types (message in msg). */
@@ -415,6 +417,8 @@ brisk_status tpl_call_value(tpl_ctx *c, const tpl_value *fn, const tpl_args *a, 
 /* jinja2 environment.getattr / getitem semantics (sandboxed). */
 brisk_status tpl_getattr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out);
 brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key, tpl_value *out);
+/* Python `item in cont`. */
+brisk_status tpl_contains(tpl_ctx *c, const tpl_value *item, const tpl_value *cont, bool *out);
 /* Binary arithmetic with Python semantics (op: tpl_binop). */
 brisk_status tpl_arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, tpl_value *out);
 /* str(v) as a string value (strings are returned as is). */

@@ -363,6 +363,17 @@ void tpl_object_desc(const tpl_value *v, char *buf, size_t n) {
 
 /* ---- comparison ------------------------------------------------------------------------ */
 
+bool tpl_hashable(const tpl_value *v) {
+    if (v->type == TPL_DICT) return false;
+    if (v->type != TPL_LIST) return true;
+    const tpl_list *l = v->u.list;
+    if (l->kind == TPL_LK_LIST || l->kind == TPL_LK_KEYS || l->kind == TPL_LK_ITEMS) return false;
+    if (l->kind != TPL_LK_TUPLE) return true;
+    for (size_t i = 0; i < l->n; i++)
+        if (!tpl_hashable(&l->v[i])) return false;   /* depth is bounded by the nesting of literals/data */
+    return true;
+}
+
 static bool num_of(const tpl_value *v, bool *is_float, int64_t *i, double *f) {
     if (v->type == TPL_INT) { *is_float = false; *i = v->u.i; return true; }
     if (v->type == TPL_BOOL) { *is_float = false; *i = v->u.b; return true; }
