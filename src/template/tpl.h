@@ -4,6 +4,7 @@
  *   lexer.c     source -> tokens (whitespace control, trim/lstrip_blocks)
  *   parser.c    tokens -> syntax tree
  *   render.c    the evaluator and the public API of template.h
+ *   pyops.c     Python operations: iteration, attribute/item access, slices, `in`, arithmetic
  *   builtins.c  filters, tests, globals
  *   methods.c   Python str/list/dict methods and case mapping
  *
@@ -417,6 +418,13 @@ brisk_status tpl_call_value(tpl_ctx *c, const tpl_value *fn, const tpl_args *a, 
 /* jinja2 environment.getattr / getitem semantics (sandboxed). */
 brisk_status tpl_getattr(tpl_ctx *c, const tpl_value *obj, tpl_str name, tpl_value *out);
 brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key, tpl_value *out);
+/* Python repr() of a name for messages ('x', "it's"). */
+void tpl_repr_name(tpl_str s, char *buf, size_t n);
+/* obj[start:stop:step] (each NONE when absent). */
+brisk_status tpl_slice(tpl_ctx *c, const tpl_value *obj, const tpl_value *start, const tpl_value *stop,
+                       const tpl_value *step, tpl_value *out);
+/* *acc (a str) += add, in place when acc owns the tail of a growable block. */
+brisk_status tpl_str_append(tpl_ctx *c, tpl_value *acc, tpl_str add);
 /* Python `item in cont`. */
 brisk_status tpl_contains(tpl_ctx *c, const tpl_value *item, const tpl_value *cont, bool *out);
 /* Binary arithmetic with Python semantics (op: tpl_binop). */
