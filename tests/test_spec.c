@@ -133,7 +133,7 @@ static void test_greedy_exact(void) {
     fclose(f);
     const char *starts[20];
     size_t lens[20];
-    const int n_prompts = test_quick() ? 4 : 20, n_new = test_quick() ? 48 : 200;
+    const int n_prompts = test_quick() ? 3 : 20, n_new = test_quick() ? 40 : 200;
     const int got_prompts = val_prompts((const char *)val, len, starts, lens, n_prompts);
     CHECK(got_prompts == n_prompts);
     brisk_context *c = new_ctx(512);

@@ -55,7 +55,8 @@ static const char *usage_text =
     "  --spec-compare           afterwards, rerun the prompt plainly (no output) and\n"
     "                           report the speedup and whether the tokens are identical\n"
     "  --spec-cost N            after generation, print the target's cost per pass of\n"
-    "                           1..N tokens (min of 5 runs) at the current position\n";
+    "                           1..N tokens at the current position (min of\n"
+    "                           --spec-cost-reps R runs, default 5)\n";
 
 static double secs(const struct timespec *a, const struct timespec *b) {
     return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
@@ -110,7 +111,7 @@ static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx,
 int brisk_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *draft_path = NULL, *prompt = NULL, *prompt_file = NULL, *v;
     int64_t n_predict = 128, n_ctx = 0, n_batch = 512, threads = 0, seed = 42, top_k = 40, last_n = 64;
-    int64_t draft_max = 0, ngram_min = 2, spec_cost = 0;
+    int64_t draft_max = 0, ngram_min = 2, spec_cost = 0, cost_reps = 5;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
     bool no_bos = false, parse_special = false, show_prompt = true, spec_on = false, compare = false, calibrate = true;
     brisk_spec_mode spec_mode = BRISK_SPEC_NONE;
@@ -156,6 +157,7 @@ int brisk_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--draft-max")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_DRAFT, &draft_max)) return 2; }
         else if (!strcmp(a, "--ngram-min")) { VAL(); if (!cli_parse_int(C, a, v, 1, 64, &ngram_min)) return 2; }
         else if (!strcmp(a, "--spec-cost")) { VAL(); if (!cli_parse_int(C, a, v, 1, 256, &spec_cost)) return 2; }
+        else if (!strcmp(a, "--spec-cost-reps")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1000, &cost_reps)) return 2; }
         else if (!strcmp(a, "--spec-compare")) compare = true;
         else if (!strcmp(a, "--no-calibrate")) calibrate = false;
         else if (!strcmp(a, "--no-bos")) no_bos = true;
@@ -321,8 +323,8 @@ int brisk_cmd_run(int argc, char **argv) {
     }
     if (spec_cost) {
         double cost[257];
-        if (brisk_spec_measure_cost(ctx, 0, (int32_t)spec_cost, 5, cost, &err)) goto fail;
-        fprintf(stderr, "brisk run: target cost per pass at position %d (min of 5):", brisk_seq_len(ctx, 0));
+        if (brisk_spec_measure_cost(ctx, 0, (int32_t)spec_cost, (int32_t)cost_reps, cost, &err)) goto fail;
+        fprintf(stderr, "brisk run: target cost per pass at position %d (min of %lld):", brisk_seq_len(ctx, 0), (long long)cost_reps);
         for (int64_t n = 1; n <= spec_cost; n++) fprintf(stderr, " %lld:%.3f", (long long)n, cost[n] * 1e3);
         fprintf(stderr, " ms\n");
     }
