@@ -379,6 +379,33 @@ static void test_packed_gemm(void) {
         return;
     }
     const brisk_kernels *ref = brisk_kernels_ref();
+    /* the table's own activation quantizers: byte-identical to ref's, specials included */
+    for (uint32_t at = 0; at < BRISK_Q_TYPE_LIMIT; at++) {
+        if (!g->quantize_act[at]) continue;
+        for (size_t ni = 0; ni < BRISK_ARRAY_LEN(block_counts); ni++) {
+            const int64_t n = block_counts[ni] * 32;
+            size_t ab = 0;
+            brisk_qtype_row_bytes(at, n, &ab);
+            float *x = malloc(sizeof(float) * (size_t)n);
+            uint8_t *q1 = malloc(ab), *q2 = malloc(ab);
+            if (!x || !q1 || !q2) { CHECK(!"out of memory"); return; }
+            for (int kind = 0; kind < 4; kind++) {
+                fill_floats(x, n, kind % 3);
+                if (kind == 3) {   /* special blocks: zeros, a NaN, an inf, a huge value, a -0 */
+                    for (int j = 0; j < 32; j++) x[j] = 0.0f;
+                    if (n >= 64) x[40] = NAN;
+                    if (n >= 96) x[70] = INFINITY;
+                    if (n >= 128) x[100] = 3.0e38f;
+                    if (n >= 160) x[130] = -0.0f;
+                }
+                ref->quantize_act[at](x, q1, n);
+                g->quantize_act[at](x, q2, n);
+                CHECKF(memcmp(q1, q2, ab) == 0, "%s quantize %s n=%lld kind %d differs from ref", g->isa, brisk_qtype_name(at),
+                       (long long)n, kind);
+            }
+            free(x); free(q1); free(q2);
+        }
+    }
     static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q8_0};
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};
     static const int32_t ntoks[] = {1, 2, 3, 4, 5, 7, 8, 9, 17};

@@ -16,6 +16,7 @@
  * so results do not depend on the batch. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
+#include "quant/convert.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -152,6 +153,32 @@ static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
     }
 }
 
+/* ---- activation quantizer ---------------------------------------------------------------- */
+
+/* brisk_q8_0_quantize_x86 16 lanes at a time: amax is exact in any order, d and
+ * 1/d stay scalar, and vcvtps2dq rounds to nearest even like brisk_round_even
+ * (|x * id| <= 127 here). Blocks with a non-finite amax (NaN or inf inputs)
+ * take the scalar function, which defines those cases. */
+static void quantize_q8_0(const float *src, void *dst, int64_t n) {
+    brisk_block_q8_0 *b = dst;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 32; i++, src += 32) {
+        const __m512 x0 = _mm512_loadu_ps(src), x1 = _mm512_loadu_ps(src + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, x0), _mm512_andnot_ps(sign, x1)));
+        const __mmask16 bad = _mm512_cmp_ps_mask(x0, x0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(x1, x1, _CMP_UNORD_Q);
+        if (bad || !(amax <= 3.402823466e38f)) {
+            brisk_q8_0_quantize_x86(src, &b[i], 32);
+            continue;
+        }
+        const float d = amax / 127.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        b[i].d = brisk_fp32_to_fp16(d);
+        const __m512 idv = _mm512_set1_ps(id);
+        _mm_storeu_si128((__m128i *)b[i].qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, idv))));
+        _mm_storeu_si128((__m128i *)(b[i].qs + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, idv))));
+    }
+}
+
 /* ---- attention ---------------------------------------------------------------------- */
 
 /* One dword gather per two elements: the low halves are element i of the 16
@@ -187,6 +214,9 @@ static const brisk_gemm_kernels avx512_table = {
     .gemm = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
         [BRISK_Q_Q8_0] = gemm_q8_0,
+    },
+    .quantize_act = {
+        [BRISK_Q_Q8_0] = quantize_q8_0,
     },
     .act_sums = {
         [BRISK_Q_Q8_0] = act_sums_q8_0,

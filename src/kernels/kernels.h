@@ -87,6 +87,8 @@ typedef struct brisk_gemm_kernels {
     const char *isa;
     brisk_gemm_fn gemm[BRISK_Q_TYPE_LIMIT];            /* by weight type; NULL = not packed */
     brisk_act_sums_fn act_sums[BRISK_Q_TYPE_LIMIT];    /* by activation type */
+    /* Faster activation quantizers, byte-identical to ref's (NULL: use the main table's). */
+    brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];
     /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):
      * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
      *       elements, for 16 F16 key rows k_l = k + l*stride (d even);

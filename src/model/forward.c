@@ -34,7 +34,7 @@ struct brisk_forward {
 /* ---- parallel steps ------------------------------------------------------------------ */
 
 typedef struct quant_task {
-    const brisk_kernels *k;
+    brisk_quantize_fn quant;
     uint32_t act;
     const float *x;
     int64_t n;          /* elements per row */
@@ -53,7 +53,7 @@ static void quant_worker(void *ctx, int ith, int nth) {
     brisk_split_range(t->rows, ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         const int64_t src = t->row_idx ? t->row_idx[r] : r;
-        t->k->quantize_act[t->act](t->x + src * t->n, t->dst + (size_t)r * t->dst_stride, t->n);
+        t->quant(t->x + src * t->n, t->dst + (size_t)r * t->dst_stride, t->n);
         if (t->sums_fn) t->sums_fn(t->dst + (size_t)r * t->dst_stride, t->n, t->sums + (size_t)r * t->sums_stride);
     }
 }
@@ -135,7 +135,8 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
         if (slot < 0) {
             slot = n_done;
             done_types[n_done++] = act;
-            quant_task qt = {.k = f->k, .act = act, .x = x, .n = w[j]->cols, .rows = n_tok, .dst = f->xq[slot], .dst_stride = stride};
+            const brisk_quantize_fn qf = f->gk && f->gk->quantize_act[act] ? f->gk->quantize_act[act] : f->k->quantize_act[act];
+            quant_task qt = {.quant = qf, .act = act, .x = x, .n = w[j]->cols, .rows = n_tok, .dst = f->xq[slot], .dst_stride = stride};
             if (f->gk && f->gk->act_sums[act]) {
                 qt.sums_fn = f->gk->act_sums[act];
                 qt.sums = f->xs[slot];
