@@ -480,7 +480,7 @@ int main(void) {
         snprintf(p1, sizeof p1, "%s/special.tsv", dir);
         test_tsv("special tokens (add/parse_special)", shared, p1);
         snprintf(p1, sizeof p1, "%s/bytes.tsv", dir);
-        test_tsv("invalid UTF-8, NUL, odd spaces", shared, p1);
+        test_tsv("bad UTF-8, NUL, spaces, Unicode 15", shared, p1);
     }
     return test_finish();
 }

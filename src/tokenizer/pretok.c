@@ -14,10 +14,12 @@
  *  3. Each regex refines the pieces the previous one produced: it runs inside
  *     every piece separately (lookaheads and \z stop at the piece's end), and
  *     the unmatched gaps between matches become pieces too.
- * Unicode categories come from PCRE2's tables (Unicode 14 in Debian 12's
- * 10.42); llama.cpp's generated table may be newer, which only matters for
- * letters/digits/marks assigned after that version. */
+ * Unicode categories come from PCRE2's tables plus, for code points those
+ * leave unassigned, the Unicode 15.1 additions of unicode_delta.h: llama.cpp's
+ * table is Unicode 15.1, Debian 12's libpcre2 (10.42) is Unicode 14. Every
+ * \p{X} of the table is widened with them when the patterns are compiled. */
 #include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode_delta.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -181,6 +183,45 @@ void brisk_pretok_free(brisk_pretok *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* Copy pattern pat with every \p{L}, \p{N}, \p{M}, \p{P}, \p{S} widened by
+ * the code points PCRE2's tables lack (a class item inside [...], a class of
+ * its own outside). */
+static brisk_status widen_categories(const char *pat, brisk_bbuf *out, brisk_error *err) {
+    static const struct {
+        char cls;
+        const char *extra;
+    } extra[] = {{'L', BRISK_UCD_EXTRA_L}, {'N', BRISK_UCD_EXTRA_N}, {'M', BRISK_UCD_EXTRA_M},
+                 {'P', BRISK_UCD_EXTRA_P}, {'S', BRISK_UCD_EXTRA_S}};
+    out->n = 0;
+    bool in_class = false;
+    brisk_status st = BRISK_OK;
+    for (size_t i = 0; pat[i] && st == BRISK_OK;) {
+        if (pat[i] == '\\' && pat[i + 1] == 'p' && pat[i + 2] == '{' && pat[i + 3] && pat[i + 4] == '}') {
+            const char *x = NULL;
+            for (size_t k = 0; k < BRISK_ARRAY_LEN(extra); k++)
+                if (extra[k].cls == pat[i + 3]) x = extra[k].extra;
+            if (x) {
+                if (!in_class) st = brisk_bbuf_append(out, "[", 1, err);
+                if (st == BRISK_OK) st = brisk_bbuf_append(out, pat + i, 5, err);
+                if (st == BRISK_OK) st = brisk_bbuf_append(out, x, strlen(x), err);
+                if (st == BRISK_OK && !in_class) st = brisk_bbuf_append(out, "]", 1, err);
+                i += 5;
+                continue;
+            }
+        }
+        if (pat[i] == '\\' && pat[i + 1]) {   /* any other escape: copy both characters */
+            st = brisk_bbuf_append(out, pat + i, 2, err);
+            i += 2;
+            continue;
+        }
+        if (pat[i] == '[') in_class = true;
+        else if (pat[i] == ']') in_class = false;
+        st = brisk_bbuf_append(out, pat + i, 1, err);
+        i++;
+    }
+    return st;
+}
+
 brisk_status brisk_pretok_compile(brisk_pretok *p, const brisk_pretok_def *def, brisk_error *err) {
     memset(p, 0, sizeof *p);
     p->def = def;
@@ -194,13 +235,20 @@ brisk_status brisk_pretok_compile(brisk_pretok *p, const brisk_pretok_def *def, 
     if (!p->mctx) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate a regex match context");
     pcre2_set_match_limit(p->mctx, UINT32_MAX);
     pcre2_set_depth_limit(p->mctx, UINT32_MAX);
+    brisk_bbuf pat = {0};
     for (size_t i = 0; fam->patterns[i]; i++) {
         BRISK_ASSERT(i < BRISK_ARRAY_LEN(p->re));
         int ec = 0;
         PCRE2_SIZE eo = 0;
-        pcre2_code *re = pcre2_compile((PCRE2_SPTR)fam->patterns[i], PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &ec,
-                                       &eo, NULL);
+        brisk_status st = widen_categories(fam->patterns[i], &pat, err);
+        if (st != BRISK_OK) {
+            free(pat.p);
+            brisk_pretok_free(p);
+            return st;
+        }
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat.p, pat.n, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
         if (!re) {
+            free(pat.p);
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(ec, msg, sizeof msg);
             brisk_pretok_free(p);
@@ -211,6 +259,7 @@ brisk_status brisk_pretok_compile(brisk_pretok *p, const brisk_pretok_def *def, 
         if (p->jit && pcre2_jit_compile(re, PCRE2_JIT_COMPLETE) != 0) p->jit = false;
         p->re[p->n_re++] = re;
     }
+    free(pat.p);
     return BRISK_OK;
 }
 

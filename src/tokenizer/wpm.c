@@ -9,10 +9,12 @@
  * Each word, prefixed with U+2581, is then cut greedily into the longest
  * tokens from the left; a word with any uncovered rest becomes [UNK].
  *
- * Categories come from PCRE2's Unicode tables, the lowercase mapping from
+ * Categories come from PCRE2's Unicode tables (plus the Unicode 15.1 additions
+ * of unicode_delta.h, as llama.cpp's table), the lowercase mapping from
  * glibc's C.UTF-8 locale (towlower_l on a locale object the vocab owns, so no
  * global locale is touched). */
 #include "tokenizer/tok_internal.h"
+#include "tokenizer/unicode_delta.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,10 @@ enum { WPM_OTHER = 0, WPM_PUNCT, WPM_MARK, WPM_CONTROL, WPM_SYMBOL };
 brisk_status brisk_wpm_init(brisk_vocab *v, brisk_error *err) {
     int ec = 0;
     PCRE2_SIZE eo = 0;
-    v->wpm_class = pcre2_compile((PCRE2_SPTR) "(\\p{P})|(\\p{M})|([\\p{Cc}\\p{Cf}\\p{Co}])|(\\p{S})", PCRE2_ZERO_TERMINATED,
+    /* group numbers are the WPM_* values; the extras are Unicode 15.1 (unicode_delta.h) */
+    static const char pat[] = "([\\p{P}" BRISK_UCD_EXTRA_P "])|([\\p{M}" BRISK_UCD_EXTRA_M "])"
+                              "|([\\p{Cc}\\p{Cf}\\p{Co}" BRISK_UCD_EXTRA_C "])|([\\p{S}" BRISK_UCD_EXTRA_S "])";
+    v->wpm_class = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED,
                                  PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &ec, &eo, NULL);
     if (!v->wpm_class) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "WordPiece: cannot compile the category classifier");
     v->wpm_locale = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);

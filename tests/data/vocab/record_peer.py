@@ -121,6 +121,11 @@ def main():
         b"hello \xE2\x80\xA8 world\xC2\xA0x\xE3\x80\x80y  \xE3\x80\x80", b"x\xC2\x85y  \xC2\x85",
         b"\xE2\x96\x81 spm\xE2\x96\x81space", b"caf\xC3\xA9 \xF0\x9F\x98\x80\xF0 \xA0\xA1 end",
         b"\t\x0b\x0c\r\n\x1c\x1d\x1e\x1f mixed controls",
+        # Unicode 15.0/15.1 additions (unassigned in libpcre2 10.42's tables):
+        # Nag Mundari letters, marks and digits; Kawi; CJK Ext H and I; Kaktovik
+        # numerals; Cyrillic Ext-D; ideographic description characters
+        "x\U0001E4D0\U0001E4D1\U0001E4EC\U0001E4F1\U0001E4F2 \U00011F04\U00011F34\U00011F05 n\U0001D2C1\U0001D2C2".encode(),
+        "\U00031350\U00031351 \U0002EBF0\U0002EBF1a \U0001E030\U0001E031b \u2FFC\u31EF\u0CF3".encode(),
     ]
     kinds = ["llama-spm", "phi-3", "gpt-2", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
              "falcon", "starcoder", "bert-bge", "gemma-4"]
