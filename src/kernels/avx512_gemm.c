@@ -136,6 +136,81 @@ static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_
                   out + (int64_t)t * out_stride, out_stride);
 }
 
+/* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ------------------------------------
+ * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
+ * imin = m[2p]*(bsums[4p]+bsums[4p+1]) + m[2p+1]*(bsums[4p+2]+bsums[4p+3]);
+ * acc = fma((float)isum, dw*dy, acc), accm = fma((float)imin, dminw*dy, accm);
+ * result acc - accm. Nibbles are unsigned: no offsets. */
+
+#define Q4K_TILE 4
+#define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
+
+static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            int tt, float *out, int64_t out_stride) {
+    __m512 acc[Q4K_TILE], accm[Q4K_TILE];
+    for (int t = 0; t < tt; t++) acc[t] = accm[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+        __m512 d[Q4K_TILE], dm[Q4K_TILE];
+        const brisk_block_q8_k *y[Q4K_TILE];
+        for (int t = 0; t < tt; t++) {
+            y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d));
+            dm[t] = _mm512_mul_ps(mw, _mm512_set1_ps(y[t]->d));
+        }
+        for (int p = 0; p < 4; p++) {
+            const __m512i sc0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p)));
+            const __m512i sc1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p + 16)));
+            const __m512i mn0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p)));
+            const __m512i mn1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p + 16)));
+            __m512i lo[8], hi[8];
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * p + k));
+                lo[k] = _mm512_and_si512(v, m4);
+                hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            for (int t = 0; t < tt; t++) {
+                const int8_t *q8 = y[t]->qs + 64 * p;
+                __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
+                __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
+                for (int k = 0; k < 8; k += 2) {
+                    a0 = _mm512_dpbusd_epi32(a0, lo[k], bcast32(q8 + 4 * k));
+                    a1 = _mm512_dpbusd_epi32(a1, lo[k + 1], bcast32(q8 + 4 * k + 4));
+                    b0 = _mm512_dpbusd_epi32(b0, hi[k], bcast32(q8 + 32 + 4 * k));
+                    b1 = _mm512_dpbusd_epi32(b1, hi[k + 1], bcast32(q8 + 32 + 4 * k + 4));
+                }
+                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, _mm512_add_epi32(a0, a1)),
+                                                      _mm512_mullo_epi32(sc1, _mm512_add_epi32(b0, b1)));
+                const int16_t *bs = y[t]->bsums + 4 * p;
+                const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[0] + bs[1])),
+                                                      _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[2] + bs[3])));
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d[t], acc[t]);
+                accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm[t], accm[t]);
+            }
+        }
+    }
+    for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_sub_ps(acc[t], accm[t]));
+}
+
+static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                      int32_t n_tok, float *out, int64_t out_stride) {
+    (void)sums, (void)sums_stride;
+    const int64_t nb = n / BRISK_QK_K;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + Q4K_TILE <= n_tok; t += Q4K_TILE)
+        q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q4K_TILE, out + (int64_t)t * out_stride, out_stride);
+    switch (n_tok - t) {
+        case 3: q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride); break;
+        case 2: q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride); break;
+        case 1: q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride); break;
+        default: break;
+    }
+}
+
 /* ---- activation sums ----------------------------------------------------------------- */
 
 static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
@@ -214,6 +289,7 @@ static const brisk_gemm_kernels avx512_table = {
     .gemm = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
         [BRISK_Q_Q8_0] = gemm_q8_0,
+        [BRISK_Q_Q4_K] = gemm_q4_k,
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,

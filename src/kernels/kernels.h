@@ -70,6 +70,9 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *   Q4_0 (288 bytes per block): d[16], then chunk c = 0..3: qs[4c..4c+3] of rows 0..15
  *        (low nibbles are elements 4c.., high nibbles elements 16+4c..);
  *   Q8_0 (544 bytes per block): d[16], then chunk c = 0..7: qs[4c..4c+3] + 128 (as u8) of rows 0..15.
+ *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
+ *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
+ *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.
  * A gemm kernel computes out[t * out_stride + r] for the group's 16 rows r and
  * n_tok activation rows t, every element bit-identical to the table's vec_dot
  * (and so to ref): each output keeps its own lane, with ref's reduction order.
@@ -101,11 +104,13 @@ typedef struct brisk_gemm_kernels {
 const brisk_gemm_kernels *brisk_gemm_best(void);
 const brisk_gemm_kernels *brisk_gemm_avx512(void);
 
-/* Whether brisk_pack_rows knows the type; the int32 act_sums per activation row of n elements. */
+/* Whether brisk_pack_rows knows the type; the bytes of one packed group of
+ * BRISK_GEMM_ROWS rows of cols elements; the int32 act_sums per activation row of n elements. */
 bool brisk_pack_supported(uint32_t type);
+size_t brisk_pack_group_bytes(uint32_t type, int64_t cols);
 int64_t brisk_act_sums_len(int64_t n);
 /* Pack BRISK_GEMM_ROWS canonical rows (row_bytes apart, cols elements each) into dst
- * (BRISK_GEMM_ROWS * row_bytes bytes). Portable; the layout is the same on every ISA. */
+ * (brisk_pack_group_bytes bytes). Portable; the layout is the same on every ISA. */
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols);
 /* Portable act_sums for Q8_0 activations (the spec for the ISA versions). */
 void brisk_act_sums_q8_0_ref(const void *act, int64_t n, int32_t *sums);

@@ -4,12 +4,22 @@
  * every ISA, and a group has exactly the bytes of its canonical rows. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
+#include "quant/convert.h"
 
 #include <string.h>
 
 #define G BRISK_GEMM_ROWS
 
-bool brisk_pack_supported(uint32_t type) { return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q8_0; }
+bool brisk_pack_supported(uint32_t type) { return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K; }
+
+size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
+    switch (type) {
+        case BRISK_Q_Q4_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q4_0);
+        case BRISK_Q_Q8_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q8_0);
+        case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
+        default: return 0;
+    }
+}
 
 int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 9; }
 
@@ -35,6 +45,17 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                     for (int k = 0; k < 4; k++) o[32 + 64 * c + 4 * r + k] = (uint8_t)((int)x->qs[4 * c + k] + 128);
             }
             o += (size_t)G * sizeof(brisk_block_q8_0);
+        }
+    } else if (type == BRISK_Q_Q4_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q4_k *x = (const brisk_block_q4_k *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                memcpy(o + 32 + 2 * r, &x->dmin, 2);
+                for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, x->scales, o + 64 + 16 * j + r, o + 192 + 16 * j + r);
+                for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+            }
+            o += (size_t)G * (sizeof(brisk_block_q4_k) + 4);
         }
     } else {
         BRISK_ASSERT(!"brisk_pack_rows: unsupported type");

@@ -95,7 +95,7 @@ static void mm_worker(void *ctx, int ith, int nth) {
         for (int64_t u = a; u < b; u++) {
             const int64_t r0 = u * BRISK_GEMM_ROWS, r1 = r0 + BRISK_GEMM_ROWS < rows ? r0 + BRISK_GEMM_ROWS : rows;
             if (jb->w->packed && r1 - r0 == BRISK_GEMM_ROWS) {
-                const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)r0 * jb->w->row_bytes;
+                const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)u * jb->w->packed_group_bytes;
                 t->g->gemm[jb->w->type](jb->w->cols, wp, jb->xq, jb->xq_stride, jb->xs, jb->xs_stride, t->n_tok, jb->out + r0,
                                         jb->out_stride);
                 if (jb->bias)

@@ -291,13 +291,15 @@ static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_erro
     const brisk_gemm_kernels *g = brisk_gemm_best();
     if (!g || !g->gemm[w->type] || !brisk_pack_supported(w->type) || w->rows < BRISK_GEMM_ROWS) return BRISK_OK;
     const int64_t groups = w->rows / BRISK_GEMM_ROWS;
-    const size_t gbytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes, bytes = (size_t)groups * gbytes;
-    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    const size_t src_gbytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes, bytes = (size_t)groups * src_gbytes;
+    const size_t gbytes = brisk_pack_group_bytes(w->type, w->cols), pbytes = (size_t)groups * gbytes;
+    uint8_t *p = aligned_alloc(64, (pbytes + 63) / 64 * 64);
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory repacking a %lld x %lld matrix", (long long)w->rows,
                               (long long)w->cols);
     for (int64_t i = 0; i < groups; i++)
-        brisk_pack_rows(w->type, p + (size_t)i * gbytes, (const uint8_t *)w->data + (size_t)i * gbytes, w->row_bytes, w->cols);
+        brisk_pack_rows(w->type, p + (size_t)i * gbytes, (const uint8_t *)w->data + (size_t)i * src_gbytes, w->row_bytes, w->cols);
     w->packed = p;
+    w->packed_group_bytes = gbytes;
     if (drop_canonical) {
         const long page = sysconf(_SC_PAGESIZE);
         const uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;

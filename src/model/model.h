@@ -41,6 +41,7 @@ typedef struct brisk_weight {
      * (kernels.h), owned by the model; NULL when the type or CPU has none.
      * The remaining rows, and data, stay canonical. */
     void *packed;
+    size_t packed_group_bytes;   /* bytes per group of 16 packed rows */
 } brisk_weight;
 
 typedef struct brisk_layer {
