@@ -136,6 +136,68 @@ static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_
                   out + (int64_t)t * out_stride, out_stride);
 }
 
+/* ---- Q5_0 (LANES, like Q8_0) -----------------------------------------------------------
+ * value = nibble | 16*bit (0..31), q = value - 16: lane c = -16*sum(y chunk)
+ * + sum value*y; the -16 term is the Q8_0 act sum (-128*sum) shifted right by
+ * 3 (exact: a multiple of 128). */
+
+#define Q50_TILE 3
+
+static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            const int32_t *sums, size_t sums_stride, int tt, float *out,
+                                                            int64_t out_stride) {
+    __m512 acc[Q50_TILE][8];
+    for (int t = 0; t < tt; t++)
+        for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q5_0));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        __m512 d[Q50_TILE];
+        const brisk_block_q8_0 *y[Q50_TILE];
+        const int32_t *s[Q50_TILE];
+        for (int t = 0; t < tt; t++) {
+            y[t] = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
+            s[t] = sums + (size_t)t * sums_stride + 8 * b;
+            d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(y[t]->d)));
+        }
+        for (int c = 0; c < 8; c++) {
+            const __m512i v = _mm512_loadu_si512(blk + 96 + 64 * (c & 3));
+            const __m512i nib = c < 4 ? _mm512_and_si512(v, m4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            uint64_t mk;
+            memcpy(&mk, blk + 32 + 8 * c, 8);
+            const __m512i w = _mm512_or_si512(nib, _mm512_maskz_mov_epi8((__mmask64)mk, b4));
+            const int off = c < 4 ? 4 * c : 16 + 4 * (c - 4);
+            for (int t = 0; t < tt; t++) {
+                const __m512i init = _mm512_srai_epi32(_mm512_set1_epi32(s[t][c < 4 ? c : c - 4 + 4]), 3);
+                const __m512i lane = _mm512_dpbusd_epi32(init, w, bcast32(y[t]->qs + off));
+                acc[t][off / 4] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(lane), acc[t][off / 4]);
+            }
+        }
+    }
+    for (int t = 0; t < tt; t++) {
+        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
+        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+    }
+}
+
+static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                      int32_t n_tok, float *out, int64_t out_stride) {
+    const int64_t nb = n / 32;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + Q50_TILE <= n_tok; t += Q50_TILE)
+        q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
+                  out + (int64_t)t * out_stride, out_stride);
+    if (n_tok - t == 2)
+        q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride);
+    else if (n_tok - t == 1)
+        q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride);
+}
+
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ------------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
  * imin = m[2p]*(bsums[4p]+bsums[4p+1]) + m[2p+1]*(bsums[4p+2]+bsums[4p+3]);
@@ -290,6 +352,7 @@ static const brisk_gemm_kernels avx512_table = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
         [BRISK_Q_Q8_0] = gemm_q8_0,
         [BRISK_Q_Q4_K] = gemm_q4_k,
+        [BRISK_Q_Q5_0] = gemm_q5_0,
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,

@@ -10,12 +10,15 @@
 
 #define G BRISK_GEMM_ROWS
 
-bool brisk_pack_supported(uint32_t type) { return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K; }
+bool brisk_pack_supported(uint32_t type) {
+    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K;
+}
 
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
     switch (type) {
         case BRISK_Q_Q4_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q4_0);
         case BRISK_Q_Q8_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q8_0);
+        case BRISK_Q_Q5_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_0);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
         default: return 0;
     }
@@ -45,6 +48,24 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                     for (int k = 0; k < 4; k++) o[32 + 64 * c + 4 * r + k] = (uint8_t)((int)x->qs[4 * c + k] + 128);
             }
             o += (size_t)G * sizeof(brisk_block_q8_0);
+        }
+    } else if (type == BRISK_Q_Q5_0) {
+        for (int64_t b = 0; b < nb; b++) {
+            uint64_t masks[8] = {0};
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q5_0 *x = (const brisk_block_q5_0 *)(s + (size_t)r * row_bytes) + b;
+                uint32_t qh;
+                memcpy(&qh, x->qh, 4);
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int c = 0; c < 8; c++)
+                    for (int k = 0; k < 4; k++) {
+                        const int e = c < 4 ? 4 * c + k : 16 + 4 * (c - 4) + k;
+                        masks[c] |= (uint64_t)((qh >> e) & 1) << (4 * r + k);
+                    }
+                for (int c = 0; c < 4; c++) memcpy(o + 96 + 64 * c + 4 * r, x->qs + 4 * c, 4);
+            }
+            memcpy(o + 32, masks, sizeof masks);
+            o += (size_t)G * sizeof(brisk_block_q5_0);
         }
     } else if (type == BRISK_Q_Q4_K) {
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
