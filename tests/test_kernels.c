@@ -406,7 +406,7 @@ static void test_packed_gemm(void) {
             free(x); free(q1); free(q2);
         }
     }
-    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q5_0, BRISK_Q_Q8_0, BRISK_Q_Q4_K};
+    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q5_0, BRISK_Q_Q8_0, BRISK_Q_Q4_K, BRISK_Q_Q6_K};
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};   /* weight blocks */
     static const int32_t ntoks[] = {1, 2, 3, 4, 5, 7, 8, 9, 17};
     const int R = BRISK_GEMM_ROWS;

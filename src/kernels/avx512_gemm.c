@@ -273,6 +273,83 @@ static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_
     }
 }
 
+/* ---- Q6_K (LANES with 16-element sub-block scales, against Q8_K) ----------------------------
+ * Chunk j (elements 4j..4j+3, j = 0..63) belongs to lane m = j % 8 of group
+ * g = j / 8, scaled by sc[2g + (m >= 4)]: D = dpbusd(0, q, y) fits in int16, so
+ * vpdpwssd against the scale zero-extended to 32 bits adds exactly sc * D.
+ * Lane l then loses 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) (one
+ * vpdpwssd on the scale pair), and acc[m] = fma(dy*dw, (float)lane, acc[m]). */
+
+#define Q6K_TILE 2
+#define Q6K_GROUP (G * sizeof(brisk_block_q6_k))
+
+static inline __m512i q6_scale(const uint8_t *blk, int j) {   /* int8 scale j of the 16 rows, as (uint16)sc in 32-bit lanes */
+    return _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * j))));
+}
+
+static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            int tt, float *out, int64_t out_stride) {
+    __m512 acc[Q6K_TILE][8];
+    for (int t = 0; t < tt; t++)
+        for (int m = 0; m < 8; m++) acc[t][m] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
+        const brisk_block_q8_k *y[Q6K_TILE];
+        __m512i L[Q6K_TILE][8];
+        for (int t = 0; t < tt; t++) {
+            y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
+            for (int m = 0; m < 8; m++) L[t][m] = _mm512_setzero_si512();
+        }
+        for (int k = 0; k < 16; k++) {
+            const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
+            const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
+            __m512i w[4];
+            w[0] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 4), m30, _mm512_and_si512(lA, m4), 0xEA);
+            w[1] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 2), m30, _mm512_and_si512(lB, m4), 0xEA);
+            w[2] = _mm512_ternarylogic_epi32(H, m30, _mm512_and_si512(_mm512_srli_epi16(lA, 4), m4), 0xEA);
+            w[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(H, 2), m30, _mm512_and_si512(_mm512_srli_epi16(lB, 4), m4), 0xEA);
+            const int m = k % 8;
+            __m512i sc[4];
+            for (int x = 0; x < 4; x++) {
+                const int g = 2 * x + k / 8;   /* chunk j = 16x + k */
+                sc[x] = q6_scale(blk, 2 * g + (m >= 4));
+            }
+            for (int t = 0; t < tt; t++)
+                for (int x = 0; x < 4; x++) {
+                    const __m512i D = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[x], bcast32(y[t]->qs + 4 * (16 * x + k)));
+                    L[t][m] = _mm512_dpwssd_epi32(L[t][m], D, sc[x]);
+                }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        for (int l = 0; l < 8; l++) {
+            const __m512i pair = _mm512_or_si512(q6_scale(blk, 2 * l), _mm512_slli_epi32(q6_scale(blk, 2 * l + 1), 16));
+            for (int t = 0; t < tt; t++) {
+                const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, bcast32(y[t]->bsums + 2 * l));
+                const __m512i lane = _mm512_sub_epi32(L[t][l], _mm512_slli_epi32(corr, 5));
+                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(y[t]->d), dw);
+                acc[t][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane), acc[t][l]);
+            }
+        }
+    }
+    for (int t = 0; t < tt; t++) {
+        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
+        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+    }
+}
+
+static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                      int32_t n_tok, float *out, int64_t out_stride) {
+    (void)sums, (void)sums_stride;
+    const int64_t nb = n / BRISK_QK_K;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
+        q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
+    if (n_tok - t == 1) q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride);
+}
+
 /* ---- activation sums ----------------------------------------------------------------- */
 
 static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
@@ -353,6 +430,7 @@ static const brisk_gemm_kernels avx512_table = {
         [BRISK_Q_Q8_0] = gemm_q8_0,
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_0] = gemm_q5_0,
+        [BRISK_Q_Q6_K] = gemm_q6_k,
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,

@@ -76,6 +76,10 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
  *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
  *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.
+ *   Q6_K (3360 bytes per 256-element block, as canonical): d[16], scales[j][16] (int8, j = 0..15),
+ *        32 low-nibble lines L_k (byte 4r+i: element 4k+i of row r in the low nibble, element
+ *        128+4k+i in the high), then 16 high-bit lines H_k (byte 4r+i: bit pairs 0/1/2/3 = the
+ *        high 2 bits of elements 4k+i, 64+4k+i, 128+4k+i, 192+4k+i).
  * A gemm kernel computes out[t * out_stride + r] for the group's 16 rows r and
  * n_tok activation rows t, every element bit-identical to the table's vec_dot
  * (and so to ref): each output keeps its own lane, with ref's reduction order.

@@ -11,7 +11,7 @@
 #define G BRISK_GEMM_ROWS
 
 bool brisk_pack_supported(uint32_t type) {
-    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K;
+    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q6_K;
 }
 
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
@@ -20,6 +20,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q8_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q8_0);
         case BRISK_Q_Q5_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_0);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
+        case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
         default: return 0;
     }
 }
@@ -77,6 +78,32 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                 for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
             }
             o += (size_t)G * (sizeof(brisk_block_q4_k) + 4);
+        }
+    } else if (type == BRISK_Q_Q6_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q6_k *x = (const brisk_block_q6_k *)(s + (size_t)r * row_bytes) + b;
+                uint8_t q[BRISK_QK_K];   /* 0..63 in element order, as ref unpacks them */
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
+                    for (int l = 0; l < 32; l++) {
+                        q[128 * h + l] = (uint8_t)((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
+                        q[128 * h + l + 32] = (uint8_t)((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
+                        q[128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
+                        q[128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
+                    }
+                }
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int j = 0; j < 16; j++) o[32 + 16 * j + r] = (uint8_t)x->scales[j];
+                for (int k = 0; k < 32; k++)
+                    for (int i = 0; i < 4; i++)
+                        o[288 + 64 * k + 4 * r + i] = (uint8_t)((q[4 * k + i] & 15) | ((q[128 + 4 * k + i] & 15) << 4));
+                for (int k = 0; k < 16; k++)
+                    for (int i = 0; i < 4; i++)
+                        o[288 + 2048 + 64 * k + 4 * r + i] = (uint8_t)((q[4 * k + i] >> 4) | ((q[64 + 4 * k + i] >> 4) << 2) |
+                                                                     ((q[128 + 4 * k + i] >> 4) << 4) | ((q[192 + 4 * k + i] >> 4) << 6));
+            }
+            o += (size_t)G * sizeof(brisk_block_q6_k);
         }
     } else {
         BRISK_ASSERT(!"brisk_pack_rows: unsupported type");
