@@ -213,6 +213,8 @@ static void test_errors(void) {
     EXPECT_UNSUP("{{ [1]|select('odd') }}", "generator");
     EXPECT_UNSUP("{{ 2 ** 70 }}", "64 bits");
     EXPECT_UNSUP("{{ 'ΣΑΣ'.lower() }}", "sigma");
+    EXPECT_UNSUP("{{ [1, 2][0, 1:] }}", "slices inside a tuple subscript");
+    EXPECT("{{ {(1, 2): 'x'}[1, 2] }}{{ [1][0, 1] }}", "x");
     /* caps */
     {
         brisk_template *t = NULL;

@@ -561,6 +561,11 @@ static brisk_status parse_postfix(parser *p, tpl_node *node, tpl_node **out) {
                 key = args.v[0];
                 free(args.v);
             } else {
+                for (size_t i = 0; i < args.n; i++)
+                    if (args.v[i]->kind == TPL_N_SLICE) {
+                        free(args.v);
+                        return pfail(p, BRISK_ERR_UNSUPPORTED, k->line, "slices inside a tuple subscript");
+                    }
                 key = new_node(p, TPL_N_TUPLE, k->line);
                 if (!key || !nvec_freeze(p, &args, &key->args)) { free(args.v); return nomem(p); }
             }
