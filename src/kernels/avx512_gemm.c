@@ -350,6 +350,74 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     if (n_tok - t == 1) q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride);
 }
 
+/* ---- F16 x F16 (the AVX2 table's order) ---------------------------------------------------
+ * The AVX2 dot keeps 4 accumulators of 8 lanes over 32-element steps; one
+ * zmm holds accumulators 0|1 (elements i..i+15), another 2|3, each lane fused
+ * exactly as there, and the end is the same (a0+a1)+(a2+a3) and hsum. Tiles of
+ * 2 rows x 4 tokens; the activations come pre-widened to F32 (exact). */
+
+#define F16_TR 2
+#define F16_TT 4
+
+static inline float f16_finish(__m512 A, __m512 B) {
+    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(A), _mm512_extractf32x8_ps(A, 1)),
+                                   _mm256_add_ps(_mm512_castps512_ps256(B), _mm512_extractf32x8_ps(B, 1)));
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static inline __attribute__((always_inline)) void f16_tile(int64_t n, const uint8_t *w, size_t row_bytes, const float *y,
+                                                           size_t ys, int tr, int tt, float *out, int64_t out_stride) {
+    __m512 A[F16_TR][F16_TT], B[F16_TR][F16_TT];
+    for (int r = 0; r < tr; r++)
+        for (int t = 0; t < tt; t++) A[r][t] = B[r][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n; i += 32) {
+        __m512 x0[F16_TR], x1[F16_TR];
+        for (int r = 0; r < tr; r++) {
+            const uint16_t *row = (const uint16_t *)(w + (size_t)r * row_bytes);
+            x0[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i)));
+            x1[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i + 16)));
+        }
+        for (int t = 0; t < tt; t++) {
+            const __m512 y0 = _mm512_loadu_ps(y + (size_t)t * ys + i), y1 = _mm512_loadu_ps(y + (size_t)t * ys + i + 16);
+            for (int r = 0; r < tr; r++) {
+                A[r][t] = _mm512_fmadd_ps(x0[r], y0, A[r][t]);
+                B[r][t] = _mm512_fmadd_ps(x1[r], y1, B[r][t]);
+            }
+        }
+    }
+    for (int r = 0; r < tr; r++)
+        for (int t = 0; t < tt; t++) out[(int64_t)t * out_stride + r] = f16_finish(A[r][t], B[r][t]);
+}
+
+static void gemm_rows_f16(int64_t n, const void *w, size_t row_bytes, const float *act, size_t act_stride, int32_t n_tok, float *out,
+                          int64_t out_stride) {
+    const uint8_t *wb = w;
+    for (int r = 0; r < G; r += F16_TR) {
+        int32_t t = 0;
+        for (; t + F16_TT <= n_tok; t += F16_TT)
+            f16_tile(n, wb + (size_t)r * row_bytes, row_bytes, act + (size_t)t * act_stride, act_stride, F16_TR, F16_TT,
+                     out + (int64_t)t * out_stride + r, out_stride);
+        switch (n_tok - t) {
+#define REST(k) case k: f16_tile(n, wb + (size_t)r * row_bytes, row_bytes, act + (size_t)t * act_stride, act_stride, F16_TR, k, \
+                                 out + (int64_t)t * out_stride + r, out_stride); break;
+            REST(1) REST(2) REST(3)
+#undef REST
+            default: break;
+        }
+    }
+}
+
+static void act_widen_f16(const void *act, int64_t n, int32_t *dst) {
+    const uint16_t *h = act;
+    float *f = (float *)dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(f + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + i))));
+    for (; i < n; i++) f[i] = _cvtsh_ss(h[i]);
+}
+
 /* ---- activation sums ----------------------------------------------------------------- */
 
 static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
@@ -435,7 +503,11 @@ static const brisk_gemm_kernels avx512_table = {
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,
     },
+    .gemm_rows = {
+        [BRISK_Q_F16] = gemm_rows_f16,
+    },
     .act_sums = {
+        [BRISK_Q_F16] = act_widen_f16,
         [BRISK_Q_Q8_0] = act_sums_q8_0,
     },
 };

@@ -91,12 +91,18 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
 
 typedef void (*brisk_gemm_fn)(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums,
                               size_t sums_stride, int32_t n_tok, float *out, int64_t out_stride);
-typedef void (*brisk_act_sums_fn)(const void *act, int64_t n, int32_t *sums);
+typedef void (*brisk_act_sums_fn)(const void *act, int64_t n, int32_t *sums);   /* F16 acts: n floats (as int32 storage) */
 
 typedef struct brisk_gemm_kernels {
     const char *isa;
     brisk_gemm_fn gemm[BRISK_Q_TYPE_LIMIT];            /* by weight type; NULL = not packed */
     brisk_act_sums_fn act_sums[BRISK_Q_TYPE_LIMIT];    /* by activation type */
+    /* GEMM over 16 canonical rows (row_bytes apart) for types that are not packed,
+     * bit-identical to the main table's vec_dot; act_f32 is the activation
+     * widened to F32 by act_sums[act type] (n floats per row, sums_stride apart).
+     * Only for n a multiple of 32. */
+    void (*gemm_rows[BRISK_Q_TYPE_LIMIT])(int64_t n, const void *w, size_t row_bytes, const float *act_f32, size_t act_stride,
+                                          int32_t n_tok, float *out, int64_t out_stride);
     /* Faster activation quantizers, byte-identical to ref's (NULL: use the main table's). */
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];
     /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):
@@ -115,7 +121,7 @@ const brisk_gemm_kernels *brisk_gemm_avx512(void);
  * BRISK_GEMM_ROWS rows of cols elements; the int32 act_sums per activation row of n elements. */
 bool brisk_pack_supported(uint32_t type);
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols);
-int64_t brisk_act_sums_len(int64_t n);
+int64_t brisk_act_sums_len(int64_t n);   /* enough for every act type's side data, F16's n floats included */
 /* Pack BRISK_GEMM_ROWS canonical rows (row_bytes apart, cols elements each) into dst
  * (brisk_pack_group_bytes bytes). Portable; the layout is the same on every ISA. */
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols);

@@ -25,7 +25,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
     }
 }
 
-int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 9; }
+int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 9 > n ? n / 32 * 9 : n; }
 
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols) {
     const int64_t nb = cols / 32;

@@ -103,6 +103,15 @@ static void mm_worker(void *ctx, int ith, int nth) {
                         for (int64_t r = r0; r < r1; r++) jb->out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
                 continue;
             }
+            if (t->g && t->g->gemm_rows[jb->w->type] && r1 - r0 == BRISK_GEMM_ROWS && jb->w->cols % 32 == 0) {
+                t->g->gemm_rows[jb->w->type](jb->w->cols, (const uint8_t *)jb->w->data + (size_t)r0 * jb->w->row_bytes,
+                                             jb->w->row_bytes, (const float *)jb->xs, jb->xs_stride, t->n_tok, jb->out + r0,
+                                             jb->out_stride);
+                if (jb->bias)
+                    for (int32_t tk = 0; tk < t->n_tok; tk++)
+                        for (int64_t r = r0; r < r1; r++) jb->out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
+                continue;
+            }
             for (int64_t r = r0; r < r1; r++) {
                 const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
                 for (int32_t tk = 0; tk < t->n_tok; tk++) {
