@@ -105,6 +105,11 @@ static void test_statements(void) {
            "10TrueFalse33,21FalseFalse32,32FalseTrue31,");
     EXPECT("{% for x in [1, 2, 3, 4] if x is even %}{{ x }}{{ loop.length }}{% endfor %}", "2242");
     EXPECT("{% for x in [] %}x{% else %}empty{% endfor %}", "empty");
+    /* jinja2 runs else unless an iteration reached the end of the body */
+    EXPECT("{% for x in [1, 2] %}{% break %}{% else %}E{% endfor %}|{% for x in [1, 2] %}{% continue %}{% else %}E{% endfor %}|"
+           "{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{% else %}E{% endfor %}", "E|E|");
+    EXPECT("{% set ns = namespace(a=1) %}{% set ns.b = ns %}{{ ns }}|{% set l = [1] %}{{ [l, l] }}",
+           "<Namespace {'a': 1, 'b': <Namespace {...}>}>|[[1], [1]]");
     EXPECT("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}", "a=1;b=2;");
     EXPECT("{% for x in [1, 2, 3] %}{{ loop.previtem }}-{{ loop.nextitem }},{% endfor %}", "-2,1-3,2-,");
     EXPECT("{% for x in range(5) %}{% if x == 3 %}{% break %}{% endif %}{% if x == 1 %}{% continue %}{% endif %}{{ x }}{% endfor %}", "02");

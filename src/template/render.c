@@ -644,13 +644,10 @@ static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
         items = kept;
         count = k;
     }
-    if (count == 0) {
-        if (!n->orelse.n) return BRISK_OK;
-        tpl_scope *es = scope_new(c, s);
-        if (!es) return tpl_nomem(c);
-        return exec_body(c, es, &n->orelse);
-    }
-    if (++c->depth > c->max_depth) return tpl_fail(c, BRISK_ERR_CAPACITY, "loops nested deeper than %d", c->max_depth);
+    /* jinja2 runs the else block unless some iteration reached the end of the
+     * body: an empty loop, but also one whose every iteration hit break/continue */
+    bool completed = false;
+    if (count && ++c->depth > c->max_depth) return tpl_fail(c, BRISK_ERR_CAPACITY, "loops nested deeper than %d", c->max_depth);
     tpl_loop *loop = tpl_alloc(&c->arena, sizeof *loop);
     if (!loop) return tpl_nomem(c);
     *loop = (tpl_loop){.items = items, .n = count, .i = 0, .depth = 1};
@@ -666,9 +663,13 @@ static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
         if (st == (brisk_status)TPL_BREAK) break;
         if (st == (brisk_status)TPL_CONTINUE) continue;
         if (st) return st;
+        completed = true;
     }
-    c->depth--;
-    return BRISK_OK;
+    if (count) c->depth--;
+    if (completed || !n->orelse.n) return BRISK_OK;
+    tpl_scope *es = scope_new(c, s);
+    if (!es) return tpl_nomem(c);
+    return exec_body(c, es, &n->orelse);
 }
 
 static brisk_status exec_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n);

@@ -813,8 +813,9 @@ static brisk_status repr_container(tpl_buf *b, const tpl_value *v, repr_state *s
     const void *id = v->type == TPL_LIST ? (const void *)v->u.list : (const void *)v->u.dict;
     for (int i = 0; i < st->depth; i++)
         if (st->stack[i] == id) {
-            bool is_dict = v->type != TPL_LIST;
-            PUT(tpl_buf_puts(b, is_dict ? "{...}" : v->u.list->kind == TPL_LK_TUPLE ? "(...)" : "[...]"));
+            /* Python marks the re-entered container; a Namespace repr wraps its dict's marker */
+            PUT(tpl_buf_puts(b, v->type == TPL_NS ? "<Namespace {...}>" : v->type == TPL_DICT ? "{...}"
+                                : v->u.list->kind == TPL_LK_TUPLE ? "(...)" : "[...]"));
             return BRISK_OK;
         }
     if (st->depth >= (int)BRISK_ARRAY_LEN(st->stack)) {
