@@ -81,6 +81,7 @@ static void test_expressions(void) {
     /* float repr: shortest round-trip digits, including the neighbour rule at exact ties */
     EXPECT("{{ 0.5 ** 24 }}|{{ 2.0 ** -44 * 0.5 }}|{{ 1e15 }}|{{ 123456789012345678.0 }}|{{ -0.0 }}|{{ 1 / 3 }}",
            "5.960464477539063e-08|2.842170943040401e-14|1000000000000000.0|1.2345678901234568e+17|-0.0|0.3333333333333333");
+    EXPECT("{% set ą = 'x' %}{{ ą }}{{ ą~ą }}", "xxx");   /* non-ASCII names; U+0105 ends in byte 0x85 (NEL) */
     EXPECT("{{ 'a' 'b' }}|{{ \"\\u00e9\\x41\\101\\q\" }}|{{ 0x1F }}|{{ 1_000 }}", "ab|éAA\\q|31|1000");
     EXPECT("{{ -(2) ** 2 }}|{{ 1 + 2 is number }}|{{ -(3)|abs }}", "4|2|3");
     EXPECT_ERR("{{ -x|default(3) }}", "'x' is undefined");   /* the filter applies to -x */

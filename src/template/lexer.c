@@ -251,8 +251,19 @@ static brisk_status lex_tag(lexer *lx, size_t p, bool block) {
             continue;
         }
         if (is_name_start(c)) {
-            e = p + 1;
-            while (e < lx->n && is_name_char((unsigned char)s[e]) && !space_at(s, lx->n, e)) e++;
+            /* ASCII identifier characters, or any non-space code point beyond ASCII (whole sequences) */
+            e = p;
+            while (e < lx->n) {
+                unsigned char ch = (unsigned char)s[e];
+                if (ch < 0x80) {
+                    if (!is_name_char(ch)) break;
+                    e++;
+                    continue;
+                }
+                size_t k = e;
+                if (tpl_is_space(tpl_utf8_next(s, lx->n, &k))) break;
+                e = k;
+            }
             if ((st = emit(lx, TPL_T_NAME, s + p, e - p, lx->line))) return st;
             p = e;
             continue;
