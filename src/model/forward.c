@@ -151,7 +151,9 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
                 qt.sums = f->xs[slot];
                 qt.sums_stride = f->xs_stride;
             }
-            brisk_pool_run(f->pool, quant_worker, &qt);
+            /* a few rows are quicker on this thread than a pool step (same bytes either way) */
+            if (n_tok < 4) quant_worker(&qt, 0, 1);
+            else brisk_pool_run(f->pool, quant_worker, &qt);
         }
         mt.jobs[j] = (mm_job){.w = w[j], .xq = f->xq[slot], .xq_stride = stride, .xs = f->xs[slot], .xs_stride = f->xs_stride, .out = out[j],
                               .out_stride = out_stride[j], .bias = bias ? bias[j] : NULL};
