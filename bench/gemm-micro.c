@@ -1,22 +1,76 @@
-/* gemm-micro: throughput of the packed GEMM kernels, one thread, weights in L2.
- * 64 groups of 16 rows x 2048 columns against T activation rows; best of 20.
+/* gemm-micro: throughput of the AVX-512 GEMM kernels, one thread, weights in L2.
+ * 64 groups of 16 rows x 2048 columns (random bytes) against T activation rows;
+ * best of 20 passes. Prints multiply-adds per second and weight bytes per second.
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude bench/gemm-micro.c build-perf/libbrisk_core.a \
  *       -lm -lpthread $(pkg-config --libs libpcre2-8 jansson) -o /tmp/gemm-micro
- *   /tmp/gemm-micro T [0 = Q4_0 | 1 = Q8_0]                                       */
+ *   /tmp/gemm-micro T TYPE        (TYPE: Q4_0 Q5_0 Q8_0 Q4_K Q6_K F16)             */
 #include "kernels/kernels.h"
 #include "quant/quant.h"
+
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
-static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec*1e-9;}
-int main(int argc,char**argv){
-  int T=atoi(argv[1]); int wt=atoi(argv[2])?BRISK_Q_Q8_0:BRISK_Q_Q4_0;
-  const brisk_gemm_kernels*g=brisk_gemm_best(); const brisk_kernels*k=brisk_kernels_best();
-  if(!g||argc<3){fprintf(stderr,"usage: gemm-micro T 0|1 (needs AVX-512 VNNI)\n");return 1;}
-  int64_t n=2048, G=64; size_t rb,ab; brisk_qtype_row_bytes(wt,n,&rb); brisk_qtype_row_bytes(BRISK_Q_Q8_0,n,&ab);
-  uint8_t*w=calloc(G*16,rb); uint8_t*a=calloc(T,ab); float*x=malloc(n*4); int64_t sl=brisk_act_sums_len(n); int32_t*s=calloc(T*sl,4); float*o=calloc(T*16*G,4);
-  for(int i=0;i<(int)(G*16*rb);i++) w[i]=rand(); for(int i=0;i<n;i++) x[i]=rand()/(float)RAND_MAX-0.5f;
-  for(int t=0;t<T;t++){k->quantize_act[BRISK_Q_Q8_0](x,a+t*ab,n); g->act_sums[BRISK_Q_Q8_0](a+t*ab,n,s+t*sl);}
-  double best=1e9; for(int rep=0;rep<20;rep++){double t0=now(); for(int gi=0;gi<G;gi++) g->gemm[wt](n,w+gi*16*rb,a,ab,s,sl,T,o+gi*16,16*G); double dt=now()-t0; if(dt<best)best=dt;}
-  double mac=(double)G*16*n*T; printf("T=%d %s: %.1f GMAC/s  (weights %.1f GB/s)\n",T,wt==BRISK_Q_Q8_0?"q8_0":"q4_0",mac/best*1e-9,(double)G*16*rb/best*1e-9);
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    const brisk_gemm_kernels *g = brisk_gemm_best();
+    const brisk_kernels *k = brisk_kernels_best();
+    if (!g || argc < 3) {
+        fprintf(stderr, "usage: gemm-micro T TYPE (needs AVX-512 VNNI)\n");
+        return 1;
+    }
+    const int T = atoi(argv[1]);
+    int wt = -1;
+    for (uint32_t t = 0; t < BRISK_Q_TYPE_LIMIT; t++)
+        if (brisk_qtype_get(t) && !strcmp(brisk_qtype_name(t), argv[2])) wt = (int)t;
+    if (wt < 0 || T < 1 || (!g->gemm[wt] && !g->gemm_rows[wt])) {
+        fprintf(stderr, "gemm-micro: no GEMM for type %s\n", argv[2]);
+        return 1;
+    }
+    const uint32_t at = brisk_qtype_get((uint32_t)wt)->act_type;
+    const int64_t n = 2048, G = 64;
+    size_t rb, ab;
+    brisk_qtype_row_bytes((uint32_t)wt, n, &rb);
+    brisk_qtype_row_bytes(at, n, &ab);
+    const size_t gb = g->gemm[wt] ? brisk_pack_group_bytes((uint32_t)wt, n) : 16 * rb;
+    uint8_t *w = calloc((size_t)G, gb), *src = calloc(16, rb), *a = calloc((size_t)T, ab);
+    const int64_t sl = brisk_act_sums_len(n);
+    int32_t *s = calloc((size_t)(T * sl), 4);
+    float *x = malloc((size_t)n * 4), *o = calloc((size_t)(T * 16 * G), 4);
+    srand(1);
+    for (size_t i = 0; i < 16 * rb; i++) src[i] = (uint8_t)rand();
+    if (wt == BRISK_Q_F16 || wt == BRISK_Q_Q4_K || wt == BRISK_Q_Q6_K || wt == BRISK_Q_Q4_0 || wt == BRISK_Q_Q5_0 || wt == BRISK_Q_Q8_0)
+        for (size_t r = 0; r < 16; r++) {   /* finite scales: quantize random floats */
+            for (int64_t i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+            brisk_qtype_from_float((uint32_t)wt)(x, src + r * rb, n);
+        }
+    for (int64_t gi = 0; gi < G; gi++) {
+        if (g->gemm[wt]) brisk_pack_rows((uint32_t)wt, w + (size_t)gi * gb, src, rb, n);
+        else memcpy(w + (size_t)gi * gb, src, gb);
+    }
+    for (int t = 0; t < T; t++) {
+        for (int64_t i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
+        k->quantize_act[at](x, a + (size_t)t * ab, n);
+        if (g->act_sums[at]) g->act_sums[at](a + (size_t)t * ab, n, s + t * sl);
+    }
+    double best = 1e9;
+    for (int rep = 0; rep < 20; rep++) {
+        const double t0 = now();
+        for (int64_t gi = 0; gi < G; gi++) {
+            if (g->gemm[wt]) g->gemm[wt](n, w + (size_t)gi * gb, a, ab, s, (size_t)sl, T, o + gi * 16, 16 * G);
+            else g->gemm_rows[wt](n, w + (size_t)gi * gb, rb, (const float *)s, (size_t)sl, T, o + gi * 16, 16 * G);
+        }
+        const double dt = now() - t0;
+        if (dt < best) best = dt;
+    }
+    const double mac = (double)G * 16 * (double)n * T;
+    printf("T=%d %s: %.1f GMAC/s (weights %.1f GB/s)\n", T, argv[2], mac / best * 1e-9, (double)G * (double)gb / best * 1e-9);
+    free(w); free(src); free(a); free(s); free(x); free(o);
+    return 0;
 }

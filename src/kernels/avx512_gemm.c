@@ -39,22 +39,26 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
                                                             const int32_t *sums, size_t sums_stride, int tt, float *out,
                                                             int64_t out_stride) {
     __m512 acc[Q40_TILE];
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512i lo[4], hi[4];
+        #pragma GCC unroll 16
         for (int c = 0; c < 4; c++) {
             const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * c);
             lo[c] = _mm512_and_si512(v, m4);
             hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             const brisk_block_q8_0 *y = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
             const int32_t *s = sums + (size_t)t * sums_stride;
             /* two independent integer chains (exact; shorter latency when tt is small) */
             __m512i i0 = _mm512_set1_epi32(s[8 * nb + b]), i1 = _mm512_setzero_si512();
+            #pragma GCC unroll 16
             for (int c = 0; c < 4; c++) {
                 i0 = _mm512_dpbusd_epi32(i0, lo[c], bcast32(y->qs + 4 * c));
                 i1 = _mm512_dpbusd_epi32(i1, hi[c], bcast32(y->qs + 16 + 4 * c));
@@ -64,6 +68,7 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
             acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc[t]);
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, acc[t]);
 }
 
@@ -92,7 +97,9 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
                                                             const int32_t *sums, size_t sums_stride, int tt, float *out,
                                                             int64_t out_stride) {
     __m512 acc[Q80_TILE][8];
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
+        #pragma GCC unroll 16
         for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
@@ -100,19 +107,23 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
         __m512 d[Q80_TILE];
         const brisk_block_q8_0 *y[Q80_TILE];
         const int32_t *s[Q80_TILE];
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             y[t] = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
             s[t] = sums + (size_t)t * sums_stride + 8 * b;
             d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(y[t]->d)));
         }
+        #pragma GCC unroll 16
         for (int c = 0; c < 8; c++) {
             const __m512i w = _mm512_loadu_si512(blk + 32 + 64 * c);
+            #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) {
                 const __m512i lane = _mm512_dpbusd_epi32(_mm512_set1_epi32(s[t][c]), w, bcast32(y[t]->qs + 4 * c));
                 acc[t][c] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(lane), acc[t][c]);
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
         const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
         const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
@@ -147,7 +158,9 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
                                                             const int32_t *sums, size_t sums_stride, int tt, float *out,
                                                             int64_t out_stride) {
     __m512 acc[Q50_TILE][8];
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
+        #pragma GCC unroll 16
         for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
@@ -156,11 +169,13 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
         __m512 d[Q50_TILE];
         const brisk_block_q8_0 *y[Q50_TILE];
         const int32_t *s[Q50_TILE];
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             y[t] = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
             s[t] = sums + (size_t)t * sums_stride + 8 * b;
             d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(fp16(y[t]->d)));
         }
+        #pragma GCC unroll 16
         for (int c = 0; c < 8; c++) {
             const __m512i v = _mm512_loadu_si512(blk + 96 + 64 * (c & 3));
             const __m512i nib = c < 4 ? _mm512_and_si512(v, m4) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -168,6 +183,7 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
             memcpy(&mk, blk + 32 + 8 * c, 8);
             const __m512i w = _mm512_or_si512(nib, _mm512_maskz_mov_epi8((__mmask64)mk, b4));
             const int off = c < 4 ? 4 * c : 16 + 4 * (c - 4);
+            #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) {
                 const __m512i init = _mm512_srai_epi32(_mm512_set1_epi32(s[t][c < 4 ? c : c - 4 + 4]), 3);
                 const __m512i lane = _mm512_dpbusd_epi32(init, w, bcast32(y[t]->qs + off));
@@ -175,6 +191,7 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
         const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
         const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
@@ -210,6 +227,7 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
 static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             int tt, float *out, int64_t out_stride) {
     __m512 acc[Q4K_TILE], accm[Q4K_TILE];
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) acc[t] = accm[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
@@ -218,26 +236,31 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
         const brisk_block_q8_k *y[Q4K_TILE];
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
             d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d));
             dm[t] = _mm512_mul_ps(mw, _mm512_set1_ps(y[t]->d));
         }
+        #pragma GCC unroll 16
         for (int p = 0; p < 4; p++) {
             const __m512i sc0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p)));
             const __m512i sc1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p + 16)));
             const __m512i mn0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p)));
             const __m512i mn1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p + 16)));
             __m512i lo[8], hi[8];
+            #pragma GCC unroll 16
             for (int k = 0; k < 8; k++) {
                 const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * p + k));
                 lo[k] = _mm512_and_si512(v, m4);
                 hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             }
+            #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) {
                 const int8_t *q8 = y[t]->qs + 64 * p;
                 __m512i a0 = _mm512_setzero_si512(), a1 = _mm512_setzero_si512();
                 __m512i b0 = _mm512_setzero_si512(), b1 = _mm512_setzero_si512();
+                #pragma GCC unroll 16
                 for (int k = 0; k < 8; k += 2) {
                     a0 = _mm512_dpbusd_epi32(a0, lo[k], bcast32(q8 + 4 * k));
                     a1 = _mm512_dpbusd_epi32(a1, lo[k + 1], bcast32(q8 + 4 * k + 4));
@@ -254,6 +277,7 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_sub_ps(acc[t], accm[t]));
 }
 
@@ -290,17 +314,22 @@ static inline __m512i q6_scale(const uint8_t *blk, int j) {   /* int8 scale j of
 static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             int tt, float *out, int64_t out_stride) {
     __m512 acc[Q6K_TILE][8];
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
+        #pragma GCC unroll 16
         for (int m = 0; m < 8; m++) acc[t][m] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
         const brisk_block_q8_k *y[Q6K_TILE];
         __m512i L[Q6K_TILE][8];
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
+            #pragma GCC unroll 16
             for (int m = 0; m < 8; m++) L[t][m] = _mm512_setzero_si512();
         }
+        #pragma GCC unroll 16
         for (int k = 0; k < 16; k++) {
             const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
             const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
@@ -311,19 +340,24 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
             w[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(H, 2), m30, _mm512_and_si512(_mm512_srli_epi16(lB, 4), m4), 0xEA);
             const int m = k % 8;
             __m512i sc[4];
+            #pragma GCC unroll 16
             for (int x = 0; x < 4; x++) {
                 const int g = 2 * x + k / 8;   /* chunk j = 16x + k */
                 sc[x] = q6_scale(blk, 2 * g + (m >= 4));
             }
+            #pragma GCC unroll 16
             for (int t = 0; t < tt; t++)
+                #pragma GCC unroll 16
                 for (int x = 0; x < 4; x++) {
                     const __m512i D = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[x], bcast32(y[t]->qs + 4 * (16 * x + k)));
                     L[t][m] = _mm512_dpwssd_epi32(L[t][m], D, sc[x]);
                 }
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        #pragma GCC unroll 16
         for (int l = 0; l < 8; l++) {
             const __m512i pair = _mm512_or_si512(q6_scale(blk, 2 * l), _mm512_slli_epi32(q6_scale(blk, 2 * l + 1), 16));
+            #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) {
                 const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, bcast32(y[t]->bsums + 2 * l));
                 const __m512i lane = _mm512_sub_epi32(L[t][l], _mm512_slli_epi32(corr, 5));
@@ -332,6 +366,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
             }
         }
     }
+    #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
         const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
         const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
@@ -371,24 +406,31 @@ static inline float f16_finish(__m512 A, __m512 B) {
 static inline __attribute__((always_inline)) void f16_tile(int64_t n, const uint8_t *w, size_t row_bytes, const float *y,
                                                            size_t ys, int tr, int tt, float *out, int64_t out_stride) {
     __m512 A[F16_TR][F16_TT], B[F16_TR][F16_TT];
+    #pragma GCC unroll 16
     for (int r = 0; r < tr; r++)
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) A[r][t] = B[r][t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < n; i += 32) {
         __m512 x0[F16_TR], x1[F16_TR];
+        #pragma GCC unroll 16
         for (int r = 0; r < tr; r++) {
             const uint16_t *row = (const uint16_t *)(w + (size_t)r * row_bytes);
             x0[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i)));
             x1[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i + 16)));
         }
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             const __m512 y0 = _mm512_loadu_ps(y + (size_t)t * ys + i), y1 = _mm512_loadu_ps(y + (size_t)t * ys + i + 16);
+            #pragma GCC unroll 16
             for (int r = 0; r < tr; r++) {
                 A[r][t] = _mm512_fmadd_ps(x0[r], y0, A[r][t]);
                 B[r][t] = _mm512_fmadd_ps(x1[r], y1, B[r][t]);
             }
         }
     }
+    #pragma GCC unroll 16
     for (int r = 0; r < tr; r++)
+        #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) out[(int64_t)t * out_stride + r] = f16_finish(A[r][t], B[r][t]);
 }
 
