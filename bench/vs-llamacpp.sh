@@ -54,7 +54,7 @@ model() {
 }
 
 echo "# brisk vs llama.cpp: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, threads $THREADS, $REPS repetitions"
-echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet -- src || echo '+dirty'), peer $("$PEER/llama-bench" --version 2>&1 | grep -m1 -o 'version: [^ ]*\|build: [^ ]*' || echo unknown)"
+echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet -- src || echo '+dirty'), peer $({ "$PEER/llama-bench" --version 2>&1 || true; } | grep -m1 -o 'version: [^ ]*' || echo unknown)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for shape in $SHAPES; do
   for type in $TYPES; do
