@@ -406,6 +406,38 @@ static void test_packed_gemm(void) {
             free(x); free(q1); free(q2);
         }
     }
+    /* attention helpers against the scalar loops they replace (unfused mul, then add) */
+    if (g->kq16 && g->kq16t && g->axpy_f16) {
+        enum { D = 128, STRIDE = 136 };
+        uint16_t *k = malloc(sizeof(uint16_t) * 16 * STRIDE);
+        float *kt = malloc(sizeof(float) * D * 16), q[D], o1[D], o2[D], s1[16], s2[16], s3[16];
+        if (!k) { CHECK(!"out of memory"); return; }
+        for (int d = 2; d <= D; d += 18) {
+            for (int i = 0; i < 16 * STRIDE; i++) k[i] = brisk_fp32_to_fp16(rng_gauss());
+            for (int i = 0; i < d; i++) q[i] = rng_gauss();
+            for (int l = 0; l < 16; l++) {
+                float acc = 0.0f;
+                for (int i = 0; i < d; i++) {
+                    const float prod = q[i] * brisk_fp16_to_fp32(k[l * STRIDE + i]);
+                    acc = acc + prod;
+                    kt[i * 16 + l] = brisk_fp16_to_fp32(k[l * STRIDE + i]);
+                }
+                s1[l] = acc * 0.125f;
+            }
+            g->kq16(q, k, STRIDE, d, 0.125f, s2);
+            g->kq16t(q, kt, 16, d, 0.125f, s3);
+            CHECKF(memcmp(s1, s2, sizeof s1) == 0 && memcmp(s1, s3, sizeof s1) == 0, "%s kq16/kq16t d=%d differ from scalar", g->isa, d);
+            for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
+            const float pw = rng_uniform();
+            for (int i = 0; i < d; i++) {
+                const float prod = pw * brisk_fp16_to_fp32(k[i]);
+                o1[i] = o1[i] + prod;
+            }
+            g->axpy_f16(o2, pw, k, d);
+            CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16 d=%d differs from scalar", g->isa, d);
+        }
+        free(k); free(kt);
+    }
     /* GEMMs over canonical rows: bit-identical to the best table's vec_dot */
     const brisk_kernels *best = brisk_kernels_best();
     for (uint32_t wt = 0; wt < BRISK_Q_TYPE_LIMIT; wt++) {

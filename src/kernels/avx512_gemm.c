@@ -521,6 +521,12 @@ static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float 
     _mm512_storeu_ps(out, _mm512_mul_ps(s, _mm512_set1_ps(scale)));
 }
 
+static void kq16t(const float *q, const float *kt, size_t stride, int d, float scale, float *out) {
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < d; i++) s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(q[i]), _mm512_loadu_ps(kt + (size_t)i * stride)));
+    _mm512_storeu_ps(out, _mm512_mul_ps(s, _mm512_set1_ps(scale)));
+}
+
 static void axpy_f16(float *o, float p, const uint16_t *v, int d) {
     const __m512 pv = _mm512_set1_ps(p);
     int i = 0;
@@ -533,6 +539,7 @@ static void axpy_f16(float *o, float p, const uint16_t *v, int d) {
 
 static const brisk_gemm_kernels avx512_table = {
     .kq16 = kq16,
+    .kq16t = kq16t,
     .axpy_f16 = axpy_f16,
     .isa = "avx512vnni",
     .gemm = {

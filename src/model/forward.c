@@ -28,6 +28,8 @@ struct brisk_forward {
     size_t xq_cap, xs_stride;
     float *rope_cache;                           /* [n_batch][n_rot] */
     float *f16_lut;                              /* 65536 entries: F16 -> F32 for the KV reads */
+    float *kt;                                   /* prefill: one sequence's K widened, [kv head][dim][pos] */
+    int32_t kt_cap;                              /* positions kt holds (0: none) */
     size_t bytes;
 };
 
@@ -174,7 +176,25 @@ typedef struct attn_task {
     const brisk_kv *kv;
     const brisk_fwd_batch *b;
     int32_t layer;
+    const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
+    int32_t kt_len;      /* positions in kt (its row stride is f->kt_cap) */
 } attn_task;
+
+/* Prefill of one sequence: widen its K once per layer into kt (exact F16 ->
+ * F32), transposed so 16 positions of one dimension are contiguous; the
+ * scores then need no gathers. Split over (kv head, dimension) rows. */
+static void kt_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    const brisk_forward *f = at->f;
+    const int32_t seq = at->b->seq[0];
+    int64_t lo, hi;
+    brisk_split_range((int64_t)f->kvdim, ith, nth, &lo, &hi);
+    float *kt = (float *)at->kt;
+    for (int32_t p = 0; p < at->kt_len; p++) {
+        const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, p);
+        for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_cap + (size_t)p] = f->f16_lut[kr[e]];
+    }
+}
 
 /* Causal attention for (token, head) pairs, with the numerics of llama.cpp's
  * CPU flash attention for prompt batches (ggml_compute_forward_flash_attn_ext_tiled):
@@ -209,6 +229,9 @@ static void attn_worker(void *ctx, int ith, int nth) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
             float tile_max = -INFINITY;
             int32_t j = 0;
+            if (at->kt)
+                for (; j + 16 <= n; j += 16)
+                    g->kq16t(q, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)(j0 + j), (size_t)f->kt_cap, hd, scale, kq + j);
             if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
                 for (; j + 16 <= n; j += 16)
                     g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
@@ -312,6 +335,10 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nb * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
     f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
     f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
+    if (f->gk && f->gk->kq16t && n_batch >= 32) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
+        f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
+        f->kt = xcalloc_track(f, (size_t)f->kt_cap * (size_t)f->kvdim, sizeof(float), &ok);
+    }
     if (!ok) {
         brisk_forward_free(f);
         return brisk_fail(err, BRISK_ERR_NOMEM, "forward: cannot allocate scratch for batch %d", n_batch);
@@ -329,7 +356,7 @@ void brisk_forward_free(brisk_forward *f) {
         free(f->xq[i]);
         free(f->xs[i]);
     }
-    free(f->rope_cache); free(f->f16_lut);
+    free(f->rope_cache); free(f->f16_lut); free(f->kt);
     free(f);
 }
 
@@ -406,6 +433,19 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             }
         }
         attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
+        if (f->kt && T >= 32) {   /* one sequence, short enough: widen its K once for all the batch's queries */
+            int32_t len = 0;
+            bool one = true;
+            for (int32_t t = 0; t < T; t++) {
+                one = one && b->seq[t] == b->seq[0];
+                len = b->pos[t] + 1 > len ? b->pos[t] + 1 : len;
+            }
+            if (one && len <= f->kt_cap) {
+                at.kt = f->kt;
+                at.kt_len = len;
+                brisk_pool_run(f->pool, kt_worker, &at);
+            }
+        }
         brisk_pool_run(f->pool, attn_worker, &at);
         matmul1(f, f->att, T, &L->wo, f->xn, d);
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
