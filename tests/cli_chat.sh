@@ -7,13 +7,13 @@ set -u
 brisk="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 model="$root/models/pycode-target-f16.gguf"
-tpl="$root/tests/data/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
 gemma="$root/tests/data/templates/google-gemma-2-2b-it.jinja"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp" 2>/dev/null' EXIT
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL $*"; }
-[ -f "$tpl" ] || tpl="$2/templates/Qwen-Qwen2.5-7B-Instruct.jinja"
+[ -f "$tpl" ] || tpl="$2/templates/Qwen-Qwen3-0.6B.jinja"
 [ -f "$gemma" ] || gemma="$2/templates/google-gemma-2-2b-it.jinja"
 if [ ! -f "$tpl" ] || [ ! -f "$gemma" ]; then echo "SKIP: chat templates absent"; exit 77; fi
 
