@@ -8,9 +8,11 @@
 # BRISK defaults to build-spec/brisk. Sections (default: all):
 #   val     greedy on the 20 val prompts: plain, draft (k=4), ngram (k=8), auto
 #   edit    the code-editing workload: a val file followed by its first lines again
+#           (plain, ngram k=8, ngram k=16, auto)
 #   temp    sampling at temperature 1.0 on the val prompts: plain vs auto
 #   cost    target cost per pass of n = 1..17 tokens (k = 0..16): the fixture
 #           target and a brisk-synth llama-3.2-1b Q4_0 model (SYNTH_1B, made if absent)
+# MODES_VAL, MODES_EDIT, MODES_TEMP override the modes of a section.
 # Environment: REPS (alternating repetitions, default 5), THREADS (default 1:
 # the fixtures are too small to gain from a second thread on a shared 2-core
 # box), N (new tokens, default 200), OUT (results folder, default /tmp/brisk-spec-bench).
@@ -61,6 +63,7 @@ run() {
     plain) ;;
     draft) args+=(--spec draft -md "$draft" --draft-max 4) ;;
     ngram) args+=(--spec ngram --draft-max 8) ;;
+    ngram16) args+=(--spec ngram --draft-max 16) ;;
     auto) args+=(--spec auto -md "$draft") ;;
     auto-ngram) args+=(--spec auto) ;;
   esac
@@ -110,9 +113,9 @@ vals="$(ls "$OUT"/prompts/val*.txt)"
 edits="$(ls "$OUT"/prompts/edit*.txt)"
 for s in $sections; do
   case "$s" in
-    val)  bench val "plain draft ngram auto" "$vals" --temp 0 ;;
-    edit) bench edit "plain ngram auto" "$edits" --temp 0 ;;
-    temp) bench temp "plain auto" "$vals" --temp 1.0 --seed 7 ;;
+    val)  bench val "${MODES_VAL:-plain draft ngram auto}" "$vals" --temp 0 ;;
+    edit) bench edit "${MODES_EDIT:-plain ngram ngram16 auto}" "$edits" --temp 0 ;;
+    temp) bench temp "${MODES_TEMP:-plain auto}" "$vals" --temp 1.0 --seed 7 ;;
     cost)
       echo "== target cost per pass (ms) of n = 1..17 tokens (k = n-1), threads $THREADS"
       "$brisk" run -m "$target" -f "$OUT/prompts/val00.txt" -n 0 -c 512 -t "$THREADS" --no-display-prompt \

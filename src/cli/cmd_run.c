@@ -238,8 +238,9 @@ int brisk_cmd_run(int argc, char **argv) {
     pos = malloc((size_t)nb * sizeof *pos);
     seq = calloc((size_t)nb, sizeof *seq);
     want = calloc((size_t)nb, 1);
-    gen = malloc((size_t)(n_predict + BRISK_SPEC_MAX_DRAFT + 1) * sizeof *gen);
-    if (!pos || !seq || !want || !gen) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
+    /* generated ids are kept only for the speculative loop (and its comparison) */
+    if (spec) gen = malloc((size_t)(n_predict + BRISK_SPEC_MAX_DRAFT + 1) * sizeof *gen);
+    if (!pos || !seq || !want || (spec && !gen)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
     if (spec) {
         if (brisk_spec_prefill(spec, ids, (int32_t)n_ids, &err)) goto fail;
     } else {

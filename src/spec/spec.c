@@ -10,9 +10,13 @@
  *
  * Policy (AUTO): with acceptance probability a per drafted token, assumed
  * independent, a round of k drafts yields E(k) = (1 - a^(k+1)) / (1 - a)
- * tokens and costs T(k) = c(k+1) + k * t_draft, where c(n) is the target's
- * measured cost of a pass over n tokens. The round takes the drafter and k
- * with the highest E(k) / T(k), or k = 0 when 1 / c(1) beats all of them.
+ * tokens and costs T(k) = f * (c(k+1) + k * t_draft + E(k) * t_verify), where
+ * c(n) is the target's measured cost of a pass over n tokens (the calibrated
+ * shape times a scale that follows drift: context growth, machine load),
+ * t_verify the sampling cost per token, and f the measured ratio of actual to
+ * predicted time of past speculative rounds (what the model misses). The
+ * round takes the drafter and k with the highest E(k) / T(k), or k = 0 when
+ * plain decoding's 1 / (c(1) + t_verify) beats all of them.
  * The acceptance of the n-gram drafter is kept per match-length bucket and is
  * also learnt while not speculating (its proposals are compared with the
  * tokens that plain decoding produces); the draft model is probed with
@@ -29,8 +33,9 @@
 #define NG_BUCKETS 6          /* n-gram match lengths 1, 2, 3-4, 5-8, 9-16, 17+ */
 #define ACC_DECAY 0.97        /* weight of older acceptance trials per new trial */
 #define COST_EMA 0.15         /* weight of a new pass time in the cost table */
-#define PROBE_MIN 8           /* rounds between draft-model probes, doubling up to PROBE_MAX */
-#define PROBE_MAX 512
+#define PROBE_MIN 32          /* rounds between draft-model probes, doubling up to PROBE_MAX */
+#define PROBE_MAX 1024
+#define PROBE_ALPHA 0.85      /* probe the draft model only if it would pay at this acceptance */
 
 typedef struct acc_est {
     double acc, tested;       /* decayed counts of accepted and tested draft tokens */
@@ -59,8 +64,13 @@ struct brisk_spec {
     float *scratch;           /* [2 * n_vocab] */
     const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
     /* policy */
-    double cost[BRISK_SPEC_MAX_DRAFT + 2];   /* seconds per target pass of n tokens, n = 1..kmax+1 */
+    /* target pass of n tokens: scale * cost[n] seconds, n = 1..kmax+1; cost[] is
+     * the calibrated shape, scale follows drift (context growth, machine load) */
+    double cost[BRISK_SPEC_MAX_DRAFT + 2], scale;
     double t_draft;                           /* draft model: seconds per drafted token */
+    bool draft_measured;                      /* t_draft is a measurement, not the prior */
+    double t_verify;                          /* sampling/verification: seconds per emitted token */
+    double fix;                               /* measured / predicted time of speculative rounds */
     acc_est a_dm, a_ng[NG_BUCKETS];
     shadow sh;
     int32_t probe_wait, probe_interval;
@@ -180,10 +190,13 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
         goto fail;
     }
     /* priors: replaced by measurements within a few rounds */
-    s->a_dm = (acc_est){.acc = 2.4, .tested = 4.0};
-    for (int i = 0; i < NG_BUCKETS; i++) s->a_ng[i] = (acc_est){.acc = 0.3 + 0.1 * i, .tested = 1.0};
+    s->a_dm = (acc_est){.acc = 1.0, .tested = 2.0};
+    for (int i = 0; i < NG_BUCKETS; i++) s->a_ng[i] = (acc_est){.acc = 2.0 * (0.2 + 0.1 * i), .tested = 2.0};
     for (int32_t n = 1; n <= kmax + 1; n++) s->cost[n] = (double)n;   /* relative, pessimistic: linear */
+    s->scale = 1.0;
+    s->fix = 1.0;
     s->probe_interval = PROBE_MIN;
+    s->probe_wait = 1;   /* the first probe right away, while the draft KV is in sync */
     *out = s;
     return BRISK_OK;
 fail:
@@ -312,13 +325,15 @@ static void acc_update(acc_est *a, int32_t drafted, int32_t accepted) {
 }
 
 /* The best k in [0, kcap] for acceptance a and draft cost per token td; *rate = tokens per second. */
+static double plain_rate(const brisk_spec *s) { return 1.0 / (s->scale * s->cost[1] + s->t_verify); }
+
 static int32_t best_k(const brisk_spec *s, double a, double td, int32_t kcap, double *rate) {
     int32_t kb = 0;
-    double rb = 1.0 / s->cost[1], e = 1.0, ak = 1.0;
+    double rb = plain_rate(s), e = 1.0, ak = 1.0;
     for (int32_t k = 1; k <= kcap; k++) {
         ak *= a;
         e += ak;   /* 1 + a + ... + a^k */
-        const double r = e / (s->cost[k + 1] + (double)k * td);
+        const double r = e / (s->fix * (s->scale * s->cost[k + 1] + (double)k * td + e * s->t_verify));
         if (r > rb) {
             rb = r;
             kb = k;
@@ -378,14 +393,16 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
         used = s->ng;
         if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &d, err))) return st;
     } else if (kcap > 0 && s->p.mode == BRISK_SPEC_AUTO) {
-        double r_ng = 0.0, r_dm = 0.0, r0 = 1.0 / s->cost[1];
+        double r_ng = 0.0, r_dm = 0.0, r0 = plain_rate(s);
         int32_t k_ng = 0, k_dm = 0;
         if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &dn, err))) return st;
         if (dn.n > 0) k_ng = best_k(s, acc_rate(&s->a_ng[ng_bucket(dn.match_len)]), 0.0, dn.n, &r_ng);
         if (s->dm) {
             k_dm = best_k(s, acc_rate(&s->a_dm), s->t_draft, kcap, &r_dm);
-            if (k_dm == 0 && --s->probe_wait <= 0) {
-                /* not paying by the estimates: re-measure acceptance now and then */
+            double r_opt = 0.0;
+            if (k_dm == 0 && --s->probe_wait <= 0 && best_k(s, PROBE_ALPHA, s->t_draft, kcap, &r_opt) > 0) {
+                /* not paying by the estimates, but it would at a high acceptance: re-measure
+                 * now and then (a probe also pays the draft's catch-up over the gap) */
                 k_dm = BRISK_MIN(2, kcap);
                 r_dm = INFINITY;
                 s->probe_wait = s->probe_interval;
@@ -409,7 +426,9 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     const double t1 = brisk_time_now();
     if (used == s->dm && s->dm && d.n > 0) {
         const double per = (t1 - t0) / d.n;
-        s->t_draft = s->t_draft > 0.0 ? (1.0 - COST_EMA) * s->t_draft + COST_EMA * per : per;
+        /* the first measurement replaces the prior; later ones are clipped against preemption */
+        s->t_draft = s->draft_measured ? (1.0 - COST_EMA) * s->t_draft + COST_EMA * BRISK_MIN(per, 4.0 * s->t_draft) : per;
+        s->draft_measured = true;
     }
     s->st.t_draft += t1 - t0;
 
@@ -425,13 +444,26 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     brisk_batch b = {.n_tokens = n, .token = s->btok, .pos = s->bpos, .seq = s->bseq, .logits = s->bwant};
     if ((st = brisk_decode(s->ctx, &b, err))) return st;
     const double t2 = brisk_time_now();
-    s->cost[n] = (1.0 - COST_EMA) * s->cost[n] + COST_EMA * (t2 - t1);
+    const double predicted = s->scale * s->cost[n];
+    /* one preempted pass on a shared machine must not swing the model: clip to [1/2, 2]x */
+    const double meas = BRISK_MAX(0.5 * predicted, BRISK_MIN(2.0 * predicted, t2 - t1));
+    s->scale = (1.0 - COST_EMA) * s->scale + COST_EMA * (meas / s->cost[n]);
+    s->cost[n] = (1.0 - COST_EMA) * s->cost[n] + COST_EMA * (meas / s->scale);
     s->st.t_target += t2 - t1;
     s->st.target_passes++;
     for (int32_t i = 0; i < n; i++) s->rows[i] = brisk_get_logits(s->ctx, i);
 
     const int32_t m = brisk_spec_verify(s->smp, s->n_vocab, s->rows, &d, &s->vo, s->scratch, out);
     *n_out = m;
+    const double t3 = brisk_time_now();
+    if (d.n > 0 && s->p.mode == BRISK_SPEC_AUTO) {
+        /* how far the model's round time was off (draft + target + verification) */
+        const double model = predicted + (used == s->dm ? d.n * s->t_draft : 0.0) + m * s->t_verify;
+        const double ratio = BRISK_MAX(0.5, BRISK_MIN(3.0, (t3 - t0) / model));
+        s->fix = (1.0 - COST_EMA) * s->fix + COST_EMA * ratio;
+    }
+    const double tv = (t3 - t2) / m;
+    s->t_verify = s->t_verify > 0.0 ? (1.0 - COST_EMA) * s->t_verify + COST_EMA * BRISK_MIN(tv, 2.0 * s->t_verify) : tv;
     if (d.n > 0) {
         s->st.spec_rounds++;
         s->st.drafted += d.n;
@@ -452,7 +484,7 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
 void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out) {
     *out = s->st;
     out->cost_n = s->kmax + 1;
-    for (int32_t n = 0; n <= s->kmax + 1; n++) out->cost[n] = s->cost[n];
+    for (int32_t n = 0; n <= s->kmax + 1; n++) out->cost[n] = s->scale * s->cost[n];
     out->alpha_draft = acc_rate(&s->a_dm);
     double best = 0.0;
     for (int i = 0; i < NG_BUCKETS; i++) best = fmax(best, acc_rate(&s->a_ng[i]));
