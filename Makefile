@@ -25,9 +25,11 @@ build-tsan: bootstrap
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DBRISK_TSAN=ON >/dev/null
 	@cmake --build build-tsan -j$(JOBS)
 
+FUZZ_TARGETS = $(basename $(notdir $(wildcard fuzz/fuzz_*.c)))
+
 build-fuzz: bootstrap
 	@CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DBRISK_FUZZ=ON -DBRISK_SANITIZE=ON >/dev/null
-	@cmake --build build-fuzz -j$(JOBS)
+	@cmake --build build-fuzz -j$(JOBS) --target $(FUZZ_TARGETS)
 
 test-release: build
 	cd build && ctest --output-on-failure -j$(JOBS)

@@ -419,7 +419,7 @@ static void test_bad_vocabs(void) {
 
     /* a minimal SPM vocab without byte tokens: unknown characters become <unk>
      * (llama.cpp would throw), out-of-range special ids keep the default */
-    static const char *const toks2[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", "\xE2\x96\x81" "a"};
+    static const char *const toks2[] = {"<unk>", "<s>", "</s>", "\xE2\x96\x81", "a", "b", ("\xE2\x96\x81" "a")};
     CHECK(brisk_gguf_writer_init(&w, 32, &err) == BRISK_OK);
     brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama");
     brisk_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", BRISK_GGUF_STRING, toks2, 7);
