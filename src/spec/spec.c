@@ -228,10 +228,12 @@ static brisk_status calibrate(brisk_spec *s, bool full, brisk_error *err) {
     const int32_t nmax = s->kmax + 1;
     if (!full) {
         /* c(1) only; the other sizes start linear (pessimistic) and are learnt online */
+        const double t0 = brisk_time_now();
         brisk_status st = brisk_spec_measure_cost(s->ctx, 0, 1, 2, s->cost, err);
         if (st) return st;
         for (int32_t n = 2; n <= nmax; n++) s->cost[n] = (double)n * s->cost[1];
         s->t_draft *= s->cost[1];
+        s->st.t_calibrate = brisk_time_now() - t0;
         return BRISK_OK;
     }
     double c[BRISK_SPEC_MAX_DRAFT + 2];
