@@ -193,7 +193,7 @@ void brisk_context_memory(const brisk_context *c, size_t *kv_bytes, size_t *scra
 
 int32_t brisk_context_n_ctx(const brisk_context *c) { return c->kv->n_ctx; }
 int32_t brisk_context_n_batch(const brisk_context *c) { return c->n_batch; }
-const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_kernels(c->fwd)->isa; }
+const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa(c->fwd); }
 
 brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err) {
     if (!b || !b->token || !b->pos || !b->seq || !b->logits)

@@ -10,6 +10,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,7 @@ struct brisk_forward {
     const brisk_model_data *m;
     const brisk_kernels *k;
     const brisk_gemm_kernels *gk;                /* packed GEMM, or NULL */
+    char isa_name[48];                           /* brisk_forward_isa's answer */
     brisk_pool *pool;
     int32_t n_batch, n_ctx;
     int32_t qdim, kvdim, maxdim;
@@ -295,6 +297,8 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->m = m;
     f->k = brisk_kernels_best();
     f->gk = brisk_gemm_best();
+    if (f->gk) snprintf(f->isa_name, sizeof f->isa_name, "%s+%s-gemm", f->k->isa, f->gk->isa);
+    else snprintf(f->isa_name, sizeof f->isa_name, "%s", f->k->isa);
     f->n_batch = n_batch;
     f->n_ctx = n_ctx;
     f->qdim = hp->n_head * hp->head_dim;
@@ -362,6 +366,8 @@ void brisk_forward_free(brisk_forward *f) {
 
 size_t brisk_forward_bytes(const brisk_forward *f) { return f->bytes; }
 const brisk_kernels *brisk_forward_kernels(const brisk_forward *f) { return f->k; }
+
+const char *brisk_forward_isa(const brisk_forward *f) { return f->isa_name; }
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
