@@ -14,7 +14,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BRISK=${BRISK:-$ROOT/build-perf/brisk}
+BRISK=${BRISK:-$ROOT/build/brisk}   # make build
 PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
 CACHE=${BRISK_BENCH_CACHE:-$HOME/.cache/brisk-bench}
 REPS=3 THREADS=2 NP=512 NG=128
