@@ -26,7 +26,7 @@ while getopts "r:t:p:n:m:T:" o; do
     m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; *) sed -n '2,14p' "$0"; exit 2 ;;
   esac
 done
-[ -x "$BRISK" ] || { echo "vs-llamacpp: $BRISK not built (cmake -S . -B build-perf && cmake --build build-perf)" >&2; exit 1; }
+[ -x "$BRISK" ] || { echo "vs-llamacpp: $BRISK not built (run make build, or set BRISK=path/to/brisk)" >&2; exit 1; }
 [ -x "$PEER/llama-bench" ] || { echo "vs-llamacpp: no llama-bench in $PEER (run ../shared/tools/peer/setup.sh)" >&2; exit 1; }
 export LD_LIBRARY_PATH="$PEER${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 mkdir -p "$CACHE"
