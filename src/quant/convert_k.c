@@ -23,6 +23,21 @@
 
 static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
+/* Largest |x[i]| (returned) and the signed value that has it (*max; the first
+ * one on ties, 0 for an all-zero input), as ggml's K-quant searches pick it. */
+static float signed_absmax(const float *x, int n, float *max) {
+    float amax = 0.0f;
+    *max = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > amax) {
+            amax = ax;
+            *max = x[i];
+        }
+    }
+    return amax;
+}
+
 /* ---- scale searches ------------------------------------------------------------ */
 
 /* Symmetric search, q in [-nmax, nmax-1] stored biased by nmax into L.
@@ -31,14 +46,8 @@ static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi
  * scale (value = scale * (L - nmax)). Only the rmse_type = 1, no-importance
  * case that Q6_K uses is implemented. */
 static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float max;
+    const float amax = signed_absmax(x, n, &max);
     if (amax < GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
@@ -80,14 +89,8 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
  * to 5 sweeps) moving single L values when that raises (sum w x l)^2 / sum w l^2
  * with w = x^2. L gets q + nmax. */
 static float search_q3(int n, int nmax, const float *x, int8_t *L) {
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < n; i++) {
-        float ax = fabsf(x[i]);
-        if (ax > amax) {
-            amax = ax;
-            max = x[i];
-        }
-    }
+    float max;
+    const float amax = signed_absmax(x, n, &max);
     if (amax < GROUP_EPS) {
         memset(L, 0, (size_t)n);
         return 0.0f;
@@ -569,14 +572,8 @@ void brisk_q8_k_quantize(const float *src, void *dst, int64_t n) {
     BRISK_ASSERT(n % QK == 0);
     brisk_block_q8_k *b = dst;
     for (int64_t i = 0; i < n / QK; i++, src += QK) {
-        float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < QK; j++) {
-            const float ax = fabsf(src[j]);
-            if (ax > amax) {
-                amax = ax;
-                max = src[j];
-            }
-        }
+        float max;
+        const float amax = signed_absmax(src, QK, &max);
         if (!amax) {
             memset(&b[i], 0, sizeof b[i]);
             continue;
