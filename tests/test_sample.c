@@ -110,6 +110,37 @@ static void test_filters(void) {
     brisk_sampler_free(s);
 }
 
+/* top-k keeps exactly the first k of the descending order (ties: lower id
+ * first), whatever k, and its probabilities are the softmax of those k taken
+ * in that order: checked against a plain insertion sort, on logits with many
+ * ties (fill_logits has 1000 levels; the extra quantization makes more). */
+static void test_top_k_exact(void) {
+    float l[V], p[V];
+    fill_logits(l, 11);
+    for (int i = 0; i < V; i++) l[i] = floorf(l[i] * 2.0f) / 2.0f;   /* about 10 distinct values */
+    int order[V];
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int i = 1; i < V; i++)   /* stable insertion sort by logit, descending: ties keep id order */
+        for (int j = i; j > 0 && l[order[j]] > l[order[j - 1]]; j--) { int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t; }
+    const int ks[] = {1, 2, 5, 17, 40, 63};
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        const int k = ks[ki];
+        brisk_sampler_params sp = brisk_sampler_default_params();
+        sp.temp = 0.7f; sp.top_k = k; sp.top_p = 1.0f; sp.min_p = 0.0f;
+        brisk_sampler *s = make(sp);
+        brisk_sampler_dist(s, l, p);
+        double sum = 0.0;
+        for (int i = 0; i < k; i++) sum += exp(((double)l[order[i]] - l[order[0]]) / sp.temp);
+        int ok = 1;
+        for (int i = 0; i < V; i++) {
+            const float want = i < k ? (float)(exp(((double)l[order[i]] - l[order[0]]) / sp.temp) / sum) : 0.0f;
+            ok &= p[order[i]] == want;
+        }
+        CHECKF(ok, "top-k %d: kept set or probabilities differ from the sorted reference", k);
+        brisk_sampler_free(s);
+    }
+}
+
 static void test_penalty_gauge(void) {
     float l[V], shifted[V], p1[V], p2[V];
     fill_logits(l, 3);
@@ -183,6 +214,7 @@ static void test_draw_distribution(void) {
 int main(void) {
     test_determinism();
     test_filters();
+    test_top_k_exact();
     test_penalty_gauge();
     test_draw_distribution();
     return test_finish();

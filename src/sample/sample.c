@@ -116,6 +116,39 @@ static int cmp_cand_desc(const void *a, const void *b) {
     return x->id - y->id;   /* deterministic ties: lower id first */
 }
 
+/* Heap of the k best candidates with the one that sorts last at the root:
+ * after one pass over the vocabulary, c[0..k) holds exactly the first k of
+ * the full descending sort (cmp_cand_desc is a total order: ties by id), and
+ * sorting them gives the same prefix bit for bit, in O(V log k) instead of
+ * O(V log V). */
+static void heap_sift_down(cand *h, int32_t k, int32_t i) {
+    for (;;) {
+        int32_t w = i;
+        const int32_t l = 2 * i + 1, r = l + 1;
+        if (l < k && cmp_cand_desc(&h[l], &h[w]) > 0) w = l;
+        if (r < k && cmp_cand_desc(&h[r], &h[w]) > 0) w = r;
+        if (w == i) return;
+        const cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+static int32_t select_top_k(cand *c, const float *logits, int32_t n_vocab, int32_t k) {
+    for (int32_t i = 0; i < k; i++) c[i] = (cand){i, logits[i]};
+    for (int32_t i = k / 2 - 1; i >= 0; i--) heap_sift_down(c, k, i);
+    for (int32_t i = k; i < n_vocab; i++) {
+        const cand x = {i, logits[i]};
+        if (cmp_cand_desc(&x, &c[0]) < 0) {
+            c[0] = x;
+            heap_sift_down(c, k, 0);
+        }
+    }
+    qsort(c, (size_t)k, sizeof *c, cmp_cand_desc);
+    return k;
+}
+
 static void apply_penalties(brisk_sampler *s, float *logits) {
     const brisk_sampler_params *p = &s->p;
     if (s->hist_len == 0 || (p->repeat_penalty == 1.0f && p->freq_penalty == 0.0f && p->presence_penalty == 0.0f)) return;
@@ -161,9 +194,11 @@ void brisk_sampler_dist(brisk_sampler *s, const float *logits_in, float *probs) 
     }
     cand *c = s->cands;
     int32_t n = s->n_vocab;
-    for (int32_t i = 0; i < n; i++) c[i] = (cand){i, logits[i]};
-    qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
-    if (p->top_k > 0 && p->top_k < n) n = p->top_k;
+    if (p->top_k > 0 && p->top_k < n) n = select_top_k(c, logits, s->n_vocab, p->top_k);
+    else {
+        for (int32_t i = 0; i < n; i++) c[i] = (cand){i, logits[i]};
+        qsort(c, (size_t)n, sizeof *c, cmp_cand_desc);
+    }
     if (p->top_p < 1.0f) {
         /* softmax over the survivors, keep the smallest prefix reaching top_p */
         double sum = 0.0;
