@@ -31,7 +31,7 @@ float brisk_fp16_to_fp32(uint16_t h) {
     return f;
 }
 
-uint16_t brisk_fp32_to_fp16(float f) {
+uint16_t brisk_fp32_to_fp16_any(float f) {
     uint32_t x;
     memcpy(&x, &f, sizeof x);
     uint32_t sign = (x >> 16) & 0x8000;

@@ -8,6 +8,8 @@
 
 #include "base/base.h"
 
+#include <string.h>
+
 /* Values are the GGUF/ggml type ids, so they can be stored in files as is. */
 typedef enum brisk_qtype {
     BRISK_Q_F32 = 0,
@@ -55,7 +57,22 @@ bool brisk_qtype_row_bytes(uint32_t type, int64_t n, size_t *out);
 
 /* fp16 / bf16 scalar conversions (IEEE half, round-to-nearest-even). */
 float brisk_fp16_to_fp32(uint16_t h);
-uint16_t brisk_fp32_to_fp16(float f);
+uint16_t brisk_fp32_to_fp16_any(float f);   /* every input: NaN, inf, overflow, subnormal */
+
+/* Inline for the KV writes and F16 activations: values that land on a normal
+ * half take a branch-free rounding (the rest go to _any, same bits). */
+static inline uint16_t brisk_fp32_to_fp16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint32_t absx = x & 0x7fffffffu;
+    if (absx >= 0x38800000u && absx < 0x477ff000u) {
+        uint32_t h = (absx >> 13) - ((uint32_t)(127 - 15) << 10);   /* rebias the exponent, keep 10 mantissa bits */
+        const uint32_t rem = absx & 0x1fffu;
+        h += (uint32_t)(rem > 0x1000u) | ((uint32_t)(rem == 0x1000u) & (h & 1u));   /* nearest, ties to even */
+        return (uint16_t)(((x >> 16) & 0x8000u) | h);
+    }
+    return brisk_fp32_to_fp16_any(f);
+}
 float brisk_bf16_to_fp32(uint16_t h);
 uint16_t brisk_fp32_to_bf16(float f);
 
