@@ -211,6 +211,10 @@ static void check_dot_case(const brisk_kernels *const *tables, int ntables, bris
             ref_out = ref_same;
             /* ref is deterministic */
             CHECKF(memcmp(&ref_same, &out[0], sizeof(float)) == 0, "ref %s not deterministic", c.winfo->name);
+        } else if (wtype == BRISK_Q_F16 && strncmp(k->isa, "avx", 3) == 0) {
+            /* x86 F16: ref's 16-lane order, bit for bit (the packed GEMM's order too) */
+            CHECKF(memcmp(&out[0], &ref_same, sizeof(float)) == 0, "%s F16 n=%lld kind %d: %a vs ref %a", k->isa, (long long)c.n,
+                   kind, (double)out[0], (double)ref_same);
         } else if (c.winfo->block_elems == 1) {
             /* float formats: the ISA tables use their own summation order */
             CHECKF(fabs((double)out[0] - ref_same) <= tol, "%s %s n=%lld: %.9g vs ref %.9g", k->isa, c.winfo->name,
@@ -478,9 +482,9 @@ static void test_packed_gemm(void) {
             free(w); free(a); free(side); free(x); free(out);
         }
     }
-    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q5_0, BRISK_Q_Q8_0, BRISK_Q_Q4_K, BRISK_Q_Q6_K};
+    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q5_0, BRISK_Q_Q8_0, BRISK_Q_Q4_K, BRISK_Q_Q6_K, BRISK_Q_F16};
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};   /* weight blocks */
-    static const int32_t ntoks[] = {1, 2, 3, 4, 5, 7, 8, 9, 17};
+    static const int32_t ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 17};
     const int R = BRISK_GEMM_ROWS;
     for (size_t ti = 0; ti < BRISK_ARRAY_LEN(types); ti++) {
         const brisk_qtype wt = types[ti];
@@ -488,7 +492,7 @@ static void test_packed_gemm(void) {
         CHECK(brisk_pack_supported(wt));
         const uint32_t at = brisk_qtype_get(wt)->act_type;
         for (size_t ni = 0; ni < BRISK_ARRAY_LEN(nbs); ni++) {
-            const int64_t n = nbs[ni] * brisk_qtype_get(wt)->block_elems;
+            const int64_t n = nbs[ni] * (wt == BRISK_Q_F16 ? 16 : brisk_qtype_get(wt)->block_elems);   /* F16: 16-column chunks */
             size_t rb = 0, ab = 0;
             brisk_qtype_row_bytes(wt, n, &rb);
             brisk_qtype_row_bytes(at, n, &ab);
@@ -507,6 +511,16 @@ static void test_packed_gemm(void) {
                 ref->quantize_act[at](x, a + (size_t)t * ab, n);
                 if (!g->act_sums[at]) continue;
                 g->act_sums[at](a + (size_t)t * ab, n, sums + (size_t)t * slen);
+                if (at == BRISK_Q_F16) {   /* F16 activations: the values widened to F32 */
+                    const uint16_t *h = (const uint16_t *)(a + (size_t)t * ab);
+                    int diff = 0;
+                    for (int64_t i = 0; i < n; i++) {
+                        const float f = brisk_fp16_to_fp32(h[i]);
+                        diff += memcmp(&f, (const float *)(sums + (size_t)t * slen) + i, sizeof f) != 0;
+                    }
+                    CHECKF(diff == 0, "%s act_sums F16 n=%lld: %d values differ", g->isa, (long long)n, diff);
+                    continue;
+                }
                 brisk_act_sums_q8_0_ref(a + (size_t)t * ab, n, sref);
                 CHECKF(memcmp(sref, sums + (size_t)t * slen, sizeof(int32_t) * (size_t)(n / 32 * 9)) == 0, "%s act_sums n=%lld differ",
                        g->isa, (long long)n);

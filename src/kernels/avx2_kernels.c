@@ -87,25 +87,28 @@ static void dot_f32(int64_t n, float *out, const void *w, const void *a) {
     *out = sum;
 }
 
+/* ref's 16-lane order: lanes 0-7 of each 16-element step in lo, 8-15 in hi
+ * (one chain each; the F16 products are exact, so the FMA rounds like ref's
+ * fmaf), a scalar tail into lane i % 16, then ref's halving sum. */
 static void dot_f16(int64_t n, float *out, const void *w, const void *a) {
     const uint16_t *x = w, *y = a;
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (int k = 0; k < 4; k++) {
-            const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8 * k)));
-            const __m256 yv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8 * k)));
-            acc[k] = _mm256_fmadd_ps(xv, yv, acc[k]);
-        }
+    for (; i + 16 <= n; i += 16) {
+        lo = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i))), lo);
+        hi = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i + 8))),
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i + 8))), hi);
     }
-    for (; i + 8 <= n; i += 8) {
-        const __m256 xv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
-        const __m256 yv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(y + i)));
-        acc[0] = _mm256_fmadd_ps(xv, yv, acc[0]);
+    if (i < n) {
+        float lane[16];
+        _mm256_storeu_ps(lane, lo);
+        _mm256_storeu_ps(lane + 8, hi);
+        for (int l = 0; i < n; i++, l++) lane[l] = fmaf(fp16_to_f32(x[i]), fp16_to_f32(y[i]), lane[l]);
+        lo = _mm256_loadu_ps(lane);
+        hi = _mm256_loadu_ps(lane + 8);
     }
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    for (; i < n; i++) sum += fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
-    *out = sum;
+    *out = hsum_ps(_mm256_add_ps(lo, hi));
 }
 
 static inline __m256 load_bf16x8(const uint16_t *p) {

@@ -219,9 +219,12 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
  * imin = m[2p]*(bsums[4p]+bsums[4p+1]) + m[2p+1]*(bsums[4p+2]+bsums[4p+3]);
  * acc = fma((float)isum, dw*dy, acc), accm = fma((float)imin, dminw*dy, accm);
- * result acc - accm. Nibbles are unsigned: no offsets. */
+ * result acc - accm. Nibbles are unsigned: no offsets. The scale and min
+ * products are done in float (exact: integers under 2^24), which keeps the
+ * 2-uop vpmulld off port 0, where vpdpbusd runs: 149 -> 165 GMAC/s at T=16
+ * (gemm-micro, one thread). */
 
-#define Q4K_TILE 4
+#define Q4K_TILE 4   /* 5 and 6 measured within 3% */
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
 
 static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
@@ -236,18 +239,23 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
         const brisk_block_q8_k *y[Q4K_TILE];
+        float bsp[Q4K_TILE][8];   /* bsums[2i] + bsums[2i+1], as float (exact) */
         #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
             d[t] = _mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d));
             dm[t] = _mm512_mul_ps(mw, _mm512_set1_ps(y[t]->d));
+            const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[t]->bsums), _mm256_set1_epi16(1));
+            _mm256_storeu_ps(bsp[t], _mm256_cvtepi32_ps(pairs));
         }
         #pragma GCC unroll 16
         for (int p = 0; p < 4; p++) {
-            const __m512i sc0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p)));
-            const __m512i sc1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p + 16)));
-            const __m512i mn0 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p)));
-            const __m512i mn1 = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p + 16)));
+            /* scales and mins as floats: every product and sum below is an integer under 2^24,
+             * so the float arithmetic is exact and gives (float) of ref's int32 isum / imin */
+            const __m512 sc0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p))));
+            const __m512 sc1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 32 * p + 16))));
+            const __m512 mn0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p))));
+            const __m512 mn1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 32 * p + 16))));
             __m512i lo[8], hi[8];
             #pragma GCC unroll 16
             for (int k = 0; k < 8; k++) {
@@ -267,13 +275,13 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
                     b0 = _mm512_dpbusd_epi32(b0, hi[k], bcast32(q8 + 32 + 4 * k));
                     b1 = _mm512_dpbusd_epi32(b1, hi[k + 1], bcast32(q8 + 32 + 4 * k + 4));
                 }
-                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(sc0, _mm512_add_epi32(a0, a1)),
-                                                      _mm512_mullo_epi32(sc1, _mm512_add_epi32(b0, b1)));
-                const int16_t *bs = y[t]->bsums + 4 * p;
-                const __m512i imin = _mm512_add_epi32(_mm512_mullo_epi32(mn0, _mm512_set1_epi32(bs[0] + bs[1])),
-                                                      _mm512_mullo_epi32(mn1, _mm512_set1_epi32(bs[2] + bs[3])));
-                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d[t], acc[t]);
-                accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm[t], accm[t]);
+                /* |sc * dot| <= 63 * 32 * 15 * 128 < 2^22; |m * bsum pair| <= 63 * 4096 */
+                const __m512 isum = _mm512_fmadd_ps(sc0, _mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)),
+                                                    _mm512_mul_ps(sc1, _mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1))));
+                const __m512 imin =
+                    _mm512_fmadd_ps(mn0, _mm512_set1_ps(bsp[t][2 * p]), _mm512_mul_ps(mn1, _mm512_set1_ps(bsp[t][2 * p + 1])));
+                acc[t] = _mm512_fmadd_ps(isum, d[t], acc[t]);
+                accm[t] = _mm512_fmadd_ps(imin, dm[t], accm[t]);
             }
         }
     }
@@ -385,70 +393,96 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     if (n_tok - t == 1) q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride);
 }
 
-/* ---- F16 x F16 (the AVX2 table's order) ---------------------------------------------------
- * The AVX2 dot keeps 4 accumulators of 8 lanes over 32-element steps; one
- * zmm holds accumulators 0|1 (elements i..i+15), another 2|3, each lane fused
- * exactly as there, and the end is the same (a0+a1)+(a2+a3) and hsum. Tiles of
- * 2 rows x 4 tokens; the activations come pre-widened to F32 (exact). */
+/* ---- F16 (ref's 16-lane order, packed rows) ----------------------------------------------
+ * One zmm accumulator per (row, token) holds ref's 16 lanes: per 16-column
+ * chunk, lane l += w[16c + l] * y[16c + l] (one FMA; the product of two F16
+ * values is exact in F32), then ref's halving sum. A packed chunk line is
+ * 16 rows x 16 F16 (512 bytes), so a tile of rr rows reads rr * 32 contiguous
+ * bytes per step; the activations come pre-widened to F32 (act_sums). Tiles
+ * are rr rows x tt tokens with the weights converted once per step for all
+ * tt tokens; at one token the tile is the whole 16-row group, one contiguous
+ * stream. Every output's arithmetic is the same whatever the tile. */
 
-#define F16_TR 2
-#define F16_TT 4
-
-static inline float f16_finish(__m512 A, __m512 B) {
-    const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(A), _mm512_extractf32x8_ps(A, 1)),
-                                   _mm256_add_ps(_mm512_castps512_ps256(B), _mm512_extractf32x8_ps(B, 1)));
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_movehdup_ps(h));
-    return _mm_cvtss_f32(h);
+static inline float hsum16(__m512 v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+    return _mm_cvtss_f32(s4);
 }
 
-static inline __attribute__((always_inline)) void f16_tile(int64_t n, const uint8_t *w, size_t row_bytes, const float *y,
-                                                           size_t ys, int tr, int tt, float *out, int64_t out_stride) {
-    __m512 A[F16_TR][F16_TT], B[F16_TR][F16_TT];
+#define F16_LINE (G * 32)   /* bytes per 16-column chunk of a group */
+
+/* Columns [16 c0, 16 c1) of rr rows x tt tokens. The accumulators start from
+ * zero (first) or from acc_io, and end in acc_io or, at the last chunk, as
+ * hsums in out: storing an F32 lane and loading it back is exact, so a split
+ * of the columns changes no bit. */
+static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c1, const uint8_t *wp, const float *y, size_t ys, int rr,
+                                                           int tt, bool first, bool last, __m512 *acc_io, float *out,
+                                                           int64_t out_stride) {
+    __m512 acc[16][8];
     #pragma GCC unroll 16
-    for (int r = 0; r < tr; r++)
+    for (int r = 0; r < rr; r++)
         #pragma GCC unroll 16
-        for (int t = 0; t < tt; t++) A[r][t] = B[r][t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < n; i += 32) {
-        __m512 x0[F16_TR], x1[F16_TR];
+        for (int t = 0; t < tt; t++) acc[r][t] = first ? _mm512_setzero_ps() : acc_io[r * tt + t];
+    for (int64_t c = c0; c < c1; c++) {
+        const uint8_t *line = wp + (size_t)c * F16_LINE;
+        __m512 x[16];
         #pragma GCC unroll 16
-        for (int r = 0; r < tr; r++) {
-            const uint16_t *row = (const uint16_t *)(w + (size_t)r * row_bytes);
-            x0[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i)));
-            x1[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + i + 16)));
-        }
+        for (int r = 0; r < rr; r++) x[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(line + 32 * r)));
         #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
-            const __m512 y0 = _mm512_loadu_ps(y + (size_t)t * ys + i), y1 = _mm512_loadu_ps(y + (size_t)t * ys + i + 16);
+            const __m512 yv = _mm512_loadu_ps(y + (size_t)t * ys + 16 * c);
             #pragma GCC unroll 16
-            for (int r = 0; r < tr; r++) {
-                A[r][t] = _mm512_fmadd_ps(x0[r], y0, A[r][t]);
-                B[r][t] = _mm512_fmadd_ps(x1[r], y1, B[r][t]);
-            }
+            for (int r = 0; r < rr; r++) acc[r][t] = _mm512_fmadd_ps(x[r], yv, acc[r][t]);
         }
     }
     #pragma GCC unroll 16
-    for (int r = 0; r < tr; r++)
+    for (int t = 0; t < tt; t++)
         #pragma GCC unroll 16
-        for (int t = 0; t < tt; t++) out[(int64_t)t * out_stride + r] = f16_finish(A[r][t], B[r][t]);
+        for (int r = 0; r < rr; r++) {
+            if (last) out[(int64_t)t * out_stride + r] = hsum16(acc[r][t]);
+            else acc_io[r * tt + t] = acc[r][t];
+        }
 }
 
-static void gemm_rows_f16(int64_t n, const void *w, size_t row_bytes, const float *act, size_t act_stride, int32_t n_tok, float *out,
-                          int64_t out_stride) {
-    const uint8_t *wb = w;
-    for (int r = 0; r < G; r += F16_TR) {
-        int32_t t = 0;
-        for (; t + F16_TT <= n_tok; t += F16_TT)
-            f16_tile(n, wb + (size_t)r * row_bytes, row_bytes, act + (size_t)t * act_stride, act_stride, F16_TR, F16_TT,
-                     out + (int64_t)t * out_stride + r, out_stride);
-        switch (n_tok - t) {
-#define REST(k) case k: f16_tile(n, wb + (size_t)r * row_bytes, row_bytes, act + (size_t)t * act_stride, act_stride, F16_TR, k, \
-                                 out + (int64_t)t * out_stride + r, out_stride); break;
-            REST(1) REST(2) REST(3)
-#undef REST
-            default: break;
-        }
+/* Column chunks per pass over the 16 rows: tt tokens x F16_KC x 64 bytes of
+ * activations (12 KiB at 6 tokens) stay in L1 while the rows stream by. */
+#define F16_KC 32
+
+/* All 16 rows of the group for tt tokens, rr rows at a time. */
+static inline __attribute__((always_inline)) void f16_rows(int64_t nc, const uint8_t *wp, const float *y, size_t ys, int rr, int tt,
+                                                           float *out, int64_t out_stride) {
+    __m512 keep[G * 8];
+    for (int64_t c0 = 0; c0 < nc; c0 += F16_KC) {
+        const int64_t c1 = c0 + F16_KC < nc ? c0 + F16_KC : nc;
+        for (int r0 = 0; r0 < G; r0 += rr)
+            f16_tile(c0, c1, wp + 32 * r0, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride);
+    }
+}
+
+/* Prefill tiles: 4 rows x 6 tokens, 24 accumulators (8 x 3 and 4 x 7 measured no faster). */
+#define F16_RR 4
+#define F16_TT 6
+
+static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                     int32_t n_tok, float *out, int64_t out_stride) {
+    (void)act, (void)act_stride;
+    const int64_t nc = n / 16;
+    const uint8_t *wp = wpack;
+    const float *y = (const float *)sums;
+    int32_t t = 0;
+    for (; t + F16_TT <= n_tok; t += F16_TT)
+        f16_rows(nc, wp, y + (size_t)t * sums_stride, sums_stride, F16_RR, F16_TT, out + (int64_t)t * out_stride, out_stride);
+    const float *yr = y + (size_t)t * sums_stride;
+    float *o = out + (int64_t)t * out_stride;
+    switch (n_tok - t) {
+        case 1: f16_tile(0, nc, wp, yr, sums_stride, 16, 1, true, true, NULL, o, out_stride); break;
+        case 2: f16_rows(nc, wp, yr, sums_stride, 8, 2, o, out_stride); break;
+        case 3: f16_rows(nc, wp, yr, sums_stride, 8, 3, o, out_stride); break;
+        case 4: f16_rows(nc, wp, yr, sums_stride, 4, 4, o, out_stride); break;
+        case 5: f16_rows(nc, wp, yr, sums_stride, 4, 5, o, out_stride); break;
+        default: break;
     }
 }
 
@@ -548,12 +582,10 @@ static const brisk_gemm_kernels avx512_table = {
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_0] = gemm_q5_0,
         [BRISK_Q_Q6_K] = gemm_q6_k,
+        [BRISK_Q_F16] = gemm_f16,
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,
-    },
-    .gemm_rows = {
-        [BRISK_Q_F16] = gemm_rows_f16,
     },
     .act_sums = {
         [BRISK_Q_F16] = act_widen_f16,

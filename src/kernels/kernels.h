@@ -80,12 +80,16 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *        32 low-nibble lines L_k (byte 4r+i: element 4k+i of row r in the low nibble, element
  *        128+4k+i in the high), then 16 high-bit lines H_k (byte 4r+i: bit pairs 0/1/2/3 = the
  *        high 2 bits of elements 4k+i, 64+4k+i, 128+4k+i, 192+4k+i).
+ *   F16 (cols a multiple of 16; 32 bytes per row per 16 columns, as canonical): for each
+ *        16-column chunk c, the 16 rows' elements 16c..16c+15 (row r at byte 32r), so one
+ *        zmm of F32 holds the 16 lanes of ref's F16 order for one row.
  * A gemm kernel computes out[t * out_stride + r] for the group's 16 rows r and
  * n_tok activation rows t, every element bit-identical to the table's vec_dot
  * (and so to ref): each output keeps its own lane, with ref's reduction order.
  * It reads, besides the quantized activations, their integer sums (act_sums):
  * per activation row and block, 8 values -128 * (sum of chunk c's 4 bytes)
- * followed, after all blocks, by per block -8 * (sum of the block's 32 bytes).
+ * followed, after all blocks, by per block -8 * (sum of the block's 32 bytes);
+ * for F16 activations, the n values widened to F32 (exact).
  * brisk_act_sums_len(type, n) is the int32 count per activation row. */
 #define BRISK_GEMM_ROWS 16
 
@@ -120,7 +124,8 @@ const brisk_gemm_kernels *brisk_gemm_best(void);
 const brisk_gemm_kernels *brisk_gemm_avx512(void);
 
 /* Whether brisk_pack_rows knows the type; the bytes of one packed group of
- * BRISK_GEMM_ROWS rows of cols elements; the int32 act_sums per activation row of n elements. */
+ * BRISK_GEMM_ROWS rows of cols elements (0: that width cannot be packed); the
+ * int32 act_sums per activation row of n elements. */
 bool brisk_pack_supported(uint32_t type);
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols);
 int64_t brisk_act_sums_len(int64_t n);   /* enough for every act type's side data, F16's n floats included */

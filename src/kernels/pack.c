@@ -11,7 +11,8 @@
 #define G BRISK_GEMM_ROWS
 
 bool brisk_pack_supported(uint32_t type) {
-    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q6_K;
+    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q6_K ||
+           type == BRISK_Q_F16;
 }
 
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
@@ -21,6 +22,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q5_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_0);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
         case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
+        case BRISK_Q_F16: return cols % 16 ? 0 : (size_t)cols * G * sizeof(uint16_t);   /* 0: not packable */
         default: return 0;
     }
 }
@@ -105,6 +107,10 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             }
             o += (size_t)G * sizeof(brisk_block_q6_k);
         }
+    } else if (type == BRISK_Q_F16) {
+        BRISK_ASSERT(cols % 16 == 0);
+        for (int64_t c = 0; c < cols / 16; c++)
+            for (int r = 0; r < G; r++) memcpy(o + (size_t)(c * G + r) * 32, s + (size_t)r * row_bytes + (size_t)c * 32, 32);
     } else {
         BRISK_ASSERT(!"brisk_pack_rows: unsupported type");
     }

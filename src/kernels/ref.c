@@ -6,8 +6,8 @@
  * prompt batch (see "the reduction order" below), and the table quantizes
  * activations the way ggml does there (brisk_q8_0_quantize_x86 and friends),
  * so the reference itself matches llama.cpp's logits bit for bit. Every ISA
- * table must return the same bits. Float formats multiply in float and
- * accumulate in double. */
+ * table must return the same bits. F32 and BF16 multiply in float and
+ * accumulate in double; F16 has its own 16-lane order (below). */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
@@ -26,11 +26,26 @@ void brisk_vec_dot_f32_ref(int64_t n, float *out, const void *w, const void *a) 
     *out = (float)sum;
 }
 
+/* F16 x F16: the 16-lane order of llamafile's tinyBLAS on AVX-512 (what
+ * llama.cpp runs for an F16 matmul there, activations rounded to F16 first).
+ * Element i goes to lane i % 16, each lane a chain of fmaf in increasing i
+ * (the product of two F16 values is exact in F32, so fused or not gives the
+ * same bits), then one fixed halving sum: lanes l + l+8, then + 4, + 2, + 1.
+ * The order is per output element and independent of how many rows or tokens
+ * a GEMM tile holds, which is what lets the packed F16 GEMM keep 16 lanes per
+ * (row, token) in one zmm register and stay batch-invariant. */
+static float hsum16(const float lane[16]) {
+    float s8[8], s4[4];
+    for (int i = 0; i < 8; i++) s8[i] = lane[i] + lane[i + 8];
+    for (int i = 0; i < 4; i++) s4[i] = s8[i] + s8[i + 4];
+    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
 void brisk_vec_dot_f16_ref(int64_t n, float *out, const void *w, const void *a) {
     const uint16_t *x = w, *y = a;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(brisk_fp16_to_fp32(x[i]) * brisk_fp16_to_fp32(y[i]));
-    *out = (float)sum;
+    float lane[16] = {0};
+    for (int64_t i = 0; i < n; i++) lane[i % 16] = fmaf(brisk_fp16_to_fp32(x[i]), brisk_fp16_to_fp32(y[i]), lane[i % 16]);
+    *out = hsum16(lane);
 }
 
 void brisk_vec_dot_bf16_ref(int64_t n, float *out, const void *w, const void *a) {

@@ -293,6 +293,7 @@ static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_erro
     const int64_t groups = w->rows / BRISK_GEMM_ROWS;
     const size_t src_gbytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes, bytes = (size_t)groups * src_gbytes;
     const size_t gbytes = brisk_pack_group_bytes(w->type, w->cols), pbytes = (size_t)groups * gbytes;
+    if (gbytes == 0) return BRISK_OK;   /* a width this type's layout cannot pack (F16: cols % 16) */
     uint8_t *p = aligned_alloc(64, (pbytes + 63) / 64 * 64);
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory repacking a %lld x %lld matrix", (long long)w->rows,
                               (long long)w->cols);
