@@ -111,7 +111,8 @@ int32_t brisk_context_n_batch(const brisk_context *c);
 const char *brisk_context_isa(const brisk_context *c);
 
 /* Tokens of several sequences evaluated together. Positions must continue
- * each sequence: the next token of sequence s has pos == brisk_seq_len(c, s). */
+ * each sequence: the next token of sequence s has pos == brisk_seq_len(c, s).
+ */
 typedef struct brisk_batch {
     int32_t n_tokens;
     const int32_t *token;    /* [n_tokens] */
@@ -122,14 +123,38 @@ typedef struct brisk_batch {
 
 /* Evaluate a batch. On error nothing is appended to any sequence. */
 brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err);
+/* Evaluate a batch of token trees (speculative verification of several
+ * branches in one pass). parent[i] (borrowed for the call) is the batch index
+ * (< i, same sequence) of token i's parent, or -1 when it follows the
+ * sequence's cached tokens directly; pos[i] must be pos[parent[i]] + 1
+ * (brisk_seq_len for -1); anything else is refused with BRISK_ERR_INVALID_ARG.
+ * Each token attends to the cached tokens, its ancestors and itself only, and
+ * its logits are bitwise those it gets when its root-to-token path is decoded
+ * as a plain chain. The r-th token of sequence s in the batch takes KV slot
+ * brisk_seq_len + r, so a tree of n tokens uses n slots of the context;
+ * afterwards brisk_seq_len counts them all, and a sequence that received a
+ * branching tree must be resolved with brisk_seq_keep_path (or truncated to
+ * at most its length before the tree) before it is decoded again. parent ==
+ * NULL is brisk_decode: each token follows the previous one of its sequence. */
+brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int32_t *parent, brisk_error *err);
 /* Logits of the i-th token that asked for them in the last decode (0-based);
  * n_vocab floats, borrowed until the next decode. NULL when out of range. */
 const float *brisk_get_logits(const brisk_context *c, int32_t i);
 int32_t brisk_n_logits(const brisk_context *c);
 
 int32_t brisk_seq_len(const brisk_context *c, int32_t seq);
-/* Keep the first n_keep tokens of seq (0 clears it). */
+/* Keep the first n_keep tokens of seq (0 clears it). After a tree decode only
+ * its leading chain is in position order; keeping more is refused. */
 brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, brisk_error *err);
+/* After a decode that added tokens to seq (a tree, or a chain): keep the
+ * tokens at batch indices path[0..n_path) — path[0] a root (parent -1), each
+ * next one a child of the previous — and drop the rest of that decode's tokens
+ * of seq. The sequence then holds its earlier tokens plus the path, in
+ * position order (brisk_seq_len = length before the decode + n_path), and
+ * continues as if the path had been decoded alone. Only valid until the next
+ * decode or truncation of any sequence's; otherwise BRISK_ERR_INVALID_ARG.
+ * Copies n_path rows per layer at most; allocates nothing. */
+brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *path, int32_t n_path, brisk_error *err);
 
 /* ---- sampling ------------------------------------------------------------------------ */
 

@@ -148,6 +148,136 @@ static void test_errors(const int32_t *tok) {
     CHECK(big == NULL);
 }
 
+/* ---- token trees ------------------------------------------------------------------------- */
+
+/* A tree over a cached prefix: two roots (the first with three branches of
+ * depth 1-4 and a fork below one of them, listed interleaved so no branch
+ * sits at slot == position). */
+#define TREE_N 12
+static const int32_t tree_parent[TREE_N] = {-1, 0, 0, 0, 1, 2, 4, 5, 6, 4, -1, 10};
+
+static int tree_depth(int i) { return tree_parent[i] < 0 ? 0 : 1 + tree_depth(tree_parent[i]); }
+
+/* Decode prefix as a chain, then path[0..n) as a chain: logits of the path's tokens to out. */
+static void decode_linear(brisk_context *c, const int32_t *prefix, int n_prefix, const int32_t *path, int n, float *out) {
+    brisk_seq_truncate(c, 0, 0, NULL);
+    int32_t pos[128], seq[128] = {0};
+    uint8_t want[128];
+    for (int i = 0; i < n_prefix; i++) { pos[i] = i; want[i] = 0; }
+    brisk_error err = {0};
+    brisk_batch bp = {n_prefix, prefix, pos, seq, want};
+    CHECKF(brisk_decode(c, &bp, &err) == BRISK_OK, "prefix: %s", err.msg);
+    /* the path token by token (1-token passes, as plain decoding runs them) */
+    for (int i = 0; i < n; i++) {
+        int32_t p = n_prefix + i, s0 = 0;
+        uint8_t w = 1;
+        brisk_batch b1 = {1, path + i, &p, &s0, &w};
+        CHECKF(brisk_decode(c, &b1, &err) == BRISK_OK, "path: %s", err.msg);
+        memcpy(out + (size_t)i * n_vocab, brisk_get_logits(c, 0), (size_t)n_vocab * sizeof(float));
+    }
+}
+
+static void test_tree_model(const char *name, const int32_t *tok) {
+    const int prefixes[] = {13, 60};   /* trees crossing a 16-position group and a 64-position tile */
+    const size_t row = (size_t)n_vocab * sizeof(float);
+    float *tree_logits = malloc(TREE_N * row), *lin = malloc(8 * row);
+    int32_t ttok[TREE_N];
+    for (int i = 0; i < TREE_N; i++) ttok[i] = tok[(i * 5 + 3) % PROMPT_LEN];
+    ttok[10] = ttok[0] == tok[1] ? tok[2] : tok[1];   /* the second root differs from the first */
+    for (int threads = 1; threads <= 2; threads++)
+        for (size_t pi = 0; pi < sizeof prefixes / sizeof prefixes[0]; pi++) {
+            const int np = prefixes[pi];
+            brisk_context *c = new_ctx(256, 64, 1, threads), *cl = new_ctx(256, 64, 1, threads);
+            brisk_error err = {0};
+            int32_t pos[128], seq[128] = {0}, tpos[TREE_N];
+            uint8_t want[128], tw[TREE_N];
+            for (int i = 0; i < np; i++) { pos[i] = i; want[i] = 0; }
+            brisk_batch bp = {np, tok, pos, seq, want};
+            CHECKF(brisk_decode(c, &bp, &err) == BRISK_OK, "%s", err.msg);
+            for (int i = 0; i < TREE_N; i++) { tpos[i] = np + tree_depth(i); tw[i] = 1; }
+            brisk_batch bt = {TREE_N, ttok, tpos, seq, tw};
+            CHECKF(brisk_decode_tree(c, &bt, tree_parent, &err) == BRISK_OK, "tree: %s", err.msg);
+            CHECK(brisk_seq_len(c, 0) == np + TREE_N);
+            for (int i = 0; i < TREE_N; i++) memcpy(tree_logits + (size_t)i * row / sizeof(float), brisk_get_logits(c, i), row);
+            /* every node against the same path decoded as a chain */
+            for (int leaf = 0; leaf < TREE_N; leaf++) {
+                int32_t path[8], ptok[8];
+                int n = 0;
+                for (int u = leaf; u >= 0; u = tree_parent[u]) path[n++] = u;
+                for (int i = 0; i < n / 2; i++) { int32_t t = path[i]; path[i] = path[n - 1 - i]; path[n - 1 - i] = t; }
+                for (int i = 0; i < n; i++) ptok[i] = ttok[path[i]];
+                decode_linear(cl, tok, np, ptok, n, lin);
+                CHECKF(memcmp(lin + (size_t)(n - 1) * n_vocab, tree_logits + (size_t)leaf * n_vocab, row) == 0,
+                       "%s, %d threads, prefix %d: tree token %d (depth %d) differs from its path decoded as a chain", name, threads, np,
+                       leaf, n - 1);
+            }
+            /* a branching tree must be resolved before the next decode */
+            int32_t pnext = np + TREE_N;
+            uint8_t w1 = 1;
+            brisk_batch bn = {1, tok, &pnext, seq, &w1};
+            CHECK(brisk_decode(c, &bn, &err) == BRISK_ERR_INVALID_ARG);
+            CHECKF(strstr(err.msg, "keep one path") != NULL, "%s", err.msg);
+            CHECK(brisk_seq_truncate(c, 0, np + 3, &err) == BRISK_ERR_INVALID_ARG);
+            int32_t notpath[2] = {0, 2 + 2};   /* token 4's parent is 1, not 0 */
+            CHECK(brisk_seq_keep_path(c, 0, notpath, 2, &err) == BRISK_ERR_INVALID_ARG);
+            CHECKF(strstr(err.msg, "has parent 1") != NULL, "%s", err.msg);
+            int32_t notroot[1] = {1};
+            CHECK(brisk_seq_keep_path(c, 0, notroot, 1, &err) == BRISK_ERR_INVALID_ARG);
+            /* keep the longest branch (0, 1, 4, 6, 8) and continue: equal to the chain */
+            const int32_t keep[5] = {0, 1, 4, 6, 8};
+            CHECKF(brisk_seq_keep_path(c, 0, keep, 5, &err) == BRISK_OK, "%s", err.msg);
+            CHECK(brisk_seq_len(c, 0) == np + 5);
+            int32_t cont[8], cpos[3];
+            for (int i = 0; i < 5; i++) cont[i] = ttok[keep[i]];
+            cont[5] = tok[7]; cont[6] = tok[8]; cont[7] = tok[9];
+            for (int i = 0; i < 3; i++) { cpos[i] = np + 5 + i; want[i] = 1; }
+            brisk_batch bc = {3, cont + 5, cpos, seq, want};
+            CHECKF(brisk_decode(c, &bc, &err) == BRISK_OK, "after keep_path: %s", err.msg);
+            decode_linear(cl, tok, np, cont, 8, lin);
+            for (int i = 0; i < 3; i++)
+                CHECKF(memcmp(brisk_get_logits(c, i), lin + (size_t)(5 + i) * n_vocab, row) == 0,
+                       "%s, %d threads, prefix %d: decoding after keep_path differs from the chain at token %d", name, threads, np, 5 + i);
+            /* a tree's leading chain can be truncated to, like a chain */
+            brisk_seq_truncate(c, 0, np, NULL);
+            CHECKF(brisk_decode_tree(c, &bt, tree_parent, &err) == BRISK_OK, "tree: %s", err.msg);
+            CHECKF(brisk_seq_truncate(c, 0, np + 2, &err) == BRISK_OK, "%s", err.msg);   /* tokens 0, 1 are a chain */
+            brisk_context_free(c);
+            brisk_context_free(cl);
+        }
+    free(tree_logits);
+    free(lin);
+}
+
+static void test_tree_errors(const int32_t *tok) {
+    brisk_context *c = new_ctx(32, 16, 2, 1);
+    brisk_error err = {0};
+    int32_t pos[4] = {0, 1, 1, 2}, seq[4] = {0, 0, 0, 0}, seq2[4] = {0, 1, 0, 0};
+    uint8_t want[4] = {1, 1, 1, 1};
+    brisk_batch b = {4, tok, pos, seq, want};
+    const int32_t fwd[4] = {-1, 0, 0, 3};          /* parent index not below its own */
+    CHECK(brisk_decode_tree(c, &b, fwd, &err) == BRISK_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "parent 3 out of range") != NULL, "%s", err.msg);
+    const int32_t badpos[4] = {-1, 0, 0, 0};       /* token 3 at position 2 under a root at 0 */
+    CHECK(brisk_decode_tree(c, &b, badpos, &err) == BRISK_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "needs 1") != NULL, "%s", err.msg);
+    const int32_t ok[4] = {-1, 0, 0, 1};
+    brisk_batch b2 = {4, tok, pos, seq2, want};    /* token 1 in another sequence than its parent */
+    CHECK(brisk_decode_tree(c, &b2, ok, &err) == BRISK_ERR_INVALID_ARG);
+    CHECKF(strstr(err.msg, "belongs to sequence") != NULL, "%s", err.msg);
+    CHECK(brisk_seq_len(c, 0) == 0 && brisk_seq_len(c, 1) == 0);
+    CHECK(brisk_seq_keep_path(c, 0, ok, 1, &err) == BRISK_ERR_INVALID_ARG);   /* no tree decoded */
+    CHECK(brisk_decode_tree(c, &b, ok, &err) == BRISK_OK);
+    CHECK(brisk_seq_len(c, 0) == 4);
+    int32_t p9 = 9;
+    CHECK(brisk_seq_keep_path(c, 0, &p9, 1, &err) == BRISK_ERR_INVALID_ARG);
+    CHECK(brisk_seq_keep_path(c, 1, ok, 1, &err) == BRISK_ERR_INVALID_ARG);   /* sequence 1 got nothing */
+    const int32_t path[2] = {0, 2};
+    CHECKF(brisk_seq_keep_path(c, 0, path, 2, &err) == BRISK_OK, "%s", err.msg);
+    CHECK(brisk_seq_len(c, 0) == 2);
+    CHECK(brisk_seq_keep_path(c, 0, path, 2, &err) == BRISK_ERR_INVALID_ARG);   /* only once */
+    brisk_context_free(c);
+}
+
 int main(void) {
     char path[1024];
     test_source("models/pycode-target-f16.gguf", path, sizeof path);
@@ -166,6 +296,19 @@ int main(void) {
     free(ids);
     test_batch_invariance(tok);
     test_errors(tok);
+    test_tree_model("pycode-target-f16", tok);
+    test_tree_errors(tok);
+    brisk_model_free(model);
+
+    /* a quantized model (Q4_0 weights, Q8_0 activations) */
+    model = NULL;
+    test_source("tests/data/golden/qwen2-tiny-Q4_0.gguf", path, sizeof path);
+    CHECKF(brisk_model_load(path, &model, &err) == BRISK_OK, "%s", err.msg);
+    if (!model) return test_finish();
+    brisk_model_get_info(model, &info);
+    n_vocab = info.n_vocab;
+    for (int i = 0; i < PROMPT_LEN; i++) tok[i] = (tok[i] * 7 + i) % n_vocab;
+    test_tree_model("qwen2-tiny-Q4_0", tok);
     brisk_model_free(model);
     return test_finish();
 }

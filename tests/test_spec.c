@@ -82,7 +82,7 @@ static int plain(brisk_context *c, const int32_t *ids, int n_ids, int n, int32_t
     return g;
 }
 
-static int speculative(brisk_context *c, brisk_spec_mode mode, int k, const int32_t *ids, int n_ids, int n, int32_t *out,
+static int speculative(brisk_context *c, brisk_spec_mode mode, int k, int width, const int32_t *ids, int n_ids, int n, int32_t *out,
                        brisk_spec_stats *stats) {
     brisk_error err = {0};
     brisk_sampler_params sp = brisk_sampler_default_params();
@@ -94,6 +94,7 @@ static int speculative(brisk_context *c, brisk_spec_mode mode, int k, const int3
     p.draft_max = k;
     p.draft = mode == BRISK_SPEC_NGRAM ? NULL : draft;
     p.n_threads = 1;
+    p.tree_width = width;
     brisk_spec *g = NULL;
     int got = 0;
     CHECKF(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK, "spec init: %s", err.msg);
@@ -138,11 +139,17 @@ static void test_greedy_exact(void) {
     CHECK(got_prompts == n_prompts);
     brisk_context *c = new_ctx(512);
     static int32_t want[256], got[256];
-    const struct { brisk_spec_mode mode; int k; const char *name; } modes[] = {
-        {BRISK_SPEC_DRAFT, 4, "draft k=4"}, {BRISK_SPEC_NGRAM, 8, "ngram k=8"}, {BRISK_SPEC_AUTO, 16, "auto"},
-        {BRISK_SPEC_DRAFT, 16, "draft k=16"}};
-    const int n_modes = test_quick() ? 3 : 4;
-    int64_t drafted[4] = {0}, accepted[4] = {0}, passes[4] = {0}, emitted[4] = {0}, identical[4] = {0};
+    /* trees: every round of the fixed modes verifies the drafter's whole tree
+     * (branching whenever the drafter has runners-up); auto picks per round */
+    const struct { brisk_spec_mode mode; int k, width; const char *name; } modes[] = {
+        {BRISK_SPEC_DRAFT, 4, 1, "draft k=4"},       {BRISK_SPEC_NGRAM, 8, 1, "ngram k=8"},
+        {BRISK_SPEC_AUTO, 16, 1, "auto"},            {BRISK_SPEC_NGRAM, 8, 3, "ngram tree k=8 w=3"},
+        {BRISK_SPEC_DRAFT, 4, 3, "draft tree k=4 w=3"}, {BRISK_SPEC_AUTO, 16, 3, "auto w=3"},
+        {BRISK_SPEC_DRAFT, 16, 1, "draft k=16"}};
+    enum { N_MODES = sizeof modes / sizeof modes[0] };
+    const int n_modes = test_quick() ? N_MODES - 1 : N_MODES;
+    int64_t drafted[N_MODES] = {0}, accepted[N_MODES] = {0}, passes[N_MODES] = {0}, emitted[N_MODES] = {0},
+            identical[N_MODES] = {0}, trees[N_MODES] = {0}, rounds[N_MODES] = {0};
     for (int i = 0; i < got_prompts; i++) {
         int32_t *ids = NULL;
         size_t n_ids = 0;
@@ -152,7 +159,7 @@ static void test_greedy_exact(void) {
         const int nw = plain(c, ids, (int)n_ids, n_new, want);
         for (int m = 0; m < n_modes; m++) {
             brisk_spec_stats st = {0};
-            const int ng = speculative(c, modes[m].mode, modes[m].k, ids, (int)n_ids, n_new, got, &st);
+            const int ng = speculative(c, modes[m].mode, modes[m].k, modes[m].width, ids, (int)n_ids, n_new, got, &st);
             const bool same = ng == nw && !memcmp(want, got, (size_t)nw * sizeof(int32_t));
             CHECKF(same, "prompt %d, %s: speculative greedy output differs from plain (%d vs %d tokens)", i, modes[m].name, ng, nw);
             identical[m] += same;
@@ -160,13 +167,20 @@ static void test_greedy_exact(void) {
             accepted[m] += st.accepted;
             passes[m] += st.target_passes;
             emitted[m] += st.emitted;
+            trees[m] += st.tree_rounds;
+            rounds[m] += st.spec_rounds;
         }
         free(ids);
     }
     for (int m = 0; m < n_modes; m++)
-        printf("%-10s identical %lld/%d | acceptance %.1f%% (%lld/%lld) | target passes per token %.3f\n", modes[m].name,
-               (long long)identical[m], got_prompts, drafted[m] ? 100.0 * (double)accepted[m] / (double)drafted[m] : 0.0,
-               (long long)accepted[m], (long long)drafted[m], emitted[m] ? (double)passes[m] / (double)emitted[m] : 0.0);
+        printf("%-18s identical %lld/%d | acceptance %.1f%% (%lld/%lld) | accepted per pass %.2f | target passes per token %.3f | "
+               "tree passes %lld/%lld\n",
+               modes[m].name, (long long)identical[m], got_prompts,
+               drafted[m] ? 100.0 * (double)accepted[m] / (double)drafted[m] : 0.0, (long long)accepted[m], (long long)drafted[m],
+               rounds[m] ? (double)accepted[m] / (double)rounds[m] : 0.0, emitted[m] ? (double)passes[m] / (double)emitted[m] : 0.0,
+               (long long)trees[m], (long long)rounds[m]);
+    /* the fixed tree modes must have verified branching trees */
+    if (!test_quick()) CHECK(trees[3] > 0 && trees[4] > 0);
     brisk_context_free(c);
     free(val);
 }
@@ -191,6 +205,20 @@ static void test_ngram(void) {
     /* k bounds the proposal; the continuation may run into the suffix itself */
     const int32_t h4[] = {7, 7, 7, 7};
     CHECK(d->propose(d, h4, 4, 2, &out, &err) == BRISK_OK && out.n == 1 && out.tokens[0] == 7);
+    /* trees: the best match's continuation first (ranks 0), then a distinct one beside it */
+    brisk_draft_tree t;
+    const int32_t h5[] = {1, 2, 3, 9, 10, 5, 2, 3, 7, 8, 1, 2, 3};
+    CHECK(d->propose_tree(d, h5, 13, 3, 2, 32, &t, &err) == BRISK_OK);
+    CHECKF(t.n == 6 && t.match_len == 3, "n-gram tree: %d nodes, match %d", t.n, t.match_len);
+    const int32_t et[6] = {9, 10, 5, 7, 8, 1}, ep[6] = {-1, 0, 1, -1, 3, 4}, er[6] = {0, 0, 0, 1, 0, 0};
+    for (int i = 0; i < 6 && t.n == 6; i++)
+        CHECKF(t.tokens[i] == et[i] && t.parent[i] == ep[i] && t.rank[i] == er[i] && t.depth[i] == i % 3 + 1, "n-gram tree node %d", i);
+    /* shared prefixes merge; the node budget and the width bound the tree */
+    const int32_t h6[] = {1, 2, 3, 9, 10, 4, 2, 3, 9, 11, 1, 2, 3};
+    CHECK(d->propose_tree(d, h6, 13, 3, 2, 32, &t, &err) == BRISK_OK);
+    CHECKF(t.n == 5 && t.tokens[3] == 11 && t.parent[3] == 0 && t.rank[3] == 1, "merged tree: %d nodes", t.n);
+    CHECK(d->propose_tree(d, h6, 13, 3, 2, 2, &t, &err) == BRISK_OK && t.n == 2);
+    CHECK(d->propose_tree(d, h5, 13, 3, 1, 32, &t, &err) == BRISK_OK && t.n == 3);
     brisk_drafter_free(d);
     CHECK(brisk_drafter_ngram_init(&d, 0, 4, &err) == BRISK_ERR_INVALID_ARG);
     CHECK(brisk_drafter_ngram_init(&d, 2, BRISK_SPEC_MAX_DRAFT + 1, &err) == BRISK_ERR_INVALID_ARG);

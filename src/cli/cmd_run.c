@@ -50,6 +50,15 @@ static const char *usage_text =
     "  -md, --model-draft PATH  draft model (same vocabulary as -m)\n"
     "  --draft-max K            draft tokens per target pass: fixed for draft/ngram,\n"
     "                           the upper bound for auto (default 4 / 8 / 16, at most 32)\n"
+    "  --draft-width W          draft trees with up to W children per node (1..4,\n"
+    "                           default 1 = chains), verified in one target pass with a\n"
+    "                           tree attention mask; temperature 0 only (with sampling\n"
+    "                           chains are used). n-gram: the continuations of W\n"
+    "                           distinct matches; draft model: its W-1 runners-up at the\n"
+    "                           first positions; auto: the cost model picks chain or\n"
+    "                           tree (and the tree's depth) every round\n"
+    "  --draft-tree N           at most N tree nodes per pass (1..32, default\n"
+    "                           min(32, W * K))\n"
     "  --ngram-min N            shortest suffix match the n-gram drafter uses (default 2)\n"
     "  --no-calibrate           auto: measure only the single-token cost at start\n"
     "  --spec-compare           afterwards, rerun the prompt plainly (no output) and\n"
@@ -111,7 +120,7 @@ static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx,
 int brisk_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *draft_path = NULL, *prompt = NULL, *prompt_file = NULL, *v;
     int64_t n_predict = 128, n_ctx = 0, n_batch = 512, threads = 0, seed = 42, top_k = 40, last_n = 64;
-    int64_t draft_max = 0, ngram_min = 2, spec_cost = 0, cost_reps = 5;
+    int64_t draft_max = 0, draft_width = 1, draft_tree = 0, ngram_min = 2, spec_cost = 0, cost_reps = 5;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
     bool no_bos = false, parse_special = false, show_prompt = true, spec_on = false, compare = false, calibrate = true;
     brisk_spec_mode spec_mode = BRISK_SPEC_NONE;
@@ -155,6 +164,8 @@ int brisk_cmd_run(int argc, char **argv) {
             else { fprintf(stderr, "brisk run: --spec: '%s' is not none, draft, ngram or auto\n", v); return 2; }
         }
         else if (!strcmp(a, "--draft-max")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_DRAFT, &draft_max)) return 2; }
+        else if (!strcmp(a, "--draft-width")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_WIDTH, &draft_width)) return 2; }
+        else if (!strcmp(a, "--draft-tree")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_TREE, &draft_tree)) return 2; }
         else if (!strcmp(a, "--ngram-min")) { VAL(); if (!cli_parse_int(C, a, v, 1, 64, &ngram_min)) return 2; }
         else if (!strcmp(a, "--spec-cost")) { VAL(); if (!cli_parse_int(C, a, v, 1, 256, &spec_cost)) return 2; }
         else if (!strcmp(a, "--spec-cost-reps")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1000, &cost_reps)) return 2; }
@@ -174,7 +185,10 @@ int brisk_cmd_run(int argc, char **argv) {
         fprintf(stderr, "brisk run: -md is used only with --spec draft or --spec auto\n");
         return 2;
     }
-    if ((compare || draft_max) && !spec_on) { fprintf(stderr, "brisk run: --spec-compare and --draft-max need --spec MODE\n"); return 2; }
+    if ((compare || draft_max || draft_width > 1 || draft_tree) && !spec_on) {
+        fprintf(stderr, "brisk run: --spec-compare, --draft-max, --draft-width and --draft-tree need --spec MODE\n");
+        return 2;
+    }
 
     brisk_error err = {0};
     int rc = 1;
@@ -229,6 +243,11 @@ int brisk_cmd_run(int argc, char **argv) {
         spp.n_threads = (int32_t)threads;
         spp.ngram_min = (int32_t)ngram_min;
         spp.calibrate = calibrate;
+        spp.tree_width = (int32_t)draft_width;
+        spp.tree_nodes = (int32_t)draft_tree;
+        if (draft_width > 1 && sp.temp > 0.0f)
+            fprintf(stderr, "brisk run: note: --draft-width applies at temperature 0 only (stochastic tree verification is not "
+                            "built); drafting chains\n");
         if (brisk_spec_init(&spec, model, ctx, smp, &sp, &spp, &err)) goto fail;
         if (brisk_spec_warning(spec)[0]) fprintf(stderr, "brisk run: warning: %s\n", brisk_spec_warning(spec));
     }
@@ -300,6 +319,13 @@ int brisk_cmd_run(int argc, char **argv) {
                             "draft %.2f ms/token\n",
                     (long long)ss.rounds_by_drafter[0], (long long)ss.rounds_by_drafter[1], ss.alpha_draft, ss.alpha_ngram,
                     ss.cost[1] * 1e3, ss.cost_n, ss.cost[ss.cost_n] * 1e3, ss.draft_cost * 1e3);
+        if (draft_width > 1 && sp.temp <= 0.0f)
+            fprintf(stderr, "brisk run: spec trees | %lld of %lld speculative passes verified a branching tree (%.1f nodes on "
+                            "average) | %lld tokens accepted off the drafter's first choice | runner-up acceptance estimate "
+                            "draft %.2f, n-gram %.2f\n",
+                    (long long)ss.tree_rounds, (long long)ss.spec_rounds,
+                    ss.tree_rounds ? (double)ss.tree_nodes / (double)ss.tree_rounds : 0.0, (long long)ss.alt_accepted,
+                    ss.alt_draft, ss.alt_ngram);
     }
     if (compare) {
         /* the same prompt again, plainly and silently, for the speedup */

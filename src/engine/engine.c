@@ -26,6 +26,13 @@ struct brisk_context {
     float *logits;          /* [n_batch][n_vocab] */
     int32_t n_logits;
     size_t scratch_bytes;
+    /* the last decode's tokens, for brisk_seq_keep_path: [n_batch] each */
+    int32_t last_n;
+    int32_t *last_seq, *last_par, *last_rank;   /* parent: batch index or -1; rank: slot - base */
+    int32_t *path_rel;      /* [n_batch] scratch for keep_path */
+    int32_t *seq_last;      /* [n_seq] scratch: the latest batch index per sequence */
+    int32_t *tree_n;        /* [n_seq] tokens the last decode added to the sequence */
+    uint8_t *tree_ok;       /* [n_seq] 1 = the last decode had tokens of it and nothing changed it since */
 };
 
 /* ---- models ------------------------------------------------------------------------------ */
@@ -168,7 +175,19 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", (double)logit_bytes / 1048576.0);
         goto fail;
     }
-    c->scratch_bytes = brisk_forward_bytes(c->fwd) + logit_bytes;
+    c->last_seq = malloc((size_t)n_batch * sizeof(int32_t));
+    c->last_par = malloc((size_t)n_batch * sizeof(int32_t));
+    c->last_rank = malloc((size_t)n_batch * sizeof(int32_t));
+    c->path_rel = malloc((size_t)n_batch * sizeof(int32_t));
+    c->seq_last = malloc((size_t)n_seq * sizeof(int32_t));
+    c->tree_n = malloc((size_t)n_seq * sizeof(int32_t));
+    c->tree_ok = calloc((size_t)n_seq, 1);
+    if (!c->last_seq || !c->last_par || !c->last_rank || !c->path_rel || !c->seq_last || !c->tree_n || !c->tree_ok) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
+        goto fail;
+    }
+    c->scratch_bytes = brisk_forward_bytes(c->fwd) + logit_bytes + (size_t)n_batch * 4 * sizeof(int32_t) +
+                       (size_t)n_seq * (2 * sizeof(int32_t) + 1);
     *out = c;
     return BRISK_OK;
 fail:
@@ -181,6 +200,7 @@ void brisk_context_free(brisk_context *c) {
     brisk_forward_free(c->fwd);
     brisk_kv_free(c->kv);
     free(c->logits);
+    free(c->last_seq); free(c->last_par); free(c->last_rank); free(c->path_rel); free(c->seq_last); free(c->tree_n); free(c->tree_ok);
     free(c);
 }
 
@@ -195,14 +215,30 @@ int32_t brisk_context_n_ctx(const brisk_context *c) { return c->kv->n_ctx; }
 int32_t brisk_context_n_batch(const brisk_context *c) { return c->n_batch; }
 const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa(c->fwd); }
 
-brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err) {
+brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err) { return brisk_decode_tree(c, b, NULL, err); }
+
+brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int32_t *parent, brisk_error *err) {
     if (!b || !b->token || !b->pos || !b->seq || !b->logits)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch: token, pos, seq and logits arrays are required");
     c->n_logits = 0;
-    brisk_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq, .want = b->logits};
+    brisk_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq, .want = b->logits, .parent = parent};
     brisk_status st = brisk_forward_run(c->fwd, c->kv, &fb, c->logits, err);
     if (st) return st;
     for (int32_t i = 0; i < b->n_tokens; i++) c->n_logits += b->logits[i] != 0;
+    /* record the batch's tree (a chain without parents) for keep_path; a
+     * refused decode leaves the previous record */
+    memset(c->tree_ok, 0, (size_t)c->kv->n_seq);
+    for (int32_t i = 0; i < b->n_tokens; i++) c->seq_last[b->seq[i]] = -1;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        const int32_t s = b->seq[i];
+        c->last_seq[i] = s;
+        c->last_par[i] = parent ? parent[i] : c->seq_last[s];
+        c->last_rank[i] = c->seq_last[s] < 0 ? 0 : c->last_rank[c->seq_last[s]] + 1;
+        c->seq_last[s] = i;
+        c->tree_ok[s] = 1;
+        c->tree_n[s] = c->last_rank[i] + 1;
+    }
+    c->last_n = b->n_tokens;
     return BRISK_OK;
 }
 
@@ -222,6 +258,39 @@ brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, b
     if (seq < 0 || seq >= c->kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
     if (n_keep < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: cannot keep %d tokens", seq, n_keep);
+    const brisk_kv_seq *s = &c->kv->seqs[seq];
+    if (n_keep < s->len && n_keep > s->ordered)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "sequence %d: cannot keep %d tokens: only the first %d are in position order after the last tree "
+                          "decode; keep a path of the tree (brisk_seq_keep_path) instead",
+                          seq, n_keep, s->ordered);
+    if (n_keep < s->len) c->tree_ok[seq] = 0;
     brisk_kv_truncate(c->kv, seq, n_keep);
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *path, int32_t n_path, brisk_error *err) {
+    if (seq < 0 || seq >= c->kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    if (!c->tree_ok[seq])
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "sequence %d: the last decode added no tokens to it (or it was changed since): no tree to keep a path of", seq);
+    if (n_path < 0 || n_path > c->last_n || (n_path > 0 && !path))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: bad path of %d tokens (the last decode had %d)", seq, n_path, c->last_n);
+    for (int32_t d = 0; d < n_path; d++) {
+        const int32_t i = path[d];
+        if (i < 0 || i >= c->last_n || c->last_seq[i] != seq)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[%d] = %d is not a token of this sequence in the last decode",
+                              seq, d, i);
+        if (d == 0 && c->last_par[i] != -1)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[0] = token %d has parent %d; a path starts at a root (parent -1)",
+                              seq, i, c->last_par[i]);
+        if (d > 0 && c->last_par[i] != path[d - 1])
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[%d] = token %d has parent %d, not path[%d] = %d", seq, d, i,
+                              c->last_par[i], d - 1, path[d - 1]);
+        c->path_rel[d] = c->last_rank[i];   /* parents come first in a batch, so these increase */
+    }
+    brisk_kv_keep_path(c->kv, seq, c->kv->seqs[seq].len - c->tree_n[seq], c->path_rel, n_path);
+    c->tree_ok[seq] = 0;
     return BRISK_OK;
 }

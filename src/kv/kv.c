@@ -90,6 +90,23 @@ void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
     brisk_kv_seq *s = &kv->seqs[seq];
     if (n_keep < 0) n_keep = 0;
     if (n_keep < s->len) s->len = n_keep;
+    if (s->ordered > s->len) s->ordered = s->len;
     const int32_t keep_blocks = blocks_for(s->len);
     while (s->n_blocks > keep_blocks) kv->free_list[kv->n_free++] = s->blocks[--s->n_blocks];
+}
+
+void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n) {
+    brisk_kv_seq *s = &kv->seqs[seq];
+    const size_t row_bytes = (size_t)kv->row * sizeof(uint16_t);
+    /* rel is increasing, so rel[d] >= d: a move never overwrites a row a later move reads */
+    for (int32_t d = 0; d < n; d++) {
+        if (rel[d] == d) continue;
+        for (int32_t il = 0; il < kv->n_layer; il++) {
+            memcpy(brisk_kv_k_row(kv, il, seq, base + d), brisk_kv_k_row(kv, il, seq, base + rel[d]), row_bytes);
+            memcpy(brisk_kv_v_row(kv, il, seq, base + d), brisk_kv_v_row(kv, il, seq, base + rel[d]), row_bytes);
+        }
+    }
+    s->len = base + n;
+    s->ordered = s->len;
+    brisk_kv_truncate(kv, seq, s->len);
 }

@@ -16,7 +16,11 @@
 typedef struct brisk_kv_seq {
     int32_t *blocks;      /* block ids, [ceil(len / BLOCK)] used, capacity max_blocks_per_seq */
     int32_t n_blocks;
-    int32_t len;          /* tokens stored: positions [0, len) */
+    int32_t len;          /* token slots stored: [0, len) */
+    /* slots [0, ordered) hold positions [0, ordered); ordered < len only after
+     * a tree batch (its rows sit in batch order, see model/forward.h) until
+     * brisk_kv_keep_path or brisk_kv_truncate puts the sequence back in order */
+    int32_t ordered;
 } brisk_kv_seq;
 
 typedef struct brisk_kv {
@@ -39,8 +43,13 @@ void brisk_kv_free(brisk_kv *kv);
 
 /* Make room for positions [0, new_len) of seq; fails without side effects. */
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t seq, int32_t new_len, brisk_error *err);
-/* Keep positions [0, n_keep) of seq; later blocks go back to the pool. */
+/* Keep slots [0, n_keep) of seq; later blocks go back to the pool. */
 void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep);
+/* Keep slots [0, base) and then slots base + rel[0], base + rel[1], ... (rel
+ * strictly increasing, base + rel[n - 1] < len), moved down to base, base + 1,
+ * ... in every layer; the rest is dropped and the sequence is in position
+ * order again (len = ordered = base + n). The caller validates the arguments. */
+void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n);
 
 /* Row pointers for (layer, seq, pos); pos must be < the reserved length. */
 static inline uint16_t *brisk_kv_k_row(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos) {

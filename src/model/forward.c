@@ -32,6 +32,15 @@ struct brisk_forward {
     float *f16_lut;                              /* 65536 entries: F16 -> F32 for the KV reads */
     float *kt;                                   /* prefill: one sequence's K widened, [kv head][dim][pos] */
     int32_t kt_cap;                              /* positions kt holds (0: none) */
+    /* per batch token, filled by validate_batch: its KV slot, its parent (-1:
+     * follows the cache), the sequence's cached length before the batch, and
+     * whether it and all its ancestors sit at slot == position ("direct") */
+    int32_t *slot, *par, *tbase;
+    uint8_t *direct;
+    bool all_direct;
+    int n_threads;
+    int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
+    uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
     size_t bytes;
 };
 
@@ -198,6 +207,10 @@ static void kt_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* A tree token's position j (base <= j <= its own position) is held in slot
+ * anc[j - base]; cached positions j < base in slot j. */
+static inline int32_t slot_of(int32_t j, int32_t base, const int32_t *anc) { return j < base ? j : anc[j - base]; }
+
 /* Causal attention for (token, head) pairs, with the numerics of llama.cpp's
  * CPU flash attention for prompt batches (ggml_compute_forward_flash_attn_ext_tiled):
  * F32 throughout (K/V widened from the F16 cache), KV processed in tiles of
@@ -213,6 +226,9 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const attn_task *at = ctx;
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
+    int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
+    uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
+    int32_t anc_tok = -1;   /* the token whose ancestors anc holds */
     const int hd = hp->head_dim, n_head = hp->n_head, gqa = hp->n_head / hp->n_head_kv;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *lut = f->f16_lut;
@@ -223,6 +239,15 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (int64_t item = lo; item < hi; item++) {
         const int32_t t = (int32_t)(item / n_head), h = (int32_t)(item % n_head);
         const int32_t seq = at->b->seq[t], pos = at->b->pos[t], kvh = h / gqa;
+        /* A tree token reads its ancestors' rows (wherever the batch put them)
+         * in position order, so every operation is the one a chain decode of
+         * its path performs: same tiles, same kernels, same order. */
+        const bool direct = f->direct[t];
+        const int32_t base = direct ? pos + 1 : f->tbase[t];
+        if (!direct && anc_tok != t) {
+            for (int32_t u = t; u >= 0; u = f->par[u]) anc[at->b->pos[u] - base] = f->slot[u];
+            anc_tok = t;
+        }
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h * hd;
         float *o = f->att + (size_t)t * f->qdim + (size_t)h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
@@ -235,10 +260,19 @@ static void attn_worker(void *ctx, int ith, int nth) {
                 for (; j + 16 <= n; j += 16)
                     g->kq16t(q, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)(j0 + j), (size_t)f->kt_cap, hd, scale, kq + j);
             if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
-                for (; j + 16 <= n; j += 16)
-                    g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
+                for (; j + 16 <= n; j += 16) {
+                    if (j0 + j + 16 <= base) {
+                        g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
+                        continue;
+                    }
+                    for (int32_t l = 0; l < 16; l++)
+                        memcpy(kg + (size_t)l * hd,
+                               brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j + l, base, anc)) + (size_t)kvh * hd,
+                               (size_t)hd * sizeof(uint16_t));
+                    g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
+                }
             for (; j < n; j++) {
-                const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd;
+                const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
                 float s = 0.0f;
                 for (int i = 0; i < hd; i++) s += q[i] * lut[kr[i]];
                 kq[j] = s * scale;
@@ -258,7 +292,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
             }
             S += (float)tile_sum;
             for (int32_t j = 0; j < n; j++) {
-                const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd;
+                const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
                 const float p = kq[j];
                 if (g) {
                     g->axpy_f16(o, p, vr, hd);
@@ -309,6 +343,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         free(f);
         return st;
     }
+    f->n_threads = brisk_pool_size(f->pool);
     /* every matmul's weights must have a kernel in the table */
     for (int il = 0; il < hp->n_layer; il++) {
         const brisk_layer *L = &m->w.layers[il];
@@ -339,6 +374,12 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nb * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
     f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
     f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
+    f->slot = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->par = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->direct = xcalloc_track(f, nb, 1, &ok);
+    f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
+    f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
     if (f->gk && f->gk->kq16t && n_batch >= 32) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
         f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
         f->kt = xcalloc_track(f, (size_t)f->kt_cap * (size_t)f->kvdim, sizeof(float), &ok);
@@ -361,6 +402,7 @@ void brisk_forward_free(brisk_forward *f) {
         free(f->xs[i]);
     }
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
+    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->anc); free(f->kgather);
     free(f);
 }
 
@@ -371,24 +413,60 @@ const char *brisk_forward_isa(const brisk_forward *f) { return f->isa_name; }
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
-static brisk_status validate_batch(const brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b, brisk_error *err) {
+/* Checks every token and fills f->slot/par/tbase/direct (see brisk_forward). */
+static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b, brisk_error *err) {
     const brisk_hparams *hp = &f->m->hp;
     if (b->n < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "empty batch");
     if (b->n > f->n_batch)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "batch of %d tokens exceeds the batch size %d", b->n, f->n_batch);
+    f->all_direct = true;
     for (int32_t i = 0; i < b->n; i++) {
         if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: id %d out of range [0, %d)", i, b->token[i], hp->n_vocab);
         if (b->seq[i] < 0 || b->seq[i] >= kv->n_seq)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: sequence id %d out of range [0, %d)", i, b->seq[i], kv->n_seq);
-        /* expected position: the sequence's cached length plus its earlier tokens in this batch */
-        int32_t expect = kv->seqs[b->seq[i]].len;
-        for (int32_t j = 0; j < i; j++) expect += b->seq[j] == b->seq[i];
-        if (b->pos[i] != expect)
+        const brisk_kv_seq *s = &kv->seqs[b->seq[i]];
+        if (s->ordered != s->len)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                              "batch token %d: sequence %d still holds the token tree of an earlier decode (slots %d..%d); "
+                              "keep one path of it (brisk_seq_keep_path) or truncate it first",
+                              i, b->seq[i], s->ordered, s->len - 1);
+        /* the token's rank among its sequence's tokens in this batch gives its KV slot */
+        int32_t rank = 0, prev = -1;
+        for (int32_t j = 0; j < i; j++)
+            if (b->seq[j] == b->seq[i]) {
+                rank++;
+                prev = j;
+            }
+        int32_t par = prev;
+        if (b->parent) {
+            par = b->parent[i];
+            if (par < -1 || par >= i)
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: parent %d out of range [-1, %d)", i, par, i);
+            if (par >= 0 && b->seq[par] != b->seq[i])
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: parent %d belongs to sequence %d, not %d", i, par,
+                                  b->seq[par], b->seq[i]);
+        }
+        const int32_t expect = par < 0 ? s->len : b->pos[par] + 1;
+        if (b->pos[i] != expect) {
+            if (b->parent && par >= 0)
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: position %d, but its parent (token %d at position %d) needs %d",
+                                  i, b->pos[i], par, b->pos[par], expect);
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: position %d, but sequence %d continues at %d",
                               i, b->pos[i], b->seq[i], expect);
-        if (b->pos[i] >= kv->n_ctx)
+        }
+        const int32_t slot = s->len + rank;
+        if (slot >= kv->n_ctx) {
+            if (slot != b->pos[i])
+                return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: its KV slot %d (position %d) exceeds the context size %d", i,
+                                  slot, b->pos[i], kv->n_ctx);
             return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: position %d exceeds the context size %d", i, b->pos[i], kv->n_ctx);
+        }
+        f->slot[i] = slot;
+        f->par[i] = par;
+        f->tbase[i] = s->len;
+        f->direct[i] = slot == b->pos[i] && (par < 0 || f->direct[par]);
+        f->all_direct = f->all_direct && f->direct[i];
     }
     return BRISK_OK;
 }
@@ -398,7 +476,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     if (st) return st;
     /* reserve every sequence's new length before touching anything */
     for (int32_t i = 0; i < b->n; i++)
-        if ((st = brisk_kv_reserve(kv, b->seq[i], b->pos[i] + 1, err))) return st;
+        if ((st = brisk_kv_reserve(kv, b->seq[i], f->slot[i] + 1, err))) return st;
 
     const brisk_model_data *m = f->m;
     const brisk_hparams *hp = &m->hp;
@@ -430,8 +508,8 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             const float *rc = f->rope_cache + (size_t)t * hp->rope.n_rot;
             brisk_rope_apply(&hp->rope, rc, q, hp->n_head, hd);
             brisk_rope_apply(&hp->rope, rc, k, hp->n_head_kv, hd);
-            uint16_t *kd = brisk_kv_k_row(kv, il, b->seq[t], b->pos[t]);
-            uint16_t *vd = brisk_kv_v_row(kv, il, b->seq[t], b->pos[t]);
+            uint16_t *kd = brisk_kv_k_row(kv, il, b->seq[t], f->slot[t]);
+            uint16_t *vd = brisk_kv_v_row(kv, il, b->seq[t], f->slot[t]);
             const float *v = f->vc + (size_t)t * f->kvdim;
             for (int i = 0; i < f->kvdim; i++) {
                 kd[i] = brisk_fp32_to_fp16(k[i]);
@@ -439,7 +517,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             }
         }
         attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
-        if (f->kt && T >= 32) {   /* one sequence, short enough: widen its K once for all the batch's queries */
+        if (f->kt && T >= 32 && f->all_direct) {   /* one sequence, short enough: widen its K once for all the batch's queries */
             int32_t len = 0;
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
@@ -470,9 +548,13 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
     }
 
-    /* the sequences now hold these tokens */
-    for (int32_t t = 0; t < T; t++)
-        if (kv->seqs[b->seq[t]].len < b->pos[t] + 1) kv->seqs[b->seq[t]].len = b->pos[t] + 1;
+    /* the sequences now hold these tokens; they stay in position order up to
+     * the first token that is not at slot == position */
+    for (int32_t t = 0; t < T; t++) {
+        brisk_kv_seq *s = &kv->seqs[b->seq[t]];
+        if (f->direct[t] && f->slot[t] == s->ordered) s->ordered++;
+        if (s->len < f->slot[t] + 1) s->len = f->slot[t] + 1;
+    }
 
     int32_t n_out = 0;
     for (int32_t t = 0; t < T; t++)

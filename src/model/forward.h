@@ -18,6 +18,10 @@ typedef struct brisk_fwd_batch {
     const int32_t *pos;
     const int32_t *seq;
     const uint8_t *want;     /* per token: 1 = produce logits */
+    /* per token: the batch index (< i, same sequence) of its tree parent, or
+     * -1 = it follows the sequence's cached tokens; NULL = each token follows
+     * the previous token of its sequence in the batch (a chain) */
+    const int32_t *parent;
 } brisk_fwd_batch;
 
 typedef struct brisk_forward brisk_forward;
@@ -30,9 +34,17 @@ void brisk_forward_free(brisk_forward *f);
 size_t brisk_forward_bytes(const brisk_forward *f);
 
 /* Evaluate b; logits for the tokens with want[i] set go to out in batch order,
- * [n_want][n_vocab]. Positions must extend each sequence contiguously: the
- * first token of seq s in the batch has pos == kv->seqs[s].len (after any
- * truncation), later ones follow. */
+ * [n_want][n_vocab]. Without parents, positions must extend each sequence
+ * contiguously: the first token of seq s in the batch has pos == kv->seqs[s].len
+ * (after any truncation), later ones follow. With parents (a token tree),
+ * pos[i] == pos[parent[i]] + 1, or kv->seqs[s].len for a root; the K/V row of
+ * the r-th token of seq s in the batch goes to slot len + r whatever its
+ * position, and each token attends to the cached tokens, its ancestors and
+ * itself, presented in position order so its logits are bitwise those of the
+ * same path decoded as a chain. The sequence then holds len + (its tokens)
+ * slots, no longer in position order (kv->seqs[s].ordered stays at len) until
+ * brisk_kv_keep_path or brisk_kv_truncate resolves it; a sequence in that state
+ * is refused. */
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err);
 
 /* The kernel table in use (ref or SIMD), chosen once at init. */

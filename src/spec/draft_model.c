@@ -8,11 +8,16 @@
  * (same settings as the target's, with the penalty history of the drafted
  * position) and that distribution q is returned for the verifier. Drawing
  * uses a separate sampler whose RNG is never reset; the chain sampler is reset
- * each round only to rebuild its penalty history. */
+ * each round only to rebuild its penalty history.
+ *
+ * Trees (greedy): the chain as above, plus the draft's runners-up (by raw
+ * logit) at the first positions as leaves beside it, as many positions as
+ * the node budget allows; they cost no extra draft passes. */
 #include "spec/spec.h"
 #include "base/base.h"
 #include "sample/sample.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +35,30 @@ typedef struct model_drafter {
     float *q;               /* [max_k][n_vocab] */
     int32_t *pos, *seq;     /* [n_batch] */
     uint8_t *want;          /* [n_batch] */
+    int32_t tt[BRISK_SPEC_MAX_TREE], tp[BRISK_SPEC_MAX_TREE], tr[BRISK_SPEC_MAX_TREE], td[BRISK_SPEC_MAX_TREE];
+    int32_t alt[BRISK_SPEC_MAX_DRAFT][BRISK_SPEC_MAX_WIDTH - 1];   /* tree: runners-up per drafted position */
+    int32_t want_alt, n_alt_pos;   /* tree: runners-up wanted per position, positions to record them at */
 } model_drafter;
+
+/* The r best tokens of logits other than `skip`, best first. */
+static void runners_up(const float *lg, int32_t n_vocab, int32_t skip, int32_t r, int32_t *out) {
+    float best[BRISK_SPEC_MAX_WIDTH];
+    for (int32_t i = 0; i < r; i++) {
+        best[i] = -INFINITY;
+        out[i] = -1;
+    }
+    for (int32_t t = 0; t < n_vocab; t++) {
+        if (t == skip || !(lg[t] > best[r - 1])) continue;
+        int32_t at = r - 1;
+        while (at > 0 && lg[t] > best[at - 1]) {
+            best[at] = best[at - 1];
+            out[at] = out[at - 1];
+            at--;
+        }
+        best[at] = lg[t];
+        out[at] = t;
+    }
+}
 
 /* Make the KV hold hist[0..n-1) plus hist[n-1] with its logits ready. */
 static brisk_status catch_up(model_drafter *m, const int32_t *hist, int32_t n, brisk_error *err) {
@@ -88,6 +116,7 @@ static brisk_status model_propose(brisk_drafter *d, const int32_t *hist, int32_t
         }
         m->tokens[i] = t;
         out->n = i + 1;
+        if (i < m->n_alt_pos) runners_up(lg, m->n_vocab, t, m->want_alt, m->alt[i]);
         if (i + 1 == k) break;
         brisk_sampler_accept(m->chain, t);
         int32_t p = m->n_in_kv, s0 = 0;
@@ -96,6 +125,42 @@ static brisk_status model_propose(brisk_drafter *d, const int32_t *hist, int32_t
         if ((st = brisk_decode(m->ctx, &b, err))) return st;
         m->in_kv[m->n_in_kv++] = t;
     }
+    return BRISK_OK;
+}
+
+static brisk_status model_propose_tree(brisk_drafter *d, const int32_t *hist, int32_t n, int32_t k, int32_t width,
+                                       int32_t max_nodes, brisk_draft_tree *out, brisk_error *err) {
+    model_drafter *m = (model_drafter *)d;
+    *out = (brisk_draft_tree){.n = 0, .tokens = m->tt, .parent = m->tp, .rank = m->tr, .depth = m->td, .match_len = 0};
+    width = BRISK_MAX(1, BRISK_MIN(width, BRISK_SPEC_MAX_WIDTH));
+    max_nodes = BRISK_MIN(max_nodes, BRISK_SPEC_MAX_TREE);
+    k = BRISK_MIN(k, max_nodes);
+    if (k <= 0) return BRISK_OK;
+    m->want_alt = width - 1;
+    m->n_alt_pos = width > 1 ? BRISK_MIN(k, (max_nodes - k) / (width - 1)) : 0;
+    const int32_t alt_pos = m->n_alt_pos;
+    brisk_draft chain;
+    brisk_status st = model_propose(d, hist, n, k, &chain, err);
+    m->n_alt_pos = 0;
+    if (st) return st;
+    int32_t nn = 0;
+    for (int32_t i = 0; i < chain.n; i++, nn++) {
+        m->tt[nn] = chain.tokens[i];
+        m->tp[nn] = i - 1;
+        m->tr[nn] = 0;
+        m->td[nn] = i + 1;
+    }
+    const int32_t n_pos = BRISK_MIN(chain.n, alt_pos);
+    for (int32_t i = 0; i < n_pos; i++)
+        for (int32_t r = 0; r < width - 1; r++) {
+            if (m->alt[i][r] < 0) continue;
+            m->tt[nn] = m->alt[i][r];
+            m->tp[nn] = i - 1;
+            m->tr[nn] = r + 1;
+            m->td[nn] = i + 1;
+            nn++;
+        }
+    out->n = nn;
     return BRISK_OK;
 }
 
@@ -172,7 +237,7 @@ brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *dr
     if (st) return st;
     model_drafter *m = calloc(1, sizeof *m);
     if (!m) return brisk_fail(err, BRISK_ERR_NOMEM, "draft model: out of memory");
-    m->base = (brisk_drafter){.name = "draft", .propose = model_propose, .sync = model_sync, .free = model_free};
+    m->base = (brisk_drafter){.name = "draft", .propose = model_propose, .propose_tree = model_propose_tree, .sync = model_sync, .free = model_free};
     brisk_model_info di;
     brisk_model_get_info(draft, &di);
     m->n_vocab = di.n_vocab;

@@ -3,7 +3,11 @@
  * recent occurrence on ties, and proposes the tokens that followed it. No
  * model runs, so a proposal costs a scan of the history: O(n_hist) with an
  * early exit on the last token, about 10 us at 4k tokens, far below a target
- * pass. Strong on code and edits, where text repeats. */
+ * pass. Strong on code and edits, where text repeats.
+ *
+ * Trees: the continuations of up to `width` matches with distinct
+ * continuations (longest match first, most recent on ties — so the first is
+ * the chain's proposal), merged into a trie where they share a prefix. */
 #include "spec/spec.h"
 #include "base/base.h"
 
@@ -15,7 +19,83 @@ typedef struct ngram_drafter {
     brisk_drafter base;
     int32_t min_match, max_k;
     int32_t *tokens;   /* [max_k] */
+    int32_t tt[BRISK_SPEC_MAX_TREE], tp[BRISK_SPEC_MAX_TREE], tr[BRISK_SPEC_MAX_TREE], td[BRISK_SPEC_MAX_TREE];
 } ngram_drafter;
+
+/* Length of the suffix match ending right before j (hist[j-1] == hist[n-1] ...), capped. */
+static int32_t match_at(const int32_t *hist, int32_t n, int32_t j) {
+    int32_t len = 1;
+    const int32_t cap = BRISK_MIN(NGRAM_MAX_MATCH, j);
+    while (len < cap && hist[j - 1 - len] == hist[n - 1 - len]) len++;
+    return len;
+}
+
+/* Do the continuations at a and b agree on their first k tokens (or until either ends)? */
+static bool same_cont(const int32_t *hist, int32_t n, int32_t a, int32_t b, int32_t k) {
+    for (int32_t i = 0; i < k && a + i < n && b + i < n; i++)
+        if (hist[a + i] != hist[b + i]) return false;
+    return true;
+}
+
+static brisk_status ngram_propose_tree(brisk_drafter *d, const int32_t *hist, int32_t n, int32_t k, int32_t width,
+                                       int32_t max_nodes, brisk_draft_tree *out, brisk_error *err) {
+    ngram_drafter *g = (ngram_drafter *)d;
+    (void)err;
+    *out = (brisk_draft_tree){.n = 0, .tokens = g->tt, .parent = g->tp, .rank = g->tr, .depth = g->td, .match_len = 0};
+    if (k > g->max_k) k = g->max_k;
+    width = BRISK_MAX(1, BRISK_MIN(width, BRISK_SPEC_MAX_WIDTH));
+    max_nodes = BRISK_MIN(max_nodes, BRISK_SPEC_MAX_TREE);
+    if (k <= 0 || n < 2 || max_nodes < 1) return BRISK_OK;
+    /* the best `width` matches with distinct continuations, best first */
+    int32_t cj[BRISK_SPEC_MAX_WIDTH], cl[BRISK_SPEC_MAX_WIDTH], nc = 0;
+    const int32_t last = hist[n - 1];
+    for (int32_t j = n - 1; j >= 1; j--) {
+        if (hist[j - 1] != last) continue;
+        const int32_t len = match_at(hist, n, j);
+        if (len < g->min_match) continue;
+        if (nc == width && len <= cl[nc - 1]) continue;
+        int32_t dup = -1;
+        for (int32_t c = 0; c < nc && dup < 0; c++)
+            if (same_cont(hist, n, cj[c], j, k)) dup = c;
+        if (dup >= 0 && len <= cl[dup]) continue;   /* ties: the more recent one stays */
+        int32_t at = dup >= 0 ? dup : nc < width ? nc++ : nc - 1;
+        /* move up past shorter matches (equal ones are more recent: stay above) */
+        while (at > 0 && cl[at - 1] < len) {
+            cj[at] = cj[at - 1];
+            cl[at] = cl[at - 1];
+            at--;
+        }
+        cj[at] = j;
+        cl[at] = len;
+    }
+    if (nc == 0) return BRISK_OK;
+    /* merge the continuations into a trie */
+    int32_t nn = 0;
+    for (int32_t c = 0; c < nc; c++) {
+        int32_t cur = -1;
+        for (int32_t i = 0; i < k && cj[c] + i < n; i++) {
+            const int32_t tok = hist[cj[c] + i];
+            int32_t child = -1, n_children = 0;
+            for (int32_t x = cur + 1; x < nn; x++)
+                if (g->tp[x] == cur) {
+                    n_children++;
+                    if (g->tt[x] == tok) child = x;
+                }
+            if (child < 0) {
+                if (nn == max_nodes || n_children == width) break;
+                child = nn++;
+                g->tt[child] = tok;
+                g->tp[child] = cur;
+                g->tr[child] = n_children;
+                g->td[child] = i + 1;
+            }
+            cur = child;
+        }
+    }
+    out->n = nn;
+    out->match_len = cl[0];
+    return BRISK_OK;
+}
 
 static brisk_status ngram_propose(brisk_drafter *d, const int32_t *hist, int32_t n, int32_t k, brisk_draft *out,
                                   brisk_error *err) {
@@ -73,7 +153,7 @@ brisk_status brisk_drafter_ngram_init(brisk_drafter **out, int32_t min_match, in
         free(g);
         return brisk_fail(err, BRISK_ERR_NOMEM, "n-gram drafter: out of memory");
     }
-    g->base = (brisk_drafter){.name = "ngram", .propose = ngram_propose, .sync = NULL, .free = ngram_free};
+    g->base = (brisk_drafter){.name = "ngram", .propose = ngram_propose, .propose_tree = ngram_propose_tree, .sync = NULL, .free = ngram_free};
     g->min_match = min_match;
     g->max_k = max_k;
     *out = &g->base;

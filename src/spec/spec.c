@@ -20,7 +20,17 @@
  * The acceptance of the n-gram drafter is kept per match-length bucket and is
  * also learnt while not speculating (its proposals are compared with the
  * tokens that plain decoding produces); the draft model is probed with
- * exponential back-off while it is not chosen. */
+ * exponential back-off while it is not chosen.
+ *
+ * Trees (temperature 0, tree_width > 1): a round decodes [pending, tree] with
+ * brisk_decode_tree, walks the tree along the target's choices and keeps the
+ * accepted path's KV with brisk_seq_keep_path. In AUTO a tree is scored like
+ * a chain: node i is accepted with probability P(parent) * a for a first
+ * choice, P(parent) * (1 - a) * (1 - b)^(r - 1) * b for the r-th runner-up,
+ * where b (a runner-up is right when the choices before it were wrong) is
+ * learnt per drafter from tree rounds; E = 1 + sum P(i), cost c(nodes + 1);
+ * the tree is pruned to each depth and the best of chain, tree and plain
+ * decoding is taken. */
 #include "spec/spec.h"
 #include "base/base.h"
 #include "sample/sample.h"
@@ -62,7 +72,14 @@ struct brisk_spec {
     int32_t *btok, *bpos, *bseq;
     uint8_t *bwant;           /* [n_batch] */
     float *scratch;           /* [2 * n_vocab] */
-    const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
+    const float *rows[BRISK_SPEC_MAX_TREE + BRISK_SPEC_MAX_DRAFT + 1];
+    /* trees */
+    bool tree_on;                             /* greedy and tree_width > 1 */
+    int32_t width, tree_nodes, nmax;          /* nmax: the largest pass (tokens) */
+    int32_t *bpar;                            /* [n_batch] parents for brisk_decode_tree */
+    int32_t ptok[BRISK_SPEC_MAX_TREE], ppar[BRISK_SPEC_MAX_TREE], prank[BRISK_SPEC_MAX_TREE], pdep[BRISK_SPEC_MAX_TREE];
+    int32_t path[BRISK_SPEC_MAX_TREE + 1], keep[BRISK_SPEC_MAX_TREE + 1];
+    acc_est b_dm, b_ng;                       /* runner-up acceptance given the first choice failed */
     /* policy */
     /* target pass of n tokens: scale * cost[n] seconds, n = 1..kmax+1; cost[] is
      * the calibrated shape, scale follows drift (context growth, machine load) */
@@ -147,6 +164,10 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
                           p->draft_max, p->draft_max + 1, n_batch);
     kmax = BRISK_MIN(kmax, BRISK_MIN(n_batch - 1, n_ctx - 1));
     if (kmax < 0) kmax = 0;
+    if (p->tree_width < 0 || p->tree_width > BRISK_SPEC_MAX_WIDTH)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "tree width %d out of range [1, %d]", p->tree_width, BRISK_SPEC_MAX_WIDTH);
+    if (p->tree_nodes < 0 || p->tree_nodes > BRISK_SPEC_MAX_TREE)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "tree size %d out of range [1, %d]", p->tree_nodes, BRISK_SPEC_MAX_TREE);
 
     brisk_spec *s = calloc(1, sizeof *s);
     if (!s) return brisk_fail(err, BRISK_ERR_NOMEM, "speculative decoding: out of memory");
@@ -163,6 +184,15 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
     s->n_batch = n_batch;
     s->kmax = kmax;
     s->explicit_k = p->draft_max > 0;
+    s->width = p->tree_width > 1 ? p->tree_width : 1;
+    s->tree_on = s->vo.greedy && s->width > 1 && kmax > 0;
+    s->tree_nodes = 0;
+    if (s->tree_on) {
+        s->tree_nodes = p->tree_nodes > 0 ? p->tree_nodes : BRISK_MIN(BRISK_SPEC_MAX_TREE, s->width * kmax);
+        s->tree_nodes = BRISK_MIN(s->tree_nodes, BRISK_MIN(n_batch - 1, n_ctx - 1));
+        if (s->tree_nodes < 1) s->tree_on = false;
+    }
+    s->nmax = BRISK_MAX(kmax, s->tree_on ? s->tree_nodes : 0) + 1;
     if (kmax > 0 && p->draft && p->mode != BRISK_SPEC_NGRAM) {
         brisk_model_info di;
         brisk_model_get_info(p->draft, &di);
@@ -184,15 +214,18 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
     s->bpos = malloc((size_t)n_batch * sizeof(int32_t));
     s->bseq = calloc((size_t)n_batch, sizeof(int32_t));
     s->bwant = malloc((size_t)n_batch);
+    s->bpar = malloc((size_t)n_batch * sizeof(int32_t));
     s->scratch = malloc(2 * (size_t)s->n_vocab * sizeof(float));
-    if (!s->hist || !s->btok || !s->bpos || !s->bseq || !s->bwant || !s->scratch) {
+    if (!s->hist || !s->btok || !s->bpos || !s->bseq || !s->bwant || !s->bpar || !s->scratch) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "speculative decoding: out of memory");
         goto fail;
     }
     /* priors: replaced by measurements within a few rounds */
     s->a_dm = (acc_est){.acc = 1.0, .tested = 2.0};
     for (int i = 0; i < NG_BUCKETS; i++) s->a_ng[i] = (acc_est){.acc = 2.0 * (0.2 + 0.1 * i), .tested = 2.0};
-    for (int32_t n = 1; n <= kmax + 1; n++) s->cost[n] = (double)n;   /* relative, pessimistic: linear */
+    s->b_dm = (acc_est){.acc = 0.5, .tested = 2.0};
+    s->b_ng = (acc_est){.acc = 0.5, .tested = 2.0};
+    for (int32_t n = 1; n <= s->nmax; n++) s->cost[n] = (double)n;   /* relative, pessimistic: linear */
     s->scale = 1.0;
     s->fix = 1.0;
     s->probe_interval = PROBE_MIN;
@@ -213,6 +246,7 @@ void brisk_spec_free(brisk_spec *s) {
     free(s->bpos);
     free(s->bseq);
     free(s->bwant);
+    free(s->bpar);
     free(s->scratch);
     free(s);
 }
@@ -225,7 +259,7 @@ const char *brisk_spec_warning(const brisk_spec *s) { return s->warning; }
  * as much as ~n^2/2 tokens; the online updates refine every size used). */
 static brisk_status calibrate(brisk_spec *s, bool full, brisk_error *err) {
     static const int32_t sizes[] = {1, 2, 3, 5, 9, 17, 33};
-    const int32_t nmax = s->kmax + 1;
+    const int32_t nmax = s->nmax;
     if (!full) {
         /* c(1) only; the other sizes start linear (pessimistic) and are learnt online */
         const double t0 = brisk_time_now();
@@ -345,6 +379,115 @@ static int32_t best_k(const brisk_spec *s, double a, double td, int32_t kcap, do
     return kb;
 }
 
+/* ---- trees --------------------------------------------------------------------------------------- */
+
+/* Expected tokens of a greedy round over the nodes of depth <= kd (*nodes of
+ * them): 1 + the sum of each node's acceptance probability (see the top). */
+static double tree_expect(const brisk_draft_tree *t, int32_t kd, double a, double b, int32_t *nodes) {
+    double P[BRISK_SPEC_MAX_TREE], e = 1.0;
+    int32_t cnt = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        P[i] = 0.0;
+        if (t->depth[i] > kd) continue;
+        const double pp = t->parent[i] < 0 ? 1.0 : P[t->parent[i]];
+        P[i] = pp * (t->rank[i] == 0 ? a : (1.0 - a) * pow(1.0 - b, t->rank[i] - 1) * b);
+        e += P[i];
+        cnt++;
+    }
+    *nodes = cnt;
+    return e;
+}
+
+/* Tokens per second of a round over t pruned to depth kd, with draft cost td per depth level. */
+static double tree_rate(const brisk_spec *s, const brisk_draft_tree *t, int32_t kd, double a, double b, double td) {
+    int32_t n = 0;
+    const double e = tree_expect(t, kd, a, b, &n);
+    if (n == 0) return 0.0;
+    return e / (s->fix * (s->scale * s->cost[n + 1] + (double)kd * td + e * s->t_verify));
+}
+
+/* The best depth to prune t to (0: none), and its rate. */
+static int32_t tree_best(const brisk_spec *s, const brisk_draft_tree *t, int32_t kcap, double a, double b, double *rate) {
+    int32_t kb = 0;
+    *rate = 0.0;
+    for (int32_t kd = 1; kd <= kcap; kd++) {
+        const double r = tree_rate(s, t, kd, a, b, 0.0);
+        if (r > *rate) {
+            *rate = r;
+            kb = kd;
+        }
+    }
+    return kb;
+}
+
+/* t's nodes of depth <= kd, renumbered, into s->p* (out points there). */
+static void tree_prune(brisk_spec *s, const brisk_draft_tree *t, int32_t kd, brisk_draft_tree *out) {
+    int32_t map[BRISK_SPEC_MAX_TREE], n = 0;
+    for (int32_t i = 0; i < t->n; i++) {
+        map[i] = -1;
+        if (t->depth[i] > kd) continue;
+        map[i] = n;
+        s->ptok[n] = t->tokens[i];
+        s->ppar[n] = t->parent[i] < 0 ? -1 : map[t->parent[i]];
+        s->prank[n] = t->rank[i];
+        s->pdep[n] = t->depth[i];
+        n++;
+    }
+    *out = (brisk_draft_tree){.n = n, .tokens = s->ptok, .parent = s->ppar, .rank = s->prank, .depth = s->pdep,
+                              .match_len = t->match_len};
+}
+
+/* The shape of the draft model's tree for a chain of k (as model_propose_tree
+ * builds it), into s->p*, for scoring before drafting. */
+static void dm_shape(brisk_spec *s, int32_t k, int32_t ncap, brisk_draft_tree *out) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < k; i++, n++) {
+        s->ptok[n] = 0;
+        s->ppar[n] = i - 1;
+        s->prank[n] = 0;
+        s->pdep[n] = i + 1;
+    }
+    const int32_t n_pos = BRISK_MIN(k, (ncap - k) / (s->width - 1));
+    for (int32_t i = 0; i < n_pos; i++)
+        for (int32_t r = 1; r < s->width; r++, n++) {
+            s->ptok[n] = 0;
+            s->ppar[n] = i - 1;
+            s->prank[n] = r;
+            s->pdep[n] = i + 1;
+        }
+    *out = (brisk_draft_tree){.n = n, .tokens = s->ptok, .parent = s->ppar, .rank = s->prank, .depth = s->pdep};
+}
+
+/* Learn a (first choices) and b (runners-up) from a verified tree: at every
+ * node the walk reached, its first-choice child is a trial for a; when that
+ * failed, the runners-up in rank order are trials for b until one matched. */
+static void tree_learn(const brisk_draft_tree *t, const int32_t *path, int32_t n_path, acc_est *a, acc_est *b, int64_t *alt_acc) {
+    int32_t cur = -1;
+    for (int32_t step = 0; step <= n_path; step++) {
+        const int32_t next = step < n_path ? path[step] : -2;
+        bool has_first = false;
+        for (int32_t i = cur + 1; i < t->n; i++)
+            if (t->parent[i] == cur && t->rank[i] == 0) {
+                has_first = true;
+                acc_update(a, 1, i == next ? 1 : 0);
+            }
+        if (!has_first) break;
+        if (next >= 0 && t->rank[next] == 0) {
+            cur = next;
+            continue;
+        }
+        for (int32_t r = 1; r < BRISK_SPEC_MAX_WIDTH; r++)
+            for (int32_t i = cur + 1; i < t->n; i++)
+                if (t->parent[i] == cur && t->rank[i] == r) {
+                    acc_update(b, 1, i == next ? 1 : 0);
+                    if (i == next) r = BRISK_SPEC_MAX_WIDTH;
+                }
+        if (next < 0) break;
+        (*alt_acc)++;
+        cur = next;
+    }
+}
+
 static void shadow_feed(brisk_spec *s, const int32_t *toks, int32_t n) {
     shadow *h = &s->sh;
     for (int32_t i = 0; i < n && h->active; i++) {
@@ -384,21 +527,36 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     kcap = BRISK_MIN(kcap, s->n_ctx - s->n_hist);
     if (kcap < 0) kcap = 0;
 
+    /* a tree's nodes take slots n_hist.. (the pending token is at n_hist - 1) */
+    const int32_t ncap = s->tree_on ? BRISK_MIN(s->tree_nodes, s->n_ctx - s->n_hist) : 0;
+
     brisk_draft d = {0}, dn = {0};
+    brisk_draft_tree tree = {0}, tn = {0};
+    bool use_tree = false;
     brisk_drafter *used = NULL;
     brisk_status st;
     const double t0 = brisk_time_now();
-    if (kcap > 0 && s->p.mode == BRISK_SPEC_DRAFT) {
+    if (kcap > 0 && s->tree_on && (s->p.mode == BRISK_SPEC_DRAFT || s->p.mode == BRISK_SPEC_NGRAM)) {
+        used = s->p.mode == BRISK_SPEC_DRAFT ? s->dm : s->ng;
+        if ((st = used->propose_tree(used, s->hist, s->n_hist, kcap, s->width, ncap, &tree, err))) return st;
+        use_tree = tree.n > 0;
+    } else if (kcap > 0 && s->p.mode == BRISK_SPEC_DRAFT) {
         used = s->dm;
         if ((st = s->dm->propose(s->dm, s->hist, s->n_hist, kcap, &d, err))) return st;
     } else if (kcap > 0 && s->p.mode == BRISK_SPEC_NGRAM) {
         used = s->ng;
         if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &d, err))) return st;
     } else if (kcap > 0 && s->p.mode == BRISK_SPEC_AUTO) {
-        double r_ng = 0.0, r_dm = 0.0, r0 = plain_rate(s);
-        int32_t k_ng = 0, k_dm = 0;
+        double r_ng = 0.0, r_dm = 0.0, rt_ng = 0.0, rt_dm = 0.0, r0 = plain_rate(s);
+        int32_t k_ng = 0, k_dm = 0, kt_ng = 0, kt_dm = 0;
+        bool probing = false;
         if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &dn, err))) return st;
         if (dn.n > 0) k_ng = best_k(s, acc_rate(&s->a_ng[ng_bucket(dn.match_len)]), 0.0, dn.n, &r_ng);
+        if (s->tree_on && dn.n > 0) {
+            if ((st = s->ng->propose_tree(s->ng, s->hist, s->n_hist, kcap, s->width, ncap, &tn, err))) return st;
+            if (tn.n > dn.n)   /* it branches */
+                kt_ng = tree_best(s, &tn, kcap, acc_rate(&s->a_ng[ng_bucket(tn.match_len)]), acc_rate(&s->b_ng), &rt_ng);
+        }
         if (s->dm) {
             k_dm = best_k(s, acc_rate(&s->a_dm), s->t_draft, kcap, &r_dm);
             double r_opt = 0.0;
@@ -407,44 +565,81 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
                  * now and then (a probe also pays the draft's catch-up over the gap) */
                 k_dm = BRISK_MIN(2, kcap);
                 r_dm = INFINITY;
+                probing = true;
                 s->probe_wait = s->probe_interval;
                 s->probe_interval = BRISK_MIN(2 * s->probe_interval, PROBE_MAX);
             }
+            if (s->tree_on && !probing)
+                for (int32_t k = 1; k <= kcap && k < ncap; k++) {
+                    brisk_draft_tree shape;
+                    dm_shape(s, k, ncap, &shape);
+                    const double r = tree_rate(s, &shape, k, acc_rate(&s->a_dm), acc_rate(&s->b_dm), s->t_draft);
+                    if (r > rt_dm) {
+                        rt_dm = r;
+                        kt_dm = k;
+                    }
+                }
         }
-        if (k_ng > 0 && r_ng >= r_dm && r_ng > r0) {
+        /* the best of: n-gram chain, n-gram tree, draft chain, draft tree, plain (chains win ties) */
+        double rb = r0;
+        int choice = 0;
+        if (k_ng > 0 && r_ng > rb) { rb = r_ng; choice = 1; }
+        if (kt_ng > 0 && rt_ng > rb) { rb = rt_ng; choice = 2; }
+        if (k_dm > 0 && r_dm > rb && r_dm >= r_ng) { rb = r_dm; choice = 3; }
+        if (kt_dm > 0 && rt_dm > rb) { rb = rt_dm; choice = 4; }
+        if (choice == 1) {
             used = s->ng;
             d = dn;
             d.n = k_ng;
-        } else if (k_dm > 0 && r_dm > r0) {
+        } else if (choice == 2) {
+            used = s->ng;
+            tree_prune(s, &tn, kt_ng, &tree);
+            use_tree = true;
+        } else if (choice == 3) {
             used = s->dm;
             if (r_dm < INFINITY) s->probe_interval = PROBE_MIN;
             if ((st = s->dm->propose(s->dm, s->hist, s->n_hist, k_dm, &d, err))) return st;
+        } else if (choice == 4) {
+            used = s->dm;
+            s->probe_interval = PROBE_MIN;
+            if ((st = s->dm->propose_tree(s->dm, s->hist, s->n_hist, kt_dm, s->width, ncap, &tree, err))) return st;
+            use_tree = tree.n > 0;
         } else if (dn.n > 0 && !s->sh.active) {
             /* decoding plainly: follow the n-gram proposal to learn its acceptance for free */
             s->sh = (shadow){.n = dn.n, .idx = 0, .bucket = ng_bucket(dn.match_len), .active = true};
             memcpy(s->sh.tokens, dn.tokens, (size_t)dn.n * sizeof(int32_t));
         }
     }
+    /* drafted depth (draft model cost is per level) and nodes of this round */
+    int32_t depth = d.n;
+    if (use_tree)
+        for (int32_t i = 0; i < tree.n; i++) depth = BRISK_MAX(depth, tree.depth[i]);
+    const int32_t n_draft = use_tree ? tree.n : d.n;
     const double t1 = brisk_time_now();
-    if (used == s->dm && s->dm && d.n > 0) {
-        const double per = (t1 - t0) / d.n;
+    if (used == s->dm && s->dm && depth > 0) {
+        const double per = (t1 - t0) / depth;
         /* the first measurement replaces the prior; later ones are clipped against preemption */
         s->t_draft = s->draft_measured ? (1.0 - COST_EMA) * s->t_draft + COST_EMA * BRISK_MIN(per, 4.0 * s->t_draft) : per;
         s->draft_measured = true;
     }
     s->st.t_draft += t1 - t0;
 
-    /* one target pass over the pending token and the drafts */
-    const int32_t n = d.n + 1;
+    /* one target pass over the pending token and the drafts (a chain, or the tree) */
+    const int32_t n = n_draft + 1;
     s->btok[0] = s->hist[s->n_hist - 1];
+    s->bpos[0] = s->n_hist - 1;
+    s->bpar[0] = -1;
     for (int32_t i = 0; i < n; i++) {
-        if (i > 0) s->btok[i] = d.tokens[i - 1];
-        s->bpos[i] = s->n_hist - 1 + i;
+        if (i > 0) {
+            s->btok[i] = use_tree ? tree.tokens[i - 1] : d.tokens[i - 1];
+            s->bpos[i] = s->n_hist - 1 + (use_tree ? tree.depth[i - 1] : i);
+            s->bpar[i] = use_tree ? tree.parent[i - 1] + 1 : i - 1;
+        }
         s->bseq[i] = 0;
         s->bwant[i] = 1;
     }
     brisk_batch b = {.n_tokens = n, .token = s->btok, .pos = s->bpos, .seq = s->bseq, .logits = s->bwant};
-    if ((st = brisk_decode(s->ctx, &b, err))) return st;
+    if ((st = use_tree ? brisk_decode_tree(s->ctx, &b, s->bpar, err) : brisk_decode(s->ctx, &b, err))) return st;
     const double t2 = brisk_time_now();
     const double predicted = s->scale * s->cost[n];
     /* one preempted pass on a shared machine must not swing the model: clip to [1/2, 2]x */
@@ -455,38 +650,57 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     s->st.target_passes++;
     for (int32_t i = 0; i < n; i++) s->rows[i] = brisk_get_logits(s->ctx, i);
 
-    const int32_t m = brisk_spec_verify(s->smp, s->n_vocab, s->rows, &d, &s->vo, s->scratch, out);
+    const int32_t m = use_tree ? brisk_spec_verify_tree(s->smp, s->rows, &tree, out, s->path)
+                               : brisk_spec_verify(s->smp, s->n_vocab, s->rows, &d, &s->vo, s->scratch, out);
     *n_out = m;
     const double t3 = brisk_time_now();
-    if (d.n > 0 && s->p.mode == BRISK_SPEC_AUTO) {
+    if (n_draft > 0 && s->p.mode == BRISK_SPEC_AUTO) {
         /* how far the model's round time was off (draft + target + verification) */
-        const double model = predicted + (used == s->dm ? d.n * s->t_draft : 0.0) + m * s->t_verify;
+        const double model = predicted + (used == s->dm ? depth * s->t_draft : 0.0) + m * s->t_verify;
         const double ratio = BRISK_MAX(0.5, BRISK_MIN(3.0, (t3 - t0) / model));
         s->fix = (1.0 - COST_EMA) * s->fix + COST_EMA * ratio;
     }
     const double tv = (t3 - t2) / m;
     s->t_verify = s->t_verify > 0.0 ? (1.0 - COST_EMA) * s->t_verify + COST_EMA * BRISK_MIN(tv, 2.0 * s->t_verify) : tv;
-    if (d.n > 0) {
+    if (n_draft > 0) {
         s->st.spec_rounds++;
-        s->st.drafted += d.n;
+        s->st.drafted += n_draft;
         s->st.accepted += m - 1;
         s->st.rounds_by_drafter[used == s->dm ? 0 : 1]++;
-        if (used == s->dm) acc_update(&s->a_dm, d.n, m - 1);
-        else acc_update(&s->a_ng[ng_bucket(d.match_len)], d.n, m - 1);
+        if (use_tree) {
+            acc_est *a = used == s->dm ? &s->a_dm : &s->a_ng[ng_bucket(tree.match_len)];
+            tree_learn(&tree, s->path, m - 1, a, used == s->dm ? &s->b_dm : &s->b_ng, &s->st.alt_accepted);
+            if (tree.n > depth) {
+                s->st.tree_rounds++;
+                s->st.tree_nodes += tree.n;
+            }
+        } else if (used == s->dm) {
+            acc_update(&s->a_dm, d.n, m - 1);
+        } else {
+            acc_update(&s->a_ng[ng_bucket(d.match_len)], d.n, m - 1);
+        }
         s->sh.active = false;
     } else {
         shadow_feed(s, out, m);
     }
-    /* keep pending + the accepted drafts; the rejected tail leaves the KV */
-    if ((st = brisk_seq_truncate(s->ctx, 0, s->n_hist + m - 1, err))) return st;
+    /* keep pending + the accepted drafts; the rejected tail (or branches) leave the KV */
+    if (use_tree) {
+        s->keep[0] = 0;
+        for (int32_t i = 0; i + 1 < m; i++) s->keep[i + 1] = s->path[i] + 1;
+        if ((st = brisk_seq_keep_path(s->ctx, 0, s->keep, m, err))) return st;
+    } else if ((st = brisk_seq_truncate(s->ctx, 0, s->n_hist + m - 1, err))) {
+        return st;
+    }
     emit(s, out, m);
     return BRISK_OK;
 }
 
 void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out) {
     *out = s->st;
-    out->cost_n = s->kmax + 1;
-    for (int32_t n = 0; n <= s->kmax + 1; n++) out->cost[n] = s->scale * s->cost[n];
+    out->cost_n = s->nmax;
+    for (int32_t n = 0; n <= s->nmax; n++) out->cost[n] = s->scale * s->cost[n];
+    out->alt_draft = acc_rate(&s->b_dm);
+    out->alt_ngram = acc_rate(&s->b_ng);
     out->alpha_draft = acc_rate(&s->a_dm);
     double best = 0.0;
     for (int i = 0; i < NG_BUCKETS; i++) best = fmax(best, acc_rate(&s->a_ng[i]));

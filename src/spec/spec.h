@@ -13,13 +13,18 @@
  *              batch invariance) and stochastic (rejection sampling with
  *              residual resampling on the sampler chain's FINAL distributions,
  *              so the output is distributed exactly as plain sampling)
+ *   trees      (temperature 0) a drafter proposes several branches — n-gram:
+ *              the continuations of several distinct matches; draft model: its
+ *              runners-up at the first positions — verified in one target pass
+ *              with brisk_decode_tree; the longest root path equal to the
+ *              target's choices is kept (brisk_seq_keep_path), plus one token
  *   policy     the target's measured cost per pass of n tokens, the draft's
  *              measured cost per token and the recent acceptance rate choose k
- *              (0 = plain decoding) to maximise expected tokens per second.
+ *              (0 = plain decoding), and chain or tree, to maximise expected
+ *              tokens per second.
  *
- * Not built: tree verification (several branches in one pass needs a tree
- * attention mask in the forward pass, which the engine does not offer; see
- * docs/SPECULATIVE.md) and draft-side windowed attention.
+ * Not built: stochastic tree verification (trees are used at temperature 0
+ * only) and draft-side windowed attention; see docs/SPECULATIVE.md.
  *
  * Everything here uses only include/brisk.h plus the sampler extras of
  * sample/sample.h, so it can move to the public header unchanged. */
@@ -29,6 +34,8 @@
 #include "brisk.h"
 
 #define BRISK_SPEC_MAX_DRAFT 32   /* hard cap on k (a target pass verifies k+1 tokens) */
+#define BRISK_SPEC_MAX_TREE 32    /* hard cap on the nodes of a draft tree (a pass verifies them + 1) */
+#define BRISK_SPEC_MAX_WIDTH 4    /* hard cap on the children of a tree node */
 
 /* ---- drafters ---------------------------------------------------------------------------- */
 
@@ -44,11 +51,28 @@ typedef struct brisk_draft {
     int32_t match_len;  /* n-gram: length of the suffix match (0 for other drafters) */
 } brisk_draft;
 
+/* A draft tree for one round (greedy verification). Nodes are listed parents
+ * first; the children of a node are its drafter's choices for the next token,
+ * rank 0 the first choice. The rank-0 path from the root is the chain the
+ * drafter would have proposed. */
+typedef struct brisk_draft_tree {
+    int32_t n;            /* nodes, 0..BRISK_SPEC_MAX_TREE */
+    int32_t *tokens;      /* [n] owned by the drafter, valid until its next call */
+    int32_t *parent;      /* [n] parent node (< i), or -1: a child of the pending token */
+    int32_t *rank;        /* [n] 0 = first choice among its siblings, 1 = second, ... */
+    int32_t *depth;       /* [n] 1 for children of the pending token */
+    int32_t match_len;    /* n-gram: the main branch's suffix match (0 for other drafters) */
+} brisk_draft_tree;
+
 struct brisk_drafter {
     const char *name;   /* "draft", "ngram" */
     /* Propose up to k tokens continuing hist[0..n_hist). */
     brisk_status (*propose)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, int32_t k, brisk_draft *out,
                             brisk_error *err);
+    /* Optional, greedy only: a tree of depth <= k, <= width children per node
+     * and <= max_nodes nodes continuing hist[0..n_hist). */
+    brisk_status (*propose_tree)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, int32_t k, int32_t width,
+                                 int32_t max_nodes, brisk_draft_tree *out, brisk_error *err);
     /* Optional: bring internal state up to hist (e.g. prefill the draft KV) without proposing. */
     brisk_status (*sync)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, brisk_error *err);
     void (*free)(brisk_drafter *d);
@@ -94,6 +118,16 @@ typedef struct brisk_verify_opts {
 int32_t brisk_spec_verify(brisk_sampler *smp, int32_t n_vocab, const float *const *logits, const brisk_draft *d,
                           const brisk_verify_opts *o, float *scratch, int32_t *out);
 
+/* Greedy tree verification. logits[0] are the target's logits after the
+ * pending token, logits[1 + i] after node i (evaluated with the tree mask).
+ * From the root, the target's choice (brisk_sampler_sample, accepted into
+ * smp) is looked up among the current node's children; a match moves there,
+ * otherwise that choice ends the round. out: the accepted nodes' tokens then
+ * the target's own token; path: the accepted node indices (returned - 1 of
+ * them). Returns 1..depth+1. */
+int32_t brisk_spec_verify_tree(brisk_sampler *smp, const float *const *logits, const brisk_draft_tree *t, int32_t *out,
+                               int32_t *path);
+
 /* ---- target cost --------------------------------------------------------------------------- */
 
 /* Seconds per target pass of n tokens (n = 1..n_max) on sequence seq of c,
@@ -119,6 +153,12 @@ typedef struct brisk_spec_params {
     int32_t n_threads;            /* the draft context's threads; 0 = all CPUs */
     int32_t ngram_min;            /* shortest suffix match the n-gram drafter uses; 0 = 2 */
     bool calibrate;               /* AUTO: measure the cost curve in prefill (else only c(1); the rest is learnt online) */
+    /* Trees (temperature 0 only; ignored when sampling): up to this many
+     * children per node, 1 = chains. DRAFT/NGRAM verify the drafter's whole
+     * tree (at most tree_nodes nodes, depth <= k) every round; AUTO compares
+     * the tree, pruned to each depth, with the chain by the cost model. */
+    int32_t tree_width;
+    int32_t tree_nodes;           /* 0 = min(BRISK_SPEC_MAX_TREE, width * k) */
 } brisk_spec_params;
 brisk_spec_params brisk_spec_default_params(void);
 
@@ -128,11 +168,15 @@ typedef struct brisk_spec_stats {
     int64_t spec_rounds;       /* passes that verified at least one draft */
     int64_t drafted, accepted; /* draft tokens proposed and accepted */
     int64_t rounds_by_drafter[2]; /* spec rounds that used [0] the draft model, [1] n-gram */
+    int64_t tree_rounds;       /* spec rounds that verified a branching tree */
+    int64_t tree_nodes;        /* draft tokens of those rounds (also counted in drafted) */
+    int64_t alt_accepted;      /* tokens accepted off the drafter's first choice (rank > 0) */
     double t_target, t_draft;  /* seconds in target passes and in drafting */
     double t_calibrate;        /* seconds spent measuring the cost curve (in prefill) */
     double cost[BRISK_SPEC_MAX_DRAFT + 2]; /* the policy's current target cost per pass of n tokens (s) */
     int32_t cost_n;            /* cost[1..cost_n] meaningful */
     double alpha_draft, alpha_ngram; /* the policy's current acceptance estimates */
+    double alt_draft, alt_ngram;     /* P(a runner-up is right | the first choice was wrong) estimates */
     double draft_cost;         /* the policy's current draft cost per token (s) */
 } brisk_spec_stats;
 

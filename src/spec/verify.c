@@ -6,7 +6,11 @@
  * min(1, p(x)/q(x)); on rejection the token comes from norm(max(0, p - q)).
  * Either way the token is distributed as p. p is computed with
  * brisk_sampler_dist at each position after the accepted tokens have been
- * recorded in the sampler, so penalties see the history of that position. */
+ * recorded in the sampler, so penalties see the history of that position.
+ *
+ * Tree verification (greedy only) walks the tree from the root along the
+ * target's choices; with tree-masked logits that are bitwise the chain's, the
+ * output is plain greedy decoding's. */
 #include "spec/spec.h"
 #include "sample/sample.h"
 
@@ -57,4 +61,20 @@ int32_t brisk_spec_verify(brisk_sampler *smp, int32_t n_vocab, const float *cons
     brisk_sampler_accept(smp, t);
     out[m++] = t;
     return m;
+}
+
+int32_t brisk_spec_verify_tree(brisk_sampler *smp, const float *const *logits, const brisk_draft_tree *t, int32_t *out,
+                               int32_t *path) {
+    int32_t cur = -1, m = 0;   /* cur: the node whose logits are next (-1: the pending token) */
+    for (;;) {
+        const int32_t tok = brisk_sampler_sample(smp, logits[cur + 1]);
+        brisk_sampler_accept(smp, tok);
+        out[m++] = tok;
+        int32_t next = -1;
+        for (int32_t i = cur + 1; i < t->n && next < 0; i++)   /* children come after their parent */
+            if (t->parent[i] == cur && t->tokens[i] == tok) next = i;
+        if (next < 0) return m;
+        path[m - 1] = next;
+        cur = next;
+    }
 }
