@@ -22,9 +22,9 @@
  * tokens that plain decoding produces); the draft model is probed with
  * exponential back-off while it is not chosen.
  *
- * Trees (temperature 0, tree_width > 1): a round decodes [pending, tree] with
- * brisk_decode_tree, walks the tree along the target's choices and keeps the
- * accepted path's KV with brisk_seq_keep_path. In AUTO a tree is scored like
+ * Trees (tree_width > 1; when sampling n-gram trees only): a round decodes
+ * [pending, tree] with brisk_decode_tree, walks the tree with the verifier
+ * and keeps the accepted path's KV with brisk_seq_keep_path. In AUTO a tree is scored like
  * a chain: node i is accepted with probability P(parent) * a for a first
  * choice, P(parent) * (1 - a) * (1 - b)^(r - 1) * b for the r-th runner-up,
  * where b (a runner-up is right when the choices before it were wrong) is
@@ -74,7 +74,8 @@ struct brisk_spec {
     float *scratch;           /* [2 * n_vocab] */
     const float *rows[BRISK_SPEC_MAX_TREE + BRISK_SPEC_MAX_DRAFT + 1];
     /* trees */
-    bool tree_on;                             /* greedy and tree_width > 1 */
+    bool tree_on;                             /* tree_width > 1 */
+    bool tree_dm;                             /* ... and greedy: the draft model drafts trees too */
     int32_t width, tree_nodes, nmax;          /* nmax: the largest pass (tokens) */
     int32_t *bpar;                            /* [n_batch] parents for brisk_decode_tree */
     int32_t ptok[BRISK_SPEC_MAX_TREE], ppar[BRISK_SPEC_MAX_TREE], prank[BRISK_SPEC_MAX_TREE], pdep[BRISK_SPEC_MAX_TREE];
@@ -185,13 +186,14 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
     s->kmax = kmax;
     s->explicit_k = p->draft_max > 0;
     s->width = p->tree_width > 1 ? p->tree_width : 1;
-    s->tree_on = s->vo.greedy && s->width > 1 && kmax > 0;
+    s->tree_on = s->width > 1 && kmax > 0;
     s->tree_nodes = 0;
     if (s->tree_on) {
         s->tree_nodes = p->tree_nodes > 0 ? p->tree_nodes : BRISK_MIN(BRISK_SPEC_MAX_TREE, s->width * kmax);
         s->tree_nodes = BRISK_MIN(s->tree_nodes, BRISK_MIN(n_batch - 1, n_ctx - 1));
         if (s->tree_nodes < 1) s->tree_on = false;
     }
+    s->tree_dm = s->tree_on && s->vo.greedy;
     s->nmax = BRISK_MAX(kmax, s->tree_on ? s->tree_nodes : 0) + 1;
     if (kmax > 0 && p->draft && p->mode != BRISK_SPEC_NGRAM) {
         brisk_model_info di;
@@ -516,7 +518,7 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     brisk_drafter *used = NULL;
     brisk_status st;
     const double t0 = brisk_time_now();
-    if (kcap > 0 && s->tree_on && (s->p.mode == BRISK_SPEC_DRAFT || s->p.mode == BRISK_SPEC_NGRAM)) {
+    if (kcap > 0 && ((s->tree_dm && s->p.mode == BRISK_SPEC_DRAFT) || (s->tree_on && s->p.mode == BRISK_SPEC_NGRAM))) {
         used = s->p.mode == BRISK_SPEC_DRAFT ? s->dm : s->ng;
         if ((st = used->propose_tree(used, s->hist, s->n_hist, kcap, s->width, ncap, &tree, err))) return st;
         use_tree = tree.n > 0;
@@ -566,7 +568,7 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
         } else if (choice == 3) {
             used = s->dm;
             if (r_dm < INFINITY) s->probe_interval = PROBE_MIN;
-            if (s->tree_on && !probing) {
+            if (s->tree_dm && !probing) {
                 /* the same draft passes give the runners-up too: keep them if the tree beats its chain */
                 brisk_draft_tree full;
                 if ((st = s->dm->propose_tree(s->dm, s->hist, s->n_hist, k_dm, s->width, ncap, &full, err))) return st;
@@ -621,7 +623,7 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     s->st.target_passes++;
     for (int32_t i = 0; i < n; i++) s->rows[i] = brisk_get_logits(s->ctx, i);
 
-    const int32_t m = use_tree ? brisk_spec_verify_tree(s->smp, s->rows, &tree, out, s->path)
+    const int32_t m = use_tree ? brisk_spec_verify_tree(s->smp, s->n_vocab, s->rows, &tree, &s->vo, s->scratch, out, s->path)
                                : brisk_spec_verify(s->smp, s->n_vocab, s->rows, &d, &s->vo, s->scratch, out);
     *n_out = m;
     const double t3 = brisk_time_now();
