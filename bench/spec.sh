@@ -12,7 +12,10 @@
 #   temp    sampling at temperature 1.0 on the val prompts: plain vs auto
 #   cost    target cost per pass of n = 1..17 tokens (k = 0..16): the fixture
 #           target and a brisk-synth llama-3.2-1b Q4_0 model (SYNTH_1B, made if absent)
-# MODES_VAL, MODES_EDIT, MODES_TEMP override the modes of a section.
+# MODES_VAL, MODES_EDIT, MODES_TEMP override the modes of a section. Tree modes
+# (greedy only): ngram-tree, ngram16-tree, draft-tree (width 3), auto-tree
+# (auto with --draft-width 3: the cost model picks chain or tree per round), e.g.
+#   MODES_VAL="plain ngram ngram-tree draft draft-tree" bench/spec.sh build/brisk val
 # Environment: REPS (alternating repetitions, default 5), THREADS (default 1:
 # the fixtures are too small to gain from a second thread on a shared 2-core
 # box), N (new tokens, default 200), OUT (results folder, default /tmp/brisk-spec-bench).
@@ -66,6 +69,10 @@ run() {
     ngram16) args+=(--spec ngram --draft-max 16) ;;
     auto) args+=(--spec auto -md "$draft") ;;
     auto-ngram) args+=(--spec auto) ;;
+    draft-tree) args+=(--spec draft -md "$draft" --draft-max 4 --draft-width "${WIDTH:-3}") ;;
+    ngram-tree) args+=(--spec ngram --draft-max 8 --draft-width "${WIDTH:-3}") ;;
+    ngram16-tree) args+=(--spec ngram --draft-max 16 --draft-width "${WIDTH:-3}") ;;
+    auto-tree) args+=(--spec auto -md "$draft" --draft-width "${WIDTH:-3}") ;;
   esac
   "$brisk" run "${args[@]}" "$@" 2>"$OUT/err" >/dev/null
   python3 - "$OUT/err" <<'EOF'
@@ -102,7 +109,7 @@ for m, rs in by.items():
     tps = [v[0] / v[1] for v in rs.values()]
     sp = [rs[r][0] / rs[r][1] / plain[r] for r in rs if r in plain]
     v = [sum(x[i] for x in rs.values()) for i in range(5)]
-    line = f"{m:11s} {st.median(tps):8.1f} tok/s ({min(tps):.1f}-{max(tps):.1f})"
+    line = f"{m:13s} {st.median(tps):8.1f} tok/s ({min(tps):.1f}-{max(tps):.1f})"
     if m != 'plain' and sp: line += f" | speedup {st.median(sp):.3f}x ({min(sp):.3f}-{max(sp):.3f})"
     if v[2]: line += f" | acceptance {100*v[3]/v[2]:.1f}% | mean accepted/pass {v[3]/max(1, v[4]):.2f} | passes/token {v[4]/v[0]:.3f}"
     print(line)

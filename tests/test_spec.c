@@ -1,7 +1,9 @@
 /* Speculative decoding: greedy is exact. For 20 prompts from the val split
  * (200 new tokens each), speculative greedy output equals plain greedy output
  * token for token, with the draft model, the n-gram drafter and the adaptive
- * mode. Also: the robustness errors (vocabulary mismatch, larger draft,
+ * mode, as chains and as trees (n-gram and draft-model trees of width 3, and
+ * auto choosing between chain and tree). Sampled n-gram trees run through the
+ * generator once (their distribution is tested in test_spec_sampling). Also: the robustness errors (vocabulary mismatch, larger draft,
  * draft length beyond the context) and the n-gram drafter's choice of match.
  * Uses ../shared/models (pycode target + draft); skips when absent. */
 #include "test.h"
@@ -47,14 +49,16 @@ static brisk_context *new_ctx(int n_ctx) {
     return c;
 }
 
-static brisk_sampler *greedy_sampler(void) {
+static brisk_sampler *make_sampler(float temp) {
     brisk_sampler_params sp = brisk_sampler_default_params();
-    sp.temp = 0.0f;
+    sp.temp = temp;
     brisk_sampler *s = NULL;
     brisk_error err = {0};
     CHECKF(brisk_sampler_init(&s, &sp, n_vocab, &err) == BRISK_OK, "sampler: %s", err.msg);
     return s;
 }
+
+static brisk_sampler *greedy_sampler(void) { return make_sampler(0.0f); }
 
 /* Plain greedy: n tokens (fewer at end of generation). */
 static int plain(brisk_context *c, const int32_t *ids, int n_ids, int n, int32_t *out) {
@@ -82,12 +86,12 @@ static int plain(brisk_context *c, const int32_t *ids, int n_ids, int n, int32_t
     return g;
 }
 
-static int speculative(brisk_context *c, brisk_spec_mode mode, int k, int width, const int32_t *ids, int n_ids, int n, int32_t *out,
-                       brisk_spec_stats *stats) {
+static int speculative_t(brisk_context *c, brisk_spec_mode mode, int k, int width, float temp, const int32_t *ids, int n_ids, int n,
+                         int32_t *out, brisk_spec_stats *stats) {
     brisk_error err = {0};
     brisk_sampler_params sp = brisk_sampler_default_params();
-    sp.temp = 0.0f;
-    brisk_sampler *s = greedy_sampler();
+    sp.temp = temp;
+    brisk_sampler *s = make_sampler(temp);
     brisk_seq_truncate(c, 0, 0, NULL);
     brisk_spec_params p = brisk_spec_default_params();
     p.mode = mode;
@@ -121,6 +125,36 @@ static int speculative(brisk_context *c, brisk_spec_mode mode, int k, int width,
     brisk_spec_free(g);
     brisk_sampler_free(s);
     return got;
+}
+
+static int speculative(brisk_context *c, brisk_spec_mode mode, int k, int width, const int32_t *ids, int n_ids, int n, int32_t *out,
+                       brisk_spec_stats *stats) {
+    return speculative_t(c, mode, k, width, 0.0f, ids, n_ids, n, out, stats);
+}
+
+/* Sampled n-gram trees run through the generator (their distribution is
+ * tested in test_spec_sampling): a prompt that repeats, so trees branch. */
+static void test_sampled_trees(void) {
+    const char *text = "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return a - b\n\ndef mul(a, b):\n    return a * b\n\n"
+                       "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n";
+    int32_t *ids = NULL, out[256];
+    size_t n_ids = 0;
+    brisk_error err = {0};
+    CHECKF(brisk_tokenize_text(target, text, strlen(text), true, false, &ids, &n_ids, &err) == BRISK_OK, "%s", err.msg);
+    brisk_context *c = new_ctx(512);
+    const brisk_spec_mode modes[2] = {BRISK_SPEC_NGRAM, BRISK_SPEC_AUTO};
+    for (int m = 0; m < 2; m++) {
+        brisk_spec_stats st = {0};
+        const int n = test_quick() ? 40 : 150;
+        const int got = speculative_t(c, modes[m], 8, 3, 1.0f, ids, (int)n_ids, n, out, &st);
+        CHECKF(got == n || (got > 0 && brisk_token_is_eog(target, out[got - 1])), "sampled trees: %d of %d tokens", got, n);
+        printf("sampled n-gram trees (%s): %d tokens, %lld of %lld speculative passes branching, %lld accepted of %lld\n",
+               m == 0 ? "ngram" : "auto", got, (long long)st.tree_rounds, (long long)st.spec_rounds, (long long)st.accepted,
+               (long long)st.drafted);
+        if (m == 0 && !test_quick()) CHECK(st.tree_rounds > 0);
+    }
+    brisk_context_free(c);
+    free(ids);
 }
 
 static void test_greedy_exact(void) {
@@ -329,6 +363,7 @@ int main(void) {
     n_vocab = info.n_vocab;
     test_ngram();
     test_errors();
+    test_sampled_trees();
     test_greedy_exact();
     brisk_model_free(draft);
     brisk_model_free(target);

@@ -9,6 +9,12 @@
  * and the residual path both occur often. A mutation check breaks the residual
  * step (resample from p, as some servers do) and requires the test to fail.
  *
+ * Trees (n-gram trees: point-mass children) get the same two tests through
+ * brisk_spec_verify_tree: three children of the pending token (the target's
+ * 2nd, 1st and 4th most likely tokens, tried in that order) and two below the
+ * most likely one, so first choices, runners-up and the leftover draw all
+ * occur often; its mutation keeps rejected children in p.
+ *
  * The logits are fixed: the target's and the draft's after a val prompt and
  * after the prompt plus the most likely token, restricted to the 512 tokens
  * most likely under the target (renumbered 0..511) so that the ~10^6 sampler
@@ -219,6 +225,81 @@ static double run_cfg(const cfg *c, uint64_t seed_base, int n_samples, bool brok
     return pv1 < pv2 ? pv1 : pv2;
 }
 
+/* The same two histograms for tree verification with point-mass children. */
+static int32_t nth_best(const float *p, int n, int k) {   /* index of the k-th largest (0 = argmax) */
+    static int32_t idx[SUB];
+    for (int i = 0; i < n; i++) idx[i] = i;
+    for (int i = 0; i <= k; i++)
+        for (int j = i + 1; j < n; j++)
+            if (p[idx[j]] > p[idx[i]]) {
+                const int32_t t = idx[i];
+                idx[i] = idx[j];
+                idx[j] = t;
+            }
+    return idx[k];
+}
+
+static double run_tree_cfg(const cfg *c, uint64_t seed_base, int n_samples, bool broken, bool expect_pass) {
+    static float p0[SUB], p1[SUB], scratch[2 * SUB];
+    static int h1_spec[SUB], h1_plain[SUB], h2_spec[SUB], h2_plain[SUB];
+    memset(h1_spec, 0, sizeof h1_spec);
+    memset(h1_plain, 0, sizeof h1_plain);
+    memset(h2_spec, 0, sizeof h2_spec);
+    memset(h2_plain, 0, sizeof h2_plain);
+    brisk_sampler *s = make(c, 1);
+    brisk_sampler_dist(s, L0, p0);
+    const int32_t a = argmax(p0, SUB);
+    brisk_sampler_accept(s, a);
+    brisk_sampler_dist(s, L1, p1);
+    brisk_sampler_free(s);
+    s = make(c, seed_base + 3);
+    for (int i = 0; i < n_samples; i++) {
+        h1_plain[brisk_sampler_draw(s, p0, SUB)]++;
+        h2_plain[brisk_sampler_draw(s, p1, SUB)]++;
+    }
+    brisk_sampler_free(s);
+
+    /* nodes: 0 = 2nd best, 1 = a, 2 = 4th best (children of the pending token); 3, 4 = 1st and 3rd best under p1 below a */
+    int32_t tok[5] = {nth_best(p0, SUB, 1), a, nth_best(p0, SUB, 3), nth_best(p1, SUB, 0), nth_best(p1, SUB, 2)};
+    int32_t par[5] = {-1, -1, -1, 1, 1}, rank[5] = {0, 1, 2, 0, 1}, depth[5] = {1, 1, 1, 2, 2};
+    const brisk_draft_tree t = {.n = 5, .tokens = tok, .parent = par, .rank = rank, .depth = depth, .match_len = 0};
+    /* rows of nodes other than a only shape tokens that are not counted */
+    const float *rows[6] = {L0, L1, L1, L1, L1, L1};
+    const brisk_verify_opts vo = {.greedy = false, .broken_residual = broken};
+    int32_t out[4], path[3];
+    int n1 = 0, n2 = 0, off_first = 0;
+    uint64_t it = 0;
+    for (; n1 < n_samples || n2 < n_samples; it++) {
+        brisk_sampler *v = make(c, seed_base + 1000 + it);
+        const int m = brisk_spec_verify_tree(v, SUB, rows, &t, &vo, scratch, out, path);
+        off_first += m >= 2 && rank[path[0]] > 0;
+        if (n1 < n_samples) {
+            h1_spec[out[0]]++;
+            n1++;
+        }
+        /* a is a node: it comes out only accepted (and the walk goes on), except when rejected
+         * children stay in p (the mutation), where such a draw is not counted */
+        if (out[0] == a && n2 < n_samples && (m >= 2 || !broken)) {
+            CHECK(m >= 2);
+            h2_spec[out[1]]++;
+            n2++;
+        }
+        brisk_sampler_free(v);
+    }
+    double chi1, chi2;
+    int df1, df2;
+    const double pv1 = chi2_two_sample(h1_spec, h1_plain, p0, SUB, &chi1, &df1);
+    const double pv2 = chi2_two_sample(h2_spec, h2_plain, p1, SUB, &chi2, &df2);
+    printf("tree: %-22s%s first token: chi2 %7.1f df %3d p %.4f | second | first = most likely: chi2 %7.1f df %3d p %.4f | "
+           "first token off the first choice: %.2f\n",
+           c->name, broken ? " [broken residual]" : "", chi1, df1, pv1, chi2, df2, pv2, (double)off_first / (double)it);
+    if (expect_pass) {
+        CHECKF(pv1 > 0.01, "tree, %s: first token p = %.4g", c->name, pv1);
+        CHECKF(pv2 > 0.01, "tree, %s: second token p = %.4g", c->name, pv2);
+    }
+    return pv1 < pv2 ? pv1 : pv2;
+}
+
 /* ---- fixed logits from the models --------------------------------------------------------------- */
 
 static bool logits_after(brisk_model *m, const int32_t *ids, int n, float *out) {
@@ -304,6 +385,11 @@ int main(void) {
     /* mutation check: resampling from p instead of the residual must be caught */
     const double pv = run_cfg(&cfgs[2], (uint64_t)7 << 32, n, true, false);
     CHECKF(pv < 0.01, "the broken residual step went undetected (p = %.4g)", pv);
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
+        if (i == 2 || (!test_quick() && (i == 1 || i == 4)))   /* three of the five (runtime) */
+            run_tree_cfg(&cfgs[i], (uint64_t)(i + 11) << 32, n, false, true);
+    const double pvt = run_tree_cfg(&cfgs[2], (uint64_t)17 << 32, n, true, false);
+    CHECKF(pvt < 0.01, "the broken tree residual went undetected (p = %.4g)", pvt);
 
     free(key); free(t0); free(t1); free(d0); free(d1); free(ids);
     brisk_model_free(draft);

@@ -52,11 +52,13 @@ static const char *usage_text =
     "                           the upper bound for auto (default 4 / 8 / 16, at most 32)\n"
     "  --draft-width W          draft trees with up to W children per node (1..4,\n"
     "                           default 1 = chains), verified in one target pass with a\n"
-    "                           tree attention mask; temperature 0 only (with sampling\n"
-    "                           chains are used). n-gram: the continuations of W\n"
-    "                           distinct matches; draft model: its W-1 runners-up at the\n"
-    "                           first positions; auto: the cost model picks chain or\n"
-    "                           tree (and the tree's depth) every round\n"
+    "                           tree attention mask. n-gram: the continuations of W\n"
+    "                           distinct matches (also when sampling: multi-candidate\n"
+    "                           rejection sampling); draft model (temperature 0 only):\n"
+    "                           up to W-1 runners-up per position, where the draft\n"
+    "                           gives the path to them >= 5%;\n"
+    "                           auto: the cost model picks chain, tree (its most\n"
+    "                           probable nodes) or plain decoding every round\n"
     "  --draft-tree N           at most N tree nodes per pass (1..32, default\n"
     "                           min(32, W * K))\n"
     "  --ngram-min N            shortest suffix match the n-gram drafter uses (default 2)\n"
@@ -245,9 +247,9 @@ int brisk_cmd_run(int argc, char **argv) {
         spp.calibrate = calibrate;
         spp.tree_width = (int32_t)draft_width;
         spp.tree_nodes = (int32_t)draft_tree;
-        if (draft_width > 1 && sp.temp > 0.0f)
-            fprintf(stderr, "brisk run: note: --draft-width applies at temperature 0 only (stochastic tree verification is not "
-                            "built); drafting chains\n");
+        if (draft_width > 1 && sp.temp > 0.0f && spec_mode != BRISK_SPEC_NGRAM)
+            fprintf(stderr, "brisk run: note: when sampling, only n-gram trees are verified (multi-candidate rejection "
+                            "sampling); the draft model drafts chains\n");
         if (brisk_spec_init(&spec, model, ctx, smp, &sp, &spp, &err)) goto fail;
         if (brisk_spec_warning(spec)[0]) fprintf(stderr, "brisk run: warning: %s\n", brisk_spec_warning(spec));
     }
@@ -319,7 +321,7 @@ int brisk_cmd_run(int argc, char **argv) {
                             "draft %.2f ms/token\n",
                     (long long)ss.rounds_by_drafter[0], (long long)ss.rounds_by_drafter[1], ss.alpha_draft, ss.alpha_ngram,
                     ss.cost[1] * 1e3, ss.cost_n, ss.cost[ss.cost_n] * 1e3, ss.draft_cost * 1e3);
-        if (draft_width > 1 && sp.temp <= 0.0f)
+        if (draft_width > 1)
             fprintf(stderr, "brisk run: spec trees | %lld of %lld speculative passes verified a branching tree (%.1f nodes on "
                             "average) | %lld tokens accepted off the drafter's first choice | runner-up acceptance estimate "
                             "draft %.2f, n-gram %.2f\n",

@@ -37,12 +37,15 @@ typedef struct model_drafter {
     uint8_t *want;          /* [n_batch] */
     int32_t tt[BRISK_SPEC_MAX_TREE], tp[BRISK_SPEC_MAX_TREE], tr[BRISK_SPEC_MAX_TREE], td[BRISK_SPEC_MAX_TREE];
     int32_t alt[BRISK_SPEC_MAX_DRAFT][BRISK_SPEC_MAX_WIDTH - 1];   /* tree: runners-up per drafted position */
+    float palt[BRISK_SPEC_MAX_DRAFT][BRISK_SPEC_MAX_WIDTH - 1];    /* their draft probabilities (softmax of the logits) */
+    float pmain[BRISK_SPEC_MAX_DRAFT];                              /* the drafted token's */
     int32_t want_alt, n_alt_pos;   /* tree: runners-up wanted per position, positions to record them at */
 } model_drafter;
 
-/* The r best tokens of logits other than `skip`, best first. */
-static void runners_up(const float *lg, int32_t n_vocab, int32_t skip, int32_t r, int32_t *out) {
-    float best[BRISK_SPEC_MAX_WIDTH];
+/* The r best tokens of logits other than `skip`, best first, with their
+ * probabilities under softmax(lg); *p_skip gets skip's. */
+static void runners_up(const float *lg, int32_t n_vocab, int32_t skip, int32_t r, int32_t *out, float *p_out, float *p_skip) {
+    float best[BRISK_SPEC_MAX_WIDTH], mx = -INFINITY;
     for (int32_t i = 0; i < r; i++) {
         best[i] = -INFINITY;
         out[i] = -1;
@@ -58,6 +61,11 @@ static void runners_up(const float *lg, int32_t n_vocab, int32_t skip, int32_t r
         best[at] = lg[t];
         out[at] = t;
     }
+    for (int32_t t = 0; t < n_vocab; t++) mx = lg[t] > mx ? lg[t] : mx;
+    double sum = 0.0;
+    for (int32_t t = 0; t < n_vocab; t++) sum += exp((double)(lg[t] - mx));
+    for (int32_t i = 0; i < r; i++) p_out[i] = out[i] < 0 ? 0.0f : (float)(exp((double)(best[i] - mx)) / sum);
+    *p_skip = (float)(exp((double)(lg[skip] - mx)) / sum);
 }
 
 /* Make the KV hold hist[0..n-1) plus hist[n-1] with its logits ready. */
@@ -116,7 +124,7 @@ static brisk_status model_propose(brisk_drafter *d, const int32_t *hist, int32_t
         }
         m->tokens[i] = t;
         out->n = i + 1;
-        if (i < m->n_alt_pos) runners_up(lg, m->n_vocab, t, m->want_alt, m->alt[i]);
+        if (i < m->n_alt_pos) runners_up(lg, m->n_vocab, t, m->want_alt, m->alt[i], m->palt[i], &m->pmain[i]);
         if (i + 1 == k) break;
         brisk_sampler_accept(m->chain, t);
         int32_t p = m->n_in_kv, s0 = 0;
@@ -128,6 +136,11 @@ static brisk_status model_propose(brisk_drafter *d, const int32_t *hist, int32_t
     return BRISK_OK;
 }
 
+/* Runners-up worth a node: the draft's probability that the chain reaches
+ * their position times their own, at least TREE_MIN_P (below it a node costs
+ * more target time than it can return), best first within the budget. */
+#define TREE_MIN_P 0.05
+
 static brisk_status model_propose_tree(brisk_drafter *d, const int32_t *hist, int32_t n, int32_t k, int32_t width,
                                        int32_t max_nodes, brisk_draft_tree *out, brisk_error *err) {
     model_drafter *m = (model_drafter *)d;
@@ -137,8 +150,7 @@ static brisk_status model_propose_tree(brisk_drafter *d, const int32_t *hist, in
     k = BRISK_MIN(k, max_nodes);
     if (k <= 0) return BRISK_OK;
     m->want_alt = width - 1;
-    m->n_alt_pos = width > 1 ? BRISK_MIN(k, (max_nodes - k) / (width - 1)) : 0;
-    const int32_t alt_pos = m->n_alt_pos;
+    m->n_alt_pos = width > 1 ? k : 0;
     brisk_draft chain;
     brisk_status st = model_propose(d, hist, n, k, &chain, err);
     m->n_alt_pos = 0;
@@ -150,13 +162,40 @@ static brisk_status model_propose_tree(brisk_drafter *d, const int32_t *hist, in
         m->tr[nn] = 0;
         m->td[nn] = i + 1;
     }
-    const int32_t n_pos = BRISK_MIN(chain.n, alt_pos);
-    for (int32_t i = 0; i < n_pos; i++)
+    if (width < 2) {
+        out->n = nn;
+        return BRISK_OK;
+    }
+    /* score every runner-up; take the best while they clear TREE_MIN_P and fit */
+    float score[BRISK_SPEC_MAX_DRAFT][BRISK_SPEC_MAX_WIDTH - 1];
+    bool take[BRISK_SPEC_MAX_DRAFT][BRISK_SPEC_MAX_WIDTH - 1];
+    double reach = 1.0;
+    for (int32_t i = 0; i < chain.n; i++) {
         for (int32_t r = 0; r < width - 1; r++) {
-            if (m->alt[i][r] < 0) continue;
+            score[i][r] = m->alt[i][r] < 0 ? 0.0f : (float)(reach * m->palt[i][r]);
+            take[i][r] = false;
+        }
+        reach *= m->pmain[i];
+    }
+    for (int32_t budget = max_nodes - nn; budget > 0; budget--) {
+        int32_t bi = -1, br = -1;
+        float bs = (float)TREE_MIN_P;
+        for (int32_t i = 0; i < chain.n; i++)
+            for (int32_t r = 0; r < width - 1; r++)
+                if (!take[i][r] && score[i][r] >= bs && (bi < 0 || score[i][r] > bs)) {
+                    bs = score[i][r];
+                    bi = i;
+                    br = r;
+                }
+        if (bi < 0) break;
+        take[bi][br] = true;
+    }
+    for (int32_t i = 0; i < chain.n; i++)
+        for (int32_t r = 0, rank = 1; r < width - 1; r++) {
+            if (!take[i][r]) continue;
             m->tt[nn] = m->alt[i][r];
             m->tp[nn] = i - 1;
-            m->tr[nn] = r + 1;
+            m->tr[nn] = rank++;
             m->td[nn] = i + 1;
             nn++;
         }

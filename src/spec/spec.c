@@ -22,9 +22,9 @@
  * tokens that plain decoding produces); the draft model is probed with
  * exponential back-off while it is not chosen.
  *
- * Trees (temperature 0, tree_width > 1): a round decodes [pending, tree] with
- * brisk_decode_tree, walks the tree along the target's choices and keeps the
- * accepted path's KV with brisk_seq_keep_path. In AUTO a tree is scored like
+ * Trees (tree_width > 1; when sampling n-gram trees only): a round decodes
+ * [pending, tree] with brisk_decode_tree, walks the tree with the verifier
+ * and keeps the accepted path's KV with brisk_seq_keep_path. In AUTO a tree is scored like
  * a chain: node i is accepted with probability P(parent) * a for a first
  * choice, P(parent) * (1 - a) * (1 - b)^(r - 1) * b for the r-th runner-up,
  * where b (a runner-up is right when the choices before it were wrong) is
@@ -74,7 +74,8 @@ struct brisk_spec {
     float *scratch;           /* [2 * n_vocab] */
     const float *rows[BRISK_SPEC_MAX_TREE + BRISK_SPEC_MAX_DRAFT + 1];
     /* trees */
-    bool tree_on;                             /* greedy and tree_width > 1 */
+    bool tree_on;                             /* tree_width > 1 */
+    bool tree_dm;                             /* ... and greedy: the draft model drafts trees too */
     int32_t width, tree_nodes, nmax;          /* nmax: the largest pass (tokens) */
     int32_t *bpar;                            /* [n_batch] parents for brisk_decode_tree */
     int32_t ptok[BRISK_SPEC_MAX_TREE], ppar[BRISK_SPEC_MAX_TREE], prank[BRISK_SPEC_MAX_TREE], pdep[BRISK_SPEC_MAX_TREE];
@@ -185,13 +186,14 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
     s->kmax = kmax;
     s->explicit_k = p->draft_max > 0;
     s->width = p->tree_width > 1 ? p->tree_width : 1;
-    s->tree_on = s->vo.greedy && s->width > 1 && kmax > 0;
+    s->tree_on = s->width > 1 && kmax > 0;
     s->tree_nodes = 0;
     if (s->tree_on) {
         s->tree_nodes = p->tree_nodes > 0 ? p->tree_nodes : BRISK_MIN(BRISK_SPEC_MAX_TREE, s->width * kmax);
         s->tree_nodes = BRISK_MIN(s->tree_nodes, BRISK_MIN(n_batch - 1, n_ctx - 1));
         if (s->tree_nodes < 1) s->tree_on = false;
     }
+    s->tree_dm = s->tree_on && s->vo.greedy;
     s->nmax = BRISK_MAX(kmax, s->tree_on ? s->tree_nodes : 0) + 1;
     if (kmax > 0 && p->draft && p->mode != BRISK_SPEC_NGRAM) {
         brisk_model_info di;
@@ -381,81 +383,61 @@ static int32_t best_k(const brisk_spec *s, double a, double td, int32_t kcap, do
 
 /* ---- trees --------------------------------------------------------------------------------------- */
 
-/* Expected tokens of a greedy round over the nodes of depth <= kd (*nodes of
- * them): 1 + the sum of each node's acceptance probability (see the top). */
-static double tree_expect(const brisk_draft_tree *t, int32_t kd, double a, double b, int32_t *nodes) {
-    double P[BRISK_SPEC_MAX_TREE], e = 1.0;
-    int32_t cnt = 0;
+/* Acceptance probability of each node (see the top): P[i]. */
+static void tree_probs(const brisk_draft_tree *t, double a, double b, double *P) {
     for (int32_t i = 0; i < t->n; i++) {
-        P[i] = 0.0;
-        if (t->depth[i] > kd) continue;
         const double pp = t->parent[i] < 0 ? 1.0 : P[t->parent[i]];
         P[i] = pp * (t->rank[i] == 0 ? a : (1.0 - a) * pow(1.0 - b, t->rank[i] - 1) * b);
-        e += P[i];
-        cnt++;
     }
-    *nodes = cnt;
-    return e;
 }
 
-/* Tokens per second of a round over t pruned to depth kd, with draft cost td per depth level. */
-static double tree_rate(const brisk_spec *s, const brisk_draft_tree *t, int32_t kd, double a, double b, double td) {
-    int32_t n = 0;
-    const double e = tree_expect(t, kd, a, b, &n);
-    if (n == 0) return 0.0;
-    return e / (s->fix * (s->scale * s->cost[n + 1] + (double)kd * td + e * s->t_verify));
-}
-
-/* The best depth to prune t to (0: none), and its rate. */
-static int32_t tree_best(const brisk_spec *s, const brisk_draft_tree *t, int32_t kcap, double a, double b, double *rate) {
-    int32_t kb = 0;
-    *rate = 0.0;
-    for (int32_t kd = 1; kd <= kcap; kd++) {
-        const double r = tree_rate(s, t, kd, a, b, 0.0);
-        if (r > *rate) {
-            *rate = r;
-            kb = kd;
+/* The subtree worth verifying: the N nodes of t with the highest acceptance
+ * probability (a child never beats its parent, so they form a tree), N
+ * chosen for the highest expected tokens per second, with draft cost td per
+ * depth level. Writes the chosen nodes (in t's
+ * order) to s->p* and out; returns its rate. */
+static double tree_select(brisk_spec *s, const brisk_draft_tree *t, double a, double b, double td, brisk_draft_tree *out) {
+    double P[BRISK_SPEC_MAX_TREE];
+    int32_t order[BRISK_SPEC_MAX_TREE], n = 0;
+    tree_probs(t, a, b, P);
+    for (int32_t i = 0; i < t->n; i++) order[n++] = i;
+    /* by probability, then index (parents first on ties): insertion sort of <= 32 */
+    for (int32_t i = 1; i < n; i++) {
+        const int32_t x = order[i];
+        int32_t j = i;
+        while (j > 0 && P[order[j - 1]] < P[x]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = x;
+    }
+    double e = 1.0, best = 0.0;
+    int32_t best_n = 0, depth = 0;
+    for (int32_t m = 1; m <= n; m++) {
+        e += P[order[m - 1]];
+        depth = BRISK_MAX(depth, t->depth[order[m - 1]]);
+        const double r = e / (s->fix * (s->scale * s->cost[m + 1] + (double)depth * td + e * s->t_verify));
+        if (r > best) {
+            best = r;
+            best_n = m;
         }
     }
-    return kb;
-}
-
-/* t's nodes of depth <= kd, renumbered, into s->p* (out points there). */
-static void tree_prune(brisk_spec *s, const brisk_draft_tree *t, int32_t kd, brisk_draft_tree *out) {
-    int32_t map[BRISK_SPEC_MAX_TREE], n = 0;
+    bool keep[BRISK_SPEC_MAX_TREE] = {false};
+    for (int32_t m = 0; m < best_n; m++) keep[order[m]] = true;
+    int32_t map[BRISK_SPEC_MAX_TREE], k = 0;
     for (int32_t i = 0; i < t->n; i++) {
         map[i] = -1;
-        if (t->depth[i] > kd) continue;
-        map[i] = n;
-        s->ptok[n] = t->tokens[i];
-        s->ppar[n] = t->parent[i] < 0 ? -1 : map[t->parent[i]];
-        s->prank[n] = t->rank[i];
-        s->pdep[n] = t->depth[i];
-        n++;
+        if (!keep[i]) continue;
+        map[i] = k;
+        s->ptok[k] = t->tokens[i];
+        s->ppar[k] = t->parent[i] < 0 ? -1 : map[t->parent[i]];
+        s->prank[k] = t->rank[i];
+        s->pdep[k] = t->depth[i];
+        k++;
     }
-    *out = (brisk_draft_tree){.n = n, .tokens = s->ptok, .parent = s->ppar, .rank = s->prank, .depth = s->pdep,
+    *out = (brisk_draft_tree){.n = k, .tokens = s->ptok, .parent = s->ppar, .rank = s->prank, .depth = s->pdep,
                               .match_len = t->match_len};
-}
-
-/* The shape of the draft model's tree for a chain of k (as model_propose_tree
- * builds it), into s->p*, for scoring before drafting. */
-static void dm_shape(brisk_spec *s, int32_t k, int32_t ncap, brisk_draft_tree *out) {
-    int32_t n = 0;
-    for (int32_t i = 0; i < k; i++, n++) {
-        s->ptok[n] = 0;
-        s->ppar[n] = i - 1;
-        s->prank[n] = 0;
-        s->pdep[n] = i + 1;
-    }
-    const int32_t n_pos = BRISK_MIN(k, (ncap - k) / (s->width - 1));
-    for (int32_t i = 0; i < n_pos; i++)
-        for (int32_t r = 1; r < s->width; r++, n++) {
-            s->ptok[n] = 0;
-            s->ppar[n] = i - 1;
-            s->prank[n] = r;
-            s->pdep[n] = i + 1;
-        }
-    *out = (brisk_draft_tree){.n = n, .tokens = s->ptok, .parent = s->ppar, .rank = s->prank, .depth = s->pdep};
+    return best;
 }
 
 /* Learn a (first choices) and b (runners-up) from a verified tree: at every
@@ -536,7 +518,7 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     brisk_drafter *used = NULL;
     brisk_status st;
     const double t0 = brisk_time_now();
-    if (kcap > 0 && s->tree_on && (s->p.mode == BRISK_SPEC_DRAFT || s->p.mode == BRISK_SPEC_NGRAM)) {
+    if (kcap > 0 && ((s->tree_dm && s->p.mode == BRISK_SPEC_DRAFT) || (s->tree_on && s->p.mode == BRISK_SPEC_NGRAM))) {
         used = s->p.mode == BRISK_SPEC_DRAFT ? s->dm : s->ng;
         if ((st = used->propose_tree(used, s->hist, s->n_hist, kcap, s->width, ncap, &tree, err))) return st;
         use_tree = tree.n > 0;
@@ -547,15 +529,15 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
         used = s->ng;
         if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &d, err))) return st;
     } else if (kcap > 0 && s->p.mode == BRISK_SPEC_AUTO) {
-        double r_ng = 0.0, r_dm = 0.0, rt_ng = 0.0, rt_dm = 0.0, r0 = plain_rate(s);
-        int32_t k_ng = 0, k_dm = 0, kt_ng = 0, kt_dm = 0;
+        double r_ng = 0.0, r_dm = 0.0, rt_ng = 0.0, r0 = plain_rate(s);
+        int32_t k_ng = 0, k_dm = 0;
         bool probing = false;
         if ((st = s->ng->propose(s->ng, s->hist, s->n_hist, kcap, &dn, err))) return st;
         if (dn.n > 0) k_ng = best_k(s, acc_rate(&s->a_ng[ng_bucket(dn.match_len)]), 0.0, dn.n, &r_ng);
         if (s->tree_on && dn.n > 0) {
             if ((st = s->ng->propose_tree(s->ng, s->hist, s->n_hist, kcap, s->width, ncap, &tn, err))) return st;
-            if (tn.n > dn.n)   /* it branches */
-                kt_ng = tree_best(s, &tn, kcap, acc_rate(&s->a_ng[ng_bucket(tn.match_len)]), acc_rate(&s->b_ng), &rt_ng);
+            if (tn.n > dn.n)   /* it branches: its best subtree (into s->p*) */
+                rt_ng = tree_select(s, &tn, acc_rate(&s->a_ng[ng_bucket(tn.match_len)]), acc_rate(&s->b_ng), 0.0, &tree);
         }
         if (s->dm) {
             k_dm = best_k(s, acc_rate(&s->a_dm), s->t_draft, kcap, &r_dm);
@@ -569,41 +551,32 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
                 s->probe_wait = s->probe_interval;
                 s->probe_interval = BRISK_MIN(2 * s->probe_interval, PROBE_MAX);
             }
-            if (s->tree_on && !probing)
-                for (int32_t k = 1; k <= kcap && k < ncap; k++) {
-                    brisk_draft_tree shape;
-                    dm_shape(s, k, ncap, &shape);
-                    const double r = tree_rate(s, &shape, k, acc_rate(&s->a_dm), acc_rate(&s->b_dm), s->t_draft);
-                    if (r > rt_dm) {
-                        rt_dm = r;
-                        kt_dm = k;
-                    }
-                }
         }
-        /* the best of: n-gram chain, n-gram tree, draft chain, draft tree, plain (chains win ties) */
+        /* the best of: n-gram chain, n-gram tree, draft model, plain (chains win ties) */
         double rb = r0;
         int choice = 0;
         if (k_ng > 0 && r_ng > rb) { rb = r_ng; choice = 1; }
-        if (kt_ng > 0 && rt_ng > rb) { rb = rt_ng; choice = 2; }
+        if (tree.n > 0 && rt_ng > rb) { rb = rt_ng; choice = 2; }
         if (k_dm > 0 && r_dm > rb && r_dm >= r_ng) { rb = r_dm; choice = 3; }
-        if (kt_dm > 0 && rt_dm > rb) { rb = rt_dm; choice = 4; }
         if (choice == 1) {
             used = s->ng;
             d = dn;
             d.n = k_ng;
         } else if (choice == 2) {
-            used = s->ng;
-            tree_prune(s, &tn, kt_ng, &tree);
+            used = s->ng;   /* tree: chosen above */
             use_tree = true;
         } else if (choice == 3) {
             used = s->dm;
             if (r_dm < INFINITY) s->probe_interval = PROBE_MIN;
-            if ((st = s->dm->propose(s->dm, s->hist, s->n_hist, k_dm, &d, err))) return st;
-        } else if (choice == 4) {
-            used = s->dm;
-            s->probe_interval = PROBE_MIN;
-            if ((st = s->dm->propose_tree(s->dm, s->hist, s->n_hist, kt_dm, s->width, ncap, &tree, err))) return st;
-            use_tree = tree.n > 0;
+            if (s->tree_dm && !probing) {
+                /* the same draft passes give the runners-up too: keep them if the tree beats its chain */
+                brisk_draft_tree full;
+                if ((st = s->dm->propose_tree(s->dm, s->hist, s->n_hist, k_dm, s->width, ncap, &full, err))) return st;
+                tree_select(s, &full, acc_rate(&s->a_dm), acc_rate(&s->b_dm), 0.0, &tree);   /* drafting is paid */
+                use_tree = tree.n > 0;
+            } else if ((st = s->dm->propose(s->dm, s->hist, s->n_hist, k_dm, &d, err))) {
+                return st;
+            }
         } else if (dn.n > 0 && !s->sh.active) {
             /* decoding plainly: follow the n-gram proposal to learn its acceptance for free */
             s->sh = (shadow){.n = dn.n, .idx = 0, .bucket = ng_bucket(dn.match_len), .active = true};
@@ -650,7 +623,7 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
     s->st.target_passes++;
     for (int32_t i = 0; i < n; i++) s->rows[i] = brisk_get_logits(s->ctx, i);
 
-    const int32_t m = use_tree ? brisk_spec_verify_tree(s->smp, s->rows, &tree, out, s->path)
+    const int32_t m = use_tree ? brisk_spec_verify_tree(s->smp, s->n_vocab, s->rows, &tree, &s->vo, s->scratch, out, s->path)
                                : brisk_spec_verify(s->smp, s->n_vocab, s->rows, &d, &s->vo, s->scratch, out);
     *n_out = m;
     const double t3 = brisk_time_now();

@@ -13,7 +13,7 @@
  *              batch invariance) and stochastic (rejection sampling with
  *              residual resampling on the sampler chain's FINAL distributions,
  *              so the output is distributed exactly as plain sampling)
- *   trees      (temperature 0) a drafter proposes several branches — n-gram:
+ *   trees      a drafter proposes several branches — n-gram:
  *              the continuations of several distinct matches; draft model: its
  *              runners-up at the first positions — verified in one target pass
  *              with brisk_decode_tree; the longest root path equal to the
@@ -23,8 +23,8 @@
  *              (0 = plain decoding), and chain or tree, to maximise expected
  *              tokens per second.
  *
- * Not built: stochastic tree verification (trees are used at temperature 0
- * only) and draft-side windowed attention; see docs/SPECULATIVE.md.
+ * Not built: sampled draft-model trees and draft-side windowed attention;
+ * see docs/SPECULATIVE.md.
  *
  * Everything here uses only include/brisk.h plus the sampler extras of
  * sample/sample.h, so it can move to the public header unchanged. */
@@ -51,7 +51,7 @@ typedef struct brisk_draft {
     int32_t match_len;  /* n-gram: length of the suffix match (0 for other drafters) */
 } brisk_draft;
 
-/* A draft tree for one round (greedy verification). Nodes are listed parents
+/* A draft tree for one round. Nodes are listed parents
  * first; the children of a node are its drafter's choices for the next token,
  * rank 0 the first choice. The rank-0 path from the root is the chain the
  * drafter would have proposed. */
@@ -69,8 +69,9 @@ struct brisk_drafter {
     /* Propose up to k tokens continuing hist[0..n_hist). */
     brisk_status (*propose)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, int32_t k, brisk_draft *out,
                             brisk_error *err);
-    /* Optional, greedy only: a tree of depth <= k, <= width children per node
-     * and <= max_nodes nodes continuing hist[0..n_hist). */
+    /* Optional: a tree of depth <= k, <= width children per node and <=
+     * max_nodes nodes continuing hist[0..n_hist). The draft model's works at
+     * temperature 0 only (its runners-up are not samples). */
     brisk_status (*propose_tree)(brisk_drafter *d, const int32_t *hist, int32_t n_hist, int32_t k, int32_t width,
                                  int32_t max_nodes, brisk_draft_tree *out, brisk_error *err);
     /* Optional: bring internal state up to hist (e.g. prefill the draft KV) without proposing. */
@@ -118,15 +119,22 @@ typedef struct brisk_verify_opts {
 int32_t brisk_spec_verify(brisk_sampler *smp, int32_t n_vocab, const float *const *logits, const brisk_draft *d,
                           const brisk_verify_opts *o, float *scratch, int32_t *out);
 
-/* Greedy tree verification. logits[0] are the target's logits after the
- * pending token, logits[1 + i] after node i (evaluated with the tree mask).
- * From the root, the target's choice (brisk_sampler_sample, accepted into
- * smp) is looked up among the current node's children; a match moves there,
- * otherwise that choice ends the round. out: the accepted nodes' tokens then
- * the target's own token; path: the accepted node indices (returned - 1 of
- * them). Returns 1..depth+1. */
-int32_t brisk_spec_verify_tree(brisk_sampler *smp, const float *const *logits, const brisk_draft_tree *t, int32_t *out,
-                               int32_t *path);
+/* Tree verification. logits[0] are the target's logits after the pending
+ * token, logits[1 + i] after node i (evaluated with the tree mask). From the
+ * root, each position's token is chosen and accepted into smp; when it is a
+ * child of the current node the walk moves there, otherwise it ends the
+ * round. Greedy (o->greedy): the target's choice (brisk_sampler_sample).
+ * Sampling: the children must be point masses given the history (n-gram
+ * trees; not the draft model's sampled drafts): each is tried in turn with
+ * probability p(x) / (mass of p not yet rejected) on the sampler chain's
+ * final distribution, rejected ones are removed from p, and without an
+ * accepted child the token is drawn from what is left, so the output is
+ * distributed as plain sampling (o->broken_residual: rejected children stay
+ * in p; the test's mutation). scratch: n_vocab floats. out: the accepted
+ * nodes' tokens then the round's last token; path: the accepted node indices
+ * (returned - 1 of them). Returns 1..depth+1. */
+int32_t brisk_spec_verify_tree(brisk_sampler *smp, int32_t n_vocab, const float *const *logits, const brisk_draft_tree *t,
+                               const brisk_verify_opts *o, float *scratch, int32_t *out, int32_t *path);
 
 /* ---- target cost --------------------------------------------------------------------------- */
 
@@ -153,10 +161,11 @@ typedef struct brisk_spec_params {
     int32_t n_threads;            /* the draft context's threads; 0 = all CPUs */
     int32_t ngram_min;            /* shortest suffix match the n-gram drafter uses; 0 = 2 */
     bool calibrate;               /* AUTO: measure the cost curve in prefill (else only c(1); the rest is learnt online) */
-    /* Trees (temperature 0 only; ignored when sampling): up to this many
-     * children per node, 1 = chains. DRAFT/NGRAM verify the drafter's whole
-     * tree (at most tree_nodes nodes, depth <= k) every round; AUTO compares
-     * the tree, pruned to each depth, with the chain by the cost model. */
+    /* Trees: up to this many children per node, 1 = chains. DRAFT/NGRAM
+     * verify the drafter's whole tree (at most tree_nodes nodes, depth <= k)
+     * every round; AUTO verifies the tree's most probable nodes when the cost
+     * model prefers that to the chain. When sampling only n-gram trees are
+     * used (multi-candidate rejection sampling); the draft model drafts chains. */
     int32_t tree_width;
     int32_t tree_nodes;           /* 0 = min(BRISK_SPEC_MAX_TREE, width * k) */
 } brisk_spec_params;
