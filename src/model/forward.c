@@ -37,14 +37,28 @@ struct brisk_forward {
      * whether it and all its ancestors sit at slot == position ("direct") */
     int32_t *slot, *par, *tbase;
     uint8_t *direct;
-    bool all_direct;
     int n_threads;
+    double min_parallel_macs;                    /* PARALLEL_MIN_MACS, or BRISK_PARALLEL_MIN_MACS (tests: 0) */
     int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
     size_t bytes;
 };
 
 /* ---- parallel steps ------------------------------------------------------------------ */
+
+/* A pool step costs a wake-up and a barrier (microseconds, more when workers
+ * sleep or share a core with other work). A step with less arithmetic than
+ * this many multiply-adds runs on the calling thread instead: a tiny model's
+ * single-token decode then costs the same at 1 and at N threads, while its
+ * multi-token passes (speculative verification, prefill) still spread out.
+ * Every worker splits by output rows or (token, head) items, so where a step
+ * runs never changes a result. */
+#define PARALLEL_MIN_MACS (256 * 1024)
+
+static void run_step(brisk_forward *f, brisk_pool_fn fn, void *ctx, double macs) {
+    if (macs < f->min_parallel_macs) fn(ctx, 0, 1);
+    else brisk_pool_run(f->pool, fn, ctx);
+}
 
 typedef struct quant_task {
     brisk_quantize_fn quant;
@@ -172,7 +186,9 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
                               .out_stride = out_stride[j], .bias = bias ? bias[j] : NULL};
         mt.total_rows += (w[j]->rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
     }
-    brisk_pool_run(f->pool, mm_worker, &mt);
+    double macs = 0.0;
+    for (int j = 0; j < n; j++) macs += (double)w[j]->rows * (double)w[j]->cols * n_tok;
+    run_step(f, mm_worker, &mt, macs);
 }
 
 static void matmul1(brisk_forward *f, const float *x, int32_t n_tok, const brisk_weight *w, float *out, int64_t out_stride) {
@@ -256,8 +272,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
             float tile_max = -INFINITY;
             int32_t j = 0;
-            if (at->kt)
-                for (; j + 16 <= n; j += 16)
+            if (at->kt)   /* kt holds the cached positions; a tree token's own branch comes after base */
+                for (; j + 16 <= n && j0 + j + 16 <= base; j += 16)
                     g->kq16t(q, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)(j0 + j), (size_t)f->kt_cap, hd, scale, kq + j);
             if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
                 for (; j + 16 <= n; j += 16) {
@@ -338,6 +354,17 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->qdim = hp->n_head * hp->head_dim;
     f->kvdim = hp->n_head_kv * hp->head_dim;
     f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, hp->n_ff), f->qdim);
+    f->min_parallel_macs = PARALLEL_MIN_MACS;
+    const char *min_env = getenv("BRISK_PARALLEL_MIN_MACS");
+    if (min_env) {
+        char *end = NULL;
+        const double v = strtod(min_env, &end);
+        if (end == min_env || *end || !(v >= 0.0)) {
+            free(f);
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_PARALLEL_MIN_MACS='%s' is not a non-negative number", min_env);
+        }
+        f->min_parallel_macs = v;
+    }
     brisk_status st = brisk_pool_init(&f->pool, n_threads, err);
     if (st) {
         free(f);
@@ -419,7 +446,6 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
     if (b->n < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "empty batch");
     if (b->n > f->n_batch)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "batch of %d tokens exceeds the batch size %d", b->n, f->n_batch);
-    f->all_direct = true;
     for (int32_t i = 0; i < b->n; i++) {
         if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: id %d out of range [0, %d)", i, b->token[i], hp->n_vocab);
@@ -466,7 +492,6 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
         f->par[i] = par;
         f->tbase[i] = s->len;
         f->direct[i] = slot == b->pos[i] && (par < 0 || f->direct[par]);
-        f->all_direct = f->all_direct && f->direct[i];
     }
     return BRISK_OK;
 }
@@ -517,7 +542,10 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             }
         }
         attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
-        if (f->kt && T >= 32 && f->all_direct) {   /* one sequence, short enough: widen its K once for all the batch's queries */
+        /* One sequence, short enough: widen its K once for all the batch's
+         * queries (tree batches too: kt serves their cached positions). Below
+         * 32 tokens the widening costs as much as the gathers it saves. */
+        if (f->kt && T >= 32) {
             int32_t len = 0;
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
@@ -527,10 +555,12 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             if (one && len <= f->kt_cap) {
                 at.kt = f->kt;
                 at.kt_len = len;
-                brisk_pool_run(f->pool, kt_worker, &at);
+                run_step(f, kt_worker, &at, (double)len * f->kvdim);
             }
         }
-        brisk_pool_run(f->pool, attn_worker, &at);
+        double attn_macs = 0.0;   /* q.k and p.v over every attended position */
+        for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (b->pos[t] + 1) * hp->n_head * hd;
+        run_step(f, attn_worker, &at, attn_macs);
         matmul1(f, f->att, T, &L->wo, f->xn, d);
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
 
