@@ -5,7 +5,8 @@ MODEL     ?= models/pycode-target-f16.gguf
 PROMPT    ?= def fibonacci(n):
 FUZZ_SECS ?= 60
 
-.PHONY: run test bootstrap build build-asan build-tsan build-fuzz test-release test-asan test-tsan test-fuzz clean check-long
+.PHONY: run test bootstrap build build-asan build-tsan build-fuzz build-aarch64 test-release test-asan test-tsan test-fuzz \
+        test-aarch64 clean check-long
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -47,8 +48,31 @@ test-tsan: build-tsan
 test-fuzz: build-fuzz
 	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECS)
 
-test: test-release test-asan test-tsan test-fuzz
-	@echo "make test: release, asan+ubsan, tsan and fuzz suites all passed"
+# aarch64: the NEON kernel tables, cross-compiled (cmake/aarch64-linux-gnu.cmake)
+# and run under qemu-aarch64 -cpu max (dotprod, so both NEON tables run): every
+# table against ref, the golden logits (a subset of ../shared/golden, one file per
+# weight type; AARCH64_GOLDEN=all for every file) and batch invariance.
+AARCH64_TESTS  = ^(test_kernels|test_golden|test_engine)$$
+AARCH64_GOLDEN ?=
+AARCH64_READY  = command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && \
+                 test -f /usr/lib/aarch64-linux-gnu/pkgconfig/libpcre2-8.pc && test -f /usr/lib/aarch64-linux-gnu/pkgconfig/jansson.pc
+
+build-aarch64: bootstrap
+	@cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+	  $(if $(AARCH64_GOLDEN),-DBRISK_CROSS_GOLDEN=$(AARCH64_GOLDEN),-UBRISK_CROSS_GOLDEN) >/dev/null
+	@cmake --build build-aarch64 -j$(JOBS) --target brisk test_kernels test_golden test_engine
+
+test-aarch64: bootstrap
+	@if $(AARCH64_READY); then \
+	  $(MAKE) --no-print-directory build-aarch64 && cd build-aarch64 && \
+	  ctest --output-on-failure -j$(JOBS) -R '$(AARCH64_TESTS)'; \
+	else \
+	  echo "SKIP test-aarch64: the aarch64 cross compiler, qemu-aarch64 or the arm64 pcre2/jansson packages are missing"; \
+	  echo "     (scripts/bootstrap.sh installs gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libjansson-dev:arm64)"; \
+	fi
+
+test: test-release test-asan test-tsan test-fuzz test-aarch64
+	@echo "make test: release, asan+ubsan, tsan, fuzz and aarch64 (qemu) suites all passed"
 
 # Long checks that do not belong in make test: the whole-file perplexity
 # against llama-perplexity's 11.6421 (about 3 minutes on 2 cores).
@@ -57,4 +81,4 @@ check-long: build
 	@awk '/Final estimate/ { d = ($$5 - 11.6421) / 11.6421; if (d < 0) d = -d; if (d > 0.005) { print "FAIL: PPL differs from llama.cpp by more than 0.5%"; exit 1 } else print "PPL within 0.5% of llama-perplexity (11.6421)" }' /tmp/brisk-ppl.txt
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-aarch64

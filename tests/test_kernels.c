@@ -332,6 +332,12 @@ done:
     free(o.p);
 }
 
+static bool table_listed(const brisk_kernels *const *tables, int ntables, const char *isa) {
+    for (int t = 0; t < ntables; t++)
+        if (strcmp(tables[t]->isa, isa) == 0) return true;
+    return false;
+}
+
 static void test_tables(const brisk_kernels *const *tables, int ntables) {
     CHECK(ntables >= 1 && tables[0] == brisk_kernels_ref());
     CHECK(strcmp(tables[0]->isa, "ref") == 0);
@@ -352,6 +358,12 @@ static void test_tables(const brisk_kernels *const *tables, int ntables) {
                    info->name);
         }
     }
+    /* aarch64: the baseline NEON table always runs, and so is tested; the
+     * dotprod one too where the CPU has it (qemu-aarch64 -cpu max does) */
+    const brisk_cpu_features *f = brisk_cpu_features_get();
+    if (f->neon) CHECKF(table_listed(tables, ntables, "neon"), "the CPU has NEON but the neon table is not listed");
+    if (f->neon && f->dotprod)
+        CHECKF(table_listed(tables, ntables, "neon-dotprod"), "the CPU has dotprod but the neon-dotprod table is not listed");
     char buf[256];
     printf("cpu: %s; tables:", brisk_cpu_features_describe(brisk_cpu_features_get(), buf, sizeof buf));
     for (int t = 0; t < ntables; t++) printf(" %s", tables[t]->isa);

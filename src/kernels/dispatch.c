@@ -15,6 +15,10 @@ typedef struct kernel_choice {
 #if defined(BRISK_ARCH_X86)
 static bool has_avx2(const brisk_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
 #define BRISK_ISA_CHOICES {brisk_kernels_avx2, has_avx2},
+#elif defined(BRISK_ARCH_ARM64)
+static bool has_neon(const brisk_cpu_features *f) { return f->neon; }
+static bool has_neon_dotprod(const brisk_cpu_features *f) { return f->neon && f->dotprod; }
+#define BRISK_ISA_CHOICES {brisk_kernels_neon_dotprod, has_neon_dotprod}, {brisk_kernels_neon, has_neon},
 #else
 #define BRISK_ISA_CHOICES
 #endif
