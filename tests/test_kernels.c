@@ -451,6 +451,21 @@ static void test_packed_gemm(void) {
             }
             g->axpy_f16(o2, pw, k, d);
             CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16 d=%d differs from scalar", g->isa, d);
+            if (g->axpy_f16_rows) {   /* n rows in order == n scalar axpys in order */
+                float pr[16];
+                for (int n = 1; n <= 16; n += 5) {
+                    for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
+                    for (int j = 0; j < n; j++) {
+                        pr[j] = rng_uniform();
+                        for (int i = 0; i < d; i++) {
+                            const float prod = pr[j] * brisk_fp16_to_fp32(k[j * STRIDE + i]);
+                            o1[i] = o1[i] + prod;
+                        }
+                    }
+                    g->axpy_f16_rows(o2, pr, k, STRIDE, n, d);
+                    CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16_rows d=%d n=%d differs from scalar", g->isa, d, n);
+                }
+            }
         }
         free(k); free(kt);
     }

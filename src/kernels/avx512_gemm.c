@@ -571,7 +571,32 @@ static void axpy_f16(float *o, float p, const uint16_t *v, int d) {
     for (; i < d; i++) o[i] = o[i] + p * _cvtsh_ss(v[i]);
 }
 
+static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t stride, int n, int d) {
+    int i = 0;
+    for (; i + 32 <= d; i += 32) {
+        __m512 a0 = _mm512_loadu_ps(o + i), a1 = _mm512_loadu_ps(o + i + 16);
+        for (int j = 0; j < n; j++) {
+            const uint16_t *vr = v + (size_t)j * stride + i;
+            const __m512 pv = _mm512_set1_ps(p[j]);
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(pv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)vr))));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(pv, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16)))));
+        }
+        _mm512_storeu_ps(o + i, a0);
+        _mm512_storeu_ps(o + i + 16, a1);
+    }
+    for (; i + 16 <= d; i += 16) {
+        __m512 a = _mm512_loadu_ps(o + i);
+        for (int j = 0; j < n; j++)
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(p[j]),
+                                               _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + (size_t)j * stride + i)))));
+        _mm512_storeu_ps(o + i, a);
+    }
+    for (; i < d; i++)
+        for (int j = 0; j < n; j++) o[i] = o[i] + p[j] * _cvtsh_ss(v[(size_t)j * stride + i]);
+}
+
 static const brisk_gemm_kernels avx512_table = {
+    .axpy_f16_rows = axpy_f16_rows,
     .kq16 = kq16,
     .kq16t = kq16t,
     .axpy_f16 = axpy_f16,

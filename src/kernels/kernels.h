@@ -117,6 +117,9 @@ typedef struct brisk_gemm_kernels {
      * axpy_f16: o[i] = o[i] + p * v[i] for i < d (v F16). */
     void (*kq16)(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out);
     void (*axpy_f16)(float *o, float p, const uint16_t *v, int d);
+    /* axpy_f16 over n rows in order (row j = v + j*stride, weight p[j]), o kept
+     * in registers between rows: the same additions in the same order. */
+    void (*axpy_f16_rows)(float *o, const float *p, const uint16_t *v, size_t stride, int n, int d);
     /* kq16 on keys already widened and transposed: k_l[i] = kt[i * stride + l]. */
     void (*kq16t)(const float *q, const float *kt, size_t stride, int d, float scale, float *out);
 } brisk_gemm_kernels;

@@ -308,6 +308,16 @@ static void attn_worker(void *ctx, int ith, int nth) {
             }
             S += (float)tile_sum;
             for (int32_t j = 0; j < n; j++) {
+                if (g && g->axpy_f16_rows && j0 + j < base) {
+                    /* cached positions: the rest of this KV block (rows row apart) in one call */
+                    const int32_t at_pos = j0 + j, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
+                    int32_t len = n - j < blk_left ? n - j : blk_left;
+                    len = base - at_pos < len ? base - at_pos : len;
+                    g->axpy_f16_rows(o, kq + j, brisk_kv_v_row(at->kv, at->layer, seq, at_pos) + (size_t)kvh * hd, at->kv->row, len,
+                                     hd);
+                    j += len - 1;
+                    continue;
+                }
                 const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
                 const float p = kq[j];
                 if (g) {
