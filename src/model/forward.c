@@ -287,13 +287,36 @@ static void attn_worker(void *ctx, int ith, int nth) {
                                (size_t)hd * sizeof(uint16_t));
                     g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
                 }
+            if (g && (hd % 2) == 0 && j < n) {
+                /* the last partial group of 16: its rows gathered, the rest zero, one
+                 * kq16 (each lane is the scalar loop's exact chain) instead of n - j
+                 * serial dot products */
+                const int32_t left = n - j;
+                float part[16];
+                for (int32_t l = 0; l < 16; l++) {
+                    if (l < left)
+                        memcpy(kg + (size_t)l * hd, brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j + l, base, anc)) + (size_t)kvh * hd,
+                               (size_t)hd * sizeof(uint16_t));
+                    else memset(kg + (size_t)l * hd, 0, (size_t)hd * sizeof(uint16_t));
+                }
+                g->kq16(q, kg, (size_t)hd, hd, scale, part);
+                memcpy(kq + j, part, (size_t)left * sizeof(float));
+                j = n;
+            }
             for (; j < n; j++) {
                 const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
                 float s = 0.0f;
                 for (int i = 0; i < hd; i++) s += q[i] * lut[kr[i]];
                 kq[j] = s * scale;
             }
-            for (j = 0; j < n; j++) tile_max = kq[j] > tile_max ? kq[j] : tile_max;
+            {   /* four independent max chains (max is exact in any order; ties between
+                 * 0 and -0 give the same exp below) */
+                float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+                for (j = 0; j + 4 <= n; j += 4)
+                    for (int l = 0; l < 4; l++) m4[l] = kq[j + l] > m4[l] ? kq[j + l] : m4[l];
+                for (; j < n; j++) m4[0] = kq[j] > m4[0] ? kq[j] : m4[0];
+                for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
+            }
             const float Mnew = M > tile_max ? M : tile_max;
             if (Mnew > M) {
                 const float ms = expf(M - Mnew);
