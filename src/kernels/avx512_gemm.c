@@ -537,6 +537,24 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* brisk_fp32_to_fp16 16 lanes at a time: vcvtps2ph rounds to nearest even
+ * with IEEE overflow and subnormals, like it; only NaN differs (it keeps the
+ * payload, brisk returns 0x7e00), so vectors holding a NaN go through the
+ * scalar function. It was 7% of F16 prefill time as a scalar loop. */
+static void quantize_f16(const float *src, void *dst, int64_t n) {
+    uint16_t *h = dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(src + i);
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) {
+            for (int j = 0; j < 16; j++) h[i + j] = brisk_fp32_to_fp16(src[i + j]);
+            continue;
+        }
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) h[i] = brisk_fp32_to_fp16(src[i]);
+}
+
 /* ---- attention ---------------------------------------------------------------------- */
 
 /* One dword gather per two elements: the low halves are element i of the 16
@@ -586,6 +604,7 @@ static const brisk_gemm_kernels avx512_table = {
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,
+        [BRISK_Q_F16] = quantize_f16,
     },
     .act_sums = {
         [BRISK_Q_F16] = act_widen_f16,
