@@ -452,8 +452,10 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
         for (int t = 0; t < tt; t++) acc[r][t] = first ? _mm512_setzero_ps() : acc_io[r * tt + t];
     for (int64_t c = c0; c < c1; c++) {
         const uint8_t *line = wp + (size_t)c * F16_LINE;
-        #pragma GCC unroll 16
-        for (int q = 0; q < rr && tt < F16_TT; q += 4) prefetch_weights(line + (size_t)(q / 4) * quad, F16_LINE);
+        if (tt < F16_TT) {
+            #pragma GCC unroll 4
+            for (int q = 0; q < rr; q += 4) prefetch_weights(line + (size_t)(q / 4) * quad, F16_LINE);
+        }
         __m512 x[16];
         #pragma GCC unroll 16
         for (int r = 0; r < rr; r++)
