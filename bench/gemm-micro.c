@@ -3,7 +3,8 @@
  * best of 20 passes. Prints multiply-adds per second and weight bytes per second.
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude bench/gemm-micro.c build-perf/libbrisk_core.a \
  *       -lm -lpthread $(pkg-config --libs libpcre2-8 jansson) -o /tmp/gemm-micro
- *   /tmp/gemm-micro T TYPE        (TYPE: Q4_0 Q5_0 Q8_0 Q4_K Q6_K F16)             */
+ *   /tmp/gemm-micro T TYPE [GROUPS] (TYPE: Q4_0 Q5_0 Q8_0 Q4_K Q6_K F16; GROUPS default 64,
+ *   i.e. weights in L2/L3; 16384 groups of F16 = 1 GiB streams from DRAM like decode)   */
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 
@@ -34,7 +35,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const uint32_t at = brisk_qtype_get((uint32_t)wt)->act_type;
-    const int64_t n = 2048, G = 64;
+    const int64_t n = 2048, G = argc > 3 && atoll(argv[3]) > 0 ? atoll(argv[3]) : 64;
     size_t rb, ab;
     brisk_qtype_row_bytes((uint32_t)wt, n, &rb);
     brisk_qtype_row_bytes(at, n, &ab);
@@ -60,7 +61,7 @@ int main(int argc, char **argv) {
         if (g->act_sums[at]) g->act_sums[at](a + (size_t)t * ab, n, s + t * sl);
     }
     double best = 1e9;
-    for (int rep = 0; rep < 20; rep++) {
+    for (int rep = 0; rep < (G > 64 ? 5 : 20); rep++) {
         const double t0 = now();
         for (int64_t gi = 0; gi < G; gi++) {
             if (g->gemm[wt]) g->gemm[wt](n, w + (size_t)gi * gb, a, ab, s, (size_t)sl, T, o + gi * 16, 16 * G);

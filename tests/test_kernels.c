@@ -413,6 +413,9 @@ static void test_packed_gemm(void) {
                     if (n >= 96) x[70] = INFINITY;
                     if (n >= 128) x[100] = 3.0e38f;
                     if (n >= 160) x[130] = -0.0f;
+                    if (n >= 160) {   /* F16 edges: subnormal, the overflow tie, the smallest subnormal and half of it */
+                        x[131] = 1e-6f, x[132] = 65520.0f, x[133] = 0x1p-24f, x[134] = -0x1p-25f, x[135] = 0x1.8p-25f;
+                    }
                 }
                 ref->quantize_act[at](x, q1, n);
                 g->quantize_act[at](x, q2, n);

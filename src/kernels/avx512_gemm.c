@@ -31,6 +31,21 @@ static inline __m512i bcast32(const void *p) {
 
 static inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
 
+/* Software prefetch into L2, PF_AHEAD bytes ahead of the weight stream: the
+ * hardware prefetcher alone keeps too few lines in flight for one core to
+ * reach its share of DRAM bandwidth at one token. gemm-micro T=1 Q4_0 over
+ * 1.2 GB of weights (65536 groups), 4 interleaved runs at load 3.7: none
+ * 8.6-10.3 GB/s, 8 KiB ahead to L2 13.3-13.6 (one outlier 8.7), 2 KiB ahead
+ * to L1 8.5-12.5. Prefetches are hints: past the end of the weights they do nothing.
+ * Only tiles smaller than the full token tile prefetch (decode and small
+ * batches are bandwidth-bound; full tiles are compute-bound). */
+#define PF_AHEAD 8192
+
+static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t *p, size_t bytes) {
+    #pragma GCC unroll 64
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
+}
+
 /* ---- Q4_0 -------------------------------------------------------------------------- */
 
 #define Q40_TILE 8
@@ -44,6 +59,7 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
+        if (tt < Q40_TILE) prefetch_weights(blk, G * sizeof(brisk_block_q4_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512i lo[4], hi[4];
         #pragma GCC unroll 16
@@ -103,6 +119,7 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
         for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
+        if (tt < Q80_TILE) prefetch_weights(blk, G * sizeof(brisk_block_q8_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q80_TILE];
         const brisk_block_q8_0 *y[Q80_TILE];
@@ -165,6 +182,7 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q5_0));
+        if (tt < Q50_TILE) prefetch_weights(blk, G * sizeof(brisk_block_q5_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q50_TILE];
         const brisk_block_q8_0 *y[Q50_TILE];
@@ -235,6 +253,7 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
+        if (tt < Q4K_TILE) prefetch_weights(blk, Q4K_GROUP);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
@@ -329,6 +348,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
+        if (tt < Q6K_TILE) prefetch_weights(blk, Q6K_GROUP);
         const brisk_block_q8_k *y[Q6K_TILE];
         __m512i L[Q6K_TILE][8];
         #pragma GCC unroll 16
@@ -396,12 +416,13 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
 /* ---- F16 (ref's 16-lane order, packed rows) ----------------------------------------------
  * One zmm accumulator per (row, token) holds ref's 16 lanes: per 16-column
  * chunk, lane l += w[16c + l] * y[16c + l] (one FMA; the product of two F16
- * values is exact in F32), then ref's halving sum. A packed chunk line is
- * 16 rows x 16 F16 (512 bytes), so a tile of rr rows reads rr * 32 contiguous
- * bytes per step; the activations come pre-widened to F32 (act_sums). Tiles
- * are rr rows x tt tokens with the weights converted once per step for all
- * tt tokens; at one token the tile is the whole 16-row group, one contiguous
- * stream. Every output's arithmetic is the same whatever the tile. */
+ * values is exact in F32), then ref's halving sum. The group is 4 quads of 4
+ * rows, each quad a contiguous run of 128-byte chunk lines (4 rows x 16 F16),
+ * so a 4-row tile reads one stream and the one-token tile (all 16 rows) four:
+ * one core pulled ~30% more from DRAM with 4 streams than with one (9 vs 12
+ * GB/s, /tmp stream test at load 5). The activations come pre-widened to F32
+ * (act_sums). Tiles are rr rows x tt tokens with the weights converted once per
+ * step for all tt tokens. Every output's arithmetic is the same whatever the tile. */
 
 static inline float hsum16(__m512 v) {
     const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -411,15 +432,19 @@ static inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(s4);
 }
 
-#define F16_LINE (G * 32)   /* bytes per 16-column chunk of a group */
+#define F16_LINE 128   /* bytes per 16-column chunk of a 4-row quad */
+
+/* Prefill tiles: 4 rows x 6 tokens, 24 accumulators (8 x 3 and 4 x 7 measured no faster). */
+#define F16_RR 4
+#define F16_TT 6
 
 /* Columns [16 c0, 16 c1) of rr rows x tt tokens. The accumulators start from
  * zero (first) or from acc_io, and end in acc_io or, at the last chunk, as
  * hsums in out: storing an F32 lane and loading it back is exact, so a split
  * of the columns changes no bit. */
-static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c1, const uint8_t *wp, const float *y, size_t ys, int rr,
-                                                           int tt, bool first, bool last, __m512 *acc_io, float *out,
-                                                           int64_t out_stride) {
+static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c1, const uint8_t *wp, size_t quad, const float *y,
+                                                           size_t ys, int rr, int tt, bool first, bool last, __m512 *acc_io,
+                                                           float *out, int64_t out_stride) {
     __m512 acc[16][8];
     #pragma GCC unroll 16
     for (int r = 0; r < rr; r++)
@@ -427,9 +452,14 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
         for (int t = 0; t < tt; t++) acc[r][t] = first ? _mm512_setzero_ps() : acc_io[r * tt + t];
     for (int64_t c = c0; c < c1; c++) {
         const uint8_t *line = wp + (size_t)c * F16_LINE;
+        if (tt < F16_TT) {
+            #pragma GCC unroll 4
+            for (int q = 0; q < rr; q += 4) prefetch_weights(line + (size_t)(q / 4) * quad, F16_LINE);
+        }
         __m512 x[16];
         #pragma GCC unroll 16
-        for (int r = 0; r < rr; r++) x[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(line + 32 * r)));
+        for (int r = 0; r < rr; r++)
+            x[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(line + (size_t)(r / 4) * quad + 32 * (r % 4))));
         #pragma GCC unroll 16
         for (int t = 0; t < tt; t++) {
             const __m512 yv = _mm512_loadu_ps(y + (size_t)t * ys + 16 * c);
@@ -453,17 +483,15 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
 /* All 16 rows of the group for tt tokens, rr rows at a time. */
 static inline __attribute__((always_inline)) void f16_rows(int64_t nc, const uint8_t *wp, const float *y, size_t ys, int rr, int tt,
                                                            float *out, int64_t out_stride) {
+    const size_t quad = (size_t)nc * F16_LINE;
     __m512 keep[G * 8];
     for (int64_t c0 = 0; c0 < nc; c0 += F16_KC) {
         const int64_t c1 = c0 + F16_KC < nc ? c0 + F16_KC : nc;
         for (int r0 = 0; r0 < G; r0 += rr)
-            f16_tile(c0, c1, wp + 32 * r0, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride);
+            f16_tile(c0, c1, wp + (size_t)(r0 / 4) * quad, quad, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride);
     }
 }
 
-/* Prefill tiles: 4 rows x 6 tokens, 24 accumulators (8 x 3 and 4 x 7 measured no faster). */
-#define F16_RR 4
-#define F16_TT 6
 
 static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                      int32_t n_tok, float *out, int64_t out_stride) {
@@ -477,7 +505,7 @@ static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_s
     const float *yr = y + (size_t)t * sums_stride;
     float *o = out + (int64_t)t * out_stride;
     switch (n_tok - t) {
-        case 1: f16_tile(0, nc, wp, yr, sums_stride, 16, 1, true, true, NULL, o, out_stride); break;
+        case 1: f16_tile(0, nc, wp, (size_t)nc * F16_LINE, yr, sums_stride, 16, 1, true, true, NULL, o, out_stride); break;
         case 2: f16_rows(nc, wp, yr, sums_stride, 8, 2, o, out_stride); break;
         case 3: f16_rows(nc, wp, yr, sums_stride, 8, 3, o, out_stride); break;
         case 4: f16_rows(nc, wp, yr, sums_stride, 4, 4, o, out_stride); break;
@@ -535,6 +563,24 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
         _mm_storeu_si128((__m128i *)b[i].qs, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x0, idv))));
         _mm_storeu_si128((__m128i *)(b[i].qs + 16), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(x1, idv))));
     }
+}
+
+/* brisk_fp32_to_fp16 16 lanes at a time: vcvtps2ph rounds to nearest even
+ * with IEEE overflow and subnormals, like it; only NaN differs (it keeps the
+ * payload, brisk returns 0x7e00), so vectors holding a NaN go through the
+ * scalar function. It was 7% of F16 prefill time as a scalar loop. */
+static void quantize_f16(const float *src, void *dst, int64_t n) {
+    uint16_t *h = dst;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(src + i);
+        if (_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q)) {
+            for (int j = 0; j < 16; j++) h[i + j] = brisk_fp32_to_fp16(src[i + j]);
+            continue;
+        }
+        _mm256_storeu_si256((__m256i *)(h + i), _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    for (; i < n; i++) h[i] = brisk_fp32_to_fp16(src[i]);
 }
 
 /* ---- attention ---------------------------------------------------------------------- */
@@ -611,6 +657,7 @@ static const brisk_gemm_kernels avx512_table = {
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,
+        [BRISK_Q_F16] = quantize_f16,
     },
     .act_sums = {
         [BRISK_Q_F16] = act_widen_f16,

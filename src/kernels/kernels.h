@@ -82,9 +82,10 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *        32 low-nibble lines L_k (byte 4r+i: element 4k+i of row r in the low nibble, element
  *        128+4k+i in the high), then 16 high-bit lines H_k (byte 4r+i: bit pairs 0/1/2/3 = the
  *        high 2 bits of elements 4k+i, 64+4k+i, 128+4k+i, 192+4k+i).
- *   F16 (cols a multiple of 16; 32 bytes per row per 16 columns, as canonical): for each
- *        16-column chunk c, the 16 rows' elements 16c..16c+15 (row r at byte 32r), so one
- *        zmm of F32 holds the 16 lanes of ref's F16 order for one row.
+ *   F16 (cols a multiple of 16; the bytes of canonical): 4 quads of 4 rows, quad q at byte
+ *        q * cols * 8; in a quad, for each 16-column chunk c a 128-byte line with rows
+ *        4q..4q+3's elements 16c..16c+15 (32 bytes each), so one zmm of F32 holds the 16
+ *        lanes of ref's F16 order for one row.
  * A gemm kernel computes out[t * out_stride + r] for the group's 16 rows r and
  * n_tok activation rows t, every element bit-identical to the table's vec_dot
  * (and so to ref): each output keeps its own lane, with ref's reduction order.

@@ -109,8 +109,10 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
         }
     } else if (type == BRISK_Q_F16) {
         BRISK_ASSERT(cols % 16 == 0);
-        for (int64_t c = 0; c < cols / 16; c++)
-            for (int r = 0; r < G; r++) memcpy(o + (size_t)(c * G + r) * 32, s + (size_t)r * row_bytes + (size_t)c * 32, 32);
+        const size_t quad = (size_t)(cols / 16) * 128;   /* 4 rows x 32 bytes per 16-column chunk */
+        for (int r = 0; r < G; r++)
+            for (int64_t c = 0; c < cols / 16; c++)
+                memcpy(o + (size_t)(r / 4) * quad + (size_t)c * 128 + (size_t)(r % 4) * 32, s + (size_t)r * row_bytes + (size_t)c * 32, 32);
     } else {
         BRISK_ASSERT(!"brisk_pack_rows: unsupported type");
     }

@@ -294,9 +294,15 @@ static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_erro
     const size_t src_gbytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes, bytes = (size_t)groups * src_gbytes;
     const size_t gbytes = brisk_pack_group_bytes(w->type, w->cols), pbytes = (size_t)groups * gbytes;
     if (gbytes == 0) return BRISK_OK;   /* a width this type's layout cannot pack (F16: cols % 16) */
-    uint8_t *p = aligned_alloc(64, (pbytes + 63) / 64 * 64);
+    /* Copies of 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages
+     * (THP is often in "madvise" mode) before the first write: decode streams every weight
+     * once per token, and 4 KiB pages cost a TLB miss per page. Only whole 2 MiB pages inside
+     * the copy are advised, so its resident size does not grow. */
+    const size_t huge = (size_t)2 << 20, abytes = (pbytes + 63) / 64 * 64;
+    uint8_t *p = aligned_alloc(pbytes >= huge ? huge : 64, pbytes >= huge ? (abytes + huge - 1) / huge * huge : abytes);
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory repacking a %lld x %lld matrix", (long long)w->rows,
                               (long long)w->cols);
+    if (pbytes >= huge) madvise(p, pbytes / huge * huge, MADV_HUGEPAGE);   /* advice only: failure is harmless */
     for (int64_t i = 0; i < groups; i++)
         brisk_pack_rows(w->type, p + (size_t)i * gbytes, (const uint8_t *)w->data + (size_t)i * src_gbytes, w->row_bytes, w->cols);
     w->packed = p;
