@@ -445,6 +445,13 @@ static void test_packed_gemm(void) {
             }
             g->kq16(q, k, STRIDE, d, 0.125f, s2);
             g->kq16t(q, kt, 16, d, 0.125f, s3);
+            if (g->widen16t) {   /* the transposed widening kq16t reads, from the F16 rows */
+                float *kt2 = malloc(sizeof(float) * D * 16);
+                if (!kt2) { CHECK(!"out of memory"); return; }
+                g->widen16t(k, STRIDE, d & ~1, kt2, 16);
+                CHECKF(memcmp(kt, kt2, sizeof(float) * 16 * (size_t)(d & ~1)) == 0, "%s widen16t d=%d differs", g->isa, d);
+                free(kt2);
+            }
             CHECKF(memcmp(s1, s2, sizeof s1) == 0 && memcmp(s1, s3, sizeof s1) == 0, "%s kq16/kq16t d=%d differ from scalar", g->isa, d);
             for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
             const float pw = rng_uniform();

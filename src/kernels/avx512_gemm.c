@@ -601,6 +601,17 @@ static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float 
     _mm512_storeu_ps(out, _mm512_mul_ps(s, _mm512_set1_ps(scale)));
 }
 
+/* 16 F16 rows (stride apart) widened and transposed: kt[i * kt_stride + l] = k_l[i], i < d (d even). */
+static void widen16t(const uint16_t *k, size_t stride, int d, float *kt, size_t kt_stride) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32((int)(stride * 2)));
+    for (int i = 0; i < d; i += 2) {
+        const __m512i g = _mm512_i32gather_epi32(idx, (const void *)(k + i), 1);
+        _mm512_storeu_ps(kt + (size_t)i * kt_stride, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+        _mm512_storeu_ps(kt + (size_t)(i + 1) * kt_stride, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+    }
+}
+
 static void kq16t(const float *q, const float *kt, size_t stride, int d, float scale, float *out) {
     __m512 s = _mm512_setzero_ps();
     for (int i = 0; i < d; i++) s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(q[i]), _mm512_loadu_ps(kt + (size_t)i * stride)));
@@ -643,6 +654,7 @@ static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t st
 
 static const brisk_gemm_kernels avx512_table = {
     .axpy_f16_rows = axpy_f16_rows,
+    .widen16t = widen16t,
     .kq16 = kq16,
     .kq16t = kq16t,
     .axpy_f16 = axpy_f16,

@@ -121,6 +121,9 @@ typedef struct brisk_gemm_kernels {
     /* axpy_f16 over n rows in order (row j = v + j*stride, weight p[j]), o kept
      * in registers between rows: the same additions in the same order. */
     void (*axpy_f16_rows)(float *o, const float *p, const uint16_t *v, size_t stride, int n, int d);
+    /* 16 F16 rows (stride apart) widened and transposed for kq16t:
+     * kt[i * kt_stride + l] = row l's element i, for i < d (d even). */
+    void (*widen16t)(const uint16_t *k, size_t stride, int d, float *kt, size_t kt_stride);
     /* kq16 on keys already widened and transposed: k_l[i] = kt[i * stride + l]. */
     void (*kq16t)(const float *q, const float *kt, size_t stride, int d, float scale, float *out);
 } brisk_gemm_kernels;

@@ -215,9 +215,19 @@ static void kt_worker(void *ctx, int ith, int nth) {
     const brisk_forward *f = at->f;
     const int32_t seq = at->b->seq[0];
     int64_t lo, hi;
-    brisk_split_range((int64_t)f->kvdim, ith, nth, &lo, &hi);
+    if (f->kvdim % 2 == 0) {   /* in pairs of dimensions, as widen16t takes them */
+        brisk_split_range((int64_t)f->kvdim / 2, ith, nth, &lo, &hi);
+        lo *= 2;
+        hi *= 2;
+    } else brisk_split_range((int64_t)f->kvdim, ith, nth, &lo, &hi);
     float *kt = (float *)at->kt;
-    for (int32_t p = 0; p < at->kt_len; p++) {
+    int32_t p = 0;
+    const brisk_gemm_kernels *g = f->gk;
+    if (g && g->widen16t && lo % 2 == 0 && (hi - lo) % 2 == 0)   /* 16 positions (one KV block's half) per call */
+        for (; p + 16 <= at->kt_len; p += 16)
+            g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_cap + (size_t)p,
+                        (size_t)f->kt_cap);
+    for (; p < at->kt_len; p++) {
         const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, p);
         for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_cap + (size_t)p] = f->f16_lut[kr[e]];
     }
@@ -576,9 +586,10 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
         }
         attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
         /* One sequence, short enough: widen its K once for all the batch's
-         * queries (tree batches too: kt serves their cached positions). Below
-         * 32 tokens the widening costs as much as the gathers it saves. */
-        if (f->kt && T >= 32) {
+         * queries (tree batches too: kt serves their cached positions). With
+         * the vector widening this pays from 2 tokens on (a speculative pass):
+         * each K row then serves T x gqa queries without gathers. */
+        if (f->kt && T >= 2) {
             int32_t len = 0;
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
