@@ -37,8 +37,11 @@ static inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
  * 1.2 GB of weights (65536 groups), 4 interleaved runs at load 3.7: none
  * 8.6-10.3 GB/s, 8 KiB ahead to L2 13.3-13.6 (one outlier 8.7), 2 KiB ahead
  * to L1 8.5-12.5. Prefetches are hints: past the end of the weights they do nothing.
- * Only tiles smaller than the full token tile prefetch (decode and small
- * batches are bandwidth-bound; full tiles are compute-bound). */
+ * Only the first token tile of a call prefetches: it is the one that pulls
+ * the group's weights from DRAM (the later tiles find them in L1/L2). Before,
+ * only tiles smaller than a full token tile did, so an 8-token pass (a
+ * speculative verification) streamed without prefetch and cost 1.3x a
+ * 7-token one on llama-3.2-1b Q4_0. */
 #define PF_AHEAD 8192
 
 static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t *p, size_t bytes) {
@@ -52,14 +55,14 @@ static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t
 
 static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             const int32_t *sums, size_t sums_stride, int tt, float *out,
-                                                            int64_t out_stride) {
+                                                            int64_t out_stride, bool pf) {
     __m512 acc[Q40_TILE];
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
-        if (tt < Q40_TILE) prefetch_weights(blk, G * sizeof(brisk_block_q4_0));
+        if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q4_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512i lo[4], hi[4];
         #pragma GCC unroll 16
@@ -94,11 +97,13 @@ static void gemm_q4_0(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q40_TILE <= n_tok; t += Q40_TILE)
-        q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
+                  out + (int64_t)t * out_stride, out_stride, true) : q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
+                  out + (int64_t)t * out_stride, out_stride, false));
     switch (n_tok - t) {
-#define REST(k) case k: q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, k, \
-                                  out + (int64_t)t * out_stride, out_stride); break;
+#define REST(k) case k: (t == 0 ? q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, k, \
+                                  out + (int64_t)t * out_stride, out_stride, true) : q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, k, \
+                                  out + (int64_t)t * out_stride, out_stride, false)); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
 #undef REST
         default: break;
@@ -111,7 +116,7 @@ static void gemm_q4_0(int64_t n, const void *wpack, const void *act, size_t act_
 
 static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             const int32_t *sums, size_t sums_stride, int tt, float *out,
-                                                            int64_t out_stride) {
+                                                            int64_t out_stride, bool pf) {
     __m512 acc[Q80_TILE][8];
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
@@ -119,7 +124,7 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
         for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
-        if (tt < Q80_TILE) prefetch_weights(blk, G * sizeof(brisk_block_q8_0));
+        if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q8_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q80_TILE];
         const brisk_block_q8_0 *y[Q80_TILE];
@@ -154,14 +159,17 @@ static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q80_TILE <= n_tok; t += Q80_TILE)
-        q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
+                  out + (int64_t)t * out_stride, out_stride, true) : q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
+                  out + (int64_t)t * out_stride, out_stride, false));
     if (n_tok - t == 2)
-        q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride, true) : q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride, false));
     else if (n_tok - t == 1)
-        q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride, true) : q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride, false));
 }
 
 /* ---- Q5_0 (LANES, like Q8_0) -----------------------------------------------------------
@@ -173,7 +181,7 @@ static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_
 
 static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             const int32_t *sums, size_t sums_stride, int tt, float *out,
-                                                            int64_t out_stride) {
+                                                            int64_t out_stride, bool pf) {
     __m512 acc[Q50_TILE][8];
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
@@ -182,7 +190,7 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q5_0));
-        if (tt < Q50_TILE) prefetch_weights(blk, G * sizeof(brisk_block_q5_0));
+        if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q5_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q50_TILE];
         const brisk_block_q8_0 *y[Q50_TILE];
@@ -223,14 +231,17 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q50_TILE <= n_tok; t += Q50_TILE)
-        q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
+                  out + (int64_t)t * out_stride, out_stride, true) : q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
+                  out + (int64_t)t * out_stride, out_stride, false));
     if (n_tok - t == 2)
-        q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride, true) : q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride, false));
     else if (n_tok - t == 1)
-        q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
-                  out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride, true) : q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride, false));
 }
 
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ------------------------------------
@@ -246,14 +257,14 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
 
 static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
-                                                            int tt, float *out, int64_t out_stride) {
+                                                            int tt, float *out, int64_t out_stride, bool pf) {
     __m512 acc[Q4K_TILE], accm[Q4K_TILE];
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) acc[t] = accm[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        if (tt < Q4K_TILE) prefetch_weights(blk, Q4K_GROUP);
+        if (pf) prefetch_weights(blk, Q4K_GROUP);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
@@ -315,11 +326,11 @@ static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q4K_TILE <= n_tok; t += Q4K_TILE)
-        q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q4K_TILE, out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q4K_TILE, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q4K_TILE, out + (int64_t)t * out_stride, out_stride, false));
     switch (n_tok - t) {
-        case 3: q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride); break;
-        case 2: q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride); break;
-        case 1: q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride); break;
+        case 3: (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride, false)); break;
+        case 2: (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride, false)); break;
+        case 1: (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, false)); break;
         default: break;
     }
 }
@@ -339,7 +350,7 @@ static inline __m512i q6_scale(const uint8_t *blk, int j) {   /* int8 scale j of
 }
 
 static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
-                                                            int tt, float *out, int64_t out_stride) {
+                                                            int tt, float *out, int64_t out_stride, bool pf) {
     __m512 acc[Q6K_TILE][8];
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
@@ -348,7 +359,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        if (tt < Q6K_TILE) prefetch_weights(blk, Q6K_GROUP);
+        if (pf) prefetch_weights(blk, Q6K_GROUP);
         const brisk_block_q8_k *y[Q6K_TILE];
         __m512i L[Q6K_TILE][8];
         #pragma GCC unroll 16
@@ -409,8 +420,8 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
-        q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
-    if (n_tok - t == 1) q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride);
+        (t == 0 ? q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q6K_TILE, out + (int64_t)t * out_stride, out_stride, true) : q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q6K_TILE, out + (int64_t)t * out_stride, out_stride, false));
+    if (n_tok - t == 1) (t == 0 ? q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, true) : q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, false));
 }
 
 /* ---- F16 (ref's 16-lane order, packed rows) ----------------------------------------------
