@@ -65,7 +65,7 @@ build-aarch64: bootstrap
 test-aarch64: bootstrap
 	@if $(AARCH64_READY); then \
 	  $(MAKE) --no-print-directory build-aarch64 && cd build-aarch64 && \
-	  BRISK_TEST_QUICK=1 ctest --output-on-failure -j$(JOBS) -R '$(AARCH64_TESTS)'; \
+	  ctest --output-on-failure -j$(JOBS) -R '$(AARCH64_TESTS)'; \
 	else \
 	  echo "SKIP test-aarch64: the aarch64 cross compiler, qemu-aarch64 or the arm64 pcre2/jansson packages are missing"; \
 	  echo "     (scripts/bootstrap.sh installs gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libjansson-dev:arm64)"; \
