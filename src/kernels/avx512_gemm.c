@@ -44,6 +44,10 @@ static inline float fp16(uint16_t h) { return _cvtsh_ss(h); }
  * 7-token one on llama-3.2-1b Q4_0. */
 #define PF_AHEAD 8192
 
+/* A tile with its prefetch flag as a constant, so each inlined copy has the
+ * branch folded away; first: this is the call's first token tile. */
+#define TILE_CALL(first, tile, ...) ((first) ? tile(__VA_ARGS__, true) : tile(__VA_ARGS__, false))
+
 static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t *p, size_t bytes) {
     #pragma GCC unroll 64
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
@@ -97,13 +101,13 @@ static void gemm_q4_0(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q40_TILE <= n_tok; t += Q40_TILE)
-        (t == 0 ? q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
-                  out + (int64_t)t * out_stride, out_stride, true) : q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q4_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
+                  out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-#define REST(k) case k: (t == 0 ? q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, k, \
-                                  out + (int64_t)t * out_stride, out_stride, true) : q4_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, k, \
-                                  out + (int64_t)t * out_stride, out_stride, false)); break;
+#define REST(k) case k: TILE_CALL(t == 0, q4_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+                                  sums + (size_t)t * sums_stride, sums_stride, k, \
+                                  out + (int64_t)t * out_stride, out_stride); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
 #undef REST
         default: break;
@@ -159,17 +163,17 @@ static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q80_TILE <= n_tok; t += Q80_TILE)
-        (t == 0 ? q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
-                  out + (int64_t)t * out_stride, out_stride, true) : q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
+                  out + (int64_t)t * out_stride, out_stride);
     if (n_tok - t == 2)
-        (t == 0 ? q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
-                  out + (int64_t)t * out_stride, out_stride, true) : q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride);
     else if (n_tok - t == 1)
-        (t == 0 ? q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
-                  out + (int64_t)t * out_stride, out_stride, true) : q8_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride);
 }
 
 /* ---- Q5_0 (LANES, like Q8_0) -----------------------------------------------------------
@@ -231,17 +235,17 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q50_TILE <= n_tok; t += Q50_TILE)
-        (t == 0 ? q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
-                  out + (int64_t)t * out_stride, out_stride, true) : q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
+                  out + (int64_t)t * out_stride, out_stride);
     if (n_tok - t == 2)
-        (t == 0 ? q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
-                  out + (int64_t)t * out_stride, out_stride, true) : q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 2,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, 2,
+                  out + (int64_t)t * out_stride, out_stride);
     else if (n_tok - t == 1)
-        (t == 0 ? q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
-                  out + (int64_t)t * out_stride, out_stride, true) : q5_0_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride, 1,
-                  out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  sums + (size_t)t * sums_stride, sums_stride, 1,
+                  out + (int64_t)t * out_stride, out_stride);
 }
 
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ------------------------------------
@@ -326,11 +330,15 @@ static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q4K_TILE <= n_tok; t += Q4K_TILE)
-        (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q4K_TILE, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q4K_TILE, out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  Q4K_TILE, out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-        case 3: (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride, false)); break;
-        case 2: (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride, false)); break;
-        case 1: (t == 0 ? q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, true) : q4_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, false)); break;
+        case 3: TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                          3, out + (int64_t)t * out_stride, out_stride); break;
+        case 2: TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                          2, out + (int64_t)t * out_stride, out_stride); break;
+        case 1: TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                          1, out + (int64_t)t * out_stride, out_stride); break;
         default: break;
     }
 }
@@ -420,8 +428,10 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
-        (t == 0 ? q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q6K_TILE, out + (int64_t)t * out_stride, out_stride, true) : q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, Q6K_TILE, out + (int64_t)t * out_stride, out_stride, false));
-    if (n_tok - t == 1) (t == 0 ? q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, true) : q6_k_tile(nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride, false));
+        TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
+    if (n_tok - t == 1) TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                                  1, out + (int64_t)t * out_stride, out_stride);
 }
 
 /* ---- F16 (ref's 16-lane order, packed rows) ----------------------------------------------
