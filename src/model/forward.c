@@ -223,7 +223,7 @@ static void kt_worker(void *ctx, int ith, int nth) {
     float *kt = (float *)at->kt;
     int32_t p = 0;
     const brisk_gemm_kernels *g = f->gk;
-    if (g && g->widen16t && lo % 2 == 0 && (hi - lo) % 2 == 0)   /* 16 positions (one KV block's half) per call */
+    if (g && g->widen16t && f->kvdim % 2 == 0)   /* 16 positions (one KV block's half) per call */
         for (; p + 16 <= at->kt_len; p += 16)
             g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_cap + (size_t)p,
                         (size_t)f->kt_cap);
@@ -236,6 +236,19 @@ static void kt_worker(void *ctx, int ith, int nth) {
 /* A tree token's position j (base <= j <= its own position) is held in slot
  * anc[j - base]; cached positions j < base in slot j. */
 static inline int32_t slot_of(int32_t j, int32_t base, const int32_t *anc) { return j < base ? j : anc[j - base]; }
+
+/* K rows of positions j.. j+n-1 (head kvh) copied in position order into the
+ * 16-row scratch kg for one kq16 call; rows n..15 are zero (their scores are
+ * discarded). */
+static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t kvh, int hd, int32_t j, int32_t n, int32_t base,
+                       const int32_t *anc) {
+    for (int32_t l = 0; l < 16; l++) {
+        if (l < n)
+            memcpy(kg + (size_t)l * hd, brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j + l, base, anc)) + (size_t)kvh * hd,
+                   (size_t)hd * sizeof(uint16_t));
+        else memset(kg + (size_t)l * hd, 0, (size_t)hd * sizeof(uint16_t));
+    }
+}
 
 /* Causal attention for (token, head) pairs, with the numerics of llama.cpp's
  * CPU flash attention for prompt batches (ggml_compute_forward_flash_attn_ext_tiled):
@@ -291,10 +304,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                         g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
                         continue;
                     }
-                    for (int32_t l = 0; l < 16; l++)
-                        memcpy(kg + (size_t)l * hd,
-                               brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j + l, base, anc)) + (size_t)kvh * hd,
-                               (size_t)hd * sizeof(uint16_t));
+                    gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
                     g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
                 }
             if (g && (hd % 2) == 0 && j < n) {
@@ -303,12 +313,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                  * serial dot products */
                 const int32_t left = n - j;
                 float part[16];
-                for (int32_t l = 0; l < 16; l++) {
-                    if (l < left)
-                        memcpy(kg + (size_t)l * hd, brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j + l, base, anc)) + (size_t)kvh * hd,
-                               (size_t)hd * sizeof(uint16_t));
-                    else memset(kg + (size_t)l * hd, 0, (size_t)hd * sizeof(uint16_t));
-                }
+                gather_k16(kg, at, seq, kvh, hd, j0 + j, left, base, anc);
                 g->kq16(q, kg, (size_t)hd, hd, scale, part);
                 memcpy(kq + j, part, (size_t)left * sizeof(float));
                 j = n;
