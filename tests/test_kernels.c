@@ -7,6 +7,7 @@
  * activation quantizers of every table against ref, and the dispatch rules. */
 #include "base/cpu.h"
 #include "kernels/kernels.h"
+#include "ops/ops.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 #include "quant/quant.h"
@@ -479,6 +480,39 @@ static void test_packed_gemm(void) {
         }
         free(k); free(kt);
     }
+    /* the multi-query forms against the one-query kernels they batch: m queries
+     * (1..7, past the 4 a call holds in registers) x 1..4 groups of 16 keys */
+    if (g->kq_multi_t && g->axpy_f16_rows_multi && g->kq16t && g->axpy_f16_rows) {
+        enum { D = 80, NQ = 7, KS = 64 + 3, VS = 88 };
+        float *kt = malloc(sizeof(float) * D * KS), *q = malloc(sizeof(float) * NQ * D), *p = malloc(sizeof(float) * NQ * 64);
+        float *o1 = malloc(sizeof(float) * NQ * D), *o2 = malloc(sizeof(float) * NQ * D), *s1 = malloc(sizeof(float) * NQ * 64),
+              *s2 = malloc(sizeof(float) * NQ * 64);
+        uint16_t *v = malloc(sizeof(uint16_t) * 64 * VS);
+        if (!kt || !q || !p || !o1 || !o2 || !s1 || !s2 || !v) { CHECK(!"out of memory"); return; }
+        for (int i = 0; i < D * KS; i++) kt[i] = brisk_fp16_to_fp32(brisk_fp32_to_fp16(rng_gauss()));
+        for (int i = 0; i < 64 * VS; i++) v[i] = brisk_fp32_to_fp16(rng_gauss());
+        int bad_kq = 0, bad_axpy = 0;
+        for (int d = 8; d <= D; d += 24)   /* 8, 32, 56, 80: below, at and past whole 32-dim chunks */
+            for (int m = 1; m <= NQ; m++) {
+                for (int i = 0; i < NQ * D; i++) q[i] = rng_gauss();
+                for (int ng = 1; ng <= 4; ng++) {
+                    for (int h = 0; h < m; h++)
+                        for (int gi = 0; gi < ng; gi++) g->kq16t(q + h * D, kt + 16 * gi, KS, d, 0.125f, s1 + h * 64 + 16 * gi);
+                    g->kq_multi_t(q, D, m, kt, KS, ng, d, 0.125f, s2, 64);
+                    for (int h = 0; h < m; h++) bad_kq += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
+                }
+                for (int n = 1; n <= 64; n += 21) {
+                    for (int i = 0; i < NQ * 64; i++) p[i] = rng_uniform();
+                    for (int i = 0; i < NQ * D; i++) o1[i] = o2[i] = rng_gauss();
+                    for (int h = 0; h < m; h++) g->axpy_f16_rows(o1 + h * D, p + h * 64, v, VS, n, d);
+                    g->axpy_f16_rows_multi(o2, D, m, p, 64, v, VS, n, d);
+                    bad_axpy += memcmp(o1, o2, sizeof(float) * NQ * D) != 0;
+                }
+            }
+        CHECKF(bad_kq == 0, "%s kq_multi_t differs from kq16t in %d cases", g->isa, bad_kq);
+        CHECKF(bad_axpy == 0, "%s axpy_f16_rows_multi differs from axpy_f16_rows in %d cases", g->isa, bad_axpy);
+        free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v);
+    }
     /* GEMMs over canonical rows: bit-identical to the best table's vec_dot */
     const brisk_kernels *best = brisk_kernels_best();
     for (uint32_t wt = 0; wt < BRISK_Q_TYPE_LIMIT; wt++) {
@@ -587,6 +621,59 @@ static void test_packed_gemm(void) {
     }
 }
 
+/* brisk_expf is glibc's x86-64 FMA expf bit for bit (asserted where that is
+ * the libm in use; elsewhere the differences are counted and printed), and
+ * every table's exp_sub (and the GEMM table's vector one) is brisk_expf. */
+static void test_expf(const brisk_kernels *const *tables, int ntables) {
+    union { float f; uint32_t u; } v;
+    long checked = 0, differ = 0;
+    for (uint64_t u = 0; u <= 0xffffffffu; u += 97) {   /* every 97th float: all exponents, both signs */
+        v.u = (uint32_t)u;
+        const float e = expf(v.f), b = brisk_expf(v.f);
+        checked++;
+        differ += memcmp(&e, &b, sizeof e) != 0 && !(isnan(e) && isnan(b));
+    }
+    static const float edge[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 88.0f, -88.0f, 0x1.62e42ep+6f, 0x1.62e430p+6f,
+                                 -0x1.9fe368p+6f, -0x1.9fe36ap+6f, -0x1.9d1d9ep+6f, -0x1.9d1da0p+6f, -0x1.9d1d9cp+6f, -87.33655f, 1e-30f};
+    for (size_t i = 0; i < sizeof edge / sizeof edge[0]; i++) {
+        const float e = expf(edge[i]), b = brisk_expf(edge[i]);
+        checked++;
+        differ += memcmp(&e, &b, sizeof e) != 0 && !(isnan(e) && isnan(b));
+    }
+#if defined(__x86_64__) && defined(__GLIBC__)
+    if (__builtin_cpu_supports("fma")) CHECKF(differ == 0, "brisk_expf differs from libm expf on %ld of %ld floats", differ, checked);
+    else printf("expf: libm is not the FMA variant here; brisk_expf differs on %ld of %ld floats\n", differ, checked);
+#else
+    printf("expf: brisk_expf differs from this libm's expf on %ld of %ld floats (informational)\n", differ, checked);
+#endif
+    enum { N = 70 };
+    float x[N], want[N], got[N];
+    void (*fns[9])(float *, int64_t, float);
+    const char *names[9];
+    int nf = 0;
+    for (int t = 0; t < ntables && nf < 8; t++)
+        if (tables[t]->exp_sub) names[nf] = tables[t]->isa, fns[nf++] = tables[t]->exp_sub;
+    const brisk_gemm_kernels *g = brisk_gemm_best();
+    if (g && g->exp_sub) names[nf] = g->isa, fns[nf++] = g->exp_sub;
+    for (int f = 0; f < nf; f++) {
+        int bad = 0;
+        for (int rep = 0; rep < 400; rep++) {
+            const int n = 1 + rep % N;
+            const float m = rep % 5 == 0 ? -INFINITY : (float)rng_gauss() * 4.0f;
+            for (int i = 0; i < n; i++) {
+                const int kind = (int)(rng_uniform() * 20.0f);
+                x[i] = kind == 0 ? -INFINITY : kind == 1 ? NAN : kind == 2 ? m - 100.0f : kind == 3 ? m + 89.0f : kind == 4 ? m - 103.5f
+                                                                                                      : (float)rng_gauss() * 10.0f;
+            }
+            for (int i = 0; i < n; i++) want[i] = brisk_expf(x[i] - m), got[i] = x[i];
+            fns[f](got, n, m);
+            for (int i = 0; i < n; i++) bad += memcmp(&want[i], &got[i], sizeof(float)) != 0 && !(isnan(want[i]) && isnan(got[i]));
+        }
+        CHECKF(bad == 0, "%s exp_sub differs from brisk_expf in %d values", names[f], bad);
+    }
+    CHECKF(nf >= 1, "no exp_sub in any table");
+}
+
 int main(void) {
     test_force_ref();   /* first: forks before this process reads the CPU table */
     const brisk_kernels *tables[8];
@@ -597,5 +684,6 @@ int main(void) {
     test_quantize_act(tables, ntables);
     test_dots(tables, ntables);
     test_packed_gemm();
+    test_expf(tables, ntables);
     return test_finish();
 }

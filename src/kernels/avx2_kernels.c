@@ -12,6 +12,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
+#include "ops/ops.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -387,8 +388,14 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- the table -------------------------------------------------------------------------- */
 
+/* attention's softmax exponentials: brisk_expf's own fma()s, inlined here */
+static void exp_sub(float *x, int64_t n, float m) {
+    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
+}
+
 static const brisk_kernels avx2_table = {
     .isa = "avx2",
+    .exp_sub = exp_sub,
     .vec_dot = {
         [BRISK_Q_F32] = dot_f32,
         [BRISK_Q_F16] = dot_f16,

@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
+#include "ops/ops.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -673,12 +674,143 @@ static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t st
         for (int j = 0; j < n; j++) o[i] = o[i] + p[j] * _cvtsh_ss(v[(size_t)j * stride + i]);
 }
 
+/* kq16t for up to 4 queries (q + h * qs) over up to 4 consecutive groups of
+ * 16 keys (group g at kt + 16 g): out[h * os + 16 g + l]. Each output is the
+ * kq16t chain; the QM x QG chains are interleaved because one chain alone waits
+ * on the add latency (a GQA group's queries and a tile's key groups share
+ * every K load). */
+static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_t qs, const float *kt, size_t stride, int d,
+                                                           float scale, float *out, size_t os, const int QM, const int QG) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int h = 0; h < QM; h++)
+#pragma GCC unroll 4
+        for (int g = 0; g < QG; g++) acc[h][g] = _mm512_setzero_ps();
+    for (int i = 0; i < d; i++) {
+        __m512 k[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < QG; g++) k[g] = _mm512_loadu_ps(kt + (size_t)i * stride + 16 * g);
+#pragma GCC unroll 4
+        for (int h = 0; h < QM; h++) {
+            const __m512 qv = _mm512_set1_ps(q[(size_t)h * qs + (size_t)i]);
+#pragma GCC unroll 4
+            for (int g = 0; g < QG; g++) acc[h][g] = _mm512_add_ps(acc[h][g], _mm512_mul_ps(qv, k[g]));
+        }
+    }
+    const __m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
+    for (int h = 0; h < QM; h++)
+#pragma GCC unroll 4
+        for (int g = 0; g < QG; g++) _mm512_storeu_ps(out + (size_t)h * os + 16 * g, _mm512_mul_ps(acc[h][g], sv));
+}
+
+static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+#define KQT(A, B) case (A) * 4 + (B) - 5: kqt_tile(qh, qs, kt, stride, d, scale, oh, os, A, B); break;
+    for (int h0 = 0; h0 < m; h0 += 4) {
+        const float *qh = q + (size_t)h0 * qs;
+        float *oh = out + (size_t)h0 * os;
+        const int mm = m - h0 < 4 ? m - h0 : 4;
+        switch (mm * 4 + ng - 5) {
+            KQT(1, 1) KQT(1, 2) KQT(1, 3) KQT(1, 4) KQT(2, 1) KQT(2, 2) KQT(2, 3) KQT(2, 4)
+            KQT(3, 1) KQT(3, 2) KQT(3, 3) KQT(3, 4) KQT(4, 1) KQT(4, 2) KQT(4, 3) KQT(4, 4)
+            default: break;
+        }
+    }
+#undef KQT
+}
+
+/* axpy_f16_rows for up to 4 outputs sharing the V rows, 32 dimensions from
+ * off: each V line is widened once for all of them. */
+static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_t os, const float *p, size_t ps, const uint16_t *v,
+                                                                 size_t stride, int n, int off, const int QM) {
+    __m512 a[4][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < QM; h++) {
+        a[h][0] = _mm512_loadu_ps(o + (size_t)h * os + off);
+        a[h][1] = _mm512_loadu_ps(o + (size_t)h * os + off + 16);
+    }
+    for (int j = 0; j < n; j++) {
+        const uint16_t *vr = v + (size_t)j * stride + off;
+        const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)vr));
+        const __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16)));
+#pragma GCC unroll 4
+        for (int h = 0; h < QM; h++) {
+            const __m512 pv = _mm512_set1_ps(p[(size_t)h * ps + (size_t)j]);
+            a[h][0] = _mm512_add_ps(a[h][0], _mm512_mul_ps(pv, v0));
+            a[h][1] = _mm512_add_ps(a[h][1], _mm512_mul_ps(pv, v1));
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < QM; h++) {
+        _mm512_storeu_ps(o + (size_t)h * os + off, a[h][0]);
+        _mm512_storeu_ps(o + (size_t)h * os + off + 16, a[h][1]);
+    }
+}
+
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+    const int d32 = d & ~31;
+    for (int h0 = 0; h0 < m; h0 += 4) {
+        float *oh = o + (size_t)h0 * os;
+        const float *ph = p + (size_t)h0 * ps;
+        const int mm = m - h0 < 4 ? m - h0 : 4;
+        for (int off = 0; off < d32; off += 32) switch (mm) {
+                case 1: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 1); break;
+                case 2: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 2); break;
+                case 3: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 3); break;
+                default: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 4); break;
+            }
+        if (d32 < d)   /* the last dimensions: each output on its own (dimensions are independent) */
+            for (int h = 0; h < mm; h++) axpy_f16_rows(oh + (size_t)h * os + d32, ph + (size_t)h * ps, v + d32, stride, n, d - d32);
+    }
+}
+
+/* brisk_expf(x[i] - m) 8 lanes of double at a time: the same fused and
+ * unfused double operations in the same order, the 2^(k/32) table through two
+ * two-source permutes. Lanes outside the main path (|x| >= 88, NaN) are
+ * redone by the scalar function. */
+static void exp_sub(float *x, int64_t n, float m) {
+    const __m512d inv = _mm512_set1_pd(BRISK_EXPF_INV_LN2_N), shift = _mm512_set1_pd(BRISK_EXPF_SHIFT);
+    const __m512d c0 = _mm512_set1_pd(BRISK_EXPF_C0), c1 = _mm512_set1_pd(BRISK_EXPF_C1), c2 = _mm512_set1_pd(BRISK_EXPF_C2);
+    const __m512d one = _mm512_set1_pd(1.0);
+    const __m512i t0 = _mm512_loadu_si512(brisk_exp2_table), t1 = _mm512_loadu_si512(brisk_exp2_table + 8);
+    const __m512i t2 = _mm512_loadu_si512(brisk_exp2_table + 16), t3 = _mm512_loadu_si512(brisk_exp2_table + 24);
+    const __m256 mv = _mm256_set1_ps(m);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xs = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
+        const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(xs), 20), _mm256_set1_epi32(0x7ff));
+        const __mmask8 special = _mm256_cmpgt_epi32_mask(top, _mm256_set1_epi32(0x42a));
+        const __m512d xd = _mm512_cvtps_pd(xs);
+        const __m512d z = _mm512_fmadd_pd(inv, xd, shift);
+        const __m512d kd = _mm512_sub_pd(z, shift);
+        const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+        const __m512i zi = _mm512_castpd_si512(z);
+        const __m512i lo = _mm512_permutex2var_epi64(t0, zi, t1), hi = _mm512_permutex2var_epi64(t2, zi, t3);
+        const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(zi, _mm512_set1_epi64(16)), lo, hi);
+        const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(zi, 47)));
+        const __m512d p = _mm512_fmadd_pd(c0, r, c1);
+        const __m512d y = _mm512_fmadd_pd(p, _mm512_mul_pd(r, r), _mm512_fmadd_pd(c2, r, one));
+        _mm256_storeu_ps(x + i, _mm512_cvtpd_ps(_mm512_mul_pd(y, s)));
+        if (special) {
+            float xv[8];
+            _mm256_storeu_ps(xv, xs);
+            for (int l = 0; l < 8; l++)
+                if (special >> l & 1) x[i + l] = brisk_expf_special(xv[l]);
+        }
+    }
+    for (; i < n; i++) x[i] = brisk_expf(x[i] - m);
+}
+
 static const brisk_gemm_kernels avx512_table = {
     .axpy_f16_rows = axpy_f16_rows,
     .widen16t = widen16t,
     .kq16 = kq16,
     .kq16t = kq16t,
     .axpy_f16 = axpy_f16,
+    .kq_multi_t = kq_multi_t,
+    .exp_sub = exp_sub,
+    .axpy_f16_rows_multi = axpy_f16_rows_multi,
     .isa = "avx512vnni",
     .gemm = {
         [BRISK_Q_Q4_0] = gemm_q4_0,

@@ -27,6 +27,9 @@ typedef void (*brisk_quantize_fn)(const float *x, void *dst, int64_t n);
 typedef struct brisk_kernels {
     const char *isa;                                     /* "ref", "avx2", "neon", "neon-dotprod" */
     brisk_vec_dot_fn vec_dot[BRISK_Q_TYPE_LIMIT];        /* indexed by weight type; NULL = none */
+    /* x[i] = brisk_expf(x[i] - m) (ops/ops.h), bit for bit: attention's softmax.
+     * NULL in tables that do not set it: callers loop over brisk_expf. */
+    void (*exp_sub)(float *x, int64_t n, float m);
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];  /* indexed by activation type: F32 (copy),
                                                             F16, BF16, Q8_0, Q8_1, Q8_K */
 } brisk_kernels;
@@ -112,6 +115,8 @@ typedef struct brisk_gemm_kernels {
                                           int32_t n_tok, float *out, int64_t out_stride);
     /* Faster activation quantizers, byte-identical to ref's (NULL: use the main table's). */
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];
+    /* exp_sub of the main table, vectorized (same bits), or NULL */
+    void (*exp_sub)(float *x, int64_t n, float m);
     /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):
      * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
      *       elements, for 16 F16 key rows k_l = k + l*stride (d even);
@@ -126,6 +131,15 @@ typedef struct brisk_gemm_kernels {
     void (*widen16t)(const uint16_t *k, size_t stride, int d, float *kt, size_t kt_stride);
     /* kq16 on keys already widened and transposed: k_l[i] = kt[i * stride + l]. */
     void (*kq16t)(const float *q, const float *kt, size_t stride, int d, float scale, float *out);
+    /* kq16t for m queries (query h at q + h * q_stride) over ng <= 4 consecutive
+     * groups of 16 keys (group g at kt + 16 g): out[h * out_stride + 16 g + l],
+     * each output exactly kq16t's. */
+    void (*kq_multi_t)(const float *q, size_t q_stride, int m, const float *kt, size_t stride, int ng, int d, float scale,
+                       float *out, size_t out_stride);
+    /* axpy_f16_rows for m outputs (o + h * o_stride, weights p + h * p_stride)
+     * over the same n V rows: each output exactly axpy_f16_rows's. */
+    void (*axpy_f16_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint16_t *v, size_t stride,
+                                int n, int d);
 } brisk_gemm_kernels;
 
 /* The packed-GEMM table for this CPU, or NULL (no ISA support, or BRISK_FORCE_REF=1). */

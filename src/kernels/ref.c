@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
+#include "ops/ops.h"
 
 #include <math.h>
 #include <string.h>
@@ -362,8 +363,14 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
 
 /* ---- the table --------------------------------------------------------------------------- */
 
+/* attention's softmax exponentials: brisk_expf's own fma()s, inlined here */
+static void exp_sub(float *x, int64_t n, float m) {
+    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
+}
+
 static const brisk_kernels ref_table = {
     .isa = "ref",
+    .exp_sub = exp_sub,
     .vec_dot = {
         [BRISK_Q_F32] = brisk_vec_dot_f32_ref,
         [BRISK_Q_F16] = brisk_vec_dot_f16_ref,

@@ -254,13 +254,59 @@ static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t k
  * CPU flash attention for prompt batches (ggml_compute_forward_flash_attn_ext_tiled):
  * F32 throughout (K/V widened from the F16 cache), KV processed in tiles of
  * ATTN_TILE positions aligned to absolute position 0, an online softmax per
- * tile (running max M and unnormalised sum S, expf), and the weighted sum of V
+ * tile (running max M and unnormalised sum S, exp: brisk_expf, glibc's expf
+ * bit for bit on x86-64), and the weighted sum of V
  * divided by S at the end. Matching those roundings matters: the quantized
  * golden models amplify tiny attention differences (llama.cpp's own flash and
  * non-flash paths differ by KL 1.4e-4 on llama-tiny-Q8_0). Tiles are fixed by
  * position, so the result does not depend on the batch. */
 #define ATTN_TILE 64
+#define ATTN_HEADS 8   /* query heads of one KV head processed together (they share every K and V row) */
 
+/* One (token, query head) of attn_worker's group: the scores of tile j0..j0+n-1
+ * from group position j on, into kq (cached positions by kq16 straight from the
+ * cache, the tree token's own branch gathered, the last partial group through
+ * kq16 as well, and the scalar loop without a kernel table). */
+static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_t kvh, int32_t j0, int32_t j, int32_t n,
+                        int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
+    const brisk_forward *f = at->f;
+    const brisk_gemm_kernels *g = f->gk;
+    const int hd = f->m->hp.head_dim;
+    if (at->kt)   /* kt holds the cached positions; a tree token's own branch comes after base */
+        for (; j + 16 <= n && j0 + j + 16 <= base; j += 16)
+            g->kq16t(q, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)(j0 + j), (size_t)f->kt_cap, hd, scale, kq + j);
+    if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
+        for (; j + 16 <= n; j += 16) {
+            if (j0 + j + 16 <= base) {
+                g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
+                continue;
+            }
+            gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
+            g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
+        }
+    if (g && (hd % 2) == 0 && j < n) {
+        /* the last partial group of 16: its rows gathered, the rest zero, one
+         * kq16 (each lane is the scalar loop's exact chain) instead of n - j
+         * serial dot products */
+        const int32_t left = n - j;
+        float part[16];
+        gather_k16(kg, at, seq, kvh, hd, j0 + j, left, base, anc);
+        g->kq16(q, kg, (size_t)hd, hd, scale, part);
+        memcpy(kq + j, part, (size_t)left * sizeof(float));
+        j = n;
+    }
+    for (; j < n; j++) {
+        const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
+        float s = 0.0f;
+        for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[i]];
+        kq[j] = s * scale;
+    }
+}
+
+/* Work items are (token, KV head, up to ATTN_HEADS of its query heads): the
+ * heads run side by side through every tile, so each K and V row is read and
+ * widened once for all of them, and their independent chains fill the
+ * pipeline. Every head's arithmetic is still the one-head loop's, in its order. */
 static void attn_worker(void *ctx, int ith, int nth) {
     const attn_task *at = ctx;
     brisk_forward *f = at->f;
@@ -268,16 +314,22 @@ static void attn_worker(void *ctx, int ith, int nth) {
     int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
     uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
     int32_t anc_tok = -1;   /* the token whose ancestors anc holds */
-    const int hd = hp->head_dim, n_head = hp->n_head, gqa = hp->n_head / hp->n_head_kv;
+    const int hd = hp->head_dim, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
+    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
     const float scale = 1.0f / sqrtf((float)hd);
     const float *lut = f->f16_lut;
     const brisk_gemm_kernels *g = f->gk;
-    float kq[ATTN_TILE];
+    const bool multi = g && g->kq_multi_t && g->axpy_f16_rows_multi;
+    void (*const exp_sub)(float *, int64_t, float) = g && g->exp_sub ? g->exp_sub : f->k->exp_sub;
+    float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
+    double tile_sum[ATTN_HEADS];
     int64_t lo, hi;
-    brisk_split_range((int64_t)at->b->n * n_head, ith, nth, &lo, &hi);
+    brisk_split_range((int64_t)at->b->n * n_kv * chunks, ith, nth, &lo, &hi);
     for (int64_t item = lo; item < hi; item++) {
-        const int32_t t = (int32_t)(item / n_head), h = (int32_t)(item % n_head);
-        const int32_t seq = at->b->seq[t], pos = at->b->pos[t], kvh = h / gqa;
+        const int32_t t = (int32_t)(item / (n_kv * chunks)), r = (int32_t)(item % (n_kv * chunks));
+        const int32_t kvh = r / chunks, h0 = kvh * gqa + (r % chunks) * per;
+        const int m = gqa - (r % chunks) * per < per ? gqa - (r % chunks) * per : per;
+        const int32_t seq = at->b->seq[t], pos = at->b->pos[t];
         /* A tree token reads its ancestors' rows (wherever the batch put them)
          * in position order, so every operation is the one a chain decode of
          * its path performs: same tiles, same kernels, same order. */
@@ -287,86 +339,78 @@ static void attn_worker(void *ctx, int ith, int nth) {
             for (int32_t u = t; u >= 0; u = f->par[u]) anc[at->b->pos[u] - base] = f->slot[u];
             anc_tok = t;
         }
-        const float *q = f->q + (size_t)t * f->qdim + (size_t)h * hd;
-        float *o = f->att + (size_t)t * f->qdim + (size_t)h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        float M = -INFINITY, S = 0.0f;
+        const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
+        float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
+        memset(o, 0, (size_t)m * hd * sizeof(float));
+        for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
         for (int32_t j0 = 0; j0 <= pos; j0 += ATTN_TILE) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
-            float tile_max = -INFINITY;
             int32_t j = 0;
-            if (at->kt)   /* kt holds the cached positions; a tree token's own branch comes after base */
-                for (; j + 16 <= n && j0 + j + 16 <= base; j += 16)
-                    g->kq16t(q, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)(j0 + j), (size_t)f->kt_cap, hd, scale, kq + j);
-            if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
-                for (; j + 16 <= n; j += 16) {
-                    if (j0 + j + 16 <= base) {
-                        g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
+            if (at->kt && multi) {   /* the whole groups of cached positions, all heads in one call */
+                int32_t ng = 0;
+                while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
+                if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)j0, (size_t)f->kt_cap, ng, hd, scale,
+                                      kq[0], ATTN_TILE);
+                j = 16 * ng;
+            }
+            for (int h = 0; h < m; h++) {
+                attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+                /* four independent max chains (max is exact in any order; ties
+                 * between 0 and -0 give the same exp below) */
+                float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
+                int32_t i = 0;
+                for (; i + 4 <= n; i += 4)
+                    for (int l = 0; l < 4; l++) m4[l] = kq[h][i + l] > m4[l] ? kq[h][i + l] : m4[l];
+                for (; i < n; i++) m4[0] = kq[h][i] > m4[0] ? kq[h][i] : m4[0];
+                for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
+                const float Mnew = M[h] > tile_max ? M[h] : tile_max;
+                if (Mnew > M[h]) {
+                    const float ms = brisk_expf(M[h] - Mnew);
+                    float *oh = o + (size_t)h * hd;
+                    for (int e = 0; e < hd; e++) oh[e] *= ms;
+                    S[h] *= ms;
+                }
+                M[h] = Mnew;
+                tile_sum[h] = 0.0;
+            }
+            for (int h = 0; h < m; h++) {
+                if (exp_sub) exp_sub(kq[h], n, M[h]);
+                else
+                    for (int32_t i = 0; i < n; i++) kq[h][i] = brisk_expf(kq[h][i] - M[h]);
+            }
+            for (int32_t i = 0; i < n; i++)   /* heads interleaved: independent sums, each in position order */
+                for (int h = 0; h < m; h++) tile_sum[h] += kq[h][i];
+            for (int h = 0; h < m; h++) S[h] += (float)tile_sum[h];
+            for (int32_t i = 0; i < n; i++) {
+                if (g && g->axpy_f16_rows && j0 + i < base) {
+                    /* cached positions: the rest of this KV block (rows row apart) in one call */
+                    const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
+                    int32_t len = n - i < blk_left ? n - i : blk_left;
+                    len = base - at_pos < len ? base - at_pos : len;
+                    const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, at_pos) + (size_t)kvh * hd;
+                    if (multi) g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, at->kv->row, len, hd);
+                    else
+                        for (int h = 0; h < m; h++) g->axpy_f16_rows(o + (size_t)h * hd, &kq[h][i], vr, at->kv->row, len, hd);
+                    i += len - 1;
+                    continue;
+                }
+                const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, slot_of(j0 + i, base, anc)) + (size_t)kvh * hd;
+                for (int h = 0; h < m; h++) {
+                    float *oh = o + (size_t)h * hd;
+                    const float p = kq[h][i];
+                    if (g) {
+                        g->axpy_f16(oh, p, vr, hd);
                         continue;
                     }
-                    gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
-                    g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
+                    for (int e = 0; e < hd; e++) oh[e] += p * lut[vr[e]];
                 }
-            if (g && (hd % 2) == 0 && j < n) {
-                /* the last partial group of 16: its rows gathered, the rest zero, one
-                 * kq16 (each lane is the scalar loop's exact chain) instead of n - j
-                 * serial dot products */
-                const int32_t left = n - j;
-                float part[16];
-                gather_k16(kg, at, seq, kvh, hd, j0 + j, left, base, anc);
-                g->kq16(q, kg, (size_t)hd, hd, scale, part);
-                memcpy(kq + j, part, (size_t)left * sizeof(float));
-                j = n;
-            }
-            for (; j < n; j++) {
-                const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
-                float s = 0.0f;
-                for (int i = 0; i < hd; i++) s += q[i] * lut[kr[i]];
-                kq[j] = s * scale;
-            }
-            {   /* four independent max chains (max is exact in any order; ties between
-                 * 0 and -0 give the same exp below) */
-                float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
-                for (j = 0; j + 4 <= n; j += 4)
-                    for (int l = 0; l < 4; l++) m4[l] = kq[j + l] > m4[l] ? kq[j + l] : m4[l];
-                for (; j < n; j++) m4[0] = kq[j] > m4[0] ? kq[j] : m4[0];
-                for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
-            }
-            const float Mnew = M > tile_max ? M : tile_max;
-            if (Mnew > M) {
-                const float ms = expf(M - Mnew);
-                for (int i = 0; i < hd; i++) o[i] *= ms;
-                S *= ms;
-            }
-            M = Mnew;
-            double tile_sum = 0.0;
-            for (int32_t j = 0; j < n; j++) {
-                kq[j] = expf(kq[j] - M);
-                tile_sum += kq[j];
-            }
-            S += (float)tile_sum;
-            for (int32_t j = 0; j < n; j++) {
-                if (g && g->axpy_f16_rows && j0 + j < base) {
-                    /* cached positions: the rest of this KV block (rows row apart) in one call */
-                    const int32_t at_pos = j0 + j, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
-                    int32_t len = n - j < blk_left ? n - j : blk_left;
-                    len = base - at_pos < len ? base - at_pos : len;
-                    g->axpy_f16_rows(o, kq + j, brisk_kv_v_row(at->kv, at->layer, seq, at_pos) + (size_t)kvh * hd, at->kv->row, len,
-                                     hd);
-                    j += len - 1;
-                    continue;
-                }
-                const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
-                const float p = kq[j];
-                if (g) {
-                    g->axpy_f16(o, p, vr, hd);
-                    continue;
-                }
-                for (int i = 0; i < hd; i++) o[i] += p * lut[vr[i]];
             }
         }
-        const float inv = S == 0.0f ? 0.0f : 1.0f / S;
-        for (int i = 0; i < hd; i++) o[i] *= inv;
+        for (int h = 0; h < m; h++) {
+            const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+            float *oh = o + (size_t)h * hd;
+            for (int e = 0; e < hd; e++) oh[e] *= inv;
+        }
     }
 }
 
@@ -591,10 +635,11 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
         }
         attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
         /* One sequence, short enough: widen its K once for all the batch's
-         * queries (tree batches too: kt serves their cached positions). With
-         * the vector widening this pays from 2 tokens on (a speculative pass):
-         * each K row then serves T x gqa queries without gathers. */
-        if (f->kt && T >= 2) {
+         * queries (tree batches too: kt serves their cached positions). Each
+         * K row then serves T x gqa queries without gathers, and attn_worker
+         * runs a KV head's queries side by side over it; this pays from one
+         * token on (fixture target at position 193: c(1) 0.313 -> 0.305 ms). */
+        if (f->kt && T >= 1) {
             int32_t len = 0;
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
