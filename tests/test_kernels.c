@@ -672,6 +672,28 @@ static void test_expf(const brisk_kernels *const *tables, int ntables) {
         CHECKF(bad == 0, "%s exp_sub differs from brisk_expf in %d values", names[f], bad);
     }
     CHECKF(nf >= 1, "no exp_sub in any table");
+    /* swiglu entries against brisk_swiglu, with gates in and past the exp range */
+    nf = 0;
+    void (*sw[9])(float *, const float *, const float *, int64_t);
+    for (int t = 0; t < ntables && nf < 8; t++)
+        if (tables[t]->swiglu) names[nf] = tables[t]->isa, sw[nf++] = tables[t]->swiglu;
+    if (g && g->swiglu) names[nf] = g->isa, sw[nf++] = g->swiglu;
+    float u[N];
+    for (int f = 0; f < nf; f++) {
+        int bad = 0;
+        for (int rep = 0; rep < 400; rep++) {
+            const int n = 1 + rep % N;
+            for (int i = 0; i < n; i++) {
+                const int kind = (int)(rng_uniform() * 20.0f);
+                x[i] = kind == 0 ? -90.0f : kind == 1 ? 95.0f : kind == 2 ? -105.0f : (float)rng_gauss() * 6.0f;
+                u[i] = (float)rng_gauss();
+            }
+            brisk_swiglu(want, x, u, n);
+            sw[f](got, x, u, n);
+            for (int i = 0; i < n; i++) bad += memcmp(&want[i], &got[i], sizeof(float)) != 0 && !(isnan(want[i]) && isnan(got[i]));
+        }
+        CHECKF(bad == 0, "%s swiglu differs from brisk_swiglu in %d values", names[f], bad);
+    }
 }
 
 int main(void) {

@@ -765,33 +765,36 @@ static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size
     }
 }
 
-/* brisk_expf(x[i] - m) 8 lanes of double at a time: the same fused and
- * unfused double operations in the same order, the 2^(k/32) table through two
- * two-source permutes. Lanes outside the main path (|x| >= 88, NaN) are
- * redone by the scalar function. */
-static void exp_sub(float *x, int64_t n, float m) {
+/* brisk_expf on 8 floats, lanes of double: the same fused and unfused
+ * double operations in the same order, the 2^(k/32) table through two
+ * two-source permutes. Lanes outside the main path (|x| >= 88, NaN) come back
+ * in *special for the caller to redo with the scalar function. */
+static inline __attribute__((always_inline)) __m256 exp8(__m256 xs, __mmask8 *special) {
     const __m512d inv = _mm512_set1_pd(BRISK_EXPF_INV_LN2_N), shift = _mm512_set1_pd(BRISK_EXPF_SHIFT);
-    const __m512d c0 = _mm512_set1_pd(BRISK_EXPF_C0), c1 = _mm512_set1_pd(BRISK_EXPF_C1), c2 = _mm512_set1_pd(BRISK_EXPF_C2);
-    const __m512d one = _mm512_set1_pd(1.0);
     const __m512i t0 = _mm512_loadu_si512(brisk_exp2_table), t1 = _mm512_loadu_si512(brisk_exp2_table + 8);
     const __m512i t2 = _mm512_loadu_si512(brisk_exp2_table + 16), t3 = _mm512_loadu_si512(brisk_exp2_table + 24);
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(xs), 20), _mm256_set1_epi32(0x7ff));
+    *special = _mm256_cmpgt_epi32_mask(top, _mm256_set1_epi32(0x42a));
+    const __m512d xd = _mm512_cvtps_pd(xs);
+    const __m512d z = _mm512_fmadd_pd(inv, xd, shift);
+    const __m512d kd = _mm512_sub_pd(z, shift);
+    const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
+    const __m512i zi = _mm512_castpd_si512(z);
+    const __m512i lo = _mm512_permutex2var_epi64(t0, zi, t1), hi = _mm512_permutex2var_epi64(t2, zi, t3);
+    const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(zi, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(zi, 47)));
+    const __m512d p = _mm512_fmadd_pd(_mm512_set1_pd(BRISK_EXPF_C0), r, _mm512_set1_pd(BRISK_EXPF_C1));
+    const __m512d y = _mm512_fmadd_pd(p, _mm512_mul_pd(r, r), _mm512_fmadd_pd(_mm512_set1_pd(BRISK_EXPF_C2), r, _mm512_set1_pd(1.0)));
+    return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
+}
+
+static void exp_sub(float *x, int64_t n, float m) {
     const __m256 mv = _mm256_set1_ps(m);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
+        __mmask8 special;
         const __m256 xs = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
-        const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(xs), 20), _mm256_set1_epi32(0x7ff));
-        const __mmask8 special = _mm256_cmpgt_epi32_mask(top, _mm256_set1_epi32(0x42a));
-        const __m512d xd = _mm512_cvtps_pd(xs);
-        const __m512d z = _mm512_fmadd_pd(inv, xd, shift);
-        const __m512d kd = _mm512_sub_pd(z, shift);
-        const __m512d r = _mm512_fmsub_pd(inv, xd, kd);
-        const __m512i zi = _mm512_castpd_si512(z);
-        const __m512i lo = _mm512_permutex2var_epi64(t0, zi, t1), hi = _mm512_permutex2var_epi64(t2, zi, t3);
-        const __m512i t = _mm512_mask_blend_epi64(_mm512_test_epi64_mask(zi, _mm512_set1_epi64(16)), lo, hi);
-        const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(zi, 47)));
-        const __m512d p = _mm512_fmadd_pd(c0, r, c1);
-        const __m512d y = _mm512_fmadd_pd(p, _mm512_mul_pd(r, r), _mm512_fmadd_pd(c2, r, one));
-        _mm256_storeu_ps(x + i, _mm512_cvtpd_ps(_mm512_mul_pd(y, s)));
+        _mm256_storeu_ps(x + i, exp8(xs, &special));
         if (special) {
             float xv[8];
             _mm256_storeu_ps(xv, xs);
@@ -802,6 +805,22 @@ static void exp_sub(float *x, int64_t n, float m) {
     for (; i < n; i++) x[i] = brisk_expf(x[i] - m);
 }
 
+/* g / (1 + e^-g) * u in float, e^-g by exp8: the scalar expression's three roundings. */
+static void swiglu(float *h, const float *g, const float *u, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __mmask8 special;
+        const __m256 gv = _mm256_loadu_ps(g + i);
+        const __m256 e = exp8(_mm256_xor_ps(gv, sign), &special);
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+        if (special)
+            for (int l = 0; l < 8; l++)
+                if (special >> l & 1) h[i + l] = g[i + l] / (1.0f + brisk_expf(-g[i + l])) * u[i + l];
+    }
+    for (; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
+}
+
 static const brisk_gemm_kernels avx512_table = {
     .axpy_f16_rows = axpy_f16_rows,
     .widen16t = widen16t,
@@ -810,6 +829,7 @@ static const brisk_gemm_kernels avx512_table = {
     .axpy_f16 = axpy_f16,
     .kq_multi_t = kq_multi_t,
     .exp_sub = exp_sub,
+    .swiglu = swiglu,
     .axpy_f16_rows_multi = axpy_f16_rows_multi,
     .isa = "avx512vnni",
     .gemm = {

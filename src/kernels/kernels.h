@@ -30,6 +30,8 @@ typedef struct brisk_kernels {
     /* x[i] = brisk_expf(x[i] - m) (ops/ops.h), bit for bit: attention's softmax.
      * NULL in tables that do not set it: callers loop over brisk_expf. */
     void (*exp_sub)(float *x, int64_t n, float m);
+    /* brisk_swiglu (ops/ops.h), bit for bit; NULL: callers use brisk_swiglu */
+    void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];  /* indexed by activation type: F32 (copy),
                                                             F16, BF16, Q8_0, Q8_1, Q8_K */
 } brisk_kernels;
@@ -115,8 +117,9 @@ typedef struct brisk_gemm_kernels {
                                           int32_t n_tok, float *out, int64_t out_stride);
     /* Faster activation quantizers, byte-identical to ref's (NULL: use the main table's). */
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];
-    /* exp_sub of the main table, vectorized (same bits), or NULL */
+    /* exp_sub and swiglu of the main table, vectorized (same bits), or NULL */
     void (*exp_sub)(float *x, int64_t n, float m);
+    void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):
      * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
      *       elements, for 16 F16 key rows k_l = k + l*stride (d even);

@@ -346,12 +346,16 @@ static void attn_worker(void *ctx, int ith, int nth) {
         for (int32_t j0 = 0; j0 <= pos; j0 += ATTN_TILE) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
             int32_t j = 0;
-            if (at->kt && multi) {   /* the whole groups of cached positions, all heads in one call */
+            if (at->kt && multi) {
+                /* the groups of cached positions, all heads in one call; when the
+                 * whole tile is cached its last partial group too (kt has room
+                 * past it: the lanes past n are computed and ignored) */
                 int32_t ng = 0;
                 while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
+                if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_cap) ng++;
                 if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)j0, (size_t)f->kt_cap, ng, hd, scale,
                                       kq[0], ATTN_TILE);
-                j = 16 * ng;
+                j = 16 * ng < n ? 16 * ng : n;
             }
             for (int h = 0; h < m; h++) {
                 attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
@@ -371,15 +375,26 @@ static void attn_worker(void *ctx, int ith, int nth) {
                     S[h] *= ms;
                 }
                 M[h] = Mnew;
-                tile_sum[h] = 0.0;
             }
             for (int h = 0; h < m; h++) {
                 if (exp_sub) exp_sub(kq[h], n, M[h]);
                 else
                     for (int32_t i = 0; i < n; i++) kq[h][i] = brisk_expf(kq[h][i] - M[h]);
             }
-            for (int32_t i = 0; i < n; i++)   /* heads interleaved: independent sums, each in position order */
-                for (int h = 0; h < m; h++) tile_sum[h] += kq[h][i];
+            /* each head's sum in position order; four heads' chains side by
+             * side in registers (the add latency bounds one chain) */
+            for (int h = 0; h < m; h += 4) {
+                const float *k0 = kq[h], *k1 = kq[h + 1 < m ? h + 1 : h], *k2 = kq[h + 2 < m ? h + 2 : h], *k3 = kq[h + 3 < m ? h + 3 : h];
+                double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+                for (int32_t i = 0; i < n; i++) {
+                    s0 += k0[i];
+                    s1 += k1[i];
+                    s2 += k2[i];
+                    s3 += k3[i];
+                }
+                const double sums[4] = {s0, s1, s2, s3};
+                for (int l = 0; l < 4 && h + l < m; l++) tile_sum[h + l] = sums[l];
+            }
             for (int h = 0; h < m; h++) S[h] += (float)tile_sum[h];
             for (int32_t i = 0; i < n; i++) {
                 if (g && g->axpy_f16_rows && j0 + i < base) {
@@ -598,6 +613,8 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     const brisk_model_data *m = f->m;
     const brisk_hparams *hp = &m->hp;
     const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
+    void (*const swiglu)(float *, const float *, const float *, int64_t) =
+        f->gk && f->gk->swiglu ? f->gk->swiglu : f->k->swiglu ? f->k->swiglu : brisk_swiglu;
 
     /* embeddings */
     const brisk_to_float_fn emb = brisk_qtype_to_float(m->w.tok_embd.type);
@@ -667,7 +684,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
         }
         for (int32_t t = 0; t < T; t++)
-            brisk_swiglu(f->g + (size_t)t * hp->n_ff, f->g + (size_t)t * hp->n_ff, f->u + (size_t)t * hp->n_ff, hp->n_ff);
+            swiglu(f->g + (size_t)t * hp->n_ff, f->g + (size_t)t * hp->n_ff, f->u + (size_t)t * hp->n_ff, hp->n_ff);
         matmul1(f, f->g, T, &L->w_down, f->xn, d);
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
     }

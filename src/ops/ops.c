@@ -77,7 +77,7 @@ void brisk_softmax(float *x, int64_t n) {
 }
 
 void brisk_swiglu(float *h, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
 }
 
 /* ---- expf ---- */
