@@ -236,9 +236,14 @@ static void test_ngram(void) {
     /* no match of the minimum length: nothing */
     const int32_t h3[] = {1, 2, 3, 4, 5};
     CHECK(d->propose(d, h3, 5, 4, &out, &err) == BRISK_OK && out.n == 0);
-    /* k bounds the proposal; the continuation may run into the suffix itself */
+    /* k bounds the proposal; a continuation that runs into the end of the
+     * history repeats the text since the match (its period) */
     const int32_t h4[] = {7, 7, 7, 7};
-    CHECK(d->propose(d, h4, 4, 2, &out, &err) == BRISK_OK && out.n == 1 && out.tokens[0] == 7);
+    CHECK(d->propose(d, h4, 4, 2, &out, &err) == BRISK_OK && out.n == 2 && out.tokens[0] == 7 && out.tokens[1] == 7);
+    const int32_t h7[] = {5, 1, 2, 3, 1, 2};
+    CHECK(d->propose(d, h7, 6, 4, &out, &err) == BRISK_OK);
+    CHECKF(out.n == 4 && out.tokens[0] == 3 && out.tokens[1] == 1 && out.tokens[2] == 2 && out.tokens[3] == 3,
+           "periodic continuation: %d tokens", out.n);
     /* trees: the best match's continuation first (ranks 0), then a distinct one beside it */
     brisk_draft_tree t;
     const int32_t h5[] = {1, 2, 3, 9, 10, 5, 2, 3, 7, 8, 1, 2, 3};

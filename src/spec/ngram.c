@@ -5,6 +5,12 @@
  * early exit on the last token, about 10 us at 4k tokens, far below a target
  * pass. Strong on code and edits, where text repeats.
  *
+ * A continuation that runs into the end of the history goes on as the text
+ * since the match (hist[j..n-1]) repeated: if the suffix recurred after
+ * `n - j` tokens, the same period is the natural guess for what follows, and
+ * a proposal of any length costs nothing to make (repetition loops and
+ * repeated lines otherwise cap the draft at one period).
+ *
  * Trees: the continuations of up to `width` matches with distinct
  * continuations (longest match first, most recent on ties — so the first is
  * the chain's proposal), merged into a trie where they share a prefix. */
@@ -30,10 +36,14 @@ static int32_t match_at(const int32_t *hist, int32_t n, int32_t j) {
     return len;
 }
 
-/* Do the continuations at a and b agree on their first k tokens (or until either ends)? */
+/* Token i of the continuation after an occurrence ending at j (j < n): past
+ * the end of the history it repeats hist[j..n-1]. */
+static inline int32_t cont_at(const int32_t *hist, int32_t n, int32_t j, int32_t i) { return hist[j + i % (n - j)]; }
+
+/* Do the continuations at a and b agree on their first k tokens? */
 static bool same_cont(const int32_t *hist, int32_t n, int32_t a, int32_t b, int32_t k) {
-    for (int32_t i = 0; i < k && a + i < n && b + i < n; i++)
-        if (hist[a + i] != hist[b + i]) return false;
+    for (int32_t i = 0; i < k; i++)
+        if (cont_at(hist, n, a, i) != cont_at(hist, n, b, i)) return false;
     return true;
 }
 
@@ -73,8 +83,8 @@ static brisk_status ngram_propose_tree(brisk_drafter *d, const int32_t *hist, in
     int32_t nn = 0;
     for (int32_t c = 0; c < nc; c++) {
         int32_t cur = -1;
-        for (int32_t i = 0; i < k && cj[c] + i < n; i++) {
-            const int32_t tok = hist[cj[c] + i];
+        for (int32_t i = 0; i < k; i++) {
+            const int32_t tok = cont_at(hist, n, cj[c], i);
             int32_t child = -1, n_children = 0;
             for (int32_t x = cur + 1; x < nn; x++)
                 if (g->tp[x] == cur) {
@@ -122,12 +132,8 @@ static brisk_status ngram_propose(brisk_drafter *d, const int32_t *hist, int32_t
         }
     }
     if (best_len < g->min_match) return BRISK_OK;
-    int32_t m = 0;
-    while (m < k && best_j + m < n) {
-        g->tokens[m] = hist[best_j + m];
-        m++;
-    }
-    out->n = m;
+    for (int32_t m = 0; m < k; m++) g->tokens[m] = cont_at(hist, n, best_j, m);
+    out->n = k;
     out->match_len = best_len;
     return BRISK_OK;
 }
