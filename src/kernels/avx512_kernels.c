@@ -143,13 +143,30 @@ static void dot_bf16_dp(int64_t n, float *out, const void *w, const void *a) {
 }
 
 /* ---- Q4_1 and Q5_1 against Q8_1 (LANES plus the fused min term) ---------------------- */
+/* Both weight blocks start with fp16 d, m and the activation block with fp16
+ * d, s. Converting those one at a time (and broadcasting each d) keeps port 5
+ * busier than the dot products do, so they are converted 8 blocks at a time
+ * from a copy of the header words, stashed one chunk ahead so the copy's
+ * stores have left the store buffer when the vector load reads them. */
+
+enum { HDR_BLOCKS = 8 };
+
+static inline void stash_headers(const uint8_t *p, size_t stride, int64_t count, uint32_t out[HDR_BLOCKS]) {
+    if (count >= HDR_BLOCKS) {
+        for (int j = 0; j < HDR_BLOCKS; j++) memcpy(&out[j], p + (size_t)j * stride, sizeof out[j]);
+        return;
+    }
+    for (int64_t j = 0; j < HDR_BLOCKS; j++) {
+        out[j] = 0;
+        if (j < count) memcpy(&out[j], p + j * stride, sizeof out[j]);
+    }
+}
 
 /* The 4-bit values of two blocks in element order: block 0's elements 0-31
  * (low nibbles, then high) in bytes 0-31, block 1's in bytes 32-63. */
 static inline __m512i nibbles2(const uint8_t qs0[16], const uint8_t qs1[16]) {
-    const __m256i b0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs0));
-    const __m256i b1 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)qs1));
-    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b1, 1);
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qs0));
+    v = _mm512_mask_broadcast_i32x4(v, 0xff00, _mm_loadu_si128((const __m128i *)qs1));
     const __m512i sh = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
     return _mm512_and_si512(_mm512_srlv_epi64(v, sh), _mm512_set1_epi8(0x0f));
 }
@@ -160,74 +177,84 @@ static inline __m256i nibbles1(const uint8_t qs[16]) {
     return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
 }
 
-static inline __m512i act2(const int8_t qs0[32], const int8_t qs1[32]) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)qs0)),
-                              _mm256_loadu_si256((const __m256i *)qs1), 1);
-}
-
 static inline uint32_t load_u32(const uint8_t p[4]) {
     uint32_t v;
     memcpy(&v, p, sizeof v);
     return v;
 }
 
-static void dot_q4_1(int64_t n, float *out, const void *w, const void *a) {
-    const brisk_block_q4_1 *x = w;
-    const brisk_block_q8_1 *y = a;
-    const int64_t nb = n / 32;
+/* Q4_1 (has_qh false: qs at byte 4) or Q5_1 (qh at byte 4, qs at 8): every
+ * value q in 0..31 is unsigned and the activations signed, so vpdpbusd takes
+ * them as they are. */
+static inline __attribute__((always_inline)) float dot_x_1(int64_t nb, const uint8_t *x, size_t xstride, bool has_qh, const brisk_block_q8_1 *y) {
+    const size_t qs_off = has_qh ? 8 : 4;
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    uint32_t xh[2][HDR_BLOCKS], yh[2][HDR_BLOCKS];
+    float xf[2 * HDR_BLOCKS], yf[2 * HDR_BLOCKS], d[2 * HDR_BLOCKS];   /* lane 2j: block j's d, 2j+1: m or s */
     __m256 acc = _mm256_setzero_ps();
     float mins = 0.0f;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        /* q in 0..15 (unsigned), activations signed: vpdpbusd needs no offset */
-        const __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nibbles2(x[i].qs, x[i + 1].qs),
-                                                  act2(y[i].qs, y[i + 1].qs));
-        acc = lanes_fma2(lanes, fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d), fp16_to_f32(x[i + 1].d) * fp16_to_f32(y[i + 1].d), acc);
-        mins = fmaf(fp16_to_f32(x[i].m), fp16_to_f32(y[i].s), mins);
-        mins = fmaf(fp16_to_f32(x[i + 1].m), fp16_to_f32(y[i + 1].s), mins);
+    stash_headers(x, xstride, nb, xh[0]);
+    stash_headers((const uint8_t *)y, sizeof *y, nb, yh[0]);
+    for (int64_t i = 0, c = 0; i < nb; i += HDR_BLOCKS, c ^= 1) {
+        const __m512 xv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)xh[c]));
+        const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)yh[c]));
+        _mm512_storeu_ps(xf, xv);
+        _mm512_storeu_ps(yf, yv);
+        _mm512_storeu_ps(d, _mm512_mul_ps(xv, yv));
+        if (i + HDR_BLOCKS < nb) {
+            stash_headers(x + (size_t)(i + HDR_BLOCKS) * xstride, xstride, nb - i - HDR_BLOCKS, xh[c ^ 1]);
+            stash_headers((const uint8_t *)(y + i + HDR_BLOCKS), sizeof *y, nb - i - HDR_BLOCKS, yh[c ^ 1]);
+        }
+        const int64_t count = nb - i < HDR_BLOCKS ? nb - i : HDR_BLOCKS;
+        int64_t j = 0;
+        for (; j + 2 <= count; j += 2) {
+            const uint8_t *x0 = x + (size_t)(i + j) * xstride, *x1 = x0 + xstride;
+            const brisk_block_q8_1 *y0 = y + i + j;
+            __m512i q = nibbles2(x0 + qs_off, x1 + qs_off);
+            if (has_qh) {   /* qh bit k is element k's 5th bit, and the bytes are in element order */
+                const __mmask64 hi = _cvtu64_mask64(load_u32(x0 + 4) | (uint64_t)load_u32(x1 + 4) << 32);
+                q = _mm512_mask_add_epi8(q, hi, q, bit4);
+            }
+            /* block 1's activations from 32 bytes before its qs, masked to its 32 */
+            const __m512i yv2 = _mm512_mask_loadu_epi64(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y0[0].qs)), 0xf0,
+                                                        y0[1].qs - 32);
+            const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv2));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d[2 * j]), _mm512_castps512_ps256(f), acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d[2 * j + 2]), _mm512_extractf32x8_ps(f, 1), acc);
+            mins = fmaf(xf[2 * j + 1], yf[2 * j + 1], mins);
+            mins = fmaf(xf[2 * j + 3], yf[2 * j + 3], mins);
+        }
+        if (j < count) {
+            const uint8_t *x0 = x + (size_t)(i + j) * xstride;
+            __m256i q = nibbles1(x0 + qs_off);
+            if (has_qh) q = _mm256_mask_add_epi8(q, _cvtu32_mask32(load_u32(x0 + 4)), q, _mm512_castsi512_si256(bit4));
+            const __m256i lanes = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[i + j].qs));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d[2 * j]), _mm256_cvtepi32_ps(lanes), acc);
+            mins = fmaf(xf[2 * j + 1], yf[2 * j + 1], mins);
+        }
     }
-    if (i < nb) {
-        const __m256i lanes = _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles1(x[i].qs),
-                                                  _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), _mm256_cvtepi32_ps(lanes), acc);
-        mins = fmaf(fp16_to_f32(x[i].m), fp16_to_f32(y[i].s), mins);
-    }
-    *out = hsum8(acc) + mins;
+    return hsum8(acc) + mins;
+}
+
+static void dot_q4_1(int64_t n, float *out, const void *w, const void *a) {
+    *out = dot_x_1(n / 32, w, sizeof(brisk_block_q4_1), false, a);
 }
 
 static void dot_q5_1(int64_t n, float *out, const void *w, const void *a) {
-    const brisk_block_q5_1 *x = w;
-    const brisk_block_q8_1 *y = a;
-    const int64_t nb = n / 32;
-    const __m512i bit4 = _mm512_set1_epi8(0x10);
-    __m256 acc = _mm256_setzero_ps();
-    float mins = 0.0f;
-    int64_t i = 0;
-    for (; i + 2 <= nb; i += 2) {
-        /* qh bit j is element j's 5th bit, and the bytes are in element order */
-        const __mmask64 hi = _cvtu64_mask64(load_u32(x[i].qh) | (uint64_t)load_u32(x[i + 1].qh) << 32);
-        __m512i q = nibbles2(x[i].qs, x[i + 1].qs);
-        q = _mm512_mask_add_epi8(q, hi, q, bit4);
-        const __m512i lanes = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q, act2(y[i].qs, y[i + 1].qs));
-        acc = lanes_fma2(lanes, fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d), fp16_to_f32(x[i + 1].d) * fp16_to_f32(y[i + 1].d), acc);
-        mins = fmaf(fp16_to_f32(x[i].m), fp16_to_f32(y[i].s), mins);
-        mins = fmaf(fp16_to_f32(x[i + 1].m), fp16_to_f32(y[i + 1].s), mins);
-    }
-    if (i < nb) {
-        __m256i q = nibbles1(x[i].qs);
-        q = _mm256_mask_add_epi8(q, _cvtu32_mask32(load_u32(x[i].qh)), q, _mm512_castsi512_si256(bit4));
-        const __m256i lanes = _mm256_dpbusd_epi32(_mm256_setzero_si256(), q, _mm256_loadu_si256((const __m256i *)y[i].qs));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d)), _mm256_cvtepi32_ps(lanes), acc);
-        mins = fmaf(fp16_to_f32(x[i].m), fp16_to_f32(y[i].s), mins);
-    }
-    *out = hsum8(acc) + mins;
+    *out = dot_x_1(n / 32, w, sizeof(brisk_block_q5_1), true, a);
 }
 
 /* ---- K formats against Q8_K -------------------------------------------------------------- */
 
-/* SCALAR per 128-element half, with a separate min accumulator. A zmm holds
- * 64 elements of a half (bit pairs s and s+1 of its 32 qs bytes), i.e. four
- * 16-element sub-blocks, each with its own 4-bit scale. */
+/* Q2_K: 64 elements of half h, bit pairs s and s+1 of its 32 qs bytes, i.e.
+ * four 16-element sub-blocks starting at 8h + 2s; q in 0..3 and |q8| <= 128,
+ * so vpmaddubsw's pair sums do not saturate. */
+static inline __m512i q2_k_quarter(__m512i sum, __m512i bits, const int8_t *q8, __m512i sc16, int h, int s) {
+    const __m512i p = _mm512_maddubs_epi16(fields(bits, 2 * s, 2 * s + 2, 3), _mm512_loadu_si512(q8 + 128 * h + 32 * s));
+    return _mm512_dpwssd_epi32(sum, p, spread16(sc16, 8 * h + 2 * s, 8));
+}
+
+/* SCALAR per 128-element half, with a separate min accumulator. */
 static void dot_q2_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q2_k *x = w;
     const brisk_block_q8_k *y = a;
@@ -236,20 +263,13 @@ static void dot_q2_k(int64_t n, float *out, const void *w, const void *a) {
         const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
         const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(sc8, _mm_set1_epi8(0x0f))));
         const __m256i m16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc8, 4), _mm_set1_epi8(0x0f)));
-        __m512i sum[2];
-        for (int h = 0; h < 2; h++) {
-            const __m512i bits = dup256(x[i].qs + 32 * h);
-            const int8_t *q8 = y[i].qs + 128 * h;
-            /* q in 0..3, |q8| <= 128: the pair sums of vpmaddubsw do not saturate */
-            const __m512i p0 = _mm512_maddubs_epi16(fields(bits, 0, 2, 3), _mm512_loadu_si512(q8));
-            const __m512i p1 = _mm512_maddubs_epi16(fields(bits, 4, 6, 3), _mm512_loadu_si512(q8 + 64));
-            sum[h] = _mm512_dpwssd_epi32(_mm512_setzero_si512(), p0, spread16(sc16, 8 * h, 8));
-            sum[h] = _mm512_dpwssd_epi32(sum[h], p1, spread16(sc16, 8 * h + 4, 8));
-        }
+        const __m512i bits0 = dup256(x[i].qs), bits1 = dup256(x[i].qs + 32);
+        const __m512i sum0 = q2_k_quarter(q2_k_quarter(_mm512_setzero_si512(), bits0, y[i].qs, sc16, 0, 0), bits0, y[i].qs, sc16, 0, 2);
+        const __m512i sum1 = q2_k_quarter(q2_k_quarter(_mm512_setzero_si512(), bits1, y[i].qs, sc16, 1, 0), bits1, y[i].qs, sc16, 1, 2);
         /* min products m_j * bsums[j]: lanes 0-3 are half 0's, 4-7 half 1's */
         const __m256i mins = _mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)y[i].bsums));
-        const __m256i s0 = _mm256_add_epi32(_mm512_castsi512_si256(sum[0]), _mm512_extracti64x4_epi64(sum[0], 1));
-        const __m256i s1 = _mm256_add_epi32(_mm512_castsi512_si256(sum[1]), _mm512_extracti64x4_epi64(sum[1], 1));
+        const __m256i s0 = _mm256_add_epi32(_mm512_castsi512_si256(sum0), _mm512_extracti64x4_epi64(sum0, 1));
+        const __m256i s1 = _mm256_add_epi32(_mm512_castsi512_si256(sum1), _mm512_extracti64x4_epi64(sum1, 1));
         const __m128i r0 = _mm_add_epi32(_mm256_castsi256_si128(s0), _mm256_extracti128_si256(s0, 1));
         const __m128i r1 = _mm_add_epi32(_mm256_castsi256_si128(s1), _mm256_extracti128_si256(s1, 1));
         const __m128i hs = _mm_hadd_epi32(r0, r1), hm = _mm_hadd_epi32(_mm256_castsi256_si128(mins), _mm256_extracti128_si256(mins, 1));
@@ -279,30 +299,33 @@ static inline __m512i q3_k_scales16(const uint8_t packed[12]) {
     return _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_sub_epi8(s, _mm_set1_epi8(32))));
 }
 
+/* Q3_K: elements 128h + 32s .. + 63 (bit pairs s and s+1; the high bit set
+ * means no -4), groups 4h + s and 4h + s + 1. (u - 4) * y is taken as
+ * u*y - 4*y with u in 0..7, so neither vpmaddubsw saturates. */
+static inline __m512i q3_k_part(__m512i sum, __m512i bits, __m512i hm, const int8_t *q8, __m512i sc16, int h, int s) {
+    const __m512i four = _mm512_set1_epi8(4);
+    __m512i u = fields(bits, 2 * s, 2 * s + 2, 3);
+    u = _mm512_mask_add_epi8(u, bit_mask(hm, 4 * h + s, 4 * h + s + 1), u, four);
+    const __m512i yv = _mm512_loadu_si512(q8 + 128 * h + 32 * s);
+    const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(u, yv), _mm512_maddubs_epi16(four, yv));
+    return _mm512_dpwssd_epi32(sum, p, spread16(sc16, 8 * h + 2 * s, 8));
+}
+
 /* LANES over the block's eight 32-element groups, two per zmm; lane m of a
  * group is scaled by its 16-element sub-block's signed scale. */
 static void dot_q3_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q3_k *x = w;
     const brisk_block_q8_k *y = a;
-    const __m512i four = _mm512_set1_epi8(4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK; i++) {
         const __m512i sc16 = q3_k_scales16(x[i].scales);
-        const __m512i hm = dup256(x[i].hmask);
-        __m512i sum = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            const __m512i bits = dup256(x[i].qs + 32 * h);
-            for (int k = 0; k < 2; k++) {
-                /* elements 128h + 64k ..: bit pairs s, s+1; high bit set = no -4 */
-                const int s = 2 * k;
-                __m512i u = fields(bits, 2 * s, 2 * s + 2, 3);
-                u = _mm512_mask_add_epi8(u, bit_mask(hm, 4 * h + s, 4 * h + s + 1), u, four);
-                const __m512i yv = _mm512_loadu_si512(y[i].qs + 128 * h + 64 * k);
-                /* (u - 4) * y as u*y - 4*y: u in 0..7, so neither pair sum saturates */
-                const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(u, yv), _mm512_maddubs_epi16(four, yv));
-                sum = _mm512_dpwssd_epi32(sum, p, spread16(sc16, 8 * h + 4 * k, 8));
-            }
-        }
+        const __m512i hm = dup256(x[i].hmask), bits0 = dup256(x[i].qs), bits1 = dup256(x[i].qs + 32);
+        const int8_t *q8 = y[i].qs;
+        __m512i sum0 = q3_k_part(_mm512_setzero_si512(), bits0, hm, q8, sc16, 0, 0);
+        __m512i sum1 = q3_k_part(_mm512_setzero_si512(), bits0, hm, q8, sc16, 0, 2);
+        sum0 = q3_k_part(sum0, bits1, hm, q8, sc16, 1, 0);
+        sum1 = q3_k_part(sum1, bits1, hm, q8, sc16, 1, 2);
+        const __m512i sum = _mm512_add_epi32(sum0, sum1);
         const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * fp16_to_f32(x[i].d)), _mm256_cvtepi32_ps(lanes), acc);
     }
@@ -310,42 +333,48 @@ static void dot_q3_k(int64_t n, float *out, const void *w, const void *a) {
 }
 
 /* The 6-bit scales (bytes 0-7) and mins (bytes 8-15) of a Q4_K/Q5_K block
- * (brisk_k4_scale_min, four sub-blocks per 32-bit word). */
-static inline __m128i k4_scales_mins(const uint8_t packed[12]) {
-    uint32_t p[3];
-    memcpy(p, packed, sizeof p);
-    const uint32_t m6 = 0x3f3f3f3fu, m4 = 0x0f0f0f0fu, m2 = 0x03030303u;
-    const uint32_t sc_lo = p[0] & m6, mn_lo = p[1] & m6;
-    const uint32_t sc_hi = (p[2] & m4) | ((p[0] >> 6) & m2) << 4;
-    const uint32_t mn_hi = ((p[2] >> 4) & m4) | ((p[1] >> 6) & m2) << 4;
-    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+ * (brisk_k4_scale_min, four sub-blocks per 32-bit word p0..p2 of the packed
+ * bytes): scales 0-3 = p0 & 63, 4-7 = p2's low nibbles | p0's top bit pairs
+ * << 4; mins 0-3 = p1 & 63, 4-7 = p2's high nibbles | p1's top bit pairs << 4.
+ * Reads 16 bytes from packed (the block's next field follows the scales). */
+static inline __m128i k4_scales_mins(const uint8_t *packed) {
+    const __m128i p = _mm_loadu_si128((const __m128i *)packed);
+    const __m128i lo_src = _mm_shuffle_epi32(p, 0x98);   /* p0, p2, p1, p2 */
+    const __m128i hi_src = _mm_shuffle_epi32(p, 0x50);   /* p0, p0, p1, p1 */
+    const __m128i lo = _mm_and_si128(_mm_srlv_epi32(lo_src, _mm_setr_epi32(0, 0, 0, 4)),
+                                     _mm_setr_epi32(0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f));
+    const __m128i hi = _mm_and_si128(_mm_srli_epi32(hi_src, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(lo, hi);
 }
 
-/* LANES, one scale per 32-element group; the fused min term joins after the
- * hsum. A zmm holds one 64-element chunk: the low nibbles of its 32 qs bytes
- * (group 2c), then the high (group 2c+1). */
+/* Q5_K: one 64-element chunk c, the low nibbles of its 32 qs bytes (group
+ * 2c), then the high (group 2c+1); q in 0..31, so vpmaddubsw's pair sums
+ * (at most 31 * 128 * 2) do not saturate. */
+static inline __m512i q5_k_chunk(__m512i sum, const uint8_t *qs, __m512i qh, const int8_t *q8, __m512i sc16, int c) {
+    __m512i q = fields(dup256(qs + 32 * c), 0, 4, 0x0f);
+    q = _mm512_mask_add_epi8(q, bit_mask(qh, 2 * c, 2 * c + 1), q, _mm512_set1_epi8(0x10));
+    const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(q8 + 64 * c));
+    return _mm512_dpwssd_epi32(sum, p, spread16(sc16, 2 * c, 16));
+}
+
+/* LANES, one scale per 32-element group; the fused min term joins after the hsum. */
 static void dot_q5_k(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_q5_k *x = w;
     const brisk_block_q8_k *y = a;
-    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    const __m128i dup_mins = _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15);
     __m256 acc = _mm256_setzero_ps();
     float mins = 0.0f;
     for (int64_t i = 0; i < n / QK; i++) {
         const __m128i sm = k4_scales_mins(x[i].scales);
         /* summ = sum_j m_j * (bsums[2j] + bsums[2j+1]) */
-        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, _mm_setr_epi8(8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13, 14, 14, 15, 15)));
+        const __m256i m16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(sm, dup_mins));
         const int summ = hsum8_epi32(_mm256_madd_epi16(m16, _mm256_loadu_si256((const __m256i *)y[i].bsums)));
         mins = fmaf(-y[i].d * fp16_to_f32(x[i].dmin), (float)summ, mins);
         const __m512i sc16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm));
         const __m512i qh = dup256(x[i].qh);
-        __m512i sum = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c++) {
-            __m512i q = fields(dup256(x[i].qs + 32 * c), 0, 4, 0x0f);
-            q = _mm512_mask_add_epi8(q, bit_mask(qh, 2 * c, 2 * c + 1), q, bit4);
-            /* q in 0..31: pair sums up to 31 * 128 * 2, no saturation */
-            const __m512i p = _mm512_maddubs_epi16(q, _mm512_loadu_si512(y[i].qs + 64 * c));
-            sum = _mm512_dpwssd_epi32(sum, p, spread16(sc16, 2 * c, 16));
-        }
+        const __m512i sum0 = q5_k_chunk(q5_k_chunk(_mm512_setzero_si512(), x[i].qs, qh, y[i].qs, sc16, 0), x[i].qs, qh, y[i].qs, sc16, 2);
+        const __m512i sum1 = q5_k_chunk(q5_k_chunk(_mm512_setzero_si512(), x[i].qs, qh, y[i].qs, sc16, 1), x[i].qs, qh, y[i].qs, sc16, 3);
+        const __m512i sum = _mm512_add_epi32(sum0, sum1);
         const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
         acc = _mm256_fmadd_ps(_mm256_set1_ps(y[i].d * fp16_to_f32(x[i].d)), _mm256_cvtepi32_ps(lanes), acc);
     }
