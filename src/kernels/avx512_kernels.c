@@ -144,23 +144,13 @@ static void dot_bf16_dp(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- Q4_1 and Q5_1 against Q8_1 (LANES plus the fused min term) ---------------------- */
 /* Both weight blocks start with fp16 d, m and the activation block with fp16
- * d, s. Converting those one at a time (and broadcasting each d) keeps port 5
- * busier than the dot products do, so they are converted 8 blocks at a time
- * from a copy of the header words, stashed one chunk ahead so the copy's
- * stores have left the store buffer when the vector load reads them. */
+ * d, s. Converting those one at a time (and broadcasting each d) kept port 5
+ * busier than the dot products do, and copying them to the stack for one
+ * vector conversion made every 8 blocks wait for the copy's stores to retire
+ * behind the FMA chain (the vector load cannot take them from the store
+ * buffer); so 8 blocks' header words are gathered and converted at once. */
 
 enum { HDR_BLOCKS = 8 };
-
-static inline void stash_headers(const uint8_t *p, size_t stride, int64_t count, uint32_t out[HDR_BLOCKS]) {
-    if (count >= HDR_BLOCKS) {
-        for (int j = 0; j < HDR_BLOCKS; j++) memcpy(&out[j], p + (size_t)j * stride, sizeof out[j]);
-        return;
-    }
-    for (int64_t j = 0; j < HDR_BLOCKS; j++) {
-        out[j] = 0;
-        if (j < count) memcpy(&out[j], p + j * stride, sizeof out[j]);
-    }
-}
 
 /* The 4-bit values of two blocks in element order: block 0's elements 0-31
  * (low nibbles, then high) in bytes 0-31, block 1's in bytes 32-63. */
@@ -189,22 +179,21 @@ static inline uint32_t load_u32(const uint8_t p[4]) {
 static inline __attribute__((always_inline)) float dot_x_1(int64_t nb, const uint8_t *x, size_t xstride, bool has_qh, const brisk_block_q8_1 *y) {
     const size_t qs_off = has_qh ? 8 : 4;
     const __m512i bit4 = _mm512_set1_epi8(0x10);
-    uint32_t xh[2][HDR_BLOCKS], yh[2][HDR_BLOCKS];
     float xf[2 * HDR_BLOCKS], yf[2 * HDR_BLOCKS], d[2 * HDR_BLOCKS];   /* lane 2j: block j's d, 2j+1: m or s */
     __m256 acc = _mm256_setzero_ps();
     float mins = 0.0f;
-    stash_headers(x, xstride, nb, xh[0]);
-    stash_headers((const uint8_t *)y, sizeof *y, nb, yh[0]);
-    for (int64_t i = 0, c = 0; i < nb; i += HDR_BLOCKS, c ^= 1) {
-        const __m512 xv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)xh[c]));
-        const __m512 yv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)yh[c]));
+    const __m256i steps = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i xoff = _mm256_mullo_epi32(steps, _mm256_set1_epi32((int)xstride));
+    const __m256i yoff = _mm256_mullo_epi32(steps, _mm256_set1_epi32((int)sizeof *y));
+    for (int64_t i = 0; i < nb; i += HDR_BLOCKS) {
+        /* the first 4 bytes of each block; blocks past the row are masked off, not read */
+        const __mmask8 live = nb - i >= HDR_BLOCKS ? (__mmask8)0xff : (__mmask8)((1u << (nb - i)) - 1);
+        const __m256i xh = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), live, xoff, x + (size_t)i * xstride, 1);
+        const __m256i yh = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), live, yoff, (const uint8_t *)(y + i), 1);
+        const __m512 xv = _mm512_cvtph_ps(xh), yv = _mm512_cvtph_ps(yh);
         _mm512_storeu_ps(xf, xv);
         _mm512_storeu_ps(yf, yv);
         _mm512_storeu_ps(d, _mm512_mul_ps(xv, yv));
-        if (i + HDR_BLOCKS < nb) {
-            stash_headers(x + (size_t)(i + HDR_BLOCKS) * xstride, xstride, nb - i - HDR_BLOCKS, xh[c ^ 1]);
-            stash_headers((const uint8_t *)(y + i + HDR_BLOCKS), sizeof *y, nb - i - HDR_BLOCKS, yh[c ^ 1]);
-        }
         const int64_t count = nb - i < HDR_BLOCKS ? nb - i : HDR_BLOCKS;
         int64_t j = 0;
         for (; j + 2 <= count; j += 2) {
