@@ -26,6 +26,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 
 #define QK BRISK_QK_K
@@ -204,9 +205,10 @@ static inline __attribute__((always_inline)) float dot_x_1(int64_t nb, const uin
                 const __mmask64 hi = _cvtu64_mask64(load_u32(x0 + 4) | (uint64_t)load_u32(x1 + 4) << 32);
                 q = _mm512_mask_add_epi8(q, hi, q, bit4);
             }
-            /* block 1's activations from 32 bytes before its qs, masked to its 32 */
+            /* block 1's activations: a load ending at its qs's end, masked to them */
+            const uint8_t *y1_qs_end = (const uint8_t *)(y0 + 1) + offsetof(brisk_block_q8_1, qs) + 32;
             const __m512i yv2 = _mm512_mask_loadu_epi64(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)y0[0].qs)), 0xf0,
-                                                        y0[1].qs - 32);
+                                                        y1_qs_end - 64);
             const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), q, yv2));
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d[2 * j]), _mm512_castps512_ps256(f), acc);
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d[2 * j + 2]), _mm512_extractf32x8_ps(f, 1), acc);
