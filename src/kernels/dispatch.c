@@ -14,7 +14,11 @@ typedef struct kernel_choice {
 
 #if defined(BRISK_ARCH_X86)
 static bool has_avx2(const brisk_cpu_features *f) { return f->avx2 && f->fma && f->f16c; }
-#define BRISK_ISA_CHOICES {brisk_kernels_avx2, has_avx2},
+/* the packed GEMM's set too; AVX512_BF16 is optional (the table picks its BF16 kernel) */
+static bool has_avx512_vnni(const brisk_cpu_features *f) {
+    return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && has_avx2(f);
+}
+#define BRISK_ISA_CHOICES {brisk_kernels_avx512, has_avx512_vnni}, {brisk_kernels_avx2, has_avx2},
 #elif defined(BRISK_ARCH_ARM64)
 static bool has_neon(const brisk_cpu_features *f) { return f->neon; }
 static bool has_neon_dotprod(const brisk_cpu_features *f) { return f->neon && f->dotprod; }
@@ -50,12 +54,6 @@ int brisk_kernels_all(const brisk_kernels **out, int max) {
 }
 
 /* ---- packed GEMM ---- */
-
-#if defined(BRISK_ARCH_X86)
-static bool has_avx512_vnni(const brisk_cpu_features *f) {
-    return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && f->f16c && f->fma;
-}
-#endif
 
 const brisk_gemm_kernels *brisk_gemm_best(void) {
     const brisk_cpu_features *f = brisk_cpu_features_get();

@@ -25,7 +25,7 @@ typedef void (*brisk_vec_dot_fn)(int64_t n, float *out, const void *w, const voi
 typedef void (*brisk_quantize_fn)(const float *x, void *dst, int64_t n);
 
 typedef struct brisk_kernels {
-    const char *isa;                                     /* "ref", "avx2", "neon", "neon-dotprod" */
+    const char *isa;                                     /* "ref", "avx2", "avx512", "neon", "neon-dotprod" */
     brisk_vec_dot_fn vec_dot[BRISK_Q_TYPE_LIMIT];        /* indexed by weight type; NULL = none */
     /* x[i] = brisk_expf(x[i] - m) (ops/ops.h), bit for bit: attention's softmax.
      * NULL in tables that do not set it: callers loop over brisk_expf. */
@@ -50,6 +50,7 @@ int brisk_kernels_all(const brisk_kernels **out, int max);
 /* ISA tables, defined only in builds that compile that ISA's files; callers
  * go through brisk_kernels_best/all, which check the CPU first. */
 const brisk_kernels *brisk_kernels_avx2(void);
+const brisk_kernels *brisk_kernels_avx512(void);         /* AVX-512 F/BW/VL/DQ + VNNI (+ AVX2's needs) */
 const brisk_kernels *brisk_kernels_neon(void);           /* aarch64, baseline ARMv8-A */
 const brisk_kernels *brisk_kernels_neon_dotprod(void);   /* aarch64 + dotprod (SDOT) */
 

@@ -49,7 +49,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
 
 /* The kernel table in use (ref or SIMD), chosen once at init. */
 const brisk_kernels *brisk_forward_kernels(const brisk_forward *f);
-/* "avx2", "avx2+avx512-gemm", "ref": the dot-product table, plus the packed GEMM set when one is used. */
+/* "avx2", "avx512+avx512vnni-gemm", "ref": the dot-product table, plus the packed GEMM set when one is used. */
 const char *brisk_forward_isa(const brisk_forward *f);
 
 #endif
