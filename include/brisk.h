@@ -98,6 +98,13 @@ typedef struct brisk_context_params {
     int32_t n_batch;     /* max tokens per brisk_decode; 0 = min(512, n_ctx) */
     int32_t n_seq;       /* sequences; 0 = 1 */
     int32_t n_threads;   /* 0 = number of online CPUs */
+    /* Windowed attention (StreamingLLM-style; approximate, changes outputs):
+     * a token at position p attends to positions < attn_sink and to
+     * p - attn_window + 1 .. p, so attention costs the same at any context
+     * length. 0 = full attention (the default). Speculative decoding uses it
+     * for draft models only: verification keeps full attention. */
+    int32_t attn_window;
+    int32_t attn_sink;
 } brisk_context_params;
 brisk_context_params brisk_context_default_params(void);
 

@@ -278,6 +278,73 @@ static void test_tree_errors(const int32_t *tok) {
     brisk_context_free(c);
 }
 
+/* Windowed attention (attn_window / attn_sink): a window past the context is
+ * full attention; the windowed logits are batch-invariant; and a token at p
+ * sees nothing outside sink + window: after L layers a change at position
+ * `sink` reaches at most sink + L (window - 1), so the logits past that are
+ * bitwise unchanged (with full attention they change). */
+static void test_window(const int32_t *tok) {
+    enum { W = 8, S = 2 };
+    const size_t bytes = (size_t)PROMPT_LEN * n_vocab * sizeof(float);
+    float *full = malloc(bytes), *win = malloc(bytes), *other = malloc(bytes);
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx = 256;
+    p.n_batch = 128;
+    p.n_threads = 2;
+    brisk_context *c = new_ctx(256, 128, 1, 2), *cw = NULL;
+    brisk_error err = {0};
+    run_chunked(c, tok, PROMPT_LEN, PROMPT_LEN, full);
+    p.attn_window = PROMPT_LEN;
+    p.attn_sink = 3;
+    CHECKF(brisk_context_init(model, &p, &cw, &err) == BRISK_OK, "%s", err.msg);
+    run_chunked(cw, tok, PROMPT_LEN, 7, win);
+    CHECK(memcmp(full, win, bytes) == 0);   /* every position inside the window */
+    brisk_context_free(cw);
+
+    p.attn_window = W;
+    p.attn_sink = S;
+    CHECKF(brisk_context_init(model, &p, &cw, &err) == BRISK_OK, "%s", err.msg);
+    run_chunked(cw, tok, PROMPT_LEN, PROMPT_LEN, win);
+    const int chunks[] = {1, 7, 64};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        brisk_seq_truncate(cw, 0, 0, NULL);
+        run_chunked(cw, tok, PROMPT_LEN, chunks[k], other);
+        CHECKF(memcmp(win, other, bytes) == 0, "windowed logits differ in chunks of %d", chunks[k]);
+    }
+    CHECK(memcmp(full + (size_t)(PROMPT_LEN - 1) * n_vocab, win + (size_t)(PROMPT_LEN - 1) * n_vocab, (size_t)n_vocab * sizeof(float)) != 0);
+
+    brisk_model_info info;
+    brisk_model_get_info(model, &info);
+    const int reach = S + info.n_layer * (W - 1);
+    int32_t alt[PROMPT_LEN];
+    memcpy(alt, tok, sizeof alt);
+    alt[S] = (tok[S] + 1) % n_vocab;
+    brisk_seq_truncate(cw, 0, 0, NULL);
+    run_chunked(cw, alt, PROMPT_LEN, 64, other);
+    int same_past = 0, differ_near = 0;
+    for (int i = 0; i < PROMPT_LEN; i++) {
+        const bool same = memcmp(win + (size_t)i * n_vocab, other + (size_t)i * n_vocab, (size_t)n_vocab * sizeof(float)) == 0;
+        if (i > reach) same_past += same;
+        else if (i >= S) differ_near += !same;
+    }
+    CHECKF(reach < PROMPT_LEN - 1 && same_past == PROMPT_LEN - 1 - reach, "window: %d of %d positions past %d unchanged", same_past,
+           PROMPT_LEN - 1 - reach, reach);
+    CHECKF(differ_near >= W, "window: only %d positions near the change moved", differ_near);
+    brisk_seq_truncate(c, 0, 0, NULL);
+    run_chunked(c, alt, PROMPT_LEN, 64, other);
+    CHECK(memcmp(full + (size_t)(PROMPT_LEN - 1) * n_vocab, other + (size_t)(PROMPT_LEN - 1) * n_vocab, (size_t)n_vocab * sizeof(float)) != 0);
+    brisk_context_free(cw);
+
+    /* bad settings */
+    p.attn_window = -1;
+    CHECK(brisk_context_init(model, &p, &cw, &err) == BRISK_ERR_INVALID_ARG && cw == NULL);
+    p.attn_window = 0;
+    p.attn_sink = 4;
+    CHECK(brisk_context_init(model, &p, &cw, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "without an attention window"));
+    brisk_context_free(c);
+    free(full); free(win); free(other);
+}
+
 int main(void) {
     /* every step through the pool, however small, so 2 threads really split the tiny models' work */
     setenv("BRISK_PARALLEL_MIN_MACS", "0", 0);   /* unless the caller chose a value */
@@ -298,6 +365,7 @@ int main(void) {
     free(ids);
     test_batch_invariance(tok);
     test_errors(tok);
+    test_window(tok);
     /* the F16 model's trees are the slowest part under qemu (soft half-precision); quick runs keep the Q4_0 ones */
     if (!test_quick()) test_tree_model("pycode-target-f16", tok);
     test_tree_errors(tok);

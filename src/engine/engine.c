@@ -143,7 +143,7 @@ void brisk_text_stream_flush(brisk_text_stream *s, const char **text, size_t *le
 /* ---- contexts ---------------------------------------------------------------------------------- */
 
 brisk_context_params brisk_context_default_params(void) {
-    return (brisk_context_params){.n_ctx = 0, .n_batch = 0, .n_seq = 1, .n_threads = 0};
+    return (brisk_context_params){.n_ctx = 0, .n_batch = 0, .n_seq = 1, .n_threads = 0, .attn_window = 0, .attn_sink = 0};
 }
 
 brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params *p, brisk_context **out, brisk_error *err) {
@@ -157,6 +157,10 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     if (p->n_batch < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d must not be negative", p->n_batch);
     if (p->n_threads < 0 || n_threads > 1024) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "threads %d out of range [1, 1024]", p->n_threads);
     if (n_batch > 65536) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d out of range [1, 65536]", n_batch);
+    if (p->attn_window < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "attention window %d must not be negative", p->attn_window);
+    if (p->attn_sink < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "attention sink %d must not be negative", p->attn_sink);
+    if (p->attn_sink > 0 && p->attn_window == 0)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "attention sink %d given without an attention window", p->attn_sink);
 
     /* logits buffer: check the size before allocating */
     size_t logit_bytes;
@@ -170,6 +174,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     brisk_status st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv * hp->head_dim, n_ctx, n_seq, err);
     if (st) goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, n_threads, err))) goto fail;
+    brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
     c->logits = malloc(logit_bytes);
     if (!c->logits) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", (double)logit_bytes / 1048576.0);

@@ -32,6 +32,7 @@ struct brisk_forward {
     float *f16_lut;                              /* 65536 entries: F16 -> F32 for the KV reads */
     float *kt;                                   /* prefill: one sequence's K widened, [kv head][dim][pos] */
     int32_t kt_cap;                              /* positions kt holds (0: none) */
+    int32_t window, sink;                        /* windowed attention (0: full) */
     /* per batch token, filled by validate_batch: its KV slot, its parent (-1:
      * follows the cache), the sequence's cached length before the batch, and
      * whether it and all its ancestors sit at slot == position ("direct") */
@@ -205,7 +206,12 @@ typedef struct attn_task {
     int32_t layer;
     const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
     int32_t kt_len;      /* positions in kt (its row stride is f->kt_cap) */
+    int32_t kt_skip0, kt_skip1;   /* windowed attention: positions no token of the batch sees, not widened */
 } attn_task;
+
+/* Windowed attention: the first position past the sinks a token at pos no
+ * longer sees is f->sink, the first it sees again is window_lo (no gap: lo <= sink). */
+static inline int32_t window_lo(const brisk_forward *f, int32_t pos) { return f->window > 0 ? pos - f->window + 1 : 0; }
 
 /* Prefill of one sequence: widen its K once per layer into kt (exact F16 ->
  * F32), transposed so 16 positions of one dimension are contiguous; the
@@ -224,9 +230,11 @@ static void kt_worker(void *ctx, int ith, int nth) {
     int32_t p = 0;
     const brisk_gemm_kernels *g = f->gk;
     if (g && g->widen16t && f->kvdim % 2 == 0)   /* 16 positions (one KV block's half) per call */
-        for (; p + 16 <= at->kt_len; p += 16)
+        for (; p + 16 <= at->kt_len; p += 16) {
+            if (p >= at->kt_skip0 && p + 16 <= at->kt_skip1) continue;
             g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_cap + (size_t)p,
                         (size_t)f->kt_cap);
+        }
     for (; p < at->kt_len; p++) {
         const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, p);
         for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_cap + (size_t)p] = f->f16_lut[kr[e]];
@@ -343,8 +351,10 @@ static void attn_worker(void *ctx, int ith, int nth) {
         float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
         memset(o, 0, (size_t)m * hd * sizeof(float));
         for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
+        const int32_t wlo = window_lo(f, pos);   /* positions sink .. wlo - 1 are masked (none without a window) */
         for (int32_t j0 = 0; j0 <= pos; j0 += ATTN_TILE) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
+            if (j0 >= f->sink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
             int32_t j = 0;
             if (at->kt && multi) {
                 /* the groups of cached positions, all heads in one call; when the
@@ -357,8 +367,10 @@ static void attn_worker(void *ctx, int ith, int nth) {
                                       kq[0], ATTN_TILE);
                 j = 16 * ng < n ? 16 * ng : n;
             }
+            const int32_t mask0 = BRISK_MAX(f->sink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
             for (int h = 0; h < m; h++) {
                 attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+                for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
                 /* four independent max chains (max is exact in any order; ties
                  * between 0 and -0 give the same exp below) */
                 float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
@@ -397,11 +409,16 @@ static void attn_worker(void *ctx, int ith, int nth) {
             }
             for (int h = 0; h < m; h++) S[h] += (float)tile_sum[h];
             for (int32_t i = 0; i < n; i++) {
+                if (i == mask0 && mask1 > mask0) {   /* masked rows add nothing (not even a signed zero) */
+                    i = mask1 - 1;
+                    continue;
+                }
                 if (g && g->axpy_f16_rows && j0 + i < base) {
                     /* cached positions: the rest of this KV block (rows row apart) in one call */
                     const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
                     int32_t len = n - i < blk_left ? n - i : blk_left;
                     len = base - at_pos < len ? base - at_pos : len;
+                    if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
                     const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, at_pos) + (size_t)kvh * hd;
                     if (multi) g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, at->kv->row, len, hd);
                     else
@@ -427,6 +444,11 @@ static void attn_worker(void *ctx, int ith, int nth) {
             for (int e = 0; e < hd; e++) oh[e] *= inv;
         }
     }
+}
+
+void brisk_forward_set_window(brisk_forward *f, int32_t window, int32_t sink) {
+    f->window = window;
+    f->sink = window > 0 ? sink : 0;
 }
 
 /* ---- init ----------------------------------------------------------------------------- */
@@ -666,6 +688,13 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             if (one && len <= f->kt_cap) {
                 at.kt = f->kt;
                 at.kt_len = len;
+                at.kt_skip0 = at.kt_skip1 = 0;
+                if (f->window > 0) {   /* the gap no token of the batch sees, in whole 64-position tiles */
+                    int32_t lo = INT32_MAX;
+                    for (int32_t t = 0; t < T; t++) lo = BRISK_MIN(lo, window_lo(f, b->pos[t]));
+                    at.kt_skip0 = (f->sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
+                    at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
+                }
                 run_step(f, kt_worker, &at, (double)len * f->kvdim);
             }
         }

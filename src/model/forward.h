@@ -47,6 +47,11 @@ size_t brisk_forward_bytes(const brisk_forward *f);
  * is refused. */
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err);
 
+/* Windowed attention (brisk_context_params.attn_window/attn_sink): a token at
+ * position p attends to positions < sink and p - window + 1 .. p; window 0 =
+ * full attention. Masked by absolute position, so batch invariance holds. */
+void brisk_forward_set_window(brisk_forward *f, int32_t window, int32_t sink);
+
 /* The kernel table in use (ref or SIMD), chosen once at init. */
 const brisk_kernels *brisk_forward_kernels(const brisk_forward *f);
 /* "avx2", "avx512+avx512vnni-gemm", "ref": the dot-product table, plus the packed GEMM set when one is used. */
