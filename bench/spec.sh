@@ -14,7 +14,8 @@
 #           target and a brisk-synth llama-3.2-1b Q4_0 model (SYNTH_1B, made if absent)
 # MODES_VAL, MODES_EDIT, MODES_TEMP override the modes of a section. Tree modes
 # (greedy only): ngram-tree, ngram16-tree, draft-tree (width 3), auto-tree
-# (auto with --draft-width 3: the cost model picks chain or tree per round), e.g.
+# (auto with --draft-width 3: the cost model picks chain or tree per round); draft-win:
+# draft k=4 with draft-side windowed attention (sink 4 + the last $WINDOW, default 32), e.g.
 #   MODES_VAL="plain ngram ngram-tree draft draft-tree" bench/spec.sh build/brisk val
 # Environment: REPS (alternating repetitions, default 5), THREADS (default 1:
 # the fixtures are too small to gain from a second thread on a shared 2-core
@@ -69,6 +70,7 @@ run() {
     ngram16) args+=(--spec ngram --draft-max 16) ;;
     auto) args+=(--spec auto -md "$draft") ;;
     auto-ngram) args+=(--spec auto) ;;
+    draft-win) args+=(--spec draft -md "$draft" --draft-max 4 --draft-window "${WINDOW:-32}") ;;
     draft-tree) args+=(--spec draft -md "$draft" --draft-max 4 --draft-width "${WIDTH:-3}") ;;
     ngram-tree) args+=(--spec ngram --draft-max 8 --draft-width "${WIDTH:-3}") ;;
     ngram16-tree) args+=(--spec ngram --draft-max 16 --draft-width "${WIDTH:-3}") ;;

@@ -86,8 +86,8 @@ static int plain(brisk_context *c, const int32_t *ids, int n_ids, int n, int32_t
     return g;
 }
 
-static int speculative_t(brisk_context *c, brisk_spec_mode mode, int k, int width, float temp, const int32_t *ids, int n_ids, int n,
-                         int32_t *out, brisk_spec_stats *stats) {
+static int speculative_t(brisk_context *c, brisk_spec_mode mode, int k, int width, int window, float temp, const int32_t *ids, int n_ids,
+                         int n, int32_t *out, brisk_spec_stats *stats) {
     brisk_error err = {0};
     brisk_sampler_params sp = brisk_sampler_default_params();
     sp.temp = temp;
@@ -99,6 +99,8 @@ static int speculative_t(brisk_context *c, brisk_spec_mode mode, int k, int widt
     p.draft = mode == BRISK_SPEC_NGRAM ? NULL : draft;
     p.n_threads = 1;
     p.tree_width = width;
+    p.draft_window = window;
+    p.draft_sink = window ? 4 : 0;
     brisk_spec *g = NULL;
     int got = 0;
     CHECKF(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK, "spec init: %s", err.msg);
@@ -127,9 +129,9 @@ static int speculative_t(brisk_context *c, brisk_spec_mode mode, int k, int widt
     return got;
 }
 
-static int speculative(brisk_context *c, brisk_spec_mode mode, int k, int width, const int32_t *ids, int n_ids, int n, int32_t *out,
+static int speculative(brisk_context *c, brisk_spec_mode mode, int k, int width, int window, const int32_t *ids, int n_ids, int n, int32_t *out,
                        brisk_spec_stats *stats) {
-    return speculative_t(c, mode, k, width, 0.0f, ids, n_ids, n, out, stats);
+    return speculative_t(c, mode, k, width, window, 0.0f, ids, n_ids, n, out, stats);
 }
 
 /* Sampled n-gram trees run through the generator (their distribution is
@@ -146,7 +148,7 @@ static void test_sampled_trees(void) {
     for (int m = 0; m < 2; m++) {
         brisk_spec_stats st = {0};
         const int n = test_quick() ? 40 : 150;
-        const int got = speculative_t(c, modes[m], 8, 3, 1.0f, ids, (int)n_ids, n, out, &st);
+        const int got = speculative_t(c, modes[m], 8, 3, 0, 1.0f, ids, (int)n_ids, n, out, &st);
         CHECKF(got == n || (got > 0 && brisk_token_is_eog(target, out[got - 1])), "sampled trees: %d of %d tokens", got, n);
         printf("sampled n-gram trees (%s): %d tokens, %lld of %lld speculative passes branching, %lld accepted of %lld\n",
                m == 0 ? "ngram" : "auto", got, (long long)st.tree_rounds, (long long)st.spec_rounds, (long long)st.accepted,
@@ -175,11 +177,12 @@ static void test_greedy_exact(void) {
     static int32_t want[256], got[256];
     /* trees: every round of the fixed modes verifies the drafter's whole tree
      * (branching whenever the drafter has runners-up); auto picks per round */
-    const struct { brisk_spec_mode mode; int k, width; const char *name; } modes[] = {
-        {BRISK_SPEC_DRAFT, 4, 1, "draft k=4"},       {BRISK_SPEC_NGRAM, 8, 1, "ngram k=8"},
-        {BRISK_SPEC_AUTO, 16, 1, "auto"},            {BRISK_SPEC_NGRAM, 8, 3, "ngram tree k=8 w=3"},
-        {BRISK_SPEC_DRAFT, 4, 3, "draft tree k=4 w=3"}, {BRISK_SPEC_AUTO, 16, 3, "auto w=3"},
-        {BRISK_SPEC_DRAFT, 16, 1, "draft k=16"}};
+    /* (the windowed draft: sink 4 + the last 32 positions; prompts are up to 300 tokens) */
+    const struct { brisk_spec_mode mode; int k, width, window; const char *name; } modes[] = {
+        {BRISK_SPEC_DRAFT, 4, 1, 0, "draft k=4"},       {BRISK_SPEC_NGRAM, 8, 1, 0, "ngram k=8"},
+        {BRISK_SPEC_AUTO, 16, 1, 0, "auto"},            {BRISK_SPEC_NGRAM, 8, 3, 0, "ngram tree k=8 w=3"},
+        {BRISK_SPEC_DRAFT, 4, 3, 0, "draft tree k=4 w=3"}, {BRISK_SPEC_AUTO, 16, 3, 0, "auto w=3"},
+        {BRISK_SPEC_DRAFT, 4, 1, 32, "draft k=4 window 32"}, {BRISK_SPEC_DRAFT, 16, 1, 0, "draft k=16"}};
     enum { N_MODES = sizeof modes / sizeof modes[0] };
     const int n_modes = test_quick() ? N_MODES - 1 : N_MODES;
     int64_t drafted[N_MODES] = {0}, accepted[N_MODES] = {0}, passes[N_MODES] = {0}, emitted[N_MODES] = {0},
@@ -193,7 +196,7 @@ static void test_greedy_exact(void) {
         const int nw = plain(c, ids, (int)n_ids, n_new, want);
         for (int m = 0; m < n_modes; m++) {
             brisk_spec_stats st = {0};
-            const int ng = speculative(c, modes[m].mode, modes[m].k, modes[m].width, ids, (int)n_ids, n_new, got, &st);
+            const int ng = speculative(c, modes[m].mode, modes[m].k, modes[m].width, modes[m].window, ids, (int)n_ids, n_new, got, &st);
             const bool same = ng == nw && !memcmp(want, got, (size_t)nw * sizeof(int32_t));
             CHECKF(same, "prompt %d, %s: speculative greedy output differs from plain (%d vs %d tokens)", i, modes[m].name, ng, nw);
             identical[m] += same;

@@ -40,6 +40,11 @@ static const char *usage_text =
     "  --no-bos                 do not add the BOS token\n"
     "  --parse-special          parse control-token text in the prompt as special tokens\n"
     "  --no-display-prompt      print only the generated text (default: the prompt, then the text)\n"
+    "  --attn-window N          windowed attention for the model itself (StreamingLLM-\n"
+    "                           style, approximate: changes the output): each token\n"
+    "                           sees the first --attn-sink positions (default 4) and\n"
+    "                           the last N\n"
+    "  --attn-sink N            sink positions with --attn-window (default 4)\n"
     "\n"
     "speculative decoding (lossless: greedy output equals plain greedy output, and\n"
     "sampling follows the same distribution as plain sampling):\n"
@@ -61,6 +66,11 @@ static const char *usage_text =
     "                           probable nodes) or plain decoding every round\n"
     "  --draft-tree N           at most N tree nodes per pass (1..32, default\n"
     "                           min(32, W * K))\n"
+    "  --draft-window N         the draft model attends only to its first --draft-sink\n"
+    "                           positions (default 4) and the last N, so drafting costs\n"
+    "                           the same at any context length (verification keeps full\n"
+    "                           attention: output unchanged, only acceptance can drop)\n"
+    "  --draft-sink N           sink positions with --draft-window (default 4)\n"
     "  --ngram-min N            shortest suffix match the n-gram drafter uses (default 2)\n"
     "  --no-calibrate           auto: measure only the single-token cost at start\n"
     "  --spec-compare           afterwards, rerun the prompt plainly (no output) and\n"
@@ -123,6 +133,7 @@ int brisk_cmd_run(int argc, char **argv) {
     const char *model_path = NULL, *draft_path = NULL, *prompt = NULL, *prompt_file = NULL, *v;
     int64_t n_predict = 128, n_ctx = 0, n_batch = 512, threads = 0, seed = 42, top_k = 40, last_n = 64;
     int64_t draft_max = 0, draft_width = 1, draft_tree = 0, ngram_min = 2, spec_cost = 0, cost_reps = 5;
+    int64_t draft_window = 0, draft_sink = -1, attn_window = 0, attn_sink = -1;
     double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
     bool no_bos = false, parse_special = false, show_prompt = true, spec_on = false, compare = false, calibrate = true;
     brisk_spec_mode spec_mode = BRISK_SPEC_NONE;
@@ -168,6 +179,10 @@ int brisk_cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--draft-max")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_DRAFT, &draft_max)) return 2; }
         else if (!strcmp(a, "--draft-width")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_WIDTH, &draft_width)) return 2; }
         else if (!strcmp(a, "--draft-tree")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_TREE, &draft_tree)) return 2; }
+        else if (!strcmp(a, "--draft-window")) { VAL(); if (!cli_parse_int(C, a, v, 1, INT32_MAX, &draft_window)) return 2; }
+        else if (!strcmp(a, "--draft-sink")) { VAL(); if (!cli_parse_int(C, a, v, 0, INT32_MAX, &draft_sink)) return 2; }
+        else if (!strcmp(a, "--attn-window")) { VAL(); if (!cli_parse_int(C, a, v, 1, INT32_MAX, &attn_window)) return 2; }
+        else if (!strcmp(a, "--attn-sink")) { VAL(); if (!cli_parse_int(C, a, v, 0, INT32_MAX, &attn_sink)) return 2; }
         else if (!strcmp(a, "--ngram-min")) { VAL(); if (!cli_parse_int(C, a, v, 1, 64, &ngram_min)) return 2; }
         else if (!strcmp(a, "--spec-cost")) { VAL(); if (!cli_parse_int(C, a, v, 1, 256, &spec_cost)) return 2; }
         else if (!strcmp(a, "--spec-cost-reps")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1000, &cost_reps)) return 2; }
@@ -187,6 +202,9 @@ int brisk_cmd_run(int argc, char **argv) {
         fprintf(stderr, "brisk run: -md is used only with --spec draft or --spec auto\n");
         return 2;
     }
+    if (draft_sink >= 0 && !draft_window) { fprintf(stderr, "brisk run: --draft-sink needs --draft-window N\n"); return 2; }
+    if (attn_sink >= 0 && !attn_window) { fprintf(stderr, "brisk run: --attn-sink needs --attn-window N\n"); return 2; }
+    if (draft_window && !draft_path) { fprintf(stderr, "brisk run: --draft-window needs a draft model (-md)\n"); return 2; }
     if ((compare || draft_max || draft_width > 1 || draft_tree) && !spec_on) {
         fprintf(stderr, "brisk run: --spec-compare, --draft-max, --draft-width and --draft-tree need --spec MODE\n");
         return 2;
@@ -230,6 +248,8 @@ int brisk_cmd_run(int argc, char **argv) {
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_batch = (int32_t)n_batch;
     cp.n_threads = (int32_t)threads;
+    cp.attn_window = (int32_t)attn_window;
+    cp.attn_sink = attn_window ? (int32_t)(attn_sink >= 0 ? attn_sink : 4) : 0;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
     brisk_sampler_params sp = brisk_sampler_default_params();
     sp.temp = (float)temp; sp.top_k = (int32_t)top_k; sp.top_p = (float)top_p; sp.min_p = (float)min_p;
@@ -247,6 +267,8 @@ int brisk_cmd_run(int argc, char **argv) {
         spp.calibrate = calibrate;
         spp.tree_width = (int32_t)draft_width;
         spp.tree_nodes = (int32_t)draft_tree;
+        spp.draft_window = (int32_t)draft_window;
+        spp.draft_sink = draft_window ? (int32_t)(draft_sink >= 0 ? draft_sink : 4) : 0;
         if (draft_width > 1 && sp.temp > 0.0f && spec_mode != BRISK_SPEC_NGRAM)
             fprintf(stderr, "brisk run: note: when sampling, only n-gram trees are verified (multi-candidate rejection "
                             "sampling); the draft model drafts chains\n");

@@ -267,7 +267,7 @@ brisk_status brisk_spec_check_vocab(const brisk_model *target, const brisk_model
 
 brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *draft, const brisk_model *target,
                                       int32_t n_ctx, int32_t n_threads, int32_t max_k, const brisk_sampler_params *sp,
-                                      brisk_error *err) {
+                                      int32_t window, int32_t sink, brisk_error *err) {
     *out = NULL;
     if (max_k < 1 || max_k > BRISK_SPEC_MAX_DRAFT)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "draft model: draft length %d out of range [1, %d]", max_k,
@@ -286,6 +286,8 @@ brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *dr
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx = n_ctx;
     cp.n_threads = n_threads;
+    cp.attn_window = window;
+    cp.attn_sink = sink;
     if ((st = brisk_context_init(draft, &cp, &m->ctx, err))) {
         brisk_error_prefix(err, "draft model");
         goto fail;

@@ -203,7 +203,8 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
                      "the draft model (%llu parameters) is larger than the target (%llu); speculation will likely be "
                      "slower than plain decoding",
                      (unsigned long long)di.n_params, (unsigned long long)ti.n_params);
-        if ((st = brisk_drafter_model_init(&s->dm, p->draft, target_model, n_ctx, p->n_threads, kmax, sp, err)))
+        if ((st = brisk_drafter_model_init(&s->dm, p->draft, target_model, n_ctx, p->n_threads, kmax, sp, p->draft_window,
+                                                p->draft_sink, err)))
             goto fail;
         /* until measured: the draft costs its share of parameters of a target token */
         s->t_draft = ti.n_params ? (double)di.n_params / (double)ti.n_params : 0.5;

@@ -89,10 +89,11 @@ brisk_status brisk_drafter_ngram_init(brisk_drafter **out, int32_t min_match, in
  * run (temperature <= 0 drafts greedily and returns point masses; otherwise the
  * draft samples from its own chain with a seed derived from sp->seed).
  * Refuses a draft whose vocabulary differs from the target's, naming both
- * sizes and the first differing token. */
+ * sizes and the first differing token. window/sink: the draft context's
+ * windowed attention (0 = full). */
 brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *draft, const brisk_model *target,
                                       int32_t n_ctx, int32_t n_threads, int32_t max_k, const brisk_sampler_params *sp,
-                                      brisk_error *err);
+                                      int32_t window, int32_t sink, brisk_error *err);
 
 void brisk_drafter_free(brisk_drafter *d);   /* NULL is a no-op */
 
@@ -168,6 +169,12 @@ typedef struct brisk_spec_params {
      * used (multi-candidate rejection sampling); the draft model drafts chains. */
     int32_t tree_width;
     int32_t tree_nodes;           /* 0 = min(BRISK_SPEC_MAX_TREE, width * k) */
+    /* Draft-side windowed attention: the draft model attends to its first
+     * draft_sink positions and the last draft_window (brisk_context_params
+     * attn_window/attn_sink), so its cost per token stays flat at long
+     * context. Only acceptance can change: verification keeps the target's
+     * full attention. 0 = full attention. */
+    int32_t draft_window, draft_sink;
 } brisk_spec_params;
 brisk_spec_params brisk_spec_default_params(void);
 
