@@ -344,6 +344,111 @@ static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_
     }
 }
 
+/* ---- Q5_K (LANES with 32-element sub-block scales plus the min term, against Q8_K) -----------
+ * Lane m of the block is the chunks 8j+m (elements 32j+4m.., j = 0..7), each
+ * scaled by sc[j]: D = dpbusd(0, q, y) fits in int16 (|D| <= 4*31*128), so
+ * vpdpwssd against sc zero-extended to 32 bits adds exactly sc * D, as in
+ * Q6_K. The loop runs lane by lane so one int32 accumulator per token is
+ * live (the 8 float accumulators per token of a 4-token tile would not fit
+ * in registers next to 8 per-lane ones). The 5th bit comes from a 64-bit
+ * mask per (lane, sub-block) loaded straight into a k register and added as
+ * 16 under it. The min term is done in float as in Q4_K (every product and
+ * partial sum an integer under 2^24, so exact): summ = sum_j m_j * (bsums
+ * pair j), mins = fma(-(dy*dmin), summ, mins); result hsum8(acc) + mins. */
+
+#define Q5K_TILE 4
+#define Q5K_GROUP (G * (sizeof(brisk_block_q5_k) + 4))
+
+static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            int tt, float *out, int64_t out_stride, bool pf) {
+    __m512 acc[Q5K_TILE][8], mins[Q5K_TILE];
+    #pragma GCC unroll 16
+    for (int t = 0; t < tt; t++) {
+        mins[t] = _mm512_setzero_ps();
+        #pragma GCC unroll 16
+        for (int m = 0; m < 8; m++) acc[t][m] = _mm512_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(0x10);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q5K_GROUP;
+        if (pf) prefetch_weights(blk, Q5K_GROUP);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+        const brisk_block_q8_k *y[Q5K_TILE];
+        __m512 d[Q5K_TILE];
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) {
+            y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
+            d[t] = _mm512_mul_ps(_mm512_set1_ps(y[t]->d), dw);
+            float bsp[8];   /* bsums[2j] + bsums[2j+1], as float (exact) */
+            const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[t]->bsums), _mm256_set1_epi16(1));
+            _mm256_storeu_ps(bsp, _mm256_cvtepi32_ps(pairs));
+            __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+            #pragma GCC unroll 16
+            for (int j = 0; j < 8; j += 2) {
+                const __m512 mn0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192 + 16 * j))));
+                const __m512 mn1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 208 + 16 * j))));
+                s0 = _mm512_fmadd_ps(mn0, _mm512_set1_ps(bsp[j]), s0);
+                s1 = _mm512_fmadd_ps(mn1, _mm512_set1_ps(bsp[j + 1]), s1);
+            }
+            /* (-dy) * dmin, as ref: negation is exact, so this is -(dy * dmin) */
+            mins[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(-y[t]->d), mw), _mm512_add_ps(s0, s1), mins[t]);
+        }
+        __m512i sc[8];
+        #pragma GCC unroll 16
+        for (int j = 0; j < 8; j++) sc[j] = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(blk + 64 + 16 * j)));
+        #pragma GCC unroll 1
+        for (int m = 0; m < 8; m++) {
+            __m512i L[Q5K_TILE];
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) L[t] = _mm512_setzero_si512();
+            const uint8_t *mk = blk + 2368 + 64 * m;
+            #pragma GCC unroll 16
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * c + m));
+                const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+                const __m512i w0 = _mm512_mask_add_epi8(lo, _load_mask64((__mmask64 *)(mk + 16 * c)), lo, b16);
+                const __m512i w1 = _mm512_mask_add_epi8(hi, _load_mask64((__mmask64 *)(mk + 16 * c + 8)), hi, b16);
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const int8_t *q8 = y[t]->qs + 64 * c + 4 * m;
+                    const __m512i D0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w0, bcast32(q8));
+                    const __m512i D1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w1, bcast32(q8 + 32));
+                    L[t] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(L[t], D0, sc[2 * c]), D1, sc[2 * c + 1]);
+                }
+            }
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) acc[t][m] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(L[t]), acc[t][m]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < tt; t++) {
+        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
+        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)), mins[t]));
+    }
+}
+
+static void gemm_q5_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                      int32_t n_tok, float *out, int64_t out_stride) {
+    (void)sums, (void)sums_stride;
+    const int64_t nb = n / BRISK_QK_K;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + Q5K_TILE <= n_tok; t += Q5K_TILE)
+        TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                  Q5K_TILE, out + (int64_t)t * out_stride, out_stride);
+    switch (n_tok - t) {
+        case 3: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                          3, out + (int64_t)t * out_stride, out_stride); break;
+        case 2: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                          2, out + (int64_t)t * out_stride, out_stride); break;
+        case 1: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+                          1, out + (int64_t)t * out_stride, out_stride); break;
+        default: break;
+    }
+}
+
 /* ---- Q6_K (LANES with 16-element sub-block scales, against Q8_K) ----------------------------
  * Chunk j (elements 4j..4j+3, j = 0..63) belongs to lane m = j % 8 of group
  * g = j / 8, scaled by sc[2g + (m >= 4)]: D = dpbusd(0, q, y) fits in int16, so
@@ -836,6 +941,7 @@ static const brisk_gemm_kernels avx512_table = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
         [BRISK_Q_Q8_0] = gemm_q8_0,
         [BRISK_Q_Q4_K] = gemm_q4_k,
+        [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q5_0] = gemm_q5_0,
         [BRISK_Q_Q6_K] = gemm_q6_k,
         [BRISK_Q_F16] = gemm_f16,

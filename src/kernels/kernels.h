@@ -72,8 +72,9 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
 /* ---- packed GEMM (prefill and decode over row groups) ------------------------------------
  * Weights of a supported type may be repacked at load into groups of
  * BRISK_GEMM_ROWS rows (brisk_pack_rows), the same number of bytes as the
- * canonical rows. A group is block-major: for each 32-element block, the 16
- * rows' fp16 scales, then the block's bytes in 4-byte chunks, chunk-major,
+ * canonical rows (Q4_K and Q5_K: 4 more per row and block, for unpacked
+ * scales). A group is block-major: for each 32-element block, the 16 rows'
+ * fp16 scales, then the block's bytes in 4-byte chunks, chunk-major,
  * 16 rows per chunk (each 64-byte line holds one chunk of all 16 rows):
  *   Q4_0 (288 bytes per block): d[16], then chunk c = 0..3: qs[4c..4c+3] of rows 0..15
  *        (low nibbles are elements 4c.., high nibbles elements 16+4c..);
@@ -84,6 +85,11 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
  *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
  *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.
+ *   Q5_K (2880 bytes per 256-element block, 64 more than canonical): Q4_K's 2368 bytes (the
+ *        nibble line k holds sub-block 2(k/8) in the low nibbles, 2(k/8)+1 in the high, both at
+ *        lane k%8), then for lane m = 0..7 and sub-block j = 0..7 a 64-bit mask at 2368+64m+8j
+ *        with bit 4r+i = the 5th bit of element 32j+4m+i of row r (one line per lane, so the
+ *        masks a lane needs arrive together).
  *   Q6_K (3360 bytes per 256-element block, as canonical): d[16], scales[j][16] (int8, j = 0..15),
  *        32 low-nibble lines L_k (byte 4r+i: element 4k+i of row r in the low nibble, element
  *        128+4k+i in the high), then 16 high-bit lines H_k (byte 4r+i: bit pairs 0/1/2/3 = the

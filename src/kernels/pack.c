@@ -1,7 +1,8 @@
 /* pack: repack canonical weight rows into the 16-row interleaved groups the
  * packed GEMM kernels read (layout in kernels.h), and the activation sums they
  * start their integer accumulators from. Portable C: the layout is the same on
- * every ISA, and a group has exactly the bytes of its canonical rows. */
+ * every ISA, and a group has the bytes of its canonical rows (Q4_K and Q5_K:
+ * 4 more per row and block, for the unpacked scales and mins). */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
@@ -11,8 +12,8 @@
 #define G BRISK_GEMM_ROWS
 
 bool brisk_pack_supported(uint32_t type) {
-    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q6_K ||
-           type == BRISK_Q_F16;
+    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
+           type == BRISK_Q_Q6_K || type == BRISK_Q_F16;
 }
 
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
@@ -21,6 +22,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q8_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q8_0);
         case BRISK_Q_Q5_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_0);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
+        case BRISK_Q_Q5_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q5_k) + 4);
         case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
         case BRISK_Q_F16: return cols % 16 ? 0 : (size_t)cols * G * sizeof(uint16_t);   /* 0: not packable */
         default: return 0;
@@ -80,6 +82,22 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                 for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
             }
             o += (size_t)G * (sizeof(brisk_block_q4_k) + 4);
+        }
+    } else if (type == BRISK_Q_Q5_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            uint64_t masks[8][8] = {{0}};   /* [m][j]: bit 4r+i = 5th bit of element 32j+4m+i of row r */
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q5_k *x = (const brisk_block_q5_k *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                memcpy(o + 32 + 2 * r, &x->dmin, 2);
+                for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, x->scales, o + 64 + 16 * j + r, o + 192 + 16 * j + r);
+                for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+                for (int m = 0; m < 8; m++)
+                    for (int i = 0; i < 4; i++)
+                        for (int j = 0; j < 8; j++) masks[m][j] |= (uint64_t)((x->qh[4 * m + i] >> j) & 1) << (4 * r + i);
+            }
+            memcpy(o + 2368, masks, sizeof masks);
+            o += (size_t)G * (sizeof(brisk_block_q5_k) + 4);
         }
     } else if (type == BRISK_Q_Q6_K) {
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
