@@ -3,7 +3,7 @@
  * best of 20 passes. Prints multiply-adds per second and weight bytes per second.
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -Isrc -Iinclude bench/gemm-micro.c build-perf/libbrisk_core.a \
  *       -lm -lpthread $(pkg-config --libs libpcre2-8 jansson) -o /tmp/gemm-micro
- *   /tmp/gemm-micro T TYPE [GROUPS] (TYPE: Q4_0 Q5_0 Q8_0 Q4_K Q6_K F16; GROUPS default 64,
+ *   /tmp/gemm-micro T TYPE [GROUPS] (TYPE: Q4_0 Q5_0 Q8_0 Q4_K Q5_K Q6_K F16; GROUPS default 64,
  *   i.e. weights in L2/L3; 16384 groups of F16 = 1 GiB streams from DRAM like decode)   */
 #include "kernels/kernels.h"
 #include "quant/quant.h"
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
     float *x = malloc((size_t)n * 4), *o = calloc((size_t)(T * 16 * G), 4);
     srand(1);
     for (size_t i = 0; i < 16 * rb; i++) src[i] = (uint8_t)rand();
-    if (wt == BRISK_Q_F16 || wt == BRISK_Q_Q4_K || wt == BRISK_Q_Q6_K || wt == BRISK_Q_Q4_0 || wt == BRISK_Q_Q5_0 || wt == BRISK_Q_Q8_0)
+    if (wt == BRISK_Q_F16 || wt == BRISK_Q_Q4_K || wt == BRISK_Q_Q5_K || wt == BRISK_Q_Q6_K || wt == BRISK_Q_Q4_0 || wt == BRISK_Q_Q5_0 || wt == BRISK_Q_Q8_0)
         for (size_t r = 0; r < 16; r++) {   /* finite scales: quantize random floats */
             for (int64_t i = 0; i < n; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
             brisk_qtype_from_float((uint32_t)wt)(x, src + r * rb, n);

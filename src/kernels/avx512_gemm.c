@@ -349,14 +349,15 @@ static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_
  * scaled by sc[j]: D = dpbusd(0, q, y) fits in int16 (|D| <= 4*31*128), so
  * vpdpwssd against sc zero-extended to 32 bits adds exactly sc * D, as in
  * Q6_K. The loop runs lane by lane so one int32 accumulator per token is
- * live (the 8 float accumulators per token of a 4-token tile would not fit
- * in registers next to 8 per-lane ones). The 5th bit comes from a 64-bit
+ * live (8 per token, as Q6_K keeps them, would not fit in registers for
+ * more than 2 tokens); the 8 float accumulators per token are touched once
+ * per lane and block, and may live on the stack. The 5th bit comes from a 64-bit
  * mask per (lane, sub-block) loaded straight into a k register and added as
  * 16 under it. The min term is done in float as in Q4_K (every product and
  * partial sum an integer under 2^24, so exact): summ = sum_j m_j * (bsums
  * pair j), mins = fma(-(dy*dmin), summ, mins); result hsum8(acc) + mins. */
 
-#define Q5K_TILE 4
+#define Q5K_TILE 8   /* gemm-micro T=24, one thread: tile 2/3/4/5/6/8 = 89/104/113/117/122/126 GMAC/s */
 #define Q5K_GROUP (G * (sizeof(brisk_block_q5_k) + 4))
 
 static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
@@ -439,12 +440,10 @@ static void gemm_q5_k(int64_t n, const void *wpack, const void *act, size_t act_
         TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q5K_TILE, out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-        case 3: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
-                          3, out + (int64_t)t * out_stride, out_stride); break;
-        case 2: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
-                          2, out + (int64_t)t * out_stride, out_stride); break;
-        case 1: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
-                          1, out + (int64_t)t * out_stride, out_stride); break;
+#define REST(k) case k: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+                                  k, out + (int64_t)t * out_stride, out_stride); break;
+        REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
+#undef REST
         default: break;
     }
 }
