@@ -544,11 +544,14 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
  * chunk, lane l += w[16c + l] * y[16c + l] (one FMA; the product of two F16
  * values is exact in F32), then ref's halving sum. The group is 4 quads of 4
  * rows, each quad a contiguous run of 128-byte chunk lines (4 rows x 16 F16),
- * so a 4-row tile reads one stream and the one-token tile (all 16 rows) four:
- * one core pulled ~30% more from DRAM with 4 streams than with one (9 vs 12
- * GB/s, /tmp stream test at load 5). The activations come pre-widened to F32
- * (act_sums). Tiles are rr rows x tt tokens with the weights converted once per
- * step for all tt tokens. Every output's arithmetic is the same whatever the tile. */
+ * so a 4-row tile reads one stream. Decode runs the 4 quads one after the
+ * other, so a thread reads its rows as one sequential stream: with the 8 KiB
+ * software prefetch that beat walking the 4 quads side by side
+ * (bench/gemm-micro.c 1 F16 16384, alternated: 11.5-13.2 -> 14.4-15.3 GB/s;
+ * before the prefetch, 4 side-by-side streams had been ~30% faster than one).
+ * The activations come pre-widened to F32 (act_sums). Tiles are rr rows x tt
+ * tokens with the weights converted once per step for all tt tokens. Every
+ * output's arithmetic is the same whatever the tile. */
 
 static inline float hsum16(__m512 v) {
     const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -631,7 +634,10 @@ static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_s
     const float *yr = y + (size_t)t * sums_stride;
     float *o = out + (int64_t)t * out_stride;
     switch (n_tok - t) {
-        case 1: f16_tile(0, nc, wp, (size_t)nc * F16_LINE, yr, sums_stride, 16, 1, true, true, NULL, o, out_stride); break;
+        case 1:   /* quad after quad: one sequential stream (see above) */
+            for (int q = 0; q < 4; q++)
+                f16_tile(0, nc, wp + (size_t)q * nc * F16_LINE, (size_t)nc * F16_LINE, yr, sums_stride, 4, 1, true, true, NULL, o + 4 * q, out_stride);
+            break;
         case 2: f16_rows(nc, wp, yr, sums_stride, 8, 2, o, out_stride); break;
         case 3: f16_rows(nc, wp, yr, sums_stride, 8, 3, o, out_stride); break;
         case 4: f16_rows(nc, wp, yr, sums_stride, 4, 4, o, out_stride); break;

@@ -86,6 +86,24 @@ static void quant_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* SwiGLU of the FFN rows, split by token: an expf per element, on the calling
+ * thread it was ~2% of a 2-thread F16 prefill profile during which the other
+ * thread waited. */
+typedef struct swiglu_task {
+    void (*fn)(float *h, const float *g, const float *u, int64_t n);   /* brisk_swiglu or a table's (same bits) */
+    float *g;         /* [rows][n], overwritten with the result */
+    const float *u;   /* [rows][n] */
+    int64_t n;
+    int32_t rows;
+} swiglu_task;
+
+static void swiglu_worker(void *ctx, int ith, int nth) {
+    const swiglu_task *t = ctx;
+    int64_t lo, hi;
+    brisk_split_range(t->rows, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) t->fn(t->g + r * t->n, t->g + r * t->n, t->u + r * t->n, t->n);
+}
+
 typedef struct mm_job {
     const brisk_weight *w;
     const uint8_t *xq;
@@ -103,54 +121,70 @@ typedef struct mm_task {
     mm_job jobs[MM_MAX_JOBS];
     int n_jobs;
     int32_t n_tok;
+    int32_t tok_block;   /* tokens per pass over the rows (mm_tok_block) */
     int64_t total_rows;
 } mm_task;
 
 /* Work is split in units of BRISK_GEMM_ROWS rows of one weight (the last
  * unit of a weight may be shorter); a full unit of a packed weight is one
- * gemm call over all tokens, anything else one vec_dot per (row, token). Both
- * give ref's bits, so the split never changes a result. */
+ * gemm call per pass of tok_block tokens, anything else one vec_dot per (row,
+ * token). Both give ref's bits, so neither split changes a result. */
 static void mm_worker(void *ctx, int ith, int nth) {
     const mm_task *t = ctx;
     int64_t lo, hi;
     brisk_split_range(t->total_rows, ith, nth, &lo, &hi);   /* total_rows counts units here */
-    int64_t base = 0;
-    for (int j = 0; j < t->n_jobs && lo < hi; j++) {
-        const mm_job *jb = &t->jobs[j];
-        const int64_t rows = jb->w->rows, units = (rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
-        const int64_t a = lo > base ? lo - base : 0, b = hi - base < units ? hi - base : units;
-        const brisk_vec_dot_fn dot = t->k->vec_dot[jb->w->type];
-        for (int64_t u = a; u < b; u++) {
-            const int64_t r0 = u * BRISK_GEMM_ROWS, r1 = r0 + BRISK_GEMM_ROWS < rows ? r0 + BRISK_GEMM_ROWS : rows;
-            if (jb->w->packed && r1 - r0 == BRISK_GEMM_ROWS) {
-                const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)u * jb->w->packed_group_bytes;
-                t->g->gemm[jb->w->type](jb->w->cols, wp, jb->xq, jb->xq_stride, jb->xs, jb->xs_stride, t->n_tok, jb->out + r0,
-                                        jb->out_stride);
-                if (jb->bias)
-                    for (int32_t tk = 0; tk < t->n_tok; tk++)
-                        for (int64_t r = r0; r < r1; r++) jb->out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
-                continue;
-            }
-            if (t->g && t->g->gemm_rows[jb->w->type] && r1 - r0 == BRISK_GEMM_ROWS && jb->w->cols % 32 == 0) {
-                t->g->gemm_rows[jb->w->type](jb->w->cols, (const uint8_t *)jb->w->data + (size_t)r0 * jb->w->row_bytes,
-                                             jb->w->row_bytes, (const float *)jb->xs, jb->xs_stride, t->n_tok, jb->out + r0,
-                                             jb->out_stride);
-                if (jb->bias)
-                    for (int32_t tk = 0; tk < t->n_tok; tk++)
-                        for (int64_t r = r0; r < r1; r++) jb->out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
-                continue;
-            }
-            for (int64_t r = r0; r < r1; r++) {
-                const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
-                for (int32_t tk = 0; tk < t->n_tok; tk++) {
-                    float *o = jb->out + (int64_t)tk * jb->out_stride + r;
-                    dot(jb->w->cols, o, wrow, jb->xq + (size_t)tk * jb->xq_stride);
-                    if (jb->bias) *o += jb->bias[r];
+    for (int32_t t0 = 0; t0 < t->n_tok; t0 += t->tok_block) {
+        const int32_t nt = t->n_tok - t0 < t->tok_block ? t->n_tok - t0 : t->tok_block;
+        int64_t base = 0;
+        for (int j = 0; j < t->n_jobs && lo < hi; j++) {
+            const mm_job *jb = &t->jobs[j];
+            const int64_t rows = jb->w->rows, units = (rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
+            const int64_t a = lo > base ? lo - base : 0, b = hi - base < units ? hi - base : units;
+            const brisk_vec_dot_fn dot = t->k->vec_dot[jb->w->type];
+            const uint8_t *xq = jb->xq + (size_t)t0 * jb->xq_stride;
+            const int32_t *xs = jb->xs ? jb->xs + (size_t)t0 * jb->xs_stride : NULL;
+            float *out = jb->out + (int64_t)t0 * jb->out_stride;
+            for (int64_t u = a; u < b; u++) {
+                const int64_t r0 = u * BRISK_GEMM_ROWS, r1 = r0 + BRISK_GEMM_ROWS < rows ? r0 + BRISK_GEMM_ROWS : rows;
+                if (jb->w->packed && r1 - r0 == BRISK_GEMM_ROWS) {
+                    const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)u * jb->w->packed_group_bytes;
+                    t->g->gemm[jb->w->type](jb->w->cols, wp, xq, jb->xq_stride, xs, jb->xs_stride, nt, out + r0, jb->out_stride);
+                } else if (t->g && t->g->gemm_rows[jb->w->type] && r1 - r0 == BRISK_GEMM_ROWS && jb->w->cols % 32 == 0) {
+                    t->g->gemm_rows[jb->w->type](jb->w->cols, (const uint8_t *)jb->w->data + (size_t)r0 * jb->w->row_bytes,
+                                                 jb->w->row_bytes, (const float *)xs, jb->xs_stride, nt, out + r0, jb->out_stride);
+                } else {
+                    for (int64_t r = r0; r < r1; r++) {
+                        const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
+                        for (int32_t tk = 0; tk < nt; tk++) dot(jb->w->cols, out + (int64_t)tk * jb->out_stride + r, wrow, xq + (size_t)tk * jb->xq_stride);
+                    }
                 }
+                if (jb->bias)
+                    for (int32_t tk = 0; tk < nt; tk++)
+                        for (int64_t r = r0; r < r1; r++) out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
             }
+            base += units;
         }
-        base += units;
     }
+}
+
+/* Tokens per mm_worker pass. Packed F16 reads each token's activations as
+ * F32 (4 bytes a column) once per 16-row group; with all 512 prompt tokens in
+ * one pass they stream from L3 for every group (16 MiB for llama-3.2-1b's
+ * w_down). Passes whose activations fit in ~768 KiB stay in L2 while the
+ * thread's groups go by; the weights are read again per pass (a group's 32
+ * bytes a column now serve 24-216 tokens, not 512). In a one-thread GEMM micro-benchmark
+ * (bench/gemm-micro.c, 512 tokens) this gave 44.5 -> 49.4 GMAC/s at 4864
+ * columns, 45.0 -> 48.0 at 2048, 46.1 -> 49.3 at 896. A multiple of 24 keeps
+ * every kernel's token tile (8, 6, 4, 3, 2) whole. The quantized types read
+ * about a quarter of the bytes per token and keep one pass. */
+static int32_t mm_tok_block(const brisk_forward *f, int n, const brisk_weight *const *w, int32_t n_tok) {
+    int64_t cols = 0;
+    for (int j = 0; j < n; j++) {
+        if (!f->gk || w[j]->type != BRISK_Q_F16 || !w[j]->packed) return n_tok;
+        cols = w[j]->cols > cols ? w[j]->cols : cols;
+    }
+    const int64_t tb = (768 * 1024) / (cols * 4) / 24 * 24;
+    return tb < 24 ? 24 : tb < n_tok ? (int32_t)tb : n_tok;
 }
 
 /* Multiply n_tok input rows (x, row length = every weight's cols) by up to 3
@@ -189,6 +223,7 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
     }
     double macs = 0.0;
     for (int j = 0; j < n; j++) macs += (double)w[j]->rows * (double)w[j]->cols * n_tok;
+    mt.tok_block = mm_tok_block(f, n, w, n_tok);
     run_step(f, mm_worker, &mt, macs);
 }
 
@@ -712,8 +747,9 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             const int64_t strides[2] = {hp->n_ff, hp->n_ff};
             matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
         }
-        for (int32_t t = 0; t < T; t++)
-            swiglu(f->g + (size_t)t * hp->n_ff, f->g + (size_t)t * hp->n_ff, f->u + (size_t)t * hp->n_ff, hp->n_ff);
+        swiglu_task sw = {.fn = swiglu, .g = f->g, .u = f->u, .n = hp->n_ff, .rows = T};
+        if (T < 4) swiglu_worker(&sw, 0, 1);   /* as the activation quantizer: a pool step costs more */
+        else brisk_pool_run(f->pool, swiglu_worker, &sw);
         matmul1(f, f->g, T, &L->w_down, f->xn, d);
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
     }
