@@ -366,9 +366,10 @@ static void attn_worker(void *ctx, int ith, int nth) {
     void (*const exp_sub)(float *, int64_t, float) = g && g->exp_sub ? g->exp_sub : f->k->exp_sub;
     float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
     double tile_sum[ATTN_HEADS];
-    int64_t lo, hi;
-    brisk_split_range((int64_t)at->b->n * n_kv * chunks, ith, nth, &lo, &hi);
-    for (int64_t item = lo; item < hi; item++) {
+    /* items round robin: an item's work grows with its token's position, so
+     * contiguous ranges gave the last thread ~3x the first one's in a prefill */
+    const int64_t n_items = (int64_t)at->b->n * n_kv * chunks;
+    for (int64_t item = ith; item < n_items; item += nth) {
         const int32_t t = (int32_t)(item / (n_kv * chunks)), r = (int32_t)(item % (n_kv * chunks));
         const int32_t kvh = r / chunks, h0 = kvh * gqa + (r % chunks) * per;
         const int m = gqa - (r % chunks) * per < per ? gqa - (r % chunks) * per : per;
