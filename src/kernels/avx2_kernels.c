@@ -388,7 +388,8 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- the table -------------------------------------------------------------------------- */
 
-/* attention's softmax exponentials: brisk_expf's own fma()s, inlined here */
+/* brisk_exp_sub and brisk_swiglu (ops.c) compiled again with -mfma, so
+ * brisk_expf's fma()s are instructions here instead of libm calls */
 static void exp_sub(float *x, int64_t n, float m) {
     for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
 }

@@ -27,10 +27,8 @@ typedef void (*brisk_quantize_fn)(const float *x, void *dst, int64_t n);
 typedef struct brisk_kernels {
     const char *isa;                                     /* "ref", "avx2", "avx512", "neon", "neon-dotprod" */
     brisk_vec_dot_fn vec_dot[BRISK_Q_TYPE_LIMIT];        /* indexed by weight type; NULL = none */
-    /* x[i] = brisk_expf(x[i] - m) (ops/ops.h), bit for bit: attention's softmax.
-     * NULL in tables that do not set it: callers loop over brisk_expf. */
+    /* brisk_exp_sub and brisk_swiglu (ops/ops.h), bit for bit; every table sets them */
     void (*exp_sub)(float *x, int64_t n, float m);
-    /* brisk_swiglu (ops/ops.h), bit for bit; NULL: callers use brisk_swiglu */
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];  /* indexed by activation type: F32 (copy),
                                                             F16, BF16, Q8_0, Q8_1, Q8_K */
@@ -124,7 +122,7 @@ typedef struct brisk_gemm_kernels {
                                           int32_t n_tok, float *out, int64_t out_stride);
     /* Faster activation quantizers, byte-identical to ref's (NULL: use the main table's). */
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];
-    /* exp_sub and swiglu of the main table, vectorized (same bits), or NULL */
+    /* exp_sub and swiglu of the main table, vectorized (same bits) */
     void (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):

@@ -409,19 +409,10 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- the table -------------------------------------------------------------------------- */
 
-/* attention's softmax exponentials: brisk_expf's own fma()s, inlined here */
-static void exp_sub(float *x, int64_t n, float m) {
-    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
-}
-
-static void swiglu(float *h, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
-}
-
 static const brisk_kernels neon_table = {
     .isa = BRISK_NEON_ISA,
-    .exp_sub = exp_sub,
-    .swiglu = swiglu,
+    .exp_sub = brisk_exp_sub,   /* ops.c: fma() is inline on aarch64, a libm call in ref on x86 */
+    .swiglu = brisk_swiglu,
     .vec_dot = {
         [BRISK_Q_F32] = dot_f32,
         [BRISK_Q_F16] = dot_f16,

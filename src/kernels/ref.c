@@ -363,19 +363,10 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
 
 /* ---- the table --------------------------------------------------------------------------- */
 
-/* attention's softmax exponentials: brisk_expf's own fma()s, inlined here */
-static void exp_sub(float *x, int64_t n, float m) {
-    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
-}
-
-static void swiglu(float *h, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
-}
-
 static const brisk_kernels ref_table = {
     .isa = "ref",
-    .exp_sub = exp_sub,
-    .swiglu = swiglu,
+    .exp_sub = brisk_exp_sub,   /* ops.c: fma() is inline on aarch64, a libm call in ref on x86 */
+    .swiglu = brisk_swiglu,
     .vec_dot = {
         [BRISK_Q_F32] = brisk_vec_dot_f32_ref,
         [BRISK_Q_F16] = brisk_vec_dot_f16_ref,

@@ -33,6 +33,9 @@ struct brisk_forward {
     float *kt;                                   /* prefill: one sequence's K widened, [kv head][dim][pos] */
     int32_t kt_cap;                              /* positions kt holds (0: none) */
     int32_t window, sink;                        /* windowed attention (0: full) */
+    /* exp_sub and swiglu of the GEMM table (vectorized) or of k: the same bits */
+    void (*exp_sub)(float *x, int64_t n, float m);
+    void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     /* per batch token, filled by validate_batch: its KV slot, its parent (-1:
      * follows the cache), the sequence's cached length before the batch, and
      * whether it and all its ancestors sit at slot == position ("direct") */
@@ -90,7 +93,7 @@ static void quant_worker(void *ctx, int ith, int nth) {
  * thread it was ~2% of a 2-thread F16 prefill profile during which the other
  * thread waited. */
 typedef struct swiglu_task {
-    void (*fn)(float *h, const float *g, const float *u, int64_t n);   /* brisk_swiglu or a table's (same bits) */
+    void (*fn)(float *h, const float *g, const float *u, int64_t n);   /* f->swiglu */
     float *g;         /* [rows][n], overwritten with the result */
     const float *u;   /* [rows][n] */
     int64_t n;
@@ -363,7 +366,6 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const float *lut = f->f16_lut;
     const brisk_gemm_kernels *g = f->gk;
     const bool multi = g && g->kq_multi_t && g->axpy_f16_rows_multi;
-    void (*const exp_sub)(float *, int64_t, float) = g && g->exp_sub ? g->exp_sub : f->k->exp_sub;
     float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
     double tile_sum[ATTN_HEADS];
     /* items round robin: an item's work grows with its token's position, so
@@ -424,11 +426,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                 }
                 M[h] = Mnew;
             }
-            for (int h = 0; h < m; h++) {
-                if (exp_sub) exp_sub(kq[h], n, M[h]);
-                else
-                    for (int32_t i = 0; i < n; i++) kq[h][i] = brisk_expf(kq[h][i] - M[h]);
-            }
+            for (int h = 0; h < m; h++) f->exp_sub(kq[h], n, M[h]);
             /* each head's sum in position order; four heads' chains side by
              * side in registers (the add latency bounds one chain) */
             for (int h = 0; h < m; h += 4) {
@@ -512,6 +510,8 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->m = m;
     f->k = brisk_kernels_best();
     f->gk = brisk_gemm_best();
+    f->exp_sub = f->gk && f->gk->exp_sub ? f->gk->exp_sub : f->k->exp_sub;
+    f->swiglu = f->gk && f->gk->swiglu ? f->gk->swiglu : f->k->swiglu;
     if (f->gk) snprintf(f->isa_name, sizeof f->isa_name, "%s+%s-gemm", f->k->isa, f->gk->isa);
     else snprintf(f->isa_name, sizeof f->isa_name, "%s", f->k->isa);
     f->n_batch = n_batch;
@@ -671,8 +671,6 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     const brisk_model_data *m = f->m;
     const brisk_hparams *hp = &m->hp;
     const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
-    void (*const swiglu)(float *, const float *, const float *, int64_t) =
-        f->gk && f->gk->swiglu ? f->gk->swiglu : f->k->swiglu ? f->k->swiglu : brisk_swiglu;
 
     /* embeddings */
     const brisk_to_float_fn emb = brisk_qtype_to_float(m->w.tok_embd.type);
@@ -748,7 +746,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             const int64_t strides[2] = {hp->n_ff, hp->n_ff};
             matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
         }
-        swiglu_task sw = {.fn = swiglu, .g = f->g, .u = f->u, .n = hp->n_ff, .rows = T};
+        swiglu_task sw = {.fn = f->swiglu, .g = f->g, .u = f->u, .n = hp->n_ff, .rows = T};
         if (T < 4) swiglu_worker(&sw, 0, 1);   /* as the activation quantizer: a pool step costs more */
         else brisk_pool_run(f->pool, swiglu_worker, &sw);
         matmul1(f, f->g, T, &L->w_down, f->xn, d);

@@ -76,6 +76,10 @@ void brisk_softmax(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
+void brisk_exp_sub(float *x, int64_t n, float m) {
+    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
+}
+
 void brisk_swiglu(float *h, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
 }

@@ -70,6 +70,10 @@ static inline float brisk_expf(float x) {
 /* In-place softmax over n values (max-subtracted). */
 void brisk_softmax(float *x, int64_t n);
 
+/* x[i] = brisk_expf(x[i] - m): attention's softmax exponentials (the kernel
+ * tables' exp_sub entries give the same bits) */
+void brisk_exp_sub(float *x, int64_t n, float m);
+
 /* h[i] = silu(g[i]) * u[i] = g[i] / (1 + brisk_expf(-g[i])) * u[i] (the kernel
  * tables' swiglu entries give the same bits) */
 void brisk_swiglu(float *h, const float *g, const float *u, int64_t n);
