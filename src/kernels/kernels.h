@@ -125,7 +125,10 @@ typedef struct brisk_gemm_kernels {
     /* exp_sub and swiglu of the main table, vectorized (same bits) */
     void (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
-    /* Attention helpers with the scalar loops' exact arithmetic (no fused ops):
+    /* Attention helpers with the scalar loops' exact arithmetic (no fused ops),
+     * all set in a GEMM table. forward.c uses kq16, axpy_f16, widen16t and the
+     * two _multi forms; kq16t and axpy_f16_rows are their one-query forms (the
+     * multi kernels are specified, and tested, as batches of them):
      * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
      *       elements, for 16 F16 key rows k_l = k + l*stride (d even);
      * axpy_f16: o[i] = o[i] + p * v[i] for i < d (v F16). */

@@ -310,17 +310,15 @@ static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t k
 #define ATTN_HEADS 8   /* query heads of one KV head processed together (they share every K and V row) */
 
 /* One (token, query head) of attn_worker's group: the scores of tile j0..j0+n-1
- * from group position j on, into kq (cached positions by kq16 straight from the
- * cache, the tree token's own branch gathered, the last partial group through
- * kq16 as well, and the scalar loop without a kernel table). */
+ * from group position j on (what kq_multi_t did not cover), into kq: cached
+ * positions by kq16 straight from the cache, the tree token's own branch
+ * gathered, the last partial group through kq16 as well, and the scalar loop
+ * without a kernel table. */
 static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_t kvh, int32_t j0, int32_t j, int32_t n,
                         int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
     const brisk_forward *f = at->f;
     const brisk_gemm_kernels *g = f->gk;
     const int hd = f->m->hp.head_dim;
-    if (at->kt)   /* kt holds the cached positions; a tree token's own branch comes after base */
-        for (; j + 16 <= n && j0 + j + 16 <= base; j += 16)
-            g->kq16t(q, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)(j0 + j), (size_t)f->kt_cap, hd, scale, kq + j);
     if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
         for (; j + 16 <= n; j += 16) {
             if (j0 + j + 16 <= base) {
@@ -365,9 +363,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const float scale = 1.0f / sqrtf((float)hd);
     const float *lut = f->f16_lut;
     const brisk_gemm_kernels *g = f->gk;
-    const bool multi = g && g->kq_multi_t && g->axpy_f16_rows_multi;
     float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
-    double tile_sum[ATTN_HEADS];
     /* items round robin: an item's work grows with its token's position, so
      * contiguous ranges gave the last thread ~3x the first one's in a prefill */
     const int64_t n_items = (int64_t)at->b->n * n_kv * chunks;
@@ -394,8 +390,9 @@ static void attn_worker(void *ctx, int ith, int nth) {
             const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
             if (j0 >= f->sink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
             int32_t j = 0;
-            if (at->kt && multi) {
-                /* the groups of cached positions, all heads in one call; when the
+            if (at->kt) {
+                /* kt holds the cached positions (a tree token's own branch comes
+                 * after base): their groups, all heads in one call; when the
                  * whole tile is cached its last partial group too (kt has room
                  * past it: the lanes past n are computed and ignored) */
                 int32_t ng = 0;
@@ -439,24 +436,21 @@ static void attn_worker(void *ctx, int ith, int nth) {
                     s3 += k3[i];
                 }
                 const double sums[4] = {s0, s1, s2, s3};
-                for (int l = 0; l < 4 && h + l < m; l++) tile_sum[h + l] = sums[l];
+                for (int l = 0; l < 4 && h + l < m; l++) S[h + l] += (float)sums[l];
             }
-            for (int h = 0; h < m; h++) S[h] += (float)tile_sum[h];
             for (int32_t i = 0; i < n; i++) {
                 if (i == mask0 && mask1 > mask0) {   /* masked rows add nothing (not even a signed zero) */
                     i = mask1 - 1;
                     continue;
                 }
-                if (g && g->axpy_f16_rows && j0 + i < base) {
+                if (g && j0 + i < base) {
                     /* cached positions: the rest of this KV block (rows row apart) in one call */
                     const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
                     int32_t len = n - i < blk_left ? n - i : blk_left;
                     len = base - at_pos < len ? base - at_pos : len;
                     if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
                     const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, at_pos) + (size_t)kvh * hd;
-                    if (multi) g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, at->kv->row, len, hd);
-                    else
-                        for (int h = 0; h < m; h++) g->axpy_f16_rows(o + (size_t)h * hd, &kq[h][i], vr, at->kv->row, len, hd);
+                    g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, at->kv->row, len, hd);
                     i += len - 1;
                     continue;
                 }
@@ -572,7 +566,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->direct = xcalloc_track(f, nb, 1, &ok);
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
-    if (f->gk && f->gk->kq16t && n_batch >= 32) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
+    if (f->gk && n_batch >= 32) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
         f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
         f->kt = xcalloc_track(f, (size_t)f->kt_cap * (size_t)f->kvdim, sizeof(float), &ok);
     }
@@ -712,7 +706,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
          * K row then serves T x gqa queries without gathers, and attn_worker
          * runs a KV head's queries side by side over it; this pays from one
          * token on (fixture target at position 193: c(1) 0.313 -> 0.305 ms). */
-        if (f->kt && T >= 1) {
+        if (f->kt) {
             int32_t len = 0;
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
