@@ -141,6 +141,18 @@ static int32_t argmax(const float *p, int n) {
     return b;
 }
 
+/* The plain sampler's final distributions: p0 after the prompt, p1 after the
+ * prompt and a, its most likely first token (returned). */
+static int32_t target_dists(const cfg *c, float *p0, float *p1) {
+    brisk_sampler *s = make(c, 1);
+    brisk_sampler_dist(s, L0, p0);
+    const int32_t a = argmax(p0, SUB);
+    brisk_sampler_accept(s, a);
+    brisk_sampler_dist(s, L1, p1);
+    brisk_sampler_free(s);
+    return a;
+}
+
 /* Returns the smaller of the two p-values (first token, conditioned second token). */
 static double run_cfg(const cfg *c, uint64_t seed_base, int n_samples, bool broken, bool expect_pass) {
     static float p0[SUB], p1[SUB], q0[SUB], q1[SUB], scratch[2 * SUB];
@@ -151,13 +163,8 @@ static double run_cfg(const cfg *c, uint64_t seed_base, int n_samples, bool brok
     memset(h2_plain, 0, sizeof h2_plain);
 
     /* the plain sampler's distributions (prompt history; prompt + a) and the draft's q */
-    brisk_sampler *s = make(c, 1);
-    brisk_sampler_dist(s, L0, p0);
-    const int32_t a = argmax(p0, SUB);
-    brisk_sampler_accept(s, a);
-    brisk_sampler_dist(s, L1, p1);
-    brisk_sampler_free(s);
-    s = make(c, 2);
+    const int32_t a = target_dists(c, p0, p1);
+    brisk_sampler *s = make(c, 2);
     brisk_sampler_dist(s, D0, q0);
     brisk_sampler_accept(s, a);
     brisk_sampler_dist(s, D1, q1);
@@ -246,13 +253,8 @@ static double run_tree_cfg(const cfg *c, uint64_t seed_base, int n_samples, bool
     memset(h1_plain, 0, sizeof h1_plain);
     memset(h2_spec, 0, sizeof h2_spec);
     memset(h2_plain, 0, sizeof h2_plain);
-    brisk_sampler *s = make(c, 1);
-    brisk_sampler_dist(s, L0, p0);
-    const int32_t a = argmax(p0, SUB);
-    brisk_sampler_accept(s, a);
-    brisk_sampler_dist(s, L1, p1);
-    brisk_sampler_free(s);
-    s = make(c, seed_base + 3);
+    const int32_t a = target_dists(c, p0, p1);
+    brisk_sampler *s = make(c, seed_base + 3);
     for (int i = 0; i < n_samples; i++) {
         h1_plain[brisk_sampler_draw(s, p0, SUB)]++;
         h2_plain[brisk_sampler_draw(s, p1, SUB)]++;
