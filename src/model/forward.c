@@ -10,6 +10,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ struct brisk_forward {
     uint8_t *direct;
     int n_threads;
     double min_parallel_macs;                    /* PARALLEL_MIN_MACS, or BRISK_PARALLEL_MIN_MACS (tests: 0) */
+    struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
     int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
     size_t bytes;
@@ -118,6 +120,30 @@ typedef struct mm_job {
     const float *bias;   /* [rows] or NULL */
 } mm_job;
 
+/* A thread's share of a matmul's units, [lo, hi) packed in one atomic word
+ * (lo in the low half) on its own cache line: the owner takes chunks from
+ * the front, a thread that ran out takes single units from the back. */
+typedef struct mm_range {
+    _Alignas(64) atomic_uint_fast64_t lohi;
+} mm_range;
+
+#define MM_OWN_CHUNK 4   /* units the owner takes per claim: few atomics, little left to steal */
+
+static bool range_take(mm_range *r, bool front, int64_t want, int64_t *a, int64_t *b) {
+    uint64_t v = atomic_load_explicit(&r->lohi, memory_order_relaxed);
+    for (;;) {
+        const int64_t lo = (int64_t)(v & 0xffffffffu), hi = (int64_t)(v >> 32);
+        if (lo >= hi) return false;
+        const int64_t n = hi - lo < want ? hi - lo : want;
+        const uint64_t nv = front ? (uint64_t)(lo + n) | ((uint64_t)hi << 32) : (uint64_t)lo | ((uint64_t)(hi - n) << 32);
+        if (atomic_compare_exchange_weak_explicit(&r->lohi, &v, nv, memory_order_relaxed, memory_order_relaxed)) {
+            *a = front ? lo : hi - n;
+            *b = front ? lo + n : hi;
+            return true;
+        }
+    }
+}
+
 typedef struct mm_task {
     const brisk_kernels *k;
     const brisk_gemm_kernels *g;
@@ -126,47 +152,66 @@ typedef struct mm_task {
     int32_t n_tok;
     int32_t tok_block;   /* tokens per pass over the rows (mm_tok_block) */
     int64_t total_rows;
+    mm_range *ranges;    /* one pass (tok_block == n_tok): per-thread shares, stealable */
 } mm_task;
 
+/* Units [lo, hi) of the task's jobs (numbered across them) for the nt tokens
+ * from t0. A full unit of a packed weight is one gemm call, anything else one
+ * vec_dot per (row, token). */
+static void mm_units(const mm_task *t, int32_t t0, int32_t nt, int64_t lo, int64_t hi) {
+    int64_t base = 0;
+    for (int j = 0; j < t->n_jobs && lo < hi; j++) {
+        const mm_job *jb = &t->jobs[j];
+        const int64_t rows = jb->w->rows, units = (rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
+        const int64_t a = lo > base ? lo - base : 0, b = hi - base < units ? hi - base : units;
+        const brisk_vec_dot_fn dot = t->k->vec_dot[jb->w->type];
+        const uint8_t *xq = jb->xq + (size_t)t0 * jb->xq_stride;
+        const int32_t *xs = jb->xs ? jb->xs + (size_t)t0 * jb->xs_stride : NULL;
+        float *out = jb->out + (int64_t)t0 * jb->out_stride;
+        for (int64_t u = a; u < b; u++) {
+            const int64_t r0 = u * BRISK_GEMM_ROWS, r1 = r0 + BRISK_GEMM_ROWS < rows ? r0 + BRISK_GEMM_ROWS : rows;
+            if (jb->w->packed && r1 - r0 == BRISK_GEMM_ROWS) {
+                const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)u * jb->w->packed_group_bytes;
+                t->g->gemm[jb->w->type](jb->w->cols, wp, xq, jb->xq_stride, xs, jb->xs_stride, nt, out + r0, jb->out_stride);
+            } else if (t->g && t->g->gemm_rows[jb->w->type] && r1 - r0 == BRISK_GEMM_ROWS && jb->w->cols % 32 == 0) {
+                t->g->gemm_rows[jb->w->type](jb->w->cols, (const uint8_t *)jb->w->data + (size_t)r0 * jb->w->row_bytes,
+                                             jb->w->row_bytes, (const float *)xs, jb->xs_stride, nt, out + r0, jb->out_stride);
+            } else {
+                for (int64_t r = r0; r < r1; r++) {
+                    const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
+                    for (int32_t tk = 0; tk < nt; tk++) dot(jb->w->cols, out + (int64_t)tk * jb->out_stride + r, wrow, xq + (size_t)tk * jb->xq_stride);
+                }
+            }
+            if (jb->bias)
+                for (int32_t tk = 0; tk < nt; tk++)
+                    for (int64_t r = r0; r < r1; r++) out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
+        }
+        base += units;
+    }
+}
+
 /* Work is split in units of BRISK_GEMM_ROWS rows of one weight (the last
- * unit of a weight may be shorter); a full unit of a packed weight is one
- * gemm call per pass of tok_block tokens, anything else one vec_dot per (row,
- * token). Both give ref's bits, so neither split changes a result. */
+ * unit of a weight may be shorter); every unit's outputs are computed the
+ * same way whichever thread takes it, so the split never changes a result.
+ * A single pass (decode, most prefill) starts from even contiguous shares and
+ * lets a thread that finishes early take units off the end of another's:
+ * at one token both threads stream DRAM, and whichever is slowed (the other
+ * vCPU's neighbour, an unlucky page walk) no longer leaves the other waiting
+ * at the step's end. */
 static void mm_worker(void *ctx, int ith, int nth) {
     const mm_task *t = ctx;
+    if (t->ranges && t->tok_block >= t->n_tok) {
+        int64_t a, b;
+        while (range_take(&t->ranges[ith], true, MM_OWN_CHUNK, &a, &b)) mm_units(t, 0, t->n_tok, a, b);
+        for (int v = 1; v < nth; v++)
+            while (range_take(&t->ranges[(ith + v) % nth], false, 1, &a, &b)) mm_units(t, 0, t->n_tok, a, b);
+        return;
+    }
     int64_t lo, hi;
     brisk_split_range(t->total_rows, ith, nth, &lo, &hi);   /* total_rows counts units here */
     for (int32_t t0 = 0; t0 < t->n_tok; t0 += t->tok_block) {
         const int32_t nt = t->n_tok - t0 < t->tok_block ? t->n_tok - t0 : t->tok_block;
-        int64_t base = 0;
-        for (int j = 0; j < t->n_jobs && lo < hi; j++) {
-            const mm_job *jb = &t->jobs[j];
-            const int64_t rows = jb->w->rows, units = (rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
-            const int64_t a = lo > base ? lo - base : 0, b = hi - base < units ? hi - base : units;
-            const brisk_vec_dot_fn dot = t->k->vec_dot[jb->w->type];
-            const uint8_t *xq = jb->xq + (size_t)t0 * jb->xq_stride;
-            const int32_t *xs = jb->xs ? jb->xs + (size_t)t0 * jb->xs_stride : NULL;
-            float *out = jb->out + (int64_t)t0 * jb->out_stride;
-            for (int64_t u = a; u < b; u++) {
-                const int64_t r0 = u * BRISK_GEMM_ROWS, r1 = r0 + BRISK_GEMM_ROWS < rows ? r0 + BRISK_GEMM_ROWS : rows;
-                if (jb->w->packed && r1 - r0 == BRISK_GEMM_ROWS) {
-                    const uint8_t *wp = (const uint8_t *)jb->w->packed + (size_t)u * jb->w->packed_group_bytes;
-                    t->g->gemm[jb->w->type](jb->w->cols, wp, xq, jb->xq_stride, xs, jb->xs_stride, nt, out + r0, jb->out_stride);
-                } else if (t->g && t->g->gemm_rows[jb->w->type] && r1 - r0 == BRISK_GEMM_ROWS && jb->w->cols % 32 == 0) {
-                    t->g->gemm_rows[jb->w->type](jb->w->cols, (const uint8_t *)jb->w->data + (size_t)r0 * jb->w->row_bytes,
-                                                 jb->w->row_bytes, (const float *)xs, jb->xs_stride, nt, out + r0, jb->out_stride);
-                } else {
-                    for (int64_t r = r0; r < r1; r++) {
-                        const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
-                        for (int32_t tk = 0; tk < nt; tk++) dot(jb->w->cols, out + (int64_t)tk * jb->out_stride + r, wrow, xq + (size_t)tk * jb->xq_stride);
-                    }
-                }
-                if (jb->bias)
-                    for (int32_t tk = 0; tk < nt; tk++)
-                        for (int64_t r = r0; r < r1; r++) out[(int64_t)tk * jb->out_stride + r] += jb->bias[r];
-            }
-            base += units;
-        }
+        mm_units(t, t0, nt, lo, hi);
     }
 }
 
@@ -227,7 +272,15 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
     double macs = 0.0;
     for (int j = 0; j < n; j++) macs += (double)w[j]->rows * (double)w[j]->cols * n_tok;
     mt.tok_block = mm_tok_block(f, n, w, n_tok);
-    run_step(f, mm_worker, &mt, macs);
+    const int nth = macs < f->min_parallel_macs ? 1 : f->n_threads;
+    mt.ranges = f->ranges;
+    for (int i = 0; i < nth; i++) {   /* published to the workers by the pool's generation bump */
+        int64_t lo, hi;
+        brisk_split_range(mt.total_rows, i, nth, &lo, &hi);
+        atomic_store_explicit(&f->ranges[i].lohi, (uint64_t)lo | ((uint64_t)hi << 32), memory_order_relaxed);
+    }
+    if (nth == 1) mm_worker(&mt, 0, 1);
+    else brisk_pool_run(f->pool, mm_worker, &mt);
 }
 
 static void matmul1(brisk_forward *f, const float *x, int32_t n_tok, const brisk_weight *w, float *out, int64_t out_stride) {
@@ -564,9 +617,12 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->par = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->direct = xcalloc_track(f, nb, 1, &ok);
+    f->ranges = aligned_alloc(64, (size_t)f->n_threads * sizeof *f->ranges);
+    f->bytes += (size_t)f->n_threads * sizeof *f->ranges;
+    if (!f->ranges) ok = false;
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
-    if (f->gk && n_batch >= 32) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
+    if (f->gk) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64; decode-only contexts (n_batch 1) use it too */
         f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
         f->kt = xcalloc_track(f, (size_t)f->kt_cap * (size_t)f->kvdim, sizeof(float), &ok);
     }
@@ -588,7 +644,7 @@ void brisk_forward_free(brisk_forward *f) {
         free(f->xs[i]);
     }
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
-    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->anc); free(f->kgather);
+    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->anc); free(f->ranges); free(f->kgather);
     free(f);
 }
 
