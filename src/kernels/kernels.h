@@ -101,7 +101,9 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  * (and so to ref): each output keeps its own lane, with ref's reduction order.
  * It reads, besides the quantized activations, their integer sums (act_sums):
  * per activation row and block, 8 values -128 * (sum of chunk c's 4 bytes)
- * followed, after all blocks, by per block -8 * (sum of the block's 32 bytes);
+ * followed, after all blocks, by per block -8 * (sum of the block's 32 bytes),
+ * then per block the scale d widened to F32 (its bits in the int32: a decode
+ * kernel broadcasts it with one load instead of load, convert, broadcast);
  * for F16 activations, the n values widened to F32 (exact).
  * brisk_act_sums_len(type, n) is the int32 count per activation row. */
 #define BRISK_GEMM_ROWS 16

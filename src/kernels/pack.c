@@ -6,6 +6,7 @@
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
+#include "quant/quant.h"
 
 #include <string.h>
 
@@ -29,7 +30,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
     }
 }
 
-int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 9 > n ? n / 32 * 9 : n; }
+int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 10 > n ? n / 32 * 10 : n; }
 
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols) {
     const int64_t nb = cols / 32;
@@ -148,5 +149,7 @@ void brisk_act_sums_q8_0_ref(const void *act, int64_t n, int32_t *sums) {
             tot += s;
         }
         sums[8 * nb + b] = -8 * tot;
+        const float d = brisk_fp16_to_fp32(y[b].d);
+        memcpy(&sums[9 * nb + b], &d, sizeof d);
     }
 }
