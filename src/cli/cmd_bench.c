@@ -16,10 +16,12 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static const char *usage_text =
@@ -48,17 +50,21 @@ static uint64_t now_ns(void) {
 typedef struct bw_arg {
     const uint64_t *p;
     size_t n;        /* uint64 words */
+    bool prefetch;   /* software prefetch 8 KiB ahead into L2, as the decode kernels do */
     uint64_t sink;
 } bw_arg;
 
 /* Wide loads: scalar 8-byte loads cannot keep enough misses in flight to
  * saturate DRAM, and would understate the roofline. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 typedef uint64_t u64x8 __attribute__((vector_size(64)));
-__attribute__((target("avx512f"))) static uint64_t bw_read_avx512(const uint64_t *p, size_t n) {
+__attribute__((target("avx512f"))) static uint64_t bw_read_avx512(const uint64_t *p, size_t n, bool prefetch) {
     u64x8 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
     size_t i = 0;
     for (; i + 32 <= n; i += 32) {
+        if (prefetch)
+            for (int l = 0; l < 4; l++) _mm_prefetch((const char *)(p + i + 1024 + 8 * l), _MM_HINT_T1);
         u64x8 v0, v1, v2, v3;
         memcpy(&v0, p + i, 64);
         memcpy(&v1, p + i + 8, 64);
@@ -77,7 +83,7 @@ static void *bw_read(void *arg) {
     bw_arg *a = arg;
 #if defined(__x86_64__) && defined(__GNUC__)
     if (__builtin_cpu_supports("avx512f")) {
-        a->sink = bw_read_avx512(a->p, a->n);
+        a->sink = bw_read_avx512(a->p, a->n, a->prefetch);
         return NULL;
     }
 #endif
@@ -89,22 +95,31 @@ static void *bw_read(void *arg) {
 }
 
 /* Best of several passes of nth threads each reading its share of a 1 GiB
- * buffer once; bytes/s, or 0 when the buffer cannot be allocated. */
+ * buffer once; bytes/s, or 0 when the buffer cannot be allocated. The buffer
+ * is in huge pages like the packed weights, and passes alternate plain reads
+ * with prefetched ones: the roofline is the best this machine reads, not what
+ * one loop happens to get (4 KiB pages and plain loads read 25-28 GB/s where
+ * decode itself streamed 30, on a machine whose best read is 30-32). The
+ * machine's bandwidth drifts with its neighbours, so more passes find its
+ * best more reliably. */
 static double measure_read_bandwidth(int nth) {
     const size_t bytes = (size_t)1 << 30, words = bytes / 8;
-    uint64_t *buf = malloc(bytes);
+    uint64_t *buf = aligned_alloc((size_t)2 << 20, bytes);
     if (!buf) return 0.0;
+#ifdef MADV_HUGEPAGE
+    madvise(buf, bytes, MADV_HUGEPAGE);   /* a hint: without THP the pass still measures */
+#endif
     for (size_t i = 0; i < words; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
     bw_arg args[64];
     pthread_t tid[64];
     if (nth > 64) nth = 64;
     double best = 0.0;
     uint64_t sink = 0;
-    for (int pass = 0; pass < 5; pass++) {
+    for (int pass = 0; pass < 12; pass++) {
         const uint64_t t0 = now_ns();
         for (int t = 0; t < nth; t++) {
             const size_t lo = words / (size_t)nth * (size_t)t, hi = t == nth - 1 ? words : words / (size_t)nth * (size_t)(t + 1);
-            args[t] = (bw_arg){.p = buf + lo, .n = hi - lo};
+            args[t] = (bw_arg){.p = buf + lo, .n = hi - lo, .prefetch = pass % 2 == 1};
             if (t > 0 && pthread_create(&tid[t], NULL, bw_read, &args[t]) != 0) args[t].n = 0;
         }
         bw_read(&args[0]);
