@@ -52,6 +52,23 @@ static inline float act_scale(const int32_t *row_sums, int64_t nb, int64_t b) {
  * 7-token one on llama-3.2-1b Q4_0. */
 #define PF_AHEAD 8192
 
+/* Decode tiles also pull the lines they are about to read from L2 into L1,
+ * PF_NEAR bytes ahead: see q4_0_tile. */
+#define PF_NEAR 2048
+
+static inline __attribute__((always_inline)) void prefetch_near(const uint8_t *p, size_t bytes) {
+    #pragma GCC unroll 64
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
+}
+
+/* vpdpbusd with the activation's 4 bytes as an embedded broadcast
+ * ({1to16}): one fused uop where the intrinsics give a separate broadcast
+ * load (GCC 12 does not fold it). */
+static inline __attribute__((always_inline)) __m512i dpbusd_bcast(__m512i acc, __m512i w, const void *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
+    return acc;
+}
+
 /* A tile with its prefetch flag as a constant, so each inlined copy has the
  * branch folded away; first: this is the call's first token tile. */
 #define TILE_CALL(first, tile, ...) ((first) ? tile(__VA_ARGS__, true) : tile(__VA_ARGS__, false))
@@ -76,13 +93,19 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
      * flight, and every uop per weight byte costs it: the high nibbles go into
      * vpdpbusd in place (v & 0xf0 = 16 * nibble) and that chain's sum is
      * shifted back once (exact: it is 16 times an integer), 4 uops fewer per
-     * block; the activation scale comes from act_sums as F32. Two-thread
-     * streaming over 512 MiB: 23.3 -> 25.3 GB/s (plain reads 28.0). Larger
-     * tiles amortise the masks over their tokens and keep the two masks. */
+     * block; the activations are embedded broadcasts; the activation scale
+     * comes from act_sums as F32; and the lines 2 KiB ahead are pulled from L2
+     * into L1. Two threads streaming 512 MiB of Q4_0, median of 30 rounds as a
+     * fraction of plain prefetched reads in the same round: 0.82 before, 0.87
+     * with the in-place nibbles and F32 scale, 0.89 with embedded broadcasts,
+     * 0.94-0.96 with the L1 prefetch too (which alone did nothing for the
+     * older tile). Larger tiles amortise the masks over their tokens and keep
+     * the two masks. */
     const bool hi16 = tt <= 2;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
         if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q4_0));
+        if (pf && hi16) prefetch_near(blk, G * sizeof(brisk_block_q4_0));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512i lo[4], hi[4];
         #pragma GCC unroll 16
@@ -99,8 +122,13 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
             __m512i i0 = _mm512_set1_epi32(s[8 * nb + b]), i1 = _mm512_setzero_si512();
             #pragma GCC unroll 16
             for (int c = 0; c < 4; c++) {
-                i0 = _mm512_dpbusd_epi32(i0, lo[c], bcast32(y->qs + 4 * c));
-                i1 = _mm512_dpbusd_epi32(i1, hi[c], bcast32(y->qs + 16 + 4 * c));
+                if (hi16) {
+                    i0 = dpbusd_bcast(i0, lo[c], y->qs + 4 * c);
+                    i1 = dpbusd_bcast(i1, hi[c], y->qs + 16 + 4 * c);
+                } else {
+                    i0 = _mm512_dpbusd_epi32(i0, lo[c], bcast32(y->qs + 4 * c));
+                    i1 = _mm512_dpbusd_epi32(i1, hi[c], bcast32(y->qs + 16 + 4 * c));
+                }
             }
             const __m512i isum = _mm512_add_epi32(i0, hi16 ? _mm512_srai_epi32(i1, 4) : i1);
             const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(act_scale(s, nb, b)));

@@ -33,6 +33,7 @@ struct brisk_forward {
     float *f16_lut;                              /* 65536 entries: F16 -> F32 for the KV reads */
     float *kt;                                   /* prefill: one sequence's K widened, [kv head][dim][pos] */
     int32_t kt_cap;                              /* positions kt holds (0: none) */
+    int32_t kt_stride;                           /* floats from one of kt's rows to the next (see init) */
     int32_t window, sink;                        /* windowed attention (0: full) */
     /* exp_sub and swiglu of the GEMM table (vectorized) or of k: the same bits */
     void (*exp_sub)(float *x, int64_t n, float m);
@@ -296,7 +297,7 @@ typedef struct attn_task {
     const brisk_fwd_batch *b;
     int32_t layer;
     const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
-    int32_t kt_len;      /* positions in kt (its row stride is f->kt_cap) */
+    int32_t kt_len;      /* positions in kt (its row stride is f->kt_stride) */
     int32_t kt_skip0, kt_skip1;   /* windowed attention: positions no token of the batch sees, not widened */
 } attn_task;
 
@@ -323,12 +324,12 @@ static void kt_worker(void *ctx, int ith, int nth) {
     if (g && g->widen16t && f->kvdim % 2 == 0)   /* 16 positions (one KV block's half) per call */
         for (; p + 16 <= at->kt_len; p += 16) {
             if (p >= at->kt_skip0 && p + 16 <= at->kt_skip1) continue;
-            g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_cap + (size_t)p,
-                        (size_t)f->kt_cap);
+            g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_stride + (size_t)p,
+                        (size_t)f->kt_stride);
         }
     for (; p < at->kt_len; p++) {
         const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, p);
-        for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_cap + (size_t)p] = f->f16_lut[kr[e]];
+        for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_stride + (size_t)p] = f->f16_lut[kr[e]];
     }
 }
 
@@ -450,8 +451,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
                  * past it: the lanes past n are computed and ignored) */
                 int32_t ng = 0;
                 while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
-                if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_cap) ng++;
-                if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_cap + (size_t)j0, (size_t)f->kt_cap, ng, hd, scale,
+                if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_stride) ng++;
+                if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
                                       kq[0], ATTN_TILE);
                 j = 16 * ng < n ? 16 * ng : n;
             }
@@ -624,7 +625,12 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
     if (f->gk) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64; decode-only contexts (n_batch 1) use it too */
         f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
-        f->kt = xcalloc_track(f, (size_t)f->kt_cap * (size_t)f->kvdim, sizeof(float), &ok);
+        /* An odd number of 64-byte lines from row to row: the kernels walk
+         * kt down a column (one line per dimension), and with a 4 KiB-multiple
+         * stride (n_ctx 1024, 4096) every line fell in one L1 set. */
+        f->kt_stride = (f->kt_cap + 15) / 16 * 16;
+        if ((f->kt_stride / 16) % 2 == 0) f->kt_stride += 16;
+        f->kt = xcalloc_track(f, (size_t)f->kt_stride * (size_t)f->kvdim, sizeof(float), &ok);
     }
     if (!ok) {
         brisk_forward_free(f);
