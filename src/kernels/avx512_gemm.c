@@ -173,6 +173,7 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
         if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q8_0));
+        if (pf && tt <= 2) prefetch_near(blk, G * sizeof(brisk_block_q8_0));   /* decode: as q4_0_tile */
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q80_TILE];
         const brisk_block_q8_0 *y[Q80_TILE];
@@ -188,7 +189,8 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
             const __m512i w = _mm512_loadu_si512(blk + 32 + 64 * c);
             #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) {
-                const __m512i lane = _mm512_dpbusd_epi32(_mm512_set1_epi32(s[t][c]), w, bcast32(y[t]->qs + 4 * c));
+                const __m512i lane = tt <= 2 ? dpbusd_bcast(_mm512_set1_epi32(s[t][c]), w, y[t]->qs + 4 * c)
+                                             : _mm512_dpbusd_epi32(_mm512_set1_epi32(s[t][c]), w, bcast32(y[t]->qs + 4 * c));
                 acc[t][c] = _mm512_fmadd_ps(d[t], _mm512_cvtepi32_ps(lane), acc[t][c]);
             }
         }
