@@ -299,29 +299,24 @@ typedef struct attn_task {
     const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
     int32_t kt_len;      /* positions in kt (its row stride is f->kt_stride) */
     int32_t kt_skip0, kt_skip1;   /* windowed attention: positions no token of the batch sees, not widened */
+    bool kt_in_item;     /* one token: each (KV head) item widens its own head's rows first */
 } attn_task;
 
 /* Windowed attention: the first position past the sinks a token at pos no
  * longer sees is f->sink, the first it sees again is window_lo (no gap: lo <= sink). */
 static inline int32_t window_lo(const brisk_forward *f, int32_t pos) { return f->window > 0 ? pos - f->window + 1 : 0; }
 
-/* Prefill of one sequence: widen its K once per layer into kt (exact F16 ->
- * F32), transposed so 16 positions of one dimension are contiguous; the
- * scores then need no gathers. Split over (kv head, dimension) rows. */
-static void kt_worker(void *ctx, int ith, int nth) {
-    const attn_task *at = ctx;
+/* One sequence: widen its K once per layer into kt (exact F16 -> F32),
+ * transposed so 16 positions of one dimension are contiguous; the scores then
+ * need no gathers. kt_widen does dimensions [lo, hi) (lo and hi even when
+ * widen16t takes pairs). */
+static void kt_widen(const attn_task *at, int64_t lo, int64_t hi) {
     const brisk_forward *f = at->f;
     const int32_t seq = at->b->seq[0];
-    int64_t lo, hi;
-    if (f->kvdim % 2 == 0) {   /* in pairs of dimensions, as widen16t takes them */
-        brisk_split_range((int64_t)f->kvdim / 2, ith, nth, &lo, &hi);
-        lo *= 2;
-        hi *= 2;
-    } else brisk_split_range((int64_t)f->kvdim, ith, nth, &lo, &hi);
     float *kt = (float *)at->kt;
     int32_t p = 0;
     const brisk_gemm_kernels *g = f->gk;
-    if (g && g->widen16t && f->kvdim % 2 == 0)   /* 16 positions (one KV block's half) per call */
+    if (g && g->widen16t && f->kvdim % 2 == 0 && (lo % 2) == 0 && (hi % 2) == 0)   /* 16 positions (one KV block's half) per call */
         for (; p + 16 <= at->kt_len; p += 16) {
             if (p >= at->kt_skip0 && p + 16 <= at->kt_skip1) continue;
             g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_stride + (size_t)p,
@@ -331,6 +326,20 @@ static void kt_worker(void *ctx, int ith, int nth) {
         const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, p);
         for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_stride + (size_t)p] = f->f16_lut[kr[e]];
     }
+}
+
+/* A prefill's widening as its own step, split over (kv head, dimension) rows:
+ * all of the batch's tokens read every KV head's rows. */
+static void kt_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    const brisk_forward *f = at->f;
+    int64_t lo, hi;
+    if (f->kvdim % 2 == 0) {   /* in pairs of dimensions, as widen16t takes them */
+        brisk_split_range((int64_t)f->kvdim / 2, ith, nth, &lo, &hi);
+        lo *= 2;
+        hi *= 2;
+    } else brisk_split_range((int64_t)f->kvdim, ith, nth, &lo, &hi);
+    kt_widen(at, lo, hi);
 }
 
 /* A tree token's position j (base <= j <= its own position) is held in slot
@@ -435,6 +444,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
             for (int32_t u = t; u >= 0; u = f->par[u]) anc[at->b->pos[u] - base] = f->slot[u];
             anc_tok = t;
         }
+        if (at->kt_in_item) kt_widen(at, (int64_t)kvh * hd, (int64_t)(kvh + 1) * hd);
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
         float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
         memset(o, 0, (size_t)m * hd * sizeof(float));
@@ -785,7 +795,13 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
                     at.kt_skip0 = (f->sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
                     at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
                 }
-                run_step(f, kt_worker, &at, (double)len * f->kvdim);
+                /* One token whose KV heads are one item each: the items widen
+                 * their own heads' rows, on every thread and with no step of
+                 * its own (a decode step's widening ran on the calling thread
+                 * while the others waited). */
+                const int gqa = hp->n_head / hp->n_head_kv;
+                at.kt_in_item = T == 1 && gqa <= ATTN_HEADS;
+                if (!at.kt_in_item) run_step(f, kt_worker, &at, (double)len * f->kvdim);
             }
         }
         double attn_macs = 0.0;   /* q.k and p.v over every attended position */
