@@ -365,10 +365,68 @@ static void test_tables(const brisk_kernels *const *tables, int ntables) {
     if (f->neon) CHECKF(table_listed(tables, ntables, "neon"), "the CPU has NEON but the neon table is not listed");
     if (f->neon && f->dotprod)
         CHECKF(table_listed(tables, ntables, "neon-dotprod"), "the CPU has dotprod but the neon-dotprod table is not listed");
+    if (f->neon && f->dotprod && f->i8mm)
+        CHECKF(table_listed(tables, ntables, "neon-i8mm"), "the CPU has i8mm but the neon-i8mm table is not listed");
     char buf[256];
     printf("cpu: %s; tables:", brisk_cpu_features_describe(brisk_cpu_features_get(), buf, sizeof buf));
     for (int t = 0; t < ntables; t++) printf(" %s", tables[t]->isa);
     printf("; best: %s\n", best->isa);
+}
+
+/* vec_dot_2x2 (aarch64 i8mm) against the same table's vec_dot and ref's, bit
+ * for bit, on two rows x two activation rows with padding between them; the
+ * outputs sit os = 3 apart with NaN sentinels around and between them. */
+static void test_dot_2x2(const brisk_kernels *const *tables, int ntables) {
+    int tested = 0;
+    for (int t = 0; t < ntables; t++) {
+        const brisk_kernels *k = tables[t];
+        for (uint32_t ty = 0; ty < BRISK_Q_TYPE_LIMIT; ty++) {
+            if (!k->vec_dot_2x2[ty]) continue;
+            const brisk_qtype_info *wi = brisk_qtype_get(ty);
+            const uint32_t at = wi->act_type;
+            for (size_t bc = 0; bc < BRISK_ARRAY_LEN(block_counts); bc++) {
+                const int64_t n = block_counts[bc] * wi->block_elems;
+                size_t wrow, arow;
+                brisk_qtype_row_bytes(ty, n, &wrow);
+                brisk_qtype_row_bytes(at, n, &arow);
+                const size_t ws = wrow + 2 * wi->block_bytes, as = arow + 64;   /* rows not back to back */
+                guarded w = guarded_alloc(2 * ws), a = guarded_alloc(2 * as);
+                float *x = malloc(sizeof(float) * (size_t)n);
+                CHECK(w.p && a.p && x);
+                if (!w.p || !a.p || !x) return;
+                for (int r = 0; r < 2; r++) {
+                    fill_random_blocks(ty, w.p + (size_t)r * ws, n);
+                    fill_floats(x, n, r);
+                    k->quantize_act[at](x, a.p + (size_t)r * as, n);
+                }
+                float out[8];
+                for (int i = 0; i < 8; i++) out[i] = NAN;
+                k->vec_dot_2x2[ty](n, out + 1, 3, w.p, ws, a.p, as);
+                int bad = 0;
+                for (int tk = 0; tk < 2; tk++)
+                    for (int r = 0; r < 2; r++) {
+                        float mine, ref;
+                        k->vec_dot[ty](n, &mine, w.p + (size_t)r * ws, a.p + (size_t)tk * as);
+                        tables[0]->vec_dot[ty](n, &ref, w.p + (size_t)r * ws, a.p + (size_t)tk * as);
+                        const float got = out[1 + 3 * tk + r];
+                        bad += memcmp(&got, &mine, sizeof got) != 0 || memcmp(&got, &ref, sizeof got) != 0;
+                    }
+                CHECKF(bad == 0, "%s vec_dot_2x2 %s n=%lld: %d of 4 outputs differ from vec_dot", k->isa, wi->name, (long long)n, bad);
+                CHECKF(isnan(out[0]) && isnan(out[3]) && isnan(out[6]) && isnan(out[7]), "%s vec_dot_2x2 %s n=%lld: wrote outside its outputs",
+                       k->isa, wi->name, (long long)n);
+                CHECKF(guard_ok(&w) && guard_ok(&a), "%s vec_dot_2x2 %s: buffers changed", k->isa, wi->name);
+                free(w.p);
+                free(a.p);
+                free(x);
+                tested++;
+            }
+        }
+    }
+    const brisk_cpu_features *f = brisk_cpu_features_get();
+    if (f->neon && f->dotprod && f->i8mm)
+        CHECKF(table_listed(tables, ntables, "neon-i8mm") && tested > 0, "the CPU has i8mm but no neon-i8mm vec_dot_2x2 was tested");
+    else if (tested == 0)
+        printf("vec_dot_2x2: no table has one on this CPU (aarch64 i8mm only); skipped\n");
 }
 
 /* BRISK_FORCE_REF=1 is read once per process, so check it in a child that sets
@@ -712,6 +770,7 @@ int main(void) {
     test_dot_known();
     test_quantize_act(tables, ntables);
     test_dots(tables, ntables);
+    test_dot_2x2(tables, ntables);
     test_packed_gemm();
     test_expf(tables, ntables);
     return test_finish();

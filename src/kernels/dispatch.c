@@ -22,7 +22,9 @@ static bool has_avx512_vnni(const brisk_cpu_features *f) {
 #elif defined(BRISK_ARCH_ARM64)
 static bool has_neon(const brisk_cpu_features *f) { return f->neon; }
 static bool has_neon_dotprod(const brisk_cpu_features *f) { return f->neon && f->dotprod; }
-#define BRISK_ISA_CHOICES {brisk_kernels_neon_dotprod, has_neon_dotprod}, {brisk_kernels_neon, has_neon},
+static bool has_neon_i8mm(const brisk_cpu_features *f) { return f->neon && f->dotprod && f->i8mm; }
+#define BRISK_ISA_CHOICES {brisk_kernels_neon_i8mm, has_neon_i8mm}, {brisk_kernels_neon_dotprod, has_neon_dotprod}, \
+                          {brisk_kernels_neon, has_neon},
 #else
 #define BRISK_ISA_CHOICES
 #endif

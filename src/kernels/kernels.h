@@ -24,9 +24,18 @@ typedef void (*brisk_vec_dot_fn)(int64_t n, float *out, const void *w, const voi
 /* Activation quantizer: n floats -> n elements of an activation type. */
 typedef void (*brisk_quantize_fn)(const float *x, void *dst, int64_t n);
 
+/* Two weight rows (w, and w + w_stride bytes) times two activation rows (a,
+ * and a + a_stride bytes) at once, each output bit-identical to vec_dot:
+ * out[0] = w0.a0, out[1] = w1.a0, out[os] = w0.a1, out[os + 1] = w1.a1 (the
+ * matmul's layout: rows adjacent, tokens os apart). For ISAs with a 2x2
+ * integer matrix multiply (aarch64 i8mm's SMMLA). */
+typedef void (*brisk_vec_dot_2x2_fn)(int64_t n, float *out, int64_t os, const void *w, size_t w_stride, const void *a,
+                                     size_t a_stride);
+
 typedef struct brisk_kernels {
-    const char *isa;                                     /* "ref", "avx2", "avx512", "neon", "neon-dotprod" */
+    const char *isa;                                     /* "ref", "avx2", "avx512", "neon", "neon-dotprod", "neon-i8mm" */
     brisk_vec_dot_fn vec_dot[BRISK_Q_TYPE_LIMIT];        /* indexed by weight type; NULL = none */
+    brisk_vec_dot_2x2_fn vec_dot_2x2[BRISK_Q_TYPE_LIMIT];   /* optional, by weight type; NULL = none */
     /* brisk_exp_sub and brisk_swiglu (ops/ops.h), bit for bit; every table sets them */
     void (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
@@ -51,6 +60,7 @@ const brisk_kernels *brisk_kernels_avx2(void);
 const brisk_kernels *brisk_kernels_avx512(void);         /* AVX-512 F/BW/VL/DQ + VNNI (+ AVX2's needs) */
 const brisk_kernels *brisk_kernels_neon(void);           /* aarch64, baseline ARMv8-A */
 const brisk_kernels *brisk_kernels_neon_dotprod(void);   /* aarch64 + dotprod (SDOT) */
+const brisk_kernels *brisk_kernels_neon_i8mm(void);      /* aarch64 + dotprod + i8mm (SMMLA) */
 
 /* ---- reference kernels, by name (ref.c), for ISA tables to fall back on ---- */
 void brisk_vec_dot_f32_ref(int64_t n, float *out, const void *w, const void *a);

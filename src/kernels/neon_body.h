@@ -1,10 +1,12 @@
 /* neon_body: the aarch64 NEON kernels, written once for the two NEON tables.
  *
- * Not a header in the usual sense: neon_kernels.c (baseline ARMv8-A) and
- * neon_dotprod.c (ARMv8.2-A + dotprod) each define, before including it,
+ * Not a header in the usual sense: neon_kernels.c (baseline ARMv8-A),
+ * neon_dotprod.c (ARMv8.2-A + dotprod) and neon_i8mm.c (+ i8mm) each define,
+ * before including it,
  *   BRISK_NEON_ISA     the table's name ("neon", "neon-dotprod");
  *   neon_dot16(acc, a, b)  acc + the 16 int8 products a*b summed in groups of
  *                      four adjacent bytes: lane k gets bytes 4k..4k+3;
+ *   BRISK_NEON_TABLE_EXTRA (optional) more designated initializers for the table;
  * and are compiled with their own -march, so the baseline file never holds
  * an instruction the baseline CPU lacks. Everything here is static.
  *
@@ -411,6 +413,9 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
 
 static const brisk_kernels neon_table = {
     .isa = BRISK_NEON_ISA,
+#ifdef BRISK_NEON_TABLE_EXTRA
+    BRISK_NEON_TABLE_EXTRA   /* a table's own entries (neon_i8mm.c) */
+#endif
     .exp_sub = brisk_exp_sub,   /* ops.c: fma() is inline on aarch64, a libm call in ref on x86 */
     .swiglu = brisk_swiglu,
     .vec_dot = {

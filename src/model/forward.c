@@ -178,9 +178,23 @@ static void mm_units(const mm_task *t, int32_t t0, int32_t nt, int64_t lo, int64
                 t->g->gemm_rows[jb->w->type](jb->w->cols, (const uint8_t *)jb->w->data + (size_t)r0 * jb->w->row_bytes,
                                              jb->w->row_bytes, (const float *)xs, jb->xs_stride, nt, out + r0, jb->out_stride);
             } else {
-                for (int64_t r = r0; r < r1; r++) {
+                const brisk_vec_dot_2x2_fn dot2 = t->k->vec_dot_2x2[jb->w->type];
+                const int64_t os = jb->out_stride;
+                int64_t r = r0;
+                if (dot2 && nt >= 2)   /* row pairs x token pairs, the odd token row by row */
+                    for (; r + 2 <= r1; r += 2) {
+                        const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
+                        int32_t tk = 0;
+                        for (; tk + 2 <= nt; tk += 2)
+                            dot2(jb->w->cols, out + (int64_t)tk * os + r, os, wrow, jb->w->row_bytes, xq + (size_t)tk * jb->xq_stride, jb->xq_stride);
+                        for (; tk < nt; tk++) {
+                            dot(jb->w->cols, out + (int64_t)tk * os + r, wrow, xq + (size_t)tk * jb->xq_stride);
+                            dot(jb->w->cols, out + (int64_t)tk * os + r + 1, wrow + jb->w->row_bytes, xq + (size_t)tk * jb->xq_stride);
+                        }
+                    }
+                for (; r < r1; r++) {
                     const uint8_t *wrow = (const uint8_t *)jb->w->data + (size_t)r * jb->w->row_bytes;
-                    for (int32_t tk = 0; tk < nt; tk++) dot(jb->w->cols, out + (int64_t)tk * jb->out_stride + r, wrow, xq + (size_t)tk * jb->xq_stride);
+                    for (int32_t tk = 0; tk < nt; tk++) dot(jb->w->cols, out + (int64_t)tk * os + r, wrow, xq + (size_t)tk * jb->xq_stride);
                 }
             }
             if (jb->bias)
