@@ -32,6 +32,15 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
 
 int64_t brisk_act_sums_len(int64_t n) { return n / 32 * 10 > n ? n / 32 * 10 : n; }
 
+/* Row r of a Q4_K-layout group at o (Q4_K, and Q5_K's first 2368 bytes):
+ * d, dmin, the unpacked 6-bit scales and mins, the nibble chunks. */
+static void pack_k4_row(uint8_t *o, int r, uint16_t d, uint16_t dmin, const uint8_t *scales, const uint8_t *qs) {
+    memcpy(o + 2 * r, &d, 2);
+    memcpy(o + 32 + 2 * r, &dmin, 2);
+    for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, scales, o + 64 + 16 * j + r, o + 192 + 16 * j + r);
+    for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, qs + 4 * k, 4);
+}
+
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols) {
     const int64_t nb = cols / 32;
     uint8_t *o = dst;
@@ -77,10 +86,7 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
             for (int r = 0; r < G; r++) {
                 const brisk_block_q4_k *x = (const brisk_block_q4_k *)(s + (size_t)r * row_bytes) + b;
-                memcpy(o + 2 * r, &x->d, 2);
-                memcpy(o + 32 + 2 * r, &x->dmin, 2);
-                for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, x->scales, o + 64 + 16 * j + r, o + 192 + 16 * j + r);
-                for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+                pack_k4_row(o, r, x->d, x->dmin, x->scales, x->qs);
             }
             o += (size_t)G * (sizeof(brisk_block_q4_k) + 4);
         }
@@ -89,10 +95,7 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             uint64_t masks[8][8] = {{0}};   /* [m][j]: bit 4r+i = 5th bit of element 32j+4m+i of row r */
             for (int r = 0; r < G; r++) {
                 const brisk_block_q5_k *x = (const brisk_block_q5_k *)(s + (size_t)r * row_bytes) + b;
-                memcpy(o + 2 * r, &x->d, 2);
-                memcpy(o + 32 + 2 * r, &x->dmin, 2);
-                for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, x->scales, o + 64 + 16 * j + r, o + 192 + 16 * j + r);
-                for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+                pack_k4_row(o, r, x->d, x->dmin, x->scales, x->qs);   /* the first 2368 bytes are Q4_K's layout */
                 for (int m = 0; m < 8; m++)
                     for (int i = 0; i < 4; i++)
                         for (int j = 0; j < 8; j++) masks[m][j] |= (uint64_t)((x->qh[4 * m + i] >> j) & 1) << (4 * r + i);
