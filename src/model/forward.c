@@ -62,8 +62,11 @@ struct brisk_forward {
  * runs never changes a result. */
 #define PARALLEL_MIN_MACS (256 * 1024)
 
+/* Threads a step of macs multiply-adds runs on (run_step's choice). */
+static int step_threads(const brisk_forward *f, double macs) { return macs < f->min_parallel_macs ? 1 : f->n_threads; }
+
 static void run_step(brisk_forward *f, brisk_pool_fn fn, void *ctx, double macs) {
-    if (macs < f->min_parallel_macs) fn(ctx, 0, 1);
+    if (step_threads(f, macs) == 1) fn(ctx, 0, 1);
     else brisk_pool_run(f->pool, fn, ctx);
 }
 
@@ -287,15 +290,14 @@ static void matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const
     double macs = 0.0;
     for (int j = 0; j < n; j++) macs += (double)w[j]->rows * (double)w[j]->cols * n_tok;
     mt.tok_block = mm_tok_block(f, n, w, n_tok);
-    const int nth = macs < f->min_parallel_macs ? 1 : f->n_threads;
+    const int nth = step_threads(f, macs);
     mt.ranges = f->ranges;
     for (int i = 0; i < nth; i++) {   /* published to the workers by the pool's generation bump */
         int64_t lo, hi;
         brisk_split_range(mt.total_rows, i, nth, &lo, &hi);
         atomic_store_explicit(&f->ranges[i].lohi, (uint64_t)lo | ((uint64_t)hi << 32), memory_order_relaxed);
     }
-    if (nth == 1) mm_worker(&mt, 0, 1);
-    else brisk_pool_run(f->pool, mm_worker, &mt);
+    run_step(f, mm_worker, &mt, macs);
 }
 
 static void matmul1(brisk_forward *f, const float *x, int32_t n_tok, const brisk_weight *w, float *out, int64_t out_stride) {
