@@ -504,13 +504,6 @@ static void test_packed_gemm(void) {
             }
             g->kq16(q, k, STRIDE, d, 0.125f, s2);
             g->kq16t(q, kt, 16, d, 0.125f, s3);
-            if (g->widen16t) {   /* the transposed widening kq16t reads, from the F16 rows */
-                float *kt2 = malloc(sizeof(float) * D * 16);
-                if (!kt2) { CHECK(!"out of memory"); return; }
-                g->widen16t(k, STRIDE, d & ~1, kt2, 16);
-                CHECKF(memcmp(kt, kt2, sizeof(float) * 16 * (size_t)(d & ~1)) == 0, "%s widen16t d=%d differs", g->isa, d);
-                free(kt2);
-            }
             CHECKF(memcmp(s1, s2, sizeof s1) == 0 && memcmp(s1, s3, sizeof s1) == 0, "%s kq16/kq16t d=%d differ from scalar", g->isa, d);
             for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
             const float pw = rng_uniform();
@@ -539,17 +532,21 @@ static void test_packed_gemm(void) {
         free(k); free(kt);
     }
     /* the multi-query forms against the one-query kernels they batch: m queries
-     * (1..7, past the 4 a call holds in registers) x 1..4 groups of 16 keys */
+     * (1..7, past the 4 a call holds in registers) x 1..4 groups of 16 keys;
+     * kq_multi_h on the same keys as F16 against kq_multi_t */
     if (g->kq_multi_t && g->axpy_f16_rows_multi && g->kq16t && g->axpy_f16_rows) {
         enum { D = 80, NQ = 7, KS = 64 + 3, VS = 88 };
         float *kt = malloc(sizeof(float) * D * KS), *q = malloc(sizeof(float) * NQ * D), *p = malloc(sizeof(float) * NQ * 64);
         float *o1 = malloc(sizeof(float) * NQ * D), *o2 = malloc(sizeof(float) * NQ * D), *s1 = malloc(sizeof(float) * NQ * 64),
               *s2 = malloc(sizeof(float) * NQ * 64);
-        uint16_t *v = malloc(sizeof(uint16_t) * 64 * VS);
-        if (!kt || !q || !p || !o1 || !o2 || !s1 || !s2 || !v) { CHECK(!"out of memory"); return; }
-        for (int i = 0; i < D * KS; i++) kt[i] = brisk_fp16_to_fp32(brisk_fp32_to_fp16(rng_gauss()));
+        uint16_t *v = malloc(sizeof(uint16_t) * 64 * VS), *kh = malloc(sizeof(uint16_t) * D * KS);
+        if (!kt || !q || !p || !o1 || !o2 || !s1 || !s2 || !v || !kh) { CHECK(!"out of memory"); return; }
+        for (int i = 0; i < D * KS; i++) {
+            kh[i] = brisk_fp32_to_fp16(rng_gauss());
+            kt[i] = brisk_fp16_to_fp32(kh[i]);
+        }
         for (int i = 0; i < 64 * VS; i++) v[i] = brisk_fp32_to_fp16(rng_gauss());
-        int bad_kq = 0, bad_axpy = 0;
+        int bad_kq = 0, bad_kqh = 0, bad_axpy = 0;
         for (int d = 8; d <= D; d += 24)   /* 8, 32, 56, 80: below, at and past whole 32-dim chunks */
             for (int m = 1; m <= NQ; m++) {
                 for (int i = 0; i < NQ * D; i++) q[i] = rng_gauss();
@@ -558,6 +555,11 @@ static void test_packed_gemm(void) {
                         for (int gi = 0; gi < ng; gi++) g->kq16t(q + h * D, kt + 16 * gi, KS, d, 0.125f, s1 + h * 64 + 16 * gi);
                     g->kq_multi_t(q, D, m, kt, KS, ng, d, 0.125f, s2, 64);
                     for (int h = 0; h < m; h++) bad_kq += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
+                    if (g->kq_multi_h) {
+                        for (int i = 0; i < NQ * 64; i++) s1[i] = NAN;   /* sentinels: every output written */
+                        g->kq_multi_h(q, D, m, kh, KS, ng, d, 0.125f, s1, 64);
+                        for (int h = 0; h < m; h++) bad_kqh += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
+                    }
                 }
                 for (int n = 1; n <= 64; n += 21) {
                     for (int i = 0; i < NQ * 64; i++) p[i] = rng_uniform();
@@ -568,8 +570,9 @@ static void test_packed_gemm(void) {
                 }
             }
         CHECKF(bad_kq == 0, "%s kq_multi_t differs from kq16t in %d cases", g->isa, bad_kq);
+        CHECKF(bad_kqh == 0, "%s kq_multi_h differs from kq_multi_t in %d cases", g->isa, bad_kqh);
         CHECKF(bad_axpy == 0, "%s axpy_f16_rows_multi differs from axpy_f16_rows in %d cases", g->isa, bad_axpy);
-        free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v);
+        free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v); free(kh);
     }
     /* GEMMs over canonical rows: bit-identical to the best table's vec_dot */
     const brisk_kernels *best = brisk_kernels_best();

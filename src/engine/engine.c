@@ -171,7 +171,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     if (!c) return brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
     c->model = m;
     c->n_batch = n_batch;
-    brisk_status st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv * hp->head_dim, n_ctx, n_seq, err);
+    brisk_status st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, n_seq, err);
     if (st) goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);

@@ -781,16 +781,6 @@ static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float 
 }
 
 /* 16 F16 rows (stride apart) widened and transposed: kt[i * kt_stride + l] = k_l[i], i < d (d even). */
-static void widen16t(const uint16_t *k, size_t stride, int d, float *kt, size_t kt_stride) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                           _mm512_set1_epi32((int)(stride * 2)));
-    for (int i = 0; i < d; i += 2) {
-        const __m512i g = _mm512_i32gather_epi32(idx, (const void *)(k + i), 1);
-        _mm512_storeu_ps(kt + (size_t)i * kt_stride, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
-        _mm512_storeu_ps(kt + (size_t)(i + 1) * kt_stride, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
-    }
-}
-
 static void kq16t(const float *q, const float *kt, size_t stride, int d, float scale, float *out) {
     __m512 s = _mm512_setzero_ps();
     for (int i = 0; i < d; i++) s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(q[i]), _mm512_loadu_ps(kt + (size_t)i * stride)));
@@ -835,9 +825,10 @@ static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t st
  * 16 keys (group g at kt + 16 g): out[h * os + 16 g + l]. Each output is the
  * kq16t chain; the QM x QG chains are interleaved because one chain alone waits
  * on the add latency (a GQA group's queries and a tile's key groups share
- * every K load). */
-static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_t qs, const float *kt, size_t stride, int d,
-                                                           float scale, float *out, size_t os, const int QM, const int QG) {
+ * every K load). F16: kt holds F16 keys (the KV cache's transposed K), each
+ * widened exactly as it is loaded. */
+static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_t qs, const void *kt, size_t stride, int d,
+                                                           float scale, float *out, size_t os, const int QM, const int QG, const bool F16) {
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int h = 0; h < QM; h++)
@@ -846,7 +837,9 @@ static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_
     for (int i = 0; i < d; i++) {
         __m512 k[4];
 #pragma GCC unroll 4
-        for (int g = 0; g < QG; g++) k[g] = _mm512_loadu_ps(kt + (size_t)i * stride + 16 * g);
+        for (int g = 0; g < QG; g++)
+            k[g] = F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)kt + (size_t)i * stride + 16 * g)))
+                       : _mm512_loadu_ps((const float *)kt + (size_t)i * stride + 16 * g);
 #pragma GCC unroll 4
         for (int h = 0; h < QM; h++) {
             const __m512 qv = _mm512_set1_ps(q[(size_t)h * qs + (size_t)i]);
@@ -861,9 +854,9 @@ static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_
         for (int g = 0; g < QG; g++) _mm512_storeu_ps(out + (size_t)h * os + 16 * g, _mm512_mul_ps(acc[h][g], sv));
 }
 
-static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
-                       size_t os) {
-#define KQT(A, B) case (A) * 4 + (B) - 5: kqt_tile(qh, qs, kt, stride, d, scale, oh, os, A, B); break;
+static inline __attribute__((always_inline)) void kq_multi(const float *q, size_t qs, int m, const void *kt, size_t stride, int ng, int d,
+                                                           float scale, float *out, size_t os, const bool F16) {
+#define KQT(A, B) case (A) * 4 + (B) - 5: kqt_tile(qh, qs, kt, stride, d, scale, oh, os, A, B, F16); break;
     for (int h0 = 0; h0 < m; h0 += 4) {
         const float *qh = q + (size_t)h0 * qs;
         float *oh = out + (size_t)h0 * os;
@@ -875,6 +868,16 @@ static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t
         }
     }
 #undef KQT
+}
+
+static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, false);
+}
+
+static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, true);
 }
 
 /* axpy_f16_rows for up to 4 outputs sharing the V rows, 32 dimensions from
@@ -980,11 +983,11 @@ static void swiglu(float *h, const float *g, const float *u, int64_t n) {
 
 static const brisk_gemm_kernels avx512_table = {
     .axpy_f16_rows = axpy_f16_rows,
-    .widen16t = widen16t,
     .kq16 = kq16,
     .kq16t = kq16t,
     .axpy_f16 = axpy_f16,
     .kq_multi_t = kq_multi_t,
+    .kq_multi_h = kq_multi_h,
     .exp_sub = exp_sub,
     .swiglu = swiglu,
     .axpy_f16_rows_multi = axpy_f16_rows_multi,

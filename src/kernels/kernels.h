@@ -138,8 +138,8 @@ typedef struct brisk_gemm_kernels {
     void (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     /* Attention helpers with the scalar loops' exact arithmetic (no fused ops),
-     * all set in a GEMM table. forward.c uses kq16, axpy_f16, widen16t and the
-     * two _multi forms; kq16t and axpy_f16_rows are their one-query forms (the
+     * all set in a GEMM table. forward.c uses kq16, axpy_f16 and the
+     * _multi forms; kq16t and axpy_f16_rows are their one-query forms (the
      * multi kernels are specified, and tested, as batches of them):
      * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
      *       elements, for 16 F16 key rows k_l = k + l*stride (d even);
@@ -149,15 +149,16 @@ typedef struct brisk_gemm_kernels {
     /* axpy_f16 over n rows in order (row j = v + j*stride, weight p[j]), o kept
      * in registers between rows: the same additions in the same order. */
     void (*axpy_f16_rows)(float *o, const float *p, const uint16_t *v, size_t stride, int n, int d);
-    /* 16 F16 rows (stride apart) widened and transposed for kq16t:
-     * kt[i * kt_stride + l] = row l's element i, for i < d (d even). */
-    void (*widen16t)(const uint16_t *k, size_t stride, int d, float *kt, size_t kt_stride);
     /* kq16 on keys already widened and transposed: k_l[i] = kt[i * stride + l]. */
     void (*kq16t)(const float *q, const float *kt, size_t stride, int d, float scale, float *out);
     /* kq16t for m queries (query h at q + h * q_stride) over ng <= 4 consecutive
      * groups of 16 keys (group g at kt + 16 g): out[h * out_stride + 16 g + l],
      * each output exactly kq16t's. */
     void (*kq_multi_t)(const float *q, size_t q_stride, int m, const float *kt, size_t stride, int ng, int d, float scale,
+                       float *out, size_t out_stride);
+    /* kq_multi_t on F16 keys (the KV cache's transposed K): each key element
+     * widened exactly, so each output is kq_multi_t's on the widened keys. */
+    void (*kq_multi_h)(const float *q, size_t q_stride, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale,
                        float *out, size_t out_stride);
     /* axpy_f16_rows for m outputs (o + h * o_stride, weights p + h * p_stride)
      * over the same n V rows: each output exactly axpy_f16_rows's. */

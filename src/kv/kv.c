@@ -21,9 +21,12 @@ bool brisk_kv_plan(int32_t n_layer, int32_t row, int32_t n_ctx, int32_t n_seq, s
     return true;
 }
 
-brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t row, int32_t n_ctx, int32_t n_seq, brisk_error *err) {
+brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_error *err) {
     *out = NULL;
     size_t bytes;
+    if (n_head < 1 || head_dim < 1 || (int64_t)n_head * head_dim > INT32_MAX)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: %d heads of %d elements", n_head, head_dim);
+    const int32_t row = n_head * head_dim;
     if (n_seq < 1 || n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences: %d out of range [1, 4096]", n_seq);
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
     if (!brisk_kv_plan(n_layer, row, n_ctx, n_seq, &bytes))
@@ -38,11 +41,15 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t row, int32_t
     if (!kv) return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: out of memory");
     kv->n_layer = n_layer;
     kv->row = row;
+    kv->n_head = n_head;
+    kv->head_dim = head_dim;
     kv->n_ctx = n_ctx;
     kv->n_seq = n_seq;
     kv->n_blocks = (int32_t)pool_blocks(n_ctx, n_seq);
-    kv->k = malloc(bytes / 2);
-    kv->v = malloc(bytes / 2);
+    /* zeroed: attention's last partial group of 16 keys reads (and ignores)
+     * the block's slots past the sequence's length */
+    kv->k = calloc(1, bytes / 2);
+    kv->v = calloc(1, bytes / 2);
     kv->free_list = malloc((size_t)kv->n_blocks * sizeof(int32_t));
     kv->seqs = calloc((size_t)n_seq, sizeof(brisk_kv_seq));
     if (!kv->k || !kv->v || !kv->free_list || !kv->seqs) goto nomem;
@@ -97,14 +104,17 @@ void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
 
 void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n) {
     brisk_kv_seq *s = &kv->seqs[seq];
-    const size_t row_bytes = (size_t)kv->row * sizeof(uint16_t);
+    const size_t head_bytes = (size_t)kv->head_dim * sizeof(uint16_t);
     /* rel is increasing, so rel[d] >= d: a move never overwrites a row a later move reads */
     for (int32_t d = 0; d < n; d++) {
         if (rel[d] == d) continue;
-        for (int32_t il = 0; il < kv->n_layer; il++) {
-            memcpy(brisk_kv_k_row(kv, il, seq, base + d), brisk_kv_k_row(kv, il, seq, base + rel[d]), row_bytes);
-            memcpy(brisk_kv_v_row(kv, il, seq, base + d), brisk_kv_v_row(kv, il, seq, base + rel[d]), row_bytes);
-        }
+        for (int32_t il = 0; il < kv->n_layer; il++)
+            for (int32_t h = 0; h < kv->n_head; h++) {
+                uint16_t *kd = brisk_kv_k(kv, il, seq, base + d, h);
+                const uint16_t *ks = brisk_kv_k(kv, il, seq, base + rel[d], h);
+                for (int32_t i = 0; i < kv->head_dim; i++) kd[(size_t)i * BRISK_KV_BLOCK] = ks[(size_t)i * BRISK_KV_BLOCK];
+                memcpy(brisk_kv_v(kv, il, seq, base + d, h), brisk_kv_v(kv, il, seq, base + rel[d], h), head_bytes);
+            }
     }
     s->len = base + n;
     s->ordered = s->len;

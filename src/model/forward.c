@@ -315,46 +315,38 @@ typedef struct attn_task {
     const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
     int32_t kt_len;      /* positions in kt (its row stride is f->kt_stride) */
     int32_t kt_skip0, kt_skip1;   /* windowed attention: positions no token of the batch sees, not widened */
-    bool kt_in_item;     /* one token: each (KV head) item widens its own head's rows first */
 } attn_task;
 
 /* Windowed attention: the first position past the sinks a token at pos no
  * longer sees is f->sink, the first it sees again is window_lo (no gap: lo <= sink). */
 static inline int32_t window_lo(const brisk_forward *f, int32_t pos) { return f->window > 0 ? pos - f->window + 1 : 0; }
 
-/* One sequence: widen its K once per layer into kt (exact F16 -> F32),
- * transposed so 16 positions of one dimension are contiguous; the scores then
- * need no gathers. kt_widen does dimensions [lo, hi) (lo and hi even when
- * widen16t takes pairs). */
+/* One sequence of several tokens: widen its K once per layer into kt (exact
+ * F16 -> F32), 16 positions of one dimension contiguous as in the cache, so
+ * each K row serves all the batch's queries without a conversion per query.
+ * kt_widen does dimensions [lo, hi) of all KV heads. */
 static void kt_widen(const attn_task *at, int64_t lo, int64_t hi) {
     const brisk_forward *f = at->f;
-    const int32_t seq = at->b->seq[0];
-    float *kt = (float *)at->kt;
-    int32_t p = 0;
-    const brisk_gemm_kernels *g = f->gk;
-    if (g && g->widen16t && f->kvdim % 2 == 0 && (lo % 2) == 0 && (hi % 2) == 0)   /* 16 positions (one KV block's half) per call */
-        for (; p + 16 <= at->kt_len; p += 16) {
+    const brisk_kv *kv = at->kv;
+    const int32_t seq = at->b->seq[0], hd = kv->head_dim;
+    for (int64_t e = lo; e < hi; e++) {
+        const int32_t h = (int32_t)(e / hd), i = (int32_t)(e - (int64_t)h * hd);
+        float *dst = (float *)at->kt + (size_t)e * (size_t)f->kt_stride;
+        for (int32_t p = 0; p < at->kt_len; p += 16) {   /* 16 positions (half a KV block) at a time */
             if (p >= at->kt_skip0 && p + 16 <= at->kt_skip1) continue;
-            g->widen16t(brisk_kv_k_row(at->kv, at->layer, seq, p) + lo, at->kv->row, (int)(hi - lo), kt + (size_t)lo * (size_t)f->kt_stride + (size_t)p,
-                        (size_t)f->kt_stride);
+            const uint16_t *src = brisk_kv_k(kv, at->layer, seq, p, h) + (size_t)i * BRISK_KV_BLOCK;
+            const int32_t n = at->kt_len - p < 16 ? at->kt_len - p : 16;
+            for (int32_t l = 0; l < n; l++) dst[p + l] = f->f16_lut[src[l]];
         }
-    for (; p < at->kt_len; p++) {
-        const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, p);
-        for (int64_t e = lo; e < hi; e++) kt[(size_t)e * (size_t)f->kt_stride + (size_t)p] = f->f16_lut[kr[e]];
     }
 }
 
-/* A prefill's widening as its own step, split over (kv head, dimension) rows:
- * all of the batch's tokens read every KV head's rows. */
+/* The widening as its own step, split over (kv head, dimension) rows: all of
+ * the batch's tokens read every KV head's rows. */
 static void kt_worker(void *ctx, int ith, int nth) {
     const attn_task *at = ctx;
-    const brisk_forward *f = at->f;
     int64_t lo, hi;
-    if (f->kvdim % 2 == 0) {   /* in pairs of dimensions, as widen16t takes them */
-        brisk_split_range((int64_t)f->kvdim / 2, ith, nth, &lo, &hi);
-        lo *= 2;
-        hi *= 2;
-    } else brisk_split_range((int64_t)f->kvdim, ith, nth, &lo, &hi);
+    brisk_split_range((int64_t)at->f->kvdim, ith, nth, &lo, &hi);
     kt_widen(at, lo, hi);
 }
 
@@ -363,15 +355,15 @@ static void kt_worker(void *ctx, int ith, int nth) {
 static inline int32_t slot_of(int32_t j, int32_t base, const int32_t *anc) { return j < base ? j : anc[j - base]; }
 
 /* K rows of positions j.. j+n-1 (head kvh) copied in position order into the
- * 16-row scratch kg for one kq16 call; rows n..15 are zero (their scores are
- * discarded). */
+ * 16-row scratch kg (row l: head_dim elements) for one kq16 call; rows
+ * n..15 are zero (their scores are discarded). */
 static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t kvh, int hd, int32_t j, int32_t n, int32_t base,
                        const int32_t *anc) {
     for (int32_t l = 0; l < 16; l++) {
-        if (l < n)
-            memcpy(kg + (size_t)l * hd, brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j + l, base, anc)) + (size_t)kvh * hd,
-                   (size_t)hd * sizeof(uint16_t));
-        else memset(kg + (size_t)l * hd, 0, (size_t)hd * sizeof(uint16_t));
+        if (l < n) {
+            const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, slot_of(j + l, base, anc), kvh);
+            for (int i = 0; i < hd; i++) kg[(size_t)l * hd + i] = kr[(size_t)i * BRISK_KV_BLOCK];
+        } else memset(kg + (size_t)l * hd, 0, (size_t)hd * sizeof(uint16_t));
     }
 }
 
@@ -389,21 +381,16 @@ static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t k
 #define ATTN_HEADS 8   /* query heads of one KV head processed together (they share every K and V row) */
 
 /* One (token, query head) of attn_worker's group: the scores of tile j0..j0+n-1
- * from group position j on (what kq_multi_t did not cover), into kq: cached
- * positions by kq16 straight from the cache, the tree token's own branch
- * gathered, the last partial group through kq16 as well, and the scalar loop
- * without a kernel table. */
+ * from group position j on (what the kq_multi kernels did not cover: a tree
+ * token's own branch), into kq: gathered into rows for kq16, the last partial
+ * group through kq16 as well, and the scalar loop without a kernel table. */
 static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_t kvh, int32_t j0, int32_t j, int32_t n,
                         int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
     const brisk_forward *f = at->f;
     const brisk_gemm_kernels *g = f->gk;
     const int hd = f->m->hp.head_dim;
-    if (g && (hd % 2) == 0)   /* 16 positions at a time: j0 + j is a multiple of 16, inside one KV block */
+    if (g && (hd % 2) == 0)   /* groups of 16 positions, gathered into rows */
         for (; j + 16 <= n; j += 16) {
-            if (j0 + j + 16 <= base) {
-                g->kq16(q, brisk_kv_k_row(at->kv, at->layer, seq, j0 + j) + (size_t)kvh * hd, at->kv->row, hd, scale, kq + j);
-                continue;
-            }
             gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
             g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
         }
@@ -419,9 +406,9 @@ static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_
         j = n;
     }
     for (; j < n; j++) {
-        const uint16_t *kr = brisk_kv_k_row(at->kv, at->layer, seq, slot_of(j0 + j, base, anc)) + (size_t)kvh * hd;
+        const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, slot_of(j0 + j, base, anc), kvh);
         float s = 0.0f;
-        for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[i]];
+        for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
         kq[j] = s * scale;
     }
 }
@@ -460,7 +447,6 @@ static void attn_worker(void *ctx, int ith, int nth) {
             for (int32_t u = t; u >= 0; u = f->par[u]) anc[at->b->pos[u] - base] = f->slot[u];
             anc_tok = t;
         }
-        if (at->kt_in_item) kt_widen(at, (int64_t)kvh * hd, (int64_t)(kvh + 1) * hd);
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
         float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
         memset(o, 0, (size_t)m * hd * sizeof(float));
@@ -481,6 +467,22 @@ static void attn_worker(void *ctx, int ith, int nth) {
                 if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
                                       kq[0], ATTN_TILE);
                 j = 16 * ng < n ? 16 * ng : n;
+            } else if (g) {
+                /* straight from the cache's transposed K: the cached groups,
+                 * a block's (up to two) per call, all heads; when the whole
+                 * tile is cached its last partial group too (the block has
+                 * the slots: the lanes past n are computed and ignored) */
+                while (j < n) {
+                    const int32_t p = j0 + j, in_block = BRISK_KV_BLOCK - p % BRISK_KV_BLOCK;
+                    int32_t ng = 0;
+                    while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
+                    if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
+                    if (!ng) break;
+                    g->kq_multi_h(q, (size_t)hd, m, brisk_kv_k(at->kv, at->layer, seq, p, kvh), BRISK_KV_BLOCK, ng, hd, scale, kq[0] + j,
+                                  ATTN_TILE);
+                    j += 16 * ng;
+                }
+                j = j < n ? j : n;
             }
             const int32_t mask0 = BRISK_MAX(f->sink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
             for (int h = 0; h < m; h++) {
@@ -529,12 +531,12 @@ static void attn_worker(void *ctx, int ith, int nth) {
                     int32_t len = n - i < blk_left ? n - i : blk_left;
                     len = base - at_pos < len ? base - at_pos : len;
                     if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
-                    const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, at_pos) + (size_t)kvh * hd;
-                    g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, at->kv->row, len, hd);
+                    const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, at_pos, kvh);
+                    g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, (size_t)hd, len, hd);
                     i += len - 1;
                     continue;
                 }
-                const uint16_t *vr = brisk_kv_v_row(at->kv, at->layer, seq, slot_of(j0 + i, base, anc)) + (size_t)kvh * hd;
+                const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, slot_of(j0 + i, base, anc), kvh);
                 for (int h = 0; h < m; h++) {
                     float *oh = o + (size_t)h * hd;
                     const float p = kq[h][i];
@@ -649,7 +651,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     if (!f->ranges) ok = false;
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
-    if (f->gk) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64; decode-only contexts (n_batch 1) use it too */
+    if (f->gk && nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
         f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
         /* An odd number of 64-byte lines from row to row: the kernels walk
          * kt down a column (one line per dimension), and with a 4 KiB-multiple
@@ -780,21 +782,21 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             const float *rc = f->rope_cache + (size_t)t * hp->rope.n_rot;
             brisk_rope_apply(&hp->rope, rc, q, hp->n_head, hd);
             brisk_rope_apply(&hp->rope, rc, k, hp->n_head_kv, hd);
-            uint16_t *kd = brisk_kv_k_row(kv, il, b->seq[t], f->slot[t]);
-            uint16_t *vd = brisk_kv_v_row(kv, il, b->seq[t], f->slot[t]);
             const float *v = f->vc + (size_t)t * f->kvdim;
-            for (int i = 0; i < f->kvdim; i++) {
-                kd[i] = brisk_fp32_to_fp16(k[i]);
-                vd[i] = brisk_fp32_to_fp16(v[i]);
+            for (int h = 0; h < hp->n_head_kv; h++) {
+                uint16_t *kd = brisk_kv_k(kv, il, b->seq[t], f->slot[t], h), *vd = brisk_kv_v(kv, il, b->seq[t], f->slot[t], h);
+                for (int i = 0; i < hd; i++) {
+                    kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[h * hd + i]);   /* K is stored transposed */
+                    vd[i] = brisk_fp32_to_fp16(v[h * hd + i]);
+                }
             }
         }
         attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
-        /* One sequence, short enough: widen its K once for all the batch's
-         * queries (tree batches too: kt serves their cached positions). Each
-         * K row then serves T x gqa queries without gathers, and attn_worker
-         * runs a KV head's queries side by side over it; this pays from one
-         * token on (fixture target at position 193: c(1) 0.313 -> 0.305 ms). */
-        if (f->kt) {
+        /* Several tokens of one sequence, short enough: widen its K once for
+         * all the batch's queries (tree batches too: kt serves their cached
+         * positions), so each K element is converted once, not once per
+         * token. One token reads the cache's transposed K directly. */
+        if (f->kt && T >= 2) {
             int32_t len = 0;
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
@@ -811,13 +813,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
                     at.kt_skip0 = (f->sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
                     at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
                 }
-                /* One token whose KV heads are one item each: the items widen
-                 * their own heads' rows, on every thread and with no step of
-                 * its own (a decode step's widening ran on the calling thread
-                 * while the others waited). */
-                const int gqa = hp->n_head / hp->n_head_kv;
-                at.kt_in_item = T == 1 && gqa <= ATTN_HEADS;
-                if (!at.kt_in_item) run_step(f, kt_worker, &at, (double)len * f->kvdim);
+                run_step(f, kt_worker, &at, (double)len * f->kvdim);
             }
         }
         double attn_macs = 0.0;   /* q.k and p.v over every attended position */
