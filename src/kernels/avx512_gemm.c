@@ -802,7 +802,7 @@ static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float 
     _mm512_storeu_ps(out, _mm512_mul_ps(s, _mm512_set1_ps(scale)));
 }
 
-/* 16 F16 rows (stride apart) widened and transposed: kt[i * kt_stride + l] = k_l[i], i < d (d even). */
+/* kq16 on keys already widened and transposed: k_l[i] = kt[i * stride + l]. */
 static void kq16t(const float *q, const float *kt, size_t stride, int d, float scale, float *out) {
     __m512 s = _mm512_setzero_ps();
     for (int i = 0; i < d; i++) s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(q[i]), _mm512_loadu_ps(kt + (size_t)i * stride)));
