@@ -78,6 +78,14 @@ static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
 }
 
+/* The weight bytes [p, p + bytes) ahead of their loads: to L2 PF_AHEAD ahead
+ * in the tile that pulls the weights from DRAM (pf), and at decode (near:
+ * one or two tokens) also to L1 PF_NEAR ahead. */
+static inline __attribute__((always_inline)) void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, bool near) {
+    if (pf) prefetch_weights(p, bytes);
+    if (pf && near) prefetch_near(p, bytes);
+}
+
 /* ---- Q4_0 -------------------------------------------------------------------------- */
 
 #define Q40_TILE 8
@@ -104,8 +112,7 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
     const bool hi16 = tt <= 2;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
-        if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q4_0));
-        if (pf && hi16) prefetch_near(blk, G * sizeof(brisk_block_q4_0));
+        prefetch_ahead(blk, G * sizeof(brisk_block_q4_0), pf, hi16);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512i lo[4], hi[4];
         #pragma GCC unroll 16
@@ -172,8 +179,7 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
         for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
-        if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q8_0));
-        if (pf && tt <= 2) prefetch_near(blk, G * sizeof(brisk_block_q8_0));   /* decode: as q4_0_tile */
+        prefetch_ahead(blk, G * sizeof(brisk_block_q8_0), pf, tt <= 2);   /* decode: as q4_0_tile */
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q80_TILE];
         const brisk_block_q8_0 *y[Q80_TILE];
@@ -323,8 +329,7 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
         /* prefetches spread through the block, one per weight line as it is
          * loaded: all 37 at the block's start (as the other types do) stalled
          * the loop on the line-fill buffers; see the comment above */
-        if (pf) prefetch_weights(blk, 320);
-        if (pf && tt <= 2) prefetch_near(blk, 320);
+        prefetch_ahead(blk, 320, pf, tt <= 2);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
@@ -350,8 +355,7 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
             #pragma GCC unroll 16
             for (int k = 0; k < 8; k++) {
                 const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * p + k));
-                if (pf) _mm_prefetch((const char *)(blk + 320 + 64 * (8 * p + k) + PF_AHEAD), _MM_HINT_T1);
-                if (pf && tt <= 2) _mm_prefetch((const char *)(blk + 320 + 64 * (8 * p + k) + PF_NEAR), _MM_HINT_T0);
+                prefetch_ahead(blk + 320 + 64 * (8 * p + k), 64, pf, tt <= 2);
                 lo[k] = _mm512_and_si512(v, m4);
                 hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             }
@@ -429,8 +433,7 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q5K_GROUP;
-        if (pf) prefetch_weights(blk, 320);   /* the rest line by line with its loads, as in q4_k_tile */
-        if (pf && tt <= 2) prefetch_near(blk, 320);
+        prefetch_ahead(blk, 320, pf, tt <= 2);   /* the rest line by line with its loads, as in q4_k_tile */
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         const brisk_block_q8_k *y[Q5K_TILE];
@@ -462,13 +465,11 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
             #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) L[t] = _mm512_setzero_si512();
             const uint8_t *mk = blk + 2368 + 64 * m;
-            if (pf) _mm_prefetch((const char *)(mk + PF_AHEAD), _MM_HINT_T1);
-            if (pf && tt <= 2) _mm_prefetch((const char *)(mk + PF_NEAR), _MM_HINT_T0);
+            prefetch_ahead(mk, 64, pf, tt <= 2);
             #pragma GCC unroll 16
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * c + m));
-                if (pf) _mm_prefetch((const char *)(blk + 320 + 64 * (8 * c + m) + PF_AHEAD), _MM_HINT_T1);
-                if (pf && tt <= 2) _mm_prefetch((const char *)(blk + 320 + 64 * (8 * c + m) + PF_NEAR), _MM_HINT_T0);
+                prefetch_ahead(blk + 320 + 64 * (8 * c + m), 64, pf, tt <= 2);
                 const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 const __m512i w0 = _mm512_mask_add_epi8(lo, _load_mask64((__mmask64 *)(mk + 16 * c)), lo, b16);
                 const __m512i w1 = _mm512_mask_add_epi8(hi, _load_mask64((__mmask64 *)(mk + 16 * c + 8)), hi, b16);
@@ -534,8 +535,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        if (pf) prefetch_weights(blk, 288);   /* the rest line by line with its loads, as in q4_k_tile */
-        if (pf && tt <= 2) prefetch_near(blk, 288);
+        prefetch_ahead(blk, 288, pf, tt <= 2);   /* the rest line by line with its loads, as in q4_k_tile */
         const brisk_block_q8_k *y[Q6K_TILE];
         __m512i L[Q6K_TILE][8];
         #pragma GCC unroll 16
@@ -548,10 +548,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
         for (int k = 0; k < 16; k++) {
             const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
             const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
-            if (pf)
-                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)(blk + 288 + 64 * (k + 16 * l) + PF_AHEAD), _MM_HINT_T1);
-            if (pf && tt <= 2)
-                for (int l = 0; l < 3; l++) _mm_prefetch((const char *)(blk + 288 + 64 * (k + 16 * l) + PF_NEAR), _MM_HINT_T0);
+            for (int l = 0; l < 3; l++) prefetch_ahead(blk + 288 + 64 * (k + 16 * l), 64, pf, tt <= 2);
             __m512i w[4];
             w[0] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 4), m30, _mm512_and_si512(lA, m4), 0xEA);
             w[1] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 2), m30, _mm512_and_si512(lB, m4), 0xEA);
