@@ -31,6 +31,7 @@ typedef enum brisk_status {
     BRISK_ERR_NOMEM        = -5,  /* an allocation failed */
     BRISK_ERR_CAPACITY     = -6,  /* a request does not fit a configured limit (KV, batch) */
     BRISK_ERR_TEMPLATE     = -7,  /* a chat template failed to render */
+    BRISK_ERR_NUMERIC      = -8,  /* the model computed NaN or infinite logits (bad weights) */
 } brisk_status;
 
 /* Caller-owned error report; msg is always NUL-terminated. */
@@ -53,7 +54,13 @@ void brisk_model_free(brisk_model *m);   /* NULL is a no-op */
 
 typedef struct brisk_model_info {
     const char *arch;          /* "llama", "qwen2", "qwen3"; borrowed, valid while the model lives */
-    int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
+    /* n_vocab: rows of the embedding/output matrices = the width of a logits
+     * row = the range of valid token ids [0, n_vocab). n_vocab_tokens: the
+     * entries of tokenizer.ggml.tokens (<= n_vocab). Ids in [n_vocab_tokens,
+     * n_vocab) are padding (common in real conversions): valid input, they
+     * detokenize to "", their logits are -INFINITY, so no sampler picks them. */
+    int32_t n_vocab, n_vocab_tokens;
+    int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     uint64_t n_params;
     size_t weight_bytes;       /* bytes of tensor data mapped */
 } brisk_model_info;
@@ -108,6 +115,30 @@ typedef struct brisk_context_params {
 } brisk_context_params;
 brisk_context_params brisk_context_default_params(void);
 
+/* The memory a context would take, computed without allocating. Every byte
+ * count is what the corresponding allocation will be (kv and scratch equal
+ * brisk_context_memory's after init). */
+typedef struct brisk_memory_plan {
+    size_t weights;     /* the model's tensor data: mapped file pages plus packed copies */
+    size_t kv;          /* the KV cache pool */
+    size_t scratch;     /* forward-pass scratch (activations, quantized rows, ...) */
+    size_t logits;      /* n_batch x n_vocab floats */
+    size_t total;       /* the sum of the four */
+    /* Memory this process may still use when planned: MemAvailable (and the
+     * cgroup's limit minus its usage when lower), plus the model's packed
+     * weights, which are already allocated and so already left out of
+     * MemAvailable. 0 = unknown (no /proc): the check then passes. */
+    size_t available;
+} brisk_memory_plan;
+brisk_status brisk_context_plan(const brisk_model *m, const brisk_context_params *p, brisk_memory_plan *out, brisk_error *err);
+/* Sum n plans (a target's and its draft model's) and refuse with
+ * BRISK_ERR_CAPACITY, the plan in the message, when the total exceeds the
+ * memory available. brisk_context_init checks its own plan this way. */
+brisk_status brisk_memory_plan_check(const brisk_memory_plan *plans, int n, brisk_error *err);
+/* "weights 636.1 MiB + KV 128.0 MiB + scratch 9.9 MiB + logits 0.5 MiB = 774.5 MiB
+ * (available: 21432.0 MiB)", NUL-terminated, truncated to cap. */
+void brisk_memory_plan_format(const brisk_memory_plan *p, char *buf, size_t cap);
+
 brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params *p, brisk_context **out, brisk_error *err);
 void brisk_context_free(brisk_context *c);
 /* Bytes held by the KV cache and by scratch buffers. */
@@ -145,7 +176,9 @@ brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *e
  * NULL is brisk_decode: each token follows the previous one of its sequence. */
 brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int32_t *parent, brisk_error *err);
 /* Logits of the i-th token that asked for them in the last decode (0-based);
- * n_vocab floats, borrowed until the next decode. NULL when out of range. */
+ * n_vocab floats, borrowed until the next decode. NULL when out of range.
+ * Padding ids (>= n_vocab_tokens) hold -INFINITY; any other non-finite logit
+ * fails the decode with BRISK_ERR_NUMERIC instead of reaching a sampler. */
 const float *brisk_get_logits(const brisk_context *c, int32_t i);
 int32_t brisk_n_logits(const brisk_context *c);
 
@@ -186,15 +219,19 @@ typedef struct brisk_sampler_params {
     float freq_penalty;      /* subtract count * this */
     float presence_penalty;  /* subtract this once if present */
     brisk_repeat_mode repeat_mode;
-    uint64_t seed;
+    uint64_t seed;           /* BRISK_SEED_RANDOM (the default): drawn from the OS at init */
 } brisk_sampler_params;
+
+#define BRISK_SEED_RANDOM UINT64_MAX
 
 typedef struct brisk_sampler brisk_sampler;
 
-/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1 over 64. */
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1 over 64, random seed. */
 brisk_sampler_params brisk_sampler_default_params(void);
 brisk_status brisk_sampler_init(brisk_sampler **out, const brisk_sampler_params *p, int32_t n_vocab, brisk_error *err);
 void brisk_sampler_free(brisk_sampler *s);
+/* The seed in use (the drawn one when BRISK_SEED_RANDOM was asked for), so a run can be repeated. */
+uint64_t brisk_sampler_seed(const brisk_sampler *s);
 /* Record a token of the context (prompt or generated) for the penalties. */
 void brisk_sampler_accept(brisk_sampler *s, int32_t token);
 void brisk_sampler_reset(brisk_sampler *s);
