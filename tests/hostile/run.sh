@@ -38,10 +38,10 @@ for f in "${files[@]}"; do
     TMP=$work/case$n
     mkdir -p "$TMP"
     export TMP
-    start=$(date +%s.%N)
+    start=$EPOCHREALTIME
     ( ulimit -v 4194304; exec timeout -s KILL "$LIMIT_S" bash -c "$cmd" ) </dev/null >"$TMP.out" 2>"$TMP.err"
     rc=$?
-    secs=$(echo "$(date +%s.%N) - $start" | bc)
+    secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
     why=""
     if [ $rc -ge 124 ]; then why="exit $rc (signal or timeout after ${secs}s)"
     elif grep -qE 'AddressSanitizer|UndefinedBehaviorSanitizer|LeakSanitizer|runtime error:|ThreadSanitizer' "$TMP.err"; then why="sanitizer report"
