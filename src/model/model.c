@@ -369,8 +369,12 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
     }
     /* F32 arena for every 1-D vector: per layer 2 norms + 3 biases + 2 head norms, plus output norm and rope freqs */
     binder b = {.m = m};
-    size_t per_layer = 2 * (size_t)hp->n_embd + (size_t)(hp->n_head + 2 * hp->n_head_kv) * (size_t)hp->head_dim + 2 * (size_t)hp->head_dim;
-    b.arena_cap = per_layer * (size_t)hp->n_layer + (size_t)hp->n_embd + (size_t)hp->rope.n_rot;
+    /* sized from the file's own 1-D tensors (only those can be bound as
+     * vectors), so a hostile head or layer count cannot ask for more than
+     * the file holds */
+    b.arena_cap = 1;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
+        if (m->gguf->tensors[i].n_dims == 1) b.arena_cap += (size_t)m->gguf->tensors[i].ne[0];
     m->norm_f32 = b.arena = malloc(b.arena_cap * sizeof(float));
     m->w.layers = calloc((size_t)hp->n_layer, sizeof(brisk_layer));
     if (!b.arena || !m->w.layers) {
