@@ -5,7 +5,8 @@
  *
  * A parsed template is immutable: any number of threads may render it at
  * once. Each render owns its memory (an arena freed at the end) and has hard
- * caps on output size, evaluation steps, call depth and memory, so a hostile
+ * caps on output size, work (docs/TEMPLATES.md "Limits"), nesting, call depth
+ * and memory, so a hostile
  * template fails with an error instead of hanging or exhausting the machine.
  *
  * Errors:
