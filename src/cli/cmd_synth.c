@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,6 +79,12 @@ int brisk_cmd_synth(int argc, char **argv) {
         return 2;
     }
     const bool straight = !strcmp(out, "-") || !strcmp(out, "/dev/null");
+    struct stat st;
+    if (!straight && stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* the writer refuses it too; say so before generating the weights */
+        fprintf(stderr, "brisk synth: %s: exists and is not a regular file; refusing to replace it (give a regular file, '-' or /dev/null)\n", out);
+        return 1;
+    }
     const int64_t free_bytes = straight ? -1 : brisk_disk_free(out);
     if (free_bytes >= 0 && (uint64_t)free_bytes < need + (64u << 20)) {
         fprintf(stderr, "brisk synth: %s needs about %.1f MiB but only %.1f MiB are free there\n", out, (double)need / 1048576.0,

@@ -68,7 +68,8 @@ int brisk_cmd_tokenize(int argc, char **argv) {
     size_t prompt_len = prompt ? strlen(prompt) : 0;
     if (prompt && a.i[CLI_O_ESCAPE]) cli_unescape(prompt, &prompt_len);
     const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
-    const char *file_flag = a.given[CLI_O_FILE];
+    char file_flag[32];
+    snprintf(file_flag, sizeof file_flag, "%s", a.given[CLI_O_FILE]);
     const bool have_prompt = a.s[CLI_O_PROMPT] != NULL;
     cli_args_free(&a);
     if (!model) {
