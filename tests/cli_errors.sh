@@ -46,7 +46,7 @@ expect_fail "missing value" "-m needs a value" "$brisk" run -m
 expect_fail "penalty mode" "--repeat-penalty-mode: 'sideways'" "$brisk" run -m "$model" -p hi --repeat-penalty-mode sideways
 expect_fail "no prompt" "exactly one of -p PROMPT or -f FILE" "$brisk" run -m "$model"
 expect_fail "over context" "exceeds the context size 64" "$brisk" run -m "$model" -p "def f():" -n 100 -c 64
-expect_fail "huge context" "KV cache for context .* needs .* MiB, more than this machine" "$brisk" run -m "$model" -p hi -n 1 -c 1000000000
+expect_fail "huge context" "not enough memory: weights .* MiB [+] KV .* MiB" "$brisk" run -m "$model" -p hi -n 1 -c 1000000000
 expect_fail "logits bad token" "token 2147483647 at index 1 is out of range" "$brisk" logits -m "$model" --tokens "$tmp/bad.i32" -o "$tmp/o.f32"
 expect_fail "logits odd size" "is not a non-empty sequence of int32" "$brisk" logits -m "$model" --tokens "$tmp/text.gguf" -o "$tmp/o.f32"
 expect_fail "perplexity short" "less than one chunk" "$brisk" perplexity -m "$model" -f "$tmp/text.gguf" -c 512

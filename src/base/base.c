@@ -22,6 +22,7 @@ const char *brisk_status_str(brisk_status st) {
     case BRISK_ERR_NOMEM: return "out of memory";
     case BRISK_ERR_CAPACITY: return "capacity exceeded";
     case BRISK_ERR_TEMPLATE: return "template error";
+    case BRISK_ERR_NUMERIC: return "non-finite logits";
     }
     return "unknown status";
 }

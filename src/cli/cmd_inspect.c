@@ -48,9 +48,10 @@ static void print_value(const brisk_gguf_value *v, bool all, int depth) {
     case BRISK_GGUF_ARRAY: {
         const uint64_t n = v->v.arr.count, show = all ? n : (n < 8 ? n : 8);
         printf("[%s x %llu] [", brisk_gguf_type_name(v->v.arr.elem_type), (unsigned long long)n);
+        size_t off = 0;   /* walked in order: value_at is O(i) for strings, and --all prints 152K-token vocabularies */
         for (uint64_t i = 0; i < show && depth < 4; i++) {
             brisk_gguf_value e;
-            if (brisk_gguf_value_at(v, i, &e, NULL) != BRISK_OK) break;
+            if (brisk_gguf_value_next(v, &off, &e, NULL) != BRISK_OK) break;
             if (i) printf(", ");
             print_value(&e, all, depth + 1);
         }

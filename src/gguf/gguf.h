@@ -123,6 +123,10 @@ double brisk_gguf_arr_float(const brisk_gguf_value *arr, uint64_t i);
 brisk_status brisk_gguf_arr_strings(const brisk_gguf_value *arr, brisk_str *out, brisk_error *err);
 /* Nested arrays / any element: decode element i (O(i) for variable-size elements). */
 brisk_status brisk_gguf_value_at(const brisk_gguf_value *arr, uint64_t i, brisk_gguf_value *out, brisk_error *err);
+/* Sequential access to any element type: decode the element that starts at
+ * byte *offset of the array's data (0 for the first) and advance *offset past
+ * it, so walking a whole array is linear in its bytes. */
+brisk_status brisk_gguf_value_next(const brisk_gguf_value *arr, size_t *offset, brisk_gguf_value *out, brisk_error *err);
 
 const char *brisk_gguf_type_name(brisk_gguf_type t);
 bool brisk_str_eq(brisk_str s, const char *cstr);
