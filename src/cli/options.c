@@ -277,11 +277,6 @@ static void suggest(const cli_spec *spec, const char *arg, size_t n) {
             if (d < best_d) { best_d = d; best = cand; }
         }
     }
-    const size_t limit = n / 3 > 2 ? n / 3 : 2;
-    if (best && best_d <= limit) {
-        fprintf(stderr, "brisk %s: unknown option '%s' (did you mean '%s'?)\n", spec->name, name, best);
-        return;
-    }
     /* an option of another command */
     for (int id = CLI_O_HELP; id < CLI_O_COUNT; id++)
         for (int k = 0; k < 4 && table[id].names[k]; k++)
@@ -290,6 +285,11 @@ static void suggest(const cli_spec *spec, const char *arg, size_t n) {
                         spec->name, name, spec->name, spec->name);
                 return;
             }
+    const size_t limit = n / 3 > 2 ? n / 3 : 2;
+    if (best && best_d <= limit) {
+        fprintf(stderr, "brisk %s: unknown option '%s' (did you mean '%s'?)\n", spec->name, name, best);
+        return;
+    }
     fprintf(stderr, "brisk %s: unknown option '%s' (see brisk %s --help)\n", spec->name, name, spec->name);
 }
 
