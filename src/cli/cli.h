@@ -210,15 +210,17 @@ int64_t cli_ctx_size(const cli_args *a, int32_t n_ctx_train);
 /* Sampler parameters from the sampling options (the seed too). */
 void cli_sampler_params(const cli_args *a, brisk_sampler_params *sp);
 
-/* -r/--reverse-prompt: push each piece of generated text; true once the text
- * so far ends with one of the strings (escapes processed under -e). */
+/* -r/--reverse-prompt: push each piece of generated text; true once one of
+ * the strings ends inside the piece just pushed (the generated text ends with
+ * it, or with it and the rest of that token's text, as llama.cpp checks it).
+ * Escapes are processed under -e. */
 typedef struct cli_stop {
     char **text;
     size_t *len;
     int n;
     size_t max;
-    char *tail;        /* the last bytes of the generated text (up to 2 x max) */
-    size_t tail_len;
+    char *tail;        /* the last max-1 bytes of the generated text */
+    size_t tail_len, tail_cap;
 } cli_stop;
 brisk_status cli_stop_init(cli_stop *s, const cli_args *a, brisk_error *err);
 bool cli_stop_push(cli_stop *s, const char *text, size_t len);

@@ -88,29 +88,31 @@ brisk_status cli_stop_init(cli_stop *s, const cli_args *a, brisk_error *err) {
         s->n++;
         if (len > s->max) s->max = len;
     }
-    if (!(s->tail = malloc(2 * s->max + 1))) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    s->tail_cap = 2 * s->max + 64;
+    if (!(s->tail = malloc(s->tail_cap))) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
     return BRISK_OK;
 }
 
 bool cli_stop_push(cli_stop *s, const char *text, size_t len) {
     if (s->n == 0 || len == 0) return false;
-    /* keep the last max bytes of the generated text */
-    if (len >= s->max) {
-        memcpy(s->tail, text + len - s->max, s->max);
-        s->tail_len = s->max;
-    } else {
-        if (s->tail_len + len > 2 * s->max) {
-            const size_t drop = s->tail_len + len - s->max;
-            memmove(s->tail, s->tail + drop, s->tail_len - drop);
-            s->tail_len -= drop;
-        }
-        memcpy(s->tail + s->tail_len, text, len);
-        s->tail_len += len;
+    /* the last max-1 bytes before this piece, then the piece: a stop string
+     * ending inside the piece (a token may carry text after it, "?>\n") */
+    const size_t need = s->tail_len + len;
+    if (need > s->tail_cap) {
+        char *g = realloc(s->tail, need);
+        if (!g) return false;
+        s->tail = g;
+        s->tail_cap = need;
     }
-    for (int k = 0; k < s->n; k++)
-        if (s->len[k] && s->len[k] <= s->tail_len && !memcmp(s->tail + s->tail_len - s->len[k], s->text[k], s->len[k]))
-            return true;
-    return false;
+    memcpy(s->tail + s->tail_len, text, len);
+    s->tail_len = need;
+    bool hit = false;
+    for (int k = 0; k < s->n && !hit; k++)
+        hit = s->len[k] <= s->tail_len && memmem(s->tail, s->tail_len, s->text[k], s->len[k]) != NULL;
+    const size_t keep = s->max - 1 < s->tail_len ? s->max - 1 : s->tail_len;
+    memmove(s->tail, s->tail + s->tail_len - keep, keep);
+    s->tail_len = keep;
+    return hit;
 }
 
 void cli_stop_reset(cli_stop *s) { s->tail_len = 0; }
