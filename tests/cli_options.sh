@@ -128,6 +128,15 @@ expect "bench plan" 0 "^brisk bench: memory plan: weights" "$brisk" bench -m "$m
 expect "-c over training" 0 "n_ctx \(600\) > n_ctx_train \(512\)" "$brisk" run -m "$model" -p "def f(" -n 1 -c 600 -t 1
 expect "perplexity -c 2" 2 "too short to score" "$brisk" perplexity -m "$model" -f "$tmp/x" -c 2
 
+# run --spec draft -md: the target's and the draft's plans are checked together before either context exists
+draft="${2:-}/models/pycode-draft-f16.gguf"
+if [ -f "$draft" ]; then
+  expect "draft plan -v" 0 "^brisk run: draft model memory plan: weights" "$brisk" run -m "$model" -md "$draft" --spec draft -p "def f(" -n 4 -t 1 -v
+  expect "draft plan check" 1 "for the models together" "$brisk" run -m "$model" -md "$draft" --spec draft -p "def f(" -n 4 -t 1 -c 100000000
+else
+  echo "SKIP draft plan: $draft absent"
+fi
+
 # -cnv: run is chat with the same flags
 printf 'hello\n/exit\n' | "$brisk" run -cnv -m "$model" --chat-template "$tpl" -n 4 --temp 0 -t 1 >"$tmp/out" 2>"$tmp/err"
 [ $? -eq 0 ] && grep -q "brisk chat: sampler seed" "$tmp/err" && [ -s "$tmp/out" ] && ok || bad "-cnv: $(cat "$tmp/err")"

@@ -201,8 +201,9 @@ int32_t cli_threads(const cli_args *a);
 void cli_note_ngl(const cli_args *a);
 /* Warn when n_ctx > the model's training context (it is allowed). */
 void cli_warn_ctx(const char *cmd, int64_t n_ctx, int32_t n_ctx_train);
-/* Plan the context (brisk_context_plan) and print it to stderr when verbose. */
-brisk_status cli_plan(const char *cmd, const brisk_model *m, const brisk_context_params *cp, bool verbose,
+/* Plan the context (brisk_context_plan) and print it to stderr when verbose:
+ * "brisk <cmd>: <what>: weights ... = ... MiB (available: ...)". */
+brisk_status cli_plan(const char *cmd, const char *what, const brisk_model *m, const brisk_context_params *cp, bool verbose,
                       brisk_memory_plan *out, brisk_error *err);
 /* -c resolved: unset = the command's default, or min(4096, training context);
  * 0 = the training context; prints the training-context warning. */

@@ -238,7 +238,7 @@ int brisk_cmd_bench(int argc, char **argv) {
     cp.n_threads = (int32_t)threads;
     brisk_context *ctx = NULL;
     brisk_memory_plan plan;
-    if (cli_plan("bench", model, &cp, true, &plan, &err) || brisk_context_init(model, &cp, &ctx, &err)) {
+    if (cli_plan("bench", "memory plan", model, &cp, true, &plan, &err) || brisk_context_init(model, &cp, &ctx, &err)) {
         fprintf(stderr, "brisk bench: %s\n", err.msg);
         brisk_model_free(model);
         return 1;

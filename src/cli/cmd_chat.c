@@ -359,7 +359,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
     brisk_memory_plan plan;
-    if (cli_plan(C, c.model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
+    if (cli_plan(C, "memory plan", c.model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(c.model, &cp, &c.ctx, &err)) goto fail;
     c.n_batch = brisk_context_n_batch(c.ctx);
     brisk_sampler_params sp;

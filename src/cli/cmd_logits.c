@@ -75,7 +75,7 @@ int brisk_cmd_logits(int argc, char **argv) {
     cp.n_threads = cli_threads(&a);
     cli_warn_ctx(C, n, info.n_ctx_train);
     brisk_memory_plan plan;
-    if (cli_plan(C, model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
+    if (cli_plan(C, "memory plan", model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
     if (cli_out_open(&out, out_path, &err)) goto fail;
     out_open = true;

@@ -79,7 +79,7 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     cp.n_batch = (int32_t)(n_batch > 0 && n_batch < n_ctx ? n_batch : n_ctx);
     cp.n_threads = cli_threads(&a);
     brisk_memory_plan plan;
-    if (cli_plan(C, model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
+    if (cli_plan(C, "memory plan", model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
     const int32_t nb = brisk_context_n_batch(ctx), first = (int32_t)n_ctx / 2;
     pos = malloc((size_t)nb * sizeof *pos);

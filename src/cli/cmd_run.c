@@ -226,7 +226,7 @@ int brisk_cmd_run(int argc, char **argv) {
     cp.attn_window = (int32_t)attn_window;
     cp.attn_sink = attn_window ? (int32_t)attn_sink : 0;
     brisk_memory_plan plans[2];
-    if (cli_plan(C, model, &cp, verbose, &plans[0], &err)) goto fail;
+    if (cli_plan(C, "memory plan", model, &cp, verbose, &plans[0], &err)) goto fail;
     if (draft) {
         /* the draft context spec creates: the target's context size, the draft's own window, default batch */
         brisk_context_params dp = brisk_context_default_params();
@@ -234,7 +234,7 @@ int brisk_cmd_run(int argc, char **argv) {
         dp.n_threads = threads;
         dp.attn_window = (int32_t)draft_window;
         dp.attn_sink = draft_window ? (int32_t)draft_sink : 0;
-        if (cli_plan("run (draft)", draft, &dp, verbose, &plans[1], &err)) goto fail;
+        if (cli_plan(C, "draft model memory plan", draft, &dp, verbose, &plans[1], &err)) goto fail;
         if (brisk_memory_plan_check(plans, 2, &err)) goto fail;
     }
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;

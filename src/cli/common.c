@@ -29,14 +29,14 @@ void cli_warn_ctx(const char *cmd, int64_t n_ctx, int32_t n_ctx_train) {
                 (long long)n_ctx, n_ctx_train);
 }
 
-brisk_status cli_plan(const char *cmd, const brisk_model *m, const brisk_context_params *cp, bool verbose,
+brisk_status cli_plan(const char *cmd, const char *what, const brisk_model *m, const brisk_context_params *cp, bool verbose,
                       brisk_memory_plan *out, brisk_error *err) {
     brisk_status st = brisk_context_plan(m, cp, out, err);
     if (st) return st;
     if (verbose) {
         char buf[256];
         brisk_memory_plan_format(out, buf, sizeof buf);
-        fprintf(stderr, "brisk %s: memory plan: %s\n", cmd, buf);
+        fprintf(stderr, "brisk %s: %s: %s\n", cmd, what, buf);
     }
     return BRISK_OK;
 }
