@@ -26,7 +26,8 @@
 
 static const cli_use bench_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_BENCH_N_PROMPT}, {.id = CLI_O_BENCH_N_GEN}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
-    {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE},
+    {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
     {.id = CLI_O_END},
 };
 
