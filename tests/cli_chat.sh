@@ -61,6 +61,10 @@ printf '/help\n/exit\n' | "$brisk" chat -m "$model" --chat-template "$tmp/echo.j
 rc=$?
 [ $rc -eq 0 ] && grep -q "^/reset" "$tmp/out" && grep -q "^/exit" "$tmp/out" && ! grep -q "got\[" "$tmp/err" && ok || bad "/help: rc=$rc out: $(cat "$tmp/out") err: $(cat "$tmp/err")"
 
+# a last line without a newline is still read
+printf '/help' | "$brisk" chat -m "$model" --chat-template "$tmp/echo.jinja" -n 2 -t 1 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 0 ] && grep -q "^/reset" "$tmp/out" && ok || bad "last line without newline: $(cat "$tmp/out")"
+
 # -p is a first message; -sys the system prompt (-e processes escapes in both)
 printf '/exit\n' | "$brisk" chat -m "$model" --chat-template "$tmp/echo.jinja" -p 'first\tmessage' -e -n 2 -t 1 >"$tmp/out" 2>"$tmp/err"
 grep -q "got\[first	message\]" "$tmp/err" && ok || bad "-p first message: $(cat "$tmp/err")"

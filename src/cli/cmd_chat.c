@@ -242,7 +242,8 @@ static line_status read_message(char **buf, size_t *buf_cap, size_t *len, size_t
                 clearerr(stdin);
                 return LINE_INTERRUPTED;
             }
-            return *len ? LINE_OK : LINE_EOF;
+            if (*len == 0) return LINE_EOF;
+            break;   /* a last line without a newline */
         }
         if (ch == '\n') {
             if (*len && (*buf)[*len - 1] == '\r') (*len)--;
