@@ -24,7 +24,7 @@ rc=$?
 
 # Ctrl-C during a long reply: the reply stops, the program goes on to /exit
 mkfifo "$tmp/in"
-"$brisk" chat -m "$model" --chat-template "$tpl" -n 1000000 -c 100000 --temp 1 <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
+"$brisk" chat -m "$model" --chat-template "$tpl" -n 1000000 -c 100000 --temp 1 --ignore-eos <"$tmp/in" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
 exec 3>"$tmp/in"
 echo "def f():" >&3
