@@ -6,7 +6,7 @@
  *     draft (tests/data/spec, scripts/gen-spec-draft.py) and the 10 prompts of
  *     tests/data/greedy, 64 new tokens each, where plain greedy must also equal
  *     llama.cpp's continuation;
- *   - with ../shared, 16 prompts from the val split (200 new tokens each) and
+ *   - with ../shared, 12 prompts from the val split (200 new tokens each) and
  *     the F16 draft of ../shared/models.
  * Every drafter must have had drafts both accepted and rejected. Sampled
  * n-gram trees run through the generator once (their distribution is tested
@@ -302,12 +302,12 @@ static void test_exact_shared(const char *val_path) {
     char *val = malloc(700000);
     const size_t len = fread(val, 1, 700000, f);
     fclose(f);
-    const char *starts[16];
-    size_t lens[16];
-    const int n_prompts = test_quick() ? 1 : 16, n_new = test_quick() ? 40 : 200;
+    const char *starts[12];
+    size_t lens[12];
+    const int n_prompts = test_quick() ? 1 : 12, n_new = test_quick() ? 40 : 200;
     const int got_prompts = val_prompts(val, len, starts, lens, n_prompts);
     CHECK(got_prompts == n_prompts);
-    exact_case cases[16];
+    exact_case cases[12];
     int n_cases = 0;
     for (int i = 0; i < got_prompts; i++) {
         size_t n_ids = 0;
