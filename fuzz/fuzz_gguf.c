@@ -55,6 +55,18 @@ static void walk_array(const brisk_gguf_value *arr, int depth) {
         for (uint64_t i = 0; i < n; i++) sink += (uint64_t)brisk_gguf_arr_int(arr, i);
         break;
     }
+    /* sequential access agrees with indexed access and ends exactly at the array's last byte */
+    size_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        brisk_gguf_value f;
+        FUZZ_CHECK(brisk_gguf_value_next(arr, &off, &f, &err) == BRISK_OK && f.type == et);
+        if (i < 4) {
+            FUZZ_CHECK(brisk_gguf_value_at(arr, i, &e, &err) == BRISK_OK);
+            FUZZ_CHECK(et == BRISK_GGUF_STRING ? e.v.str.ptr == f.v.str.ptr && e.v.str.len == f.v.str.len
+                                               : et == BRISK_GGUF_ARRAY ? e.v.arr.data == f.v.arr.data : e.v.u64 == f.v.u64);
+        }
+    }
+    FUZZ_CHECK(off == arr->v.arr.nbytes);
     if (n) FUZZ_CHECK(brisk_gguf_value_at(arr, 0, &e, &err) == BRISK_OK && e.type == et);
     FUZZ_CHECK(brisk_gguf_value_at(arr, n, &e, &err) == BRISK_ERR_INVALID_ARG);
 }

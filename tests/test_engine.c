@@ -4,6 +4,7 @@
 #include "test.h"
 #include "brisk.h"
 
+#include <math.h>
 #include <stdint.h>
 
 #define PROMPT_LEN 80
@@ -345,7 +346,115 @@ static void test_window(const int32_t *tok) {
     free(full); free(win); free(other);
 }
 
+/* The memory plan is what init allocates: kv and scratch equal
+ * brisk_context_memory's, logits are n_batch x n_vocab floats, and a context
+ * whose plan exceeds the memory available is refused before allocating. */
+static void test_memory_plan(void) {
+    const int shapes[][3] = {{64, 8, 1}, {256, 64, 3}, {100, 1, 2}, {2048, 512, 4}};
+    brisk_error err = {0};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        brisk_context_params p = brisk_context_default_params();
+        p.n_ctx = shapes[i][0];
+        p.n_batch = shapes[i][1];
+        p.n_seq = shapes[i][2];
+        p.n_threads = 2;
+        brisk_memory_plan plan;
+        CHECKF(brisk_context_plan(model, &p, &plan, &err) == BRISK_OK, "plan: %s", err.msg);
+        brisk_context *c = NULL;
+        CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "init: %s", err.msg);
+        if (!c) continue;
+        size_t kv = 0, scratch = 0;
+        brisk_context_memory(c, &kv, &scratch);
+        CHECKF(kv == plan.kv && scratch == plan.scratch + plan.logits, "ctx %d batch %d seq %d: plan kv %zu scratch %zu+%zu, init %zu %zu",
+               p.n_ctx, p.n_batch, p.n_seq, plan.kv, plan.scratch, plan.logits, kv, scratch);
+        CHECK(plan.logits == (size_t)p.n_batch * (size_t)n_vocab * sizeof(float));
+        CHECK(plan.total == plan.weights + plan.kv + plan.scratch + plan.logits && plan.available > 0);
+        brisk_context_free(c);
+    }
+    /* a plan over the memory available: refused with its numbers in the message */
+    brisk_memory_plan big = {.weights = 1, .kv = (size_t)1 << 50, .total = ((size_t)1 << 50) + 1, .available = (size_t)1 << 30};
+    CHECK(brisk_memory_plan_check(&big, 1, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "not enough memory") &&
+          strstr(err.msg, "KV 1073741824.0 MiB"));
+    brisk_memory_plan two[2] = {{.weights = 100, .total = 100, .available = 150}, {.weights = 100, .total = 100, .available = 150}};
+    CHECK(brisk_memory_plan_check(two, 1, &err) == BRISK_OK);
+    CHECK(brisk_memory_plan_check(two, 2, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "together"));
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx = 1 << 30;
+    brisk_context *c = NULL;
+    CHECK(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_CAPACITY && c == NULL && strstr(err.msg, "not enough memory"));
+}
+
+/* A padded vocabulary (96 embedding rows, 64 tokens; fuzz/gen_model_seeds.c):
+ * padding ids are valid input, their logits are -inf, no sampler picks them,
+ * they detokenize to nothing; ids at the row count are refused. A NaN in the
+ * weights fails the decode with BRISK_ERR_NUMERIC and appends nothing. */
+static void test_padded_and_nan(void) {
+    char path[1024];
+    brisk_error err = {0};
+    brisk_model *m = NULL;
+    test_source("fuzz/corpus/fuzz_model/llama-padded-vocab-Q8_0.gguf", path, sizeof path);
+    CHECKF(brisk_model_load(path, &m, &err) == BRISK_OK, "%s", err.msg);
+    if (!m) return;
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    CHECK(info.n_vocab == 96 && info.n_vocab_tokens == 64);
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx = 64;
+    p.n_threads = 1;
+    brisk_context *c = NULL;
+    CHECKF(brisk_context_init(m, &p, &c, &err) == BRISK_OK, "%s", err.msg);
+    const int32_t tok[3] = {1, 80, 95}, pos[3] = {0, 1, 2}, seq[3] = {0, 0, 0};
+    const uint8_t want[3] = {1, 1, 1};
+    brisk_batch b = {.n_tokens = 3, .token = tok, .pos = pos, .seq = seq, .logits = want};
+    CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "padding ids as input: %s", err.msg);
+    int bad = 0;
+    for (int r = 0; r < 3; r++) {
+        const float *lg = brisk_get_logits(c, r);
+        for (int k = 0; k < 96; k++) bad += k < 64 ? !isfinite(lg[k]) : lg[k] != -INFINITY;
+    }
+    CHECK(bad == 0);
+    brisk_sampler_params sp = brisk_sampler_default_params();
+    sp.temp = 5.0f;   /* nearly uniform over the real tokens */
+    sp.top_k = 0;
+    sp.top_p = 1.0f;
+    sp.min_p = 0.0f;
+    sp.seed = 7;
+    brisk_sampler *s = NULL;
+    CHECK(brisk_sampler_init(&s, &sp, info.n_vocab, &err) == BRISK_OK);
+    int past = 0, seen_high = 0;
+    for (int i = 0; i < 2000 && s; i++) {
+        const int32_t t = brisk_sampler_sample(s, brisk_get_logits(c, i % 3));
+        past += t >= 64;
+        seen_high += t >= 48 && t < 64;
+    }
+    CHECKF(past == 0 && seen_high > 0, "%d of 2000 draws were padding ids (%d in 48..63)", past, seen_high);
+    brisk_sampler_free(s);
+    size_t len = 1;
+    const char *text = brisk_token_text(m, 80, &len);
+    CHECK(text && len == 0);
+    CHECK(brisk_token_text(m, 96, &len) == NULL);
+    const int32_t over = 96, p3 = 3;
+    b = (brisk_batch){.n_tokens = 1, .token = &over, .pos = &p3, .seq = seq, .logits = want};
+    CHECK(brisk_decode(c, &b, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "out of range [0, 96)"));
+    brisk_context_free(c);
+    brisk_model_free(m);
+
+    m = NULL;
+    test_source("tests/data/hostile/models/nan-weights.gguf", path, sizeof path);
+    CHECKF(brisk_model_load(path, &m, &err) == BRISK_OK, "%s", err.msg);
+    if (!m) return;
+    c = NULL;
+    CHECKF(brisk_context_init(m, &p, &c, &err) == BRISK_OK, "%s", err.msg);
+    const int32_t tok2[2] = {1, 10};
+    b = (brisk_batch){.n_tokens = 2, .token = tok2, .pos = pos, .seq = seq, .logits = want};
+    CHECK(brisk_decode(c, &b, &err) == BRISK_ERR_NUMERIC && strstr(err.msg, "non-finite logit"));
+    CHECK(brisk_seq_len(c, 0) == 0 && brisk_n_logits(c) == 0);
+    brisk_context_free(c);
+    brisk_model_free(m);
+}
+
 int main(void) {
+    test_padded_and_nan();
     /* every step through the pool, however small, so 2 threads really split the tiny models' work */
     setenv("BRISK_PARALLEL_MIN_MACS", "0", 0);   /* unless the caller chose a value */
     char path[1024];
@@ -363,6 +472,7 @@ int main(void) {
     int32_t tok[PROMPT_LEN];
     for (int i = 0; i < PROMPT_LEN; i++) tok[i] = ids[i % n];
     free(ids);
+    test_memory_plan();
     test_batch_invariance(tok);
     test_errors(tok);
     test_window(tok);

@@ -10,6 +10,8 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,7 @@ struct brisk_context {
     int32_t *path_rel;      /* [n_batch] scratch for keep_path */
     int32_t *seq_last;      /* [n_seq] scratch: the latest batch index per sequence */
     int32_t *tree_n;        /* [n_seq] tokens the last decode added to the sequence */
+    int32_t *len0;          /* [n_seq] scratch: lengths before a decode, to undo one whose logits are not finite */
     uint8_t *tree_ok;       /* [n_seq] 1 = the last decode had tokens of it and nothing changed it since */
 };
 
@@ -78,7 +81,7 @@ void brisk_model_free(brisk_model *m) {
 
 void brisk_model_get_info(const brisk_model *m, brisk_model_info *out) {
     const brisk_hparams *hp = &m->data->hp;
-    *out = (brisk_model_info){.arch = hp->arch_name, .n_vocab = hp->n_vocab, .n_embd = hp->n_embd, .n_layer = hp->n_layer,
+    *out = (brisk_model_info){.arch = hp->arch_name, .n_vocab = hp->n_vocab, .n_vocab_tokens = brisk_vocab_size(m->vocab), .n_embd = hp->n_embd, .n_layer = hp->n_layer,
                               .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .n_ff = hp->n_ff,
                               .n_ctx_train = hp->n_ctx_train, .n_params = m->data->n_params, .weight_bytes = m->data->weight_bytes};
 }
@@ -89,7 +92,13 @@ int32_t brisk_token_bos(const brisk_model *m) { return brisk_vocab_bos(m->vocab)
 int32_t brisk_token_eos(const brisk_model *m) { return brisk_vocab_eos(m->vocab); }
 bool brisk_token_is_eog(const brisk_model *m, int32_t id) { return brisk_vocab_is_eog(m->vocab, id); }
 bool brisk_vocab_adds_bos(const brisk_model *m) { return brisk_vocab_add_bos(m->vocab); }
-const char *brisk_token_text(const brisk_model *m, int32_t id, size_t *len) { return brisk_vocab_token_text(m->vocab, id, len); }
+const char *brisk_token_text(const brisk_model *m, int32_t id, size_t *len) {
+    if (id >= brisk_vocab_size(m->vocab) && id < m->data->hp.n_vocab) {   /* padding rows: no text */
+        *len = 0;
+        return "";
+    }
+    return brisk_vocab_token_text(m->vocab, id, len);
+}
 
 const char *brisk_model_chat_template(const brisk_model *m, size_t *len) {
     brisk_str s;
@@ -107,7 +116,9 @@ brisk_status brisk_tokenize_text(const brisk_model *m, const char *text, size_t 
 
 struct brisk_text_stream {
     brisk_detok *d;
-    char buf[1024];
+    int32_t n_text, n_rows;   /* ids in [n_text, n_rows) are padding: they add no bytes */
+    size_t cap;               /* brisk_detok_push_cap: one push always fits */
+    char *buf;
 };
 
 brisk_status brisk_text_stream_init(const brisk_model *m, brisk_text_stream **out, brisk_error *err) {
@@ -119,6 +130,15 @@ brisk_status brisk_text_stream_init(const brisk_model *m, brisk_text_stream **ou
         free(s);
         return st;
     }
+    s->n_text = brisk_vocab_size(m->vocab);
+    s->n_rows = m->data->hp.n_vocab;
+    /* sized from the vocabulary's longest piece (a flush needs at most 3 bytes) */
+    s->cap = BRISK_MAX(brisk_detok_push_cap(s->d), (size_t)16);
+    if (!(s->buf = malloc(s->cap))) {
+        const size_t cap = s->cap;
+        brisk_text_stream_free(s);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "text stream: out of memory for a %zu-byte buffer", cap);
+    }
     *out = s;
     return BRISK_OK;
 }
@@ -126,18 +146,20 @@ brisk_status brisk_text_stream_init(const brisk_model *m, brisk_text_stream **ou
 void brisk_text_stream_free(brisk_text_stream *s) {
     if (!s) return;
     brisk_detok_free(s->d);
+    free(s->buf);
     free(s);
 }
 
 brisk_status brisk_text_stream_push(brisk_text_stream *s, int32_t id, const char **text, size_t *len, brisk_error *err) {
     *text = s->buf;
     *len = 0;
-    return brisk_detok_push(s->d, id, s->buf, sizeof s->buf, len, err);
+    if (id >= s->n_text && id < s->n_rows) return BRISK_OK;
+    return brisk_detok_push(s->d, id, s->buf, s->cap, len, err);
 }
 
 void brisk_text_stream_flush(brisk_text_stream *s, const char **text, size_t *len) {
     *text = s->buf;
-    *len = brisk_detok_flush(s->d, s->buf, sizeof s->buf);
+    *len = brisk_detok_flush(s->d, s->buf, s->cap);
 }
 
 /* ---- contexts ---------------------------------------------------------------------------------- */
@@ -146,38 +168,157 @@ brisk_context_params brisk_context_default_params(void) {
     return (brisk_context_params){.n_ctx = 0, .n_batch = 0, .n_seq = 1, .n_threads = 0, .attn_window = 0, .attn_sink = 0};
 }
 
-brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params *p, brisk_context **out, brisk_error *err) {
-    *out = NULL;
+/* The limits a context's parameters resolve to (0 = default), validated. */
+typedef struct ctx_shape {
+    int32_t n_ctx, n_seq, n_batch, n_threads;
+} ctx_shape;
+
+static brisk_status resolve_params(const brisk_model *m, const brisk_context_params *p, ctx_shape *o, brisk_error *err) {
     const brisk_hparams *hp = &m->data->hp;
-    const int32_t n_ctx = p->n_ctx > 0 ? p->n_ctx : hp->n_ctx_train;
-    const int32_t n_seq = p->n_seq > 0 ? p->n_seq : 1;
-    const int32_t n_batch = p->n_batch > 0 ? p->n_batch : BRISK_MIN(512, n_ctx);
-    const int n_threads = p->n_threads > 0 ? p->n_threads : brisk_cpu_count();
     if (p->n_ctx < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context size %d must not be negative", p->n_ctx);
     if (p->n_batch < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d must not be negative", p->n_batch);
-    if (p->n_threads < 0 || n_threads > 1024) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "threads %d out of range [1, 1024]", p->n_threads);
-    if (n_batch > 65536) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d out of range [1, 65536]", n_batch);
+    if (p->n_seq < 0 || p->n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences %d out of range [1, 4096]", p->n_seq);
+    o->n_ctx = p->n_ctx > 0 ? p->n_ctx : hp->n_ctx_train;
+    o->n_seq = p->n_seq > 0 ? p->n_seq : 1;
+    o->n_batch = p->n_batch > 0 ? p->n_batch : BRISK_MIN(512, o->n_ctx);
+    o->n_threads = p->n_threads > 0 ? p->n_threads : brisk_cpu_count();
+    if (p->n_threads < 0 || o->n_threads > 1024) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "threads %d out of range [1, 1024]", p->n_threads);
+    if (o->n_batch > 65536) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d out of range [1, 65536]", o->n_batch);
     if (p->attn_window < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "attention window %d must not be negative", p->attn_window);
     if (p->attn_sink < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "attention sink %d must not be negative", p->attn_sink);
     if (p->attn_sink > 0 && p->attn_window == 0)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "attention sink %d given without an attention window", p->attn_sink);
+    return BRISK_OK;
+}
 
-    /* logits buffer: check the size before allocating */
-    size_t logit_bytes;
-    if (!brisk_mul_size((size_t)n_batch * sizeof(float), (size_t)hp->n_vocab, &logit_bytes))
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for batch %d overflow", n_batch);
+/* Memory this process can still take: MemAvailable, lowered to the cgroup's
+ * limit minus its usage when a (v2) limit is set. 0 = unknown. */
+static size_t read_u64_file(const char *path, bool *ok) {
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    *ok = f && fscanf(f, "%llu", &v) == 1;
+    if (f) fclose(f);
+    return (size_t)v;
+}
+
+static size_t memory_available(void) {
+    size_t avail = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (f) {
+        char line[256];
+        unsigned long long kb;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                avail = (size_t)kb * 1024;
+                break;
+            }
+        fclose(f);
+    }
+    /* cgroup v2: "0::/path" in /proc/self/cgroup names this process's group */
+    char rel[600] = "", path[700];
+    f = fopen("/proc/self/cgroup", "r");
+    if (f) {
+        char line[600];
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "0::", 3)) {
+                snprintf(rel, sizeof rel, "%s", line + 3);
+                rel[strcspn(rel, "\n")] = 0;
+            }
+        fclose(f);
+    }
+    bool ok_max, ok_cur;
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", rel);
+    const size_t max = read_u64_file(path, &ok_max);   /* "max" (no limit) does not parse */
+    snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.current", rel);
+    const size_t cur = read_u64_file(path, &ok_cur);
+    if (ok_max && ok_cur) {
+        const size_t left = max > cur ? max - cur : 0;
+        if (avail == 0 || left < avail) avail = left;
+    }
+    return avail;
+}
+
+static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_memory_plan *out, brisk_error *err) {
+    const brisk_hparams *hp = &m->data->hp;
+    memset(out, 0, sizeof *out);
+    out->weights = m->data->weight_bytes;
+    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv * hp->head_dim, sh->n_ctx, sh->n_seq, &out->kv))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for context %d x %d sequences overflows", sh->n_ctx, sh->n_seq);
+    if (!brisk_forward_plan(m->data, sh->n_batch, sh->n_ctx, sh->n_threads, &out->scratch))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "scratch size for batch %d overflows", sh->n_batch);
+    /* the context's own bookkeeping, [n_batch] and [n_seq] arrays */
+    out->scratch += (size_t)sh->n_batch * 4 * sizeof(int32_t) + (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1);
+    if (!brisk_mul_size((size_t)sh->n_batch * sizeof(float), (size_t)hp->n_vocab, &out->logits))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for batch %d x %d vocabulary overflow", sh->n_batch, hp->n_vocab);
+    size_t t = out->weights;
+    if (!brisk_add_size(t, out->kv, &t) || !brisk_add_size(t, out->scratch, &t) || !brisk_add_size(t, out->logits, &t))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "context memory overflows");
+    out->total = t;
+    const size_t avail = memory_available();
+    out->available = avail ? avail + m->data->packed_bytes : 0;
+    return BRISK_OK;
+}
+
+brisk_status brisk_context_plan(const brisk_model *m, const brisk_context_params *p, brisk_memory_plan *out, brisk_error *err) {
+    ctx_shape sh;
+    brisk_status st = resolve_params(m, p, &sh, err);
+    if (st) return st;
+    return plan_shape(m, &sh, out, err);
+}
+
+static double mib(size_t b) { return (double)b / 1048576.0; }
+
+void brisk_memory_plan_format(const brisk_memory_plan *p, char *buf, size_t cap) {
+    if (!cap) return;
+    int n = snprintf(buf, cap, "weights %.1f MiB + KV %.1f MiB + scratch %.1f MiB + logits %.1f MiB = %.1f MiB", mib(p->weights),
+                     mib(p->kv), mib(p->scratch), mib(p->logits), mib(p->total));
+    if (n >= 0 && (size_t)n < cap) {
+        if (p->available) snprintf(buf + n, cap - (size_t)n, " (available: %.1f MiB)", mib(p->available));
+        else snprintf(buf + n, cap - (size_t)n, " (available: unknown)");
+    }
+}
+
+brisk_status brisk_memory_plan_check(const brisk_memory_plan *plans, int n, brisk_error *err) {
+    brisk_memory_plan sum = {0};
+    for (int i = 0; i < n; i++) {
+        const brisk_memory_plan *p = &plans[i];
+        if (!brisk_add_size(sum.weights, p->weights, &sum.weights) || !brisk_add_size(sum.kv, p->kv, &sum.kv) ||
+            !brisk_add_size(sum.scratch, p->scratch, &sum.scratch) || !brisk_add_size(sum.logits, p->logits, &sum.logits) ||
+            !brisk_add_size(sum.total, p->total, &sum.total))
+            return brisk_fail(err, BRISK_ERR_CAPACITY, "memory plan overflows");
+        /* every plan read the same MemAvailable, plus its own model's packed weights */
+        if (i == 0) sum.available = p->available;
+        else if (p->available && sum.available) sum.available += p->available - BRISK_MIN(p->available, plans[0].available);
+    }
+    if (sum.available && sum.total > sum.available) {
+        char plan[256];
+        brisk_memory_plan_format(&sum, plan, sizeof plan);
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "not enough memory: %s%s; lower -c (KV) or -b (scratch, logits)", plan,
+                          n > 1 ? " for the models together" : "");
+    }
+    return BRISK_OK;
+}
+
+brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params *p, brisk_context **out, brisk_error *err) {
+    *out = NULL;
+    const brisk_hparams *hp = &m->data->hp;
+    ctx_shape sh;
+    brisk_memory_plan plan;
+    brisk_status st = resolve_params(m, p, &sh, err);
+    if (st) return st;
+    if ((st = plan_shape(m, &sh, &plan, err)) || (st = brisk_memory_plan_check(&plan, 1, err))) return st;
+    const int32_t n_ctx = sh.n_ctx, n_seq = sh.n_seq, n_batch = sh.n_batch;
 
     brisk_context *c = calloc(1, sizeof *c);
     if (!c) return brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
     c->model = m;
     c->n_batch = n_batch;
-    brisk_status st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, n_seq, err);
-    if (st) goto fail;
-    if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, n_threads, err))) goto fail;
+    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, n_seq, err))) goto fail;
+    if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
-    c->logits = malloc(logit_bytes);
+    c->logits = malloc(plan.logits);
     if (!c->logits) {
-        st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", (double)logit_bytes / 1048576.0);
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", mib(plan.logits));
         goto fail;
     }
     c->last_seq = malloc((size_t)n_batch * sizeof(int32_t));
@@ -186,13 +327,13 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->path_rel = malloc((size_t)n_batch * sizeof(int32_t));
     c->seq_last = malloc((size_t)n_seq * sizeof(int32_t));
     c->tree_n = malloc((size_t)n_seq * sizeof(int32_t));
+    c->len0 = malloc((size_t)n_seq * sizeof(int32_t));
     c->tree_ok = calloc((size_t)n_seq, 1);
-    if (!c->last_seq || !c->last_par || !c->last_rank || !c->path_rel || !c->seq_last || !c->tree_n || !c->tree_ok) {
+    if (!c->last_seq || !c->last_par || !c->last_rank || !c->path_rel || !c->seq_last || !c->tree_n || !c->len0 || !c->tree_ok) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
         goto fail;
     }
-    c->scratch_bytes = brisk_forward_bytes(c->fwd) + logit_bytes + (size_t)n_batch * 4 * sizeof(int32_t) +
-                       (size_t)n_seq * (2 * sizeof(int32_t) + 1);
+    c->scratch_bytes = plan.scratch + plan.logits;
     *out = c;
     return BRISK_OK;
 fail:
@@ -205,7 +346,7 @@ void brisk_context_free(brisk_context *c) {
     brisk_forward_free(c->fwd);
     brisk_kv_free(c->kv);
     free(c->logits);
-    free(c->last_seq); free(c->last_par); free(c->last_rank); free(c->path_rel); free(c->seq_last); free(c->tree_n); free(c->tree_ok);
+    free(c->last_seq); free(c->last_par); free(c->last_rank); free(c->path_rel); free(c->seq_last); free(c->tree_n); free(c->len0); free(c->tree_ok);
     free(c);
 }
 
@@ -222,14 +363,47 @@ const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa
 
 brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err) { return brisk_decode_tree(c, b, NULL, err); }
 
+/* Padding ids (past the vocabulary's tokens, below the embedding's rows) get
+ * -INFINITY, so no sampler or drafter can choose them; any other non-finite
+ * logit (NaN weights, overflow) fails the decode rather than being sampled. */
+static brisk_status finish_logits(brisk_context *c, int32_t n_out, brisk_error *err) {
+    const size_t nv = (size_t)c->model->data->hp.n_vocab, nt = (size_t)brisk_vocab_size(c->model->vocab);
+    for (int32_t r = 0; r < n_out; r++) {
+        float *row = c->logits + (size_t)r * nv;
+        for (size_t k = nt; k < nv; k++) row[k] = -INFINITY;
+        /* x - x is 0 for finite x and NaN for NaN and +-inf: one test per element, vectorizable */
+        float acc = 0.0f;
+        for (size_t k = 0; k < nt; k++) acc += row[k] - row[k];
+        if (acc != 0.0f) {
+            size_t k = 0;
+            while (k < nt && isfinite(row[k])) k++;
+            return brisk_fail(err, BRISK_ERR_NUMERIC, "the model computed a non-finite logit (%g for token %zu, output row %d): "
+                              "its weights hold NaN or infinite values, or the activations overflow", k < nt ? (double)row[k] : 0.0,
+                              k, r);
+        }
+    }
+    return BRISK_OK;
+}
+
 brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int32_t *parent, brisk_error *err) {
     if (!b || !b->token || !b->pos || !b->seq || !b->logits)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch: token, pos, seq and logits arrays are required");
     c->n_logits = 0;
     brisk_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq, .want = b->logits, .parent = parent};
+    /* forward_run validates the sequence ids before it appends anything */
+    for (int32_t i = 0; i < b->n_tokens; i++)
+        if (b->seq[i] >= 0 && b->seq[i] < c->kv->n_seq) c->len0[b->seq[i]] = c->kv->seqs[b->seq[i]].len;
     brisk_status st = brisk_forward_run(c->fwd, c->kv, &fb, c->logits, err);
     if (st) return st;
-    for (int32_t i = 0; i < b->n_tokens; i++) c->n_logits += b->logits[i] != 0;
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) n_out += b->logits[i] != 0;
+    if ((st = finish_logits(c, n_out, err))) {
+        /* undo the decode: nothing is appended to any sequence on error */
+        for (int32_t i = 0; i < b->n_tokens; i++) brisk_kv_truncate(c->kv, b->seq[i], c->len0[b->seq[i]]);
+        memset(c->tree_ok, 0, (size_t)c->kv->n_seq);
+        return st;
+    }
+    c->n_logits = n_out;
     /* record the batch's tree (a chain without parents) for keep_path; a
      * refused decode leaves the previous record */
     memset(c->tree_ok, 0, (size_t)c->kv->n_seq);

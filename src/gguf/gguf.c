@@ -792,3 +792,15 @@ brisk_status brisk_gguf_value_at(const brisk_gguf_value *arr, uint64_t i, brisk_
         if (k == i) return BRISK_OK;
     }
 }
+
+brisk_status brisk_gguf_value_next(const brisk_gguf_value *arr, size_t *offset, brisk_gguf_value *out, brisk_error *err) {
+    if (arr->type != BRISK_GGUF_ARRAY)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "value_next: a %s value is not an array", brisk_gguf_type_name(arr->type));
+    if (*offset >= arr->v.arr.nbytes)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "value_next: offset %zu is past the array's %zu bytes", *offset, arr->v.arr.nbytes);
+    cursor c = {arr->v.arr.data, *offset, arr->v.arr.nbytes, err};
+    brisk_status st = read_value(&c, arr->v.arr.elem_type, BRISK_GGUF_MAX_DEPTH, out);
+    if (st) return st;
+    *offset = c.pos;
+    return BRISK_OK;
+}

@@ -31,12 +31,7 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
     if (!brisk_kv_plan(n_layer, row, n_ctx, n_seq, &bytes))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for context %d overflows", n_ctx);
-    /* Refuse up front what this machine cannot hold, rather than letting the
-     * allocation or the first touch of its pages take the machine down. */
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0 && bytes > (size_t)pages * (size_t)page)
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache for context %d needs %.1f MiB, more than this machine's %.1f MiB of memory",
-                          n_ctx, (double)bytes / 1048576.0, (double)pages * (double)page / 1048576.0);
+    /* what this machine can hold is checked by the context's memory plan (engine.c) before this runs */
     brisk_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: out of memory");
     kv->n_layer = n_layer;

@@ -49,6 +49,7 @@ struct brisk_forward {
     int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
     size_t bytes;
+    bool dry;                                    /* planning only: count bytes, allocate nothing */
 };
 
 /* ---- parallel steps ------------------------------------------------------------------ */
@@ -565,14 +566,80 @@ void brisk_forward_set_window(brisk_forward *f, int32_t window, int32_t sink) {
 
 static void *xcalloc_track(brisk_forward *f, size_t n, size_t sz, bool *ok) {
     size_t bytes;
-    if (!brisk_mul_size(n, sz, &bytes)) {
+    if (!brisk_mul_size(n, sz, &bytes) || !brisk_add_size(f->bytes, bytes, &f->bytes)) {
         *ok = false;
         return NULL;
     }
+    if (f->dry) return NULL;
     void *p = calloc(1, bytes ? bytes : 1);
     if (!p) *ok = false;
-    f->bytes += bytes;
     return p;
+}
+
+/* Every scratch buffer, sized from f's model, batch, context and thread
+ * count. With f->dry set it only adds up f->bytes, so the plan and the
+ * allocation cannot disagree. False when a size overflows or (not dry) an
+ * allocation fails; f's buffers are then freed by brisk_forward_free. */
+static bool alloc_scratch(brisk_forward *f) {
+    const brisk_hparams *hp = &f->m->hp;
+    bool ok = true;
+    const size_t nb = (size_t)f->n_batch;
+    f->x = xcalloc_track(f, nb * (size_t)hp->n_embd, sizeof(float), &ok);
+    f->xn = xcalloc_track(f, nb * (size_t)f->maxdim, sizeof(float), &ok);
+    f->q = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
+    f->kc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
+    f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
+    f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
+    f->g = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
+    f->u = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
+    f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
+    for (int i = 0; i < MM_MAX_JOBS; i++) f->xq[i] = xcalloc_track(f, f->xq_cap, 1, &ok);
+    f->xs_stride = (size_t)brisk_act_sums_len(f->maxdim);
+    for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nb * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
+    f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
+    f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
+    f->slot = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->par = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->direct = xcalloc_track(f, nb, 1, &ok);
+    f->bytes += (size_t)f->n_threads * sizeof *f->ranges;
+    if (!f->dry) {
+        f->ranges = aligned_alloc(64, (size_t)f->n_threads * sizeof *f->ranges);
+        if (!f->ranges) ok = false;
+    }
+    f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
+    f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
+    if (f->gk && nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
+        f->kt_cap = f->n_ctx < 4096 ? f->n_ctx : 4096;
+        /* An odd number of 64-byte lines from row to row: the kernels walk
+         * kt down a column (one line per dimension), and with a 4 KiB-multiple
+         * stride (n_ctx 1024, 4096) every line fell in one L1 set. */
+        f->kt_stride = (f->kt_cap + 15) / 16 * 16;
+        if ((f->kt_stride / 16) % 2 == 0) f->kt_stride += 16;
+        f->kt = xcalloc_track(f, (size_t)f->kt_stride * (size_t)f->kvdim, sizeof(float), &ok);
+    }
+    return ok;
+}
+
+/* The fields alloc_scratch reads, from the model and the context's limits. */
+static void scratch_shape(brisk_forward *f, const brisk_model_data *m, int32_t n_batch, int32_t n_ctx) {
+    const brisk_hparams *hp = &m->hp;
+    f->m = m;
+    f->gk = brisk_gemm_best();
+    f->n_batch = n_batch;
+    f->n_ctx = n_ctx;
+    f->qdim = hp->n_head * hp->head_dim;
+    f->kvdim = hp->n_head_kv * hp->head_dim;
+    f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, hp->n_ff), f->qdim);
+}
+
+bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ctx, int n_threads, size_t *bytes) {
+    brisk_forward f = {.dry = true, .n_threads = n_threads};
+    if (n_batch < 1 || n_threads < 1) return false;
+    scratch_shape(&f, m, n_batch, n_ctx);
+    if (!alloc_scratch(&f)) return false;
+    *bytes = f.bytes;
+    return true;
 }
 
 brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, int32_t n_batch, int32_t n_ctx,
@@ -583,18 +650,12 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     if (hp->head_dim > 4096) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "head_dim %d > 4096", hp->head_dim);
     brisk_forward *f = calloc(1, sizeof *f);
     if (!f) return brisk_fail(err, BRISK_ERR_NOMEM, "forward: out of memory");
-    f->m = m;
+    scratch_shape(f, m, n_batch, n_ctx);
     f->k = brisk_kernels_best();
-    f->gk = brisk_gemm_best();
     f->exp_sub = f->gk && f->gk->exp_sub ? f->gk->exp_sub : f->k->exp_sub;
     f->swiglu = f->gk && f->gk->swiglu ? f->gk->swiglu : f->k->swiglu;
     if (f->gk) snprintf(f->isa_name, sizeof f->isa_name, "%s+%s-gemm", f->k->isa, f->gk->isa);
     else snprintf(f->isa_name, sizeof f->isa_name, "%s", f->k->isa);
-    f->n_batch = n_batch;
-    f->n_ctx = n_ctx;
-    f->qdim = hp->n_head * hp->head_dim;
-    f->kvdim = hp->n_head_kv * hp->head_dim;
-    f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, hp->n_ff), f->qdim);
     f->min_parallel_macs = PARALLEL_MIN_MACS;
     const char *min_env = getenv("BRISK_PARALLEL_MIN_MACS");
     if (min_env) {
@@ -626,41 +687,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         brisk_forward_free(f);
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "no kernel for output/embedding type %s", brisk_qtype_name(m->w.output.type));
     }
-    bool ok = true;
-    const size_t nb = (size_t)n_batch;
-    f->x = xcalloc_track(f, nb * (size_t)hp->n_embd, sizeof(float), &ok);
-    f->xn = xcalloc_track(f, nb * (size_t)f->maxdim, sizeof(float), &ok);
-    f->q = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
-    f->kc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
-    f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
-    f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
-    f->g = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
-    f->u = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
-    f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
-    for (int i = 0; i < MM_MAX_JOBS; i++) f->xq[i] = xcalloc_track(f, f->xq_cap, 1, &ok);
-    f->xs_stride = (size_t)brisk_act_sums_len(f->maxdim);
-    for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nb * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
-    f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
-    f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
-    f->slot = xcalloc_track(f, nb, sizeof(int32_t), &ok);
-    f->par = xcalloc_track(f, nb, sizeof(int32_t), &ok);
-    f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
-    f->direct = xcalloc_track(f, nb, 1, &ok);
-    f->ranges = aligned_alloc(64, (size_t)f->n_threads * sizeof *f->ranges);
-    f->bytes += (size_t)f->n_threads * sizeof *f->ranges;
-    if (!f->ranges) ok = false;
-    f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
-    f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
-    if (f->gk && nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
-        f->kt_cap = n_ctx < 4096 ? n_ctx : 4096;
-        /* An odd number of 64-byte lines from row to row: the kernels walk
-         * kt down a column (one line per dimension), and with a 4 KiB-multiple
-         * stride (n_ctx 1024, 4096) every line fell in one L1 set. */
-        f->kt_stride = (f->kt_cap + 15) / 16 * 16;
-        if ((f->kt_stride / 16) % 2 == 0) f->kt_stride += 16;
-        f->kt = xcalloc_track(f, (size_t)f->kt_stride * (size_t)f->kvdim, sizeof(float), &ok);
-    }
-    if (!ok) {
+    if (!alloc_scratch(f)) {
         brisk_forward_free(f);
         return brisk_fail(err, BRISK_ERR_NOMEM, "forward: cannot allocate scratch for batch %d", n_batch);
     }

@@ -32,6 +32,9 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
                                 int n_threads, brisk_error *err);
 void brisk_forward_free(brisk_forward *f);
 size_t brisk_forward_bytes(const brisk_forward *f);
+/* The bytes brisk_forward_init would allocate for these limits (= its
+ * brisk_forward_bytes), computed without allocating; false on overflow. */
+bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ctx, int n_threads, size_t *bytes);
 
 /* Evaluate b; logits for the tokens with want[i] set go to out in batch order,
  * [n_want][n_vocab]. Without parents, positions must extend each sequence

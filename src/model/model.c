@@ -58,6 +58,12 @@ static brisk_status get_head_count_kv(const brisk_gguf *g, const char *arch, uin
     if (!kv) return BRISK_OK; /* default: n_head (MHA) */
     if (kv->value.type != BRISK_GGUF_ARRAY) return brisk_gguf_get_u32(g, key, out, NULL, err);
     const brisk_gguf_value *a = &kv->value;
+    const brisk_gguf_type et = a->v.arr.elem_type;
+    const bool int_elems = et == BRISK_GGUF_UINT8 || et == BRISK_GGUF_UINT16 || et == BRISK_GGUF_UINT32 || et == BRISK_GGUF_UINT64 ||
+                           et == BRISK_GGUF_INT8 || et == BRISK_GGUF_INT16 || et == BRISK_GGUF_INT32 || et == BRISK_GGUF_INT64;
+    if (!int_elems)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': expected an integer or an array of integers, found arr[%s]", key,
+                          brisk_gguf_type_name(et));
     if (a->v.arr.count == 0) return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': empty array", key);
     int64_t first = brisk_gguf_arr_int(a, 0);
     for (uint64_t i = 1; i < a->v.arr.count; i++)
@@ -225,7 +231,8 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
         return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.dimension_count: %d must be even and <= head_dim %d", a, r->n_rot, hp->head_dim);
     r->freq_base = 10000.0f;
     if ((st = get_arch_f32(g, a, "rope.freq_base", &r->freq_base, false, NULL, err))) return st;
-    if (!(r->freq_base > 1.0f)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.freq_base: %g out of range", a, r->freq_base);
+    if (!(r->freq_base > 1.0f) || !isfinite(r->freq_base))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.freq_base: %g out of range (a finite number > 1)", a, r->freq_base);
 
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
@@ -237,8 +244,12 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     if (factor < 0 || !isfinite(factor)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.factor: %g out of range", a, factor);
     float attn_factor = 1.0f;
     if ((st = get_arch_f32(g, a, "rope.scaling.attn_factor", &attn_factor, false, NULL, err))) return st;
+    if (!(attn_factor > 0.0f) || !isfinite(attn_factor))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.attn_factor: %g out of range (a finite number > 0)", a, attn_factor);
     v = (uint32_t)hp->n_ctx_train;
     if ((st = get_arch_u32(g, a, "rope.scaling.original_context_length", &v, false, NULL, err))) return st;
+    if (v < 1 || v > INT32_MAX)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.original_context_length: %u out of range [1, %d]", a, v, INT32_MAX);
     hp->rope_n_ctx_orig = (int32_t)v;
     r->freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
     r->ext_factor = 0.0f;
@@ -253,6 +264,13 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
         if (!found) r->ext_factor = 1.0f;
         if ((st = get_arch_f32(g, a, "rope.scaling.yarn_beta_fast", &beta_fast, false, NULL, err))) return st;
         if ((st = get_arch_f32(g, a, "rope.scaling.yarn_beta_slow", &beta_slow, false, NULL, err))) return st;
+        /* llama.cpp's defaults are 1 / 32 / 1; a NaN here would silently turn every rotation into NaN */
+        if (!(r->ext_factor >= 0.0f && r->ext_factor <= 64.0f))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.yarn_ext_factor: %g out of range [0, 64]", a, r->ext_factor);
+        if (!(beta_fast > 0.0f && beta_fast <= 65536.0f))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.yarn_beta_fast: %g out of range (0, 65536]", a, beta_fast);
+        if (!(beta_slow > 0.0f && beta_slow <= 65536.0f))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.yarn_beta_slow: %g out of range (0, 65536]", a, beta_slow);
         if (r->ext_factor != 0.0f) {
             const float f = 1.0f / r->freq_scale;
             r->attn_factor = f <= 1.0f ? 1.0f : 0.1f * logf(f) + 1.0f;
@@ -321,10 +339,14 @@ static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
     for (int il = 0; il < m->hp.n_layer; il++) {
         brisk_layer *L = &m->w.layers[il];
         brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++) {
             if ((st = pack_weight(ws[i], true, err))) return st;
+            if (ws[i]->packed) m->packed_bytes += (size_t)(ws[i]->rows / BRISK_GEMM_ROWS) * ws[i]->packed_group_bytes;
+        }
     }
-    return pack_weight(&m->w.output, true, err);
+    if ((st = pack_weight(&m->w.output, true, err))) return st;
+    if (m->w.output.packed) m->packed_bytes += (size_t)(m->w.output.rows / BRISK_GEMM_ROWS) * m->w.output.packed_group_bytes;
+    return BRISK_OK;
 }
 
 brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_error *err) {
@@ -339,10 +361,20 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
     if (st) goto fail;
     brisk_hparams *hp = &m->hp;
 
+    /* every layer has at least 9 tensors: refuse a block_count the file cannot back before sizing anything from it */
+    if ((uint64_t)hp->n_layer * 9 + 2 > m->gguf->n_tensors) {
+        st = brisk_fail(err, BRISK_ERR_FORMAT, "%s.block_count: %d layers need at least %llu tensors, the file has %llu", hp->arch_name,
+                        hp->n_layer, (unsigned long long)hp->n_layer * 9 + 2, (unsigned long long)m->gguf->n_tensors);
+        goto fail;
+    }
     /* F32 arena for every 1-D vector: per layer 2 norms + 3 biases + 2 head norms, plus output norm and rope freqs */
     binder b = {.m = m};
-    size_t per_layer = 2 * (size_t)hp->n_embd + (size_t)(hp->n_head + 2 * hp->n_head_kv) * (size_t)hp->head_dim + 2 * (size_t)hp->head_dim;
-    b.arena_cap = per_layer * (size_t)hp->n_layer + (size_t)hp->n_embd + (size_t)hp->rope.n_rot;
+    /* sized from the file's own 1-D tensors (only those can be bound as
+     * vectors), so a hostile head or layer count cannot ask for more than
+     * the file holds */
+    b.arena_cap = 1;
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
+        if (m->gguf->tensors[i].n_dims == 1) b.arena_cap += (size_t)m->gguf->tensors[i].ne[0];
     m->norm_f32 = b.arena = malloc(b.arena_cap * sizeof(float));
     m->w.layers = calloc((size_t)hp->n_layer, sizeof(brisk_layer));
     if (!b.arena || !m->w.layers) {

@@ -66,7 +66,8 @@ typedef struct brisk_model_data {
     brisk_model_weights w;
     float *norm_f32;                        /* norm/bias vectors converted to F32 when stored otherwise */
     uint64_t n_params;
-    size_t weight_bytes;
+    size_t weight_bytes;      /* tensor bytes in the file the model reads */
+    size_t packed_bytes;      /* of those, held as packed copies in anonymous memory (the file pages dropped) */
 } brisk_model_data;
 
 /* Read hyperparameters and bind every tensor, validating shapes and types.

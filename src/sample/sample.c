@@ -2,6 +2,8 @@
 #include "sample/sample.h"
 
 #include <math.h>
+#include <sys/random.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +27,7 @@ struct brisk_sampler {
 brisk_sampler_params brisk_sampler_default_params(void) {
     return (brisk_sampler_params){.temp = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .repeat_penalty = 1.0f,
                                   .repeat_last_n = 64, .freq_penalty = 0.0f, .presence_penalty = 0.0f,
-                                  .repeat_mode = BRISK_REPEAT_CLASSIC, .seed = 0x5eed};
+                                  .repeat_mode = BRISK_REPEAT_CLASSIC, .seed = BRISK_SEED_RANDOM};
 }
 
 /* ---- RNG: splitmix64 seeding, xoshiro256** ------------------------------------------------ */
@@ -36,6 +38,22 @@ static uint64_t splitmix64(uint64_t *x) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
+
+/* A seed for BRISK_SEED_RANDOM: the kernel's entropy, or the clock and the
+ * address space's layout where getrandom is unavailable. Never returns
+ * BRISK_SEED_RANDOM itself, so brisk_sampler_seed always names a usable seed. */
+static uint64_t random_seed(void) {
+    uint64_t x = 0;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t mix = (uint64_t)ts.tv_sec * 1000000007ull ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&ts;
+        x = splitmix64(&mix);
+    }
+    return x == BRISK_SEED_RANDOM ? 0 : x;
+}
+
+uint64_t brisk_sampler_seed(const brisk_sampler *s) { return s->p.seed; }
 
 static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
@@ -70,6 +88,7 @@ brisk_status brisk_sampler_init(brisk_sampler **out, const brisk_sampler_params 
     if (!s) return brisk_fail(err, BRISK_ERR_NOMEM, "sampler: out of memory");
     s->p = *p;
     s->n_vocab = n_vocab;
+    if (p->seed == BRISK_SEED_RANDOM) s->p.seed = random_seed();
     s->history = malloc((size_t)(p->repeat_last_n ? p->repeat_last_n : 1) * sizeof(int32_t));
     s->counts = calloc((size_t)n_vocab, sizeof(int32_t));
     s->cands = malloc((size_t)n_vocab * sizeof(cand));

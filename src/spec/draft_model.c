@@ -294,9 +294,11 @@ brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *dr
     }
     m->n_ctx = brisk_context_n_ctx(m->ctx);
     m->n_batch = brisk_context_n_batch(m->ctx);
-    brisk_sampler_params rp = *sp;
-    rp.seed = sp->seed ^ 0x9e3779b97f4a7c15ull;   /* independent of the target's stream */
     if ((st = brisk_sampler_init(&m->chain, sp, m->n_vocab, err))) goto fail;
+    brisk_sampler_params rp = *sp;
+    /* independent of the target's stream (the chain's seed: the drawn one when sp asked for a random seed) */
+    rp.seed = brisk_sampler_seed(m->chain) ^ 0x9e3779b97f4a7c15ull;
+    if (rp.seed == BRISK_SEED_RANDOM) rp.seed = 0;
     if ((st = brisk_sampler_init(&m->rng, &rp, m->n_vocab, err))) goto fail;
     size_t qn;
     if (!brisk_mul_size((size_t)max_k * sizeof(float), (size_t)m->n_vocab, &qn)) {

@@ -17,6 +17,7 @@
 #include "spec/spec.h"
 #include "base/base.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 #define NGRAM_MAX_MATCH 64   /* longer matches add no information about the continuation */
@@ -24,6 +25,7 @@
 typedef struct ngram_drafter {
     brisk_drafter base;
     int32_t min_match, max_k;
+    int32_t n_valid;   /* ids at or past this are padding: never proposed */
     int32_t *tokens;   /* [max_k] */
     int32_t tt[BRISK_SPEC_MAX_TREE], tp[BRISK_SPEC_MAX_TREE], tr[BRISK_SPEC_MAX_TREE], td[BRISK_SPEC_MAX_TREE];
 } ngram_drafter;
@@ -85,6 +87,7 @@ static brisk_status ngram_propose_tree(brisk_drafter *d, const int32_t *hist, in
         int32_t cur = -1;
         for (int32_t i = 0; i < k; i++) {
             const int32_t tok = cont_at(hist, n, cj[c], i);
+            if (tok >= g->n_valid) break;
             int32_t child = -1, n_children = 0;
             for (int32_t x = cur + 1; x < nn; x++)
                 if (g->tp[x] == cur) {
@@ -132,8 +135,12 @@ static brisk_status ngram_propose(brisk_drafter *d, const int32_t *hist, int32_t
         }
     }
     if (best_len < g->min_match) return BRISK_OK;
-    for (int32_t m = 0; m < k; m++) g->tokens[m] = cont_at(hist, n, best_j, m);
-    out->n = k;
+    int32_t m = 0;
+    for (; m < k; m++) {
+        g->tokens[m] = cont_at(hist, n, best_j, m);
+        if (g->tokens[m] >= g->n_valid) break;
+    }
+    out->n = m;
     out->match_len = best_len;
     return BRISK_OK;
 }
@@ -162,9 +169,12 @@ brisk_status brisk_drafter_ngram_init(brisk_drafter **out, int32_t min_match, in
     g->base = (brisk_drafter){.name = "ngram", .propose = ngram_propose, .propose_tree = ngram_propose_tree, .sync = NULL, .free = ngram_free};
     g->min_match = min_match;
     g->max_k = max_k;
+    g->n_valid = INT32_MAX;
     *out = &g->base;
     return BRISK_OK;
 }
+
+void brisk_drafter_ngram_limit(brisk_drafter *d, int32_t n_valid) { ((ngram_drafter *)d)->n_valid = n_valid; }
 
 void brisk_drafter_free(brisk_drafter *d) {
     if (d) d->free(d);

@@ -211,6 +211,7 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
     }
     if (kmax > 0 && (p->mode == BRISK_SPEC_NGRAM || p->mode == BRISK_SPEC_AUTO)) {
         if ((st = brisk_drafter_ngram_init(&s->ng, p->ngram_min > 0 ? p->ngram_min : 2, kmax, err))) goto fail;
+        brisk_drafter_ngram_limit(s->ng, ti.n_vocab_tokens);
     }
     s->hist = malloc(((size_t)n_ctx + 1) * sizeof(int32_t));
     s->btok = malloc((size_t)n_batch * sizeof(int32_t));

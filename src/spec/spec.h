@@ -83,6 +83,9 @@ struct brisk_drafter {
  * that occurred earlier, most recent first on ties; proposes what followed it.
  * max_k bounds every proposal. */
 brisk_status brisk_drafter_ngram_init(brisk_drafter **out, int32_t min_match, int32_t max_k, brisk_error *err);
+/* Ids >= n_valid (a padded vocabulary's rows past its tokens) are never
+ * proposed: a continuation stops before one. Default: no limit. */
+void brisk_drafter_ngram_limit(brisk_drafter *d, int32_t n_valid);
 
 /* Draft model: its own context (n_ctx tokens, n_threads) over the borrowed
  * draft model, which must outlive the drafter. sp: the sampler settings of the

@@ -125,7 +125,7 @@ static brisk_status build_pieces(brisk_vocab *v, brisk_error *err) {
         v->piece_len[id] = (uint32_t)(b.n - before);
         size_t pl = b.n - before;
         if (pl > v->max_piece_len) v->max_piece_len = pl;
-        size_t po = brisk_detok_sanitized_len(b.p + before, pl);
+        size_t po = pl ? brisk_detok_sanitized_len(b.p + before, pl) : 0;   /* b.p is NULL until a piece has bytes */
         if (po > v->max_piece_out) v->max_piece_out = po;
     }
     v->piece_pool = b.p ? b.p : calloc(1, 1);

@@ -8,12 +8,13 @@
 #   error    exit status 1 or 2 and a message on stderr
 #   run      exit status 0
 #   bounded  exit status 0, 1 or 2 (what matters is that it ends: no crash, no hang)
-# COMMAND is run by bash with $BRISK (the binary), $DATA (tests/data), $HOSTILE
+# COMMAND is run by bash with $BRISK (the binary), $BUILD (its directory, where
+# the gen_model_seeds tool is), $ROOT (the source tree), $DATA (tests/data), $HOSTILE
 # (tests/data/hostile), $SHARED (../shared, may be absent) and $TMP (an empty
 # directory of the case's own) set, stdin from /dev/null unless it redirects,
-# under `ulimit -v 4194304` (4 GiB of address space) and a 10 s timeout, with
-# BRISK_THREADS=1. A signal, a timeout or a sanitizer report fails the case
+# under `ulimit -v 4194304` (4 GiB of address space) and a 10 s timeout. A signal, a timeout or a sanitizer report fails the case
 # whatever the outcome says. Lines starting with '#' and empty lines are skipped.
+# Commands pass -t 1 themselves where a thread count applies.
 #
 # usage: tests/hostile/run.sh BRISK_BINARY [SHARED_DIR]
 set -u
@@ -24,7 +25,9 @@ SHARED=${2:-$root/../shared}
 DATA=$root/tests/data
 HOSTILE=$DATA/hostile
 LIMIT_S=${HOSTILE_TIMEOUT:-10}
-export BRISK DATA HOSTILE SHARED BRISK_THREADS=1
+BUILD=$(dirname "$BRISK")
+ROOT=$root
+export BRISK BUILD ROOT DATA HOSTILE SHARED
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 pass=0 fail=0 n=0
