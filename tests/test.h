@@ -4,6 +4,7 @@
 #ifndef BRISK_TEST_H
 #define BRISK_TEST_H
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +46,16 @@ static inline int test_finish(void) {
     return test_failed ? 1 : 0;
 }
 
-/* Path helpers: the shared fixtures and the committed core subset. */
+/* Path helpers: the shared fixtures and the committed core subset.
+ * BRISK_SHARED_DIR in the environment overrides the configured ../shared (as
+ * in bench/spec.sh): pointing it at an empty directory shows what a bare clone
+ * checks. */
+static inline const char *test_shared_dir(void) {
+    const char *env = getenv("BRISK_SHARED_DIR");
+    return env && *env ? env : BRISK_SHARED_DIR;
+}
 static inline const char *test_shared(const char *rel, char *buf, size_t n) {
-    snprintf(buf, n, "%s/%s", BRISK_SHARED_DIR, rel);
+    snprintf(buf, n, "%s/%s", test_shared_dir(), rel);
     return buf;
 }
 static inline const char *test_source(const char *rel, char *buf, size_t n) {
@@ -56,5 +64,36 @@ static inline const char *test_source(const char *rel, char *buf, size_t n) {
 }
 static inline int test_exists(const char *path) { return access(path, R_OK) == 0; }
 static inline int test_quick(void) { return getenv("BRISK_TEST_QUICK") != NULL; }
+
+/* A test that walks fixtures says how many cases it checked, and checking
+ * none is a failure (an emptied fixture directory must not pass). */
+static inline void test_count(const char *what, int n) {
+    printf("checked %d %s\n", n, what);
+    CHECKF(n > 0, "no %s checked", what);
+}
+
+/* The names in dir that end in suffix, without it, sorted: up to cap names of
+ * up to TEST_NAME_MAX - 1 bytes. Returns the count, or -1 when dir cannot be
+ * read; more names than cap, or a longer one, is a failed check (never a
+ * silent cut). */
+#define TEST_NAME_MAX 256
+static inline int test_name_cmp(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+static inline int test_list(const char *dir, const char *suffix, char (*names)[TEST_NAME_MAX], int cap) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    const size_t ls = strlen(suffix);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        const size_t l = strlen(e->d_name);
+        if (l <= ls || strcmp(e->d_name + l - ls, suffix)) continue;
+        CHECKF(n < cap && l - ls < TEST_NAME_MAX, "%s: more than %d *%s files, or a name too long (%s)", dir, cap, suffix, e->d_name);
+        if (n >= cap || l - ls >= TEST_NAME_MAX) continue;
+        memcpy(names[n], e->d_name, l - ls);
+        names[n++][l - ls] = 0;
+    }
+    closedir(d);
+    qsort(names, (size_t)n, TEST_NAME_MAX, test_name_cmp);
+    return n;
+}
 
 #endif

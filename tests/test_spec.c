@@ -1,11 +1,18 @@
-/* Speculative decoding: greedy is exact. For 20 prompts from the val split
- * (200 new tokens each), speculative greedy output equals plain greedy output
- * token for token, with the draft model, the n-gram drafter and the adaptive
- * mode, as chains and as trees (n-gram and draft-model trees of width 3, and
- * auto choosing between chain and tree). Sampled n-gram trees run through the
- * generator once (their distribution is tested in test_spec_sampling). Also: the robustness errors (vocabulary mismatch, larger draft,
- * draft length beyond the context) and the n-gram drafter's choice of match.
- * Uses ../shared/models (pycode target + draft); skips when absent. */
+/* Speculative decoding: greedy is exact. Speculative greedy output equals plain
+ * greedy output token for token, with the draft model, the n-gram drafter and
+ * the adaptive mode, as chains and as trees (n-gram and draft-model trees of
+ * width 3, and auto choosing between chain and tree), on
+ *   - the committed cases: the bundled target (models/), the committed Q4_0
+ *     draft (tests/data/spec, scripts/gen-spec-draft.py) and the 10 prompts of
+ *     tests/data/greedy, 64 new tokens each, where plain greedy must also equal
+ *     llama.cpp's continuation;
+ *   - with ../shared, 12 prompts from the val split (200 new tokens each) and
+ *     the F16 draft of ../shared/models.
+ * Every fixed drafter must have had drafts both accepted and rejected. Sampled
+ * n-gram trees run through the generator once (their distribution is tested
+ * in test_spec_sampling). Also: the robustness errors (vocabulary mismatch,
+ * larger draft, draft length beyond the context) and the n-gram drafter's
+ * choice of match. */
 #include "test.h"
 #include "brisk.h"
 #include "model/synth.h"
@@ -60,16 +67,21 @@ static brisk_sampler *make_sampler(float temp) {
 
 static brisk_sampler *greedy_sampler(void) { return make_sampler(0.0f); }
 
-/* Plain greedy: n tokens (fewer at end of generation). */
+/* Plain greedy: n tokens (fewer at end of generation), the prompt in batches of n_batch. */
 static int plain(brisk_context *c, const int32_t *ids, int n_ids, int n, int32_t *out) {
     brisk_error err = {0};
     brisk_sampler *s = greedy_sampler();
     brisk_seq_truncate(c, 0, 0, NULL);
-    int32_t pos[512], seq[512];
-    uint8_t want[512];
+    static int32_t pos[1024], seq[1024];
+    static uint8_t want[1024];
+    CHECK(n_ids >= 1 && n_ids <= 1024);
+    if (n_ids < 1 || n_ids > 1024) { brisk_sampler_free(s); return 0; }
     for (int j = 0; j < n_ids; j++) { pos[j] = j; seq[j] = 0; want[j] = j == n_ids - 1; }
-    brisk_batch b = {n_ids, ids, pos, seq, want};
-    CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "prefill: %s", err.msg);
+    const int nb = brisk_context_n_batch(c);
+    for (int j0 = 0; j0 < n_ids; j0 += nb) {
+        brisk_batch b = {n_ids - j0 < nb ? n_ids - j0 : nb, ids + j0, pos + j0, seq + j0, want + j0};
+        CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "prefill: %s", err.msg);
+    }
     for (int j = 0; j < n_ids; j++) brisk_sampler_accept(s, ids[j]);
     int g = 0;
     while (g < n) {
@@ -159,25 +171,25 @@ static void test_sampled_trees(void) {
     free(ids);
 }
 
-static void test_greedy_exact(void) {
-    char path[1024];
-    uint8_t *val = NULL;
-    size_t len = 0;
-    FILE *f = fopen(test_shared("models/data/val.txt", path, sizeof path), "rb");
-    if (!f) return;
-    val = malloc(700000);
-    len = fread(val, 1, 700000, f);
-    fclose(f);
-    const char *starts[20];
-    size_t lens[20];
-    const int n_prompts = test_quick() ? 3 : 20, n_new = test_quick() ? 40 : 200;
-    const int got_prompts = val_prompts((const char *)val, len, starts, lens, n_prompts);
-    CHECK(got_prompts == n_prompts);
-    brisk_context *c = new_ctx(512);
+/* One prompt for the exactness runs; with has_ref, ref (n_ref tokens) is
+ * llama.cpp's greedy continuation, which ends at end of generation when
+ * shorter than the run. */
+typedef struct exact_case {
+    int32_t *ids;
+    int n_ids;
+    int32_t *ref;
+    int n_ref;
+    bool has_ref;
+} exact_case;
+
+/* Every mode on every case: speculative greedy == plain greedy (== ref). */
+static void run_exact(const char *label, const exact_case *cases, int n_cases, int n_new, int n_ctx) {
+    brisk_context *c = new_ctx(n_ctx);
+    if (!c) return;
     static int32_t want[256], got[256];
     /* trees: every round of the fixed modes verifies the drafter's whole tree
      * (branching whenever the drafter has runners-up); auto picks per round */
-    /* (the windowed draft: sink 4 + the last 32 positions; prompts are up to 300 tokens) */
+    /* (the windowed draft: sink 4 + the last 32 positions) */
     const struct { brisk_spec_mode mode; int k, width, window; const char *name; } modes[] = {
         {BRISK_SPEC_DRAFT, 4, 1, 0, "draft k=4"},       {BRISK_SPEC_NGRAM, 8, 1, 0, "ngram k=8"},
         {BRISK_SPEC_AUTO, 16, 1, 0, "auto"},            {BRISK_SPEC_NGRAM, 8, 3, 0, "ngram tree k=8 w=3"},
@@ -187,18 +199,24 @@ static void test_greedy_exact(void) {
     const int n_modes = test_quick() ? N_MODES - 1 : N_MODES;
     int64_t drafted[N_MODES] = {0}, accepted[N_MODES] = {0}, passes[N_MODES] = {0}, emitted[N_MODES] = {0},
             identical[N_MODES] = {0}, trees[N_MODES] = {0}, rounds[N_MODES] = {0};
-    for (int i = 0; i < got_prompts; i++) {
-        int32_t *ids = NULL;
-        size_t n_ids = 0;
-        brisk_error err = {0};
-        CHECKF(brisk_tokenize_text(target, starts[i], lens[i], true, false, &ids, &n_ids, &err) == BRISK_OK, "%s", err.msg);
-        if (n_ids > 300) n_ids = 300;
-        const int nw = plain(c, ids, (int)n_ids, n_new, want);
+    int same_ref = 0, with_ref = 0;
+    CHECK(n_new <= 256);
+    for (int i = 0; i < n_cases; i++) {
+        const exact_case *e = &cases[i];
+        const int nw = plain(c, e->ids, e->n_ids, n_new, want);
+        if (e->has_ref) {   /* plain greedy against llama.cpp: the first n_new tokens, or all and end of generation */
+            const int n = e->n_ref < n_new ? e->n_ref : n_new;
+            const bool same = (n == 0 || !memcmp(want, e->ref, (size_t)n * sizeof(int32_t))) &&
+                              (e->n_ref >= n_new ? nw == n_new : nw == n + 1 && brisk_token_is_eog(target, want[n]));
+            CHECKF(same, "%s, case %d: plain greedy differs from llama.cpp's continuation", label, i);
+            same_ref += same;
+            with_ref++;
+        }
         for (int m = 0; m < n_modes; m++) {
             brisk_spec_stats st = {0};
-            const int ng = speculative(c, modes[m].mode, modes[m].k, modes[m].width, modes[m].window, ids, (int)n_ids, n_new, got, &st);
+            const int ng = speculative(c, modes[m].mode, modes[m].k, modes[m].width, modes[m].window, e->ids, e->n_ids, n_new, got, &st);
             const bool same = ng == nw && !memcmp(want, got, (size_t)nw * sizeof(int32_t));
-            CHECKF(same, "prompt %d, %s: speculative greedy output differs from plain (%d vs %d tokens)", i, modes[m].name, ng, nw);
+            CHECKF(same, "%s, case %d, %s: speculative greedy output differs from plain (%d vs %d tokens)", label, i, modes[m].name, ng, nw);
             identical[m] += same;
             drafted[m] += st.drafted;
             accepted[m] += st.accepted;
@@ -207,18 +225,110 @@ static void test_greedy_exact(void) {
             trees[m] += st.tree_rounds;
             rounds[m] += st.spec_rounds;
         }
-        free(ids);
     }
-    for (int m = 0; m < n_modes; m++)
+    printf("%s: %d cases, %d new tokens each%s\n", label, n_cases, n_new, with_ref ? "" : " (no llama.cpp reference)");
+    if (with_ref) printf("plain greedy equals llama.cpp's continuation: %d/%d\n", same_ref, with_ref);
+    for (int m = 0; m < n_modes; m++) {
         printf("%-18s identical %lld/%d | acceptance %.1f%% (%lld/%lld) | accepted per pass %.2f | target passes per token %.3f | "
                "tree passes %lld/%lld\n",
-               modes[m].name, (long long)identical[m], got_prompts,
+               modes[m].name, (long long)identical[m], n_cases,
                drafted[m] ? 100.0 * (double)accepted[m] / (double)drafted[m] : 0.0, (long long)accepted[m], (long long)drafted[m],
                rounds[m] ? (double)accepted[m] / (double)rounds[m] : 0.0, emitted[m] ? (double)passes[m] / (double)emitted[m] : 0.0,
                (long long)trees[m], (long long)rounds[m]);
+        /* an exactness run where nothing was drafted, or every draft was taken
+         * or refused, checked one path of the verifier only (auto, which picks
+         * its drafter per round, may take all of its few drafts) */
+        const bool both = accepted[m] > 0 && (accepted[m] < drafted[m] || modes[m].mode == BRISK_SPEC_AUTO);
+        CHECKF(both, "%s, %s: %lld of %lld drafts accepted (both paths must run)", label, modes[m].name, (long long)accepted[m],
+               (long long)drafted[m]);
+    }
     /* the fixed tree modes must have verified branching trees */
-    if (!test_quick()) CHECK(trees[3] > 0 && trees[4] > 0);
+    if (!test_quick()) CHECKF(trees[3] > 0 && trees[4] > 0, "%s: no branching tree verified", label);
     brisk_context_free(c);
+}
+
+/* The committed cases: tests/data/greedy's prompt ids and llama.cpp's
+ * continuations (NN.ids: prompt ids, "--", generated ids). */
+static int read_ids(FILE *f, int32_t **ids) {
+    static char line[1 << 16];
+    *ids = NULL;
+    if (!fgets(line, sizeof line, f)) return -1;
+    int n = 0, cap = 0;
+    for (char *p = line, *end;; p = end) {
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (n == cap) {
+            int32_t *grown = realloc(*ids, sizeof(int32_t) * (size_t)(cap = cap ? 2 * cap : 256));
+            if (!grown) break;
+            *ids = grown;
+        }
+        (*ids)[n++] = (int32_t)v;
+    }
+    return n;
+}
+
+static void test_exact_committed(void) {
+    char dir[1024], path[1400];
+    static char names[128][TEST_NAME_MAX];
+    test_source("tests/data/greedy", dir, sizeof dir);
+    const int n = test_list(dir, ".ids", names, 128);
+    CHECKF(n > 0, "%s: no cases", dir);
+    static exact_case cases[128];
+    int n_cases = 0;
+    for (int i = 0; i < n; i++) {
+        if (test_quick() && i % 3) continue;   /* the sanitizer run: every third case ... */
+        snprintf(path, sizeof path, "%.1023s/%.255s.ids", dir, names[i]);
+        FILE *f = fopen(path, "r");
+        exact_case *e = &cases[n_cases];
+        char sep[8];
+        e->ids = e->ref = NULL;
+        e->n_ids = f ? read_ids(f, &e->ids) : -1;
+        const bool ok = e->n_ids > 0 && fgets(sep, sizeof sep, f) && !strcmp(sep, "--\n");
+        e->n_ref = ok ? read_ids(f, &e->ref) : -1;
+        if (e->n_ref < 0) e->n_ref = 0;   /* an empty line: end of generation at once */
+        e->has_ref = ok;
+        if (f) fclose(f);
+        CHECKF(ok && e->n_ids + 64 + 16 <= 1024, "%s: not 'prompt ids, --, generated ids' (or too long)", path);
+        if (ok && e->n_ids + 64 + 16 <= 1024 && !(test_quick() && e->n_ids > 128)) n_cases++;   /* ... of short prompts */
+        else { free(e->ids); free(e->ref); }
+    }
+    test_count("committed exactness cases (tests/data/greedy)", n_cases);
+    run_exact("committed (tests/data/greedy, Q4_0 draft)", cases, n_cases, test_quick() ? 40 : 64, 1024);
+    for (int i = 0; i < n_cases; i++) { free(cases[i].ids); free(cases[i].ref); }
+}
+
+/* With ../shared: prompts cut from the val split (bench/spec.sh cuts the same). */
+static void test_exact_shared(const char *val_path) {
+    FILE *f = fopen(val_path, "rb");
+    CHECKF(f, "%s: cannot open", val_path);
+    if (!f) return;
+    char *val = malloc(700000);
+    const size_t len = fread(val, 1, 700000, f);
+    fclose(f);
+    const char *starts[12];
+    size_t lens[12];
+    const int n_prompts = test_quick() ? 1 : 12, n_new = test_quick() ? 40 : 200;
+    const int got_prompts = val_prompts(val, len, starts, lens, n_prompts);
+    CHECK(got_prompts == n_prompts);
+    exact_case cases[12];
+    int n_cases = 0;
+    for (int i = 0; i < got_prompts; i++) {
+        size_t n_ids = 0;
+        brisk_error err = {0};
+        exact_case *e = &cases[n_cases];
+        e->ref = NULL;
+        e->n_ref = 0;
+        e->has_ref = false;
+        const bool ok = brisk_tokenize_text(target, starts[i], lens[i], true, false, &e->ids, &n_ids, &err) == BRISK_OK;
+        CHECKF(ok, "%s", err.msg);
+        if (!ok) continue;
+        const size_t cap = test_quick() ? 128 : 300;   /* prompts are up to 300 tokens (128 in the sanitizer run) */
+        e->n_ids = (int)(n_ids > cap ? cap : n_ids);
+        n_cases++;
+    }
+    test_count("shared exactness cases (val split)", n_cases);
+    run_exact("shared (val split, F16 draft)", cases, n_cases, n_new, 512);
+    for (int i = 0; i < n_cases; i++) free(cases[i].ids);
     free(val);
 }
 
@@ -357,13 +467,14 @@ static void test_errors(void) {
 }
 
 int main(void) {
-    char tp[1024], dp[1024];
-    test_shared("models/pycode-target-f16.gguf", tp, sizeof tp);
-    test_shared("models/pycode-draft-f16.gguf", dp, sizeof dp);
-    if (!test_exists(tp) || !test_exists(dp)) TEST_SKIP("%s or %s absent (set up ../shared)", tp, dp);
+    char tp[1024], dp[1024], sdp[1024], val[1024];
+    test_source("models/pycode-target-f16.gguf", tp, sizeof tp);
+    test_source("tests/data/spec/pycode-draft-q4_0.gguf", dp, sizeof dp);
+    test_shared("models/pycode-draft-f16.gguf", sdp, sizeof sdp);
+    test_shared("models/data/val.txt", val, sizeof val);
     brisk_error err = {0};
     if (brisk_model_load(tp, &target, &err) || brisk_model_load(dp, &draft, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
+        fprintf(stderr, "FAIL: load: %s\n", err.msg);
         return 1;
     }
     brisk_model_info info;
@@ -372,7 +483,17 @@ int main(void) {
     test_ngram();
     test_errors();
     test_sampled_trees();
-    test_greedy_exact();
+    test_exact_committed();
+    if (test_exists(sdp) && test_exists(val)) {
+        brisk_model *q4 = draft;
+        draft = NULL;
+        CHECKF(brisk_model_load(sdp, &draft, &err) == BRISK_OK, "%s: %s", sdp, err.msg);
+        if (draft) test_exact_shared(val);
+        brisk_model_free(draft);
+        draft = q4;
+    } else {
+        printf("SKIP shared exactness cases: %s or %s absent (the committed cases ran)\n", sdp, val);
+    }
     brisk_model_free(draft);
     brisk_model_free(target);
     return test_finish();

@@ -15,12 +15,16 @@
  * most likely one, so first choices, runners-up and the leftover draw all
  * occur often; its mutation keeps rejected children in p.
  *
- * The logits are fixed: the target's and the draft's after a val prompt and
+ * The logits are fixed: the target's and the draft's after a code prompt and
  * after the prompt plus the most likely token, restricted to the 512 tokens
  * most likely under the target (renumbered 0..511) so that the ~10^6 sampler
  * chain evaluations take seconds; the verifier does not depend on the
  * vocabulary size. Seeds are fixed (a separate stream per configuration), so
- * the result is deterministic. */
+ * the result is deterministic. The models: the bundled target (models/) and
+ * the committed Q4_0 draft (tests/data/spec, scripts/gen-spec-draft.py), so
+ * every test above runs on a bare clone; with ../shared (and not under
+ * BRISK_TEST_QUICK), the temp 1.0 chain test runs once more (5,000 draws) with
+ * the F16 draft of ../shared/models (trees do not use the draft). */
 #include "test.h"
 #include "brisk.h"
 #include "sample/sample.h"
@@ -325,53 +329,69 @@ static bool logits_after(brisk_model *m, const int32_t *ids, int n, float *out) 
     return ok;
 }
 
-int main(void) {
-    char tp[1024], dp[1024];
-    test_shared("models/pycode-target-f16.gguf", tp, sizeof tp);
-    test_shared("models/pycode-draft-f16.gguf", dp, sizeof dp);
-    if (!test_exists(tp) || !test_exists(dp)) TEST_SKIP("%s or %s absent (set up ../shared)", tp, dp);
+/* Fills L0, L1, D0, D1 and prompt_sub from the two models. */
+static bool setup_logits(brisk_model *target, brisk_model *draft) {
     brisk_error err = {0};
-    brisk_model *target = NULL, *draft = NULL;
-    if (brisk_model_load(tp, &target, &err) || brisk_model_load(dp, &draft, &err)) {
-        fprintf(stderr, "load: %s\n", err.msg);
-        return 1;
-    }
     brisk_model_info info;
     brisk_model_get_info(target, &info);
     const int V = info.n_vocab;
+    if (V < SUB || V > 8192) return false;
     /* a prompt whose next token is uncertain: the start of a function body */
     const char *text = "import os\nimport sys\n\n\ndef main(argv):\n    ";
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (brisk_tokenize_text(target, text, strlen(text), true, false, &ids, &n_ids, &err)) return 1;
+    if (brisk_tokenize_text(target, text, strlen(text), true, false, &ids, &n_ids, &err) || n_ids >= 511) {
+        free(ids);
+        return false;
+    }
     float *t0 = malloc((size_t)V * 4), *t1 = malloc((size_t)V * 4), *d0 = malloc((size_t)V * 4), *d1 = malloc((size_t)V * 4);
+    float *key = malloc((size_t)V * 4);
     int32_t ids2[512];
     memcpy(ids2, ids, n_ids * sizeof(int32_t));
-    CHECK(logits_after(target, ids, (int)n_ids, t0) && logits_after(draft, ids, (int)n_ids, d0));
-    int32_t top = 0;
-    for (int i = 1; i < V; i++)
-        if (t0[i] > t0[top]) top = i;
-    ids2[n_ids] = top;
-    CHECK(logits_after(target, ids2, (int)n_ids + 1, t1) && logits_after(draft, ids2, (int)n_ids + 1, d1));
-
-    /* the sub-vocabulary: the SUB tokens with the highest target logit at either position */
-    static int32_t order[8192], map[8192];
-    float *key = malloc((size_t)V * 4);
-    for (int i = 0; i < V; i++) { key[i] = t0[i] > t1[i] ? t0[i] : t1[i]; order[i] = i; map[i] = -1; }
-    for (int i = 0; i < SUB; i++) {   /* partial selection sort: SUB passes */
-        int b = i;
-        for (int j = i + 1; j < V; j++)
-            if (key[order[j]] > key[order[b]]) b = j;
-        const int32_t tmp = order[i];
-        order[i] = order[b];
-        order[b] = tmp;
-        map[order[i]] = i;
-        L0[i] = t0[order[i]];
-        L1[i] = t1[order[i]];
-        D0[i] = d0[order[i]];
-        D1[i] = d1[order[i]];
+    bool ok = t0 && t1 && d0 && d1 && key && logits_after(target, ids, (int)n_ids, t0) && logits_after(draft, ids, (int)n_ids, d0);
+    if (ok) {
+        int32_t top = 0;
+        for (int i = 1; i < V; i++)
+            if (t0[i] > t0[top]) top = i;
+        ids2[n_ids] = top;
+        ok = logits_after(target, ids2, (int)n_ids + 1, t1) && logits_after(draft, ids2, (int)n_ids + 1, d1);
     }
-    for (size_t i = 0; i < n_ids; i++) prompt_sub[n_prompt++] = map[ids[i]];
+    if (ok) {
+        /* the sub-vocabulary: the SUB tokens with the highest target logit at either position */
+        static int32_t order[8192], map[8192];
+        for (int i = 0; i < V; i++) { key[i] = t0[i] > t1[i] ? t0[i] : t1[i]; order[i] = i; map[i] = -1; }
+        for (int i = 0; i < SUB; i++) {   /* partial selection sort: SUB passes */
+            int b = i;
+            for (int j = i + 1; j < V; j++)
+                if (key[order[j]] > key[order[b]]) b = j;
+            const int32_t tmp = order[i];
+            order[i] = order[b];
+            order[b] = tmp;
+            map[order[i]] = i;
+            L0[i] = t0[order[i]];
+            L1[i] = t1[order[i]];
+            D0[i] = d0[order[i]];
+            D1[i] = d1[order[i]];
+        }
+        n_prompt = 0;
+        for (size_t i = 0; i < n_ids; i++) prompt_sub[n_prompt++] = map[ids[i]];
+    }
+    free(key); free(t0); free(t1); free(d0); free(d1); free(ids);
+    return ok;
+}
+
+int main(void) {
+    char tp[1024], dp[1024], sdp[1024];
+    test_source("models/pycode-target-f16.gguf", tp, sizeof tp);
+    test_source("tests/data/spec/pycode-draft-q4_0.gguf", dp, sizeof dp);
+    test_shared("models/pycode-draft-f16.gguf", sdp, sizeof sdp);
+    brisk_error err = {0};
+    brisk_model *target = NULL, *draft = NULL;
+    if (brisk_model_load(tp, &target, &err) || brisk_model_load(dp, &draft, &err)) {
+        fprintf(stderr, "FAIL: load: %s\n", err.msg);
+        return 1;
+    }
+    CHECKF(setup_logits(target, draft), "logits of %s and %s", tp, dp);
 
     const int n = test_quick() ? 2500 : 10000;
     const cfg cfgs[] = {
@@ -381,19 +401,37 @@ int main(void) {
         {1.0f, 0.9f, 1.0f, "temp 1.0, top-p 0.9"},
         {1.0f, 1.0f, 1.5f, "temp 1.0, repeat penalty 1.5"},
     };
+    int runs = 0;
     /* the sanitizer run (BRISK_TEST_QUICK) keeps one configuration (and the mutation check) with fewer draws */
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
-        if (!test_quick() || i == 2) run_cfg(&cfgs[i], (uint64_t)(i + 1) << 32, n, false, true);
-    /* mutation check: resampling from p instead of the residual must be caught */
+        if (!test_quick() || i == 2) run_cfg(&cfgs[i], (uint64_t)(i + 1) << 32, n, false, true), runs++;
+    /* mutation check: resampling from p instead of the residual must be caught, decisively */
     const double pv = run_cfg(&cfgs[2], (uint64_t)7 << 32, n, true, false);
-    CHECKF(pv < 0.01, "the broken residual step went undetected (p = %.4g)", pv);
+    printf("mutation (broken residual): p = %.3g, must be < 1e-4\n", pv);
+    CHECKF(pv < 1e-4, "the broken residual step went undetected (p = %.4g)", pv);
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++)
         if (i == 2 || (!test_quick() && (i == 1 || i == 4)))   /* three of the five (runtime) */
-            run_tree_cfg(&cfgs[i], (uint64_t)(i + 11) << 32, n, false, true);
+            run_tree_cfg(&cfgs[i], (uint64_t)(i + 11) << 32, n, false, true), runs++;
     const double pvt = run_tree_cfg(&cfgs[2], (uint64_t)17 << 32, n, true, false);
-    CHECKF(pvt < 0.01, "the broken tree residual went undetected (p = %.4g)", pvt);
+    printf("mutation (broken tree residual): p = %.3g, must be < 1e-4\n", pvt);
+    CHECKF(pvt < 1e-4, "the broken tree residual went undetected (p = %.4g)", pvt);
+    test_count("distribution tests on the committed models", runs);
 
-    free(key); free(t0); free(t1); free(d0); free(d1); free(ids);
+    /* ../shared: the F16 draft's q, one more chain test (not in the sanitizer run) */
+    if (test_quick()) {
+        printf("SKIP the F16-draft chain test in the quick run\n");
+    } else if (test_exists(sdp)) {
+        brisk_model *f16 = NULL;
+        CHECKF(brisk_model_load(sdp, &f16, &err) == BRISK_OK, "%s: %s", sdp, err.msg);
+        if (f16) {
+            CHECKF(setup_logits(target, f16), "logits of %s and %s", tp, sdp);
+            printf("with the F16 draft of ../shared:\n");
+            run_cfg(&cfgs[2], (uint64_t)21 << 32, n / 2, false, true);   /* half the draws: an addition, kept short */
+        }
+        brisk_model_free(f16);
+    } else {
+        printf("SKIP the F16-draft chain test: %s is absent (the committed models ran)\n", sdp);
+    }
     brisk_model_free(draft);
     brisk_model_free(target);
     return test_finish();
