@@ -211,7 +211,29 @@ static void test_draw_distribution(void) {
     brisk_sampler_free(s);
 }
 
+/* The default seed is random (llama.cpp's -1), drawn at init and reported;
+ * an explicit seed is kept and repeats its draws. */
+static void test_seed(void) {
+    brisk_sampler_params p = brisk_sampler_default_params();
+    CHECK(p.seed == BRISK_SEED_RANDOM);
+    brisk_sampler *a = make(p), *b = make(p);
+    CHECK(brisk_sampler_seed(a) != BRISK_SEED_RANDOM && brisk_sampler_seed(b) != BRISK_SEED_RANDOM);
+    CHECK(brisk_sampler_seed(a) != brisk_sampler_seed(b));   /* two 64-bit draws: equal with probability 2^-64 */
+    p.seed = brisk_sampler_seed(a);
+    brisk_sampler *c = make(p);
+    CHECK(brisk_sampler_seed(c) == brisk_sampler_seed(a));
+    float l[V];
+    fill_logits(l, 5);
+    int same = 0;
+    for (int i = 0; i < 50; i++) same += brisk_sampler_sample(a, l) == brisk_sampler_sample(c, l);
+    CHECK(same == 50);
+    brisk_sampler_free(a);
+    brisk_sampler_free(b);
+    brisk_sampler_free(c);
+}
+
 int main(void) {
+    test_seed();
     test_determinism();
     test_filters();
     test_top_k_exact();
