@@ -81,9 +81,7 @@ brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_erro
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
-                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
-        return brisk_fail(err, BRISK_ERR_IO, "%s: is %s, not a regular file", path, kind);
+        return brisk_fail(err, BRISK_ERR_IO, "%s: is %s, not a regular file", path, brisk_file_kind(st.st_mode));
     }
     if (st.st_size == 0) {
         close(fd);
@@ -103,6 +101,46 @@ brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_erro
 void brisk_file_unmap(brisk_mapped_file *f) {
     if (f && f->map_base) munmap(f->map_base, f->size);
     if (f) memset(f, 0, sizeof *f);
+}
+
+const char *brisk_file_kind(unsigned mode) {
+    if (S_ISREG(mode)) return "a regular file";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+brisk_status brisk_out_target(const char *path, brisk_out_kind *kind, char **target, brisk_error *err) {
+    *target = NULL;
+    if (!strcmp(path, "-")) {
+        *kind = BRISK_OUT_STDOUT;
+        return BRISK_OK;
+    }
+    struct stat st, null_st;
+    if (stat(path, &st) == 0) {
+        if (S_ISCHR(st.st_mode) && stat("/dev/null", &null_st) == 0 && st.st_rdev == null_st.st_rdev) {
+            *kind = BRISK_OUT_STRAIGHT;
+            return BRISK_OK;
+        }
+        if (!S_ISREG(st.st_mode))
+            return brisk_fail(err, BRISK_ERR_IO, "%s: is %s; refusing to replace it (give a regular file, '-' or /dev/null)", path,
+                              brisk_file_kind(st.st_mode));
+        struct stat lst;
+        if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {   /* replace the file it names, keep the link */
+            if (!(*target = realpath(path, NULL)))
+                return brisk_fail(err, BRISK_ERR_IO, "%s: cannot resolve the link: %s", path, strerror(errno));
+            *kind = BRISK_OUT_REPLACE;
+            return BRISK_OK;
+        }
+    } else if (errno != ENOENT) {
+        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (!(*target = strdup(path))) return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
+    *kind = BRISK_OUT_REPLACE;
+    return BRISK_OK;
 }
 
 brisk_status brisk_file_read(const char *path, uint8_t **out, size_t *len, brisk_error *err) {

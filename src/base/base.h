@@ -52,6 +52,22 @@ typedef struct brisk_mapped_file {
 brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_error *err);
 void brisk_file_unmap(brisk_mapped_file *f);
 
+/* "a FIFO", "a character device", "a directory", ...: what a stat mode is, for messages. */
+const char *brisk_file_kind(unsigned mode);
+
+/* Where a write to path goes. Only a regular file is ever replaced (by a
+ * temporary file beside it, renamed): renaming over a FIFO or a device node
+ * would swap it for a regular file. */
+typedef enum brisk_out_kind {
+    BRISK_OUT_STDOUT,    /* path is "-" */
+    BRISK_OUT_STRAIGHT,  /* /dev/null (or a link to it): open and write it directly */
+    BRISK_OUT_REPLACE,   /* a regular file or a new one: write target.tmp.XXXXXX, then rename */
+} brisk_out_kind;
+/* Classify path; for BRISK_OUT_REPLACE *target is the file to replace (a
+ * symlink resolved, so the link survives), malloc'd (caller frees). Refuses
+ * an existing directory, FIFO, device or socket with a message naming it. */
+brisk_status brisk_out_target(const char *path, brisk_out_kind *kind, char **target, brisk_error *err);
+
 /* Read a whole file into a malloc'd buffer (NUL-terminated for convenience;
  * *len excludes the NUL). Caller frees. */
 brisk_status brisk_file_read(const char *path, uint8_t **out, size_t *len, brisk_error *err);

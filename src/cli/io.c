@@ -15,15 +15,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *kind_of(mode_t m) {
-    if (S_ISDIR(m)) return "a directory";
-    if (S_ISFIFO(m)) return "a FIFO";
-    if (S_ISCHR(m)) return "a character device";
-    if (S_ISBLK(m)) return "a block device";
-    if (S_ISSOCK(m)) return "a socket";
-    return "not a regular file";
-}
-
 /* Read fd to its end, at most cap bytes (more is refused). */
 static brisk_status read_fd(int fd, const char *path, const char *flag, size_t cap, size_t hint, uint8_t **out, size_t *len,
                             brisk_error *err) {
@@ -73,7 +64,7 @@ brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint
     if (stat(path, &st) != 0) return brisk_fail(err, BRISK_ERR_IO, "%s %s: cannot open: %s", flag, path, strerror(errno));
     if (!S_ISREG(st.st_mode))
         return brisk_fail(err, BRISK_ERR_IO, "%s %s: is %s; only a regular file or '-' (stdin) is read", flag, path,
-                          kind_of(st.st_mode));
+                          brisk_file_kind(st.st_mode));
     /* O_NONBLOCK: if the path was swapped for a FIFO since stat, open must not wait for a writer */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return brisk_fail(err, BRISK_ERR_IO, "%s %s: cannot open: %s", flag, path, strerror(errno));
@@ -82,7 +73,7 @@ brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint
         s = brisk_fail(err, BRISK_ERR_IO, "%s %s: cannot stat: %s", flag, path, strerror(errno));
     } else if (!S_ISREG(fst.st_mode)) {
         s = brisk_fail(err, BRISK_ERR_IO, "%s %s: is %s; only a regular file or '-' (stdin) is read", flag, path,
-                       kind_of(fst.st_mode));
+                       brisk_file_kind(fst.st_mode));
     } else if ((uint64_t)fst.st_size > cap) {
         s = brisk_fail(err, BRISK_ERR_CAPACITY,
                        "%s %s: %lld bytes is more than the input cap of %zu bytes (raise it with --max-input-bytes)", flag,
@@ -98,11 +89,6 @@ brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint
 
 /* ---- output files ------------------------------------------------------------------ */
 
-static bool same_file(const struct stat *a, const char *other) {
-    struct stat b;
-    return stat(other, &b) == 0 && a->st_dev == b.st_dev && a->st_ino == b.st_ino;
-}
-
 brisk_status cli_out_open(cli_out *o, const char *path, brisk_error *err) {
     *o = (cli_out){.path = path};
     if (!strcmp(path, "-")) {
@@ -110,29 +96,16 @@ brisk_status cli_out_open(cli_out *o, const char *path, brisk_error *err) {
         o->is_stdout = true;
         return BRISK_OK;
     }
-    struct stat st;
-    const char *target = path;
-    char *resolved = NULL;
-    if (stat(path, &st) == 0) {
-        if (S_ISCHR(st.st_mode) && same_file(&st, "/dev/null")) {
-            if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-            return BRISK_OK;
-        }
-        if (!S_ISREG(st.st_mode))
-            return brisk_fail(err, BRISK_ERR_IO, "%s: is %s; refusing to replace it (give a regular file, '-' or /dev/null)",
-                              path, kind_of(st.st_mode));
-        /* a symlink to a file: replace the file, keep the link */
-        struct stat lst;
-        if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
-            if (!(resolved = realpath(path, NULL)))
-                return brisk_fail(err, BRISK_ERR_IO, "%s: cannot resolve the link: %s", path, strerror(errno));
-            target = resolved;
-        }
-    } else if (errno != ENOENT) {
-        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    brisk_out_kind kind;
+    char *target = NULL;
+    brisk_status st = brisk_out_target(path, &kind, &target, err);
+    if (st) return st;
+    if (kind == BRISK_OUT_STRAIGHT) {
+        if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return BRISK_OK;
     }
     const size_t tl = strlen(target);
-    o->target = resolved ? resolved : strdup(target);
+    o->target = target;
     o->tmp = malloc(tl + 16);
     if (!o->target || !o->tmp) {
         cli_out_abort(o);

@@ -601,33 +601,17 @@ brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, bri
     brisk_status st = file_size(w, &total, err);
     if (st) return st;
     if (!strcmp(path, "-")) return write_straight(w, stdout, "stdout", err);
-    /* only a regular file is replaced: renaming over a FIFO or a device node
-     * would swap it for a regular file; /dev/null is written straight */
-    struct stat ts, ns;
+    brisk_out_kind kind;
     char *resolved = NULL;
-    const char *target = path;
-    if (stat(path, &ts) == 0) {
-        if (S_ISCHR(ts.st_mode) && stat("/dev/null", &ns) == 0 && ts.st_rdev == ns.st_rdev) {
-            FILE *f = fopen(path, "wb");
-            if (!f) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-            st = write_straight(w, f, path, err);
-            if (fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-            return st;
-        }
-        if (!S_ISREG(ts.st_mode))
-            return brisk_fail(err, BRISK_ERR_IO, "%s: is %s; refusing to replace it (give a regular file, '-' or /dev/null)", path,
-                              S_ISDIR(ts.st_mode) ? "a directory" : S_ISFIFO(ts.st_mode) ? "a FIFO"
-                              : S_ISCHR(ts.st_mode) || S_ISBLK(ts.st_mode) ? "a device" : "not a regular file");
-        struct stat ls;
-        if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode)) {
-            /* a link to a file: replace the file it names, keep the link */
-            if (!(resolved = realpath(path, NULL)))
-                return brisk_fail(err, BRISK_ERR_IO, "%s: cannot resolve the link: %s", path, strerror(errno));
-            target = resolved;
-        }
-    } else if (errno != ENOENT) {
-        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    if ((st = brisk_out_target(path, &kind, &resolved, err))) return st;
+    if (kind == BRISK_OUT_STRAIGHT) {
+        FILE *f = fopen(path, "wb");
+        if (!f) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        st = write_straight(w, f, path, err);
+        if (fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+        return st;
     }
+    const char *target = resolved;
     int64_t avail = brisk_disk_free(target);
     if (avail >= 0 && (uint64_t)avail < total) {
         free(resolved);
