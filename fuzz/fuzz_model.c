@@ -5,12 +5,21 @@
  * logits' checks and the streaming detokenizer on their argmax.
  * Seeds: fuzz/corpus/fuzz_model/ (tiny models of every architecture and
  * weight type, written by fuzz/gen_model_seeds.c).
+ *
+ * Half the mutations are libFuzzer's byte-level ones; the other half are
+ * GGUF-aware (LLVMFuzzerCustomMutator below): the input is parsed, one
+ * metadata value is replaced by a value of another type or an extreme one
+ * (arrays of floats, strings or arrays; NaN, inf, 0, -1, 2^32-1; an empty
+ * array), and the file is rewritten. A byte flip almost never changes a
+ * value's type tag and keeps the file parseable, so without this the class of
+ * bug "a typed hyperparameter reaches an assert" is out of reach.
  * Every failure must be a status with a non-empty one-line message; an
  * assertion, a crash or a sanitizer report is a bug. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include "brisk.h"
+#include "gguf/gguf.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -113,4 +122,94 @@ done:
     brisk_model_free(m);
     close(fd);
     return 0;
+}
+
+/* ---- GGUF-aware mutations ----------------------------------------------------------- */
+
+size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
+
+static uint64_t mix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Set key to a hostile value picked by r. */
+static brisk_status set_hostile(brisk_gguf_writer *w, const char *key, uint64_t r, brisk_error *err) {
+    static const float f32s[] = {NAN, INFINITY, -INFINITY, 0.0f, -1.0f, 1e30f, 1e-30f, 2.0f};
+    static const uint32_t u32s[] = {0, 1, 2, 3, 7, 64, 65536, UINT32_MAX};
+    static const uint8_t inner[8] = {2, 0, 0, 0, 2, 0, 0, 0};   /* two u32 in GGUF encoding */
+    const char *strs[2] = {"2", "yarn"};
+    switch (r % 10) {
+    case 0: return brisk_gguf_writer_set_u32(w, key, u32s[(r >> 8) % 8]);
+    case 1: return brisk_gguf_writer_set_i32(w, key, -(int32_t)((r >> 8) % 3) - 1);
+    case 2: return brisk_gguf_writer_set_f32(w, key, f32s[(r >> 8) % 8]);
+    case 3: return brisk_gguf_writer_set_bool(w, key, (r >> 8) & 1);
+    case 4: return brisk_gguf_writer_set_str(w, key, strs[(r >> 8) & 1]);
+    case 5: return brisk_gguf_writer_set_arr(w, key, BRISK_GGUF_FLOAT32, &f32s[(r >> 8) % 7], 1 + (r >> 16) % 2);
+    case 6: return brisk_gguf_writer_set_arr(w, key, BRISK_GGUF_STRING, strs, 1 + (r >> 8) % 2);
+    case 7: return brisk_gguf_writer_set_arr(w, key, BRISK_GGUF_UINT32, &u32s[(r >> 8) % 7], (r >> 16) % 3);
+    case 8: {
+        brisk_gguf_value e = {.type = BRISK_GGUF_ARRAY};
+        e.v.arr.elem_type = BRISK_GGUF_UINT32;
+        e.v.arr.count = 2;
+        e.v.arr.data = inner;
+        e.v.arr.nbytes = sizeof inner;
+        return brisk_gguf_writer_set_arr_nested(w, key, &e, 1, err);
+    }
+    default: return brisk_gguf_writer_set_u32(w, key, (uint32_t)(r >> 8));
+    }
+}
+
+size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsigned int seed) {
+    uint64_t x = seed;
+    if (mix(&x) % 2 == 0) return LLVMFuzzerMutate(data, size, max_size);
+    uint8_t *copy = malloc(size ? size : 1);
+    brisk_gguf *g = NULL;
+    brisk_gguf_writer *w = NULL;
+    uint8_t *out = NULL;
+    size_t len = 0, result = 0;
+    brisk_error err = {0};
+    if (!copy) return LLVMFuzzerMutate(data, size, max_size);
+    memcpy(copy, data, size);
+    if (brisk_gguf_parse(copy, size, &g, &err) || g->n_kv == 0 || brisk_gguf_writer_init(&w, 0, &err)) goto fallback;
+    const uint64_t victim = mix(&x) % g->n_kv, r = mix(&x);
+    bool ok = true;
+    for (uint64_t i = 0; i < g->n_kv && ok; i++) {
+        const brisk_gguf_kv *kv = &g->kv[i];
+        char key[256];
+        if (kv->key.len >= sizeof key || memchr(kv->key.ptr, 0, kv->key.len)) {
+            ok = false;
+            break;
+        }
+        memcpy(key, kv->key.ptr, kv->key.len);
+        key[kv->key.len] = 0;
+        if (!strcmp(key, "general.alignment")) ok = brisk_gguf_writer_set_value(w, key, &kv->value, &err) == BRISK_OK;
+        else if (i == victim) ok = set_hostile(w, key, r, &err) == BRISK_OK;
+        else ok = brisk_gguf_writer_set_value(w, key, &kv->value, &err) == BRISK_OK;
+    }
+    for (uint64_t i = 0; i < g->n_tensors && ok; i++) {
+        const brisk_gguf_tensor *t = &g->tensors[i];
+        char name[BRISK_GGUF_MAX_NAME];
+        if (t->name.len >= sizeof name || memchr(t->name.ptr, 0, t->name.len)) {
+            ok = false;
+            break;
+        }
+        memcpy(name, t->name.ptr, t->name.len);
+        name[t->name.len] = 0;
+        ok = brisk_gguf_writer_add_tensor_borrowed(w, name, t->type, t->n_dims, t->ne, t->data, (size_t)t->nbytes, &err) == BRISK_OK;
+    }
+    if (!ok || brisk_gguf_writer_write_mem(w, &out, &len, &err) || len > max_size) goto fallback;
+    memcpy(data, out, len);
+    result = len;
+    goto done;
+fallback:
+    result = LLVMFuzzerMutate(data, size, max_size);
+done:
+    free(out);
+    brisk_gguf_writer_free(w);
+    brisk_gguf_close(g);
+    free(copy);
+    return result;
 }

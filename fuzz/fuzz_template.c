@@ -1,7 +1,7 @@
 /* fuzz_template: libFuzzer target for the chat template engine.
  * Parses the input as a template and, when it parses, renders it with a small
  * fixed conversation (system/user/assistant with a tool call, a tool result)
- * and tools, under tight caps on steps, output, memory and depth, so any
+ * and tools, under tight caps on steps, work, output, memory and depth, so any
  * input finishes quickly. Checks: no crash/leak/UB (sanitizers), every
  * failure carries a status and a message, output is NUL-terminated with the
  * reported length, and rendering twice gives the same result. */
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     brisk_template_opts o = {.now = 1767361530, .max_output = 1 << 20, .max_memory = 64 << 20,
-                             .max_steps = 200000, .max_depth = 40};
+                             .max_steps = 200000, .max_depth = 40, .max_work = 2000000};
     char *out = NULL, *out2 = NULL;
     size_t n = 0, n2 = 0;
     st = brisk_template_render_ex(t, messages, vars, &o, &out, &n, &err);

@@ -9,8 +9,10 @@
  * SentencePiece vocabulary. F32 has 1 layer to stay under the limit. K-quants
  * need rows of 256, so their seeds have an FFN of 256 with ffn_down in the
  * K-quant type and everything else Q8_0: each K-quant kernel still runs. Two
- * more files cover tied output with YaRN scaling and Llama-3 rope_freqs, and
- * one has a padded vocabulary (embedding rows past the token list). Weights
+ * more files cover tied output with YaRN scaling and Llama-3 rope_freqs, one
+ * has a padded vocabulary (embedding rows past the token list), and one
+ * stores head_count_kv per layer as an array (a mutation of its element type
+ * away from the bug class of typed hyperparameters). Weights
  * are deterministic noise, std 1/sqrt(fan-in).
  *
  *   gen_model_seeds --hostile OUT_DIR
@@ -36,6 +38,7 @@
 
 typedef enum mutation {
     M_NONE,
+    M_HCKV_U32,                                      /* head_count_kv per layer, arr[u32]: valid */
     M_HCKV_F32, M_HCKV_STR, M_HCKV_NESTED,         /* head_count_kv as arr[f32], arr[str], arr[arr] */
     M_FREQ_BASE_INF, M_ATTN_FACTOR_NAN, M_EPS_NAN,   /* non-finite hyperparameters */
     M_YARN_BETA_NAN, M_YARN_BETA_HUGE, M_YARN_ORIG_ZERO,
@@ -77,6 +80,7 @@ static const seed_spec specs[] = {
     {"llama-tied-yarn-Q8_0.gguf", "llama", BRISK_Q_Q8_0, BRISK_Q_Q8_0, 2, 64, 64, true, true, false, M_NONE},
     {"llama-rope-freqs-F16.gguf", "llama", BRISK_Q_F16, BRISK_Q_F16, 2, 64, 64, false, false, true, M_NONE},
     {"llama-padded-vocab-Q8_0.gguf", "llama", BRISK_Q_Q8_0, BRISK_Q_Q8_0, 2, 64, 96, false, false, false, M_NONE},
+    {"llama-kv-heads-per-layer-Q4_0.gguf", "llama", BRISK_Q_Q4_0, BRISK_Q_Q4_0, 2, 64, 64, false, false, false, M_HCKV_U32},
 };
 
 #define HOSTILE(file, mut, yarn) {file, "llama", BRISK_Q_Q4_0, BRISK_Q_Q4_0, 1, 64, 64, false, yarn, false, mut}
@@ -148,7 +152,10 @@ static int write_seed(const seed_spec *s, const char *dir) {
         SETU("attention.head_count", N_HEAD);
     }
     snprintf(key, sizeof key, "%s.attention.head_count_kv", a);
-    if (s->mut == M_HCKV_F32) {
+    if (s->mut == M_HCKV_U32) {
+        const uint32_t v[2] = {N_HEAD_KV, N_HEAD_KV};
+        bad |= brisk_gguf_writer_set_arr(w, key, BRISK_GGUF_UINT32, v, 2) != BRISK_OK;
+    } else if (s->mut == M_HCKV_F32) {
         const float v[1] = {2.0f};
         bad |= brisk_gguf_writer_set_arr(w, key, BRISK_GGUF_FLOAT32, v, 1) != BRISK_OK;
     } else if (s->mut == M_HCKV_STR) {

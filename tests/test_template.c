@@ -15,6 +15,7 @@
 #include "test.h"
 
 #include <jansson.h>
+#include <pthread.h>
 
 /* ---- helpers ---------------------------------------------------------------- */
 
@@ -266,6 +267,157 @@ static void test_errors(void) {
     EXPECTV("{{ bos_token }}{{ tools }}{{ add_generation_prompt }}{{ documents }}", "{\"bos_token\": \"<s>\"}", "<s>NoneFalseNone");
 }
 
+/* ---- limits: nesting, hashed dicts, the work budget ------------------------------ */
+
+/* A template that nests a value n levels deep in ns.t, then runs `use`. */
+static char *deep_src(const char *open, const char *close, int n, const char *use) {
+    char *src = malloc(1024 + strlen(use));
+    snprintf(src, 1024 + strlen(use),
+             "{%%- set ns = namespace(t=0, u=0) -%%}{%%- for i in range(%d) %%}{%% set ns.t = %sns.t%s %%}"
+             "{%% set ns.u = %sns.u%s %%}{%% endfor -%%}%s",
+             n, open, close, open, close, use);
+    return src;
+}
+
+static void expect_deep(int line, const char *open, const char *close, int n, const char *use, const char *want_err) {
+    char *src = deep_src(open, close, n, use);
+    if (want_err) expect_err(line, src, BRISK_ERR_TEMPLATE, want_err);
+    else expect_vars(line, src, NULL, "ok");
+    free(src);
+}
+
+typedef struct stack_job {
+    int failed;
+} stack_job;
+
+/* The deepest renders the limits allow, on a 1 MiB thread stack (run under
+ * ASan by the sanitizer build): every walk stops before the stack does. */
+static void *deep_on_small_stack(void *arg) {
+    stack_job *job = arg;
+    static const struct { const char *open, *close; const char *use; } uses[] = {
+        {"(", ",)", "{% set d = {ns.t: 1} %}{{ ns.t == ns.u }}{{ ns.t < ns.u }}{{ ns.t in d }}"},
+        {"[", "]", "{{ ns.t | tojson | length }}{{ ns.t | string | length }}{{ ns.t == ns.u }}"},
+        {"{'a': ", "}", "{{ ns.t | tojson(indent=1) | length }}{{ ns.t | string | length }}{{ ns.t == ns.u }}"},
+    };
+    for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+        for (int n = 505; n <= 520; n += 15) {   /* just under and just over the limit */
+            char *src = deep_src(uses[i].open, uses[i].close, n, uses[i].use);
+            char *out = NULL;
+            brisk_error err = {0};
+            brisk_status st = render(src, "[]", NULL, &out, &err);
+            if ((n < 512) != (st == BRISK_OK)) {
+                fprintf(stderr, "FAIL deep %s%d: %s\n", uses[i].open, n, err.msg);
+                job->failed++;
+            }
+            free(out);
+            free(src);
+        }
+    }
+    const char *macro = "{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(199) }}ok";
+    char *out = NULL;
+    brisk_error err = {0};
+    if (render(macro, "[]", NULL, &out, &err) != BRISK_OK || strcmp(out, "ok")) {
+        fprintf(stderr, "FAIL deep macro: %s\n", err.msg);
+        job->failed++;
+    }
+    free(out);
+    char src[2048];
+    int k = 0;
+    for (int i = 0; i < 120; i++) k += snprintf(src + k, sizeof src - (size_t)k, "(");
+    k += snprintf(src + k, sizeof src - (size_t)k, "1");
+    for (int i = 0; i < 120; i++) k += snprintf(src + k, sizeof src - (size_t)k, ")");
+    char wrapped[2100];
+    snprintf(wrapped, sizeof wrapped, "{{ %s }}", src);
+    if (render(wrapped, "[]", NULL, &out, &err) != BRISK_OK) {
+        fprintf(stderr, "FAIL deep parens: %s\n", err.msg);
+        job->failed++;
+    }
+    free(out);
+    return NULL;
+}
+
+static void test_limits(void) {
+    /* values nested past the limit fail cleanly in every walk */
+    expect_deep(__LINE__, "(", ",)", 2000, "{% set d = {ns.t: 1} %}", "value nested deeper than 512 levels (in hashing)");
+    expect_deep(__LINE__, "(", ",)", 2000, "{{ ns.t in {} }}", "(in hashing)");
+    expect_deep(__LINE__, "(", ",)", 2000, "{{ [ns.t] | unique | list }}", "(in hashing)");
+    expect_deep(__LINE__, "(", ",)", 2000, "{{ ns.t == ns.u }}", "(in comparison)");
+    expect_deep(__LINE__, "(", ",)", 2000, "{{ ns.t < ns.u }}", "(in comparison)");
+    expect_deep(__LINE__, "(", ",)", 2000, "{{ ns.t in [ns.u] }}", "(in comparison)");
+    expect_deep(__LINE__, "[", "]", 2000, "{{ [ns.t, ns.u] | sort }}", "(in comparison)");
+    expect_deep(__LINE__, "[", "]", 2000, "{{ ns.t | tojson }}", "(in tojson)");
+    expect_deep(__LINE__, "[", "]", 2000, "{{ ns.t }}", "(in printing)");
+    expect_deep(__LINE__, "{'a': ", "}", 2000, "{{ ns.t == ns.u }}", "(in comparison)");
+    expect_deep(__LINE__, "(", ",)", 2000, "{% if ns.t == ns.t %}ok{% endif %}", NULL);   /* identity needs no walk */
+    expect_deep(__LINE__, "(", ",)", 500, "{% set d = {ns.t: 1} %}{% if d[ns.u] == 1 and ns.t == ns.u %}ok{% endif %}", NULL);
+    /* the parser's nesting and the evaluator's frames */
+    {
+        char src[4096];
+        int k = snprintf(src, sizeof src, "{{ ");
+        for (int i = 0; i < 300; i++) k += snprintf(src + k, sizeof src - (size_t)k, "(");
+        snprintf(src + k, sizeof src - (size_t)k, "1 }}");
+        EXPECT_ERR(src, "brackets nested deeper than 256 levels");
+        k = snprintf(src, sizeof src, "{{ ");
+        for (int i = 0; i < 300; i++) k += snprintf(src + k, sizeof src - (size_t)k, "not ");
+        snprintf(src + k, sizeof src - (size_t)k, "1 }}");
+        EXPECT_ERR(src, "expression nested deeper than 256 levels");
+    }
+    {
+        size_t n = 20000, cap = 8 * n + 16;
+        char *src = malloc(cap);
+        size_t k = (size_t)snprintf(src, cap, "{{ 1");
+        for (size_t i = 0; i < n; i++) k += (size_t)snprintf(src + k, cap - k, " + 1");
+        snprintf(src + k, cap - k, " }}");
+        EXPECT_ERR(src, "evaluation nested deeper than");
+        free(src);
+    }
+    /* hashed dicts keep Python's semantics: insertion order, 1 == 1.0 == True, replacement in place */
+    EXPECT("{{ {1: 'a', 1.0: 'b', True: 'c'} }}", "{1: 'c'}");
+    EXPECT("{% set d = {'k0': 0, 'k1': 1, 'k2': 2, 'k3': 3, 'k4': 4, 'k5': 5, 'k6': 6, 'k7': 7, 'k8': 8, 'k9': 9, "
+           "'k10': 10, 'k3': 'x', 2.0: 'two', (1, 'a'): 't'} %}{{ d | list }} {{ d.k3 }} {{ d[2] }} {{ d[(1, 'a')] }} "
+           "{{ d.copy()['k9'] }} {{ dict(d)['k10'] }} {{ 'k11' in d }}",
+           "['k0', 'k1', 'k2', 'k3', 'k4', 'k5', 'k6', 'k7', 'k8', 'k9', 'k10', 2.0, (1, 'a')] x two t 9 10 False");
+    EXPECT("{{ [1, 1.0, True, 'a', 'A', 2, (1, 2), (1, 2)] | unique | list }}", "[1, 'a', 2, (1, 2)]");
+    EXPECT("{{ ['a', 'A'] | unique(case_sensitive=true) | list }}", "['a', 'A']");
+    EXPECT("{% set l = range(3000) | list %}{{ (l + l) | unique | list | length }}", "3000");
+    EXPECT("{{ dict([(1, 2), (1.0, 3)]) }}", "{1: 3}");
+    EXPECT_ERR("{{ dict([([1], 2)]) }}", "unhashable type: 'list'");
+    EXPECT_ERR("{{ [[1]] | unique | list }}", "unhashable type: 'list'");
+    EXPECT_ERR("{{ {[1]: 2} }}", "unhashable type: 'list'");
+    /* the work budget */
+    {
+        brisk_template *t = NULL;
+        brisk_error err = {0};
+        char *out = NULL;
+        const char *src = "{% for i in range(1000) %}{% if i in range(1000) | list %}{% endif %}{% endfor %}ok";
+        CHECK(brisk_template_parse(src, strlen(src), &t, &err) == BRISK_OK);
+        CHECK(brisk_template_render(t, "[]", NULL, &out, NULL, &err) == BRISK_OK && !strcmp(out, "ok"));
+        free(out);
+        brisk_template_opts o = {.max_work = 100000};
+        CHECK(brisk_template_render_ex(t, "[]", NULL, &o, &out, NULL, &err) == BRISK_ERR_CAPACITY && out == NULL);
+        CHECK(strstr(err.msg, "template work budget exceeded (100000 units)") != NULL);
+        brisk_template_free(t);
+        src = "{%- set ns = namespace(a=1, b=1) -%}{%- for i in range(60) %}{% set ns.a = (ns.a, ns.a) %}"
+              "{% set ns.b = (ns.b, ns.b) %}{% endfor -%}{{ ns.a == ns.b }}";
+        CHECK(brisk_template_parse(src, strlen(src), &t, &err) == BRISK_OK);
+        o.max_work = 1000000;
+        CHECK(brisk_template_render_ex(t, "[]", NULL, &o, &out, NULL, &err) == BRISK_ERR_CAPACITY);
+        CHECK(strstr(err.msg, "work budget") != NULL);
+        brisk_template_free(t);
+    }
+    {
+        pthread_attr_t attr;
+        pthread_t th;
+        stack_job job = {0};
+        CHECK(pthread_attr_init(&attr) == 0);
+        CHECK(pthread_attr_setstacksize(&attr, (size_t)1 << 20) == 0);
+        CHECK(pthread_create(&th, &attr, deep_on_small_stack, &job) == 0);
+        pthread_join(th, NULL);
+        pthread_attr_destroy(&attr);
+        CHECKF(job.failed == 0, "%d deep renders on a 1 MiB stack failed", job.failed);
+    }
+}
+
 /* ---- golden parity ----------------------------------------------------------------- */
 
 static const char *const required[] = {
@@ -465,6 +617,7 @@ int main(void) {
     test_tojson();
     test_tests_and_methods();
     test_errors();
+    test_limits();
     test_golden();
     return test_finish();
 }

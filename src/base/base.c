@@ -66,7 +66,8 @@ void brisk_assert_fail(const char *cond, const char *file, int line) {
 
 brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_error *err) {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO with no writer must not block; it is refused below */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -80,7 +81,9 @@ brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_erro
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return brisk_fail(err, BRISK_ERR_IO, "%s: not a regular file", path);
+        const char *kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISCHR(st.st_mode) ? "a character device"
+                         : S_ISBLK(st.st_mode) ? "a block device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a regular file";
+        return brisk_fail(err, BRISK_ERR_IO, "%s: is %s, not a regular file", path, kind);
     }
     if (st.st_size == 0) {
         close(fd);

@@ -1,13 +1,23 @@
-/* args: strict parsing of flag values shared by every subcommand. A value
- * that does not parse completely, or is out of range, is an error (never clamped). */
+/* args: strict parsing of flag values. A value that does not parse completely,
+ * or is out of range, is an error (never clamped), and so is NaN. */
 #include "cli/cli.h"
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+
+int cli_usage(const char *cmd, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "brisk %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return CLI_EXIT_USAGE;
+}
 
 bool cli_parse_int(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
     char *end = NULL;
@@ -41,63 +51,66 @@ bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo
     return true;
 }
 
-bool cli_need_value(const char *cmd, int argc, char **argv, int *i, const char **out) {
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "brisk %s: %s needs a value (see brisk %s --help)\n", cmd, argv[*i], cmd);
+/* -1 = random; otherwise any seed brisk_sampler_seed can print (0 .. 2^64-2),
+ * so a printed random seed can always be given back. */
+bool cli_parse_seed(const char *cmd, const char *flag, const char *s, uint64_t *out) {
+    if (!strcmp(s, "-1")) {
+        *out = BRISK_SEED_RANDOM;
+        return true;
+    }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = s[0] == '-' ? 0 : strtoull(s, &end, 10);
+    if (s[0] == '-' || errno || end == s || *end != '\0' || v == UINT64_MAX) {
+        fprintf(stderr, "brisk %s: %s: '%s' is not a seed (-1 = random, or 0 .. %llu)\n", cmd, flag, s,
+                (unsigned long long)(UINT64_MAX - 1));
         return false;
     }
-    *out = argv[++*i];
+    *out = v;
     return true;
 }
 
-int cli_unknown(const char *cmd, const char *arg) {
-    fprintf(stderr, "brisk %s: unknown option '%s' (see brisk %s --help)\n", cmd, arg, cmd);
-    return 2;
+bool cli_parse_size(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int shift = 0;
+    if (end && end != s && end[0] && !end[1]) {
+        switch (end[0]) {
+        case 'k': case 'K': shift = 10; end++; break;
+        case 'm': case 'M': shift = 20; end++; break;
+        case 'g': case 'G': shift = 30; end++; break;
+        default: break;
+        }
+    }
+    if (errno || end == s || *end != '\0') {
+        fprintf(stderr, "brisk %s: %s: '%s' is not a size (bytes, or with a K, M or G suffix)\n", cmd, flag, s);
+        return false;
+    }
+    if (v < 0 || v > (INT64_MAX >> shift) || (v << shift) < lo || (v << shift) > hi) {
+        fprintf(stderr, "brisk %s: %s: %s is out of range [%lld, %lld] bytes\n", cmd, flag, s, (long long)lo, (long long)hi);
+        return false;
+    }
+    *out = (int64_t)v << shift;
+    return true;
 }
 
-brisk_status cli_read_file(const char *path, uint8_t **out, size_t *len, brisk_error *err) {
-    *out = NULL;
-    *len = 0;
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path, strerror(errno));
-        return err->status = BRISK_ERR_IO;
-    }
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(err->msg, sizeof err->msg, "%s: is a directory, not a file", path);
-        return err->status = BRISK_ERR_IO;
-    }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err->msg, sizeof err->msg, "%s: cannot open: %s", path, strerror(errno));
-        return err->status = BRISK_ERR_IO;
-    }
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap + 1);
-    while (buf) {
-        if (n == cap) {
-            uint8_t *nb = cap > SIZE_MAX / 4 ? NULL : realloc(buf, cap * 2 + 1);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
+size_t cli_edit_distance(const char *a, const char *b) {
+    const size_t n = strlen(a), m = strlen(b);
+    if (n > 64 || m > 64) return SIZE_MAX;   /* flags are short; a long argument is no typo of one */
+    size_t row[65];
+    for (size_t j = 0; j <= m; j++) row[j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= m; j++) {
+            const size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
         }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf) {
-        snprintf(err->msg, sizeof err->msg, "%s: out of memory", path);
-        return err->status = BRISK_ERR_NOMEM;
-    }
-    if (bad) {
-        free(buf);
-        snprintf(err->msg, sizeof err->msg, "%s: read error", path);
-        return err->status = BRISK_ERR_IO;
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return BRISK_OK;
+    return row[m];
 }

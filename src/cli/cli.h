@@ -1,15 +1,32 @@
 /* cli: the `brisk` command line. Each subcommand is one file (cmd_<name>.c)
  * exporting `int brisk_cmd_<name>(int argc, char **argv)` (argv[0] is the
- * subcommand name) and registered in main.c's table. Helpers for flag parsing
- * shared by all commands live in args.c. */
+ * subcommand name) and registered in main.c's table.
+ *
+ * Every flag of every command is one row of the option table (options.c): its
+ * spellings, value type, bounds, default and help. A command declares the rows
+ * it takes (a cli_use list, with a per-command default where it has its own),
+ * and cli_parse parses argv against them and generates --help, so a flag
+ * means the same thing with the same bounds everywhere. Input and output files
+ * go through io.c (regular files only, a size cap, temp file + rename).
+ *
+ * Exit status of every command: 0 success; 1 runtime error (a bad file, a bad
+ * token id, capacity, a write error, NaN logits); 2 usage error (unknown flag,
+ * bad value, missing argument). A closed stdout (EPIPE: `brisk run ... | head`)
+ * is a quiet stop with status 0: the reader had what it wanted. */
 #ifndef BRISK_CLI_H
 #define BRISK_CLI_H
 
+#include "base/base.h"
 #include "brisk.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+
+#define CLI_VERSION "0.9.0"
+
+enum { CLI_EXIT_OK = 0, CLI_EXIT_RUNTIME = 1, CLI_EXIT_USAGE = 2 };
 
 int brisk_cmd_run(int argc, char **argv);
 int brisk_cmd_chat(int argc, char **argv);
@@ -21,15 +38,207 @@ int brisk_cmd_tokenize(int argc, char **argv);
 int brisk_cmd_template(int argc, char **argv);
 int brisk_cmd_bench(int argc, char **argv);
 
-/* ---- args.c: strict flag value parsing ----------------------------------------
+/* ---- options.c: the option table ---------------------------------------------- */
+
+typedef enum cli_opt_id {
+    CLI_O_END = 0,   /* ends a cli_use list */
+    CLI_O_HEADING,   /* a cli_use that is only a heading in --help */
+    /* every command */
+    CLI_O_HELP, CLI_O_VERSION,
+    /* common */
+    CLI_O_VERBOSE, CLI_O_MODEL, CLI_O_PROMPT, CLI_O_FILE, CLI_O_N_PREDICT, CLI_O_CTX_SIZE, CLI_O_BATCH,
+    CLI_O_THREADS, CLI_O_NGL, CLI_O_MAX_INPUT, CLI_O_OUTPUT,
+    /* sampling */
+    CLI_O_TEMP, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PENALTY, CLI_O_REPEAT_LAST_N, CLI_O_REPEAT_MODE,
+    CLI_O_FREQ_PENALTY, CLI_O_PRESENCE_PENALTY, CLI_O_SEED,
+    /* prompt and generation */
+    CLI_O_NO_BOS, CLI_O_PARSE_SPECIAL, CLI_O_NO_DISPLAY_PROMPT, CLI_O_ESCAPE, CLI_O_SYSTEM, CLI_O_REVERSE,
+    CLI_O_IGNORE_EOS, CLI_O_CONVERSATION, CLI_O_COLOR, CLI_O_ATTN_WINDOW, CLI_O_ATTN_SINK,
+    /* speculative decoding */
+    CLI_O_MODEL_DRAFT, CLI_O_SPEC, CLI_O_DRAFT_MAX, CLI_O_DRAFT_WIDTH, CLI_O_DRAFT_TREE, CLI_O_DRAFT_WINDOW,
+    CLI_O_DRAFT_SINK, CLI_O_NGRAM_MIN, CLI_O_NO_CALIBRATE, CLI_O_SPEC_COMPARE, CLI_O_SPEC_COST, CLI_O_SPEC_COST_REPS,
+    /* one or two commands */
+    CLI_O_CHAT_TEMPLATE, CLI_O_ALL, CLI_O_CHUNKS, CLI_O_TOKENS, CLI_O_SHAPE, CLI_O_TYPE, CLI_O_IDS, CLI_O_MESSAGES,
+    CLI_O_ADD_GEN_PROMPT, CLI_O_VAR,
+    /* llama-bench's own meanings (bench only) */
+    CLI_O_BENCH_N_PROMPT, CLI_O_BENCH_N_GEN, CLI_O_BENCH_REPS, CLI_O_BENCH_FORMAT, CLI_O_NO_ROOFLINE,
+    CLI_O_COUNT
+} cli_opt_id;
+
+typedef enum cli_type {
+    CLI_T_FLAG,    /* no value; i = 1 (0 when given by its negative spelling) */
+    CLI_T_INT,     /* i, within [lo, hi] */
+    CLI_T_FLOAT,   /* f, finite, within [lo, hi] */
+    CLI_T_STR,     /* s */
+    CLI_T_PATH,    /* s; a file ('-' = stdin/stdout where the help says so) */
+    CLI_T_LIST,    /* repeatable string: list[], n_list */
+    CLI_T_CHOICE,  /* i = index into choices ("a|b|c"); s = the word */
+    CLI_T_SEED,    /* u: -1 = BRISK_SEED_RANDOM, else 0 .. 2^64-2 */
+    CLI_T_SIZE,    /* i: bytes, an integer with an optional K, M or G suffix (binary), within [lo, hi] */
+} cli_type;
+
+typedef struct cli_opt {
+    const char *names[4];   /* spellings, the short one first; NULL-terminated */
+    const char *neg[3];     /* FLAG only: spellings that set it back to 0 */
+    cli_type type;
+    const char *meta;       /* the value's name in --help: N, PATH, TEXT ... */
+    double lo, hi;          /* INT, FLOAT, SIZE bounds (inclusive) */
+    const char *choices;    /* CHOICE: "none|draft|ngram|auto" */
+    const char *def;        /* default as it would be typed; NULL = none (def_help says what happens) */
+    const char *def_help;   /* default as --help words it when def is not the whole story */
+    const char *help;
+} cli_opt;
+
+/* One option as a command takes it. def/def_help replace the table's default
+ * for this command (defaults may differ, bounds and meaning may not); help and
+ * lo/hi (with has_range) are for the documented exceptions only, which follow
+ * llama.cpp's own tools (e.g. batched-bench's -c is the total KV cells). */
+typedef struct cli_use {
+    cli_opt_id id;
+    const char *def, *def_help;
+    const char *help;
+    bool has_range;
+    double lo, hi;
+    const char *heading;    /* CLI_O_HEADING only */
+} cli_use;
+
+typedef struct cli_spec {
+    const char *name;        /* "run" */
+    const char *usage;       /* after "usage: brisk run " */
+    const char *about;       /* paragraphs before the options */
+    const cli_use *uses;     /* ends with CLI_O_END; -h and --version are added */
+    const char *positional;  /* name of positional arguments in messages, NULL = none taken */
+    int max_positional;
+    const char *epilog;      /* after the options */
+} cli_spec;
+
+typedef struct cli_args {
+    const cli_spec *spec;
+    bool set[CLI_O_COUNT];          /* given on the command line */
+    bool has_default[CLI_O_COUNT];  /* the value is a default (the table's or the command's) when not set */
+    const char *given[CLI_O_COUNT]; /* the spelling given (for messages); the long name when unset */
+    char given_buf[CLI_O_COUNT][32];
+    int64_t i[CLI_O_COUNT];
+    uint64_t u[CLI_O_COUNT];
+    double f[CLI_O_COUNT];
+    const char *s[CLI_O_COUNT];
+    const char **list[CLI_O_COUNT]; /* LIST values in order, borrowed from argv */
+    int n_list[CLI_O_COUNT];
+    const char **pos;               /* positional arguments */
+    int n_pos;
+} cli_args;
+
+/* Parse argv (argv[0] is the command) against spec. Returns true when the
+ * command should go on; false with *exit_code set: 0 after --help/--version,
+ * 2 after a usage error (message printed). Defaults are filled in for every
+ * option of the command. cli_args_free releases the lists either way. */
+bool cli_parse(const cli_spec *spec, int argc, char **argv, cli_args *a, int *exit_code);
+void cli_args_free(cli_args *a);
+/* The table row of an option (for messages: its long name). */
+const cli_opt *cli_opt_get(cli_opt_id id);
+const char *cli_opt_name(cli_opt_id id);
+/* Print the generated --help of spec to f. */
+void cli_print_help(const cli_spec *spec, FILE *f);
+/* Print "brisk <cmd>: <message>" to stderr and return 2 (a usage error). */
+int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- args.c: strict value parsing -------------------------------------------------
  * Each returns false after printing "brisk <cmd>: <flag>: <why>" to stderr. */
 bool cli_parse_int(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
 bool cli_parse_float(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
-/* Fetch the value after flag argv[*i]; false (with a message) when missing. */
-bool cli_need_value(const char *cmd, int argc, char **argv, int *i, const char **out);
-/* Read a whole file (malloc'd, NUL-terminated; *len excludes the NUL). */
-brisk_status cli_read_file(const char *path, uint8_t **out, size_t *len, brisk_error *err);
-/* "brisk <cmd>: unknown option '<arg>' (see brisk <cmd> --help)" */
-int cli_unknown(const char *cmd, const char *arg);
+bool cli_parse_seed(const char *cmd, const char *flag, const char *s, uint64_t *out);
+bool cli_parse_size(const char *cmd, const char *flag, const char *s, int64_t lo, int64_t hi, int64_t *out);
+/* Edit distance (Levenshtein) of two strings, for "did you mean". */
+size_t cli_edit_distance(const char *a, const char *b);
+
+/* ---- io.c: files, stdout, text --------------------------------------------------- */
+
+#define CLI_MAX_INPUT_DEFAULT "64M"
+
+/* Read the input file named by flag ('-' = stdin) whole into a malloc'd,
+ * NUL-terminated buffer (*len excludes the NUL). Only a regular file or '-'
+ * is accepted: FIFOs, devices, sockets and directories are refused before any
+ * read can block (stat, then open O_NONBLOCK and fstat the descriptor). More
+ * than cap bytes is refused with a message naming the cap and
+ * --max-input-bytes. Errors are BRISK_ERR_IO / BRISK_ERR_CAPACITY / NOMEM. */
+brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint8_t **out, size_t *len, brisk_error *err);
+
+/* An output file written atomically: a temporary file beside the target
+ * (mkstemp in the same directory), fsync'd, then renamed over it. A target
+ * that exists and is not a regular file is refused, except '-' (stdout) and
+ * /dev/null, which are written straight. On any failure the temp file is
+ * removed and the target is untouched. */
+typedef struct cli_out {
+    FILE *f;
+    char *tmp;          /* the temp file's path; NULL when written straight */
+    char *target;       /* what tmp is renamed to (a symlink's target is followed) */
+    const char *path;   /* as given, for messages */
+    bool is_stdout;
+} cli_out;
+brisk_status cli_out_open(cli_out *o, const char *path, brisk_error *err);
+brisk_status cli_out_commit(cli_out *o, brisk_error *err);
+void cli_out_abort(cli_out *o);
+
+/* stdout: flush and classify. A write error prints "brisk <cmd>: write to
+ * stdout failed: <why>" once; a closed pipe (EPIPE) prints nothing. */
+typedef enum cli_stdout_state { CLI_STDOUT_OK, CLI_STDOUT_CLOSED, CLI_STDOUT_FAILED } cli_stdout_state;
+cli_stdout_state cli_stdout_flush(const char *cmd);
+/* End of a command that wrote to stdout: flush; rc unchanged when that works
+ * or the pipe was closed, 1 (message printed) when the write failed. */
+int cli_stdout_finish(const char *cmd, int rc);
+
+/* Process escapes in place (-e): \n \t \r \a \b \f \v \\ \" \' \? \xHH; an
+ * unknown escape stays as written. *len is the new length (NULs may appear). */
+void cli_unescape(char *s, size_t *len);
+/* Offset of the first byte that is not part of well-formed UTF-8 (no
+ * overlongs, surrogates or code points above U+10FFFF), n when all are. */
+size_t cli_utf8_check(const char *s, size_t n);
+
+/* ---- shared command steps (common.c) ----------------------------------------------- */
+/* Threads for -t when not given: $BRISK_THREADS when it is a valid count, else 0 (all CPUs). */
+int32_t cli_threads(const cli_args *a);
+/* "-ngl has no effect" note, when given. */
+void cli_note_ngl(const cli_args *a);
+/* Warn when n_ctx > the model's training context (it is allowed). */
+void cli_warn_ctx(const char *cmd, int64_t n_ctx, int32_t n_ctx_train);
+/* Plan the context (brisk_context_plan) and print it to stderr when verbose:
+ * "brisk <cmd>: <what>: weights ... = ... MiB (available: ...)". */
+brisk_status cli_plan(const char *cmd, const char *what, const brisk_model *m, const brisk_context_params *cp, bool verbose,
+                      brisk_memory_plan *out, brisk_error *err);
+/* -c resolved: unset = the command's default, or min(4096, training context);
+ * 0 = the training context; prints the training-context warning. */
+int64_t cli_ctx_size(const cli_args *a, int32_t n_ctx_train);
+/* Sampler parameters from the sampling options (the seed too). */
+void cli_sampler_params(const cli_args *a, brisk_sampler_params *sp);
+
+/* -r/--reverse-prompt: push each piece of generated text; true once one of
+ * the strings ends inside the piece just pushed (the generated text ends with
+ * it, or with it and the rest of that token's text, as llama.cpp checks it).
+ * Escapes are processed under -e. */
+typedef struct cli_stop {
+    char **text;
+    size_t *len;
+    int n;
+    size_t max;
+    char *tail;        /* the last max-1 bytes of the generated text */
+    size_t tail_len, tail_cap;
+} cli_stop;
+brisk_status cli_stop_init(cli_stop *s, const cli_args *a, brisk_error *err);
+bool cli_stop_push(cli_stop *s, const char *text, size_t len);
+void cli_stop_reset(cli_stop *s);
+void cli_stop_free(cli_stop *s);
+
+/* --ignore-eos: a copy of the logits with every end-of-generation id at
+ * -INFINITY, so none is ever sampled (llama.cpp's logit bias does the same). */
+typedef struct cli_eog {
+    float *logits;     /* [n_vocab] */
+    int32_t *ids, n_ids, n_vocab;
+} cli_eog;
+brisk_status cli_eog_init(cli_eog *e, const brisk_model *m, int32_t n_vocab, brisk_error *err);
+const float *cli_eog_mask(cli_eog *e, const float *logits);
+void cli_eog_free(cli_eog *e);
+
+/* Exit status for a failed library call: 1 (runtime). */
+int cli_fail(const char *cmd, const brisk_error *err);
 
 #endif

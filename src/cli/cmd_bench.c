@@ -24,20 +24,25 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static const char *usage_text =
-    "usage: brisk bench -m MODEL [options]\n"
-    "\n"
-    "Measures prompt processing (pp) and text generation (tg) tokens/s like\n"
-    "llama-bench, and the decode roofline (memory read bandwidth / bytes per token).\n"
-    "\n"
-    "  -m, --model PATH     GGUF model\n"
-    "  -p, --n-prompt N     prompt tokens for pp; 0 = skip (default 512)\n"
-    "  -n, --n-gen N        generated tokens for tg; 0 = skip (default 128)\n"
-    "  -b, --batch N        prompt tokens per forward pass (default 512)\n"
-    "  -t, --threads N      worker threads (default: all CPUs)\n"
-    "  -r, --repetitions N  timed repetitions after one warm-up (default 5)\n"
-    "  -o, --output FMT     md (default) or json (llama-bench's field names)\n"
-    "  --no-roofline        skip the bandwidth measurement\n";
+static const cli_use bench_uses[] = {
+    {.id = CLI_O_MODEL}, {.id = CLI_O_BENCH_N_PROMPT}, {.id = CLI_O_BENCH_N_GEN}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
+    {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE},
+    {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
+    {.id = CLI_O_END},
+};
+
+static const cli_spec bench_spec = {
+    .name = "bench",
+    .usage = "-m MODEL [options]",
+    .about = "Measures prompt processing (pp) and text generation (tg) tokens/s like\n"
+             "llama-bench, and the decode roofline (memory read bandwidth / bytes per token).\n"
+             "The context's memory plan goes to stderr.\n"
+             "\n"
+             "Exceptions to brisk's common flags, as in llama-bench: -p and -n are token\n"
+             "counts (not a prompt and tokens to predict), -r is the repetitions (not a\n"
+             "reverse prompt) and -o is an output format (not a path).\n",
+    .uses = bench_uses,
+};
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -197,36 +202,22 @@ static void json_str(const char *s) {
 }
 
 int brisk_cmd_bench(int argc, char **argv) {
-    const char *model_path = NULL, *fmt = "md", *v;
-    int64_t n_prompt = 512, n_gen = 128, n_batch = 512, threads = 0, reps = 5;
-    bool roofline = true;
-    const char *C = "bench";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define FLAG(s, l) (!strcmp(a, s) || !strcmp(a, l))
-#define VAL() if (!cli_need_value(C, argc, argv, &i, &v)) return 2
-        if (FLAG("-h", "--help")) { fputs(usage_text, stdout); return 0; }
-        else if (FLAG("-m", "--model")) { VAL(); model_path = v; }
-        else if (FLAG("-p", "--n-prompt")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 20, &n_prompt)) return 2; }
-        else if (FLAG("-n", "--n-gen")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 20, &n_gen)) return 2; }
-        else if (FLAG("-b", "--batch")) { VAL(); if (!cli_parse_int(C, a, v, 1, 65536, &n_batch)) return 2; }
-        else if (FLAG("-t", "--threads")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1024, &threads)) return 2; }
-        else if (FLAG("-r", "--repetitions")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1000, &reps)) return 2; }
-        else if (FLAG("-o", "--output")) {
-            VAL();
-            if (strcmp(v, "md") && strcmp(v, "json")) {
-                fprintf(stderr, "brisk bench: -o: '%s' is not md or json\n", v);
-                return 2;
-            }
-            fmt = v;
-        } else if (!strcmp(a, "--no-roofline")) roofline = false;
-        else return cli_unknown(C, a);
-#undef FLAG
-#undef VAL
+    cli_args a;
+    int code;
+    if (!cli_parse(&bench_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
+    const char *model_path = a.s[CLI_O_MODEL];
+    const bool json = a.i[CLI_O_BENCH_FORMAT] == 1, roofline = !a.i[CLI_O_NO_ROOFLINE];
+    const int64_t n_prompt = a.i[CLI_O_BENCH_N_PROMPT], n_gen = a.i[CLI_O_BENCH_N_GEN], n_batch = a.i[CLI_O_BATCH];
+    const int64_t reps = a.i[CLI_O_BENCH_REPS];
+    int64_t threads = cli_threads(&a);
+    cli_note_ngl(&a);
+    cli_args_free(&a);
     if (!model_path) {
         fprintf(stderr, "brisk bench: -m MODEL is required (see brisk bench --help)\n");
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     brisk_error err = {0};
     brisk_model *model = NULL;
@@ -247,7 +238,8 @@ int brisk_cmd_bench(int argc, char **argv) {
     }
     cp.n_threads = (int32_t)threads;
     brisk_context *ctx = NULL;
-    if (brisk_context_init(model, &cp, &ctx, &err)) {
+    brisk_memory_plan plan;
+    if (cli_plan("bench", "memory plan", model, &cp, true, &plan, &err) || brisk_context_init(model, &cp, &ctx, &err)) {
         fprintf(stderr, "brisk bench: %s\n", err.msg);
         brisk_model_free(model);
         return 1;
@@ -295,7 +287,7 @@ int brisk_cmd_bench(int argc, char **argv) {
     const char *name = strrchr(model_path, '/');
     name = name ? name + 1 : model_path;
     const char *isa = brisk_context_isa(ctx);
-    if (rc == 0 && !strcmp(fmt, "json")) {
+    if (rc == 0 && json) {
         printf("[\n");
         for (int i = 0; i < n_res; i++) {
             const bench_result *r = &res[i];
@@ -344,5 +336,5 @@ int brisk_cmd_bench(int argc, char **argv) {
     free(tok); free(pos); free(seq); free(want);
     brisk_context_free(ctx);
     brisk_model_free(model);
-    return rc;
+    return cli_stdout_finish("bench", rc);
 }

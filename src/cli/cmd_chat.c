@@ -15,23 +15,39 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *usage_text =
-    "usage: brisk chat -m MODEL [options]\n"
-    "\n"
-    "Interactive chat with an instruct model, formatted by the model's chat template\n"
-    "(tokenizer.chat_template) or by --chat-template. Type a message and press Enter.\n"
-    "  /exit    end the chat (so does end of input)\n"
-    "  /reset   forget the conversation (the system prompt stays)\n"
-    "  Ctrl-C   stop the reply being generated; the chat goes on\n"
-    "\n"
-    "  -m, --model PATH         GGUF model\n"
-    "  --chat-template FILE     Jinja chat template to use instead of the model's\n"
-    "  --system TEXT            system prompt\n"
-    "  -n, --n-predict N        maximum tokens per reply (default 512)\n"
-    "  -c, --ctx-size N         context size in tokens (default: the model's, at most 4096)\n"
-    "  -t, --threads N          worker threads (default: all CPUs)\n"
-    "  --temp T, --top-k K, --top-p P, --min-p P, --seed S   sampling, as in brisk run\n"
-    "                           (defaults 0.8, 40, 0.95, 0.05, 42)\n";
+static const cli_use chat_uses[] = {
+    {.id = CLI_O_MODEL}, {.id = CLI_O_CHAT_TEMPLATE}, {.id = CLI_O_SYSTEM},
+    {.id = CLI_O_PROMPT, .help = "a first message, sent before reading stdin (-e processes escapes)"},
+    {.id = CLI_O_FILE, .help = "a first message from a file, its bytes as they are"},
+    {.id = CLI_O_N_PREDICT, .def = "512", .help = "maximum tokens per reply; -1 = until end of generation or a full context"},
+    {.id = CLI_O_CTX_SIZE}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS}, {.id = CLI_O_TEMP}, {.id = CLI_O_TOP_K}, {.id = CLI_O_TOP_P}, {.id = CLI_O_MIN_P},
+    {.id = CLI_O_REPEAT_PENALTY}, {.id = CLI_O_REPEAT_LAST_N}, {.id = CLI_O_REPEAT_MODE}, {.id = CLI_O_FREQ_PENALTY}, {.id = CLI_O_PRESENCE_PENALTY},
+    {.id = CLI_O_SEED}, {.id = CLI_O_ESCAPE}, {.id = CLI_O_REVERSE, .help = "end a reply when it ends with TEXT (repeatable)"},
+    {.id = CLI_O_IGNORE_EOS}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION, .help = "accepted (chat is conversation mode)"},
+    {.id = CLI_O_MAX_INPUT, .help = "largest input line (and -f/--chat-template file), in bytes (K, M, G suffixes)"},
+    {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_END},
+};
+
+static const cli_spec chat_spec = {
+    .name = "chat",
+    .usage = "-m MODEL [options]",
+    .about = "Interactive chat with an instruct model, formatted by the model's chat template\n"
+             "(tokenizer.chat_template) or by --chat-template. Type a message and press Enter;\n"
+             "end a line with \\ to continue the message on the next line.\n"
+             "  /help    list these commands\n"
+             "  /reset   forget the conversation (the system prompt stays)\n"
+             "  /exit    end the chat (so do /quit and end of input)\n"
+             "  Ctrl-C   stop the reply being generated; the chat goes on\n"
+             "A line that is not valid UTF-8 is refused with a message and the chat goes on.\n",
+    .uses = chat_uses,
+};
+
+static const char *help_text =
+    "/help    list these commands\n"
+    "/reset   forget the conversation (the system prompt stays)\n"
+    "/exit    end the chat (also /quit, or end of input)\n"
+    "a line ending in \\ continues on the next line; Ctrl-C stops a reply\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -50,7 +66,10 @@ typedef struct chat {
     int32_t *cached;      /* tokens currently in the KV cache (sequence 0) */
     int32_t n_cached;
     int32_t n_ctx, n_batch;
-    int64_t n_predict;
+    int64_t n_predict;    /* per reply; -1 = until end of generation or a full context */
+    cli_stop stop;        /* -r */
+    cli_eog *eog;         /* --ignore-eos, or NULL */
+    cli_stdout_state out; /* CLOSED or FAILED ends the chat */
 } chat;
 
 static brisk_status oom(brisk_error *err) {
@@ -68,6 +87,27 @@ static char *token_string(const brisk_model *m, int32_t id) {
     return s;
 }
 
+/* A copy of text with every byte that is not well-formed UTF-8 replaced by
+ * U+FFFD, so a reply cut inside a character still goes into the JSON history. */
+static char *utf8_sanitize(const char *text, size_t len) {
+    char *out = malloc(3 * len + 1);
+    if (!out) return NULL;
+    size_t w = 0, i = 0;
+    while (i < len) {
+        const size_t ok = cli_utf8_check(text + i, len - i);
+        memcpy(out + w, text + i, ok);
+        w += ok;
+        i += ok;
+        if (i < len) {
+            memcpy(out + w, "\xef\xbf\xbd", 3);
+            w += 3;
+            i++;
+        }
+    }
+    out[w] = 0;
+    return out;
+}
+
 /* Decode tokens[from..n) after the cached prefix; only the last wants logits. */
 static brisk_status prefill(chat *c, const int32_t *tokens, int32_t n, brisk_error *err) {
     int32_t keep = 0;
@@ -77,8 +117,8 @@ static brisk_status prefill(chat *c, const int32_t *tokens, int32_t n, brisk_err
     if (st) return st;
     int32_t pos[512], seq[512] = {0};
     uint8_t want[512];
-    for (int32_t i0 = keep; i0 < n; i0 += 512 < c->n_batch ? 512 : c->n_batch) {
-        const int32_t step = 512 < c->n_batch ? 512 : c->n_batch;
+    const int32_t step = 512 < c->n_batch ? 512 : c->n_batch;
+    for (int32_t i0 = keep; i0 < n; i0 += step) {
         const int32_t m = n - i0 < step ? n - i0 : step;
         for (int32_t j = 0; j < m; j++) { pos[j] = i0 + j; want[j] = i0 + j == n - 1; }
         brisk_batch b = {m, tokens + i0, pos, seq, want};
@@ -128,14 +168,16 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
     if ((st = prefill(c, ids, (int32_t)n_ids, err))) goto done;
     if ((st = brisk_text_stream_init(c->model, &ts, err))) goto done;
     interrupted = 0;
-    for (int64_t k = 0; k < c->n_predict && !interrupted; k++) {
-        int32_t tok = brisk_sampler_sample(c->smp, brisk_get_logits(c->ctx, 0));
-        if (brisk_token_is_eog(c->model, tok)) break;
+    cli_stop_reset(&c->stop);
+    for (int64_t k = 0; (c->n_predict < 0 || k < c->n_predict) && !interrupted; k++) {
+        const float *logits = brisk_get_logits(c->ctx, 0);
+        int32_t tok = brisk_sampler_sample(c->smp, c->eog ? cli_eog_mask(c->eog, logits) : logits);
+        if (!c->eog && brisk_token_is_eog(c->model, tok)) break;
         const char *piece;
         size_t plen;
         if ((st = brisk_text_stream_push(ts, tok, &piece, &plen, err))) goto done;
         fwrite(piece, 1, plen, stdout);
-        fflush(stdout);
+        if ((c->out = cli_stdout_flush("chat")) != CLI_STDOUT_OK) goto done;
         while (len + plen + 1 > cap) {
             char *g = realloc(text, cap * 2);
             if (!g) { st = oom(err); goto done; }
@@ -144,6 +186,7 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
         }
         memcpy(text + len, piece, plen);
         len += plen;
+        if (cli_stop_push(&c->stop, piece, plen)) break;
         if (c->n_cached + 1 > c->n_ctx) {
             fprintf(stderr, "\n[context full: reply cut; /reset to start over]");
             break;
@@ -163,10 +206,8 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
         if (len + plen + 1 <= cap) { memcpy(text + len, piece, plen); len += plen; }
     }
     fputc('\n', stdout);
-    fflush(stdout);
-    text[len] = 0;
-    *out_text = text;
-    text = NULL;
+    if ((c->out = cli_stdout_flush("chat")) != CLI_STDOUT_OK) goto done;
+    if (!(*out_text = utf8_sanitize(text, len))) st = oom(err);
 done:
     free(text);
     free(msgs);
@@ -182,48 +223,129 @@ static bool add_message(json_t *messages, const char *role, const char *content)
     return m && json_array_append_new(messages, m) == 0;
 }
 
-static void reset_messages(chat *c, const char *system) {
+static bool reset_messages(chat *c, const char *system) {
     json_array_clear(c->messages);
-    if (system) add_message(c->messages, "system", system);
+    return !system || add_message(c->messages, "system", system);
+}
+
+typedef enum line_status { LINE_OK, LINE_EOF, LINE_INTERRUPTED, LINE_TOO_LONG } line_status;
+
+/* One line of stdin without its end of line, at most cap bytes; a line ending
+ * in a backslash continues on the next one (the backslash becomes a newline). */
+static line_status read_message(char **buf, size_t *buf_cap, size_t *len, size_t cap, bool tty) {
+    *len = 0;
+    for (;;) {
+        errno = 0;
+        const int ch = getc(stdin);
+        if (ch == EOF) {
+            if (ferror(stdin) && errno == EINTR && interrupted) {
+                clearerr(stdin);
+                return LINE_INTERRUPTED;
+            }
+            if (*len == 0) return LINE_EOF;
+            break;   /* a last line without a newline */
+        }
+        if (ch == '\n') {
+            if (*len && (*buf)[*len - 1] == '\r') (*len)--;
+            if (*len && (*buf)[*len - 1] == '\\') {
+                (*buf)[*len - 1] = '\n';
+                if (tty) { fputs(". ", stdout); fflush(stdout); }
+                continue;
+            }
+            break;
+        }
+        if (*len >= cap) return LINE_TOO_LONG;
+        if (*len + 2 > *buf_cap) {
+            const size_t grown = *buf_cap ? *buf_cap * 2 : 256;
+            char *g = realloc(*buf, grown);
+            if (!g) return LINE_TOO_LONG;
+            *buf = g;
+            *buf_cap = grown;
+        }
+        (*buf)[(*len)++] = (char)ch;
+    }
+    if (!*buf) {
+        if (!(*buf = malloc(1))) return LINE_TOO_LONG;
+        *buf_cap = 1;
+    }
+    (*buf)[*len] = 0;
+    return LINE_OK;
+}
+
+/* A message's text is a JSON string: UTF-8 without NUL. */
+static bool message_ok(const char *what, const char *s, size_t n) {
+    if (memchr(s, 0, n)) {
+        fprintf(stderr, "brisk chat: %s contains a NUL byte; ignored\n", what);
+        return false;
+    }
+    const size_t bad = cli_utf8_check(s, n);
+    if (bad < n) {
+        fprintf(stderr, "brisk chat: %s is not valid UTF-8 (byte %zu, 0x%02x); ignored\n", what, bad, (unsigned char)s[bad]);
+        return false;
+    }
+    return true;
 }
 
 int brisk_cmd_chat(int argc, char **argv) {
-    const char *model_path = NULL, *tpl_path = NULL, *system = NULL, *v, *C = "chat";
-    int64_t n_predict = 512, n_ctx = 0, threads = 0, seed = 42, top_k = 40;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define IS(s) (!strcmp(a, s))
-#define VAL() if (!cli_need_value(C, argc, argv, &i, &v)) return 2
-        if (IS("-h") || IS("--help")) { fputs(usage_text, stdout); return 0; }
-        else if (IS("-m") || IS("--model")) { VAL(); model_path = v; }
-        else if (IS("--chat-template")) { VAL(); tpl_path = v; }
-        else if (IS("--system")) { VAL(); system = v; }
-        else if (IS("-n") || IS("--n-predict")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1 << 24, &n_predict)) return 2; }
-        else if (IS("-c") || IS("--ctx-size")) { VAL(); if (!cli_parse_int(C, a, v, 16, INT32_MAX, &n_ctx)) return 2; }
-        else if (IS("-t") || IS("--threads")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1024, &threads)) return 2; }
-        else if (IS("--temp")) { VAL(); if (!cli_parse_float(C, a, v, 0, 100, &temp)) return 2; }
-        else if (IS("--top-k")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 24, &top_k)) return 2; }
-        else if (IS("--top-p")) { VAL(); if (!cli_parse_float(C, a, v, 0, 1, &top_p)) return 2; }
-        else if (IS("--min-p")) { VAL(); if (!cli_parse_float(C, a, v, 0, 1, &min_p)) return 2; }
-        else if (IS("--seed")) { VAL(); if (!cli_parse_int(C, a, v, 0, INT64_MAX, &seed)) return 2; }
-        else return cli_unknown(C, a);
-#undef IS
-#undef VAL
+    const char *C = "chat";
+    cli_args a;
+    int code;
+    if (!cli_parse(&chat_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
-    if (!model_path) { fprintf(stderr, "brisk chat: -m MODEL is required (see brisk chat --help)\n"); return 2; }
+    const char *model_path = a.s[CLI_O_MODEL], *tpl_path = a.s[CLI_O_CHAT_TEMPLATE];
+    const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
+    int rc = CLI_EXIT_USAGE;
+    char *system = NULL, *first = NULL;
+    size_t first_len = 0;
+    uint8_t *first_file = NULL;
+    if (!model_path) { rc = cli_usage(C, "-m MODEL is required (see brisk chat --help)"); goto out_args; }
+    if (a.s[CLI_O_PROMPT] && a.s[CLI_O_FILE]) { rc = cli_usage(C, "give at most one of -p PROMPT or -f FILE"); goto out_args; }
+    for (int k = 0; k < a.n_list[CLI_O_REVERSE]; k++)
+        if (!a.list[CLI_O_REVERSE][k][0]) { rc = cli_usage(C, "%s: an empty reverse prompt", a.given[CLI_O_REVERSE]); goto out_args; }
+    if (a.s[CLI_O_SYSTEM]) {
+        size_t n = strlen(a.s[CLI_O_SYSTEM]);
+        if (!(system = strdup(a.s[CLI_O_SYSTEM]))) { rc = cli_usage(C, "out of memory"); goto out_args; }
+        if (a.i[CLI_O_ESCAPE]) cli_unescape(system, &n);
+        if (memchr(system, 0, n) || cli_utf8_check(system, n) < n) {
+            rc = cli_usage(C, "%s: the system prompt must be UTF-8 text without NUL bytes", a.given[CLI_O_SYSTEM]);
+            goto out_args;
+        }
+    }
+    if (a.s[CLI_O_PROMPT]) {
+        first_len = strlen(a.s[CLI_O_PROMPT]);
+        if (!(first = strdup(a.s[CLI_O_PROMPT]))) { rc = cli_usage(C, "out of memory"); goto out_args; }
+        if (a.i[CLI_O_ESCAPE]) cli_unescape(first, &first_len);
+        if (memchr(first, 0, first_len) || cli_utf8_check(first, first_len) < first_len) {
+            rc = cli_usage(C, "%s: the message must be UTF-8 text without NUL bytes", a.given[CLI_O_PROMPT]);
+            goto out_args;
+        }
+    }
+    cli_note_ngl(&a);
 
     brisk_error err = {0};
-    int rc = 1;
-    chat c = {.n_predict = n_predict};
+    rc = CLI_EXIT_RUNTIME;
+    chat c = {.n_predict = a.i[CLI_O_N_PREDICT]};
+    cli_eog eog = {0};
     uint8_t *tpl_file = NULL;
     size_t tpl_len = 0;
     char *line = NULL;
     size_t line_cap = 0;
+    if (a.s[CLI_O_FILE]) {
+        if (cli_read_input(a.s[CLI_O_FILE], a.given[CLI_O_FILE], max_input, &first_file, &first_len, &err)) goto fail;
+        if (memchr(first_file, 0, first_len) || cli_utf8_check((const char *)first_file, first_len) < first_len) {
+            snprintf(err.msg, sizeof err.msg, "%s %s: not UTF-8 text without NUL bytes", a.given[CLI_O_FILE], a.s[CLI_O_FILE]);
+            goto fail;
+        }
+        first = (char *)first_file;
+        first_file = NULL;
+    }
+    if (cli_stop_init(&c.stop, &a, &err)) goto fail;
     if (brisk_model_load(model_path, &c.model, &err)) goto fail;
     const char *tpl_src;
     if (tpl_path) {
-        if (cli_read_file(tpl_path, &tpl_file, &tpl_len, &err)) goto fail;
+        if (cli_read_input(tpl_path, a.given[CLI_O_CHAT_TEMPLATE], max_input, &tpl_file, &tpl_len, &err)) goto fail;
         tpl_src = (const char *)tpl_file;
     } else if (!(tpl_src = brisk_model_chat_template(c.model, &tpl_len))) {
         snprintf(err.msg, sizeof err.msg, "%s has no chat template (tokenizer.chat_template); give one with --chat-template FILE", model_path);
@@ -232,73 +354,119 @@ int brisk_cmd_chat(int argc, char **argv) {
     if (brisk_template_parse(tpl_src, tpl_len, &c.tpl, &err)) goto fail;
     brisk_model_info info;
     brisk_model_get_info(c.model, &info);
-    c.n_ctx = (int32_t)(n_ctx ? n_ctx : (info.n_ctx_train < 4096 ? info.n_ctx_train : 4096));
+    c.n_ctx = (int32_t)cli_ctx_size(&a, info.n_ctx_train);
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx = c.n_ctx;
-    cp.n_threads = (int32_t)threads;
+    cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
+    cp.n_threads = cli_threads(&a);
+    brisk_memory_plan plan;
+    if (cli_plan(C, "memory plan", c.model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(c.model, &cp, &c.ctx, &err)) goto fail;
     c.n_batch = brisk_context_n_batch(c.ctx);
-    brisk_sampler_params sp = brisk_sampler_default_params();
-    sp.temp = (float)temp; sp.top_k = (int32_t)top_k; sp.top_p = (float)top_p; sp.min_p = (float)min_p; sp.seed = (uint64_t)seed;
+    brisk_sampler_params sp;
+    cli_sampler_params(&a, &sp);
     if (brisk_sampler_init(&c.smp, &sp, info.n_vocab, &err)) goto fail;
+    fprintf(stderr, "brisk chat: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(c.smp));
+    if (a.i[CLI_O_IGNORE_EOS]) {
+        if (cli_eog_init(&eog, c.model, info.n_vocab, &err)) goto fail;
+        c.eog = &eog;
+    }
     c.cached = malloc((size_t)c.n_ctx * sizeof *c.cached);
     c.messages = json_array();
     c.bos = token_string(c.model, brisk_token_bos(c.model));
     c.eos = token_string(c.model, brisk_token_eos(c.model));
-    if (!c.cached || !c.messages || !c.bos || !c.eos) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
-    reset_messages(&c, system);
+    if (!c.cached || !c.messages || !c.bos || !c.eos || !reset_messages(&c, system)) {
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+        goto fail;
+    }
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;   /* no SA_RESTART: a Ctrl-C at the prompt interrupts the read */
     sigaction(SIGINT, &sa, NULL);
     const bool tty = isatty(STDIN_FILENO);
-    if (tty) fprintf(stderr, "brisk chat: %s, context %d. /exit to quit, /reset to start over, Ctrl-C stops a reply.\n",
+    const bool color = a.i[CLI_O_COLOR] && isatty(STDOUT_FILENO);
+    if (tty) fprintf(stderr, "brisk chat: %s, context %d. /help lists the commands, /exit quits, Ctrl-C stops a reply.\n",
                      model_path, c.n_ctx);
-    for (;;) {
-        if (tty) { fputs("\n> ", stdout); fflush(stdout); }
-        interrupted = 0;
-        errno = 0;
-        ssize_t got = getline(&line, &line_cap, stdin);
-        if (got < 0) {
-            if (errno == EINTR && interrupted) { clearerr(stdin); if (tty) fputs("\n(type /exit to quit)", stdout); continue; }
-            break;   /* end of input */
+    for (bool use_first = first != NULL;;) {
+        size_t got = 0;
+        const char *msg;
+        if (use_first) {
+            use_first = false;
+            msg = first;
+            got = first_len;
+        } else {
+            if (tty) {
+                fputs(color ? "\n\033[32m> \033[0m" : "\n> ", stdout);
+                if ((c.out = cli_stdout_flush(C)) != CLI_STDOUT_OK) break;
+            }
+            interrupted = 0;
+            const line_status ls = read_message(&line, &line_cap, &got, max_input, tty);
+            if (ls == LINE_EOF) break;
+            if (ls == LINE_INTERRUPTED) {
+                if (tty) fputs("\n(type /exit to quit)", stdout);
+                continue;
+            }
+            if (ls == LINE_TOO_LONG) {
+                snprintf(err.msg, sizeof err.msg, "an input line is longer than the input cap of %zu bytes (raise it with --max-input-bytes)",
+                         max_input);
+                err.status = BRISK_ERR_CAPACITY;
+                goto fail;
+            }
+            msg = line;
         }
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = 0;
         if (got == 0) continue;
-        if (!strcmp(line, "/exit") || !strcmp(line, "/quit")) break;
-        if (!strcmp(line, "/reset")) {
-            reset_messages(&c, system);
+        if (!strcmp(msg, "/exit") || !strcmp(msg, "/quit")) break;
+        if (!strcmp(msg, "/help")) {
+            fputs(help_text, stdout);
+            if ((c.out = cli_stdout_flush(C)) != CLI_STDOUT_OK) break;
+            continue;
+        }
+        if (!strcmp(msg, "/reset")) {
+            if (!reset_messages(&c, system)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
             brisk_seq_truncate(c.ctx, 0, 0, NULL);
             c.n_cached = 0;
             brisk_sampler_reset(c.smp);
             if (tty) fputs("(conversation cleared)", stdout);
             continue;
         }
-        if (!add_message(c.messages, "user", line)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
+        if (!message_ok("the input line", msg, got)) continue;
+        if (!add_message(c.messages, "user", msg)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
         char *answer = NULL;
         brisk_status st = reply(&c, &answer, &err);
+        if (c.out != CLI_STDOUT_OK) break;
         if (st == BRISK_ERR_CAPACITY || st == BRISK_ERR_TEMPLATE || st == BRISK_ERR_UNSUPPORTED) {
             fprintf(stderr, "brisk chat: %s\n", err.msg);   /* the chat goes on */
             json_array_remove(c.messages, json_array_size(c.messages) - 1);
             continue;
         }
         if (st) goto fail;
-        add_message(c.messages, "assistant", answer);
+        const bool added = add_message(c.messages, "assistant", answer);
         free(answer);
+        if (!added) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
     }
-    rc = 0;
+    rc = c.out == CLI_STDOUT_FAILED ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+    if (rc == CLI_EXIT_OK) rc = cli_stdout_finish(C, rc);
+    goto done;
 fail:
-    if (rc) fprintf(stderr, "brisk chat: %s\n", err.msg);
+    cli_fail(C, &err);
+done:
     free(line);
     free(tpl_file);
+    free(first_file);
     free(c.cached);
     free(c.bos);
     free(c.eos);
+    cli_stop_free(&c.stop);
+    cli_eog_free(&eog);
     json_decref(c.messages);
     brisk_template_free(c.tpl);
     brisk_sampler_free(c.smp);
     brisk_context_free(c.ctx);
     brisk_model_free(c.model);
+out_args:
+    free(system);
+    free(first);
+    cli_args_free(&a);
     return rc;
 }

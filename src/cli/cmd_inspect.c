@@ -8,12 +8,20 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *usage_text =
-    "usage: brisk inspect MODEL.gguf [--all]\n"
-    "\n"
-    "Prints the GGUF version, every metadata key with its type and value (arrays\n"
-    "show their length and first elements; --all prints them whole), then the\n"
-    "tensor table: name, type, shape, offset and size.\n";
+static const cli_use inspect_uses[] = {
+    {.id = CLI_O_MODEL, .help = "the GGUF file (or give it as the argument)"}, {.id = CLI_O_ALL}, {.id = CLI_O_END},
+};
+
+static const cli_spec inspect_spec = {
+    .name = "inspect",
+    .usage = "MODEL.gguf [--all]",
+    .about = "Prints the GGUF version, every metadata key with its type and value (arrays\n"
+             "show their length and first elements; --all prints them whole), then the\n"
+             "tensor table: name, type, shape, offset and size.\n",
+    .uses = inspect_uses,
+    .positional = "file",
+    .max_positional = 1,
+};
 
 static void print_str(brisk_str s, size_t max) {
     putchar('"');
@@ -55,16 +63,21 @@ static void print_value(const brisk_gguf_value *v, bool all, int depth) {
 }
 
 int brisk_cmd_inspect(int argc, char **argv) {
-    const char *path = NULL;
-    bool all = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(usage_text, stdout); return 0; }
-        else if (!strcmp(argv[i], "--all")) all = true;
-        else if (argv[i][0] == '-') return cli_unknown("inspect", argv[i]);
-        else if (!path) path = argv[i];
-        else { fprintf(stderr, "brisk inspect: one file at a time ('%s' is extra)\n", argv[i]); return 2; }
+    cli_args a;
+    int code;
+    if (!cli_parse(&inspect_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
-    if (!path) { fprintf(stderr, "brisk inspect: a GGUF file is required (see brisk inspect --help)\n"); return 2; }
+    const char *path = a.s[CLI_O_MODEL];
+    const bool all = a.i[CLI_O_ALL];
+    if (a.n_pos && path) {
+        cli_args_free(&a);
+        return cli_usage("inspect", "one file at a time (-m and an argument given)");
+    }
+    if (a.n_pos) path = a.pos[0];
+    cli_args_free(&a);
+    if (!path) return cli_usage("inspect", "a GGUF file is required (see brisk inspect --help)");
     brisk_error err = {0};
     brisk_gguf *g = NULL;
     if (brisk_gguf_open(path, &g, &err)) {
@@ -93,5 +106,5 @@ int brisk_cmd_inspect(int argc, char **argv) {
                (unsigned long long)t->offset, (unsigned long long)t->nbytes);
     }
     brisk_gguf_close(g);
-    return 0;
+    return cli_stdout_finish("inspect", CLI_EXIT_OK);
 }

@@ -8,48 +8,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *usage_text =
-    "usage: brisk perplexity -m MODEL -f TEXT [-c CTX] [-b BATCH] [-t THREADS] [--chunks N]\n"
-    "\n"
-    "Perplexity of a text file, scored exactly as llama-perplexity does:\n"
-    "  1. read the file (one trailing newline is dropped, as llama.cpp's -f does)\n"
-    "     and tokenize all of it with BOS (when the vocabulary adds BOS);\n"
-    "  2. cut the tokens into non-overlapping chunks of CTX tokens (a partial\n"
-    "     last chunk is dropped);\n"
-    "  3. replace each chunk's first token with BOS;\n"
-    "  4. score only the second half of each chunk: the logits at positions\n"
-    "     CTX/2 .. CTX-2 predict the tokens at CTX/2+1 .. CTX-1;\n"
-    "  5. PPL = exp(mean negative log-likelihood over all scored tokens).\n"
-    "\n"
-    "  -m, --model PATH     GGUF model\n"
-    "  -f, --file PATH      text file\n"
-    "  -c, --ctx-size N     chunk length in tokens (default 512)\n"
-    "  -b, --batch N        tokens per forward pass (default: CTX)\n"
-    "  -t, --threads N      worker threads (default: all CPUs)\n"
-    "  --chunks N           score at most N chunks (default: all)\n";
+static const cli_use ppl_uses[] = {
+    {.id = CLI_O_MODEL}, {.id = CLI_O_FILE, .help = "the text file ('-' = stdin)"},
+    {.id = CLI_O_CTX_SIZE, .def = "512", .help = "chunk length in tokens, at least 4; 0 = the model's training context"},
+    {.id = CLI_O_BATCH, .def_help = "the chunk length"}, {.id = CLI_O_THREADS}, {.id = CLI_O_CHUNKS},
+    {.id = CLI_O_MAX_INPUT}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_END},
+};
+
+static const cli_spec ppl_spec = {
+    .name = "perplexity",
+    .usage = "-m MODEL -f TEXT [-c CTX] [-b BATCH] [-t THREADS] [--chunks N]",
+    .about = "Perplexity of a text file, scored exactly as llama-perplexity does:\n"
+             "  1. read the file (one trailing newline is dropped, as llama.cpp's -f does)\n"
+             "     and tokenize all of it with BOS (when the vocabulary adds BOS);\n"
+             "  2. cut the tokens into non-overlapping chunks of CTX tokens (a partial\n"
+             "     last chunk is dropped);\n"
+             "  3. replace each chunk's first token with BOS;\n"
+             "  4. score only the second half of each chunk: the logits at positions\n"
+             "     CTX/2 .. CTX-2 predict the tokens at CTX/2+1 .. CTX-1;\n"
+             "  5. PPL = exp(mean negative log-likelihood over all scored tokens).\n",
+    .uses = ppl_uses,
+};
 
 int brisk_cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL, *v, *C = "perplexity";
-    int64_t n_ctx = 512, n_batch = 0, threads = 0, max_chunks = -1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_text, stdout); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { if (!cli_need_value(C, argc, argv, &i, &model_path)) return 2; }
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { if (!cli_need_value(C, argc, argv, &i, &text_path)) return 2; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
-            if (!cli_need_value(C, argc, argv, &i, &v) || !cli_parse_int(C, a, v, 4, 1 << 20, &n_ctx)) return 2;
-        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) {
-            if (!cli_need_value(C, argc, argv, &i, &v) || !cli_parse_int(C, a, v, 1, 65536, &n_batch)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!cli_need_value(C, argc, argv, &i, &v) || !cli_parse_int(C, a, v, 1, 1024, &threads)) return 2;
-        } else if (!strcmp(a, "--chunks")) {
-            if (!cli_need_value(C, argc, argv, &i, &v) || !cli_parse_int(C, a, v, 1, INT32_MAX, &max_chunks)) return 2;
-        } else return cli_unknown(C, a);
+    const char *C = "perplexity";
+    cli_args a;
+    int code;
+    if (!cli_parse(&ppl_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
+    const char *model_path = a.s[CLI_O_MODEL], *text_path = a.s[CLI_O_FILE];
+    int64_t n_ctx = a.i[CLI_O_CTX_SIZE];
+    const int64_t n_batch = a.set[CLI_O_BATCH] ? a.i[CLI_O_BATCH] : 0, max_chunks = a.set[CLI_O_CHUNKS] ? a.i[CLI_O_CHUNKS] : -1;
     if (!model_path || !text_path) {
-        fprintf(stderr, "brisk perplexity: -m MODEL and -f TEXT are required (see brisk perplexity --help)\n");
-        return 2;
+        cli_args_free(&a);
+        return cli_usage(C, "-m MODEL and -f TEXT are required (see brisk perplexity --help)");
     }
+    if (n_ctx != 0 && n_ctx < 4) {
+        cli_args_free(&a);
+        return cli_usage(C, "-c: a chunk of %lld tokens is too short to score; give at least 4", (long long)n_ctx);
+    }
+    cli_note_ngl(&a);
     brisk_error err = {0};
     int rc = 1;
     uint8_t *text = NULL;
@@ -59,11 +60,13 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     brisk_model *model = NULL;
     brisk_context *ctx = NULL;
 
-    if (cli_read_file(text_path, &text, &text_len, &err)) goto fail;
+    if (cli_read_input(text_path, a.given[CLI_O_FILE], (size_t)a.i[CLI_O_MAX_INPUT], &text, &text_len, &err)) goto fail;
     if (text_len && text[text_len - 1] == '\n') text_len--;
     if (brisk_model_load(model_path, &model, &err)) goto fail;
     brisk_model_info info;
     brisk_model_get_info(model, &info);
+    n_ctx = cli_ctx_size(&a, info.n_ctx_train);
+    if (n_ctx < 4) { snprintf(err.msg, sizeof err.msg, "the model's training context (%lld) is too short a chunk", (long long)n_ctx); goto fail; }
     if (brisk_tokenize_text(model, (const char *)text, text_len, true, false, &tok, &n_tok, &err)) goto fail;
     const int64_t n_chunk_all = (int64_t)n_tok / n_ctx;
     if (n_chunk_all < 1) {
@@ -74,7 +77,9 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_batch = (int32_t)(n_batch > 0 && n_batch < n_ctx ? n_batch : n_ctx);
-    cp.n_threads = (int32_t)threads;
+    cp.n_threads = cli_threads(&a);
+    brisk_memory_plan plan;
+    if (cli_plan(C, "memory plan", model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
     const int32_t nb = brisk_context_n_batch(ctx), first = (int32_t)n_ctx / 2;
     pos = malloc((size_t)nb * sizeof *pos);
@@ -129,11 +134,12 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     const double ppl = exp(mean), ppl_err = var > 0 ? ppl * sqrt(var / (double)(count - 1 > 0 ? count - 1 : 1)) : 0.0;
     printf("Final estimate: PPL = %.4f +/- %.5f (%lld tokens scored in %lld chunks of %lld)\n", ppl, ppl_err, (long long)count,
            (long long)n_chunk, (long long)n_ctx);
-    rc = 0;
+    rc = cli_stdout_finish(C, CLI_EXIT_OK);
 fail:
-    if (rc) fprintf(stderr, "brisk perplexity: %s\n", err.msg);
+    if (rc && err.msg[0]) cli_fail(C, &err);
     free(text); free(tok); free(pos); free(seq); free(want); free(chunk);
     brisk_context_free(ctx);
     brisk_model_free(model);
+    cli_args_free(&a);
     return rc;
 }

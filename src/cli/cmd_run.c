@@ -11,73 +11,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-static const char *usage_text =
-    "usage: brisk run -m MODEL (-p PROMPT | -f FILE) [options]\n"
-    "\n"
-    "Generates text from a prompt and streams it to stdout. Load time, prompt\n"
-    "tokens/s and generation tokens/s go to stderr.\n"
-    "\n"
-    "  -m, --model PATH         GGUF model\n"
-    "  -p, --prompt TEXT        prompt text (used as is; no escape processing)\n"
-    "  -f, --file PATH          read the prompt from a file (bytes as they are)\n"
-    "  -n, --n-predict N        tokens to generate (default 128)\n"
-    "  -c, --ctx-size N         context size in tokens (default: the model's, at most 4096)\n"
-    "  -b, --batch N            prompt tokens per forward pass (default 512)\n"
-    "  -t, --threads N          worker threads (default: all CPUs)\n"
-    "  --temp T                 temperature; 0 = greedy (default 0.8)\n"
-    "  --top-k K                keep the K most likely tokens; 0 = off (default 40)\n"
-    "  --top-p P                nucleus sampling; 1 = off (default 0.95)\n"
-    "  --min-p P                drop tokens below P x the top probability; 0 = off (default 0.05)\n"
-    "  --repeat-penalty X       penalise tokens of the last --repeat-last-n; 1 = off (default 1)\n"
-    "  --repeat-last-n N        penalty window in tokens (default 64)\n"
-    "  --repeat-penalty-mode M  classic (llama.cpp: logit/X if > 0 else logit*X) or\n"
-    "                           logprob (subtract ln X from the log-probability;\n"
-    "                           independent of the logits' arbitrary offset) (default classic)\n"
-    "  --frequency-penalty X    subtract X per occurrence in the window (default 0)\n"
-    "  --presence-penalty X     subtract X once if present in the window (default 0)\n"
-    "  --seed S                 RNG seed (default 42)\n"
-    "  --no-bos                 do not add the BOS token\n"
-    "  --parse-special          parse control-token text in the prompt as special tokens\n"
-    "  --no-display-prompt      print only the generated text (default: the prompt, then the text)\n"
-    "  --attn-window N          windowed attention for the model itself (StreamingLLM-\n"
-    "                           style, approximate: changes the output): each token\n"
-    "                           sees the first --attn-sink positions (default 4) and\n"
-    "                           the last N\n"
-    "  --attn-sink N            sink positions with --attn-window (default 4)\n"
-    "\n"
-    "speculative decoding (lossless: greedy output equals plain greedy output, and\n"
-    "sampling follows the same distribution as plain sampling):\n"
-    "  --spec MODE              none, draft (needs -md), ngram (prompt lookup) or auto\n"
-    "                           (adaptive draft length from the measured cost curve,\n"
-    "                           n-gram plus the draft model when -md is given; falls\n"
-    "                           back to plain decoding when speculation does not pay)\n"
-    "  -md, --model-draft PATH  draft model (same vocabulary as -m)\n"
-    "  --draft-max K            draft tokens per target pass: fixed for draft/ngram,\n"
-    "                           the upper bound for auto (default 4 / 8 / 16, at most 32)\n"
-    "  --draft-width W          draft trees with up to W children per node (1..4,\n"
-    "                           default 1 = chains), verified in one target pass with a\n"
-    "                           tree attention mask. n-gram: the continuations of W\n"
-    "                           distinct matches (also when sampling: multi-candidate\n"
-    "                           rejection sampling); draft model (temperature 0 only):\n"
-    "                           up to W-1 runners-up per position, where the draft\n"
-    "                           gives the path to them >= 5%;\n"
-    "                           auto: the cost model picks chain, tree (its most\n"
-    "                           probable nodes) or plain decoding every round\n"
-    "  --draft-tree N           at most N tree nodes per pass (1..32, default\n"
-    "                           min(32, W * K))\n"
-    "  --draft-window N         the draft model attends only to its first --draft-sink\n"
-    "                           positions (default 4) and the last N, so drafting costs\n"
-    "                           the same at any context length (verification keeps full\n"
-    "                           attention: output unchanged, only acceptance can drop)\n"
-    "  --draft-sink N           sink positions with --draft-window (default 4)\n"
-    "  --ngram-min N            shortest suffix match the n-gram drafter uses (default 2)\n"
-    "  --no-calibrate           auto: measure only the single-token cost at start\n"
-    "  --spec-compare           afterwards, rerun the prompt plainly (no output) and\n"
-    "                           report the speedup and whether the tokens are identical\n"
-    "  --spec-cost N            after generation, print the target's cost per pass of\n"
-    "                           1..N tokens at the current position (min of\n"
-    "                           --spec-cost-reps R runs, default 5)\n";
+static const cli_use run_uses[] = {
+    {.id = CLI_O_MODEL}, {.id = CLI_O_PROMPT}, {.id = CLI_O_FILE}, {.id = CLI_O_N_PREDICT, .def = "128"}, {.id = CLI_O_CTX_SIZE}, {.id = CLI_O_BATCH},
+    {.id = CLI_O_THREADS}, {.id = CLI_O_TEMP}, {.id = CLI_O_TOP_K}, {.id = CLI_O_TOP_P}, {.id = CLI_O_MIN_P}, {.id = CLI_O_REPEAT_PENALTY},
+    {.id = CLI_O_REPEAT_LAST_N}, {.id = CLI_O_REPEAT_MODE}, {.id = CLI_O_FREQ_PENALTY}, {.id = CLI_O_PRESENCE_PENALTY}, {.id = CLI_O_SEED},
+    {.id = CLI_O_ESCAPE}, {.id = CLI_O_REVERSE}, {.id = CLI_O_IGNORE_EOS}, {.id = CLI_O_NO_BOS}, {.id = CLI_O_PARSE_SPECIAL},
+    {.id = CLI_O_NO_DISPLAY_PROMPT}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION},
+    {.id = CLI_O_SYSTEM, .help = "system prompt (with -cnv)"}, {.id = CLI_O_CHAT_TEMPLATE, .help = "chat template file (with -cnv)"},
+    {.id = CLI_O_ATTN_WINDOW}, {.id = CLI_O_ATTN_SINK}, {.id = CLI_O_MAX_INPUT}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_HEADING, .heading = "speculative decoding (lossless: greedy output equals plain greedy output, and\n"
+                               "sampling follows the same distribution as plain sampling):"},
+    {.id = CLI_O_SPEC}, {.id = CLI_O_MODEL_DRAFT}, {.id = CLI_O_DRAFT_MAX}, {.id = CLI_O_DRAFT_WIDTH}, {.id = CLI_O_DRAFT_TREE}, {.id = CLI_O_DRAFT_WINDOW},
+    {.id = CLI_O_DRAFT_SINK}, {.id = CLI_O_NGRAM_MIN}, {.id = CLI_O_NO_CALIBRATE}, {.id = CLI_O_SPEC_COMPARE}, {.id = CLI_O_SPEC_COST},
+    {.id = CLI_O_SPEC_COST_REPS},
+    {.id = CLI_O_END},
+};
+
+static const cli_spec run_spec = {
+    .name = "run",
+    .usage = "-m MODEL (-p PROMPT | -f FILE) [options]",
+    .about = "Generates text from a prompt and streams it to stdout. Load time, prompt\n"
+             "tokens/s and generation tokens/s go to stderr. With -cnv it runs brisk chat\n"
+             "with the same flags (-p/-f is then the first message).\n",
+    .uses = run_uses,
+};
 
 static double secs(const struct timespec *a, const struct timespec *b) {
     return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
@@ -97,28 +56,45 @@ static brisk_status prefill(brisk_context *ctx, const int32_t *ids, size_t n_ids
     return BRISK_OK;
 }
 
-/* Plain decoding after prefill: sample, stream (ts may be NULL: silent), decode
- * the token, until n_predict tokens or end of generation. Generated ids go to
- * gen (may be NULL). */
-static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx, brisk_sampler *smp,
-                                   brisk_text_stream *ts, int32_t cur_pos, int64_t n_predict, int32_t *gen,
-                                   int64_t *n_gen_out, brisk_error *err) {
-    int64_t n_gen = 0;
+/* Where generated text goes: the stream to stdout (NULL ts: silent), the
+ * reverse prompts, and what stopped it. */
+typedef struct gen_out {
+    brisk_text_stream *ts;
+    cli_stop *stop;
+    cli_eog *eog;                /* --ignore-eos, or NULL */
+    cli_stdout_state out;        /* CLOSED or FAILED ends generation */
+    bool reverse_hit;
+} gen_out;
+
+/* Stream one token; false when generation must end (stdout gone, a reverse prompt). */
+static bool emit(gen_out *g, int32_t tok, brisk_status *st, brisk_error *err) {
+    if (!g->ts) return true;
     const char *text;
     size_t len;
+    if ((*st = brisk_text_stream_push(g->ts, tok, &text, &len, err))) return false;
+    fwrite(text, 1, len, stdout);
+    if (cli_stop_push(g->stop, text, len)) g->reverse_hit = true;
+    return !g->reverse_hit;
+}
+
+/* Plain decoding after prefill: sample, stream, decode the token, until
+ * n_predict tokens, end of generation, a reverse prompt or a closed stdout.
+ * Generated ids go to gen (may be NULL). */
+static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx, brisk_sampler *smp, gen_out *g,
+                                   int32_t cur_pos, int64_t n_predict, int32_t *gen, int64_t *n_gen_out, brisk_error *err) {
+    int64_t n_gen = 0;
     brisk_status st = BRISK_OK;
     while (n_gen < n_predict) {
-        int32_t tok = brisk_sampler_sample(smp, brisk_get_logits(ctx, 0));
+        const float *logits = brisk_get_logits(ctx, 0);
+        int32_t tok = brisk_sampler_sample(smp, g->eog ? cli_eog_mask(g->eog, logits) : logits);
         if (gen) gen[n_gen] = tok;
         n_gen++;
-        if (brisk_token_is_eog(model, tok)) break;
+        if (!g->eog && brisk_token_is_eog(model, tok)) break;
         brisk_sampler_accept(smp, tok);
-        if (ts) {
-            if ((st = brisk_text_stream_push(ts, tok, &text, &len, err))) break;
-            fwrite(text, 1, len, stdout);
-            fflush(stdout);
-        }
-        if (n_gen == n_predict) break;
+        const bool more = emit(g, tok, &st, err);
+        if (st) break;
+        if (g->ts && (g->out = cli_stdout_flush("run")) != CLI_STDOUT_OK) break;
+        if (!more || n_gen == n_predict) break;
         uint8_t one = 1;
         int32_t s0 = 0;
         brisk_batch b = {.n_tokens = 1, .token = &tok, .pos = &cur_pos, .seq = &s0, .logits = &one};
@@ -129,90 +105,74 @@ static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx,
     return st;
 }
 
+/* Options chat does not take, for -cnv: named in the error instead of being dropped. */
+static int check_conversation(const cli_args *a) {
+    static const cli_opt_id run_only[] = {
+        CLI_O_NO_BOS, CLI_O_PARSE_SPECIAL, CLI_O_NO_DISPLAY_PROMPT, CLI_O_ATTN_WINDOW, CLI_O_ATTN_SINK, CLI_O_SPEC,
+        CLI_O_MODEL_DRAFT, CLI_O_DRAFT_MAX, CLI_O_DRAFT_WIDTH, CLI_O_DRAFT_TREE, CLI_O_DRAFT_WINDOW, CLI_O_DRAFT_SINK,
+        CLI_O_NGRAM_MIN, CLI_O_NO_CALIBRATE, CLI_O_SPEC_COMPARE, CLI_O_SPEC_COST, CLI_O_SPEC_COST_REPS,
+    };
+    for (size_t k = 0; k < sizeof run_only / sizeof run_only[0]; k++)
+        if (a->set[run_only[k]]) return cli_usage("run", "%s is not used in conversation mode (-cnv)", a->given[run_only[k]]);
+    return CLI_EXIT_OK;
+}
+
 int brisk_cmd_run(int argc, char **argv) {
-    const char *model_path = NULL, *draft_path = NULL, *prompt = NULL, *prompt_file = NULL, *v;
-    int64_t n_predict = 128, n_ctx = 0, n_batch = 512, threads = 0, seed = 42, top_k = 40, last_n = 64;
-    int64_t draft_max = 0, draft_width = 1, draft_tree = 0, ngram_min = 2, spec_cost = 0, cost_reps = 5;
-    int64_t draft_window = 0, draft_sink = -1, attn_window = 0, attn_sink = -1;
-    double temp = 0.8, top_p = 0.95, min_p = 0.05, rep = 1.0, freq = 0.0, pres = 0.0;
-    bool no_bos = false, parse_special = false, show_prompt = true, spec_on = false, compare = false, calibrate = true;
-    brisk_spec_mode spec_mode = BRISK_SPEC_NONE;
-    brisk_repeat_mode mode = BRISK_REPEAT_CLASSIC;
     const char *C = "run";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-#define FLAG(s, l) (!strcmp(a, s) || !strcmp(a, l))
-#define VAL() if (!cli_need_value(C, argc, argv, &i, &v)) return 2
-        if (FLAG("-h", "--help")) { fputs(usage_text, stdout); return 0; }
-        else if (FLAG("-m", "--model")) { VAL(); model_path = v; }
-        else if (FLAG("-md", "--model-draft")) { VAL(); draft_path = v; }
-        else if (FLAG("-p", "--prompt")) { VAL(); prompt = v; }
-        else if (FLAG("-f", "--file")) { VAL(); prompt_file = v; }
-        else if (FLAG("-n", "--n-predict")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 24, &n_predict)) return 2; }
-        else if (FLAG("-c", "--ctx-size")) { VAL(); if (!cli_parse_int(C, a, v, 1, INT32_MAX, &n_ctx)) return 2; }
-        else if (FLAG("-b", "--batch")) { VAL(); if (!cli_parse_int(C, a, v, 1, 65536, &n_batch)) return 2; }
-        else if (FLAG("-t", "--threads")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1024, &threads)) return 2; }
-        else if (!strcmp(a, "--temp")) { VAL(); if (!cli_parse_float(C, a, v, 0, 100, &temp)) return 2; }
-        else if (!strcmp(a, "--top-k")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 24, &top_k)) return 2; }
-        else if (!strcmp(a, "--top-p")) { VAL(); if (!cli_parse_float(C, a, v, 0, 1, &top_p)) return 2; }
-        else if (!strcmp(a, "--min-p")) { VAL(); if (!cli_parse_float(C, a, v, 0, 1, &min_p)) return 2; }
-        else if (!strcmp(a, "--repeat-penalty")) { VAL(); if (!cli_parse_float(C, a, v, 1e-3, 1e3, &rep)) return 2; }
-        else if (!strcmp(a, "--repeat-last-n")) { VAL(); if (!cli_parse_int(C, a, v, 0, 1 << 20, &last_n)) return 2; }
-        else if (!strcmp(a, "--frequency-penalty")) { VAL(); if (!cli_parse_float(C, a, v, -100, 100, &freq)) return 2; }
-        else if (!strcmp(a, "--presence-penalty")) { VAL(); if (!cli_parse_float(C, a, v, -100, 100, &pres)) return 2; }
-        else if (!strcmp(a, "--seed")) { VAL(); if (!cli_parse_int(C, a, v, 0, INT64_MAX, &seed)) return 2; }
-        else if (!strcmp(a, "--repeat-penalty-mode")) {
-            VAL();
-            if (!strcmp(v, "classic")) mode = BRISK_REPEAT_CLASSIC;
-            else if (!strcmp(v, "logprob")) mode = BRISK_REPEAT_LOGPROB;
-            else { fprintf(stderr, "brisk run: --repeat-penalty-mode: '%s' is not classic or logprob\n", v); return 2; }
-        }
-        else if (!strcmp(a, "--spec")) {
-            VAL();
-            spec_on = true;
-            if (!strcmp(v, "none")) spec_mode = BRISK_SPEC_NONE;
-            else if (!strcmp(v, "draft")) spec_mode = BRISK_SPEC_DRAFT;
-            else if (!strcmp(v, "ngram")) spec_mode = BRISK_SPEC_NGRAM;
-            else if (!strcmp(v, "auto")) spec_mode = BRISK_SPEC_AUTO;
-            else { fprintf(stderr, "brisk run: --spec: '%s' is not none, draft, ngram or auto\n", v); return 2; }
-        }
-        else if (!strcmp(a, "--draft-max")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_DRAFT, &draft_max)) return 2; }
-        else if (!strcmp(a, "--draft-width")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_WIDTH, &draft_width)) return 2; }
-        else if (!strcmp(a, "--draft-tree")) { VAL(); if (!cli_parse_int(C, a, v, 1, BRISK_SPEC_MAX_TREE, &draft_tree)) return 2; }
-        else if (!strcmp(a, "--draft-window")) { VAL(); if (!cli_parse_int(C, a, v, 1, INT32_MAX, &draft_window)) return 2; }
-        else if (!strcmp(a, "--draft-sink")) { VAL(); if (!cli_parse_int(C, a, v, 0, INT32_MAX, &draft_sink)) return 2; }
-        else if (!strcmp(a, "--attn-window")) { VAL(); if (!cli_parse_int(C, a, v, 1, INT32_MAX, &attn_window)) return 2; }
-        else if (!strcmp(a, "--attn-sink")) { VAL(); if (!cli_parse_int(C, a, v, 0, INT32_MAX, &attn_sink)) return 2; }
-        else if (!strcmp(a, "--ngram-min")) { VAL(); if (!cli_parse_int(C, a, v, 1, 64, &ngram_min)) return 2; }
-        else if (!strcmp(a, "--spec-cost")) { VAL(); if (!cli_parse_int(C, a, v, 1, 256, &spec_cost)) return 2; }
-        else if (!strcmp(a, "--spec-cost-reps")) { VAL(); if (!cli_parse_int(C, a, v, 1, 1000, &cost_reps)) return 2; }
-        else if (!strcmp(a, "--spec-compare")) compare = true;
-        else if (!strcmp(a, "--no-calibrate")) calibrate = false;
-        else if (!strcmp(a, "--no-bos")) no_bos = true;
-        else if (!strcmp(a, "--parse-special")) parse_special = true;
-        else if (!strcmp(a, "--no-display-prompt")) show_prompt = false;
-        else return cli_unknown(C, a);
-#undef FLAG
-#undef VAL
+    cli_args a;
+    int code;
+    if (!cli_parse(&run_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
-    if (!model_path) { fprintf(stderr, "brisk run: -m MODEL is required (see brisk run --help)\n"); return 2; }
-    if (!prompt == !prompt_file) { fprintf(stderr, "brisk run: give exactly one of -p PROMPT or -f FILE\n"); return 2; }
-    if (spec_mode == BRISK_SPEC_DRAFT && !draft_path) { fprintf(stderr, "brisk run: --spec draft needs -md DRAFT_MODEL\n"); return 2; }
+    if (a.i[CLI_O_CONVERSATION]) {
+        int rc = check_conversation(&a);
+        cli_args_free(&a);
+        return rc ? rc : brisk_cmd_chat(argc, argv);
+    }
+    const char *model_path = a.s[CLI_O_MODEL], *draft_path = a.s[CLI_O_MODEL_DRAFT];
+    const char *prompt_arg = a.s[CLI_O_PROMPT], *prompt_file = a.s[CLI_O_FILE];
+    int64_t n_predict = a.i[CLI_O_N_PREDICT];
+    const int64_t n_batch = a.i[CLI_O_BATCH], draft_max = a.i[CLI_O_DRAFT_MAX], draft_width = a.i[CLI_O_DRAFT_WIDTH];
+    const int64_t draft_tree = a.i[CLI_O_DRAFT_TREE], spec_cost = a.i[CLI_O_SPEC_COST], cost_reps = a.i[CLI_O_SPEC_COST_REPS];
+    const int64_t draft_window = a.i[CLI_O_DRAFT_WINDOW], attn_window = a.i[CLI_O_ATTN_WINDOW];
+    const int64_t draft_sink = a.set[CLI_O_DRAFT_SINK] ? a.i[CLI_O_DRAFT_SINK] : 4;
+    const int64_t attn_sink = a.set[CLI_O_ATTN_SINK] ? a.i[CLI_O_ATTN_SINK] : 4;
+    const int32_t threads = cli_threads(&a);
+    const bool show_prompt = !a.i[CLI_O_NO_DISPLAY_PROMPT], spec_on = a.set[CLI_O_SPEC], compare = a.i[CLI_O_SPEC_COMPARE];
+    const bool verbose = a.i[CLI_O_VERBOSE], color = a.i[CLI_O_COLOR] && isatty(STDOUT_FILENO);
+    static const brisk_spec_mode modes[] = {BRISK_SPEC_NONE, BRISK_SPEC_DRAFT, BRISK_SPEC_NGRAM, BRISK_SPEC_AUTO};
+    const brisk_spec_mode spec_mode = modes[a.i[CLI_O_SPEC]];
+    int rc = CLI_EXIT_USAGE;
+    if (!model_path) { rc = cli_usage(C, "-m MODEL is required (see brisk run --help)"); goto out_args; }
+    if (!prompt_arg == !prompt_file) { rc = cli_usage(C, "give exactly one of -p PROMPT or -f FILE"); goto out_args; }
+    if (spec_mode == BRISK_SPEC_DRAFT && !draft_path) { rc = cli_usage(C, "--spec draft needs -md DRAFT_MODEL"); goto out_args; }
     if (draft_path && spec_mode != BRISK_SPEC_DRAFT && spec_mode != BRISK_SPEC_AUTO) {
-        fprintf(stderr, "brisk run: -md is used only with --spec draft or --spec auto\n");
-        return 2;
+        rc = cli_usage(C, "-md is used only with --spec draft or --spec auto");
+        goto out_args;
     }
-    if (draft_sink >= 0 && !draft_window) { fprintf(stderr, "brisk run: --draft-sink needs --draft-window N\n"); return 2; }
-    if (attn_sink >= 0 && !attn_window) { fprintf(stderr, "brisk run: --attn-sink needs --attn-window N\n"); return 2; }
-    if (draft_window && !draft_path) { fprintf(stderr, "brisk run: --draft-window needs a draft model (-md)\n"); return 2; }
+    if (a.set[CLI_O_DRAFT_SINK] && !draft_window) { rc = cli_usage(C, "--draft-sink needs --draft-window N"); goto out_args; }
+    if (a.set[CLI_O_ATTN_SINK] && !attn_window) { rc = cli_usage(C, "--attn-sink needs --attn-window N"); goto out_args; }
+    if (draft_window && !draft_path) { rc = cli_usage(C, "--draft-window needs a draft model (-md)"); goto out_args; }
     if ((compare || draft_max || draft_width > 1 || draft_tree) && !spec_on) {
-        fprintf(stderr, "brisk run: --spec-compare, --draft-max, --draft-width and --draft-tree need --spec MODE\n");
-        return 2;
+        rc = cli_usage(C, "--spec-compare, --draft-max, --draft-width and --draft-tree need --spec MODE");
+        goto out_args;
     }
+    if (a.i[CLI_O_IGNORE_EOS] && spec_on) { rc = cli_usage(C, "--ignore-eos is not available with --spec"); goto out_args; }
+    if (a.set[CLI_O_SYSTEM] || a.set[CLI_O_CHAT_TEMPLATE]) {
+        rc = cli_usage(C, "%s is used in conversation mode only (add -cnv, or use brisk chat)",
+                       a.set[CLI_O_SYSTEM] ? a.given[CLI_O_SYSTEM] : a.given[CLI_O_CHAT_TEMPLATE]);
+        goto out_args;
+    }
+    for (int k = 0; k < a.n_list[CLI_O_REVERSE]; k++)
+        if (!a.list[CLI_O_REVERSE][k][0]) { rc = cli_usage(C, "%s: an empty reverse prompt", a.given[CLI_O_REVERSE]); goto out_args; }
+    cli_note_ngl(&a);
 
     brisk_error err = {0};
-    int rc = 1;
+    rc = CLI_EXIT_RUNTIME;
     uint8_t *file_buf = NULL;
+    char *prompt_copy = NULL;
+    const char *prompt = NULL;
     size_t prompt_len = 0;
     brisk_model *model = NULL, *draft = NULL;
     brisk_context *ctx = NULL;
@@ -222,23 +182,38 @@ int brisk_cmd_run(int argc, char **argv) {
     int32_t *ids = NULL, *pos = NULL, *seq = NULL, *gen = NULL, *gen_plain = NULL;
     uint8_t *want = NULL;
     size_t n_ids = 0;
+    cli_stop stop = {0};
+    cli_eog eog = {0};
 
     if (prompt_file) {
-        if (cli_read_file(prompt_file, &file_buf, &prompt_len, &err)) goto fail;
+        if (cli_read_input(prompt_file, a.given[CLI_O_FILE], (size_t)a.i[CLI_O_MAX_INPUT], &file_buf, &prompt_len, &err)) goto fail;
         prompt = (const char *)file_buf;
     } else {
-        prompt_len = strlen(prompt);
+        prompt_len = strlen(prompt_arg);
+        if (!(prompt_copy = malloc(prompt_len + 1))) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
+        memcpy(prompt_copy, prompt_arg, prompt_len + 1);
+        if (a.i[CLI_O_ESCAPE]) cli_unescape(prompt_copy, &prompt_len);
+        prompt = prompt_copy;
     }
+    if (cli_stop_init(&stop, &a, &err)) goto fail;
     struct timespec t0, t1, t2, t3;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (brisk_model_load(model_path, &model, &err)) goto fail;
     if (draft_path && brisk_model_load(draft_path, &draft, &err)) goto fail;
     brisk_model_info info;
     brisk_model_get_info(model, &info);
-    if (brisk_tokenize_text(model, prompt, prompt_len, !no_bos, parse_special, &ids, &n_ids, &err)) goto fail;
+    if (brisk_tokenize_text(model, prompt, prompt_len, !a.i[CLI_O_NO_BOS], a.i[CLI_O_PARSE_SPECIAL], &ids, &n_ids, &err)) goto fail;
     if (n_ids == 0) { snprintf(err.msg, sizeof err.msg, "the prompt is empty (no tokens)"); goto fail; }
-    if (n_ctx == 0) n_ctx = info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
+    const int64_t n_ctx = cli_ctx_size(&a, info.n_ctx_train);
     /* refuse before allocating the cache: the whole request must fit */
+    if (n_predict < 0) {
+        n_predict = n_ctx - (int64_t)n_ids;
+        if (n_predict < 1) {
+            snprintf(err.msg, sizeof err.msg, "the prompt (%zu tokens) fills the context size %lld; raise -c", n_ids, (long long)n_ctx);
+            err.status = BRISK_ERR_CAPACITY;
+            goto fail;
+        }
+    }
     if ((int64_t)n_ids + n_predict > n_ctx) {
         snprintf(err.msg, sizeof err.msg, "prompt (%zu tokens) + --n-predict %lld exceeds the context size %lld; raise -c or lower -n",
                  n_ids, (long long)n_predict, (long long)n_ctx);
@@ -247,28 +222,40 @@ int brisk_cmd_run(int argc, char **argv) {
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx = (int32_t)n_ctx;
     cp.n_batch = (int32_t)n_batch;
-    cp.n_threads = (int32_t)threads;
+    cp.n_threads = threads;
     cp.attn_window = (int32_t)attn_window;
-    cp.attn_sink = attn_window ? (int32_t)(attn_sink >= 0 ? attn_sink : 4) : 0;
+    cp.attn_sink = attn_window ? (int32_t)attn_sink : 0;
+    brisk_memory_plan plans[2];
+    if (cli_plan(C, "memory plan", model, &cp, verbose, &plans[0], &err)) goto fail;
+    if (draft) {
+        /* the draft context spec creates: the target's context size, the draft's own window, default batch */
+        brisk_context_params dp = brisk_context_default_params();
+        dp.n_ctx = cp.n_ctx;
+        dp.n_threads = threads;
+        dp.attn_window = (int32_t)draft_window;
+        dp.attn_sink = draft_window ? (int32_t)draft_sink : 0;
+        if (cli_plan(C, "draft model memory plan", draft, &dp, verbose, &plans[1], &err)) goto fail;
+        if (brisk_memory_plan_check(plans, 2, &err)) goto fail;
+    }
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
-    brisk_sampler_params sp = brisk_sampler_default_params();
-    sp.temp = (float)temp; sp.top_k = (int32_t)top_k; sp.top_p = (float)top_p; sp.min_p = (float)min_p;
-    sp.repeat_penalty = (float)rep; sp.repeat_last_n = (int32_t)last_n; sp.freq_penalty = (float)freq;
-    sp.presence_penalty = (float)pres; sp.repeat_mode = mode; sp.seed = (uint64_t)seed;
+    brisk_sampler_params sp;
+    cli_sampler_params(&a, &sp);
     if (brisk_sampler_init(&smp, &sp, info.n_vocab, &err)) goto fail;
+    fprintf(stderr, "brisk run: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(smp));
+    if (a.i[CLI_O_IGNORE_EOS] && cli_eog_init(&eog, model, info.n_vocab, &err)) goto fail;
     if (brisk_text_stream_init(model, &ts, &err)) goto fail;
     if (spec_on) {
         brisk_spec_params spp = brisk_spec_default_params();
         spp.mode = spec_mode;
         spp.draft_max = (int32_t)draft_max;
         spp.draft = draft;
-        spp.n_threads = (int32_t)threads;
-        spp.ngram_min = (int32_t)ngram_min;
-        spp.calibrate = calibrate;
+        spp.n_threads = threads;
+        spp.ngram_min = (int32_t)a.i[CLI_O_NGRAM_MIN];
+        spp.calibrate = !a.i[CLI_O_NO_CALIBRATE];
         spp.tree_width = (int32_t)draft_width;
         spp.tree_nodes = (int32_t)draft_tree;
         spp.draft_window = (int32_t)draft_window;
-        spp.draft_sink = draft_window ? (int32_t)(draft_sink >= 0 ? draft_sink : 4) : 0;
+        spp.draft_sink = draft_window ? (int32_t)draft_sink : 0;
         if (draft_width > 1 && sp.temp > 0.0f && spec_mode != BRISK_SPEC_NGRAM)
             fprintf(stderr, "brisk run: note: when sampling, only n-gram trees are verified (multi-candidate rejection "
                             "sampling); the draft model drafts chains\n");
@@ -293,12 +280,20 @@ int brisk_cmd_run(int argc, char **argv) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);
 
-    if (show_prompt) fwrite(prompt, 1, prompt_len, stdout);
+    gen_out g = {.ts = ts, .stop = &stop, .eog = a.i[CLI_O_IGNORE_EOS] ? &eog : NULL};
+    if (show_prompt) {
+        if (color) fputs("\033[33m", stdout);
+        fwrite(prompt, 1, prompt_len, stdout);
+        if (color) fputs("\033[0m", stdout);
+        g.out = cli_stdout_flush(C);
+    }
     int64_t n_gen = 0;
     const char *text;
     size_t len;
-    if (!spec) {
-        if (plain_generate(model, ctx, smp, ts, (int32_t)n_ids, n_predict, gen, &n_gen, &err)) goto fail;
+    if (g.out != CLI_STDOUT_OK) {
+        /* stdout is gone before the first token: nothing to generate for */
+    } else if (!spec) {
+        if (plain_generate(model, ctx, smp, &g, (int32_t)n_ids, n_predict, gen, &n_gen, &err)) goto fail;
     } else {
         bool done = n_predict == 0;
         while (!done) {
@@ -307,24 +302,29 @@ int brisk_cmd_run(int argc, char **argv) {
             for (int32_t j = 0; j < got && !done; j++) {
                 const int32_t tok = gen[n_gen++];
                 if (brisk_token_is_eog(model, tok)) { done = true; break; }
-                if (brisk_text_stream_push(ts, tok, &text, &len, &err)) goto fail;
-                fwrite(text, 1, len, stdout);
+                brisk_status st = BRISK_OK;
+                if (!emit(&g, tok, &st, &err)) done = true;
+                if (st) goto fail;
                 if (n_gen == n_predict) done = true;
             }
-            fflush(stdout);
+            if ((g.out = cli_stdout_flush(C)) != CLI_STDOUT_OK) done = true;
         }
     }
-    brisk_text_stream_flush(ts, &text, &len);
-    fwrite(text, 1, len, stdout);
-    fputc('\n', stdout);
-    fflush(stdout);
+    if (g.out == CLI_STDOUT_OK) {
+        brisk_text_stream_flush(ts, &text, &len);
+        fwrite(text, 1, len, stdout);
+        fputc('\n', stdout);
+        g.out = cli_stdout_flush(C);
+    }
+    if (g.out == CLI_STDOUT_FAILED) goto fail_quiet;
     clock_gettime(CLOCK_MONOTONIC, &t3);
 
     const double load_s = secs(&t0, &t1), pp_s = secs(&t1, &t2), tg_s = secs(&t2, &t3);
     const double tps = tg_s > 0 ? (double)n_gen / tg_s : 0.0;
-    fprintf(stderr, "\nbrisk run: load %.1f ms | prompt %zu tokens, %.2f tokens/s | generated %lld tokens, %.2f tokens/s | %s kernels, %d ctx\n",
+    fprintf(stderr, "\nbrisk run: load %.1f ms | prompt %zu tokens, %.2f tokens/s | generated %lld tokens, %.2f tokens/s | %s kernels, %d ctx%s\n",
             load_s * 1e3, n_ids, pp_s > 0 ? (double)n_ids / pp_s : 0.0, (long long)n_gen, tps,
-            brisk_context_isa(ctx), brisk_context_n_ctx(ctx));
+            brisk_context_isa(ctx), brisk_context_n_ctx(ctx),
+            g.reverse_hit ? " | stopped at a reverse prompt" : g.out == CLI_STDOUT_CLOSED ? " | stdout closed" : "");
     if (spec) {
         static const char *names[] = {"none", "draft", "ngram", "auto"};
         brisk_spec_stats ss;
@@ -362,7 +362,8 @@ int brisk_cmd_run(int argc, char **argv) {
         if (prefill(ctx, ids, n_ids, pos, seq, want, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
         clock_gettime(CLOCK_MONOTONIC, &c0);
-        if (plain_generate(model, ctx, smp, NULL, (int32_t)n_ids, n_predict, gen_plain, &n_plain, &err)) goto fail;
+        gen_out quiet = {0};
+        if (plain_generate(model, ctx, smp, &quiet, (int32_t)n_ids, n_predict, gen_plain, &n_plain, &err)) goto fail;
         clock_gettime(CLOCK_MONOTONIC, &c1);
         const double pt = secs(&c0, &c1), ptps = pt > 0 ? (double)n_plain / pt : 0.0;
         bool same = n_plain == n_gen;
@@ -379,15 +380,20 @@ int brisk_cmd_run(int argc, char **argv) {
         for (int64_t n = 1; n <= spec_cost; n++) fprintf(stderr, " %lld:%.3f", (long long)n, cost[n] * 1e3);
         fprintf(stderr, " ms\n");
     }
-    rc = 0;
+    rc = CLI_EXIT_OK;
 fail:
-    if (rc) fprintf(stderr, "brisk run: %s\n", err.msg);
-    free(file_buf); free(ids); free(pos); free(seq); free(want); free(gen); free(gen_plain);
+    if (rc) cli_fail(C, &err);
+fail_quiet:
+    free(file_buf); free(prompt_copy); free(ids); free(pos); free(seq); free(want); free(gen); free(gen_plain);
+    cli_stop_free(&stop);
+    cli_eog_free(&eog);
     brisk_spec_free(spec);
     brisk_text_stream_free(ts);
     brisk_sampler_free(smp);
     brisk_context_free(ctx);
     brisk_model_free(draft);
     brisk_model_free(model);
+out_args:
+    cli_args_free(&a);
     return rc;
 }

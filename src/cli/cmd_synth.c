@@ -7,23 +7,30 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: brisk synth --shape NAME --type TYPE -o OUT.gguf [--seed S]\n"
-            "\n"
-            "Writes a GGUF model with random weights (Gaussian, std 1/sqrt(fan_in)) and a\n"
-            "synthetic SentencePiece vocabulary, in the exact tensor shapes of a real model.\n"
-            "Norms and biases are F32; matrices and the embedding use TYPE. Free disk space is\n"
-            "checked before writing.\n"
-            "\n"
-            "  --shape NAME   one of:");
-    for (const brisk_synth_shape *s = brisk_synth_shapes(); s->name; s++) fprintf(f, " %s", s->name);
-    fprintf(f, "\n"
-               "  --type TYPE    F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K\n"
-               "  -o PATH        output file\n"
-               "  --seed S       RNG seed (default 1)\n");
-}
+static const cli_use synth_uses[] = {
+    {.id = CLI_O_SHAPE}, {.id = CLI_O_TYPE},
+    {.id = CLI_O_OUTPUT, .help = "output file: written beside it and renamed into place (a FIFO or device is refused; "
+                                 "'-' = stdout, /dev/null is written straight)"},
+    {.id = CLI_O_SEED, .def = "1", .help = "RNG seed of the weights; -1 = random (printed to stderr)"},
+    {.id = CLI_O_END},
+};
+
+static char synth_epilog[1024];
+
+static const cli_spec synth_spec = {
+    .name = "synth",
+    .usage = "--shape NAME --type TYPE -o OUT.gguf [--seed S]",
+    .about = "Writes a GGUF model with random weights (Gaussian, std 1/sqrt(fan_in)) and a\n"
+             "synthetic SentencePiece vocabulary, in the exact tensor shapes of a real model.\n"
+             "Norms and biases are F32; matrices and the embedding use TYPE. Free disk space is\n"
+             "checked before writing.\n",
+    .uses = synth_uses,
+    .epilog = synth_epilog,
+};
 
 static void show_progress(int done, int total, void *ud) {
     (void)ud;
@@ -32,21 +39,27 @@ static void show_progress(int done, int total, void *ud) {
 }
 
 int brisk_cmd_synth(int argc, char **argv) {
-    const char *shape = NULL, *type_name = NULL, *out = NULL, *v;
-    int64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
-        else if (!strcmp(a, "--shape")) { if (!cli_need_value("synth", argc, argv, &i, &shape)) return 2; }
-        else if (!strcmp(a, "--type")) { if (!cli_need_value("synth", argc, argv, &i, &type_name)) return 2; }
-        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) { if (!cli_need_value("synth", argc, argv, &i, &out)) return 2; }
-        else if (!strcmp(a, "--seed")) {
-            if (!cli_need_value("synth", argc, argv, &i, &v) || !cli_parse_int("synth", a, v, 0, INT64_MAX, &seed)) return 2;
-        } else return cli_unknown("synth", a);
+    size_t w = (size_t)snprintf(synth_epilog, sizeof synth_epilog, "shapes:");
+    for (const brisk_synth_shape *sh = brisk_synth_shapes(); sh->name && w < sizeof synth_epilog; sh++)
+        w += (size_t)snprintf(synth_epilog + w, sizeof synth_epilog - w, " %s", sh->name);
+    if (w < sizeof synth_epilog) snprintf(synth_epilog + w, sizeof synth_epilog - w, "\n");
+    cli_args a;
+    int code;
+    if (!cli_parse(&synth_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
+    const char *shape = a.s[CLI_O_SHAPE], *type_name = a.s[CLI_O_TYPE], *out = a.s[CLI_O_OUTPUT];
+    uint64_t seed = a.u[CLI_O_SEED];
+    cli_args_free(&a);
     if (!shape || !type_name || !out) {
         fprintf(stderr, "brisk synth: --shape, --type and -o are required (see brisk synth --help)\n");
         return 2;
+    }
+    if (seed == BRISK_SEED_RANDOM) {
+        if (getentropy(&seed, sizeof seed) != 0) seed = (uint64_t)time(NULL);
+        if (seed == BRISK_SEED_RANDOM) seed--;
+        fprintf(stderr, "brisk synth: seed: %llu\n", (unsigned long long)seed);
     }
     const brisk_synth_shape *s = brisk_synth_find(shape);
     if (!s) {
@@ -65,7 +78,14 @@ int brisk_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "brisk synth: shape %s cannot be stored as %s (rows are not whole blocks)\n", shape, type_name);
         return 2;
     }
-    const int64_t free_bytes = brisk_disk_free(out);
+    const bool straight = !strcmp(out, "-") || !strcmp(out, "/dev/null");
+    struct stat st;
+    if (!straight && stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
+        /* the writer refuses it too; say so before generating the weights */
+        fprintf(stderr, "brisk synth: %s: exists and is not a regular file; refusing to replace it (give a regular file, '-' or /dev/null)\n", out);
+        return 1;
+    }
+    const int64_t free_bytes = straight ? -1 : brisk_disk_free(out);
     if (free_bytes >= 0 && (uint64_t)free_bytes < need + (64u << 20)) {
         fprintf(stderr, "brisk synth: %s needs about %.1f MiB but only %.1f MiB are free there\n", out, (double)need / 1048576.0,
                 (double)free_bytes / 1048576.0);

@@ -11,26 +11,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *usage_text =
-    "usage: brisk template (-m MODEL.gguf | --chat-template FILE) --messages MESSAGES.json\n"
-    "                      [--add-generation-prompt] [--var NAME=JSON ...]\n"
-    "\n"
-    "Renders the chat template with the messages (a JSON array of {role, content,\n"
-    "tool_calls?, ...}) exactly as Hugging Face transformers' apply_chat_template\n"
-    "does with jinja2, and prints the result with no newline added.\n"
-    "\n"
-    "  -m MODEL                 use the model's tokenizer.chat_template; bos_token and\n"
-    "                           eos_token are the model's BOS/EOS token strings\n"
-    "  --chat-template FILE     use the Jinja template in FILE (bos_token/eos_token\n"
-    "                           default to \"\" unless given with --var)\n"
-    "  --messages FILE          the conversation, a JSON array ('-' reads stdin)\n"
-    "  --add-generation-prompt  end with the assistant turn header\n"
-    "  --var NAME=JSON          set a template variable, e.g. --var tools=@tools.json is\n"
-    "                           not supported: give JSON, e.g. --var enable_thinking=false,\n"
-    "                           --var 'bos_token=\"<s>\"'; repeatable, later wins\n"
-    "\n"
-    "tools and documents default to None, as in transformers. strftime_now() uses\n"
-    "the clock, or BRISK_TEMPLATE_NOW=YYYY-MM-DD[THH:MM:SS] when set.\n";
+static const cli_use tpl_uses[] = {
+    {.id = CLI_O_MODEL, .help = "use the model's tokenizer.chat_template; bos_token and eos_token are the model's BOS/EOS "
+                                "token strings"},
+    {.id = CLI_O_CHAT_TEMPLATE, .help = "use the Jinja template in FILE (bos_token/eos_token default to \"\" unless given "
+                                        "with --var)"},
+    {.id = CLI_O_MESSAGES}, {.id = CLI_O_ADD_GEN_PROMPT}, {.id = CLI_O_VAR}, {.id = CLI_O_MAX_INPUT},
+    {.id = CLI_O_END},
+};
+
+static const cli_spec tpl_spec = {
+    .name = "template",
+    .usage = "(-m MODEL.gguf | --chat-template FILE) --messages MESSAGES.json\n"
+             "                      [--add-generation-prompt] [--var NAME=JSON ...]",
+    .about = "Renders the chat template with the messages (a JSON array of {role, content,\n"
+             "tool_calls?, ...}) exactly as Hugging Face transformers' apply_chat_template\n"
+             "does with jinja2, and prints the result with no newline added.\n",
+    .uses = tpl_uses,
+    .epilog = "tools and documents default to None, as in transformers. strftime_now() uses\n"
+              "the clock, or BRISK_TEMPLATE_NOW=YYYY-MM-DD[THH:MM:SS] when set.\n",
+};
 
 #define CMD "template"
 
@@ -63,33 +63,6 @@ static brisk_status token_string(const brisk_gguf *g, const char *key, char **ou
     return BRISK_OK;
 }
 
-static brisk_status read_stdin(uint8_t **out, size_t *len, brisk_error *err) {
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap + 1);
-    if (!buf) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n, stdin)) > 0) {
-        n += r;
-        if (n == cap) {
-            uint8_t *nb = cap > ((size_t)1 << 32) ? NULL : realloc(buf, cap * 2 + 1);
-            if (!nb) {
-                free(buf);
-                return brisk_fail(err, BRISK_ERR_NOMEM, "stdin: too large");
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (ferror(stdin)) {
-        free(buf);
-        return brisk_fail(err, BRISK_ERR_IO, "stdin: read error");
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return BRISK_OK;
-}
-
 int brisk_cmd_template(int argc, char **argv) {
     const char *model = NULL, *tpl_path = NULL, *msg_path = NULL;
     bool agp = false;
@@ -106,48 +79,41 @@ int brisk_cmd_template(int argc, char **argv) {
         return 1;
     }
     json_t *user_vars = json_object();
+    cli_args a;
+    int code;
+    if (!cli_parse(&tpl_spec, argc, argv, &a, &code)) {
+        rc = code;
+        goto done;
+    }
     if (!user_vars) goto done;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            fputs(usage_text, stdout);
-            rc = 0;
-            goto done;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!cli_need_value(CMD, argc, argv, &i, &model)) { rc = 2; goto done; }
-        } else if (!strcmp(a, "--chat-template")) {
-            if (!cli_need_value(CMD, argc, argv, &i, &tpl_path)) { rc = 2; goto done; }
-        } else if (!strcmp(a, "--messages")) {
-            if (!cli_need_value(CMD, argc, argv, &i, &msg_path)) { rc = 2; goto done; }
-        } else if (!strcmp(a, "--add-generation-prompt")) {
-            agp = true;
-        } else if (!strcmp(a, "--var")) {
-            if (!cli_need_value(CMD, argc, argv, &i, &v)) { rc = 2; goto done; }
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v) {
-                fprintf(stderr, "brisk " CMD ": --var '%s': expected NAME=JSON\n", v);
-                rc = 2;
-                goto done;
-            }
-            json_error_t je;
-            json_t *jv = json_loads(eq + 1, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-            if (!jv) {
-                fprintf(stderr, "brisk " CMD ": --var %.*s: value is not JSON (%s); quote strings, e.g. --var '%.*s=\"text\"'\n",
-                        (int)(eq - v), v, je.text, (int)(eq - v), v);
-                rc = 2;
-                goto done;
-            }
-            char *name = strndup(v, (size_t)(eq - v));
-            if (!name || json_object_set_new(user_vars, name, jv)) {
-                free(name);
-                fprintf(stderr, "brisk " CMD ": --var: out of memory\n");
-                goto done;
-            }
-            free(name);
-        } else {
-            rc = cli_unknown(CMD, a);
+    model = a.s[CLI_O_MODEL];
+    tpl_path = a.s[CLI_O_CHAT_TEMPLATE];
+    msg_path = a.s[CLI_O_MESSAGES];
+    agp = a.i[CLI_O_ADD_GEN_PROMPT];
+    const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
+    for (int k = 0; k < a.n_list[CLI_O_VAR]; k++) {
+        const char *v = a.list[CLI_O_VAR][k];
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v) {
+            fprintf(stderr, "brisk " CMD ": --var '%s': expected NAME=JSON\n", v);
+            rc = 2;
             goto done;
         }
+        json_error_t je;
+        json_t *jv = json_loads(eq + 1, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        if (!jv) {
+            fprintf(stderr, "brisk " CMD ": --var %.*s: value is not JSON (%s); quote strings, e.g. --var '%.*s=\"text\"'\n",
+                    (int)(eq - v), v, je.text, (int)(eq - v), v);
+            rc = 2;
+            goto done;
+        }
+        char *name = strndup(v, (size_t)(eq - v));
+        if (!name || json_object_set_new(user_vars, name, jv)) {
+            free(name);
+            fprintf(stderr, "brisk " CMD ": --var: out of memory\n");
+            goto done;
+        }
+        free(name);
     }
     if (!!model == !!tpl_path) {
         fprintf(stderr, "brisk " CMD ": give exactly one of -m MODEL or --chat-template FILE (see brisk " CMD " --help)\n");
@@ -179,12 +145,15 @@ int brisk_cmd_template(int argc, char **argv) {
             goto done;
         }
     } else {
-        if (brisk_file_read(tpl_path, &tpl_file, &tpl_len, &err)) { rc = fail_msg("--chat-template", &err); goto done; }
+        if (cli_read_input(tpl_path, a.given[CLI_O_CHAT_TEMPLATE], max_input, &tpl_file, &tpl_len, &err)) {
+            rc = fail_msg("", &err);
+            goto done;
+        }
         src = (const char *)tpl_file;
         src_len = tpl_len;
     }
-    if (!strcmp(msg_path, "-") ? read_stdin(&msgs, &msgs_len, &err) : brisk_file_read(msg_path, &msgs, &msgs_len, &err)) {
-        rc = fail_msg("--messages", &err);
+    if (cli_read_input(msg_path, a.given[CLI_O_MESSAGES], max_input, &msgs, &msgs_len, &err)) {
+        rc = fail_msg("", &err);
         goto done;
     }
     if (memchr(msgs, 0, msgs_len)) {
@@ -213,11 +182,8 @@ int brisk_cmd_template(int argc, char **argv) {
     brisk_status st = brisk_template_render_ex(t, (const char *)msgs, extra, &opts, &out, &out_len, &err);
     if (st == BRISK_ERR_INVALID_ARG) { rc = fail_msg("--messages", &err); goto done; }
     if (st) { rc = fail_msg("", &err); goto done; }
-    if (fwrite(out, 1, out_len, stdout) != out_len || fflush(stdout)) {
-        fprintf(stderr, "brisk " CMD ": write error\n");
-        goto done;
-    }
-    rc = 0;
+    fwrite(out, 1, out_len, stdout);
+    rc = cli_stdout_finish(CMD, CLI_EXIT_OK);
 done:
     free(out);
     brisk_template_free(t);
@@ -229,5 +195,6 @@ done:
     brisk_gguf_close(g);
     json_decref(user_vars);
     json_decref(vars);
+    cli_args_free(&a);
     return rc;
 }

@@ -8,22 +8,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: brisk tokenize -m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--parse-special]\n"
-            "\n"
-            "Tokenize TEXT (or the bytes of FILE, exactly as they are) with MODEL's vocabulary.\n"
-            "\n"
-            "  -m, --model MODEL   GGUF file with tokenizer.ggml.* metadata\n"
-            "  -p, --prompt TEXT   text to tokenize (no escape processing)\n"
-            "  -f, --file FILE     tokenize this file's bytes (no newline added or removed)\n"
-            "      --ids           print only the ids, separated by spaces, on one line\n"
-            "      --no-bos        add no special tokens at all (no BOS/EOS/CLS/SEP)\n"
-            "      --parse-special recognise control tokens such as <|im_start|> written in the text\n"
-            "  -h, --help          this help\n"
-            "\n"
-            "Without --ids, each token is printed as `ID -> 'PIECE'` (control tokens show their text).\n");
-}
+static const cli_use tok_uses[] = {
+    {.id = CLI_O_MODEL, .help = "GGUF file with tokenizer.ggml.* metadata"},
+    {.id = CLI_O_PROMPT, .help = "text to tokenize (as is; -e processes escapes)"},
+    {.id = CLI_O_FILE, .help = "tokenize this file's bytes, no newline added or removed ('-' = stdin)"},
+    {.id = CLI_O_IDS}, {.id = CLI_O_NO_BOS, .help = "add no special tokens at all (no BOS/EOS/CLS/SEP)"},
+    {.id = CLI_O_PARSE_SPECIAL}, {.id = CLI_O_ESCAPE, .help = "process escapes (\\n \\t \\\\ \\xHH ...) in -p"},
+    {.id = CLI_O_MAX_INPUT},
+    {.id = CLI_O_END},
+};
+
+static const cli_spec tok_spec = {
+    .name = "tokenize",
+    .usage = "-m MODEL (-p TEXT | -f FILE) [--ids] [--no-bos] [--parse-special]",
+    .about = "Tokenize TEXT (or the bytes of FILE, exactly as they are) with MODEL's vocabulary.\n",
+    .uses = tok_uses,
+    .epilog = "Without --ids, each token is printed as `ID -> 'PIECE'` (control tokens show their text).\n",
+};
 
 /* Buffered output of many small writes. */
 typedef struct outbuf {
@@ -55,43 +56,40 @@ static void out_int(outbuf *o, int32_t x, int width) {
 
 int brisk_cmd_tokenize(int argc, char **argv) {
     const char *cmd = "tokenize";
-    const char *model = NULL, *prompt = NULL, *file = NULL;
-    bool ids_only = false, no_bos = false, parse_special = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!cli_need_value(cmd, argc, argv, &i, &model)) return 2;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            if (!cli_need_value(cmd, argc, argv, &i, &prompt)) return 2;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!cli_need_value(cmd, argc, argv, &i, &file)) return 2;
-        } else if (!strcmp(a, "--ids")) {
-            ids_only = true;
-        } else if (!strcmp(a, "--no-bos")) {
-            no_bos = true;
-        } else if (!strcmp(a, "--parse-special")) {
-            parse_special = true;
-        } else {
-            return cli_unknown(cmd, a);
-        }
+    cli_args a;
+    int code;
+    if (!cli_parse(&tok_spec, argc, argv, &a, &code)) {
+        cli_args_free(&a);
+        return code;
     }
+    const char *model = a.s[CLI_O_MODEL], *file = a.s[CLI_O_FILE];
+    const bool ids_only = a.i[CLI_O_IDS], no_bos = a.i[CLI_O_NO_BOS], parse_special = a.i[CLI_O_PARSE_SPECIAL];
+    char *prompt = a.s[CLI_O_PROMPT] ? strdup(a.s[CLI_O_PROMPT]) : NULL;
+    size_t prompt_len = prompt ? strlen(prompt) : 0;
+    if (prompt && a.i[CLI_O_ESCAPE]) cli_unescape(prompt, &prompt_len);
+    const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
+    char file_flag[32];
+    snprintf(file_flag, sizeof file_flag, "%s", a.given[CLI_O_FILE]);
+    const bool have_prompt = a.s[CLI_O_PROMPT] != NULL;
+    cli_args_free(&a);
     if (!model) {
-        fprintf(stderr, "brisk tokenize: -m MODEL is required (see brisk tokenize --help)\n");
-        return 2;
+        free(prompt);
+        return cli_usage(cmd, "-m MODEL is required (see brisk tokenize --help)");
     }
-    if (!prompt == !file) {
-        fprintf(stderr, "brisk tokenize: give exactly one of -p TEXT or -f FILE (see brisk tokenize --help)\n");
-        return 2;
+    if (!have_prompt == !file) {
+        free(prompt);
+        return cli_usage(cmd, "give exactly one of -p TEXT or -f FILE (see brisk tokenize --help)");
+    }
+    if (have_prompt && !prompt) {
+        fprintf(stderr, "brisk tokenize: out of memory\n");
+        return 1;
     }
 
     brisk_error err = {0};
     uint8_t *text = NULL;
     size_t len = 0;
     if (file) {
-        if (brisk_file_read(file, &text, &len, &err) != BRISK_OK) {
+        if (cli_read_input(file, file_flag, max_input, &text, &len, &err) != BRISK_OK) {
             fprintf(stderr, "brisk tokenize: %s\n", err.msg);
             return 1;
         }
@@ -114,7 +112,7 @@ int brisk_cmd_tokenize(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     const char *src = file ? (const char *)text : prompt;
-    size_t src_len = file ? len : strlen(prompt);
+    size_t src_len = file ? len : prompt_len;
     if (brisk_tokenize(v, src, src_len, opts, &ids, &n, &err) != BRISK_OK) {
         fprintf(stderr, "brisk tokenize: %s\n", err.msg);
         goto done;
@@ -144,8 +142,7 @@ int brisk_cmd_tokenize(int argc, char **argv) {
     }
     if (ids_only) out_write(o, "\n", 1);
     out_flush(o);
-    rc = (o->failed || fflush(stdout) != 0) ? 1 : 0;
-    if (rc) fprintf(stderr, "brisk tokenize: write to stdout failed\n");
+    rc = cli_stdout_finish(cmd, CLI_EXIT_OK);
     free(o);
     free(piece);
     free(ids);
@@ -153,5 +150,6 @@ done:
     brisk_vocab_free(v);
     brisk_gguf_close(g);
     free(text);
+    free(prompt);
     return rc;
 }

@@ -168,7 +168,10 @@ brisk_status brisk_gguf_writer_copy_kv(brisk_gguf_writer *w, const brisk_gguf *g
 brisk_status brisk_gguf_writer_add_tensor(brisk_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne, const void *data, size_t nbytes, brisk_error *err);
 /* As add_tensor, but data is borrowed: it must stay valid until the last write/write_mem. */
 brisk_status brisk_gguf_writer_add_tensor_borrowed(brisk_gguf_writer *w, const char *name, uint32_t type, uint32_t n_dims, const int64_t *ne, const void *data, size_t nbytes, brisk_error *err);
-/* Write to path atomically: a temporary file beside it, fsync'd, then renamed. */
+/* Write to path atomically: a temporary file beside it, fsync'd, then renamed.
+ * A target that exists and is not a regular file is refused (a FIFO or a
+ * device is never replaced); "-" writes to stdout and /dev/null is written
+ * straight. */
 brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, brisk_error *err);
 /* Write to memory (malloc'd; caller frees) — used by tests and fuzz seeds. */
 brisk_status brisk_gguf_writer_write_mem(brisk_gguf_writer *w, uint8_t **out, size_t *len, brisk_error *err);

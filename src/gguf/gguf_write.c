@@ -585,25 +585,69 @@ brisk_status brisk_gguf_writer_write_mem(brisk_gguf_writer *w, uint8_t **out, si
     return BRISK_OK;
 }
 
+/* Write the file straight to an open stream ('-' = stdout, /dev/null). */
+static brisk_status write_straight(brisk_gguf_writer *w, FILE *f, const char *path, brisk_error *err) {
+    sink s = {.f = f};
+    errno = 0;
+    emit_file(w, &s);
+    if (s.fail) return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(s.err_no));
+    if (fflush(f) != 0) return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return BRISK_OK;
+}
+
 brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, brisk_error *err) {
     if (!w || !path) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "gguf writer: NULL argument");
     size_t total = 0;
     brisk_status st = file_size(w, &total, err);
     if (st) return st;
-    int64_t avail = brisk_disk_free(path);
-    if (avail >= 0 && (uint64_t)avail < total)
+    if (!strcmp(path, "-")) return write_straight(w, stdout, "stdout", err);
+    /* only a regular file is replaced: renaming over a FIFO or a device node
+     * would swap it for a regular file; /dev/null is written straight */
+    struct stat ts, ns;
+    char *resolved = NULL;
+    const char *target = path;
+    if (stat(path, &ts) == 0) {
+        if (S_ISCHR(ts.st_mode) && stat("/dev/null", &ns) == 0 && ts.st_rdev == ns.st_rdev) {
+            FILE *f = fopen(path, "wb");
+            if (!f) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+            st = write_straight(w, f, path, err);
+            if (fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+            return st;
+        }
+        if (!S_ISREG(ts.st_mode))
+            return brisk_fail(err, BRISK_ERR_IO, "%s: is %s; refusing to replace it (give a regular file, '-' or /dev/null)", path,
+                              S_ISDIR(ts.st_mode) ? "a directory" : S_ISFIFO(ts.st_mode) ? "a FIFO"
+                              : S_ISCHR(ts.st_mode) || S_ISBLK(ts.st_mode) ? "a device" : "not a regular file");
+        struct stat ls;
+        if (lstat(path, &ls) == 0 && S_ISLNK(ls.st_mode)) {
+            /* a link to a file: replace the file it names, keep the link */
+            if (!(resolved = realpath(path, NULL)))
+                return brisk_fail(err, BRISK_ERR_IO, "%s: cannot resolve the link: %s", path, strerror(errno));
+            target = resolved;
+        }
+    } else if (errno != ENOENT) {
+        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    int64_t avail = brisk_disk_free(target);
+    if (avail >= 0 && (uint64_t)avail < total) {
+        free(resolved);
         return brisk_fail(err, BRISK_ERR_IO, "%s: needs %zu bytes but only %" PRId64 " are free on its filesystem",
                           path, total, avail);
+    }
     /* write beside the target, then rename: a reader never sees a half file */
-    size_t plen = strlen(path);
+    size_t plen = strlen(target);
     char *tmp = malloc(plen + 16);
-    if (!tmp) return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
+    if (!tmp) {
+        free(resolved);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", target);
     FILE *f = NULL;
     int fd = mkstemp(tmp);
     if (fd < 0) {
         st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
         free(tmp);
+        free(resolved);
         return st;
     }
     if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
@@ -628,14 +672,16 @@ brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, bri
         st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
         goto fail;
     }
-    if (rename(tmp, path) != 0) {
+    if (rename(tmp, target) != 0) {
         st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
         goto fail;
     }
     free(tmp);
+    free(resolved);
     return BRISK_OK;
 fail:
     unlink(tmp);
     free(tmp);
+    free(resolved);
     return st;
 }

@@ -147,7 +147,7 @@ static brisk_status tuple2(tpl_ctx *c, tpl_value x, tpl_value y, tpl_value *out)
 static brisk_status len_of(tpl_ctx *c, const tpl_value *v, int64_t *out) {
     switch ((tpl_type)v->type) {
     case TPL_UNDEF: *out = 0; return BRISK_OK;
-    case TPL_STR: *out = (int64_t)tpl_utf8_len(v->u.s); return BRISK_OK;
+    case TPL_STR: *out = (int64_t)tpl_utf8_len(v->u.s); return tpl_charge(c, v->u.s.n / 8);
     case TPL_DICT: *out = (int64_t)v->u.dict->n; return BRISK_OK;
     case TPL_LIST:
         if (v->u.list->kind != TPL_LK_GEN) {
@@ -167,6 +167,8 @@ static brisk_status attr_get(tpl_ctx *c, const tpl_value *item, const tpl_value 
     if (attribute->type != TPL_STR) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "an attribute argument of type %s", tpl_type_name(attribute));
     tpl_str s = attribute->u.s;
     tpl_value cur = *item;
+    brisk_status st0 = tpl_charge(c, s.n / 64);
+    if (st0) return st0;
     size_t start = 0;
     for (size_t i = 0; i <= s.n; i++) {
         if (i < s.n && s.p[i] != '.') continue;
@@ -203,6 +205,7 @@ static brisk_status msort(tpl_ctx *c, const tpl_value *keys, size_t *idx, size_t
     if ((st = msort(c, keys, idx, tmp, h, reverse)) || (st = msort(c, keys, idx + h, tmp, n - h, reverse))) return st;
     size_t i = 0, j = h, k = 0;
     char msg[200];
+    if ((st = tpl_charge(c, n))) return st;   /* the merge's moves */
     while (i < h && j < n) {
         bool lt;
         /* take from the right only when strictly before the left (stability) */
@@ -210,7 +213,11 @@ static brisk_status msort(tpl_ctx *c, const tpl_value *keys, size_t *idx, size_t
         if (reverse) x = &keys[idx[i]], y = &keys[idx[j]];
         if (x->type == TPL_UNDEF) return tpl_undef_fail(c, x);
         if (y->type == TPL_UNDEF) return tpl_undef_fail(c, y);
-        if (!tpl_lt(x, y, &lt, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+        tpl_walk w;
+        tpl_walk_begin(c, &w);
+        bool ok = tpl_walk_charge(&w, 1) && tpl_lt(x, y, &lt, msg, sizeof msg, &w);
+        if ((st = tpl_walk_end(c, &w, "comparison"))) return st;
+        if (!ok) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
         tmp[k++] = lt ? idx[j++] : idx[i++];
     }
     while (i < h) tmp[k++] = idx[i++];
@@ -285,8 +292,7 @@ brisk_status tpl_run_test(tpl_ctx *c, int id, const tpl_value *v, const tpl_args
         /* value % 2 == 1 / value % 2 == 0 / value % num == 0, with Python's % */
         tpl_value two = tpl_int(2), r, want = tpl_int(id == TE_ODD ? 1 : 0);
         if ((st = tpl_arith(c, TPL_OP_MOD, v, id == TE_DIVISIBLEBY ? other : &two, &r))) return st;
-        *out = tpl_eq(&r, &want, 0);
-        return BRISK_OK;
+        return tpl_equal(c, &r, &want, out);
     }
     case TE_LOWER: case TE_UPPER: {
         tpl_str s;
@@ -294,16 +300,18 @@ brisk_status tpl_run_test(tpl_ctx *c, int id, const tpl_value *v, const tpl_args
         return cased_check(c, s, id == TE_UPPER, out);
     }
     case TE_IN: return tpl_contains(c, v, other, out);
-    case TE_EQ: *out = tpl_eq(v, other, 0); return BRISK_OK;
-    case TE_NE: *out = !tpl_eq(v, other, 0); return BRISK_OK;
+    case TE_EQ: return tpl_equal(c, v, other, out);
+    case TE_NE:
+        st = tpl_equal(c, v, other, out);
+        *out = !*out;
+        return st;
     case TE_LT: case TE_GT: case TE_LE: case TE_GE: {
         if (v->type == TPL_UNDEF) return tpl_undef_fail(c, v);
         if (other->type == TPL_UNDEF) return tpl_undef_fail(c, other);
         bool lt;
-        char msg[200];
         const tpl_value *x = v, *y = other;
         if (id == TE_GT || id == TE_LE) x = other, y = v;   /* x < y */
-        if (!tpl_lt(x, y, &lt, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+        if ((st = tpl_less(c, x, y, &lt))) return st;
         /* lt is v < other for LT/GE and other < v for GT/LE */
         *out = id == TE_LT || id == TE_GT ? lt : !lt;
         if (*out && (id == TE_LE || id == TE_GE) &&
@@ -397,11 +405,19 @@ static brisk_status f_tojson(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
     }
     tpl_buf b = {.limit = c->max_output};
     char msg[200] = "";
-    if (!tpl_json_dump(&b, v, &o, 0, msg, sizeof msg)) {
+    tpl_walk w;
+    tpl_walk_begin(c, &w);
+    bool ok = tpl_json_dump(&b, v, &o, 0, msg, sizeof msg, &w);
+    if ((st = tpl_walk_end(c, &w, "tojson")) || (!ok && (st = BRISK_ERR_CAPACITY))) {
         bool over = b.over;
         tpl_buf_free(&b);
+        if (w.fail) return st;
         if (over || !msg[0]) return tpl_fail(c, BRISK_ERR_CAPACITY, "output limit exceeded (%zu bytes)", c->max_output);
         return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+    }
+    if ((st = tpl_charge(c, b.n / 64))) {
+        tpl_buf_free(&b);
+        return st;
     }
     tpl_str r = tpl_str_dup(&c->arena, b.p ? b.p : "", b.n);
     tpl_buf_free(&b);
@@ -424,6 +440,7 @@ static brisk_status f_join(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tp
         if (arg[1] && arg[1]->type != TPL_NONE && (st = attr_get(c, &items[i], arg[1], &item))) goto fail;
         tpl_str s;
         if ((st = tpl_stringify(c, &item, &s))) goto fail;
+        if ((st = tpl_charge(c, 1 + (s.n + sep.n) / 64))) goto fail;
         if (i) tpl_buf_put(&b, sep.p, sep.n);
         tpl_buf_put(&b, s.p, s.n);
     }
@@ -464,6 +481,7 @@ static brisk_status f_indent(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
         return tpl_fail(c, BRISK_ERR_TEMPLATE, "unsupported operand type(s) for +=: '%s' and 'str'", tpl_type_name(v));
     }
     tpl_str s = v->u.s;
+    if ((st = tpl_charge(c, s.n / 8))) return st;
     /* lines = (s + "\n").splitlines(): every line break ends a line, and the text after
      * the last one (possibly empty) is the last line */
     tpl_buf b = {.limit = c->max_output};
@@ -720,7 +738,6 @@ static brisk_status f_minmax(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
     if (n == 0) return tpl_make_undef_hint(c, out, "No aggregated item, sequence was empty.");
     size_t best = 0;
     tpl_value bestk;
-    char msg[200];
     for (size_t i = 0; i < n; i++) {
         tpl_value k = items[i];
         if (arg[1] && arg[1]->type != TPL_NONE && (st = attr_get(c, &items[i], arg[1], &k))) return st;
@@ -731,7 +748,7 @@ static brisk_status f_minmax(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
         }
         bool better;
         if (k.type == TPL_UNDEF) return tpl_undef_fail(c, &k);
-        if (!tpl_lt(max ? &bestk : &k, max ? &k : &bestk, &better, msg, sizeof msg)) return tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+        if ((st = tpl_charge(c, 1)) || (st = tpl_less(c, max ? &bestk : &k, max ? &k : &bestk, &better))) return st;
         if (better) {
             best = i;
             bestk = k;
@@ -760,7 +777,7 @@ static brisk_status f_map(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl
         if ((st = tpl_iterate(c, v, &items, &n))) return st;
         for (size_t i = 0; i < n; i++) {
             tpl_value r;
-            if ((st = attr_get(c, &items[i], attribute, &r))) return st;
+            if ((st = tpl_charge(c, 1)) || (st = attr_get(c, &items[i], attribute, &r))) return st;
             if (dflt && dflt->type != TPL_NONE && r.type == TPL_UNDEF) r = *dflt;
             if ((st = push(c, g, r))) return st;
         }
@@ -776,7 +793,7 @@ static brisk_status f_map(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl
         if ((st = tpl_iterate(c, v, &items, &n))) return st;
         for (size_t i = 0; i < n; i++) {
             tpl_value r;
-            if ((st = tpl_call_builtin(c, id, &items[i], &rest, &r)) || (st = push(c, g, r))) return st;
+            if ((st = tpl_charge(c, 1)) || (st = tpl_call_builtin(c, id, &items[i], &rest, &r)) || (st = push(c, g, r))) return st;
         }
     }
     *out = tpl_listv(g);
@@ -805,6 +822,7 @@ static brisk_status f_select(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
     if ((st = tpl_iterate(c, v, &items, &n))) return st;
     for (size_t i = 0; i < n; i++) {
         tpl_value x = items[i];
+        if ((st = tpl_charge(c, 1))) return st;
         if (attribute && (st = attr_get(c, &items[i], attribute, &x))) return st;
         bool keep;
         if (test) {
@@ -826,20 +844,18 @@ static brisk_status f_unique(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
     const tpl_value *items = NULL;
     size_t n = 0;
     if ((st = tpl_iterate(c, v, &items, &n))) return st;
-    tpl_value *seen = tpl_alloc_array(&c->arena, n ? n : 1, sizeof *seen);
+    /* jinja2 keeps a set of the keys seen: a hashed dict here, O(1) per item */
+    tpl_dict *seen = tpl_dict_new(&c->arena, 0);
     if (!seen) return tpl_nomem(c);
-    size_t ns = 0;
     for (size_t i = 0; i < n; i++) {
         tpl_value k = items[i];
+        if ((st = tpl_charge(c, 1))) return st;
         if (arg[1] && arg[1]->type != TPL_NONE && (st = attr_get(c, &items[i], arg[1], &k))) return st;
         if (!cs && (st = ignore_case(c, &k))) return st;
-        if (!tpl_hashable(&k))
-            return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(&k));
-        bool dup = false;
-        for (size_t j = 0; j < ns && !dup; j++) dup = tpl_eq(&seen[j], &k, 0);
+        const tpl_value *dup;
+        if ((st = tpl_dict_lookup(c, seen, &k, &dup))) return st;
         if (dup) continue;
-        seen[ns++] = k;
-        if ((st = push(c, g, items[i]))) return st;
+        if ((st = tpl_dict_insert(c, seen, k, tpl_none())) || (st = push(c, g, items[i]))) return st;
     }
     *out = tpl_listv(g);
     return BRISK_OK;
@@ -848,9 +864,7 @@ static brisk_status f_unique(tpl_ctx *c, const tpl_value *v, const tpl_args *a, 
 static brisk_status f_reverse(tpl_ctx *c, const tpl_value *v, tpl_value *out) {
     brisk_status st;
     if (v->type == TPL_STR) {
-        tpl_value none = tpl_none(), step = tpl_int(-1);
-        (void)none;
-        (void)step;
+        if ((st = tpl_charge(c, v->u.s.n / 8))) return st;
         tpl_buf b = {.limit = c->max_output};
         size_t i = v->u.s.n;
         while (i > 0) {
@@ -870,6 +884,7 @@ static brisk_status f_reverse(tpl_ctx *c, const tpl_value *v, tpl_value *out) {
     const tpl_value *items = NULL;
     size_t n = 0;
     if ((st = tpl_iterate(c, v, &items, &n))) return st;
+    if ((st = tpl_charge(c, n))) return st;
     tpl_list *r = new_list(c, n, lazy ? TPL_LK_GEN : TPL_LK_LIST);
     if (!r) return tpl_nomem(c);
     for (size_t i = 0; i < n; i++) r->v[i] = items[n - 1 - i];
@@ -885,6 +900,7 @@ static brisk_status f_sum(tpl_ctx *c, const tpl_value *v, const tpl_args *a, tpl
     const tpl_value *items = NULL;
     size_t n = 0;
     if ((st = tpl_iterate(c, v, &items, &n))) return st;
+    if ((st = tpl_charge(c, n))) return st;
     for (size_t i = 0; i < n; i++) {
         tpl_value x = items[i];
         if (arg[0] && arg[0]->type != TPL_NONE && (st = attr_get(c, &items[i], arg[0], &x))) return st;
@@ -912,7 +928,7 @@ static brisk_status f_escape(tpl_ctx *c, const tpl_value *v, bool force, tpl_val
     }
     tpl_str s;
     brisk_status st = tpl_stringify(c, v, &s);
-    if (st) return st;
+    if (st || (st = tpl_charge(c, s.n / 8))) return st;
     size_t extra = 0;
     for (size_t i = 0; i < s.n; i++) extra += strchr("&<>\"'", s.p[i]) && s.p[i] ? 5 : 0;
     char *d = tpl_alloc(&c->arena, s.n + extra + 1);
@@ -995,6 +1011,7 @@ static brisk_status f_truncate(tpl_ctx *c, const tpl_value *v, const tpl_args *a
     if (arg[2] && (st = tpl_stringify(c, arg[2], &end))) return st;
     if (v->type != TPL_STR) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "truncate of a %s", tpl_type_name(v));
     tpl_str s = v->u.s;
+    if ((st = tpl_charge(c, (s.n + end.n) / 8))) return st;
     int64_t endlen = (int64_t)tpl_utf8_len(end), len = (int64_t)tpl_utf8_len(s);
     if (length < endlen) return tpl_fail(c, BRISK_ERR_TEMPLATE, "expected length >= %lld, got %lld", (long long)endlen, (long long)length);
     if (leeway < 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "expected leeway >= 0, got %lld", (long long)leeway);
@@ -1062,8 +1079,10 @@ static brisk_status g_dict(tpl_ctx *c, const tpl_args *a, bool ns, tpl_value *ou
     if (a->npos == 1) {
         const tpl_value *src = &a->pos[0];
         if (src->type == TPL_DICT || src->type == TPL_NS) {
-            for (size_t i = 0; i < src->u.dict->n; i++)
-                if (!tpl_dict_set(&c->arena, d, src->u.dict->k[i], src->u.dict->v[i])) return tpl_nomem(c);
+            if ((st = tpl_charge(c, src->u.dict->n))) return st;
+            tpl_dict *copy = tpl_dict_copy(&c->arena, src->u.dict);
+            if (!copy) return tpl_nomem(c);
+            d = copy;
         } else {
             const tpl_value *items = NULL;
             size_t n = 0;
@@ -1076,12 +1095,12 @@ static brisk_status g_dict(tpl_ctx *c, const tpl_args *a, bool ns, tpl_value *ou
                 if ((st = tpl_iterate(c, &items[i], &pair, &pn))) return st;
                 if (pn != 2)
                     return tpl_fail(c, BRISK_ERR_TEMPLATE, "dictionary update sequence element #%zu has length %zu; 2 is required", i, pn);
-                if (!tpl_dict_set(&c->arena, d, pair[0], pair[1])) return tpl_nomem(c);
+                if ((st = tpl_dict_insert(c, d, pair[0], pair[1]))) return st;
             }
         }
     }
     for (size_t k = 0; k < a->nkw; k++)
-        if (!tpl_dict_set(&c->arena, d, tpl_strv(a->kwnames[k]), a->kw[k])) return tpl_nomem(c);
+        if (!tpl_dict_puts(&c->arena, d, a->kwnames[k], a->kw[k])) return tpl_nomem(c);
     *out = tpl_dictv(d);
     if (ns) out->type = TPL_NS;
     return BRISK_OK;
@@ -1212,7 +1231,7 @@ static brisk_status call_filter(tpl_ctx *c, int id, const tpl_value *v, const tp
     case FI_LIST: {
         const tpl_value *items = NULL;
         size_t cnt = 0;
-        if ((st = tpl_iterate(c, v, &items, &cnt))) return st;
+        if ((st = tpl_iterate(c, v, &items, &cnt)) || (st = tpl_charge(c, cnt))) return st;
         tpl_list *l = new_list(c, cnt, TPL_LK_LIST);
         if (!l) return tpl_nomem(c);
         if (cnt) memcpy(l->v, items, cnt * sizeof *items);

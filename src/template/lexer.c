@@ -207,7 +207,7 @@ static const char ops1[] = "+-/*%~[](){}><=.:|,;";
 
 /* Tokens inside {{ }} or {% %} up to and including the end marker. */
 static brisk_status lex_tag(lexer *lx, size_t p, bool block) {
-    char balance[256];
+    char balance[TPL_MAX_NEST / 2];   /* the parser's nesting limit (parser.c) */
     int depth = 0;
     brisk_status st;
     for (;;) {
@@ -292,7 +292,7 @@ static brisk_status lex_tag(lexer *lx, size_t p, bool block) {
         }
         if (oplen == 1) {
             if (c == '(' || c == '[' || c == '{') {
-                if (depth >= (int)sizeof balance) return lex_fail(lx, "brackets nested too deeply");
+                if (depth >= (int)sizeof balance) return lex_fail(lx, "brackets nested deeper than %d levels", (int)sizeof balance);
                 balance[depth++] = c == '(' ? ')' : c == '[' ? ']' : '}';
             } else if (c == ')' || c == ']' || c == '}') {
                 if (depth == 0) return lex_fail(lx, "unexpected '%c'", c);

@@ -269,10 +269,24 @@ static const char *find_bytes(tpl_str h, tpl_str n, size_t from) {
     return memmem(h.p + from, h.n - from, n.p, n.n);
 }
 
-static const char *rfind_bytes(tpl_str h, tpl_str n) {
+/* The last occurrence of n in h. Candidates are found with memrchr and each
+ * costs a memcmp of up to n.n bytes, so the worst case is |h|·|n| byte
+ * compares: *cost grows by the work done, in budget units (tpl_charge). */
+static const char *rfind_bytes(tpl_str h, tpl_str n, uint64_t *cost) {
     if (n.n > h.n) return NULL;
-    for (size_t i = h.n - n.n + 1; i-- > 0;)
-        if (memcmp(h.p + i, n.p, n.n) == 0) return h.p + i;
+    if (n.n == 0) return h.p + h.n;
+    size_t end = h.n - n.n + 1;   /* candidate starts are [0, end) */
+    while (end > 0) {
+        const char *p = memrchr(h.p, (unsigned char)n.p[0], end);
+        if (!p) {
+            *cost += end / 64;
+            return NULL;
+        }
+        size_t i = (size_t)(p - h.p);
+        *cost += (end - i) / 64 + 1 + n.n / 64;
+        if (memcmp(p, n.p, n.n) == 0) return p;
+        end = i;
+    }
     return NULL;
 }
 
@@ -361,9 +375,12 @@ static brisk_status do_split(tpl_ctx *c, const tpl_value *self, const tpl_args *
         /* collect from the right, then reverse */
         size_t end = s.n;
         int64_t splits = 0;
+        uint64_t cost = 0;
         while (maxsplit < 0 || splits < maxsplit) {
             tpl_str head = {s.p, end};
-            const char *hit = rfind_bytes(head, sep);
+            const char *hit = rfind_bytes(head, sep, &cost);
+            if ((st = tpl_charge(c, cost))) return st;
+            cost = 0;
             if (!hit) break;
             size_t at = (size_t)(hit - s.p);
             if ((st = push_slice(c, l, s, at + sep.n, end, self))) return st;
@@ -497,7 +514,9 @@ static brisk_status do_find(tpl_ctx *c, const tpl_value *self, const tpl_args *a
         return BRISK_OK;
     }
     bool rev = id == M_RFIND || id == M_RINDEX;
-    const char *hit = rev ? rfind_bytes(s, sub) : find_bytes(s, sub, 0);
+    uint64_t cost = 0;
+    const char *hit = rev ? rfind_bytes(s, sub, &cost) : find_bytes(s, sub, 0);
+    if ((st = tpl_charge(c, cost))) return st;
     if (!hit) {
         if (id == M_INDEX || id == M_RINDEX) return tpl_fail(c, BRISK_ERR_TEMPLATE, "substring not found");
         *out = tpl_int(-1);
@@ -548,7 +567,9 @@ static brisk_status do_partition(tpl_ctx *c, const tpl_value *self, const tpl_ar
     tpl_str s = self->u.s, sep = {0};
     if ((st = want_str(c, arg[0], "partition() argument", &sep))) return st;
     if (sep.n == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "empty separator");
-    const char *hit = rev ? rfind_bytes(s, sep) : find_bytes(s, sep, 0);
+    uint64_t cost = 0;
+    const char *hit = rev ? rfind_bytes(s, sep, &cost) : find_bytes(s, sep, 0);
+    if ((st = tpl_charge(c, cost))) return st;
     tpl_list *t = tpl_list_new(&c->arena, 3, TPL_LK_TUPLE);
     if (!t) return tpl_nomem(c);
     size_t at, e;
@@ -698,9 +719,25 @@ static brisk_status do_is(tpl_ctx *c, const tpl_value *self, int id, tpl_value *
     return BRISK_OK;
 }
 
+/* The bytes a str method reads besides self: its string arguments (strip's
+ * chars are scanned once per code point of self). */
+static uint64_t str_args_cost(const tpl_value *self, int id, const tpl_args *a) {
+    uint64_t n = 0;
+    for (size_t i = 0; i < a->npos + a->nkw; i++) {
+        const tpl_value *v = i < a->npos ? &a->pos[i] : &a->kw[i - a->npos];
+        if (v->type == TPL_STR) n += v->u.s.n;
+    }
+    if ((id == M_STRIP || id == M_LSTRIP || id == M_RSTRIP) && n) n *= self->u.s.n;
+    return n;
+}
+
 static brisk_status call_str(tpl_ctx *c, int id, const tpl_value *self, const tpl_args *a, tpl_value *out) {
     brisk_status st;
     tpl_str s = self->u.s, r;
+    /* every method walks self once, most code point by code point (rfind-style
+     * searches are charged per candidate on top; see rfind_bytes) */
+    uint64_t cost = 1 + (s.n + str_args_cost(self, id, a)) / 8;
+    if ((st = tpl_charge(c, cost))) return st;
     switch (id) {
     case M_STRIP: return do_strip(c, self, a, true, true, out);
     case M_LSTRIP: return do_strip(c, self, a, true, false, out);
@@ -844,6 +881,7 @@ brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tp
         switch (id) {
         case M_LIST_COPY: {
             if (a->npos || a->nkw) return tpl_fail(c, BRISK_ERR_TEMPLATE, "copy() takes no arguments");
+            if ((st = tpl_charge(c, l->n))) return st;
             tpl_list *r = tpl_list_new(&c->arena, l->n, TPL_LK_LIST);
             if (!r) return tpl_nomem(c);
             if (l->n) memcpy(r->v, l->v, l->n * sizeof *l->v);
@@ -854,14 +892,17 @@ brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tp
         case M_LIST_COUNT: case M_LIST_INDEX: {
             if (a->npos != 1 || a->nkw) return tpl_fail(c, BRISK_ERR_UNSUPPORTED, "list.%s with other than one argument", id == M_LIST_COUNT ? "count" : "index");
             int64_t n = 0;
-            for (size_t i = 0; i < l->n; i++)
-                if (tpl_eq(&l->v[i], &a->pos[0], 0)) {
+            for (size_t i = 0; i < l->n; i++) {
+                bool eq;
+                if ((st = tpl_charge(c, 1)) || (st = tpl_equal(c, &l->v[i], &a->pos[0], &eq))) return st;
+                if (eq) {
                     if (id == M_LIST_INDEX) {
                         *out = tpl_int((int64_t)i);
                         return BRISK_OK;
                     }
                     n++;
                 }
+            }
             if (id == M_LIST_INDEX) {
                 tpl_buf b = {.limit = 200};
                 char msg[64];
@@ -880,6 +921,7 @@ brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tp
             if (l->n == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "pop from empty list");
             if (i < 0) i += (int64_t)l->n;
             if (i < 0 || (size_t)i >= l->n) return tpl_fail(c, BRISK_ERR_TEMPLATE, "pop index out of range");
+            if ((st = tpl_charge(c, l->n - (size_t)i))) return st;   /* the move */
             *out = l->v[i];
             memmove(&l->v[i], &l->v[i + 1], (l->n - (size_t)i - 1) * sizeof *l->v);
             l->n--;
@@ -893,22 +935,16 @@ brisk_status tpl_call_method(tpl_ctx *c, int id, const tpl_value *self, const tp
     if (id == M_DICT_GET) {
         if (a->nkw) return tpl_fail(c, BRISK_ERR_TEMPLATE, "get() takes no keyword arguments");
         if (a->npos < 1 || a->npos > 2) return tpl_fail(c, BRISK_ERR_TEMPLATE, "get expected at most 2 arguments, got %zu", a->npos);
-        const tpl_value *k = &a->pos[0];
-        if (!tpl_hashable(k))
-            return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(k));
-        const tpl_value *v = tpl_dict_get(d, k);
+        const tpl_value *v;
+        if ((st = tpl_dict_lookup(c, d, &a->pos[0], &v))) return st;
         *out = v ? *v : a->npos == 2 ? a->pos[1] : tpl_none();
         return BRISK_OK;
     }
     if (a->npos || a->nkw) return tpl_fail(c, BRISK_ERR_TEMPLATE, "dict method takes no arguments");
+    if ((st = tpl_charge(c, d->n))) return st;   /* a copy or a view of every entry */
     if (id == M_DICT_COPY) {
-        tpl_dict *r = tpl_dict_new(&c->arena, d->n);
+        tpl_dict *r = tpl_dict_copy(&c->arena, d);
         if (!r) return tpl_nomem(c);
-        if (d->n) {
-            memcpy(r->k, d->k, d->n * sizeof *d->k);
-            memcpy(r->v, d->v, d->n * sizeof *d->v);
-        }
-        r->n = d->n;
         *out = tpl_dictv(r);
         return BRISK_OK;
     }

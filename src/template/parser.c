@@ -19,7 +19,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define TPL_MAX_NEST 200   /* expression / block nesting */
+/* Expression / block nesting. Each level is a handful of C frames of the
+ * recursive-descent parser (and later of the evaluator), so the parser takes
+ * half the engine's nesting limit; jinja2's own parser gives up near 100
+ * nested parentheses (Python's recursion limit). */
+#define TPL_PARSE_NEST (TPL_MAX_NEST / 2)
 
 typedef struct parser {
     brisk_template *t;
@@ -306,7 +310,8 @@ static brisk_status parse_unary(parser *p, bool with_filter, tpl_node **out);
 static brisk_status parse_filter(parser *p, tpl_node *node, bool start_inline, tpl_node **out);
 
 static brisk_status enter(parser *p) {
-    if (++p->nest > TPL_MAX_NEST) return pfail(p, BRISK_ERR_CAPACITY, cur(p)->line, "expression nested too deeply");
+    if (++p->nest > TPL_PARSE_NEST)
+        return pfail(p, BRISK_ERR_TEMPLATE, cur(p)->line, "expression nested deeper than %d levels", TPL_PARSE_NEST);
     return BRISK_OK;
 }
 
@@ -492,23 +497,31 @@ static brisk_status parse_subscribed(parser *p, tpl_node **out) {
  * compile time when it is a whole {{ }} output; constant subscripts then go
  * through environment.getitem (a slice of a number is undefined there, a
  * TypeError at run time). */
-static bool is_const(const tpl_node *n) {
+/* Chains (a + b + c ..., a.b.c ..., x|f|g ...) nest the tree without nesting
+ * the parser, so these walks carry their own depth: past the limit the
+ * expression counts as not constant (the evaluator then refuses it as too
+ * deep anyway). */
+static bool is_const(const tpl_node *n, int depth) {
     if (!n) return true;
+    if (depth >= TPL_MAX_NEST) return false;
     switch ((tpl_node_kind)n->kind) {
     case TPL_N_CONST: return true;
     case TPL_N_NEG: case TPL_N_POS: case TPL_N_NOT: case TPL_N_BINOP: case TPL_N_AND: case TPL_N_OR:
     case TPL_N_CONDEXPR: case TPL_N_SLICE: case TPL_N_GETITEM: case TPL_N_GETATTR:
     case TPL_N_LIST: case TPL_N_TUPLE: case TPL_N_DICT: case TPL_N_CONCAT: case TPL_N_COMPARE:
-        if (!is_const(n->a) || !is_const(n->b) || !is_const(n->c) || !is_const(n->d)) return false;
+        if (!is_const(n->a, depth + 1) || !is_const(n->b, depth + 1) || !is_const(n->c, depth + 1) ||
+            !is_const(n->d, depth + 1))
+            return false;
         for (uint32_t i = 0; i < n->args.n; i++)
-            if (!is_const(n->args.v[i])) return false;
+            if (!is_const(n->args.v[i], depth + 1)) return false;
         for (uint32_t i = 0; i < n->defs.n; i++)
-            if (!is_const(n->defs.v[i])) return false;
+            if (!is_const(n->defs.v[i], depth + 1)) return false;
         return true;
     default: return false;
     }
 }
 
+/* Only called on trees is_const accepted, so no deeper than TPL_MAX_NEST. */
 static void mark_const_slices(tpl_node *n) {
     if (!n) return;
     if (n->kind == TPL_N_SLICE) n->flags |= TPL_NF_CONST;
@@ -1184,7 +1197,7 @@ static brisk_status parse_statement(parser *p, tpl_node **out) {
     const tpl_token *k = cur(p);
     brisk_status st;
     if (k->type != TPL_T_NAME) return pfail(p, BRISK_ERR_TEMPLATE, k->line, "tag name expected");
-    if (++p->nest > TPL_MAX_NEST) return pfail(p, BRISK_ERR_CAPACITY, k->line, "blocks nested too deeply");
+    if (++p->nest > TPL_PARSE_NEST) return pfail(p, BRISK_ERR_TEMPLATE, k->line, "blocks nested deeper than %d levels", TPL_PARSE_NEST);
     tpl_node *n = new_node(p, TPL_N_OUTPUT, k->line);
     if (!n) return nomem(p);
     tpl_str tag = k->text;
@@ -1263,7 +1276,7 @@ static brisk_status subparse(parser *p, const char *const *end, tpl_nodes *out) 
             if (!(n = new_node(p, TPL_N_OUTPUT, k->line))) { st = nomem(p); goto fail; }
             if ((st = parse_tuple(p, false, true, NULL, false, &n->a))) goto fail;
             if ((st = expect_type(p, TPL_T_VAR_END, "end of print statement"))) goto fail;
-            if (is_const(n->a)) mark_const_slices(n->a);
+            if (is_const(n->a, 0)) mark_const_slices(n->a);
         } else if (k->type == TPL_T_BLOCK_BEGIN) {
             advance(p);
             if (at_end_tag(p, end)) break;

@@ -57,6 +57,8 @@ brisk_status tpl_iterate(tpl_ctx *c, const tpl_value *v, const tpl_value **items
         return BRISK_OK;
     case TPL_STR: {
         tpl_str s = v->u.s;
+        brisk_status st = tpl_charge(c, s.n / 8);   /* plus the array, charged as memory */
+        if (st) return st;
         size_t cnt = tpl_utf8_len(s);
         tpl_value *arr = tpl_alloc_array(&c->arena, cnt ? cnt : 1, sizeof *arr);
         if (!arr) return tpl_nomem(c);
@@ -193,8 +195,14 @@ brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key,
     switch ((tpl_type)obj->type) {
     case TPL_UNDEF: return tpl_undef_fail(c, obj);
     case TPL_DICT: {
-        if (!tpl_hashable(key)) break;   /* unhashable */
-        const tpl_value *v = tpl_dict_get(obj->u.dict, key);
+        /* an unhashable key is a TypeError that jinja2's getitem turns into undefined */
+        uint64_t h;
+        tpl_walk w;
+        tpl_walk_begin(c, &w);
+        int r = tpl_hash(key, &h, &w);
+        const tpl_value *v = r > 0 ? tpl_dict_find(obj->u.dict, key, h, &w) : NULL;
+        brisk_status st = tpl_walk_end(c, &w, r < 0 ? "hashing" : "comparison");
+        if (st) return st;
         if (v) {
             *out = *v;
             return BRISK_OK;
@@ -215,6 +223,8 @@ brisk_status tpl_getitem(tpl_ctx *c, const tpl_value *obj, const tpl_value *key,
     }
     case TPL_STR:
         if (is_index(key, &i)) {
+            brisk_status st = tpl_charge(c, obj->u.s.n / 8);   /* code points are counted */
+            if (st) return st;
             size_t len = tpl_utf8_len(obj->u.s);
             if (!seq_index(i, len, &idx)) return undef_elem(c, obj, key, out);
             size_t a = tpl_utf8_offset(obj->u.s, idx), b = a;
@@ -267,6 +277,7 @@ brisk_status tpl_slice(tpl_ctx *c, const tpl_value *obj, const tpl_value *sv, co
     if ((st = slice_arg(c, sv, &hs, &s)) || (st = slice_arg(c, ev, &he, &e)) || (st = slice_arg(c, tv, &ht, &t))) return st;
     if (!ht) t = 1;
     if (t == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "slice step cannot be zero");
+    if (is_str && (st = tpl_charge(c, obj->u.s.n / 8))) return st;
     size_t len = is_str ? tpl_utf8_len(obj->u.s) : obj->u.list->n;
     int64_t n = (int64_t)len;
     if (!hs) s = t < 0 ? n - 1 : 0;
@@ -308,6 +319,7 @@ brisk_status tpl_slice(tpl_ctx *c, const tpl_value *obj, const tpl_value *sv, co
         out->flags = obj->flags & TPL_F_MARKUP;
         return BRISK_OK;
     }
+    if ((st = tpl_charge(c, count))) return st;
     const tpl_list *l = obj->u.list;
     tpl_list *r = tpl_list_new(&c->arena, count, l->kind == TPL_LK_TUPLE ? TPL_LK_TUPLE : TPL_LK_LIST);
     if (!r) return tpl_nomem(c);
@@ -330,21 +342,31 @@ brisk_status tpl_contains(tpl_ctx *c, const tpl_value *item, const tpl_value *co
     case TPL_STR:
         if (item->type != TPL_STR)
             return tpl_fail(c, BRISK_ERR_TEMPLATE, "'in <string>' requires string as left operand, not %s", tpl_type_name(item));
+    {
+        /* memmem (glibc's two-way search) is linear in the haystack */
+        brisk_status st = tpl_charge(c, 1 + cont->u.s.n / 64);
+        if (st) return st;
         *out = item->u.s.n == 0 || (cont->u.s.n >= item->u.s.n && memmem(cont->u.s.p, cont->u.s.n, item->u.s.p, item->u.s.n));
         return BRISK_OK;
-    case TPL_DICT:
-        if (!tpl_hashable(item))
-            return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(item));
-        *out = tpl_dict_get(cont->u.dict, item) != NULL;
-        return BRISK_OK;
+    }
+    case TPL_DICT: {
+        const tpl_value *v;
+        brisk_status st = tpl_dict_lookup(c, cont->u.dict, item, &v);
+        *out = !st && v;
+        return st;
+    }
     case TPL_LIST: {
+        /* a list scan, as Python's; each comparison is charged by the walk */
         const tpl_value *items = NULL;
         size_t n = 0;
         brisk_status st = tpl_iterate(c, cont, &items, &n);
         if (st) return st;
+        tpl_walk w;
+        tpl_walk_begin(c, &w);
         *out = false;
-        for (size_t i = 0; i < n && !*out; i++) *out = tpl_eq(&items[i], item, 0);
-        return BRISK_OK;
+        for (size_t i = 0; i < n && !*out && !w.fail; i++)
+            if (tpl_walk_charge(&w, 1)) *out = tpl_eq(&items[i], item, &w, 0);
+        return tpl_walk_end(c, &w, "comparison");
     }
     default:
         return tpl_fail(c, BRISK_ERR_TEMPLATE, "argument of type '%s' is not iterable", tpl_type_name(cont));
@@ -414,6 +436,8 @@ typedef struct grow_hdr {
 brisk_status tpl_str_append(tpl_ctx *c, tpl_value *acc, tpl_str add) {
     tpl_str s = acc->u.s;
     if (add.n == 0) return BRISK_OK;
+    brisk_status st = tpl_charge(c, 1 + add.n / 64);
+    if (st) return st;
     if (acc->flags & TPL_F_GROW) {
         grow_hdr *h = (grow_hdr *)(void *)((char *)(uintptr_t)s.p - sizeof(grow_hdr));
         if (h->used == s.n && h->cap - s.n >= add.n) {
@@ -428,6 +452,7 @@ brisk_status tpl_str_append(tpl_ctx *c, tpl_value *acc, tpl_str add) {
     }
     size_t n;
     if (!brisk_add_size(s.n, add.n, &n)) return tpl_nomem(c);
+    if ((st = tpl_charge(c, s.n / 64))) return st;   /* the copy */
     if (n < TPL_GROW_MIN) {
         /* add may be a scratch buffer: always copy (tpl_str_cat would return add itself for an empty s) */
         tpl_str r = s.n ? tpl_str_cat(&c->arena, s, add) : tpl_str_dup(&c->arena, add.p, add.n);
@@ -454,6 +479,8 @@ static brisk_status repeat(tpl_ctx *c, const tpl_value *seq, int64_t times, tpl_
     if (seq->type == TPL_STR) {
         size_t total;
         if (!brisk_mul_size(seq->u.s.n, (size_t)times, &total) || total > c->max_output) return tpl_nomem(c);
+        brisk_status st = tpl_charge(c, total / 64 + (uint64_t)times / 16);
+        if (st) return st;
         char *d = tpl_alloc(&c->arena, total + 1);
         if (!d) return tpl_nomem(c);
         for (int64_t i = 0; i < times; i++) memcpy(d + (size_t)i * seq->u.s.n, seq->u.s.p, seq->u.s.n);
@@ -465,6 +492,8 @@ static brisk_status repeat(tpl_ctx *c, const tpl_value *seq, int64_t times, tpl_
     const tpl_list *l = seq->u.list;
     size_t total;
     if (!brisk_mul_size(l->n, (size_t)times, &total) || total > ((size_t)1 << 26)) return tpl_nomem(c);
+    brisk_status st = tpl_charge(c, total);
+    if (st) return st;
     tpl_list *r = tpl_list_new(&c->arena, total, (tpl_list_kind)l->kind);
     if (!r) return tpl_nomem(c);
     for (size_t i = 0; i < total; i++) r->v[i] = l->v[i % l->n];
@@ -569,6 +598,7 @@ brisk_status tpl_arith(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *
         if (a->type == TPL_LIST && b->type == TPL_LIST && a->u.list->kind == b->u.list->kind &&
             (a->u.list->kind == TPL_LK_LIST || a->u.list->kind == TPL_LK_TUPLE)) {
             const tpl_list *x = a->u.list, *y = b->u.list;
+            if ((st = tpl_charge(c, x->n + y->n))) return st;
             tpl_list *r = tpl_list_new(&c->arena, x->n + y->n, (tpl_list_kind)x->kind);
             if (!r) return tpl_nomem(c);
             if (x->n) memcpy(r->v, x->v, x->n * sizeof(tpl_value));

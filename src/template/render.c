@@ -21,11 +21,13 @@
 
 #define TPL_DEFAULT_MAX_OUTPUT ((size_t)64 << 20)
 #define TPL_DEFAULT_MAX_MEMORY ((size_t)512 << 20)
-#define TPL_DEFAULT_MAX_STEPS ((uint64_t)200000000)
+#define TPL_DEFAULT_MAX_WORK ((uint64_t)50000000)
 #define TPL_DEFAULT_MAX_DEPTH 200
-#define TPL_MAX_JSON_DEPTH 512
 #define TPL_MAX_SOURCE (4u << 20)
-#define TPL_MAX_RDEPTH 2500   /* nested eval/exec frames: bounds the C stack (~1 KiB a frame under ASan) */
+/* Nested eval/exec frames: an expression nested TPL_MAX_NEST deep in the parser,
+ * or max_depth macro calls, each take a few. This bounds the C stack (under
+ * ASan ~0.3 KiB a frame). */
+#define TPL_MAX_RDEPTH (4 * TPL_MAX_NEST)
 
 enum { TPL_BREAK = 1, TPL_CONTINUE = 2 };
 
@@ -79,14 +81,98 @@ brisk_status tpl_make_undef_hint(tpl_ctx *c, tpl_value *out, const char *fmt, ..
     return out->u.s.p ? BRISK_OK : tpl_nomem(c);
 }
 
+/* ---- work ------------------------------------------------------------------------------------- */
+
+static brisk_status over_budget(tpl_ctx *c) {
+    return tpl_fail(c, BRISK_ERR_CAPACITY, "template work budget exceeded (%llu units)", (unsigned long long)c->max_work);
+}
+
+brisk_status tpl_charge(tpl_ctx *c, uint64_t n) {
+    if (c->work > c->max_work || n > c->max_work - c->work) {
+        c->work = c->max_work;
+        return over_budget(c);
+    }
+    c->work += n;
+    return BRISK_OK;
+}
+
+void tpl_walk_begin(tpl_ctx *c, tpl_walk *w) {
+    *w = (tpl_walk){.work = 0, .limit = c->work < c->max_work ? c->max_work - c->work : 0, .fail = TPL_WALK_OK};
+}
+
+brisk_status tpl_walk_end(tpl_ctx *c, tpl_walk *w, const char *what) {
+    if (w->fail == TPL_WALK_DEEP)
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "value nested deeper than %d levels (in %s)", TPL_MAX_NEST, what);
+    if (w->fail == TPL_WALK_BUDGET) {
+        c->work = c->max_work;
+        return over_budget(c);
+    }
+    return tpl_charge(c, w->work);
+}
+
+brisk_status tpl_equal(tpl_ctx *c, const tpl_value *a, const tpl_value *b, bool *out) {
+    tpl_walk w;
+    tpl_walk_begin(c, &w);
+    *out = tpl_eq(a, b, &w, 0);
+    return tpl_walk_end(c, &w, "comparison");
+}
+
+brisk_status tpl_less(tpl_ctx *c, const tpl_value *a, const tpl_value *b, bool *lt) {
+    tpl_walk w;
+    char msg[200];
+    tpl_walk_begin(c, &w);
+    bool ok = tpl_lt(a, b, lt, msg, sizeof msg, &w);
+    brisk_status st = tpl_walk_end(c, &w, "comparison");
+    if (st) return st;
+    return ok ? BRISK_OK : tpl_fail(c, BRISK_ERR_TEMPLATE, "%s", msg);
+}
+
+brisk_status tpl_hash_key(tpl_ctx *c, const tpl_value *k, uint64_t *h) {
+    tpl_walk w;
+    tpl_walk_begin(c, &w);
+    int r = tpl_hash(k, h, &w);
+    brisk_status st = tpl_walk_end(c, &w, "hashing");
+    if (st) return st;
+    if (r == 0) return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(k));
+    return BRISK_OK;
+}
+
+brisk_status tpl_dict_lookup(tpl_ctx *c, const tpl_dict *d, const tpl_value *k, const tpl_value **out) {
+    uint64_t h;
+    brisk_status st = tpl_hash_key(c, k, &h);
+    if (st) return st;
+    tpl_walk w;
+    tpl_walk_begin(c, &w);
+    *out = tpl_dict_find(d, k, h, &w);
+    return tpl_walk_end(c, &w, "comparison");
+}
+
+brisk_status tpl_dict_insert(tpl_ctx *c, tpl_dict *d, tpl_value k, tpl_value v) {
+    uint64_t h;
+    brisk_status st = tpl_hash_key(c, &k, &h);
+    if (st) return st;
+    tpl_walk w;
+    tpl_walk_begin(c, &w);
+    bool ok = tpl_dict_put(&c->arena, d, k, h, v, &w);
+    if ((st = tpl_walk_end(c, &w, "comparison"))) return st;
+    return ok ? BRISK_OK : tpl_nomem(c);
+}
+
+/* One step, plus the render memory handed out since the last one: between two
+ * steps a builtin may allocate up to the memory cap, but small allocations
+ * (a scope per loop iteration) are what costs time, so they count as work. */
 static brisk_status step(tpl_ctx *c, uint32_t line) {
     c->line = line;
     if (++c->steps > c->max_steps)
         return tpl_fail(c, BRISK_ERR_CAPACITY, "evaluation step limit exceeded (%llu)", (unsigned long long)c->max_steps);
-    return BRISK_OK;
+    uint64_t handed = c->arena.handed - c->handed_charged;
+    c->handed_charged = c->arena.handed;
+    return tpl_charge(c, 1 + handed / 16);
 }
 
 static brisk_status emit(tpl_ctx *c, const char *p, size_t n) {
+    brisk_status st = tpl_charge(c, n / 64);
+    if (st) return st;
     if (!tpl_buf_put(c->out, p, n) && n) return tpl_fail(c, BRISK_ERR_CAPACITY, "output limit exceeded (%zu bytes)", c->max_output);
     return BRISK_OK;
 }
@@ -101,14 +187,24 @@ static tpl_scope *scope_new(tpl_ctx *c, tpl_scope *parent) {
     return s;
 }
 
-static const tpl_value *scope_lookup(const tpl_scope *s, uint32_t sym) {
-    for (; s; s = s->parent)
-        for (uint32_t i = 0; i < s->n; i++)
-            if (s->sym[i] == sym) return &s->val[i];
-    return NULL;
+/* Scopes are scanned: real templates have a few names per scope. The scan is
+ * charged (one unit per 64 names) so a template with 100k names set in one scope
+ * runs out of work instead of time. */
+static const tpl_value *scope_lookup(tpl_ctx *c, const tpl_scope *s, uint32_t sym) {
+    uint64_t scanned = 0;
+    const tpl_value *r = NULL;
+    for (; s && !r; s = s->parent) {
+        uint32_t i = 0;
+        while (i < s->n && s->sym[i] != sym) i++;
+        if (i < s->n) r = &s->val[i];
+        scanned += i + 1;
+    }
+    c->work += scanned / 64;   /* checked at the next step */
+    return r;
 }
 
 static brisk_status scope_set(tpl_ctx *c, tpl_scope *s, uint32_t sym, tpl_value v) {
+    c->work += s->n / 64;
     for (uint32_t i = 0; i < s->n; i++)
         if (s->sym[i] == sym) {
             s->val[i] = v;
@@ -136,7 +232,8 @@ static brisk_status scope_set(tpl_ctx *c, tpl_scope *s, uint32_t sym, tpl_value 
 /* ---- JSON input ------------------------------------------------------------------------------ */
 
 static brisk_status from_json(tpl_ctx *c, json_t *j, tpl_value *out, int depth) {
-    if (depth > TPL_MAX_JSON_DEPTH) return brisk_fail(c->err, BRISK_ERR_INVALID_ARG, "template input: JSON nested too deeply");
+    if (depth >= TPL_MAX_NEST)
+        return brisk_fail(c->err, BRISK_ERR_INVALID_ARG, "template input: JSON nested deeper than %d levels", TPL_MAX_NEST);
     switch (json_typeof(j)) {
     case JSON_NULL: *out = tpl_none(); return BRISK_OK;
     case JSON_TRUE: *out = tpl_bool(true); return BRISK_OK;
@@ -172,9 +269,8 @@ static brisk_status from_json(tpl_ctx *c, json_t *j, tpl_value *out, int depth) 
             if (!kv.u.s.p) return tpl_nomem(c);
             brisk_status st = from_json(c, v, &vv, depth + 1);
             if (st) return st;
-            d->k[d->n] = kv;
-            d->v[d->n] = vv;
-            d->n++;
+            /* jansson's object keys are unique */
+            if (!tpl_dict_append(&c->arena, d, kv, tpl_hash_str(kv.u.s), vv)) return tpl_nomem(c);
         }
         *out = tpl_dictv(d);
         return BRISK_OK;
@@ -238,9 +334,11 @@ static brisk_status call_macro(tpl_ctx *c, const tpl_macro *m, const tpl_args *a
         if (!used) return tpl_nomem(c);
         memset(used, 0, a->nkw);
     }
+    brisk_status st;
+    /* keyword arguments are matched to parameters by a scan of both */
+    if ((st = tpl_charge(c, 1 + nparams + (uint64_t)nparams * a->nkw / 8))) return st;
     tpl_scope *s = scope_new(c, m->closure);
     if (!s) return tpl_nomem(c);
-    brisk_status st;
     uint32_t line = c->line;
     for (uint32_t i = 0; i < nparams; i++) {
         const tpl_node *pn = n->args.v[i];
@@ -273,7 +371,7 @@ static brisk_status call_macro(tpl_ctx *c, const tpl_macro *m, const tpl_args *a
         tpl_dict *d = tpl_dict_new(&c->arena, 0);
         if (!d) return tpl_nomem(c);
         for (size_t k = 0; k < a->nkw; k++)
-            if (!used[k] && !tpl_dict_set(&c->arena, d, tpl_strv(a->kwnames[k]), a->kw[k])) return tpl_nomem(c);
+            if (!used[k] && !tpl_dict_puts(&c->arena, d, a->kwnames[k], a->kw[k])) return tpl_nomem(c);
         if ((st = scope_set(c, s, TPL_SYM_KWARGS, tpl_dictv(d)))) return st;
     } else {
         for (size_t k = 0; k < a->nkw; k++)
@@ -335,22 +433,29 @@ brisk_status tpl_stringify(tpl_ctx *c, const tpl_value *v, tpl_str *out) {
 static brisk_status compare(tpl_ctx *c, int op, const tpl_value *a, const tpl_value *b, bool *out) {
     bool lt;
     char msg[200];
+    brisk_status st;
     switch (op) {
-    case TPL_CMP_EQ: *out = tpl_eq(a, b, 0); return BRISK_OK;
-    case TPL_CMP_NE: *out = !tpl_eq(a, b, 0); return BRISK_OK;
-    case TPL_CMP_IN: return tpl_contains(c, a, b, out);
-    case TPL_CMP_NOTIN: {
-        brisk_status st = tpl_contains(c, a, b, out);
+    case TPL_CMP_EQ: return tpl_equal(c, a, b, out);
+    case TPL_CMP_NE:
+        st = tpl_equal(c, a, b, out);
         *out = !*out;
         return st;
-    }
+    case TPL_CMP_IN: return tpl_contains(c, a, b, out);
+    case TPL_CMP_NOTIN:
+        st = tpl_contains(c, a, b, out);
+        *out = !*out;
+        return st;
     default: break;
     }
     if (a->type == TPL_UNDEF) return tpl_undef_fail(c, a);
     if (b->type == TPL_UNDEF) return tpl_undef_fail(c, b);
     const tpl_value *x = a, *y = b;
     if (op == TPL_CMP_GT || op == TPL_CMP_LE) x = b, y = a;
-    if (!tpl_lt(x, y, &lt, msg, sizeof msg)) {
+    tpl_walk w;
+    tpl_walk_begin(c, &w);
+    bool ok = tpl_lt(x, y, &lt, msg, sizeof msg, &w);
+    if ((st = tpl_walk_end(c, &w, "comparison"))) return st;
+    if (!ok) {
         static const char *const sym[] = {"==", "!=", "<", "<=", ">", ">="};
         char *q = strchr(msg, '<');
         if (q && q[1] == '\'') {   /* name the operator actually used */
@@ -372,7 +477,7 @@ static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_v
 static brisk_status eval(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_value *out) {
     if (++c->rdepth > TPL_MAX_RDEPTH) {
         c->rdepth--;
-        return tpl_fail(c, BRISK_ERR_CAPACITY, "evaluation nested too deeply (maximum recursion depth exceeded)");
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "evaluation nested deeper than %d frames (maximum recursion depth exceeded)", TPL_MAX_RDEPTH);
     }
     brisk_status st = eval_node(c, s, n, out);
     c->rdepth--;
@@ -388,7 +493,7 @@ static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_v
         *out = n->cval;
         return BRISK_OK;
     case TPL_N_NAME: {
-        const tpl_value *v = scope_lookup(s, n->sym);
+        const tpl_value *v = scope_lookup(c, s, n->sym);
         if (v) {
             *out = *v;
         } else {
@@ -560,11 +665,8 @@ static brisk_status eval_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n, tpl_v
         if (!d) return tpl_nomem(c);
         for (uint32_t i = 0; i < n->args.n; i++) {
             if ((st = eval(c, s, n->args.v[i], &a)) || (st = eval(c, s, n->defs.v[i], &b))) return st;
-            if (!tpl_hashable(&a)) {
-                c->line = n->line;
-                return tpl_fail(c, BRISK_ERR_TEMPLATE, "unhashable type: '%s'", tpl_type_name(&a));
-            }
-            if (!tpl_dict_set(&c->arena, d, a, b)) return tpl_nomem(c);
+            c->line = n->line;
+            if ((st = tpl_dict_insert(c, d, a, b))) return st;
         }
         *out = tpl_dictv(d);
         return BRISK_OK;
@@ -581,9 +683,9 @@ static brisk_status assign(tpl_ctx *c, tpl_scope *s, const tpl_node *target, con
     c->line = target->line;
     if (target->kind == TPL_N_NAME) return scope_set(c, s, target->sym, *v);
     if (target->kind == TPL_N_NSREF) {
-        const tpl_value *ns = scope_lookup(s, target->sym);
+        const tpl_value *ns = scope_lookup(c, s, target->sym);
         if (!ns || ns->type != TPL_NS) return tpl_fail(c, BRISK_ERR_TEMPLATE, "cannot assign attribute on non-namespace object");
-        if (!tpl_dict_set(&c->arena, ns->u.dict, tpl_strv(target->name), *v)) return tpl_nomem(c);
+        if (!tpl_dict_puts(&c->arena, ns->u.dict, target->name, *v)) return tpl_nomem(c);
         return BRISK_OK;
     }
     /* tuple unpacking */
@@ -601,7 +703,7 @@ static brisk_status assign(tpl_ctx *c, tpl_scope *s, const tpl_node *target, con
 
 static brisk_status target_value(tpl_ctx *c, const tpl_scope *s, const tpl_node *target, tpl_value *out) {
     if (target->kind == TPL_N_NAME) {
-        const tpl_value *v = scope_lookup(s, target->sym);
+        const tpl_value *v = scope_lookup(c, s, target->sym);
         *out = v ? *v : tpl_undef();
         return BRISK_OK;
     }
@@ -656,6 +758,7 @@ static brisk_status exec_for(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
     lv.u.loop = loop;
     for (size_t i = 0; i < count; i++) {
         loop->i = i;
+        if ((st = step(c, n->line))) return st;   /* an empty body still costs an iteration */
         tpl_scope *is = scope_new(c, s);
         if (!is) return tpl_nomem(c);
         if ((st = scope_set(c, is, TPL_SYM_LOOP, lv)) || (st = assign(c, is, n->a, &items[i]))) return st;
@@ -677,7 +780,7 @@ static brisk_status exec_node(tpl_ctx *c, tpl_scope *s, const tpl_node *n);
 static brisk_status exec_stmt(tpl_ctx *c, tpl_scope *s, const tpl_node *n) {
     if (++c->rdepth > TPL_MAX_RDEPTH) {
         c->rdepth--;
-        return tpl_fail(c, BRISK_ERR_CAPACITY, "evaluation nested too deeply (maximum recursion depth exceeded)");
+        return tpl_fail(c, BRISK_ERR_TEMPLATE, "evaluation nested deeper than %d frames (maximum recursion depth exceeded)", TPL_MAX_RDEPTH);
     }
     brisk_status st = exec_node(c, s, n);
     c->rdepth--;
@@ -854,7 +957,8 @@ brisk_status brisk_template_render_ex(const brisk_template *t, const char *messa
     c.t = t;
     c.err = err;
     c.arena.limit = o.max_memory ? o.max_memory : TPL_DEFAULT_MAX_MEMORY;
-    c.max_steps = o.max_steps ? o.max_steps : TPL_DEFAULT_MAX_STEPS;
+    c.max_steps = o.max_steps ? o.max_steps : UINT64_MAX;   /* steps are work too: max_work bounds them */
+    c.max_work = o.max_work ? o.max_work : TPL_DEFAULT_MAX_WORK;
     c.max_depth = o.max_depth > 0 ? o.max_depth : TPL_DEFAULT_MAX_DEPTH;
     c.max_output = o.max_output ? o.max_output : TPL_DEFAULT_MAX_OUTPUT;
     c.now = o.now ? o.now : time(NULL);

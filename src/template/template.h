@@ -5,7 +5,8 @@
  *
  * A parsed template is immutable: any number of threads may render it at
  * once. Each render owns its memory (an arena freed at the end) and has hard
- * caps on output size, evaluation steps, call depth and memory, so a hostile
+ * caps on output size, work (docs/TEMPLATES.md "Limits"), nesting, call depth
+ * and memory, so a hostile
  * template fails with an error instead of hanging or exhausting the machine.
  *
  * Errors:
@@ -33,13 +34,18 @@ typedef struct brisk_template brisk_template;
 brisk_status brisk_template_parse(const char *src, size_t len, brisk_template **out, brisk_error *err);
 void brisk_template_free(brisk_template *t);   /* NULL is a no-op */
 
-/* Render limits and the clock. Zero fields mean "default". */
+/* Render limits and the clock. Zero fields mean "default". The work budget
+ * counts what a render costs: one unit per evaluation step, per element
+ * visited, copied, compared or hashed, and per 64 bytes scanned or produced;
+ * the default keeps any render under about a second on one core while real
+ * chat templates use under 0.1% of it (docs/TEMPLATES.md). */
 typedef struct brisk_template_opts {
     time_t now;              /* strftime_now's clock (local time); 0 = the real clock */
     size_t max_output;       /* bytes of output (default 64 MiB) */
     size_t max_memory;       /* bytes of render arena (default 512 MiB) */
-    uint64_t max_steps;      /* evaluation steps (default 200 M) */
+    uint64_t max_steps;      /* evaluation steps (default: no cap beyond max_work) */
     int max_depth;           /* nested macro calls / loops (default 200) */
+    uint64_t max_work;       /* work units (default 50 M) */
 } brisk_template_opts;
 
 /* Render with messages_json (a JSON array, bound to `messages`) and

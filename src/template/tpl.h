@@ -27,6 +27,7 @@ typedef struct tpl_arena {
     tpl_chunk *head;
     size_t total;      /* bytes obtained from malloc */
     size_t limit;      /* cap on total; 0 = none */
+    uint64_t handed;   /* bytes handed out so far (the render charges them as work) */
 } tpl_arena;
 
 /* NULL when the allocation fails or would pass the limit. Memory is 16-aligned. */
@@ -126,10 +127,18 @@ struct tpl_list {
     int64_t r_start, r_stop, r_step;   /* TPL_LK_RANGE, for repr */
 };
 
+/* A dict keeps its entries in insertion order (Python's iteration order) and,
+ * once it has more than TPL_DICT_LINEAR of them, an open-addressing index
+ * over them, so lookups and inserts cost O(1) expected instead of a scan. */
 struct tpl_dict {
     size_t n, cap;
     tpl_value *k, *v;    /* insertion order, as Python dicts */
+    uint64_t *h;         /* tpl_hash of each key */
+    uint32_t *slots;     /* entry index + 1 per slot, 0 = empty (linear probing); NULL while small */
+    size_t nslots;       /* power of two, at least twice n */
 };
+
+#define TPL_DICT_LINEAR 8
 
 typedef struct tpl_node tpl_node;
 typedef struct tpl_scope tpl_scope;
@@ -159,14 +168,62 @@ static inline bool tpl_is_num(const tpl_value *v) {
     return v->type == TPL_INT || v->type == TPL_FLOAT || v->type == TPL_BOOL;
 }
 
+/* ---- nesting and work ------------------------------------------------------------ */
+
+/* The engine's one nesting limit. Every recursive walk of a value (hashing,
+ * ==, <, str()/repr(), tojson) stops with an error past this many levels, and
+ * so do JSON input and the parser; the evaluator's own frames are capped at a
+ * multiple of it (render.c). Python stops near 1000 levels (its recursion
+ * limit) for all of these but tuple hashing; real chat values nest under 20
+ * deep (tool schemas), so 512 is out of every real template's reach while
+ * a walk this deep needs well under 1 MiB of stack even under ASan. */
+#define TPL_MAX_NEST 512
+
+/* State of one walk over values: the work it did (elements visited, bytes
+ * hashed or compared / 64) against the work the render has left, and why it
+ * stopped early. Walks never allocate from it; the caller charges w.work to
+ * the render and turns fail into an error (tpl_walk_end in render.c). */
+enum { TPL_WALK_OK, TPL_WALK_DEEP, TPL_WALK_BUDGET };
+typedef struct tpl_walk {
+    uint64_t work, limit;
+    uint8_t fail;
+} tpl_walk;
+
+/* Count n units of work; false (and fail set) once past the limit. */
+static inline bool tpl_walk_charge(tpl_walk *w, uint64_t n) {
+    w->work += n;
+    if (w->work > w->limit) {
+        if (!w->fail) w->fail = TPL_WALK_BUDGET;
+        return false;
+    }
+    return true;
+}
+static inline bool tpl_walk_enter(tpl_walk *w, int depth) {
+    if (depth >= TPL_MAX_NEST) {
+        if (!w->fail) w->fail = TPL_WALK_DEEP;
+        return false;
+    }
+    return tpl_walk_charge(w, 1);
+}
+
 tpl_list *tpl_list_new(tpl_arena *a, size_t cap, tpl_list_kind kind);
 bool tpl_list_push(tpl_arena *a, tpl_list *l, tpl_value v);
 tpl_dict *tpl_dict_new(tpl_arena *a, size_t cap);
-/* Insert or replace (Python dict assignment; keys compare as Python ==). */
-bool tpl_dict_set(tpl_arena *a, tpl_dict *d, tpl_value k, tpl_value v);
-/* Lookup; NULL when absent. Python key equality: 1 == 1.0 == True. */
-tpl_value *tpl_dict_get(const tpl_dict *d, const tpl_value *k);
+/* Python hash(): 1 with *h set, 0 for an unhashable value (list, dict, ...),
+ * -1 when the walk stopped (w->fail). Equal values (tpl_eq) hash alike:
+ * 1 == 1.0 == True, a Markup and the str of the same text. */
+int tpl_hash(const tpl_value *v, uint64_t *h, tpl_walk *w);
+uint64_t tpl_hash_str(tpl_str s);
+/* Lookup of a key whose hash is h; NULL when absent or the walk stopped. */
+tpl_value *tpl_dict_find(const tpl_dict *d, const tpl_value *k, uint64_t h, tpl_walk *w);
 tpl_value *tpl_dict_gets(const tpl_dict *d, tpl_str k);
+/* Insert or replace (Python dict assignment). false: out of memory or the
+ * walk stopped (w->fail). */
+bool tpl_dict_put(tpl_arena *a, tpl_dict *d, tpl_value k, uint64_t h, tpl_value v, tpl_walk *w);
+bool tpl_dict_puts(tpl_arena *a, tpl_dict *d, tpl_str k, tpl_value v);
+/* Append a key known to be absent (JSON objects, copies). */
+bool tpl_dict_append(tpl_arena *a, tpl_dict *d, tpl_value k, uint64_t h, tpl_value v);
+tpl_dict *tpl_dict_copy(tpl_arena *a, const tpl_dict *d);
 
 tpl_str tpl_str_dup(tpl_arena *a, const char *p, size_t n);   /* n=0 gives a static "" */
 tpl_str tpl_str_cat(tpl_arena *a, tpl_str x, tpl_str y);
@@ -179,12 +236,12 @@ const char *tpl_type_name(const tpl_value *v);
 /* jinja2's object_type_repr: "'dict object'", "'None'", ... without quotes */
 void tpl_object_desc(const tpl_value *v, char *buf, size_t n);
 
-/* Python hash() would succeed (tuples of hashables, scalars; not lists/dicts). */
-bool tpl_hashable(const tpl_value *v);
-/* Python ==. Never fails (mismatched types are unequal). */
-bool tpl_eq(const tpl_value *a, const tpl_value *b, int depth);
-/* Python <: *lt = a < b. Fails (false) for unorderable types (message in msg). */
-bool tpl_lt(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t msgn);
+/* Python ==. Mismatched types are unequal; false with w->fail set when the
+ * walk stopped (too deep, out of work). */
+bool tpl_eq(const tpl_value *a, const tpl_value *b, tpl_walk *w, int depth);
+/* Python <: *lt = a < b. Fails (false) for unorderable types (message in msg)
+ * or when the walk stopped (w->fail set, msg empty). */
+bool tpl_lt(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t msgn, tpl_walk *w);
 
 /* Python str() / repr() appended to b. BRISK_ERR_UNSUPPORTED (message in msg)
  * for values whose Python repr shows a memory address (functions, generators);
@@ -219,7 +276,8 @@ typedef struct tpl_json_opts {
     const tpl_str *indent;
     const tpl_str *item_sep, *key_sep;
 } tpl_json_opts;
-bool tpl_json_dump(tpl_buf *b, const tpl_value *v, const tpl_json_opts *o, int depth, char *msg, size_t msgn);
+bool tpl_json_dump(tpl_buf *b, const tpl_value *v, const tpl_json_opts *o, int depth, char *msg, size_t msgn,
+                   tpl_walk *w);
 
 /* ---- symbols --------------------------------------------------------------------- */
 
@@ -396,6 +454,8 @@ struct tpl_ctx {
     brisk_error *err;
     tpl_buf *out;              /* current output sink */
     uint64_t steps, max_steps;
+    uint64_t work, max_work;   /* the work budget: see tpl_charge */
+    uint64_t handed_charged;   /* arena.handed already charged */
     int depth, max_depth;      /* macro calls and loops */
     int rdepth;                /* evaluator C recursion */
     size_t max_output;
@@ -404,6 +464,24 @@ struct tpl_ctx {
     const tpl_value *block_value;
 };
 
+/* Charge n units of work to the render; fails once the budget is spent. One
+ * unit is one evaluation step or loop iteration, one element visited, copied,
+ * compared or hashed, 64 bytes scanned, copied or produced, 8 bytes of text
+ * walked code point by code point, or 16 bytes of render memory handed out
+ * (docs/TEMPLATES.md). */
+brisk_status tpl_charge(tpl_ctx *c, uint64_t n);
+/* A walk over values with the render's remaining work as its limit, and its
+ * end: charges what it did and turns a stop into an error naming `what`. */
+void tpl_walk_begin(tpl_ctx *c, tpl_walk *w);
+brisk_status tpl_walk_end(tpl_ctx *c, tpl_walk *w, const char *what);
+/* Python ==, < and hash() as render operations (charged, failing cleanly). */
+brisk_status tpl_equal(tpl_ctx *c, const tpl_value *a, const tpl_value *b, bool *out);
+brisk_status tpl_less(tpl_ctx *c, const tpl_value *a, const tpl_value *b, bool *lt);
+/* hash(k), failing with Python's "unhashable type" TypeError. */
+brisk_status tpl_hash_key(tpl_ctx *c, const tpl_value *k, uint64_t *h);
+/* d[k] (NULL when absent) / d[k] = v, with the key checks Python makes. */
+brisk_status tpl_dict_lookup(tpl_ctx *c, const tpl_dict *d, const tpl_value *k, const tpl_value **out);
+brisk_status tpl_dict_insert(tpl_ctx *c, tpl_dict *d, tpl_value k, tpl_value v);
 /* Record an error "template line N: <msg>" and return st. */
 brisk_status tpl_fail(tpl_ctx *c, brisk_status st, const char *fmt, ...) BRISK_PRINTF(3, 4);
 brisk_status tpl_nomem(tpl_ctx *c);

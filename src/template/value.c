@@ -23,6 +23,7 @@ void *tpl_alloc(tpl_arena *a, size_t n) {
     if (n == 0) n = 1;
     if (n > ((size_t)1 << 40)) return NULL;
     n = (n + 15) & ~(size_t)15;
+    a->handed += n;
     tpl_chunk *c = a->head;
     if (c && c->cap - c->used >= n) {
         void *p = c->data + c->used;
@@ -163,13 +164,21 @@ size_t tpl_utf8_put(char *dst, uint32_t cp) {
     return 4;
 }
 
+/* Eight bytes at a time: the common all-ASCII text skips the decoder. */
 static bool str_is_ascii(tpl_str s) {
-    for (size_t i = 0; i < s.n; i++)
+    size_t i = 0;
+    for (; i + 8 <= s.n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s.p + i, 8);
+        if (w & 0x8080808080808080ull) return false;
+    }
+    for (; i < s.n; i++)
         if ((unsigned char)s.p[i] >= 0x80) return false;
     return true;
 }
 
 size_t tpl_utf8_len(tpl_str s) {
+    if (str_is_ascii(s)) return s.n;
     size_t n = 0;
     for (size_t i = 0; i < s.n;) {
         tpl_utf8_next(s.p, s.n, &i);
@@ -258,48 +267,215 @@ tpl_dict *tpl_dict_new(tpl_arena *a, size_t cap) {
     if (cap) {
         d->k = tpl_alloc_array(a, cap, sizeof(tpl_value));
         d->v = tpl_alloc_array(a, cap, sizeof(tpl_value));
-        if (!d->k || !d->v) return NULL;
+        d->h = tpl_alloc_array(a, cap, sizeof(uint64_t));
+        if (!d->k || !d->v || !d->h) return NULL;
         d->cap = cap;
     }
     return d;
 }
 
-tpl_value *tpl_dict_gets(const tpl_dict *d, tpl_str k) {
-    for (size_t i = 0; i < d->n; i++)
-        if (d->k[i].type == TPL_STR && tpl_str_eq(d->k[i].u.s, k)) return &d->v[i];
-    return NULL;
+/* ---- hashing ------------------------------------------------------------------------- */
+
+static uint64_t mix64(uint64_t x) {   /* a full-avalanche finalizer (splitmix64's) */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
 }
 
-tpl_value *tpl_dict_get(const tpl_dict *d, const tpl_value *k) {
-    if (k->type == TPL_STR) return tpl_dict_gets(d, k->u.s);
-    for (size_t i = 0; i < d->n; i++)
-        if (tpl_eq(&d->k[i], k, 0)) return &d->v[i];
-    return NULL;
-}
-
-bool tpl_dict_set(tpl_arena *a, tpl_dict *d, tpl_value k, tpl_value v) {
-    tpl_value *slot = tpl_dict_get(d, &k);
-    if (slot) {
-        *slot = v;
-        return true;
+uint64_t tpl_hash_str(tpl_str s) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ s.n;
+    size_t i = 0;
+    for (; i + 8 <= s.n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s.p + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 32;
     }
+    uint64_t t = 0;
+    for (size_t k = 0; i + k < s.n; k++) t |= (uint64_t)(unsigned char)s.p[i + k] << (8 * k);
+    return mix64(h ^ t);
+}
+
+enum { H_NONE = 1, H_UNDEF, H_TUPLE, H_RANGE, H_ID };
+
+static int hash_walk(const tpl_value *v, uint64_t *h, tpl_walk *w, int depth) {
+    switch ((tpl_type)v->type) {
+    case TPL_UNDEF: *h = H_UNDEF; return 1;
+    case TPL_NONE: *h = H_NONE; return 1;
+    case TPL_BOOL: *h = mix64((uint64_t)v->u.b); return 1;
+    case TPL_INT: *h = mix64((uint64_t)v->u.i); return 1;
+    case TPL_FLOAT: {
+        /* an integral float equals the int of its value, so it hashes as that int */
+        double f = v->u.f;
+        if (f == trunc(f) && f >= -9223372036854775808.0 && f < 9223372036854775808.0) {
+            *h = mix64((uint64_t)(int64_t)f);
+        } else {
+            uint64_t bits;
+            memcpy(&bits, &f, sizeof bits);
+            *h = mix64(bits ^ 0x5bd1e995u);
+        }
+        return 1;
+    }
+    case TPL_STR:
+        if (!tpl_walk_charge(w, 1 + v->u.s.n / 64)) return -1;
+        *h = tpl_hash_str(v->u.s);
+        return 1;
+    case TPL_DICT: return 0;
+    case TPL_LIST: {
+        const tpl_list *l = v->u.list;
+        switch ((tpl_list_kind)l->kind) {
+        case TPL_LK_LIST: case TPL_LK_KEYS: case TPL_LK_ITEMS: return 0;
+        case TPL_LK_RANGE:   /* equal ranges have the same length, first item and step */
+            *h = mix64(H_RANGE ^ mix64(l->n) ^ (l->n ? mix64((uint64_t)l->r_start + 1) : 0) ^
+                       (l->n > 1 ? mix64((uint64_t)l->r_step + 2) * 3 : 0));
+            return 1;
+        case TPL_LK_GEN: case TPL_LK_VALUES:   /* compared by identity */
+            *h = mix64((uint64_t)(uintptr_t)l);
+            return 1;
+        case TPL_LK_TUPLE: break;
+        }
+        if (!tpl_walk_enter(w, depth)) return -1;
+        uint64_t acc = H_TUPLE ^ l->n;
+        for (size_t i = 0; i < l->n; i++) {
+            uint64_t e;
+            int r = hash_walk(&l->v[i], &e, w, depth + 1);
+            if (r <= 0) return r;
+            acc = (acc ^ e) * 0x100000001b3ull + 0x9e3779b97f4a7c15ull;
+        }
+        *h = mix64(acc);
+        return 1;
+    }
+    case TPL_NS: *h = mix64((uint64_t)(uintptr_t)v->u.dict); return 1;
+    case TPL_FUNC: *h = mix64((uint64_t)(uintptr_t)v->u.self ^ v->fn); return 1;
+    case TPL_MACRO: *h = mix64((uint64_t)(uintptr_t)v->u.macro); return 1;
+    case TPL_LOOP: *h = mix64((uint64_t)(uintptr_t)v->u.loop); return 1;
+    }
+    *h = H_ID;
+    return 1;
+}
+
+int tpl_hash(const tpl_value *v, uint64_t *h, tpl_walk *w) { return hash_walk(v, h, w, 0); }
+
+/* ---- dicts ------------------------------------------------------------------------------ */
+
+/* Rebuild the index with room for at least `want` entries at half load. */
+static bool dict_reindex(tpl_arena *a, tpl_dict *d, size_t want) {
+    size_t ns = 32;
+    while (ns < 2 * want) ns *= 2;
+    uint32_t *slots = tpl_alloc_array(a, ns, sizeof *slots);
+    if (!slots) return false;
+    memset(slots, 0, ns * sizeof *slots);
+    for (size_t i = 0; i < d->n; i++) {
+        size_t s = (size_t)d->h[i] & (ns - 1);
+        while (slots[s]) s = (s + 1) & (ns - 1);
+        slots[s] = (uint32_t)(i + 1);
+    }
+    d->slots = slots;
+    d->nslots = ns;
+    return true;
+}
+
+static bool key_eq(const tpl_value *x, const tpl_value *k, tpl_walk *w) {
+    if (k->type == TPL_STR) return x->type == TPL_STR && tpl_str_eq(x->u.s, k->u.s);
+    return tpl_eq(x, k, w, 0);
+}
+
+/* Entry index of k, or -1 (absent, or the walk stopped). */
+static ptrdiff_t dict_index(const tpl_dict *d, const tpl_value *k, uint64_t h, tpl_walk *w) {
+    if (!d->slots) {
+        for (size_t i = 0; i < d->n; i++) {
+            if (d->h[i] == h && key_eq(&d->k[i], k, w)) return (ptrdiff_t)i;
+            if (w->fail) return -1;
+        }
+        return -1;
+    }
+    size_t mask = d->nslots - 1;
+    for (size_t s = (size_t)h & mask; d->slots[s]; s = (s + 1) & mask) {
+        size_t i = d->slots[s] - 1;
+        if (d->h[i] == h && key_eq(&d->k[i], k, w)) return (ptrdiff_t)i;
+        if (w->fail) return -1;
+    }
+    return -1;
+}
+
+tpl_value *tpl_dict_find(const tpl_dict *d, const tpl_value *k, uint64_t h, tpl_walk *w) {
+    ptrdiff_t i = dict_index(d, k, h, w);
+    return i < 0 ? NULL : &d->v[i];
+}
+
+tpl_value *tpl_dict_gets(const tpl_dict *d, tpl_str k) {
+    tpl_value kv = tpl_strv(k);
+    tpl_walk w = {.limit = UINT64_MAX};   /* string keys never walk */
+    return tpl_dict_find(d, &kv, tpl_hash_str(k), &w);
+}
+
+bool tpl_dict_append(tpl_arena *a, tpl_dict *d, tpl_value k, uint64_t h, tpl_value v) {
     if (d->n == d->cap) {
         size_t cap = d->cap ? d->cap * 2 : 4;
         tpl_value *nk = tpl_alloc_array(a, cap, sizeof(tpl_value));
         tpl_value *nv = tpl_alloc_array(a, cap, sizeof(tpl_value));
-        if (!nk || !nv) return false;
+        uint64_t *nh = tpl_alloc_array(a, cap, sizeof(uint64_t));
+        if (!nk || !nv || !nh) return false;
         if (d->n) {
             memcpy(nk, d->k, d->n * sizeof(tpl_value));
             memcpy(nv, d->v, d->n * sizeof(tpl_value));
+            memcpy(nh, d->h, d->n * sizeof(uint64_t));
         }
         d->k = nk;
         d->v = nv;
+        d->h = nh;
         d->cap = cap;
     }
-    d->k[d->n] = k;
-    d->v[d->n] = v;
+    if (d->n >= UINT32_MAX - 1) return false;
+    size_t i = d->n;
+    d->k[i] = k;
+    d->v[i] = v;
+    d->h[i] = h;
     d->n++;
+    if (d->slots && 2 * d->n <= d->nslots) {
+        size_t mask = d->nslots - 1, s = (size_t)h & mask;
+        while (d->slots[s]) s = (s + 1) & mask;
+        d->slots[s] = (uint32_t)(i + 1);
+    } else if (d->n > TPL_DICT_LINEAR && !dict_reindex(a, d, d->n * 2)) {
+        d->n--;
+        return false;
+    }
     return true;
+}
+
+bool tpl_dict_put(tpl_arena *a, tpl_dict *d, tpl_value k, uint64_t h, tpl_value v, tpl_walk *w) {
+    ptrdiff_t i = dict_index(d, &k, h, w);
+    if (w->fail) return false;
+    if (i >= 0) {
+        d->v[i] = v;
+        return true;
+    }
+    return tpl_dict_append(a, d, k, h, v);
+}
+
+bool tpl_dict_puts(tpl_arena *a, tpl_dict *d, tpl_str k, tpl_value v) {
+    tpl_walk w = {.limit = UINT64_MAX};
+    return tpl_dict_put(a, d, tpl_strv(k), tpl_hash_str(k), v, &w);
+}
+
+tpl_dict *tpl_dict_copy(tpl_arena *a, const tpl_dict *d) {
+    tpl_dict *r = tpl_dict_new(a, d->n);
+    if (!r) return NULL;
+    if (d->n) {
+        memcpy(r->k, d->k, d->n * sizeof *d->k);
+        memcpy(r->v, d->v, d->n * sizeof *d->v);
+        memcpy(r->h, d->h, d->n * sizeof *d->h);
+    }
+    r->n = d->n;
+    if (d->slots) {
+        r->slots = tpl_alloc_array(a, d->nslots, sizeof *r->slots);
+        if (!r->slots) return NULL;
+        memcpy(r->slots, d->slots, d->nslots * sizeof *r->slots);
+        r->nslots = d->nslots;
+    }
+    return r;
 }
 
 /* ---- predicates ---------------------------------------------------------------------- */
@@ -363,17 +539,6 @@ void tpl_object_desc(const tpl_value *v, char *buf, size_t n) {
 
 /* ---- comparison ------------------------------------------------------------------------ */
 
-bool tpl_hashable(const tpl_value *v) {
-    if (v->type == TPL_DICT) return false;
-    if (v->type != TPL_LIST) return true;
-    const tpl_list *l = v->u.list;
-    if (l->kind == TPL_LK_LIST || l->kind == TPL_LK_KEYS || l->kind == TPL_LK_ITEMS) return false;
-    if (l->kind != TPL_LK_TUPLE) return true;
-    for (size_t i = 0; i < l->n; i++)
-        if (!tpl_hashable(&l->v[i])) return false;   /* depth is bounded by the nesting of literals/data */
-    return true;
-}
-
 static bool num_of(const tpl_value *v, bool *is_float, int64_t *i, double *f) {
     if (v->type == TPL_INT) { *is_float = false; *i = v->u.i; return true; }
     if (v->type == TPL_BOOL) { *is_float = false; *i = v->u.b; return true; }
@@ -408,13 +573,16 @@ static int num_cmp(const tpl_value *a, const tpl_value *b) {
 
 static bool is_seq_kind(const tpl_value *v, tpl_list_kind k) { return v->type == TPL_LIST && v->u.list->kind == k; }
 
-bool tpl_eq(const tpl_value *a, const tpl_value *b, int depth) {
-    if (depth > 200) return false;
+/* Python ==, walking nested containers under w's depth and work limits. */
+bool tpl_eq(const tpl_value *a, const tpl_value *b, tpl_walk *w, int depth) {
     if (tpl_is_num(a) && tpl_is_num(b)) return num_cmp(a, b) == 0;
     if (a->type != b->type) return false;
     switch ((tpl_type)a->type) {
     case TPL_UNDEF: case TPL_NONE: return true;
-    case TPL_STR: return tpl_str_eq(a->u.s, b->u.s);
+    case TPL_STR:
+        if (a->u.s.n != b->u.s.n) return false;
+        if (a->u.s.p == b->u.s.p) return true;
+        return tpl_walk_charge(w, 1 + a->u.s.n / 64) && tpl_str_eq(a->u.s, b->u.s);
     case TPL_LIST: {
         const tpl_list *x = a->u.list, *y = b->u.list;
         if (x == y) return true;
@@ -426,25 +594,34 @@ bool tpl_eq(const tpl_value *a, const tpl_value *b, int depth) {
             return x->r_start == y->r_start && (x->n == 1 || x->r_step == y->r_step);
         }
         if (x->n != y->n) return false;
-        if (x->kind == TPL_LK_KEYS || x->kind == TPL_LK_ITEMS) {   /* set semantics */
+        if (!tpl_walk_enter(w, depth) || !tpl_walk_charge(w, x->n)) return false;
+        if (x->kind == TPL_LK_KEYS || x->kind == TPL_LK_ITEMS) {
+            /* set semantics; views of big dicts are not compared in real templates, so a
+             * scan (charged per pair) stands in for Python's hash lookups */
             for (size_t i = 0; i < x->n; i++) {
                 bool found = false;
-                for (size_t j = 0; j < y->n && !found; j++) found = tpl_eq(&x->v[i], &y->v[j], depth + 1);
+                for (size_t j = 0; j < y->n && !found; j++) {
+                    if (!tpl_walk_charge(w, 1)) return false;
+                    found = tpl_eq(&x->v[i], &y->v[j], w, depth + 1);
+                    if (w->fail) return false;
+                }
                 if (!found) return false;
             }
             return true;
         }
         for (size_t i = 0; i < x->n; i++)
-            if (!tpl_eq(&x->v[i], &y->v[i], depth + 1)) return false;
+            if (!tpl_eq(&x->v[i], &y->v[i], w, depth + 1)) return false;
         return true;
     }
     case TPL_DICT: {
         const tpl_dict *x = a->u.dict, *y = b->u.dict;
         if (x == y) return true;
         if (x->n != y->n) return false;
+        if (!tpl_walk_enter(w, depth)) return false;
         for (size_t i = 0; i < x->n; i++) {
-            const tpl_value *o = tpl_dict_get(y, &x->k[i]);
-            if (!o || !tpl_eq(&x->v[i], o, depth + 1)) return false;
+            if (!tpl_walk_charge(w, 1)) return false;
+            const tpl_value *o = tpl_dict_find(y, &x->k[i], x->h[i], w);
+            if (!o || !tpl_eq(&x->v[i], o, w, depth + 1)) return false;
         }
         return true;
     }
@@ -456,13 +633,15 @@ bool tpl_eq(const tpl_value *a, const tpl_value *b, int depth) {
     }
 }
 
-bool tpl_lt(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t msgn) {
+static bool lt_walk(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t msgn, tpl_walk *w, int depth) {
+    msg[0] = 0;
     if (tpl_is_num(a) && tpl_is_num(b)) {
         *lt = num_cmp(a, b) == -1;
         return true;
     }
     if (a->type == TPL_STR && b->type == TPL_STR) {
         size_t n = a->u.s.n < b->u.s.n ? a->u.s.n : b->u.s.n;
+        if (!tpl_walk_charge(w, 1 + n / 64)) return false;
         int r = n ? memcmp(a->u.s.p, b->u.s.p, n) : 0;
         *lt = r < 0 || (r == 0 && a->u.s.n < b->u.s.n);
         return true;
@@ -470,14 +649,20 @@ bool tpl_lt(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t 
     if ((is_seq_kind(a, TPL_LK_LIST) && is_seq_kind(b, TPL_LK_LIST)) ||
         (is_seq_kind(a, TPL_LK_TUPLE) && is_seq_kind(b, TPL_LK_TUPLE))) {
         const tpl_list *x = a->u.list, *y = b->u.list;
+        if (!tpl_walk_enter(w, depth)) return false;
         size_t i = 0;
-        while (i < x->n && i < y->n && tpl_eq(&x->v[i], &y->v[i], 0)) i++;
-        if (i < x->n && i < y->n) return tpl_lt(&x->v[i], &y->v[i], lt, msg, msgn);
+        while (i < x->n && i < y->n && tpl_eq(&x->v[i], &y->v[i], w, depth + 1)) i++;
+        if (w->fail) return false;
+        if (i < x->n && i < y->n) return lt_walk(&x->v[i], &y->v[i], lt, msg, msgn, w, depth + 1);
         *lt = x->n < y->n;
         return true;
     }
     snprintf(msg, msgn, "'<' not supported between instances of '%s' and '%s'", tpl_type_name(a), tpl_type_name(b));
     return false;
+}
+
+bool tpl_lt(const tpl_value *a, const tpl_value *b, bool *lt, char *msg, size_t msgn, tpl_walk *w) {
+    return lt_walk(a, b, lt, msg, msgn, w, 0);
 }
 
 /* ---- number formatting ------------------------------------------------------------------- */
@@ -644,14 +829,14 @@ static bool json_key(tpl_buf *b, const tpl_value *k, const tpl_json_opts *o, cha
 }
 
 /* Stable merge sort of index array by dict key (Python sorted(d.items())). */
-static bool sort_keys(const tpl_dict *d, size_t *idx, size_t *tmp, size_t n, char *msg, size_t msgn) {
+static bool sort_keys(const tpl_dict *d, size_t *idx, size_t *tmp, size_t n, char *msg, size_t msgn, tpl_walk *w) {
     if (n < 2) return true;
     size_t h = n / 2;
-    if (!sort_keys(d, idx, tmp, h, msg, msgn) || !sort_keys(d, idx + h, tmp, n - h, msg, msgn)) return false;
+    if (!sort_keys(d, idx, tmp, h, msg, msgn, w) || !sort_keys(d, idx + h, tmp, n - h, msg, msgn, w)) return false;
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
         bool lt;
-        if (!tpl_lt(&d->k[idx[j]], &d->k[idx[i]], &lt, msg, msgn)) return false;
+        if (!tpl_walk_charge(w, 1) || !tpl_lt(&d->k[idx[j]], &d->k[idx[i]], &lt, msg, msgn, w)) return false;
         tmp[k++] = lt ? idx[j++] : idx[i++];
     }
     while (i < h) tmp[k++] = idx[i++];
@@ -660,11 +845,8 @@ static bool sort_keys(const tpl_dict *d, size_t *idx, size_t *tmp, size_t n, cha
     return true;
 }
 
-bool tpl_json_dump(tpl_buf *b, const tpl_value *v, const tpl_json_opts *o, int depth, char *msg, size_t msgn) {
-    if (depth > 500) {
-        snprintf(msg, msgn, "maximum recursion depth exceeded while encoding a JSON object");
-        return false;
-    }
+bool tpl_json_dump(tpl_buf *b, const tpl_value *v, const tpl_json_opts *o, int depth, char *msg, size_t msgn,
+                   tpl_walk *w) {
     tpl_str item_sep = o->item_sep ? *o->item_sep : (o->indent ? TPL_STR_LIT(",") : TPL_STR_LIT(", "));
     tpl_str key_sep = o->key_sep ? *o->key_sep : TPL_STR_LIT(": ");
     char tmp[32];
@@ -678,11 +860,12 @@ bool tpl_json_dump(tpl_buf *b, const tpl_value *v, const tpl_json_opts *o, int d
         const tpl_list *l = v->u.list;
         if (l->kind != TPL_LK_LIST && l->kind != TPL_LK_TUPLE) break;
         if (l->n == 0) return tpl_buf_puts(b, "[]");
+        if (!tpl_walk_enter(w, depth)) return false;
         if (!tpl_buf_putc(b, '[')) return false;
         for (size_t i = 0; i < l->n; i++) {
             if (i && !tpl_buf_put(b, item_sep.p, item_sep.n)) return false;
             if (o->indent && !json_newline(b, o, depth + 1)) return false;
-            if (!tpl_json_dump(b, &l->v[i], o, depth + 1, msg, msgn)) return false;
+            if (!tpl_json_dump(b, &l->v[i], o, depth + 1, msg, msgn, w)) return false;
         }
         if (o->indent && !json_newline(b, o, depth)) return false;
         return tpl_buf_putc(b, ']');
@@ -690,24 +873,25 @@ bool tpl_json_dump(tpl_buf *b, const tpl_value *v, const tpl_json_opts *o, int d
     case TPL_DICT: {
         const tpl_dict *d = v->u.dict;
         if (d->n == 0) return tpl_buf_puts(b, "{}");
+        if (!tpl_walk_enter(w, depth)) return false;
         size_t *idx = malloc(2 * d->n * sizeof *idx);
         if (!idx) {
             snprintf(msg, msgn, "out of memory");
             return false;
         }
         for (size_t i = 0; i < d->n; i++) idx[i] = i;
-        bool ok = !o->sort_keys || sort_keys(d, idx, idx + d->n, d->n, msg, msgn);
+        bool ok = !o->sort_keys || sort_keys(d, idx, idx + d->n, d->n, msg, msgn, w);
         if (ok) ok = tpl_buf_putc(b, '{');
         for (size_t i = 0; ok && i < d->n; i++) {
             if (i) ok = tpl_buf_put(b, item_sep.p, item_sep.n);
             if (ok && o->indent) ok = json_newline(b, o, depth + 1);
             ok = ok && json_key(b, &d->k[idx[i]], o, msg, msgn) && tpl_buf_put(b, key_sep.p, key_sep.n) &&
-                 tpl_json_dump(b, &d->v[idx[i]], o, depth + 1, msg, msgn);
+                 tpl_json_dump(b, &d->v[idx[i]], o, depth + 1, msg, msgn, w);
         }
         if (ok && o->indent) ok = json_newline(b, o, depth);
         if (ok) ok = tpl_buf_putc(b, '}');
         free(idx);
-        if (!ok && !msg[0]) snprintf(msg, msgn, "output limit exceeded");
+        if (!ok && !msg[0] && !w->fail) snprintf(msg, msgn, "output limit exceeded");
         return ok;
     }
     default: break;
@@ -767,7 +951,7 @@ static bool repr_str(tpl_buf *b, tpl_str s) {
 
 /* Containers being printed, to print a recursive reference as [...] / {...}. */
 typedef struct repr_state {
-    const void *stack[256];
+    const void *stack[TPL_MAX_NEST];
     int depth;
     char *msg;
     size_t msgn;
@@ -819,8 +1003,8 @@ static brisk_status repr_container(tpl_buf *b, const tpl_value *v, repr_state *s
             return BRISK_OK;
         }
     if (st->depth >= (int)BRISK_ARRAY_LEN(st->stack)) {
-        snprintf(st->msg, st->msgn, "maximum recursion depth exceeded while getting the repr of an object");
-        return BRISK_ERR_CAPACITY;
+        snprintf(st->msg, st->msgn, "value nested deeper than %d levels (in printing)", TPL_MAX_NEST);
+        return BRISK_ERR_TEMPLATE;
     }
     st->stack[st->depth++] = id;
     brisk_status s = BRISK_OK;
