@@ -269,9 +269,9 @@ static void test_all_or_nothing(void) {
     brisk_kv *kv = new_kv(96, 3);   /* 3 + 2 = 5 blocks */
     if (!kv) return;
     brisk_error err = {0};
-    int32_t t[96], u[96], v[96];
+    int32_t t[96], u[128], v[96];
     seq_tokens(t, 96, 20);
-    seq_tokens(u, 96, 21);
+    seq_tokens(u, 128, 21);
     seq_tokens(v, 96, 22);
     CHECK(append1(kv, 0, t, 64) == BRISK_OK);
     CHECK(append1(kv, 1, u, 32) == BRISK_OK);
