@@ -47,7 +47,10 @@ bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ct
  * same path decoded as a chain. The sequence then holds len + (its tokens)
  * slots, no longer in position order (brisk_kv_ordered stays at len) until
  * brisk_kv_keep_path or brisk_kv_truncate resolves it; a sequence in that state
- * is refused. */
+ * is refused. The batch's slots are reserved all or nothing before anything is
+ * written (brisk_kv_reserve_batch: shared blocks are copied there), and each
+ * slot's token and position are recorded; indexing the filled blocks in the
+ * prefix cache (brisk_kv_commit) is the caller's, once it accepts the batch. */
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err);
 
 /* Windowed attention (brisk_context_params.attn_window/attn_sink): a token at
