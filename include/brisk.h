@@ -196,6 +196,58 @@ brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, b
  * Copies n_path rows per layer at most; allocates nothing. */
 brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *path, int32_t n_path, brisk_error *err);
 
+/* ---- sequences that know their tokens, and the prefix cache ------------------------------
+ * The KV cache records the token id of every slot, shares blocks of 32 slots
+ * between sequences (reference counted; a shared partial block is copied on
+ * its first write), and keeps an automatic prefix cache: every full block of
+ * a sequence is indexed by (the block before it, its 32 token ids), and when
+ * no sequence holds it any more it stays cached inside the pool, unreferenced,
+ * until an allocation needs the room (least recently used first). The pool's
+ * size does not change (see brisk_context_params.n_ctx), and the cache never
+ * allocates. Lossless: a sequence's logits are bitwise the same whether its
+ * prefix came from the cache, from a fork, or was computed (batch invariance).
+ *
+ * A client that holds a conversation as a token list (a chat CLI, a server
+ * request) calls brisk_seq_sync with the whole list each turn instead of
+ * tracking what the cache holds; it then samples from brisk_get_logits(c, 0). */
+
+/* The token ids sequence seq holds, in slot order: *n_tokens (set whenever
+ * seq is valid) = brisk_seq_len; tokens (caller-owned, cap entries) receives
+ * them when cap >= *n_tokens, else BRISK_ERR_CAPACITY and nothing is written
+ * (tokens = NULL, cap = 0 asks for the count). After a branching tree decode
+ * the slots past the leading chain hold the tree's tokens in batch order,
+ * until brisk_seq_keep_path. */
+brisk_status brisk_seq_tokens(const brisk_context *c, int32_t seq, int32_t *tokens, int32_t cap, int32_t *n_tokens, brisk_error *err);
+/* dst becomes a copy of src: dst's own tokens are dropped, then it shares
+ * every one of src's blocks (no K/V is copied; a shared partial block is
+ * copied when either sequence next writes into it). src must be in position
+ * order (no unresolved tree), else BRISK_ERR_INVALID_ARG. src == dst changes
+ * nothing. Both then continue independently. Allocates nothing. */
+brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst, brisk_error *err);
+/* Make seq hold exactly tokens[0..n) (borrowed for the call): keep the
+ * longest prefix that seq already holds or that the prefix cache has (whole
+ * blocks; the longer wins), drop the rest of seq, and prefill the remainder
+ * in chunks of n_batch tokens (brisk_decode calls). The last token is always
+ * computed, so on success brisk_get_logits(c, 0) holds tokens[n - 1]'s
+ * logits (n_logits = 1; none when n = 0, which clears seq). *n_reused
+ * (optional) = tokens not recomputed. Token ids and n <= n_ctx are checked
+ * before anything changes; a later failure (BRISK_ERR_CAPACITY when the pool
+ * is full of other sequences' blocks, BRISK_ERR_NUMERIC) leaves seq holding a
+ * prefix of tokens (brisk_seq_len says how long). Like any decode it ends the
+ * window in which brisk_seq_keep_path applies. */
+brisk_status brisk_seq_sync(brisk_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t *n_reused, brisk_error *err);
+
+/* The KV pool's blocks: in_use (held by a sequence) + cached (in the prefix
+ * cache only) + free == n_blocks, always. */
+typedef struct brisk_cache_stats {
+    int32_t n_blocks;      /* pool size, in blocks */
+    int32_t block_tokens;  /* token slots per block (32) */
+    int32_t in_use, cached, free;
+    int64_t hit_tokens;    /* tokens brisk_seq_sync took from the prefix cache so far */
+    int64_t evicted;       /* cached blocks evicted so far to make room */
+} brisk_cache_stats;
+void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out);
+
 /* ---- sampling ------------------------------------------------------------------------ */
 
 typedef enum brisk_repeat_mode {

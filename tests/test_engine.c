@@ -279,6 +279,190 @@ static void test_tree_errors(const int32_t *tok) {
     brisk_context_free(c);
 }
 
+/* ---- sequences that know their tokens, the prefix cache, fork ------------------------------ */
+
+#define SYNC_LEN 600   /* past one 512-token chunk, not a multiple of 32 */
+#define SYNC_CONT 3
+
+/* The trace of a sequence: the logits of its prompt's last token (from
+ * brisk_get_logits(c, 0) after the prompt) and of SYNC_CONT continuation
+ * tokens decoded one by one, each in a batch with one token of `other`
+ * (-1: alone) placed before it. */
+static void trace_cont(brisk_context *c, int32_t seq, const int32_t *cont, int32_t other, int32_t other_tok, float *out) {
+    const size_t row = (size_t)n_vocab * sizeof(float);
+    memcpy(out, brisk_get_logits(c, 0), row);
+    for (int i = 0; i < SYNC_CONT; i++) {
+        int32_t t[2], p[2], s[2];
+        uint8_t w[2] = {1, 1};
+        int n = 0;
+        if (other >= 0) { t[n] = other_tok; p[n] = brisk_seq_len(c, other); s[n] = other; n++; }
+        t[n] = cont[i]; p[n] = brisk_seq_len(c, seq); s[n] = seq; n++;
+        brisk_batch b = {n, t, p, s, w};
+        brisk_error err = {0};
+        CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "continuation: %s", err.msg);
+        memcpy(out + (size_t)(i + 1) * n_vocab, brisk_get_logits(c, n - 1), row);
+    }
+}
+
+/* Reference: tokens decoded with plain brisk_decode in chunks of 100, in a fresh context. */
+static void trace_plain(const int32_t *tok, int n, const int32_t *cont, float *out) {
+    brisk_context *c = new_ctx(1024, 128, 1, 2);
+    int32_t pos[100], seq[100] = {0};
+    uint8_t want[100];
+    brisk_error err = {0};
+    for (int i0 = 0; i0 < n; i0 += 100) {
+        const int m = n - i0 < 100 ? n - i0 : 100;
+        for (int j = 0; j < m; j++) { pos[j] = i0 + j; want[j] = i0 + j == n - 1; }
+        brisk_batch b = {m, tok + i0, pos, seq, want};
+        CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "%s", err.msg);
+    }
+    trace_cont(c, 0, cont, -1, 0, out);
+    brisk_context_free(c);
+}
+
+static int sync_ok(brisk_context *c, int32_t seq, const int32_t *tok, int n, int32_t *reused) {
+    brisk_error err = {0};
+    const brisk_status st = brisk_seq_sync(c, seq, tok, n, reused, &err);
+    CHECKF(st == BRISK_OK, "sync: %s", err.msg);
+    return st == BRISK_OK && brisk_n_logits(c) == 1 && brisk_seq_len(c, seq) == n;
+}
+
+/* Invariance matrix (memcmp on logits): a sequence's logits are the same
+ * computed plainly, through brisk_seq_sync in prefill chunks of 1, 7, 64 and
+ * 512, with its prompt from the prefix cache (whole or in part), decoded
+ * among other sequences, and forked from another sequence (its shared
+ * partial block copied on write), also after its cached prefix was evicted. */
+static void test_seq_sync(const int32_t *tok) {
+    const size_t tbytes = (size_t)(SYNC_CONT + 1) * n_vocab * sizeof(float);
+    float *ref = malloc(tbytes), *ref2 = malloc(tbytes), *got = malloc(tbytes);
+    int32_t P[SYNC_LEN], Q[SYNC_LEN], P2[450], cont[SYNC_CONT] = {tok[3], tok[4], tok[5]}, alt[SYNC_CONT] = {tok[9], tok[8], tok[7]};
+    for (int i = 0; i < SYNC_LEN; i++) {
+        P[i] = (tok[i % PROMPT_LEN] + i / PROMPT_LEN) % n_vocab;
+        Q[i] = (tok[(i * 3) % PROMPT_LEN] + 5 + i / PROMPT_LEN) % n_vocab;
+    }
+    for (int i = 0; i < 450; i++) P2[i] = i < 300 ? P[i] : Q[i];
+    trace_plain(P, SYNC_LEN, cont, ref);
+    int32_t reused = -1;
+    brisk_error err = {0};
+
+    /* 1. brisk_seq_sync from scratch, chunks of 1, 7, 64, 512 */
+    const int chunks[] = {1, 7, 64, 512};
+    for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+        if (test_quick() && chunks[k] < 64) continue;
+        brisk_context *c = new_ctx(1024, chunks[k], 1, 2);
+        if (sync_ok(c, 0, P, SYNC_LEN, &reused)) {
+            CHECK(reused == 0);
+            trace_cont(c, 0, cont, -1, 0, got);
+            CHECKF(memcmp(ref, got, tbytes) == 0, "sync in chunks of %d: logits differ from the plain decode", chunks[k]);
+        }
+        brisk_context_free(c);
+    }
+
+    /* 2. the prompt from the prefix cache, then a partial hit; decoded among others */
+    brisk_context *c = new_ctx(1024, 64, 3, 2);
+    brisk_cache_stats cs;
+    CHECK(sync_ok(c, 0, P, SYNC_LEN, &reused) && reused == 0);
+    brisk_context_cache_stats(c, &cs);
+    CHECK(cs.in_use == (SYNC_LEN + 31) / 32 && cs.cached == 0 && cs.in_use + cs.cached + cs.free == cs.n_blocks && cs.block_tokens == 32);
+    CHECK(brisk_seq_truncate(c, 0, 0, &err) == BRISK_OK);
+    brisk_context_cache_stats(c, &cs);
+    CHECK(cs.in_use == 0 && cs.cached == SYNC_LEN / 32 && cs.in_use + cs.cached + cs.free == cs.n_blocks);
+    if (sync_ok(c, 1, P, SYNC_LEN, &reused)) {
+        CHECKF(reused == (SYNC_LEN - 1) / 32 * 32, "reused %d", reused);
+        trace_cont(c, 1, cont, -1, 0, got);
+        CHECK(memcmp(ref, got, tbytes) == 0);
+    }
+    brisk_context_cache_stats(c, &cs);
+    CHECK(cs.hit_tokens == (SYNC_LEN - 1) / 32 * 32);
+    /* the same from the cache again, its continuation batched with another sequence's tokens */
+    CHECK(brisk_seq_truncate(c, 1, 0, &err) == BRISK_OK);
+    CHECK(sync_ok(c, 2, Q, 100, &reused) && reused == 0);
+    if (sync_ok(c, 1, P, SYNC_LEN, &reused)) {
+        CHECK(reused == (SYNC_LEN - 1) / 32 * 32);
+        trace_cont(c, 1, cont, 2, tok[11], got);
+        CHECKF(memcmp(ref, got, tbytes) == 0, "from the cache and batched with another sequence: logits differ");
+    }
+    /* a partial hit: P2 shares P's first 300 tokens (9 whole blocks) */
+    trace_plain(P2, 450, cont, ref2);
+    if (sync_ok(c, 0, P2, 450, &reused)) {
+        CHECKF(reused == 288, "reused %d", reused);
+        trace_cont(c, 0, cont, -1, 0, got);
+        CHECKF(memcmp(ref2, got, tbytes) == 0, "partial prefix hit: logits differ");
+    }
+    /* brisk_seq_tokens knows them; sync to a prefix of what the sequence holds keeps it */
+    int32_t *held = malloc(sizeof(int32_t) * 1024), n_held = 0;
+    CHECK(brisk_seq_tokens(c, 0, held, 1024, &n_held, &err) == BRISK_OK && n_held == 450 + SYNC_CONT);
+    CHECK(memcmp(held, P2, sizeof P2) == 0 && memcmp(held + 450, cont, sizeof cont) == 0);
+    CHECK(brisk_seq_tokens(c, 0, held, 10, &n_held, &err) == BRISK_ERR_CAPACITY && n_held == 450 + SYNC_CONT);
+    CHECK(brisk_seq_tokens(c, 0, NULL, 0, &n_held, &err) == BRISK_ERR_CAPACITY && n_held == 453);
+    CHECK(brisk_seq_tokens(c, 7, held, 10, &n_held, &err) == BRISK_ERR_INVALID_ARG);
+    CHECK(sync_ok(c, 0, P2, 400, &reused) && reused == 399);
+    /* refused before anything changes */
+    int32_t badtok[3] = {P[0], n_vocab, P[2]};
+    CHECK(brisk_seq_sync(c, 0, badtok, 3, NULL, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "out of range"));
+    CHECK(brisk_seq_len(c, 0) == 400);
+    CHECK(brisk_seq_sync(c, 0, P, 1025, NULL, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "context size 1024"));
+    CHECK(brisk_seq_sync(c, 5, P, 3, NULL, &err) == BRISK_ERR_INVALID_ARG);
+    CHECK(brisk_seq_sync(c, 0, NULL, 0, &reused, &err) == BRISK_OK && brisk_seq_len(c, 0) == 0 && brisk_n_logits(c) == 0);
+    free(held);
+    brisk_context_free(c);
+
+    /* 3. fork: seq 0 holds P (its last block partial), seq 1 a fork of it;
+     * both continue in the same batches, each equal to its own chain */
+    c = new_ctx(1024, 64, 2, 2);
+    if (sync_ok(c, 0, P, SYNC_LEN, &reused)) {
+        brisk_context_cache_stats(c, &cs);
+        const int32_t used = cs.in_use;
+        CHECK(brisk_seq_fork(c, 0, 1, &err) == BRISK_OK && brisk_seq_len(c, 1) == SYNC_LEN);
+        brisk_context_cache_stats(c, &cs);
+        CHECK(cs.in_use == used);   /* every block shared, nothing copied */
+        memcpy(got, brisk_get_logits(c, 0), (size_t)n_vocab * sizeof(float));
+        const size_t row = (size_t)n_vocab * sizeof(float);
+        float *alt_got = malloc(tbytes), *alt_ref = malloc(tbytes);
+        memcpy(alt_got, got, row);
+        for (int i = 0; i < SYNC_CONT; i++) {
+            int32_t t[2] = {alt[i], cont[i]}, p[2] = {SYNC_LEN + i, SYNC_LEN + i}, s2[2] = {0, 1};
+            uint8_t w[2] = {1, 1};
+            brisk_batch b = {2, t, p, s2, w};
+            CHECKF(brisk_decode(c, &b, &err) == BRISK_OK, "%s", err.msg);
+            memcpy(alt_got + (size_t)(i + 1) * n_vocab, brisk_get_logits(c, 0), row);
+            memcpy(got + (size_t)(i + 1) * n_vocab, brisk_get_logits(c, 1), row);
+        }
+        brisk_context_cache_stats(c, &cs);
+        CHECK(cs.in_use == used + 1);   /* the partial block, copied on the first write */
+        CHECKF(memcmp(ref, got, tbytes) == 0, "forked sequence: logits differ");
+        trace_plain(P, SYNC_LEN, alt, alt_ref);
+        CHECKF(memcmp(alt_ref, alt_got, tbytes) == 0, "fork source: logits differ after the fork");
+        free(alt_got);
+        free(alt_ref);
+    }
+    /* a fork of a sequence holding an unresolved tree is refused */
+    CHECK(brisk_seq_truncate(c, 0, 10, &err) == BRISK_OK);
+    int32_t tt[2] = {tok[1], tok[2]}, tp[2] = {10, 10}, ts[2] = {0, 0}, tpar[2] = {-1, -1};
+    uint8_t tw[2] = {0, 0};
+    brisk_batch tb = {2, tt, tp, ts, tw};
+    CHECK(brisk_decode_tree(c, &tb, tpar, &err) == BRISK_OK);
+    CHECK(brisk_seq_fork(c, 0, 1, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "token tree"));
+    CHECK(brisk_seq_fork(c, 0, 2, &err) == BRISK_ERR_INVALID_ARG);
+    brisk_context_free(c);
+
+    /* 4. eviction: a pool of 20 blocks holds one prompt; a second evicts the
+     * first's cached blocks (least recently used first), whose recomputation
+     * is again exact */
+    c = new_ctx(640, 64, 1, 2);
+    CHECK(sync_ok(c, 0, P, SYNC_LEN, &reused));
+    CHECK(sync_ok(c, 0, Q, SYNC_LEN, &reused) && reused == 0);
+    brisk_context_cache_stats(c, &cs);
+    CHECK(cs.evicted > 0 && cs.in_use + cs.cached + cs.free == cs.n_blocks && cs.n_blocks == 20);
+    if (sync_ok(c, 0, P, SYNC_LEN, &reused)) {
+        CHECKF(reused < SYNC_LEN / 2, "reused %d after eviction", reused);
+        trace_cont(c, 0, cont, -1, 0, got);
+        CHECKF(memcmp(ref, got, tbytes) == 0, "after eviction: logits differ");
+    }
+    brisk_context_free(c);
+    free(ref); free(ref2); free(got);
+}
+
 /* Windowed attention (attn_window / attn_sink): a window past the context is
  * full attention; the windowed logits are batch-invariant; and a token at p
  * sees nothing outside sink + window: after L layers a change at position
@@ -476,6 +660,7 @@ int main(void) {
     test_batch_invariance(tok);
     test_errors(tok);
     test_window(tok);
+    test_seq_sync(tok);
     /* the F16 model's trees are the slowest part under qemu (soft half-precision); quick runs keep the Q4_0 ones */
     if (!test_quick()) test_tree_model("pycode-target-f16", tok);
     test_tree_errors(tok);

@@ -36,6 +36,9 @@ struct brisk_context {
     int32_t *tree_n;        /* [n_seq] tokens the last decode added to the sequence */
     int32_t *len0;          /* [n_seq] scratch: lengths before a decode, to undo one whose logits are not finite */
     uint8_t *tree_ok;       /* [n_seq] 1 = the last decode had tokens of it and nothing changed it since */
+    /* brisk_seq_sync's prefill batches: [n_batch] each */
+    int32_t *sync_pos, *sync_seq;
+    uint8_t *sync_want;
 };
 
 /* ---- models ------------------------------------------------------------------------------ */
@@ -242,12 +245,12 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     const brisk_hparams *hp = &m->data->hp;
     memset(out, 0, sizeof *out);
     out->weights = m->data->weight_bytes;
-    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv * hp->head_dim, sh->n_ctx, sh->n_seq, &out->kv))
+    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv, hp->head_dim, sh->n_ctx, sh->n_seq, BRISK_KV_F16, BRISK_KV_F16, &out->kv))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for context %d x %d sequences overflows", sh->n_ctx, sh->n_seq);
     if (!brisk_forward_plan(m->data, sh->n_batch, sh->n_ctx, sh->n_threads, &out->scratch))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "scratch size for batch %d overflows", sh->n_batch);
     /* the context's own bookkeeping, [n_batch] and [n_seq] arrays */
-    out->scratch += (size_t)sh->n_batch * 4 * sizeof(int32_t) + (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1);
+    out->scratch += (size_t)sh->n_batch * (6 * sizeof(int32_t) + 1) + (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1);
     if (!brisk_mul_size((size_t)sh->n_batch * sizeof(float), (size_t)hp->n_vocab, &out->logits))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for batch %d x %d vocabulary overflow", sh->n_batch, hp->n_vocab);
     size_t t = out->weights;
@@ -313,7 +316,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     if (!c) return brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
     c->model = m;
     c->n_batch = n_batch;
-    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, n_seq, err))) goto fail;
+    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, n_seq, BRISK_KV_F16, BRISK_KV_F16, err))) goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
     c->logits = malloc(plan.logits);
@@ -329,7 +332,11 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->tree_n = malloc((size_t)n_seq * sizeof(int32_t));
     c->len0 = malloc((size_t)n_seq * sizeof(int32_t));
     c->tree_ok = calloc((size_t)n_seq, 1);
-    if (!c->last_seq || !c->last_par || !c->last_rank || !c->path_rel || !c->seq_last || !c->tree_n || !c->len0 || !c->tree_ok) {
+    c->sync_pos = malloc((size_t)n_batch * sizeof(int32_t));
+    c->sync_seq = malloc((size_t)n_batch * sizeof(int32_t));
+    c->sync_want = malloc((size_t)n_batch);
+    if (!c->last_seq || !c->last_par || !c->last_rank || !c->path_rel || !c->seq_last || !c->tree_n || !c->len0 || !c->tree_ok ||
+        !c->sync_pos || !c->sync_seq || !c->sync_want) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
         goto fail;
     }
@@ -347,13 +354,12 @@ void brisk_context_free(brisk_context *c) {
     brisk_kv_free(c->kv);
     free(c->logits);
     free(c->last_seq); free(c->last_par); free(c->last_rank); free(c->path_rel); free(c->seq_last); free(c->tree_n); free(c->len0); free(c->tree_ok);
+    free(c->sync_pos); free(c->sync_seq); free(c->sync_want);
     free(c);
 }
 
 void brisk_context_memory(const brisk_context *c, size_t *kv_bytes, size_t *scratch_bytes) {
-    size_t kvb = 0;
-    brisk_kv_plan(c->kv->n_layer, c->kv->row, c->kv->n_ctx, c->kv->n_seq, &kvb);
-    if (kv_bytes) *kv_bytes = kvb;
+    if (kv_bytes) *kv_bytes = c->kv->bytes;   /* what brisk_kv_init allocated (= brisk_kv_plan) */
     if (scratch_bytes) *scratch_bytes = c->scratch_bytes;
 }
 
@@ -392,7 +398,7 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
     brisk_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq, .want = b->logits, .parent = parent};
     /* forward_run validates the sequence ids before it appends anything */
     for (int32_t i = 0; i < b->n_tokens; i++)
-        if (b->seq[i] >= 0 && b->seq[i] < c->kv->n_seq) c->len0[b->seq[i]] = c->kv->seqs[b->seq[i]].len;
+        if (b->seq[i] >= 0 && b->seq[i] < c->kv->n_seq) c->len0[b->seq[i]] = brisk_kv_len(c->kv, b->seq[i]);
     brisk_status st = brisk_forward_run(c->fwd, c->kv, &fb, c->logits, err);
     if (st) return st;
     int32_t n_out = 0;
@@ -417,6 +423,9 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
         c->tree_ok[s] = 1;
         c->tree_n[s] = c->last_rank[i] + 1;
     }
+    /* the batch is accepted: blocks it filled in position order join the prefix index */
+    for (int32_t i = 0; i < b->n_tokens; i++)
+        if (c->seq_last[b->seq[i]] == i) brisk_kv_commit(c->kv, b->seq[i]);
     c->last_n = b->n_tokens;
     return BRISK_OK;
 }
@@ -469,7 +478,71 @@ brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *p
                               c->last_par[i], d - 1, path[d - 1]);
         c->path_rel[d] = c->last_rank[i];   /* parents come first in a batch, so these increase */
     }
-    brisk_kv_keep_path(c->kv, seq, c->kv->seqs[seq].len - c->tree_n[seq], c->path_rel, n_path);
+    brisk_kv_keep_path(c->kv, seq, brisk_kv_len(c->kv, seq) - c->tree_n[seq], c->path_rel, n_path);
+    brisk_kv_commit(c->kv, seq);
     c->tree_ok[seq] = 0;
     return BRISK_OK;
+}
+
+/* ---- sequences that know their tokens ----------------------------------------------------------- */
+
+brisk_status brisk_seq_tokens(const brisk_context *c, int32_t seq, int32_t *tokens, int32_t cap, int32_t *n_tokens, brisk_error *err) {
+    if (n_tokens) *n_tokens = 0;
+    if (seq < 0 || seq >= c->kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    const int32_t len = brisk_kv_len(c->kv, seq);
+    if (n_tokens) *n_tokens = len;
+    if (cap < len || (len > 0 && !tokens))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d holds %d tokens, the buffer has room for %d", seq, len, BRISK_MAX(cap, 0));
+    for (int32_t i = 0; i < len; i++) tokens[i] = brisk_kv_slot_token(c->kv, seq, i);
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst, brisk_error *err) {
+    brisk_status st = brisk_kv_fork(c->kv, src, dst, err);
+    if (st) return st;
+    c->tree_ok[dst] = 0;
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_sync(brisk_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t *n_reused, brisk_error *err) {
+    if (n_reused) *n_reused = 0;
+    if (seq < 0 || seq >= c->kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    if (n < 0 || (n > 0 && !tokens)) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: bad token list of %d tokens", seq, n);
+    if (n > c->kv->n_ctx)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: %d tokens exceed the context size %d", seq, n, c->kv->n_ctx);
+    const int32_t n_vocab = c->model->data->hp.n_vocab;
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: token %d: id %d out of range [0, %d)", seq, i, tokens[i], n_vocab);
+    c->n_logits = 0;
+    c->tree_ok[seq] = 0;
+    /* the last token is always computed, so its logits are there to sample from */
+    const int32_t kept = brisk_kv_sync_prefix(c->kv, seq, tokens, n > 0 ? n - 1 : 0);
+    if (n_reused) *n_reused = kept;
+    for (int32_t i0 = kept; i0 < n; i0 += c->n_batch) {
+        const int32_t m = BRISK_MIN(c->n_batch, n - i0);
+        for (int32_t j = 0; j < m; j++) {
+            c->sync_pos[j] = i0 + j;
+            c->sync_seq[j] = seq;
+            c->sync_want[j] = i0 + j == n - 1;
+        }
+        const brisk_batch b = {.n_tokens = m, .token = tokens + i0, .pos = c->sync_pos, .seq = c->sync_seq, .logits = c->sync_want};
+        brisk_status st = brisk_decode(c, &b, err);
+        if (st) {
+            brisk_error_prefix(err, "sequence %d: prefill of tokens %d..%d", seq, i0, i0 + m - 1);
+            return st;
+        }
+    }
+    return BRISK_OK;
+}
+
+void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out) {
+    memset(out, 0, sizeof *out);
+    out->n_blocks = c->kv->n_blocks;
+    out->block_tokens = BRISK_KV_BLOCK;
+    brisk_kv_counts(c->kv, &out->in_use, &out->cached, &out->free);
+    out->hit_tokens = c->kv->n_hit_tokens;
+    out->evicted = c->kv->n_evicted;
 }

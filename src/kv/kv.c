@@ -1,90 +1,375 @@
-/* kv: paged key/value store (see kv.h). */
+/* kv: the paged key/value store, its block pool and prefix index (see kv.h). */
 #include "kv/kv.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-static int32_t blocks_for(int32_t n_tokens) { return (n_tokens + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK; }
+static int32_t blocks_for(int32_t n_tokens) { return (int32_t)(((int64_t)n_tokens + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK); }
 
 /* Pool size: the token budget plus one partial block per extra sequence, so
- * n_ctx tokens spread over n_seq sequences always fit. */
+ * n_ctx tokens spread over n_seq sequences always fit (sharing only lowers
+ * the count: forks share full blocks and copy at most their partial one). */
 static int64_t pool_blocks(int32_t n_ctx, int32_t n_seq) { return (int64_t)blocks_for(n_ctx) + (n_seq - 1); }
 
-bool brisk_kv_plan(int32_t n_layer, int32_t row, int32_t n_ctx, int32_t n_seq, size_t *bytes) {
-    size_t per_block, total;
-    if (n_layer < 1 || row < 1 || n_ctx < 1 || n_seq < 1) return false;
-    if (!brisk_mul_size((size_t)BRISK_KV_BLOCK * sizeof(uint16_t), (size_t)row, &per_block)) return false;
-    if (!brisk_mul_size(per_block, (size_t)pool_blocks(n_ctx, n_seq), &total)) return false;
-    if (!brisk_mul_size(total, (size_t)n_layer * 2, &total)) return false;
-    *bytes = total;
+static size_t elem_bytes(brisk_kv_type t) { return t == BRISK_KV_F16 ? sizeof(uint16_t) : 0; }
+
+/* ---- sizes: one computation for the plan and the allocation -------------------------- */
+
+typedef struct kv_sizes {
+    int32_t n_blocks, max_blocks;
+    uint32_t n_bucket;
+    size_t k, v, tok, pos, blk, bucket, seqs, tables, want, chain, total;
+} kv_sizes;
+
+static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
+    return brisk_mul_size(a, b, out) && brisk_add_size(*total, *out, total);
+}
+
+static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_kv_type kt,
+                          brisk_kv_type vt, kv_sizes *z) {
+    memset(z, 0, sizeof *z);
+    if (n_layer < 1 || n_head < 1 || head_dim < 1 || n_ctx < 1 || n_seq < 1 || n_seq > 4096) return false;
+    if (!elem_bytes(kt) || !elem_bytes(vt) || (int64_t)n_head * head_dim > INT32_MAX) return false;
+    const int64_t nb = pool_blocks(n_ctx, n_seq);
+    if (nb > INT32_MAX / 2) return false;
+    z->n_blocks = (int32_t)nb;
+    z->max_blocks = blocks_for(n_ctx);
+    z->n_bucket = 1;
+    while (z->n_bucket < (uint32_t)z->n_blocks) z->n_bucket <<= 1;
+    size_t slots_layer;   /* token slots of one layer's pool, times the row */
+    if (!brisk_mul_size((size_t)nb * BRISK_KV_BLOCK, (size_t)n_head * (size_t)head_dim, &slots_layer) ||
+        !brisk_mul_size(slots_layer, (size_t)n_layer, &slots_layer))
+        return false;
+    size_t *t = &z->total;
+    *t = sizeof(brisk_kv);
+    return kv_size_add(t, slots_layer, elem_bytes(kt), &z->k) && kv_size_add(t, slots_layer, elem_bytes(vt), &z->v) &&
+           kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->tok) &&
+           kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->pos) &&
+           kv_size_add(t, (size_t)nb, sizeof(brisk_kv_block), &z->blk) && kv_size_add(t, z->n_bucket, sizeof(int32_t), &z->bucket) &&
+           kv_size_add(t, (size_t)n_seq, sizeof(brisk_kv_seq), &z->seqs) &&
+           kv_size_add(t, (size_t)n_seq * (size_t)z->max_blocks, sizeof(int32_t), &z->tables) &&
+           kv_size_add(t, (size_t)n_seq, sizeof(int32_t), &z->want) && kv_size_add(t, (size_t)z->max_blocks, sizeof(int32_t), &z->chain);
+}
+
+bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_kv_type k_type,
+                   brisk_kv_type v_type, size_t *bytes) {
+    kv_sizes z;
+    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, n_seq, k_type, v_type, &z)) return false;
+    *bytes = z.total;
     return true;
 }
 
-brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_error *err) {
+brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq,
+                           brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err) {
     *out = NULL;
-    size_t bytes;
     if (n_head < 1 || head_dim < 1 || (int64_t)n_head * head_dim > INT32_MAX)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: %d heads of %d elements", n_head, head_dim);
-    const int32_t row = n_head * head_dim;
     if (n_seq < 1 || n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences: %d out of range [1, 4096]", n_seq);
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
-    if (!brisk_kv_plan(n_layer, row, n_ctx, n_seq, &bytes))
+    if (!elem_bytes(k_type) || !elem_bytes(v_type))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d not supported (F16 only)", (int)k_type, (int)v_type);
+    kv_sizes z;
+    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, n_seq, k_type, v_type, &z))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for context %d overflows", n_ctx);
     /* what this machine can hold is checked by the context's memory plan (engine.c) before this runs */
     brisk_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: out of memory");
     kv->n_layer = n_layer;
-    kv->row = row;
+    kv->row = n_head * head_dim;
     kv->n_head = n_head;
     kv->head_dim = head_dim;
     kv->n_ctx = n_ctx;
     kv->n_seq = n_seq;
-    kv->n_blocks = (int32_t)pool_blocks(n_ctx, n_seq);
+    kv->n_blocks = z.n_blocks;
+    kv->max_blocks = z.max_blocks;
+    kv->k_type = k_type;
+    kv->v_type = v_type;
+    kv->bucket_mask = z.n_bucket - 1;
+    kv->bytes = z.total;
     /* zeroed: attention's last partial group of 16 keys reads (and ignores)
      * the block's slots past the sequence's length */
-    kv->k = calloc(1, bytes / 2);
-    kv->v = calloc(1, bytes / 2);
-    kv->free_list = malloc((size_t)kv->n_blocks * sizeof(int32_t));
-    kv->seqs = calloc((size_t)n_seq, sizeof(brisk_kv_seq));
-    if (!kv->k || !kv->v || !kv->free_list || !kv->seqs) goto nomem;
-    const int32_t max_blocks = blocks_for(n_ctx);
-    for (int32_t s = 0; s < n_seq; s++)
-        if (!(kv->seqs[s].blocks = malloc((size_t)max_blocks * sizeof(int32_t)))) goto nomem;
-    /* hand out low block ids first: the stack pops from the end */
-    for (int32_t i = 0; i < kv->n_blocks; i++) kv->free_list[i] = kv->n_blocks - 1 - i;
+    kv->k = calloc(1, z.k);
+    kv->v = calloc(1, z.v);
+    kv->tok = calloc(1, z.tok);
+    kv->pos = calloc(1, z.pos);
+    kv->blk = calloc(1, z.blk);
+    kv->bucket = malloc(z.bucket);
+    kv->seqs = calloc(1, z.seqs);
+    int32_t *tables = malloc(z.tables);
+    kv->want = calloc(1, z.want);
+    kv->chain = malloc(z.chain);
+    if (kv->seqs)
+        kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
+    if (!kv->k || !kv->v || !kv->tok || !kv->pos || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain) {
+        if (!kv->seqs) free(tables);
+        brisk_kv_free(kv);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: cannot allocate %.1f MiB", (double)z.total / 1048576.0);
+    }
+    for (int32_t s = 0; s < n_seq; s++) kv->seqs[s].blocks = tables + (size_t)s * (size_t)z.max_blocks;
+    for (uint32_t i = 0; i < z.n_bucket; i++) kv->bucket[i] = -1;
+    /* every block free, low ids first */
+    for (int32_t b = 0; b < kv->n_blocks; b++) {
+        kv->blk[b] = (brisk_kv_block){.ref = 0, .prev = b - 1, .next = b + 1 < kv->n_blocks ? b + 1 : -1, .hnext = -1, .parent = -1};
+    }
+    kv->free_head = 0;
+    kv->free_tail = kv->n_blocks - 1;
     kv->n_free = kv->n_blocks;
     *out = kv;
     return BRISK_OK;
-nomem:
-    brisk_kv_free(kv);
-    return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: cannot allocate %.1f MiB", (double)bytes / 1048576.0);
 }
 
 void brisk_kv_free(brisk_kv *kv) {
     if (!kv) return;
-    if (kv->seqs)
-        for (int32_t s = 0; s < kv->n_seq; s++) free(kv->seqs[s].blocks);
+    if (kv->seqs) free(kv->seqs[0].blocks);
     free(kv->seqs);
-    free(kv->free_list);
     free(kv->k);
     free(kv->v);
+    free(kv->tok);
+    free(kv->pos);
+    free(kv->blk);
+    free(kv->bucket);
+    free(kv->want);
+    free(kv->chain);
     free(kv);
+}
+
+/* ---- the free queue ------------------------------------------------------------------- */
+
+static void queue_unlink(brisk_kv *kv, int32_t b) {
+    brisk_kv_block *x = &kv->blk[b];
+    if (x->prev >= 0) kv->blk[x->prev].next = x->next;
+    else kv->free_head = x->next;
+    if (x->next >= 0) kv->blk[x->next].prev = x->prev;
+    else kv->free_tail = x->prev;
+    x->prev = x->next = -1;
+}
+
+static void queue_push(brisk_kv *kv, int32_t b, bool tail) {
+    brisk_kv_block *x = &kv->blk[b];
+    if (tail) {
+        x->prev = kv->free_tail;
+        x->next = -1;
+        if (kv->free_tail >= 0) kv->blk[kv->free_tail].next = b;
+        else kv->free_head = b;
+        kv->free_tail = b;
+    } else {
+        x->prev = -1;
+        x->next = kv->free_head;
+        if (kv->free_head >= 0) kv->blk[kv->free_head].prev = b;
+        else kv->free_tail = b;
+        kv->free_head = b;
+    }
+}
+
+/* ---- the prefix index ------------------------------------------------------------------ */
+
+#define HASH_ROOT 0x243f6a8885a308d3ull   /* the parent hash of a prefix's first block */
+
+static uint64_t mix64(uint64_t x) {   /* splitmix64's finalizer */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t block_hash(uint64_t parent_hash, const int32_t *tok) {
+    uint64_t h = parent_hash;
+    for (int i = 0; i < BRISK_KV_BLOCK; i++) h = mix64(h ^ ((uint64_t)(uint32_t)tok[i] + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)));
+    return h;
+}
+
+static const int32_t *block_tok(const brisk_kv *kv, int32_t b) { return kv->tok + (size_t)b * BRISK_KV_BLOCK; }
+
+static uint64_t parent_hash(const brisk_kv *kv, int32_t parent) { return parent < 0 ? HASH_ROOT : kv->blk[parent].hash; }
+
+/* The indexed block that follows parent (-1: at a prefix's start) with these
+ * token ids, or -1: the hash finds the bucket, the parent's identity and the
+ * ids decide, so a hit is exact. */
+static int32_t index_find(const brisk_kv *kv, int32_t parent, const int32_t *tok, uint64_t h) {
+    const uint32_t pgen = parent < 0 ? 0 : kv->blk[parent].gen;
+    for (int32_t b = kv->bucket[h & kv->bucket_mask]; b >= 0; b = kv->blk[b].hnext) {
+        const brisk_kv_block *x = &kv->blk[b];
+        if (x->hash == h && x->parent == parent && x->parent_gen == pgen && !memcmp(block_tok(kv, b), tok, BRISK_KV_BLOCK * sizeof(int32_t)))
+            return b;
+    }
+    return -1;
+}
+
+static void index_insert(brisk_kv *kv, int32_t b, int32_t parent, uint64_t h) {
+    brisk_kv_block *x = &kv->blk[b];
+    x->hash = h;
+    x->parent = parent;
+    x->parent_gen = parent < 0 ? 0 : kv->blk[parent].gen;
+    x->indexed = 1;
+    int32_t *head = &kv->bucket[h & kv->bucket_mask];
+    x->hnext = *head;
+    *head = b;
+}
+
+/* Drop b from the index (its children, if cached, can no longer be reached:
+ * the generation no longer matches). Does not touch the free queue. */
+static void index_remove(brisk_kv *kv, int32_t b) {
+    brisk_kv_block *x = &kv->blk[b];
+    int32_t *link = &kv->bucket[x->hash & kv->bucket_mask];
+    while (*link != b) link = &kv->blk[*link].hnext;
+    *link = x->hnext;
+    x->hnext = -1;
+    x->parent = -1;
+    x->indexed = 0;
+    x->gen++;
+}
+
+/* ---- references ----------------------------------------------------------------------- */
+
+/* A block from the queue's head: a plain free block while any is left, else
+ * the least recently released cached one, evicted. -1 when none is left. */
+static int32_t block_alloc(brisk_kv *kv) {
+    const int32_t b = kv->free_head;
+    if (b < 0) return -1;
+    queue_unlink(kv, b);
+    if (kv->blk[b].indexed) {
+        index_remove(kv, b);
+        kv->n_cached--;
+        kv->n_evicted++;
+    } else kv->n_free--;
+    kv->blk[b].ref = 1;
+    return b;
+}
+
+/* One more reference (a cached block leaves the queue). */
+static void block_acquire(brisk_kv *kv, int32_t b) {
+    brisk_kv_block *x = &kv->blk[b];
+    if (x->ref == 0) {
+        queue_unlink(kv, b);
+        if (x->indexed) kv->n_cached--;
+        else kv->n_free--;
+    }
+    x->ref++;
+}
+
+/* One reference fewer; an unreferenced block joins the queue: cached at the
+ * tail (most recently used), plain at the head (used first). */
+static void block_release(brisk_kv *kv, int32_t b) {
+    brisk_kv_block *x = &kv->blk[b];
+    if (--x->ref > 0) return;
+    if (x->indexed) {
+        queue_push(kv, b, true);
+        kv->n_cached++;
+    } else {
+        queue_push(kv, b, false);
+        kv->n_free++;
+    }
+}
+
+/* dst's rows, tokens and positions := src's (every layer). */
+static void block_copy(brisk_kv *kv, int32_t dst, int32_t src) {
+    const size_t per = (size_t)kv->row * BRISK_KV_BLOCK;   /* elements of one (layer, block) */
+    for (int32_t il = 0; il < kv->n_layer; il++) {
+        const size_t d = ((size_t)il * (size_t)kv->n_blocks + (size_t)dst) * per, s = ((size_t)il * (size_t)kv->n_blocks + (size_t)src) * per;
+        memcpy(kv->k + d, kv->k + s, per * elem_bytes(kv->k_type));
+        memcpy(kv->v + d, kv->v + s, per * elem_bytes(kv->v_type));
+    }
+    memcpy(kv->tok + (size_t)dst * BRISK_KV_BLOCK, kv->tok + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
+    memcpy(kv->pos + (size_t)dst * BRISK_KV_BLOCK, kv->pos + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
+}
+
+/* ---- sequences ------------------------------------------------------------------------ */
+
+brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int32_t *slot, int32_t n, brisk_error *err) {
+    /* each sequence's new length, in want[] (entries of other sequences are not read) */
+    for (int32_t i = 0; i < n; i++) kv->want[seq[i]] = 0;
+    for (int32_t i = 0; i < n; i++) kv->want[seq[i]] = BRISK_MAX(kv->want[seq[i]], slot[i] + 1);
+    /* count: blocks to append, plus one copy per writer of a shared block;
+     * want[s] turns negative once s is counted */
+    int64_t need = 0;
+    int32_t worst = -1, worst_need = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = seq[i], w = kv->want[id];
+        if (w <= 0) continue;
+        kv->want[id] = -w;
+        const brisk_kv_seq *s = &kv->seqs[id];
+        if (w > kv->n_ctx)
+            return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: %d tokens exceed the context size %d", id, w, kv->n_ctx);
+        if (w <= s->len) continue;
+        const int32_t last = blocks_for(w);
+        int32_t k = BRISK_MAX(last - s->n_blocks, 0);
+        for (int32_t bi = s->len / BRISK_KV_BLOCK; bi < BRISK_MIN(s->n_blocks, last); bi++) k += kv->blk[s->blocks[bi]].ref > 1;
+        need += k;
+        if (k > worst_need) worst = id, worst_need = k;
+    }
+    if (need > kv->n_free + kv->n_cached)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "KV cache full: sequence %d needs %d more blocks of %d tokens (the batch %lld), %d free or cached "
+                          "(context %d over %d sequences)",
+                          worst, worst_need, BRISK_KV_BLOCK, (long long)need, kv->n_free + kv->n_cached, kv->n_ctx, kv->n_seq);
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = seq[i], w = -kv->want[id];
+        if (w <= 0) continue;
+        kv->want[id] = 0;
+        brisk_kv_seq *s = &kv->seqs[id];
+        if (w <= s->len) continue;
+        const int32_t last = blocks_for(w);
+        for (int32_t bi = s->len / BRISK_KV_BLOCK; bi < BRISK_MIN(s->n_blocks, last); bi++) {
+            const int32_t b = s->blocks[bi];
+            const brisk_kv_block *x = &kv->blk[b];
+            if (x->ref == 1 && !x->indexed) continue;   /* its own: written in place */
+            if (x->ref == 1 && kv->n_free + kv->n_cached == 0) {
+                /* indexed, held by seq alone, and no block to copy it to: it leaves the index */
+                index_remove(kv, b);
+                continue;
+            }
+            /* shared (counted above), or indexed with a block to spare (the
+             * copy's source then joins the cached blocks: net zero) */
+            const int32_t nb = block_alloc(kv);
+            BRISK_ASSERT(nb >= 0);
+            block_copy(kv, nb, b);
+            block_release(kv, b);
+            s->blocks[bi] = nb;
+        }
+        while (s->n_blocks < last) {
+            const int32_t nb = block_alloc(kv);
+            BRISK_ASSERT(nb >= 0);
+            s->blocks[s->n_blocks++] = nb;
+        }
+    }
+    return BRISK_OK;
 }
 
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t seq, int32_t new_len, brisk_error *err) {
     if (seq < 0 || seq >= kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, kv->n_seq);
-    if (new_len > kv->n_ctx)
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: %d tokens exceed the context size %d", seq, new_len, kv->n_ctx);
+    if (new_len <= kv->seqs[seq].len) return BRISK_OK;
+    const int32_t slot = new_len - 1;
+    return brisk_kv_reserve_batch(kv, &seq, &slot, 1, err);
+}
+
+void brisk_kv_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, int32_t pos, bool in_order) {
     brisk_kv_seq *s = &kv->seqs[seq];
-    const int32_t need = blocks_for(new_len) - s->n_blocks;
-    if (need <= 0) return BRISK_OK;
-    if (need > kv->n_free)
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache full: sequence %d needs %d more blocks of %d tokens, %d free (context %d over %d sequences)",
-                          seq, need, BRISK_KV_BLOCK, kv->n_free, kv->n_ctx, kv->n_seq);
-    for (int32_t i = 0; i < need; i++) s->blocks[s->n_blocks++] = kv->free_list[--kv->n_free];
-    return BRISK_OK;
+    const size_t at = (size_t)s->blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK);
+    kv->tok[at] = token;
+    kv->pos[at] = pos;
+    if (in_order && slot == s->ordered) s->ordered++;
+    if (s->len < slot + 1) s->len = slot + 1;
+}
+
+void brisk_kv_commit(brisk_kv *kv, int32_t seq) {
+    brisk_kv_seq *s = &kv->seqs[seq];
+    while ((int64_t)(s->n_indexed + 1) * BRISK_KV_BLOCK <= s->ordered) {
+        const int32_t bi = s->n_indexed, b = s->blocks[bi], parent = bi ? s->blocks[bi - 1] : -1;
+        s->n_indexed++;
+        if (kv->blk[b].indexed) continue;   /* shared from the index or a fork: already there */
+        const uint64_t h = block_hash(parent_hash(kv, parent), block_tok(kv, b));
+        const int32_t e = index_find(kv, parent, block_tok(kv, b), h);
+        if (e < 0) {
+            index_insert(kv, b, parent, h);
+            continue;
+        }
+        /* the same tokens after the same prefix: the same rows, bit for bit (batch invariance) */
+        block_acquire(kv, e);
+        s->blocks[bi] = e;
+        block_release(kv, b);
+    }
 }
 
 void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
@@ -93,8 +378,9 @@ void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
     if (n_keep < 0) n_keep = 0;
     if (n_keep < s->len) s->len = n_keep;
     if (s->ordered > s->len) s->ordered = s->len;
+    if (s->n_indexed > s->len / BRISK_KV_BLOCK) s->n_indexed = s->len / BRISK_KV_BLOCK;
     const int32_t keep_blocks = blocks_for(s->len);
-    while (s->n_blocks > keep_blocks) kv->free_list[kv->n_free++] = s->blocks[--s->n_blocks];
+    while (s->n_blocks > keep_blocks) block_release(kv, s->blocks[--s->n_blocks]);   /* last first: the tail is evicted first */
 }
 
 void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n) {
@@ -110,8 +396,156 @@ void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *
                 for (int32_t i = 0; i < kv->head_dim; i++) kd[(size_t)i * BRISK_KV_BLOCK] = ks[(size_t)i * BRISK_KV_BLOCK];
                 memcpy(brisk_kv_v(kv, il, seq, base + d, h), brisk_kv_v(kv, il, seq, base + rel[d], h), head_bytes);
             }
+        const int32_t to = base + d, from = base + rel[d];
+        const size_t at = (size_t)s->blocks[to / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(to % BRISK_KV_BLOCK);
+        const size_t fr = (size_t)s->blocks[from / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(from % BRISK_KV_BLOCK);
+        kv->tok[at] = kv->tok[fr];
+        kv->pos[at] = kv->pos[fr];
     }
     s->len = base + n;
     s->ordered = s->len;
     brisk_kv_truncate(kv, seq, s->len);
+}
+
+brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *err) {
+    if (src < 0 || src >= kv->n_seq || dst < 0 || dst >= kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "fork %d -> %d: sequence ids out of range [0, %d)", src, dst, kv->n_seq);
+    brisk_kv_seq *s = &kv->seqs[src], *d = &kv->seqs[dst];
+    if (s->ordered != s->len)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "fork %d -> %d: sequence %d still holds the token tree of an earlier decode (slots %d..%d); keep one "
+                          "path of it (brisk_seq_keep_path) or truncate it first",
+                          src, dst, src, s->ordered, s->len - 1);
+    if (src == dst) return BRISK_OK;
+    brisk_kv_truncate(kv, dst, 0);
+    const int32_t nb = blocks_for(s->len);
+    for (int32_t bi = 0; bi < nb; bi++) {
+        block_acquire(kv, s->blocks[bi]);
+        d->blocks[bi] = s->blocks[bi];
+    }
+    d->n_blocks = nb;
+    d->len = d->ordered = s->len;
+    d->n_indexed = s->n_indexed;
+    return BRISK_OK;
+}
+
+int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int32_t limit) {
+    brisk_kv_seq *s = &kv->seqs[seq];
+    int32_t own = 0;
+    const int32_t own_max = BRISK_MIN(s->ordered, limit);
+    while (own < own_max && brisk_kv_slot_token(kv, seq, own) == tok[own]) own++;
+    int32_t nb = 0, parent = -1;
+    while ((int64_t)(nb + 1) * BRISK_KV_BLOCK <= limit) {
+        const int32_t *t = tok + (size_t)nb * BRISK_KV_BLOCK;
+        const int32_t e = index_find(kv, parent, t, block_hash(parent_hash(kv, parent), t));
+        if (e < 0) break;
+        kv->chain[nb++] = parent = e;
+    }
+    if ((int64_t)nb * BRISK_KV_BLOCK <= own) {
+        brisk_kv_truncate(kv, seq, own);
+        return own;
+    }
+    /* take the cached chain first, so releasing seq's blocks cannot evict it */
+    for (int32_t bi = 0; bi < nb; bi++) block_acquire(kv, kv->chain[bi]);
+    brisk_kv_truncate(kv, seq, 0);
+    memcpy(s->blocks, kv->chain, (size_t)nb * sizeof(int32_t));
+    s->n_blocks = s->n_indexed = nb;
+    s->len = s->ordered = nb * BRISK_KV_BLOCK;
+    kv->n_hit_tokens += s->len;
+    return s->len;
+}
+
+/* ---- accounting --------------------------------------------------------------------------- */
+
+void brisk_kv_counts(const brisk_kv *kv, int32_t *in_use, int32_t *cached, int32_t *free_blocks) {
+    if (in_use) *in_use = kv->n_blocks - kv->n_free - kv->n_cached;
+    if (cached) *cached = kv->n_cached;
+    if (free_blocks) *free_blocks = kv->n_free;
+}
+
+bool brisk_kv_check(const brisk_kv *kv, brisk_error *err) {
+    int32_t *refs = calloc((size_t)kv->n_blocks, sizeof(int32_t));
+    bool ok = false;
+    if (!refs) {
+        brisk_fail(err, BRISK_ERR_NOMEM, "kv check: out of memory");
+        return false;
+    }
+    for (int32_t id = 0; id < kv->n_seq; id++) {
+        const brisk_kv_seq *s = &kv->seqs[id];
+        if (s->len < 0 || s->len > kv->n_ctx || s->ordered < 0 || s->ordered > s->len || s->n_blocks < blocks_for(s->len) ||
+            s->n_blocks > kv->max_blocks || s->n_indexed < 0 || s->n_indexed > s->ordered / BRISK_KV_BLOCK) {
+            brisk_fail(err, BRISK_ERR_INVALID_ARG, "seq %d: len %d ordered %d blocks %d indexed %d", id, s->len, s->ordered, s->n_blocks,
+                       s->n_indexed);
+            goto done;
+        }
+        for (int32_t bi = 0; bi < s->n_blocks; bi++) {
+            const int32_t b = s->blocks[bi];
+            if (b < 0 || b >= kv->n_blocks) {
+                brisk_fail(err, BRISK_ERR_INVALID_ARG, "seq %d: block %d = %d out of range", id, bi, b);
+                goto done;
+            }
+            refs[b]++;
+            const brisk_kv_block *x = &kv->blk[b];
+            if (bi < s->n_indexed) {
+                const int32_t parent = bi ? s->blocks[bi - 1] : -1;
+                if (!x->indexed || x->parent != parent || x->parent_gen != (parent < 0 ? 0 : kv->blk[parent].gen)) {
+                    brisk_fail(err, BRISK_ERR_INVALID_ARG, "seq %d: block %d (%d) should be indexed after %d", id, bi, b, parent);
+                    goto done;
+                }
+            }
+        }
+    }
+    int32_t n_ref = 0, n_plain = 0, n_cached = 0, n_indexed = 0;
+    for (int32_t b = 0; b < kv->n_blocks; b++) {
+        const brisk_kv_block *x = &kv->blk[b];
+        if (x->ref != refs[b]) {
+            brisk_fail(err, BRISK_ERR_INVALID_ARG, "block %d: ref %d but %d block tables hold it", b, x->ref, refs[b]);
+            goto done;
+        }
+        n_ref += x->ref > 0;
+        n_plain += x->ref == 0 && !x->indexed;
+        n_cached += x->ref == 0 && x->indexed;
+        n_indexed += x->indexed;
+        if (x->indexed) {
+            const bool live = x->parent < 0 || (kv->blk[x->parent].indexed && kv->blk[x->parent].gen == x->parent_gen);
+            if (live && x->hash != block_hash(parent_hash(kv, x->parent), block_tok(kv, b))) {
+                brisk_fail(err, BRISK_ERR_INVALID_ARG, "block %d: hash does not match its parent and tokens", b);
+                goto done;
+            }
+        }
+    }
+    /* the queue: exactly the unreferenced blocks, plain ones before cached ones */
+    int32_t walked = 0, prev = -1;
+    bool seen_cached = false;
+    for (int32_t b = kv->free_head; b >= 0; prev = b, b = kv->blk[b].next) {
+        const brisk_kv_block *x = &kv->blk[b];
+        if (++walked > kv->n_blocks || x->ref != 0 || x->prev != prev || (seen_cached && !x->indexed)) {
+            brisk_fail(err, BRISK_ERR_INVALID_ARG, "free queue broken at block %d (ref %d, indexed %d)", b, x->ref, x->indexed);
+            goto done;
+        }
+        seen_cached = seen_cached || x->indexed;
+    }
+    if (prev != kv->free_tail || walked != n_plain + n_cached || n_plain != kv->n_free || n_cached != kv->n_cached ||
+        n_ref + n_plain + n_cached != kv->n_blocks) {
+        brisk_fail(err, BRISK_ERR_INVALID_ARG, "counts: queue %d, in use %d + cached %d (%d) + free %d (%d) != %d blocks", walked, n_ref,
+                   n_cached, kv->n_cached, n_plain, kv->n_free, kv->n_blocks);
+        goto done;
+    }
+    /* the index: exactly the indexed blocks, each in its hash's bucket */
+    int32_t in_buckets = 0;
+    for (uint32_t i = 0; i <= kv->bucket_mask; i++)
+        for (int32_t b = kv->bucket[i]; b >= 0; b = kv->blk[b].hnext) {
+            if (++in_buckets > kv->n_blocks || !kv->blk[b].indexed || (kv->blk[b].hash & kv->bucket_mask) != i) {
+                brisk_fail(err, BRISK_ERR_INVALID_ARG, "index: block %d in bucket %u wrongly", b, i);
+                goto done;
+            }
+        }
+    if (in_buckets != n_indexed) {
+        brisk_fail(err, BRISK_ERR_INVALID_ARG, "index: %d blocks in buckets, %d marked indexed", in_buckets, n_indexed);
+        goto done;
+    }
+    ok = true;
+done:
+    free(refs);
+    return ok;
 }

@@ -1,19 +1,54 @@
-/* kv: the paged key/value store. Memory is a pool of fixed-size blocks of
- * token slots per layer; each sequence owns a block table mapping its
- * positions to blocks. Sequences grow by appending, shrink by truncation, and
- * return their blocks to the free list when removed. Storage is F16 (as
- * llama.cpp's default cache type); attention reads rows by absolute position.
+/* kv: the paged key/value store. It owns the layout, the storage type, the
+ * position and token of every slot, and the sharing of blocks between
+ * sequences; the model code reads and writes rows through brisk_kv_k/v and
+ * asks for lengths through the accessors below, nothing else.
  *
- * Inside a block each KV head's part is contiguous. V is stored by position
- * (the block's slots one after another, head_dim elements each); K is stored
- * transposed, by dimension (element i of the block's 32 slots contiguous), so
- * attention computes 16 positions' scores in vector lanes straight from the
- * cache, with neither widening nor gathers. With token-major rows a head's
- * 128 bytes per position sat a whole row (1 KiB for 8 heads of 64) apart:
- * decode attention waited on DRAM and gathered K into a widened copy.
+ * Memory is one pool of n_blocks blocks of BRISK_KV_BLOCK token slots per
+ * layer, sized once at init (brisk_kv_plan reports every byte first); nothing
+ * here allocates after init.
  *
- * Sizing is explicit: brisk_kv_plan reports the bytes before anything is
- * allocated, and a request that exceeds capacity fails with BRISK_ERR_CAPACITY. */
+ * Blocks (vLLM v1's block pool, rewritten for brisk):
+ *   - a block is referenced by the sequences whose block table holds it
+ *     (ref); sequences share full blocks freely (brisk_kv_fork copies a block
+ *     table and bumps refs, copying no data), and a block that is shared, or
+ *     held by the prefix index, is never written: a write into its free slots
+ *     copies it first (copy on write, brisk_kv_reserve_batch).
+ *   - every slot records its position and token id (tok/pos below), so the
+ *     cache knows its tokens (brisk_seq_tokens) and a slot need not equal a
+ *     position once eviction and compaction exist.
+ *   - the prefix index: when a sequence's block fills with tokens in position
+ *     order (brisk_kv_commit), it is indexed by hash(parent block's hash, its
+ *     32 token ids). A lookup compares the parent block (id and generation)
+ *     and the token ids, not only the hash, so a hit is exact. A block whose
+ *     content is already indexed is replaced by the indexed one (the K/V are
+ *     bitwise equal: batch invariance), so equal prefixes share memory.
+ *   - the free queue is one doubly linked list of the blocks no sequence
+ *     holds: plain free blocks at its head, indexed ("cached") ones at its
+ *     tail in least-recently-released order. Allocation pops the head, so a
+ *     cached block is evicted (dropped from the index) only when no plain
+ *     free block is left, and then the least recently used first. Sequences
+ *     release their blocks last-first, so a prefix's early blocks (shared by
+ *     more requests) outlive its tail.
+ *   Accounting: blocks in use (ref > 0) + cached (ref 0, indexed) + free
+ *   (ref 0, not indexed) = n_blocks, always (brisk_kv_check).
+ *
+ * Layout inside a block: each KV head's part is contiguous. V is stored by
+ * position (the block's slots one after another, head_dim elements each); K
+ * is stored transposed, by dimension (element i of the block's 32 slots
+ * contiguous), so attention computes 16 positions' scores in vector lanes
+ * straight from the cache, with neither widening nor gathers. With
+ * token-major rows a head's 128 bytes per position sat a whole row (1 KiB for
+ * 8 heads of 64) apart: decode attention waited on DRAM and gathered K into a
+ * widened copy.
+ *
+ * Storage type: K and V each have one (brisk_kv_type; F16 today, as
+ * llama.cpp's default cache type). Another type touches this module and the
+ * attention kernels only.
+ *
+ * Slots and positions: attention still reads a sequence's slots [0, ordered)
+ * as positions [0, ordered) (what brisk_kv_seq.ordered guarantees, and what
+ * every operation here keeps); the per-slot positions are recorded for the
+ * retention policies to come, which will make attention read them. */
 #ifndef BRISK_KV_H
 #define BRISK_KV_H
 
@@ -21,45 +56,133 @@
 
 #define BRISK_KV_BLOCK 32   /* token slots per block */
 
+/* Storage type of K or V elements. */
+typedef enum brisk_kv_type {
+    BRISK_KV_F16 = 0,   /* IEEE half, 2 bytes per element */
+} brisk_kv_type;
+
 typedef struct brisk_kv_seq {
-    int32_t *blocks;      /* block ids, [ceil(len / BLOCK)] used, capacity max_blocks_per_seq */
-    int32_t n_blocks;
+    int32_t *blocks;      /* block ids, [n_blocks] used, capacity blocks_for(n_ctx) */
+    int32_t n_blocks;     /* ceil(len / BLOCK), or more between a reservation and its writes */
     int32_t len;          /* token slots stored: [0, len) */
     /* slots [0, ordered) hold positions [0, ordered); ordered < len only after
      * a tree batch (its rows sit in batch order, see model/forward.h) until
      * brisk_kv_keep_path or brisk_kv_truncate puts the sequence back in order */
     int32_t ordered;
+    int32_t n_indexed;    /* blocks [0, n_indexed) are in the prefix index (full, ordered) */
 } brisk_kv_seq;
+
+/* Per-block bookkeeping. */
+typedef struct brisk_kv_block {
+    int32_t ref;          /* block tables holding it */
+    int32_t prev, next;   /* free queue links (-1: none); meaningful while ref == 0 */
+    int32_t hnext;        /* next block of its hash bucket (-1: end); while indexed */
+    int32_t parent;       /* indexed: the indexed block before it in its prefix (-1: the first) */
+    uint32_t parent_gen;  /* indexed: parent's gen when this block was indexed */
+    uint32_t gen;         /* bumped each time the block leaves the index (stale children miss) */
+    uint8_t indexed;      /* in the prefix index */
+    uint64_t hash;        /* indexed: hash(parent's hash, its BLOCK token ids) */
+} brisk_kv_block;
 
 typedef struct brisk_kv {
     int32_t n_layer;
     int32_t row;          /* elements per token per layer: n_head * head_dim */
     int32_t n_head, head_dim;   /* KV heads; elements per head and token */
-    int32_t n_ctx;        /* max tokens per sequence and total budget */
+    int32_t n_ctx;        /* max tokens per sequence; with n_seq it sizes the pool */
     int32_t n_seq;
     int32_t n_blocks;     /* pool size */
+    int32_t max_blocks;   /* blocks_for(n_ctx): a block table's capacity */
+    brisk_kv_type k_type, v_type;
     uint16_t *k;          /* [n_layer][n_blocks][n_head][head_dim][BLOCK] F16 (transposed) */
     uint16_t *v;          /* [n_layer][n_blocks][n_head][BLOCK][head_dim] F16 */
-    int32_t *free_list;   /* stack of free block ids */
-    int32_t n_free;
+    int32_t *tok;         /* [n_blocks][BLOCK] token id of each slot */
+    int32_t *pos;         /* [n_blocks][BLOCK] position of each slot */
+    brisk_kv_block *blk;  /* [n_blocks] */
+    int32_t free_head, free_tail;   /* the free queue (see above); -1 when empty */
+    int32_t n_free;       /* ref 0, not indexed */
+    int32_t n_cached;     /* ref 0, indexed */
+    int32_t *bucket;      /* [n_bucket] first block of each hash chain, -1: empty */
+    uint32_t bucket_mask; /* n_bucket - 1 (a power of two >= n_blocks) */
     brisk_kv_seq *seqs;   /* [n_seq] */
+    int32_t *want;        /* [n_seq] scratch: brisk_kv_reserve_batch's new lengths */
+    int32_t *chain;       /* [max_blocks] scratch: brisk_kv_sync_prefix's cached blocks */
+    int64_t n_evicted;    /* cached blocks evicted so far */
+    int64_t n_hit_tokens; /* tokens brisk_kv_sync_prefix took from the prefix index */
+    size_t bytes;         /* everything init allocated (= brisk_kv_plan) */
 } brisk_kv;
 
-/* Bytes the cache would need for these limits (false on overflow). */
-bool brisk_kv_plan(int32_t n_layer, int32_t row, int32_t n_ctx, int32_t n_seq, size_t *bytes);
+/* Bytes the cache would allocate for these limits, all of it: K, V and the
+ * bookkeeping (false on overflow). brisk_kv_init allocates exactly this. */
+bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_kv_type k_type,
+                   brisk_kv_type v_type, size_t *bytes);
 
-brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_error *err);
-void brisk_kv_free(brisk_kv *kv);
+brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq,
+                           brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err);
+void brisk_kv_free(brisk_kv *kv);   /* NULL is a no-op */
 
-/* Make room for positions [0, new_len) of seq; fails without side effects. */
+static inline int32_t brisk_kv_n_seq(const brisk_kv *kv) { return kv->n_seq; }
+static inline int32_t brisk_kv_n_ctx(const brisk_kv *kv) { return kv->n_ctx; }
+/* Slots stored for seq, and how many of them lead in position order. */
+static inline int32_t brisk_kv_len(const brisk_kv *kv, int32_t seq) { return kv->seqs[seq].len; }
+static inline int32_t brisk_kv_ordered(const brisk_kv *kv, int32_t seq) { return kv->seqs[seq].ordered; }
+/* Token id and position recorded for slot (< len) of seq. */
+static inline int32_t brisk_kv_slot_token(const brisk_kv *kv, int32_t seq, int32_t slot) {
+    return kv->tok[(size_t)kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)];
+}
+static inline int32_t brisk_kv_slot_pos(const brisk_kv *kv, int32_t seq, int32_t slot) {
+    return kv->pos[(size_t)kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)];
+}
+
+/* Make room for the writes of one batch, all or nothing: token i of the
+ * batch will write slot slot[i] of sequence seq[i] (ids valid, checked by
+ * the caller). Every sequence gets the blocks up to its largest slot, and
+ * every block those slots fall in becomes exclusively its own: a shared
+ * block is copied (each writer counts one copy), an indexed block held only
+ * by it is copied too while the pool has a block to spare (so the cache keeps
+ * it) and otherwise leaves the index. Fails with BRISK_ERR_CAPACITY, changing
+ * nothing, when a sequence would exceed n_ctx or the pool (free plus cached
+ * blocks) cannot cover the batch. Allocates nothing (the pool does). */
+brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int32_t *slot, int32_t n, brisk_error *err);
+/* One sequence's brisk_kv_reserve_batch for slots [len, new_len). */
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t seq, int32_t new_len, brisk_error *err);
-/* Keep slots [0, n_keep) of seq; later blocks go back to the pool. */
+/* After the rows of slot (reserved) were written: record its token and
+ * position and extend the sequence; in_order: the slot holds its position
+ * and so does every slot before it (forward.c's "direct"). O(1). */
+void brisk_kv_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, int32_t pos, bool in_order);
+/* Index seq's blocks that are full and in position order and not yet
+ * indexed (a block's content already indexed replaces it in the table). O(1)
+ * when no block filled; hashing costs one pass over a block's 32 ids. Call
+ * once the batch that wrote them is accepted (engine.c, after the logits
+ * are checked), never for rows that will be undone. */
+void brisk_kv_commit(brisk_kv *kv, int32_t seq);
+/* Keep slots [0, n_keep) of seq; later blocks are released (last first). */
 void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep);
 /* Keep slots [0, base) and then slots base + rel[0], base + rel[1], ... (rel
  * strictly increasing, base + rel[n - 1] < len), moved down to base, base + 1,
- * ... in every layer; the rest is dropped and the sequence is in position
- * order again (len = ordered = base + n). The caller validates the arguments. */
+ * ... in every layer (their tokens and positions too); the rest is dropped
+ * and the sequence is in position order again (len = ordered = base + n). The
+ * caller validates the arguments; the slots moved are the last decode's, in
+ * blocks that decode's reservation made exclusive. */
 void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n);
+/* dst becomes a copy of src (dst's own blocks are released first): it holds
+ * src's blocks, every one shared (ref + 1), no data copied; the first write
+ * into a shared partial block copies it. src must be in position order
+ * (ordered == len) or BRISK_ERR_INVALID_ARG. src == dst changes nothing. */
+brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *err);
+/* Keep the longest prefix of tok[0, limit) that seq already holds in
+ * position order or that the prefix index has in whole blocks, whichever is
+ * longer (the index's blocks then replace seq's: shared, not copied), and
+ * drop the rest of seq. Returns the tokens kept (seq's new length). */
+int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int32_t limit);
+
+/* Block counts: in_use + cached + free == n_blocks. */
+void brisk_kv_counts(const brisk_kv *kv, int32_t *in_use, int32_t *cached, int32_t *free_blocks);
+/* Every invariant of the pool, walked in full (tests): refcounts equal the
+ * block tables' references, the free queue holds exactly the unreferenced
+ * blocks (plain ones first), the index holds exactly the indexed blocks under
+ * their hashes, each sequence's first n_indexed blocks form an indexed chain,
+ * the counts add up. false with a message on the first violation. */
+bool brisk_kv_check(const brisk_kv *kv, brisk_error *err);
 
 /* The block of (layer, seq, pos) from KV head head's part on: the offset
  * of its first element (pos must be < the reserved length). */

@@ -725,14 +725,15 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
     for (int32_t i = 0; i < b->n; i++) {
         if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: id %d out of range [0, %d)", i, b->token[i], hp->n_vocab);
-        if (b->seq[i] < 0 || b->seq[i] >= kv->n_seq)
-            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: sequence id %d out of range [0, %d)", i, b->seq[i], kv->n_seq);
-        const brisk_kv_seq *s = &kv->seqs[b->seq[i]];
-        if (s->ordered != s->len)
+        if (b->seq[i] < 0 || b->seq[i] >= brisk_kv_n_seq(kv))
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: sequence id %d out of range [0, %d)", i, b->seq[i],
+                              brisk_kv_n_seq(kv));
+        const int32_t len = brisk_kv_len(kv, b->seq[i]), ordered = brisk_kv_ordered(kv, b->seq[i]);
+        if (ordered != len)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                               "batch token %d: sequence %d still holds the token tree of an earlier decode (slots %d..%d); "
                               "keep one path of it (brisk_seq_keep_path) or truncate it first",
-                              i, b->seq[i], s->ordered, s->len - 1);
+                              i, b->seq[i], ordered, len - 1);
         /* the token's rank among its sequence's tokens in this batch gives its KV slot */
         int32_t rank = 0, prev = -1;
         for (int32_t j = 0; j < i; j++)
@@ -749,7 +750,7 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
                 return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: parent %d belongs to sequence %d, not %d", i, par,
                                   b->seq[par], b->seq[i]);
         }
-        const int32_t expect = par < 0 ? s->len : b->pos[par] + 1;
+        const int32_t expect = par < 0 ? len : b->pos[par] + 1;
         if (b->pos[i] != expect) {
             if (b->parent && par >= 0)
                 return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: position %d, but its parent (token %d at position %d) needs %d",
@@ -757,27 +758,29 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: position %d, but sequence %d continues at %d",
                               i, b->pos[i], b->seq[i], expect);
         }
-        const int32_t slot = s->len + rank;
-        if (slot >= kv->n_ctx) {
+        const int32_t slot = len + rank, n_ctx = brisk_kv_n_ctx(kv);
+        if (slot >= n_ctx) {
             if (slot != b->pos[i])
                 return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: its KV slot %d (position %d) exceeds the context size %d", i,
-                                  slot, b->pos[i], kv->n_ctx);
-            return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: position %d exceeds the context size %d", i, b->pos[i], kv->n_ctx);
+                                  slot, b->pos[i], n_ctx);
+            return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: position %d exceeds the context size %d", i, b->pos[i], n_ctx);
         }
         f->slot[i] = slot;
         f->par[i] = par;
-        f->tbase[i] = s->len;
+        f->tbase[i] = len;
         f->direct[i] = slot == b->pos[i] && (par < 0 || f->direct[par]);
     }
     return BRISK_OK;
 }
 
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
+    if (kv->k_type != BRISK_KV_F16 || kv->v_type != BRISK_KV_F16)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "attention reads an F16 KV cache only");
     brisk_status st = validate_batch(f, kv, b, err);
     if (st) return st;
-    /* reserve every sequence's new length before touching anything */
-    for (int32_t i = 0; i < b->n; i++)
-        if ((st = brisk_kv_reserve(kv, b->seq[i], f->slot[i] + 1, err))) return st;
+    /* every sequence's slots, all or nothing, before touching anything (shared
+     * blocks the batch writes into are copied here) */
+    if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;
 
     const brisk_model_data *m = f->m;
     const brisk_hparams *hp = &m->hp;
@@ -864,13 +867,10 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
     }
 
-    /* the sequences now hold these tokens; they stay in position order up to
-     * the first token that is not at slot == position */
-    for (int32_t t = 0; t < T; t++) {
-        brisk_kv_seq *s = &kv->seqs[b->seq[t]];
-        if (f->direct[t] && f->slot[t] == s->ordered) s->ordered++;
-        if (s->len < f->slot[t] + 1) s->len = f->slot[t] + 1;
-    }
+    /* the sequences now hold these tokens (their ids and positions recorded
+     * per slot); they stay in position order up to the first token that is
+     * not at slot == position */
+    for (int32_t t = 0; t < T; t++) brisk_kv_written(kv, b->seq[t], f->slot[t], b->token[t], b->pos[t], f->direct[t]);
 
     int32_t n_out = 0;
     for (int32_t t = 0; t < T; t++)

@@ -38,16 +38,19 @@ bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ct
 
 /* Evaluate b; logits for the tokens with want[i] set go to out in batch order,
  * [n_want][n_vocab]. Without parents, positions must extend each sequence
- * contiguously: the first token of seq s in the batch has pos == kv->seqs[s].len
+ * contiguously: the first token of seq s in the batch has pos == brisk_kv_len(kv, s)
  * (after any truncation), later ones follow. With parents (a token tree),
- * pos[i] == pos[parent[i]] + 1, or kv->seqs[s].len for a root; the K/V row of
+ * pos[i] == pos[parent[i]] + 1, or brisk_kv_len(kv, s) for a root; the K/V row of
  * the r-th token of seq s in the batch goes to slot len + r whatever its
  * position, and each token attends to the cached tokens, its ancestors and
  * itself, presented in position order so its logits are bitwise those of the
  * same path decoded as a chain. The sequence then holds len + (its tokens)
- * slots, no longer in position order (kv->seqs[s].ordered stays at len) until
+ * slots, no longer in position order (brisk_kv_ordered stays at len) until
  * brisk_kv_keep_path or brisk_kv_truncate resolves it; a sequence in that state
- * is refused. */
+ * is refused. The batch's slots are reserved all or nothing before anything is
+ * written (brisk_kv_reserve_batch: shared blocks are copied there), and each
+ * slot's token and position are recorded; indexing the filled blocks in the
+ * prefix cache (brisk_kv_commit) is the caller's, once it accepts the batch. */
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err);
 
 /* Windowed attention (brisk_context_params.attn_window/attn_sink): a token at
