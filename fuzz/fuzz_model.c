@@ -2,7 +2,8 @@
  * and its first logits: GGUF parse, hyperparameters, vocabulary, tensor
  * binding and repacking (brisk_model_load on a memfd, so the real mmap path
  * runs), the memory plan and context init, then one 2-token decode, the
- * logits' checks and the streaming detokenizer on their argmax.
+ * logits' checks and the streaming detokenizer on their argmax, then a fork
+ * and a brisk_seq_sync of a longer token list (the shared KV blocks).
  * Seeds: fuzz/corpus/fuzz_model/ (tiny models of every architecture and
  * weight type, written by fuzz/gen_model_seeds.c).
  *
@@ -69,6 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx = 64;
     cp.n_batch = 4;
+    cp.n_seq = 2;
     cp.n_threads = 1;
     brisk_memory_plan plan;
     if ((st = brisk_context_plan(m, &cp, &plan, &err))) {
@@ -116,6 +118,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *text;
     size_t len;
     brisk_text_stream_flush(ts, &text, &len);
+    /* sequences that know their tokens: a fork shares the two tokens, a sync
+     * of a longer list keeps them and computes the rest */
+    int32_t got[4], n_got = 0;
+    FUZZ_CHECK(brisk_seq_tokens(c, 0, got, 4, &n_got, &err) == BRISK_OK && n_got == 2 && got[0] == tok[0] && got[1] == tok[1]);
+    if ((st = brisk_seq_fork(c, 0, 1, &err))) {
+        check_error(st, &err);
+        goto done;
+    }
+    FUZZ_CHECK(brisk_seq_len(c, 1) == 2);
+    const int32_t more[5] = {tok[0], tok[1], 0, info.n_vocab_tokens - 1, tok[1]};
+    int32_t reused = -1;
+    if ((st = brisk_seq_sync(c, 1, more, 5, &reused, &err))) check_error(st, &err);
+    else FUZZ_CHECK(brisk_seq_len(c, 1) == 5 && reused >= 0 && reused <= 4);
 done:
     brisk_text_stream_free(ts);
     brisk_context_free(c);
