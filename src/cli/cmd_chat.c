@@ -63,8 +63,6 @@ typedef struct chat {
     brisk_template *tpl;
     json_t *messages;
     char *bos, *eos;
-    int32_t *cached;      /* tokens currently in the KV cache (sequence 0) */
-    int32_t n_cached;
     int32_t n_ctx, n_batch;
     int64_t n_predict;    /* per reply; -1 = until end of generation or a full context */
     cli_stop stop;        /* -r */
@@ -108,28 +106,11 @@ static char *utf8_sanitize(const char *text, size_t len) {
     return out;
 }
 
-/* Decode tokens[from..n) after the cached prefix; only the last wants logits. */
+/* Make the KV hold the conversation's tokens: brisk_seq_sync keeps the
+ * longest prefix it already holds (the earlier turns) and computes the rest,
+ * leaving the last token's logits. */
 static brisk_status prefill(chat *c, const int32_t *tokens, int32_t n, brisk_error *err) {
-    int32_t keep = 0;
-    while (keep < c->n_cached && keep < n && c->cached[keep] == tokens[keep]) keep++;
-    if (keep == n) keep = n - 1;   /* re-evaluate the last token to get its logits */
-    brisk_status st = brisk_seq_truncate(c->ctx, 0, keep, err);
-    if (st) return st;
-    int32_t pos[512], seq[512] = {0};
-    uint8_t want[512];
-    const int32_t step = 512 < c->n_batch ? 512 : c->n_batch;
-    for (int32_t i0 = keep; i0 < n; i0 += step) {
-        const int32_t m = n - i0 < step ? n - i0 : step;
-        for (int32_t j = 0; j < m; j++) { pos[j] = i0 + j; want[j] = i0 + j == n - 1; }
-        brisk_batch b = {m, tokens + i0, pos, seq, want};
-        if ((st = brisk_decode(c->ctx, &b, err))) {
-            c->n_cached = brisk_seq_len(c->ctx, 0);
-            return st;
-        }
-    }
-    memcpy(c->cached, tokens, (size_t)n * sizeof *tokens);
-    c->n_cached = n;
-    return BRISK_OK;
+    return brisk_seq_sync(c->ctx, 0, tokens, n, NULL, err);
 }
 
 /* One turn: render, prefill, stream the reply; returns the reply text (malloc'd). */
@@ -187,15 +168,15 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
         memcpy(text + len, piece, plen);
         len += plen;
         if (cli_stop_push(&c->stop, piece, plen)) break;
-        if (c->n_cached + 1 > c->n_ctx) {
+        const int32_t held = brisk_seq_len(c->ctx, 0);
+        if (held + 1 > c->n_ctx) {
             fprintf(stderr, "\n[context full: reply cut; /reset to start over]");
             break;
         }
-        int32_t pos = c->n_cached, s0 = 0;
+        int32_t pos = held, s0 = 0;
         uint8_t one = 1;
         brisk_batch b = {1, &tok, &pos, &s0, &one};
         if ((st = brisk_decode(c->ctx, &b, err))) goto done;
-        c->cached[c->n_cached++] = tok;
     }
     if (interrupted) fprintf(stderr, "\n[stopped]");
     {
@@ -371,11 +352,10 @@ int brisk_cmd_chat(int argc, char **argv) {
         if (cli_eog_init(&eog, c.model, info.n_vocab, &err)) goto fail;
         c.eog = &eog;
     }
-    c.cached = malloc((size_t)c.n_ctx * sizeof *c.cached);
     c.messages = json_array();
     c.bos = token_string(c.model, brisk_token_bos(c.model));
     c.eos = token_string(c.model, brisk_token_eos(c.model));
-    if (!c.cached || !c.messages || !c.bos || !c.eos || !reset_messages(&c, system)) {
+    if (!c.messages || !c.bos || !c.eos || !reset_messages(&c, system)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto fail;
     }
@@ -425,7 +405,6 @@ int brisk_cmd_chat(int argc, char **argv) {
         if (!strcmp(msg, "/reset")) {
             if (!reset_messages(&c, system)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
             brisk_seq_truncate(c.ctx, 0, 0, NULL);
-            c.n_cached = 0;
             brisk_sampler_reset(c.smp);
             if (tty) fputs("(conversation cleared)", stdout);
             continue;
@@ -454,7 +433,6 @@ done:
     free(line);
     free(tpl_file);
     free(first_file);
-    free(c.cached);
     free(c.bos);
     free(c.eos);
     cli_stop_free(&c.stop);

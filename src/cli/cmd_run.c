@@ -42,18 +42,11 @@ static double secs(const struct timespec *a, const struct timespec *b) {
     return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) * 1e-9;
 }
 
-/* Prefill ids into sequence 0 (empty) in batches; only the last token's logits are kept. */
-static brisk_status prefill(brisk_context *ctx, const int32_t *ids, size_t n_ids, int32_t *pos, int32_t *seq,
-                            uint8_t *want, brisk_error *err) {
-    const int32_t nb = brisk_context_n_batch(ctx);
-    for (size_t i0 = 0; i0 < n_ids; i0 += (size_t)nb) {
-        const int32_t m = (int32_t)(n_ids - i0 < (size_t)nb ? n_ids - i0 : (size_t)nb);
-        for (int32_t j = 0; j < m; j++) { pos[j] = (int32_t)i0 + j; seq[j] = 0; want[j] = i0 + (size_t)j == n_ids - 1; }
-        brisk_batch b = {.n_tokens = m, .token = ids + i0, .pos = pos, .seq = seq, .logits = want};
-        brisk_status st = brisk_decode(ctx, &b, err);
-        if (st) return st;
-    }
-    return BRISK_OK;
+/* Prefill ids into sequence 0: brisk_seq_sync chunks them by the context's
+ * batch and leaves the last token's logits (the prefix cache may serve a
+ * repeated prompt, e.g. --spec-compare's second run). */
+static brisk_status prefill(brisk_context *ctx, const int32_t *ids, size_t n_ids, brisk_error *err) {
+    return brisk_seq_sync(ctx, 0, ids, (int32_t)n_ids, NULL, err);
 }
 
 /* Where generated text goes: the stream to stdout (NULL ts: silent), the
@@ -179,8 +172,7 @@ int brisk_cmd_run(int argc, char **argv) {
     brisk_sampler *smp = NULL;
     brisk_text_stream *ts = NULL;
     brisk_spec *spec = NULL;
-    int32_t *ids = NULL, *pos = NULL, *seq = NULL, *gen = NULL, *gen_plain = NULL;
-    uint8_t *want = NULL;
+    int32_t *ids = NULL, *gen = NULL, *gen_plain = NULL;
     size_t n_ids = 0;
     cli_stop stop = {0};
     cli_eog eog = {0};
@@ -264,18 +256,14 @@ int brisk_cmd_run(int argc, char **argv) {
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
 
-    const int32_t nb = brisk_context_n_batch(ctx);
-    pos = malloc((size_t)nb * sizeof *pos);
-    seq = calloc((size_t)nb, sizeof *seq);
-    want = calloc((size_t)nb, 1);
     /* generated ids are kept only for the speculative loop (and its comparison) */
     if (spec) gen = malloc((size_t)(n_predict + BRISK_SPEC_MAX_DRAFT + 1) * sizeof *gen);
-    if (!pos || !seq || !want || (spec && !gen)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
+    if (spec && !gen) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
     if (spec) {
         if (brisk_spec_prefill(spec, ids, (int32_t)n_ids, &err)) goto fail;
     } else {
         /* prefill in batches; only the last prompt token needs logits */
-        if (prefill(ctx, ids, n_ids, pos, seq, want, &err)) goto fail;
+        if (prefill(ctx, ids, n_ids, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);
@@ -359,7 +347,7 @@ int brisk_cmd_run(int argc, char **argv) {
         if (!gen_plain) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
         if (brisk_seq_truncate(ctx, 0, 0, &err)) goto fail;
         brisk_sampler_reset(smp);
-        if (prefill(ctx, ids, n_ids, pos, seq, want, &err)) goto fail;
+        if (prefill(ctx, ids, n_ids, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
         clock_gettime(CLOCK_MONOTONIC, &c0);
         gen_out quiet = {0};
@@ -384,7 +372,7 @@ int brisk_cmd_run(int argc, char **argv) {
 fail:
     if (rc) cli_fail(C, &err);
 fail_quiet:
-    free(file_buf); free(prompt_copy); free(ids); free(pos); free(seq); free(want); free(gen); free(gen_plain);
+    free(file_buf); free(prompt_copy); free(ids); free(gen); free(gen_plain);
     cli_stop_free(&stop);
     cli_eog_free(&eog);
     brisk_spec_free(spec);

@@ -68,26 +68,13 @@ static void runners_up(const float *lg, int32_t n_vocab, int32_t skip, int32_t r
     *p_skip = (float)(exp((double)(lg[skip] - mx)) / sum);
 }
 
-/* Make the KV hold hist[0..n-1) plus hist[n-1] with its logits ready. */
+/* Make the KV hold hist[0..n) with hist[n-1]'s logits ready: brisk_seq_sync
+ * keeps the longest prefix the draft KV (or its prefix cache) already holds. */
 static brisk_status catch_up(model_drafter *m, const int32_t *hist, int32_t n, brisk_error *err) {
-    int32_t keep = 0;
-    while (keep < m->n_in_kv && keep < n && m->in_kv[keep] == hist[keep]) keep++;
-    if (keep == n) keep = n - 1;   /* the last token must be fed again to get its logits */
-    brisk_status st = brisk_seq_truncate(m->ctx, 0, keep, err);
+    brisk_status st = brisk_seq_sync(m->ctx, 0, hist, n, NULL, err);
+    m->n_in_kv = brisk_seq_len(m->ctx, 0);
     if (st) return st;
-    m->n_in_kv = keep;
-    while (m->n_in_kv < n) {
-        const int32_t b0 = m->n_in_kv, cnt = BRISK_MIN(n - b0, m->n_batch);
-        for (int32_t j = 0; j < cnt; j++) {
-            m->pos[j] = b0 + j;
-            m->seq[j] = 0;
-            m->want[j] = b0 + j == n - 1;
-        }
-        brisk_batch b = {.n_tokens = cnt, .token = hist + b0, .pos = m->pos, .seq = m->seq, .logits = m->want};
-        if ((st = brisk_decode(m->ctx, &b, err))) return st;
-        memcpy(m->in_kv + b0, hist + b0, (size_t)cnt * sizeof(int32_t));
-        m->n_in_kv += cnt;
-    }
+    memcpy(m->in_kv, hist, (size_t)n * sizeof(int32_t));
     return BRISK_OK;
 }
 
