@@ -326,16 +326,7 @@ brisk_status brisk_spec_prefill(brisk_spec *s, const int32_t *ids, int32_t n_ids
     } else if (s->dm) {
         s->t_draft = 0.0;   /* learnt from the first proposals */
     }
-    for (int32_t i0 = 0; i0 < n_ids; i0 += s->n_batch) {
-        const int32_t m = BRISK_MIN(n_ids - i0, s->n_batch);
-        for (int32_t j = 0; j < m; j++) {
-            s->bpos[j] = i0 + j;
-            s->bseq[j] = 0;
-            s->bwant[j] = i0 + j == n_ids - 1;
-        }
-        brisk_batch b = {.n_tokens = m, .token = ids + i0, .pos = s->bpos, .seq = s->bseq, .logits = s->bwant};
-        if ((st = brisk_decode(s->ctx, &b, err))) return st;
-    }
+    if ((st = brisk_seq_sync(s->ctx, 0, ids, n_ids, NULL, err))) return st;
     memcpy(s->hist, ids, (size_t)n_ids * sizeof(int32_t));
     s->n_hist = n_ids;
     for (int32_t i = 0; i < n_ids; i++) brisk_sampler_accept(s->smp, ids[i]);
