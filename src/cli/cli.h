@@ -37,6 +37,7 @@ int brisk_cmd_synth(int argc, char **argv);
 int brisk_cmd_tokenize(int argc, char **argv);
 int brisk_cmd_template(int argc, char **argv);
 int brisk_cmd_bench(int argc, char **argv);
+int brisk_cmd_batched_bench(int argc, char **argv);
 
 /* ---- options.c: the option table ---------------------------------------------- */
 
@@ -62,6 +63,8 @@ typedef enum cli_opt_id {
     CLI_O_ADD_GEN_PROMPT, CLI_O_VAR,
     /* llama-bench's own meanings (bench only) */
     CLI_O_BENCH_N_PROMPT, CLI_O_BENCH_N_GEN, CLI_O_BENCH_REPS, CLI_O_BENCH_FORMAT, CLI_O_NO_ROOFLINE,
+    /* llama-batched-bench's (batched-bench only) */
+    CLI_O_UBATCH, CLI_O_NPP, CLI_O_NTG, CLI_O_NPL, CLI_O_PPS, CLI_O_BB_FORMAT,
     CLI_O_COUNT
 } cli_opt_id;
 

@@ -24,6 +24,7 @@ static const cli_command commands[] = {
     {"tokenize", brisk_cmd_tokenize, "print the token ids of a text (or pieces with ids)"},
     {"template", brisk_cmd_template, "render a chat template (as transformers' apply_chat_template)"},
     {"bench", brisk_cmd_bench, "prefill and decode tokens/s like llama-bench, with the decode roofline"},
+    {"batched-bench", brisk_cmd_batched_bench, "many sequences at once, like llama-batched-bench (S_PP, S_TG)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -154,6 +154,16 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_BENCH_FORMAT] = {{"-o", "--output"}, .type = CLI_T_CHOICE, .meta = "FORMAT", .choices = "md|json", .def = "md",
                             .help = "md or json (llama-bench's field names); llama-bench's -o: a format, not a path"},
     [CLI_O_NO_ROOFLINE] = {{"--no-roofline"}, .type = CLI_T_FLAG, .help = "skip the bandwidth measurement"},
+    [CLI_O_UBATCH] = {{"-ub", "--ubatch-size"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = 65536, .def = "512",
+                      .help = "tokens per forward pass (the physical batch; -b is the logical one)"},
+    [CLI_O_NPP] = {{"-npp"}, .type = CLI_T_STR, .meta = "LIST", .def = "128",
+                   .help = "prompt lengths to test, comma-separated (e.g. 128,256,512)"},
+    [CLI_O_NTG] = {{"-ntg"}, .type = CLI_T_STR, .meta = "LIST", .def = "128", .help = "tokens to generate per sequence, comma-separated"},
+    [CLI_O_NPL] = {{"-npl"}, .type = CLI_T_STR, .meta = "LIST", .def = "1", .help = "parallel sequences, comma-separated (e.g. 1,2,4,8,16)"},
+    [CLI_O_PPS] = {{"-pps"}, .type = CLI_T_FLAG,
+                   .help = "the sequences share one prompt: computed once for sequence 0, then forked (its KV blocks shared)"},
+    [CLI_O_BB_FORMAT] = {{"--output-format"}, .type = CLI_T_CHOICE, .meta = "FORMAT", .choices = "md|jsonl", .def = "md",
+                         .help = "md: llama-batched-bench's table; jsonl: one JSON object per line with its field names"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};
