@@ -1,0 +1,165 @@
+/* Each stage of the sampler chain against llama.cpp's own sampler on
+ * recorded logits. tests/data/sampler/cases.txt was written once by
+ * scripts/peer/peer-sampler.c (linked to the peer's libllama) from the four
+ * logit vectors of tests/data/sampler/logits.f32 (positions 0, 17, 33 and 63
+ * of the golden llama-tiny-F32 logits, vocabulary 1024): per case, a line of
+ * parameters, and per step the surviving candidates and their probabilities.
+ * Here the same parameters build a brisk sampler whose brisk_sampler_dist
+ * must keep exactly the same tokens with probabilities within 1e-6.
+ * Mirostat v2 steps carry llama.cpp's drawn token, which brisk accepts before
+ * the next step, so the update of mu is checked as well. */
+#include "test.h"
+#include "brisk.h"
+
+#include <math.h>
+
+#define NV 1024
+#define NVEC 4
+#define TOL 1e-6
+
+static float logits[NVEC][NV];
+
+static const char *get(const char *spec, const char *key, char *buf, size_t cap) {
+    const size_t kl = strlen(key);
+    for (const char *q = spec; (q = strstr(q, key)); q += kl) {
+        if ((q == spec || q[-1] == ' ') && q[kl] == '=') {
+            const char *v = q + kl + 1, *e = strchr(v, ' ');
+            size_t n = e ? (size_t)(e - v) : strlen(v);
+            if (n >= cap) n = cap - 1;
+            memcpy(buf, v, n);
+            buf[n] = 0;
+            return buf;
+        }
+    }
+    return NULL;
+}
+
+static double getf(const char *spec, const char *key, double def) {
+    char b[64];
+    return get(spec, key, b, sizeof b) ? atof(b) : def;
+}
+
+/* the stage a case tests, for the per-stage summary */
+static const char *case_label(const char *spec, char *buf, size_t cap) {
+    if (getf(spec, "mirostat", 0) == 2) return "mirostat_v2";
+    if (get(spec, "bias", buf, cap)) return "logit_bias";
+    if (!get(spec, "order", buf, cap)) return "?";
+    if (strchr(buf, ';')) return getf(spec, "temp", 1) <= 0 ? "chain (greedy)" : "chain";
+    return buf;
+}
+
+typedef struct stat_row {
+    char label[32];
+    double max_err;
+    int steps;
+} stat_row;
+
+static stat_row stats[32];
+static int n_stats;
+
+static void note(const char *label, double err) {
+    int i = 0;
+    while (i < n_stats && strcmp(stats[i].label, label)) i++;
+    if (i == n_stats) {
+        if (n_stats == 32) return;
+        snprintf(stats[n_stats++].label, sizeof stats[0].label, "%.31s", label);
+    }
+    stats[i].max_err = err > stats[i].max_err ? err : stats[i].max_err;
+    stats[i].steps++;
+}
+
+static brisk_sampler *make(const char *spec, char *order_buf, size_t cap) {
+    brisk_sampler_params p = brisk_sampler_default_params();
+    p.top_k = 0, p.top_p = 1.0f, p.min_p = 0.0f, p.temp = (float)getf(spec, "temp", 1), p.seed = 1234;
+    p.samplers = get(spec, "order", order_buf, cap);
+    p.top_k = (int32_t)getf(spec, "top_k", 0);
+    p.top_p = (float)getf(spec, "top_p", 1);
+    p.min_p = (float)getf(spec, "min_p", 0);
+    p.typical_p = (float)getf(spec, "typ_p", 1);
+    p.top_n_sigma = (float)getf(spec, "top_n_sigma", -1);
+    p.xtc_probability = (float)getf(spec, "xtc_p", 0);
+    p.xtc_threshold = (float)getf(spec, "xtc_t", 0.1);
+    p.min_keep = (int32_t)getf(spec, "min_keep", 0);
+    p.repeat_penalty = (float)getf(spec, "rep", 1);
+    p.freq_penalty = (float)getf(spec, "freq", 0);
+    p.presence_penalty = (float)getf(spec, "pres", 0);
+    p.repeat_last_n = (int32_t)getf(spec, "last_n", 64);
+    p.mirostat = (int32_t)getf(spec, "mirostat", 0);
+    p.mirostat_tau = (float)getf(spec, "tau", 5);
+    p.mirostat_eta = (float)getf(spec, "eta", 0.1);
+    brisk_logit_bias lb[16];
+    char buf[256];
+    if (get(spec, "bias", buf, sizeof buf)) {
+        for (char *t = strtok(buf, ","); t && p.n_logit_bias < 16; t = strtok(NULL, ",")) {
+            const char *colon = strchr(t, ':');
+            lb[p.n_logit_bias].token = atoi(t);
+            lb[p.n_logit_bias].bias = strcmp(colon + 1, "-inf") == 0 ? -INFINITY : (float)atof(colon + 1);
+            p.n_logit_bias++;
+        }
+        p.logit_bias = lb;
+    }
+    brisk_sampler *s = NULL;
+    brisk_error err = {0};
+    CHECKF(brisk_sampler_init(&s, &p, NV, &err) == BRISK_OK, "%s: %s", spec, err.msg);
+    if (s && get(spec, "history", buf, sizeof buf))
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) brisk_sampler_accept(s, atoi(t));
+    return s;
+}
+
+int main(void) {
+    FILE *f = fopen("tests/data/sampler/logits.f32", "rb");
+    CHECK(f != NULL);
+    if (!f) return test_finish();
+    CHECK(fread(logits, sizeof(float), NVEC * NV, f) == NVEC * NV);
+    fclose(f);
+    f = fopen("tests/data/sampler/cases.txt", "r");
+    CHECK(f != NULL);
+    if (!f) return test_finish();
+    static char line[4096], spec[4096], order[512], lab[512];
+    static float probs[NV], ref[NV];
+    brisk_sampler *s = NULL;
+    int n_cases = 0, n_steps = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strncmp(line, "case ", 5)) {
+            snprintf(spec, sizeof spec, "%s", line + 5);
+            s = make(spec, order, sizeof order);
+            n_cases++;
+        } else if (!strncmp(line, "step ", 5)) {
+            int v, m, acc;
+            CHECK(sscanf(line + 5, "%d %d %d", &v, &m, &acc) == 3 && v >= 0 && v < NVEC);
+            memset(ref, 0, sizeof ref);
+            for (int i = 0; i < m; i++) {
+                int id;
+                float pr;
+                CHECK(fgets(line, sizeof line, f) && sscanf(line, "%d %g", &id, &pr) == 2 && id >= 0 && id < NV);
+                ref[id] = pr;
+            }
+            if (!s) continue;
+            const double scale = getf(spec, "scale", 1);
+            float l[NV];
+            for (int i = 0; i < NV; i++) l[i] = (float)(logits[v][i] * scale);
+            brisk_sampler_dist(s, l, probs);
+            int same_set = 1;
+            double err = 0;
+            for (int i = 0; i < NV; i++) {
+                same_set &= (probs[i] > 0) == (ref[i] > 0);
+                err = fmax(err, fabs((double)probs[i] - ref[i]));
+            }
+            CHECKF(same_set, "%s (vector %d): a different candidate set", spec, v);
+            CHECKF(err <= TOL, "%s (vector %d): max abs error %.3g", spec, v, err);
+            note(case_label(spec, lab, sizeof lab), err);
+            if (acc >= 0) brisk_sampler_accept(s, acc);
+            n_steps++;
+        } else if (!strcmp(line, "end")) {
+            brisk_sampler_free(s);
+            s = NULL;
+        }
+    }
+    fclose(f);
+    brisk_sampler_free(s);
+    CHECK(n_cases >= 20 && n_steps >= 40);
+    printf("%d cases, %d steps against llama.cpp; max abs error of the probabilities per stage:\n", n_cases, n_steps);
+    for (int i = 0; i < n_stats; i++) printf("  %-16s %2d steps  %.3g\n", stats[i].label, stats[i].steps, stats[i].max_err);
+    return test_finish();
+}
