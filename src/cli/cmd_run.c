@@ -17,6 +17,8 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_PROMPT}, {.id = CLI_O_FILE}, {.id = CLI_O_N_PREDICT, .def = "128"}, {.id = CLI_O_CTX_SIZE}, {.id = CLI_O_BATCH},
     {.id = CLI_O_THREADS}, {.id = CLI_O_TEMP}, {.id = CLI_O_TOP_K}, {.id = CLI_O_TOP_P}, {.id = CLI_O_MIN_P}, {.id = CLI_O_REPEAT_PENALTY},
     {.id = CLI_O_REPEAT_LAST_N}, {.id = CLI_O_REPEAT_MODE}, {.id = CLI_O_FREQ_PENALTY}, {.id = CLI_O_PRESENCE_PENALTY}, {.id = CLI_O_SEED},
+    {.id = CLI_O_TYPICAL}, {.id = CLI_O_TOP_NSIGMA}, {.id = CLI_O_XTC_PROB}, {.id = CLI_O_XTC_THRESH}, {.id = CLI_O_MIROSTAT},
+    {.id = CLI_O_MIROSTAT_LR}, {.id = CLI_O_MIROSTAT_ENT}, {.id = CLI_O_MIN_KEEP}, {.id = CLI_O_SAMPLERS},
     {.id = CLI_O_ESCAPE}, {.id = CLI_O_REVERSE}, {.id = CLI_O_IGNORE_EOS}, {.id = CLI_O_NO_BOS}, {.id = CLI_O_PARSE_SPECIAL},
     {.id = CLI_O_NO_DISPLAY_PROMPT}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION},
     {.id = CLI_O_SYSTEM, .help = "system prompt (with -cnv)"}, {.id = CLI_O_CHAT_TEMPLATE, .help = "chat template file (with -cnv)"},

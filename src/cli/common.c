@@ -67,6 +67,15 @@ void cli_sampler_params(const cli_args *a, brisk_sampler_params *sp) {
     sp->presence_penalty = (float)a->f[CLI_O_PRESENCE_PENALTY];
     sp->repeat_mode = a->i[CLI_O_REPEAT_MODE] == 1 ? BRISK_REPEAT_LOGPROB : BRISK_REPEAT_CLASSIC;
     sp->seed = a->u[CLI_O_SEED];
+    sp->typical_p = (float)a->f[CLI_O_TYPICAL];
+    sp->top_n_sigma = (float)a->f[CLI_O_TOP_NSIGMA];
+    sp->xtc_probability = (float)a->f[CLI_O_XTC_PROB];
+    sp->xtc_threshold = (float)a->f[CLI_O_XTC_THRESH];
+    sp->mirostat = (int32_t)a->i[CLI_O_MIROSTAT];
+    sp->mirostat_eta = (float)a->f[CLI_O_MIROSTAT_LR];
+    sp->mirostat_tau = (float)a->f[CLI_O_MIROSTAT_ENT];
+    sp->min_keep = (int32_t)a->i[CLI_O_MIN_KEEP];
+    sp->samplers = a->s[CLI_O_SAMPLERS];   /* borrowed from argv (or the table's default) */
 }
 
 /* ---- reverse prompts ----------------------------------------------------------------- */
