@@ -288,13 +288,25 @@ typedef struct brisk_sampler_params {
     float mirostat_tau;      /* target surprise in bits [--mirostat-ent] (default 5) */
     float mirostat_eta;      /* learning rate [--mirostat-lr] (default 0.1) */
     int32_t min_keep;        /* top-p, min-p, typical and XTC keep at least this many candidates (default 0) */
-    /* The filter order [--samplers]: names separated by ';' among penalties, top_n_sigma, top_k, typ_p, top_p, min_p,
-     * xtc, temperature (and llama.cpp's aliases: top-k, topk, nucleus, temp, typ, ...). NULL: the default order
-     * "penalties;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature" (llama.cpp's, without dry). Borrowed during
+    /* The filter order [--samplers]: names separated by ';' among penalties, dry, top_n_sigma, top_k, typ_p, top_p,
+     * min_p, xtc, temperature (and llama.cpp's aliases: top-k, topk, nucleus, temp, typ, ...). NULL: llama.cpp's
+     * default order "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature". Borrowed during
      * brisk_sampler_init only. A stage that is off is left out of the chain. */
     const char *samplers;
     const brisk_logit_bias *logit_bias;  /* borrowed during brisk_sampler_init only (copied); the chain's first stage */
     int32_t n_logit_bias;
+    /* DRY, "don't repeat yourself" (llama.cpp's, from koboldcpp): a token that would extend a repeat of the last
+     * dry_penalty_last_n tokens longer than dry_allowed_length loses dry_multiplier * dry_base^(length - allowed)
+     * from its logit. dry_multiplier 0 [--dry-multiplier] (default) or dry_penalty_last_n 0 is off; dry_base
+     * [--dry-base] 1.75 (< 1: off), dry_allowed_length [--dry-allowed-length] 2, dry_penalty_last_n
+     * [--dry-penalty-last-n] 64. A repeat never reaches back across a sequence breaker: dry_breakers holds them as
+     * token sequences, flat, each as its length then its tokens (see brisk_dry_breakers for llama.cpp's
+     * text breakers, --dry-sequence-breaker); borrowed during brisk_sampler_init only (copied). Its place in the
+     * order is the name "dry" (default: right after penalties). */
+    float dry_multiplier, dry_base;
+    int32_t dry_allowed_length, dry_penalty_last_n;
+    const int32_t *dry_breakers;
+    int32_t n_dry_breakers;   /* int32s in dry_breakers */
 } brisk_sampler_params;
 
 #define BRISK_SEED_RANDOM UINT64_MAX
@@ -302,7 +314,7 @@ typedef struct brisk_sampler_params {
 typedef struct brisk_sampler brisk_sampler;
 
 /* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1 over 64, random seed; typical,
- * top-n-sigma, XTC and mirostat off. */
+ * top-n-sigma, XTC, DRY and mirostat off. */
 brisk_sampler_params brisk_sampler_default_params(void);
 /* Builds the chain: logit bias -> mask -> the stages of p->samplers that are on -> the final softmax. All scratch
  * is sized here for n_vocab; applying the chain allocates nothing. */

@@ -6,7 +6,8 @@
  * parameters, and per step the surviving candidates and their probabilities.
  * Here the same parameters build a brisk sampler whose brisk_sampler_dist
  * must keep exactly the same tokens with probabilities within 1e-6.
- * Mirostat v2 steps carry llama.cpp's drawn token, which brisk accepts before
+ * tests/data/sampler/cases-dry.txt, DRY's, comes from
+ * scripts/peer/peer-sampler-dry.cpp (token-sequence breakers). Mirostat v2 steps carry llama.cpp's drawn token, which brisk accepts before
  * the next step, so the update of mu is checked as well. */
 #include "test.h"
 #include "brisk.h"
@@ -42,6 +43,7 @@ static double getf(const char *spec, const char *key, double def) {
 /* the stage a case tests, for the per-stage summary */
 static const char *case_label(const char *spec, char *buf, size_t cap) {
     if (getf(spec, "mirostat", 0) == 2) return "mirostat_v2";
+    if (getf(spec, "dry_mult", 0) != 0) return get(spec, "breakers", buf, cap) ? "dry (breakers)" : "dry";
     if (get(spec, "bias", buf, cap)) return "logit_bias";
     if (!get(spec, "order", buf, cap)) return "?";
     if (strchr(buf, ';')) return getf(spec, "temp", 1) <= 0 ? "chain (greedy)" : "chain";
@@ -89,6 +91,15 @@ static brisk_sampler *make(const char *spec, char *order_buf, size_t cap) {
     p.mirostat_eta = (float)getf(spec, "eta", 0.1);
     brisk_logit_bias lb[16];
     char buf[256];
+    p.dry_multiplier = (float)getf(spec, "dry_mult", 0);
+    p.dry_base = (float)getf(spec, "dry_base", 1.75);
+    p.dry_allowed_length = (int32_t)getf(spec, "dry_allowed", 2);
+    p.dry_penalty_last_n = (int32_t)getf(spec, "dry_last_n", 64);
+    static int32_t brk[64];
+    if (get(spec, "breakers", buf, sizeof buf)) {
+        for (char *t = strtok(buf, ","); t && p.n_dry_breakers < 64; t = strtok(NULL, ",")) brk[p.n_dry_breakers++] = atoi(t);
+        p.dry_breakers = brk;
+    }
     if (get(spec, "bias", buf, sizeof buf)) {
         for (char *t = strtok(buf, ","); t && p.n_logit_bias < 16; t = strtok(NULL, ",")) {
             const char *colon = strchr(t, ':');
@@ -112,13 +123,16 @@ int main(void) {
     if (!f) return test_finish();
     CHECK(fread(logits, sizeof(float), NVEC * NV, f) == NVEC * NV);
     fclose(f);
-    f = fopen("tests/data/sampler/cases.txt", "r");
-    CHECK(f != NULL);
-    if (!f) return test_finish();
+    static const char *files[] = {"tests/data/sampler/cases.txt", "tests/data/sampler/cases-dry.txt"};
     static char line[4096], spec[4096], order[512], lab[512];
     static float probs[NV], ref[NV];
     brisk_sampler *s = NULL;
     int n_cases = 0, n_steps = 0;
+    int dry_steps = 0, dry_effective = 0;
+    for (size_t fi = 0; fi < sizeof files / sizeof files[0]; fi++) {
+    f = fopen(files[fi], "r");
+    CHECKF(f != NULL, "%s", files[fi]);
+    if (!f) continue;
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = 0;
         if (!strncmp(line, "case ", 5)) {
@@ -149,6 +163,14 @@ int main(void) {
             CHECKF(same_set, "%s (vector %d): a different candidate set", spec, v);
             CHECKF(err <= TOL, "%s (vector %d): max abs error %.3g", spec, v, err);
             note(case_label(spec, lab, sizeof lab), err);
+            if (getf(spec, "dry_mult", 0) != 0) {   /* the DRY cases penalise something (but one, cut short by a breaker) */
+                double mx = -INFINITY, sum = 0, eff = 0;
+                for (int i = 0; i < NV; i++) mx = fmax(mx, l[i]);
+                for (int i = 0; i < NV; i++) sum += exp(l[i] - mx);
+                for (int i = 0; i < NV; i++) eff = fmax(eff, fabs(ref[i] - exp(l[i] - mx) / sum));
+                dry_steps++;
+                dry_effective += eff > 1e-3;
+            }
             if (acc >= 0) brisk_sampler_accept(s, acc);
             n_steps++;
         } else if (!strcmp(line, "end")) {
@@ -157,8 +179,10 @@ int main(void) {
         }
     }
     fclose(f);
+    }
     brisk_sampler_free(s);
-    CHECK(n_cases >= 20 && n_steps >= 40);
+    CHECK(n_cases >= 27 && n_steps >= 50);
+    CHECKF(dry_steps >= 7 && dry_effective == dry_steps - 1, "%d of %d DRY steps change the distribution", dry_effective, dry_steps);
     printf("%d cases, %d steps against llama.cpp; max abs error of the probabilities per stage:\n", n_cases, n_steps);
     for (int i = 0; i < n_stats; i++) printf("  %-16s %2d steps  %.3g\n", stats[i].label, stats[i].steps, stats[i].max_err);
     return test_finish();

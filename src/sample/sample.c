@@ -38,7 +38,9 @@ brisk_sampler_params brisk_sampler_default_params(void) {
                                   .repeat_mode = BRISK_REPEAT_CLASSIC, .seed = BRISK_SEED_RANDOM,
                                   .typical_p = 1.0f, .top_n_sigma = -1.0f, .xtc_probability = 0.0f,
                                   .xtc_threshold = 0.1f, .mirostat = 0, .mirostat_tau = 5.0f, .mirostat_eta = 0.1f,
-                                  .min_keep = 0, .samplers = NULL, .logit_bias = NULL, .n_logit_bias = 0};
+                                  .min_keep = 0, .samplers = NULL, .logit_bias = NULL, .n_logit_bias = 0,
+                                  .dry_multiplier = 0.0f, .dry_base = 1.75f, .dry_allowed_length = 2,
+                                  .dry_penalty_last_n = 64, .dry_breakers = NULL, .n_dry_breakers = 0};
 }
 
 /* ---- RNG ----------------------------------------------------------------------------------- */
@@ -68,7 +70,7 @@ double brisk_sampler_uniform(brisk_sampler *s) { return (double)(brisk_rng_next(
 /* ---- the order ------------------------------------------------------------------------------ */
 
 typedef enum stage_kind {
-    K_PENALTIES, K_TOP_N_SIGMA, K_TOP_K, K_TYPICAL, K_TOP_P, K_MIN_P, K_XTC, K_TEMP, K_COUNT
+    K_PENALTIES, K_DRY, K_TOP_N_SIGMA, K_TOP_K, K_TYPICAL, K_TOP_P, K_MIN_P, K_XTC, K_TEMP, K_COUNT
 } stage_kind;
 
 /* llama.cpp's canonical names and aliases (common/sampling.cpp), kebab-case and no-dash forms included */
@@ -76,7 +78,7 @@ static const struct {
     const char *name;
     stage_kind kind;
 } stage_names[] = {
-    {"penalties", K_PENALTIES}, {"top_n_sigma", K_TOP_N_SIGMA}, {"top-n-sigma", K_TOP_N_SIGMA},
+    {"penalties", K_PENALTIES}, {"dry", K_DRY}, {"top_n_sigma", K_TOP_N_SIGMA}, {"top-n-sigma", K_TOP_N_SIGMA},
     {"topnsigma", K_TOP_N_SIGMA}, {"top_k", K_TOP_K}, {"top-k", K_TOP_K}, {"topk", K_TOP_K},
     {"typ_p", K_TYPICAL}, {"typ-p", K_TYPICAL}, {"typp", K_TYPICAL}, {"typ", K_TYPICAL},
     {"top_p", K_TOP_P}, {"top-p", K_TOP_P}, {"topp", K_TOP_P}, {"nucleus", K_TOP_P},
@@ -84,7 +86,7 @@ static const struct {
     {"temperature", K_TEMP}, {"temp", K_TEMP},
 };
 
-#define DEFAULT_ORDER "penalties;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature"
+#define DEFAULT_ORDER "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature"
 
 static brisk_status parse_order(const char *spec, stage_kind *out, int32_t *n_out, brisk_error *err) {
     int32_t n = 0;
@@ -168,6 +170,21 @@ static brisk_status validate(const brisk_sampler_params *p, int32_t n_vocab, bri
         if (isnan(b->bias) || b->bias == INFINITY)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler: logit bias %g for token %d (finite or -inf)", b->bias, b->token);
     }
+    if (!isfinite(p->dry_multiplier) || !isfinite(p->dry_base) || p->dry_allowed_length < 0 || p->dry_penalty_last_n < 0 ||
+        p->dry_penalty_last_n > (1 << 20))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler: DRY multiplier %g, base %g, allowed length %d, window %d",
+                          p->dry_multiplier, p->dry_base, p->dry_allowed_length, p->dry_penalty_last_n);
+    if (p->n_dry_breakers < 0 || (p->n_dry_breakers > 0 && !p->dry_breakers))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler: %d DRY breaker ints without a list", p->n_dry_breakers);
+    for (int32_t i = 0; i < p->n_dry_breakers; i += 1 + p->dry_breakers[i]) {
+        const int32_t len = p->dry_breakers[i];
+        if (len < 1 || len > p->n_dry_breakers - i - 1)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler: DRY breaker at %d: length %d does not fit", i, len);
+        for (int32_t j = 1; j <= len; j++)
+            if (p->dry_breakers[i + j] < 0 || p->dry_breakers[i + j] >= n_vocab)
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler: DRY breaker at %d: token %d outside the vocabulary (%d)",
+                                  i, p->dry_breakers[i + j], n_vocab);
+    }
     return BRISK_OK;
 }
 
@@ -196,6 +213,10 @@ static brisk_status build(brisk_sampler *s, const brisk_sampler_params *p, brisk
         case K_PENALTIES:
             if (p->repeat_last_n == 0 || (p->repeat_penalty == 1.0f && p->freq_penalty == 0.0f && p->presence_penalty == 0.0f)) break;
             st = push_own(s, &brisk_stage_penalties_i, brisk_stage_penalties_new(p, nv), err);
+            break;
+        case K_DRY:
+            if (p->dry_multiplier != 0.0f && p->dry_base >= 1.0f && p->dry_penalty_last_n > 0)
+                st = push_own(s, &brisk_stage_dry_i, brisk_stage_dry_new(p, nv), err);
             break;
         case K_TOP_N_SIGMA:
             if (p->top_n_sigma > 0.0f) st = push_own(s, &brisk_stage_top_n_sigma_i, brisk_stage_top_n_sigma_new(p->top_n_sigma), err);
@@ -249,6 +270,8 @@ brisk_status brisk_sampler_init(brisk_sampler **out, const brisk_sampler_params 
     s->p.samplers = NULL;
     s->p.logit_bias = NULL;
     s->p.n_logit_bias = 0;
+    s->p.dry_breakers = NULL;
+    s->p.n_dry_breakers = 0;
     if (p->seed == BRISK_SEED_RANDOM) s->p.seed = random_seed();
     if ((st = build(s, p, err))) {
         brisk_sampler_free(s);
