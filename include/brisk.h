@@ -387,6 +387,15 @@ typedef struct brisk_mask {
 /* m is copied; NULL removes the mask. The callbacks must stay valid while set. */
 void brisk_sampler_set_mask(brisk_sampler *s, const brisk_mask *m);
 
+/* DRY's sequence breakers from text, as llama.cpp derives them from its --dry-sequence-breaker strings: for
+ * every token whose text (detokenized alone) contains a breaker, the token by itself; for every token whose
+ * text ends with a proper prefix of a breaker, the token followed by the rest of the breaker tokenized (at
+ * most 20 tokens). Breakers are cut to 40 bytes; empty ones are skipped. *out (malloc'd, caller frees) is in
+ * brisk_sampler_params.dry_breakers' flat format, *n_out ints. One detokenization per vocabulary entry: call
+ * once per model, not per request. */
+brisk_status brisk_dry_breakers(const brisk_model *m, const char *const *breakers, int32_t n, int32_t **out,
+                                int32_t *n_out, brisk_error *err);
+
 /* Logprobs: the k most likely tokens of log_softmax(logits) (raw logits, before any stage), in
  * descending order with ties by lower id, into ids[k] and logprobs[k]. Returns min(k, n_vocab). */
 int32_t brisk_logprobs_top_k(const float *logits, int32_t n_vocab, int32_t k, int32_t *ids, float *logprobs);

@@ -5,7 +5,14 @@
 // exported by libllama); the text breakers of llama_sampler_init_dry need a
 // vocabulary, and brisk's own brisk_dry_breakers derives the token sequences.
 //
-// usage: peer-sampler-dry LOGITS.f32 N_VOCAB > cases-dry.txt
+// usage: peer-sampler-dry LOGITS.f32 N_VOCAB [MODEL.gguf] > cases-dry.txt
+// With a model (the shared pycode-target-f32.gguf), two more cases use
+// llama.cpp's text breakers (llama_sampler_init_dry with the model's
+// vocabulary; textbrk=K names the set, the same two sets as the test's) on
+// a tokenized history, over vector 0 of LOGITS tiled to the model's
+// vocabulary (l[i] = v0[i % N_VOCAB] * scale, + 5 for the history's tokens
+// so that DRY's penalties move real probability): brisk_dry_breakers is then
+// checked through the distribution DRY gives.
 // build: c++ -O2 -o peer-sampler-dry peer-sampler-dry.cpp -I $PEER/src/include -I $PEER/src/ggml/include
 //          -L $PEER/bin -lllama -Wl,-rpath,$PEER/bin
 #include <algorithm>
@@ -81,6 +88,50 @@ int main(int argc, char **argv) {
         for (auto &o : out) printf("%d %.9g\n", o.first, o.second);
         printf("end\n");
         llama_sampler_free(s);
+    }
+    if (argc > 3) {
+        llama_backend_init();
+        llama_model_params mp = llama_model_default_params();
+        mp.vocab_only = true;
+        llama_model *model = llama_model_load_from_file(argv[3], mp);
+        if (!model) { fprintf(stderr, "cannot load %s\n", argv[3]); return 1; }
+        const llama_vocab *vocab = llama_model_get_vocab(model);
+        const int mv = llama_vocab_n_tokens(vocab);
+        const char *sets[2][4] = {{"\n", ":", "\"", "*"}, {"return", "x *", "):", nullptr}};
+        const int set_n[2] = {4, 3};
+        // the second text puts a multi-token breaker ("x *" = "▁x" then "▁*") right before a repeat
+        const std::string texts[2] = {"def f(x):\n    return x * 2\ndef g(x):\n    return x * 2\ndef f(x):\n    return x",
+                                      "a = x * y + z\nb = x * y + z\nc = x * y +"};
+        const int runs[3][2] = {{0, 0}, {1, 0}, {1, 1}};   // (breaker set, text)
+        for (const auto &run : runs) {
+            const int k = run[0];
+            const std::string &text = texts[run[1]];
+            std::vector<llama_token> hist(text.size() + 8);
+            const int nh = llama_tokenize(vocab, text.c_str(), (int)text.size(), hist.data(), (int)hist.size(), false, false);
+            hist.resize(nh);
+            std::string hs;
+            for (int i = 0; i < nh; i++) hs += (i ? "," : "") + std::to_string(hist[i]);
+            printf("case order=dry dry_mult=0.8 dry_base=1.75 dry_allowed=1 dry_last_n=64 textbrk=%d history=%s scale=3 "
+                   "tile=%d boost=5 vecs=0\n", k, hs.c_str(), mv);
+            llama_sampler *s = llama_sampler_init_dry(vocab, 0.8f, 1.75f, 1, 64, sets[k], set_n[k]);
+            for (llama_token t : hist) llama_sampler_accept(s, t);
+            std::vector<llama_token_data> d(mv);
+            for (int i = 0; i < mv; i++) d[i] = {i, (float)(lg[i % nv] * 3.0), 0};
+            for (llama_token t : hist) d[t].logit = (float)(lg[t % nv] * 3.0) + 5.0f;   // boost: the history's tokens likely
+            llama_token_data_array cur = {d.data(), (size_t)mv, -1, false};
+            llama_sampler_apply(s, &cur);
+            double mx = -INFINITY, sum = 0;
+            for (size_t i = 0; i < cur.size; i++) mx = std::max(mx, (double)cur.data[i].logit);
+            for (size_t i = 0; i < cur.size; i++) sum += exp(cur.data[i].logit - mx);
+            std::vector<std::pair<int, double>> out;
+            for (size_t i = 0; i < cur.size; i++) out.push_back({cur.data[i].id, exp(cur.data[i].logit - mx) / sum});
+            std::sort(out.begin(), out.end());
+            printf("step 0 %zu -1\n", out.size());
+            for (auto &o : out) printf("%d %.9g\n", o.first, o.second);
+            printf("end\n");
+            llama_sampler_free(s);
+        }
+        llama_model_free(model);
     }
     return 0;
 }

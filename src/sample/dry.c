@@ -176,3 +176,111 @@ static void dry_apply(void *ctx, brisk_token_array *cur) {
 }
 
 const brisk_stage_i brisk_stage_dry_i = {"dry", dry_apply, dry_accept, dry_reset, dry_clone, free};
+
+/* ---- breakers from text ----------------------------------------------------------------------- */
+
+#define BRK_MAX_CHARS 40   /* llama.cpp's caps: a breaker's bytes, a tail's tokens */
+#define BRK_MAX_TAIL 20
+
+typedef struct brk_out {
+    int32_t *v;
+    size_t n, cap;
+} brk_out;
+
+static bool brk_push(brk_out *o, const int32_t *seq, int32_t len) {
+    if (o->n + 1 + (size_t)len > o->cap) {
+        size_t cap = o->cap ? 2 * o->cap : 256;
+        while (cap < o->n + 1 + (size_t)len) cap *= 2;
+        int32_t *v = realloc(o->v, cap * sizeof *v);
+        if (!v) return false;
+        o->v = v, o->cap = cap;
+    }
+    o->v[o->n++] = len;
+    memcpy(o->v + o->n, seq, (size_t)len * sizeof *seq);
+    o->n += (size_t)len;
+    return true;
+}
+
+/* the bytes one token detokenizes to, alone */
+static brisk_status token_piece(const brisk_model *m, int32_t id, char *buf, size_t cap, size_t *len, brisk_error *err) {
+    brisk_text_stream *ts = NULL;
+    brisk_status st = brisk_text_stream_init(m, &ts, err);
+    const char *t;
+    size_t n;
+    *len = 0;
+    if (st == BRISK_OK) st = brisk_text_stream_push(ts, id, &t, &n, err);
+    for (int pass = 0; st == BRISK_OK && pass < 2; pass++) {
+        if (pass == 1) brisk_text_stream_flush(ts, &t, &n);
+        const size_t k = n < cap - *len ? n : cap - *len;
+        memcpy(buf + *len, t, k);
+        *len += k;
+    }
+    brisk_text_stream_free(ts);
+    return st;
+}
+
+brisk_status brisk_dry_breakers(const brisk_model *m, const char *const *breakers, int32_t n, int32_t **out,
+                                int32_t *n_out, brisk_error *err) {
+    *out = NULL;
+    *n_out = 0;
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    brk_out o = {0};
+    brisk_status st = BRISK_OK;
+    int32_t *tail_ids = NULL;
+    char piece[1024];
+    for (int32_t id = 0; id < info.n_vocab && st == BRISK_OK; id++) {
+        size_t wl = 0;
+        if ((st = token_piece(m, id, piece, sizeof piece, &wl, err))) break;
+        const size_t first = o.n;   /* this token's entries start here (for duplicates) */
+        for (int32_t b = 0; b < n && st == BRISK_OK; b++) {
+            const char *s = breakers[b];
+            size_t sl = s ? strlen(s) : 0;
+            if (sl == 0) continue;
+            if (sl > BRK_MAX_CHARS) sl = BRK_MAX_CHARS;
+            /* the whole breaker inside the token: the token alone breaks */
+            bool inside = false;
+            for (size_t p = 0; p + sl <= wl && !inside; p++) inside = memcmp(piece + p, s, sl) == 0;
+            if (inside) {
+                if (!brk_push(&o, &id, 1)) goto oom;
+                continue;
+            }
+            /* the token ends with a proper prefix of the breaker: the rest, tokenized, must follow */
+            for (size_t p = 0; p < wl; p++) {
+                if (piece[p] != s[0]) continue;
+                size_t i = 1;
+                while (i < sl && p + i < wl && piece[p + i] == s[i]) i++;
+                if (i < sl && p + i < wl) continue;   /* a mismatch inside the token */
+                size_t nt = 0;
+                free(tail_ids);
+                tail_ids = NULL;
+                if ((st = brisk_tokenize_text(m, s + i, sl - i, false, false, &tail_ids, &nt, err))) break;
+                if (nt > BRK_MAX_TAIL) nt = BRK_MAX_TAIL;
+                int32_t seq[1 + BRK_MAX_TAIL];
+                seq[0] = id;
+                memcpy(seq + 1, tail_ids, nt * sizeof *seq);
+                /* skip a duplicate of this token's earlier entries */
+                bool dup = false;
+                for (size_t q = first; q < o.n && !dup; q += 1 + (size_t)o.v[q])
+                    dup = o.v[q] == (int32_t)(1 + nt) && memcmp(o.v + q + 1, seq, (1 + nt) * sizeof *seq) == 0;
+                if (!dup && !brk_push(&o, seq, (int32_t)(1 + nt))) goto oom;
+            }
+        }
+    }
+    free(tail_ids);
+    if (st != BRISK_OK) {
+        free(o.v);
+        return st;
+    }
+    if (o.n > INT32_MAX) {
+        free(o.v);
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "DRY breakers: %zu ints", o.n);
+    }
+    *out = o.v;
+    *n_out = (int32_t)o.n;
+    return BRISK_OK;
+oom:
+    free(tail_ids);
+    free(o.v);
+    return brisk_fail(err, BRISK_ERR_NOMEM, "DRY breakers: out of memory");
+}
