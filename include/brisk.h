@@ -261,6 +261,12 @@ typedef enum brisk_repeat_mode {
     BRISK_REPEAT_LOGPROB = 1,
 } brisk_repeat_mode;
 
+/* A bias added to one token's logit before any other stage (-INFINITY bans it). */
+typedef struct brisk_logit_bias {
+    int32_t token;
+    float bias;
+} brisk_logit_bias;
+
 typedef struct brisk_sampler_params {
     float temp;              /* <= 0: greedy */
     int32_t top_k;           /* <= 0: off */
@@ -272,25 +278,127 @@ typedef struct brisk_sampler_params {
     float presence_penalty;  /* subtract this once if present */
     brisk_repeat_mode repeat_mode;
     uint64_t seed;           /* BRISK_SEED_RANDOM (the default): drawn from the OS at init */
+    /* ---- llama.cpp's other samplers, each off at its default (llama.cpp's flag in brackets) ---- */
+    float typical_p;         /* locally typical sampling [--typical]; >= 1: off (default 1) */
+    float top_n_sigma;       /* keep logits within n standard deviations of the best [--top-nsigma]; <= 0: off (default -1) */
+    float xtc_probability;   /* chance per token that XTC runs [--xtc-probability]; <= 0: off (default 0) */
+    float xtc_threshold;     /* XTC removes all but the least likely token with p >= this [--xtc-threshold]; > 0.5: off (default 0.1) */
+    int32_t mirostat;        /* 0: off; 2: mirostat v2 [--mirostat 2], which then replaces the filter stages: the chain is
+                              * logit bias -> mask -> temperature -> mirostat v2, as in llama.cpp. 1 is not supported. */
+    float mirostat_tau;      /* target surprise in bits [--mirostat-ent] (default 5) */
+    float mirostat_eta;      /* learning rate [--mirostat-lr] (default 0.1) */
+    int32_t min_keep;        /* top-p, min-p, typical and XTC keep at least this many candidates (default 0) */
+    /* The filter order [--samplers]: names separated by ';' among penalties, dry, top_n_sigma, top_k, typ_p, top_p,
+     * min_p, xtc, temperature (and llama.cpp's aliases: top-k, topk, nucleus, temp, typ, ...). NULL: llama.cpp's
+     * default order "penalties;dry;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature". Borrowed during
+     * brisk_sampler_init only. A stage that is off is left out of the chain. */
+    const char *samplers;
+    const brisk_logit_bias *logit_bias;  /* borrowed during brisk_sampler_init only (copied); the chain's first stage */
+    int32_t n_logit_bias;
+    /* DRY, "don't repeat yourself" (llama.cpp's, from koboldcpp): a token that would extend a repeat of the last
+     * dry_penalty_last_n tokens longer than dry_allowed_length loses dry_multiplier * dry_base^(length - allowed)
+     * from its logit. dry_multiplier 0 [--dry-multiplier] (default) or dry_penalty_last_n 0 is off; dry_base
+     * [--dry-base] 1.75 (< 1: off), dry_allowed_length [--dry-allowed-length] 2, dry_penalty_last_n
+     * [--dry-penalty-last-n] 64. A repeat never reaches back across a sequence breaker: dry_breakers holds them as
+     * token sequences, flat, each as its length then its tokens (see brisk_dry_breakers for llama.cpp's
+     * text breakers, --dry-sequence-breaker); borrowed during brisk_sampler_init only (copied). Its place in the
+     * order is the name "dry" (default: right after penalties). */
+    float dry_multiplier, dry_base;
+    int32_t dry_allowed_length, dry_penalty_last_n;
+    const int32_t *dry_breakers;
+    int32_t n_dry_breakers;   /* int32s in dry_breakers */
 } brisk_sampler_params;
 
 #define BRISK_SEED_RANDOM UINT64_MAX
 
 typedef struct brisk_sampler brisk_sampler;
 
-/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1 over 64, random seed. */
+/* llama.cpp's defaults: temp 0.8, top-k 40, top-p 0.95, min-p 0.05, penalty 1 over 64, random seed; typical,
+ * top-n-sigma, XTC, DRY and mirostat off. */
 brisk_sampler_params brisk_sampler_default_params(void);
+/* Builds the chain: logit bias -> mask -> the stages of p->samplers that are on -> the final softmax. All scratch
+ * is sized here for n_vocab; applying the chain allocates nothing. */
 brisk_status brisk_sampler_init(brisk_sampler **out, const brisk_sampler_params *p, int32_t n_vocab, brisk_error *err);
 void brisk_sampler_free(brisk_sampler *s);
 /* The seed in use (the drawn one when BRISK_SEED_RANDOM was asked for), so a run can be repeated. */
 uint64_t brisk_sampler_seed(const brisk_sampler *s);
-/* Record a token of the context (prompt or generated) for the penalties. */
+/* Record a token of the context (prompt or generated): every stage's accept (penalty history, the mask's
+ * constraint, mirostat's mu: that one only for a token drawn from the distribution the last
+ * brisk_sampler_dist / brisk_sampler_sample computed). */
 void brisk_sampler_accept(brisk_sampler *s, int32_t token);
+/* Forget the history and restart the RNGs from the seed (every stage's reset). */
 void brisk_sampler_reset(brisk_sampler *s);
-/* The chain's final distribution (zeros where filtered); probs has n_vocab entries. */
+/* The chain's final distribution (zeros where filtered); probs has n_vocab entries. A mask that allows
+ * none of the survivors leaves probs all zero. */
 void brisk_sampler_dist(brisk_sampler *s, const float *logits, float *probs);
 /* Apply the chain and draw a token (does not accept it). */
 int32_t brisk_sampler_sample(brisk_sampler *s, const float *logits);
+/* A deep copy with the same state (history, RNGs, mu, custom stages through their clone), so it draws the
+ * same tokens from here on. *out is NULL on failure (BRISK_ERR_NOMEM; BRISK_ERR_UNSUPPORTED for a custom
+ * stage without clone). */
+brisk_status brisk_sampler_clone(const brisk_sampler *s, brisk_sampler **out, brisk_error *err);
+
+/* ---- the chain's stages --------------------------------------------------------------------
+ * A stage is a small vtable over a candidate set, like llama.cpp's llama_sampler_i. Stages see the
+ * candidates in the order the previous stage left them; the first sees all n_vocab tokens in id order
+ * (data[i].id == i). A stage may change logits, reorder, or shrink size (never grow it); sorted says
+ * that data is in descending logit order with ties by lower id (a stage that reorders or changes a
+ * logit must set it accurately). p is scratch for the stage; the chain never reads it. */
+typedef struct brisk_token_data {
+    int32_t id;
+    float logit;
+    float p;
+} brisk_token_data;
+
+typedef struct brisk_token_array {
+    brisk_token_data *data;   /* borrowed from the chain, valid during apply */
+    int32_t size;
+    bool sorted;
+} brisk_token_array;
+
+typedef struct brisk_stage_i {
+    const char *name;
+    void (*apply)(void *ctx, brisk_token_array *cur);   /* required; must not allocate */
+    void (*accept)(void *ctx, int32_t token);           /* may be NULL */
+    void (*reset)(void *ctx);                           /* may be NULL */
+    void *(*clone)(const void *ctx);                    /* may be NULL (the sampler is then not clonable); NULL: out of memory */
+    void (*free)(void *ctx);                            /* may be NULL */
+} brisk_stage_i;
+
+/* Insert a stage before position pos (0 = first, -1 or the count = last, before the final softmax).
+ * iface is borrowed and must outlive the sampler; takes ownership of ctx on success (freed through
+ * iface->free with the sampler); on failure ctx stays the caller's. */
+brisk_status brisk_sampler_add_stage(brisk_sampler *s, int32_t pos, const brisk_stage_i *iface, void *ctx, brisk_error *err);
+int32_t brisk_sampler_n_stages(const brisk_sampler *s);
+/* The i-th stage's name ("logit_bias", "mask", "penalties", "top_k", ...), NULL when out of range. */
+const char *brisk_sampler_stage_name(const brisk_sampler *s, int32_t i);
+
+/* The mask stage (always in the chain, right after the logit bias): what constrained decoding plugs
+ * into. fill sets bit t (allowed[t / 32] >> (t % 32) & 1) for every token allowed after the tokens
+ * accepted so far; allowed arrives all clear, (n_vocab + 31) / 32 words. accept and reset (may be NULL)
+ * follow the sampler's. Because the mask is part of the chain's final distribution, the speculative
+ * verifier stays lossless under it. */
+typedef struct brisk_mask {
+    void *user;   /* borrowed, passed back to the callbacks */
+    void (*fill)(void *user, uint32_t *allowed, int32_t n_vocab);
+    void (*accept)(void *user, int32_t token);
+    void (*reset)(void *user);
+} brisk_mask;
+/* m is copied; NULL removes the mask. The callbacks must stay valid while set. */
+void brisk_sampler_set_mask(brisk_sampler *s, const brisk_mask *m);
+
+/* DRY's sequence breakers from text, as llama.cpp derives them from its --dry-sequence-breaker strings: for
+ * every token whose text (detokenized alone) contains a breaker, the token by itself; for every token whose
+ * text ends with a proper prefix of a breaker, the token followed by the rest of the breaker tokenized (at
+ * most 20 tokens). Breakers are cut to 40 bytes; empty ones are skipped. *out (malloc'd, caller frees) is in
+ * brisk_sampler_params.dry_breakers' flat format, *n_out ints. One detokenization per vocabulary entry: call
+ * once per model, not per request. */
+brisk_status brisk_dry_breakers(const brisk_model *m, const char *const *breakers, int32_t n, int32_t **out,
+                                int32_t *n_out, brisk_error *err);
+
+/* Logprobs: the k most likely tokens of log_softmax(logits) (raw logits, before any stage), in
+ * descending order with ties by lower id, into ids[k] and logprobs[k]. Returns min(k, n_vocab). */
+int32_t brisk_logprobs_top_k(const float *logits, int32_t n_vocab, int32_t k, int32_t *ids, float *logprobs);
 
 #ifdef __cplusplus
 }

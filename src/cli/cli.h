@@ -51,7 +51,9 @@ typedef enum cli_opt_id {
     CLI_O_THREADS, CLI_O_NGL, CLI_O_MAX_INPUT, CLI_O_OUTPUT,
     /* sampling */
     CLI_O_TEMP, CLI_O_TOP_K, CLI_O_TOP_P, CLI_O_MIN_P, CLI_O_REPEAT_PENALTY, CLI_O_REPEAT_LAST_N, CLI_O_REPEAT_MODE,
-    CLI_O_FREQ_PENALTY, CLI_O_PRESENCE_PENALTY, CLI_O_SEED,
+    CLI_O_FREQ_PENALTY, CLI_O_PRESENCE_PENALTY, CLI_O_SEED, CLI_O_TYPICAL, CLI_O_TOP_NSIGMA, CLI_O_XTC_PROB,
+    CLI_O_XTC_THRESH, CLI_O_MIROSTAT, CLI_O_MIROSTAT_LR, CLI_O_MIROSTAT_ENT, CLI_O_MIN_KEEP, CLI_O_SAMPLERS,
+    CLI_O_DRY_MULT, CLI_O_DRY_BASE, CLI_O_DRY_ALLOWED, CLI_O_DRY_LAST_N, CLI_O_DRY_BREAKER,
     /* prompt and generation */
     CLI_O_NO_BOS, CLI_O_PARSE_SPECIAL, CLI_O_NO_DISPLAY_PROMPT, CLI_O_ESCAPE, CLI_O_SYSTEM, CLI_O_REVERSE,
     CLI_O_IGNORE_EOS, CLI_O_CONVERSATION, CLI_O_COLOR, CLI_O_ATTN_WINDOW, CLI_O_ATTN_SINK,
@@ -213,6 +215,11 @@ brisk_status cli_plan(const char *cmd, const char *what, const brisk_model *m, c
 int64_t cli_ctx_size(const cli_args *a, int32_t n_ctx_train);
 /* Sampler parameters from the sampling options (the seed too). */
 void cli_sampler_params(const cli_args *a, brisk_sampler_params *sp);
+/* DRY's part that needs the model: the --dry-sequence-breaker strings (llama.cpp's defaults "\n", ":", "\"",
+ * "*"; "none" for none) as token sequences into sp, *owned (caller frees after every brisk_sampler_init
+ * from sp), and --dry-penalty-last-n -1 as the context size. Nothing is computed while DRY is off. */
+brisk_status cli_sampler_dry(const cli_args *a, const brisk_model *m, int32_t n_ctx, brisk_sampler_params *sp,
+                             int32_t **owned, brisk_error *err);
 
 /* -r/--reverse-prompt: push each piece of generated text; true once one of
  * the strings ends inside the piece just pushed (the generated text ends with

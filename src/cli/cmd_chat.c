@@ -22,7 +22,10 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_N_PREDICT, .def = "512", .help = "maximum tokens per reply; -1 = until end of generation or a full context"},
     {.id = CLI_O_CTX_SIZE}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS}, {.id = CLI_O_TEMP}, {.id = CLI_O_TOP_K}, {.id = CLI_O_TOP_P}, {.id = CLI_O_MIN_P},
     {.id = CLI_O_REPEAT_PENALTY}, {.id = CLI_O_REPEAT_LAST_N}, {.id = CLI_O_REPEAT_MODE}, {.id = CLI_O_FREQ_PENALTY}, {.id = CLI_O_PRESENCE_PENALTY},
-    {.id = CLI_O_SEED}, {.id = CLI_O_ESCAPE}, {.id = CLI_O_REVERSE, .help = "end a reply when it ends with TEXT (repeatable)"},
+    {.id = CLI_O_SEED}, {.id = CLI_O_TYPICAL}, {.id = CLI_O_TOP_NSIGMA}, {.id = CLI_O_XTC_PROB}, {.id = CLI_O_XTC_THRESH},
+    {.id = CLI_O_MIROSTAT}, {.id = CLI_O_MIROSTAT_LR}, {.id = CLI_O_MIROSTAT_ENT}, {.id = CLI_O_MIN_KEEP}, {.id = CLI_O_SAMPLERS},
+    {.id = CLI_O_DRY_MULT}, {.id = CLI_O_DRY_BASE}, {.id = CLI_O_DRY_ALLOWED}, {.id = CLI_O_DRY_LAST_N}, {.id = CLI_O_DRY_BREAKER},
+    {.id = CLI_O_ESCAPE}, {.id = CLI_O_REVERSE, .help = "end a reply when it ends with TEXT (repeatable)"},
     {.id = CLI_O_IGNORE_EOS}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION, .help = "accepted (chat is conversation mode)"},
     {.id = CLI_O_MAX_INPUT, .help = "largest input line (and -f/--chat-template file), in bytes (K, M, G suffixes)"},
     {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
@@ -312,6 +315,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     uint8_t *tpl_file = NULL;
     size_t tpl_len = 0;
     char *line = NULL;
+    int32_t *dry_brk = NULL;
     size_t line_cap = 0;
     if (a.s[CLI_O_FILE]) {
         if (cli_read_input(a.s[CLI_O_FILE], a.given[CLI_O_FILE], max_input, &first_file, &first_len, &err)) goto fail;
@@ -346,6 +350,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     c.n_batch = brisk_context_n_batch(c.ctx);
     brisk_sampler_params sp;
     cli_sampler_params(&a, &sp);
+    if (cli_sampler_dry(&a, c.model, c.n_ctx, &sp, &dry_brk, &err)) goto fail;
     if (brisk_sampler_init(&c.smp, &sp, info.n_vocab, &err)) goto fail;
     fprintf(stderr, "brisk chat: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(c.smp));
     if (a.i[CLI_O_IGNORE_EOS]) {
@@ -431,6 +436,7 @@ fail:
     cli_fail(C, &err);
 done:
     free(line);
+    free(dry_brk);
     free(tpl_file);
     free(first_file);
     free(c.bos);

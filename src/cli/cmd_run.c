@@ -17,6 +17,9 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_PROMPT}, {.id = CLI_O_FILE}, {.id = CLI_O_N_PREDICT, .def = "128"}, {.id = CLI_O_CTX_SIZE}, {.id = CLI_O_BATCH},
     {.id = CLI_O_THREADS}, {.id = CLI_O_TEMP}, {.id = CLI_O_TOP_K}, {.id = CLI_O_TOP_P}, {.id = CLI_O_MIN_P}, {.id = CLI_O_REPEAT_PENALTY},
     {.id = CLI_O_REPEAT_LAST_N}, {.id = CLI_O_REPEAT_MODE}, {.id = CLI_O_FREQ_PENALTY}, {.id = CLI_O_PRESENCE_PENALTY}, {.id = CLI_O_SEED},
+    {.id = CLI_O_TYPICAL}, {.id = CLI_O_TOP_NSIGMA}, {.id = CLI_O_XTC_PROB}, {.id = CLI_O_XTC_THRESH}, {.id = CLI_O_MIROSTAT},
+    {.id = CLI_O_MIROSTAT_LR}, {.id = CLI_O_MIROSTAT_ENT}, {.id = CLI_O_MIN_KEEP}, {.id = CLI_O_SAMPLERS},
+    {.id = CLI_O_DRY_MULT}, {.id = CLI_O_DRY_BASE}, {.id = CLI_O_DRY_ALLOWED}, {.id = CLI_O_DRY_LAST_N}, {.id = CLI_O_DRY_BREAKER},
     {.id = CLI_O_ESCAPE}, {.id = CLI_O_REVERSE}, {.id = CLI_O_IGNORE_EOS}, {.id = CLI_O_NO_BOS}, {.id = CLI_O_PARSE_SPECIAL},
     {.id = CLI_O_NO_DISPLAY_PROMPT}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION},
     {.id = CLI_O_SYSTEM, .help = "system prompt (with -cnv)"}, {.id = CLI_O_CHAT_TEMPLATE, .help = "chat template file (with -cnv)"},
@@ -172,7 +175,7 @@ int brisk_cmd_run(int argc, char **argv) {
     brisk_sampler *smp = NULL;
     brisk_text_stream *ts = NULL;
     brisk_spec *spec = NULL;
-    int32_t *ids = NULL, *gen = NULL, *gen_plain = NULL;
+    int32_t *ids = NULL, *gen = NULL, *gen_plain = NULL, *dry_brk = NULL;
     size_t n_ids = 0;
     cli_stop stop = {0};
     cli_eog eog = {0};
@@ -232,6 +235,7 @@ int brisk_cmd_run(int argc, char **argv) {
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
     brisk_sampler_params sp;
     cli_sampler_params(&a, &sp);
+    if (cli_sampler_dry(&a, model, brisk_context_n_ctx(ctx), &sp, &dry_brk, &err)) goto fail;
     if (brisk_sampler_init(&smp, &sp, info.n_vocab, &err)) goto fail;
     fprintf(stderr, "brisk run: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(smp));
     if (a.i[CLI_O_IGNORE_EOS] && cli_eog_init(&eog, model, info.n_vocab, &err)) goto fail;
@@ -372,7 +376,7 @@ int brisk_cmd_run(int argc, char **argv) {
 fail:
     if (rc) cli_fail(C, &err);
 fail_quiet:
-    free(file_buf); free(prompt_copy); free(ids); free(gen); free(gen_plain);
+    free(file_buf); free(prompt_copy); free(ids); free(gen); free(gen_plain); free(dry_brk);
     cli_stop_free(&stop);
     cli_eog_free(&eog);
     brisk_spec_free(spec);

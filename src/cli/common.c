@@ -67,6 +67,37 @@ void cli_sampler_params(const cli_args *a, brisk_sampler_params *sp) {
     sp->presence_penalty = (float)a->f[CLI_O_PRESENCE_PENALTY];
     sp->repeat_mode = a->i[CLI_O_REPEAT_MODE] == 1 ? BRISK_REPEAT_LOGPROB : BRISK_REPEAT_CLASSIC;
     sp->seed = a->u[CLI_O_SEED];
+    sp->typical_p = (float)a->f[CLI_O_TYPICAL];
+    sp->top_n_sigma = (float)a->f[CLI_O_TOP_NSIGMA];
+    sp->xtc_probability = (float)a->f[CLI_O_XTC_PROB];
+    sp->xtc_threshold = (float)a->f[CLI_O_XTC_THRESH];
+    sp->mirostat = (int32_t)a->i[CLI_O_MIROSTAT];
+    sp->mirostat_eta = (float)a->f[CLI_O_MIROSTAT_LR];
+    sp->mirostat_tau = (float)a->f[CLI_O_MIROSTAT_ENT];
+    sp->min_keep = (int32_t)a->i[CLI_O_MIN_KEEP];
+    sp->samplers = a->s[CLI_O_SAMPLERS];   /* borrowed from argv (or the table's default) */
+    sp->dry_multiplier = (float)a->f[CLI_O_DRY_MULT];
+    sp->dry_base = (float)a->f[CLI_O_DRY_BASE];
+    sp->dry_allowed_length = (int32_t)a->i[CLI_O_DRY_ALLOWED];
+    sp->dry_penalty_last_n = a->i[CLI_O_DRY_LAST_N] < 0 ? 0 : (int32_t)a->i[CLI_O_DRY_LAST_N];   /* -1: cli_sampler_dry */
+}
+
+brisk_status cli_sampler_dry(const cli_args *a, const brisk_model *m, int32_t n_ctx, brisk_sampler_params *sp,
+                             int32_t **owned, brisk_error *err) {
+    *owned = NULL;
+    if (a->i[CLI_O_DRY_LAST_N] < 0) sp->dry_penalty_last_n = n_ctx;
+    if (sp->dry_multiplier == 0.0f || sp->dry_base < 1.0f || sp->dry_penalty_last_n == 0) return BRISK_OK;
+    static const char *const defaults[] = {"\n", ":", "\"", "*"};
+    const char *const *brk = defaults;
+    int32_t n = 4;
+    if (a->n_list[CLI_O_DRY_BREAKER] > 0) {
+        brk = a->list[CLI_O_DRY_BREAKER];
+        n = a->n_list[CLI_O_DRY_BREAKER];
+        if (n == 1 && strcmp(brk[0], "none") == 0) n = 0;
+    }
+    brisk_status st = brisk_dry_breakers(m, brk, n, owned, &sp->n_dry_breakers, err);
+    sp->dry_breakers = *owned;
+    return st;
 }
 
 /* ---- reverse prompts ----------------------------------------------------------------- */

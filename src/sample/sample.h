@@ -1,7 +1,10 @@
-/* sample: the sampler chain. Order follows llama.cpp's default chain:
- *   penalties -> top-k -> top-p -> min-p -> temperature -> draw
- * (temperature <= 0 means greedy: argmax after penalties). Each sampler owns
- * its RNG (xoshiro256**, seeded), so the same seed gives the same tokens. */
+/* sample: the sampler, a chain of stages (brisk_stage_i, include/brisk.h):
+ * logit bias -> mask -> the stages of params.samplers that are on (llama.cpp's
+ * default order: penalties -> dry -> top-n-sigma -> top-k -> typical -> top-p
+ * -> min-p -> XTC -> temperature; mirostat v2 replaces them) -> the final
+ * softmax and the draw (temperature <= 0 means greedy: the argmax of what is
+ * left). Each sampler owns its RNG (xoshiro256**, seeded), so the same seed
+ * gives the same tokens. The built-in stages are in stages.c and dry.c. */
 #ifndef BRISK_SAMPLE_H
 #define BRISK_SAMPLE_H
 
