@@ -5,6 +5,7 @@
 #define BRISK_TEST_H
 
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,36 @@ static inline int test_list(const char *dir, const char *suffix, char (*names)[T
     closedir(d);
     qsort(names, (size_t)n, TEST_NAME_MAX, test_name_cmp);
     return n;
+}
+
+/* Regularized upper incomplete gamma Q(a, x), the chi-square tests' p-value
+ * (Q(dof/2, chi2/2)): the series below a+1, Lentz's continued fraction above. */
+static inline double test_gamma_q(double a, double x) {
+    if (x <= 0) return 1.0;
+    const double lg = lgamma(a);
+    if (x < a + 1.0) {
+        double sum = 1.0 / a, term = sum;
+        for (int n = 1; n < 10000; n++) {
+            term *= x / (a + n);
+            sum += term;
+            if (fabs(term) < fabs(sum) * 1e-15) break;
+        }
+        return 1.0 - sum * exp(-x + a * log(x) - lg);
+    }
+    double b = x + 1.0 - a, c = 1e300, d = 1.0 / b, h = d;
+    for (int i = 1; i < 10000; i++) {
+        const double an = -i * (i - a);
+        b += 2.0;
+        d = an * d + b;
+        if (fabs(d) < 1e-300) d = 1e-300;
+        c = b + an / c;
+        if (fabs(c) < 1e-300) c = 1e-300;
+        d = 1.0 / d;
+        const double del = d * c;
+        h *= del;
+        if (fabs(del - 1.0) < 1e-15) break;
+    }
+    return exp(-x + a * log(x) - lg) * h;
 }
 
 #endif

@@ -240,34 +240,6 @@ static void test_logprobs(void) {
 
 /* ---- draws against the final distribution --------------------------------------------------- */
 
-/* Regularized upper incomplete gamma Q(a, x) (as in test_spec_sampling.c). */
-static double gamma_q(double a, double x) {
-    if (x <= 0) return 1.0;
-    const double lg = lgamma(a);
-    if (x < a + 1.0) {
-        double sum = 1.0 / a, term = sum;
-        for (int n = 1; n < 10000; n++) {
-            term *= x / (a + n);
-            sum += term;
-            if (fabs(term) < fabs(sum) * 1e-15) break;
-        }
-        return 1.0 - sum * exp(-x + a * log(x) - lg);
-    }
-    double b = x + 1.0 - a, c = 1e300, d = 1.0 / b, h = d;
-    for (int i = 1; i < 10000; i++) {
-        const double an = -i * (i - a);
-        b += 2.0;
-        d = an * d + b;
-        if (fabs(d) < 1e-300) d = 1e-300;
-        c = b + an / c;
-        if (fabs(c) < 1e-300) c = 1e-300;
-        d = 1.0 / d;
-        const double del = d * c;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-15) break;
-    }
-    return exp(-x + a * log(x) - lg) * h;
-}
 
 /* One-sample chi-square of counts (n draws) against probs, bins grouped in id
  * order until each expects >= 20 draws; a draw outside probs' support is an
@@ -288,7 +260,7 @@ static double chi2(const int *counts, const float *probs, int n, int *df_out) {
         }
     }
     *df_out = df;
-    return df > 0 ? gamma_q(df / 2.0, chi / 2.0) : 1.0;
+    return df > 0 ? test_gamma_q(df / 2.0, chi / 2.0) : 1.0;
 }
 
 static double draw_test(const char *name, const brisk_sampler_params *drawn, const brisk_sampler_params *expected, int n) {

@@ -42,34 +42,6 @@ static int n_prompt;
 
 /* ---- chi-square two-sample test ------------------------------------------------------------- */
 
-/* Regularized upper incomplete gamma Q(a, x): series below a+1, Lentz continued fraction above. */
-static double gamma_q(double a, double x) {
-    if (x <= 0) return 1.0;
-    const double lg = lgamma(a);
-    if (x < a + 1.0) {
-        double sum = 1.0 / a, term = sum;
-        for (int n = 1; n < 10000; n++) {
-            term *= x / (a + n);
-            sum += term;
-            if (fabs(term) < fabs(sum) * 1e-15) break;
-        }
-        return 1.0 - sum * exp(-x + a * log(x) - lg);
-    }
-    double b = x + 1.0 - a, c = 1e300, d = 1.0 / b, h = d;
-    for (int i = 1; i < 10000; i++) {
-        const double an = -i * (i - a);
-        b += 2.0;
-        d = an * d + b;
-        if (fabs(d) < 1e-300) d = 1e-300;
-        c = b + an / c;
-        if (fabs(c) < 1e-300) c = 1e-300;
-        d = 1.0 / d;
-        const double del = d * c;
-        h *= del;
-        if (fabs(del - 1.0) < 1e-15) break;
-    }
-    return exp(-x + a * log(x) - lg) * h;
-}
 
 /* p-value that two histograms come from one distribution. Bins are fixed in
  * advance from the plain distribution ref (not from the counts): tokens in
@@ -111,7 +83,7 @@ static double chi2_two_sample(const int *r, const int *s, const float *ref, int 
     const int df = bins - 1;
     *chi_out = chi;
     *df_out = df;
-    return df > 0 ? gamma_q(df / 2.0, chi / 2.0) : 1.0;
+    return df > 0 ? test_gamma_q(df / 2.0, chi / 2.0) : 1.0;
 }
 
 /* ---- one configuration ---------------------------------------------------------------------- */
