@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 static const cli_use bb_uses[] = {
@@ -44,12 +43,6 @@ static const cli_spec bb_spec = {
              "cells of all sequences, not a per-sequence context.\n",
     .uses = bb_uses,
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* "1,2,4" -> out[0..*n) (each in [lo, hi]); false with a usage message. */
 static bool parse_list(const char *flag, const char *s, int64_t lo, int64_t hi, int32_t *out, int *n, int cap) {
@@ -188,19 +181,19 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
                         seq[n] = j;
                         want[n] = i == pp - 1;
                     }
-                const double t0 = now_s();
+                const double t0 = brisk_time_now();
                 if (decode_chunks(c, n, tok, pos, seq, want, ub, &err)) {
                     rc = cli_fail("batched-bench", &err);
                     goto done;
                 }
-                const double t_pp = now_s() - t0;
+                const double t_pp = brisk_time_now() - t0;
                 if (pps)
                     for (int32_t s = 1; s < pl; s++)
                         if (brisk_seq_fork(c, 0, s, &err)) {
                             rc = cli_fail("batched-bench", &err);
                             goto done;
                         }
-                const double t1 = now_s();
+                const double t1 = brisk_time_now();
                 for (int32_t i = 0; i < tg; i++) {
                     for (int32_t j = 0; j < pl; j++) {
                         tok[j] = (int32_t)(rng_next(&rng) % (uint32_t)n_text);
@@ -213,7 +206,7 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
                         goto done;
                     }
                 }
-                const double t_tg = now_s() - t1, t = t_pp + t_tg;
+                const double t_tg = brisk_time_now() - t1, t = t_pp + t_tg;
                 const double speed_pp = (pps ? pp : (double)pl * pp) / t_pp;
                 const double speed_tg = tg ? (double)pl * tg / t_tg : 0.0;
                 const double speed = ((pps ? pp : (double)pl * pp) + (double)pl * tg) / t;
