@@ -1,0 +1,41 @@
+/* engine_impl: the structures behind include/brisk.h's model and context
+ * handles, shared by the engine's own files (engine.c: models, contexts,
+ * decode; and the modules that need a context's insides, such as KV
+ * save/restore). Nothing outside src/engine includes this. */
+#ifndef BRISK_ENGINE_IMPL_H
+#define BRISK_ENGINE_IMPL_H
+
+#include "brisk.h"
+#include "base/base.h"
+#include "kv/kv.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+struct brisk_model {
+    brisk_model_data *data;
+    brisk_vocab *vocab;
+};
+
+struct brisk_context {
+    const brisk_model *model;
+    brisk_kv *kv;
+    brisk_forward *fwd;
+    int32_t n_batch;
+    float *logits;          /* [n_batch][n_vocab] */
+    int32_t n_logits;
+    size_t scratch_bytes;
+    /* the last decode's tokens, for brisk_seq_keep_path: [n_batch] each */
+    int32_t last_n;
+    int32_t *last_seq, *last_par, *last_rank;   /* parent: batch index or -1; rank: slot - base */
+    int32_t *path_rel;      /* [n_batch] scratch for keep_path */
+    int32_t *seq_last;      /* [n_seq] scratch: the latest batch index per sequence */
+    int32_t *tree_n;        /* [n_seq] tokens the last decode added to the sequence */
+    int32_t *len0;          /* [n_seq] scratch: lengths before a decode, to undo one whose logits are not finite */
+    uint8_t *tree_ok;       /* [n_seq] 1 = the last decode had tokens of it and nothing changed it since */
+    /* brisk_seq_sync's prefill batches: [n_batch] each */
+    int32_t *sync_pos, *sync_seq;
+    uint8_t *sync_want;
+};
+
+#endif
