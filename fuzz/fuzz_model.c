@@ -68,7 +68,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     brisk_model_get_info(m, &info);
     FUZZ_CHECK(info.n_vocab >= 1 && info.n_vocab_tokens >= 1 && info.n_vocab_tokens <= info.n_vocab);
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = 64;
+    cp.n_ctx_seq = 64;
     cp.n_batch = 4;
     cp.n_seq = 2;
     cp.n_threads = 1;

@@ -94,17 +94,35 @@ brisk_status brisk_text_stream_push(brisk_text_stream *s, int32_t id, const char
 void brisk_text_stream_flush(brisk_text_stream *s, const char **text, size_t *len);
 
 /* ---- contexts and batches ----------------------------------------------------------
- * A context holds the paged KV cache for up to n_seq sequences and the scratch
- * for batches of up to n_batch tokens. All memory is sized and reported at
- * init; a context that would not fit fails there with BRISK_ERR_CAPACITY. */
+ * A context holds the paged KV cache for up to n_seq sequences, shared by all
+ * of them (one pool of kv_tokens token slots), and the scratch for batches of
+ * up to n_batch tokens of which up to n_outputs_max keep their logits. All
+ * memory is sized and reported at init; a context that would not fit fails
+ * there with BRISK_ERR_CAPACITY. */
 
 typedef struct brisk_context brisk_context;
 
 typedef struct brisk_context_params {
-    int32_t n_ctx;       /* KV capacity in tokens per sequence and in total; 0 = the model's training context */
-    int32_t n_batch;     /* max tokens per brisk_decode; 0 = min(512, n_ctx) */
+    int32_t n_ctx_seq;   /* tokens one sequence may hold (its context); 0 = the model's training context */
+    /* KV pool: token slots shared by all sequences (plus one partial block per
+     * extra sequence, so kv_tokens spread over n_seq sequences always fit).
+     * 0 = n_ctx_seq. Sequences draw blocks from it as they grow; a batch that
+     * needs more than is free (after evicting unreferenced prefix-cache
+     * blocks) fails with BRISK_ERR_CAPACITY and changes nothing. */
+    int32_t kv_tokens;
+    int32_t n_batch;     /* max tokens per brisk_decode; 0 = min(512, n_ctx_seq) */
+    /* Logit rows one decode may produce (tokens with logits[i] = 1); a batch
+     * asking for more is refused with BRISK_ERR_CAPACITY. 0 = min(n_batch,
+     * 64 * n_seq): enough for every sequence's speculative verification, and
+     * 39 MB rather than 311 MB at a 152K vocabulary and n_batch 512. Set it to
+     * n_batch to keep every token's logits (perplexity). */
+    int32_t n_outputs_max;
     int32_t n_seq;       /* sequences; 0 = 1 */
-    int32_t n_threads;   /* 0 = number of online CPUs */
+    /* 0 = number of online CPUs. Contexts of one process with the same count
+     * share one thread pool (a target and its draft model), so their workers
+     * never compete; passes of contexts used from different threads take
+     * turns on it. */
+    int32_t n_threads;
     /* Windowed attention (StreamingLLM-style; approximate, changes outputs):
      * a token at position p attends to positions < attn_sink and to
      * p - attn_window + 1 .. p, so attention costs the same at any context
@@ -122,7 +140,7 @@ typedef struct brisk_memory_plan {
     size_t weights;     /* the model's tensor data: mapped file pages plus packed copies */
     size_t kv;          /* the KV cache pool */
     size_t scratch;     /* forward-pass scratch (activations, quantized rows, ...) */
-    size_t logits;      /* n_batch x n_vocab floats */
+    size_t logits;      /* n_outputs_max x n_vocab floats */
     size_t total;       /* the sum of the four */
     /* Memory this process may still use when planned: MemAvailable (and the
      * cgroup's limit minus its usage when lower), plus the model's packed
@@ -143,8 +161,11 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
 void brisk_context_free(brisk_context *c);
 /* Bytes held by the KV cache and by scratch buffers. */
 void brisk_context_memory(const brisk_context *c, size_t *kv_bytes, size_t *scratch_bytes);
-int32_t brisk_context_n_ctx(const brisk_context *c);
+int32_t brisk_context_n_ctx(const brisk_context *c);   /* n_ctx_seq: tokens per sequence */
+int32_t brisk_context_kv_tokens(const brisk_context *c);
 int32_t brisk_context_n_batch(const brisk_context *c);
+int32_t brisk_context_n_outputs_max(const brisk_context *c);
+int32_t brisk_context_n_seq(const brisk_context *c);
 /* Name of the kernel set in use ("ref", "avx2", ...). */
 const char *brisk_context_isa(const brisk_context *c);
 
@@ -203,7 +224,7 @@ brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *p
  * a sequence is indexed by (the block before it, its 32 token ids), and when
  * no sequence holds it any more it stays cached inside the pool, unreferenced,
  * until an allocation needs the room (least recently used first). The pool's
- * size does not change (see brisk_context_params.n_ctx), and the cache never
+ * size does not change (brisk_context_params.kv_tokens), and the cache never
  * allocates. Lossless: a sequence's logits are bitwise the same whether its
  * prefix came from the cache, from a fork, or was computed (batch invariance).
  *
@@ -230,7 +251,7 @@ brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst, brisk_er
  * in chunks of n_batch tokens (brisk_decode calls). The last token is always
  * computed, so on success brisk_get_logits(c, 0) holds tokens[n - 1]'s
  * logits (n_logits = 1; none when n = 0, which clears seq). *n_reused
- * (optional) = tokens not recomputed. Token ids and n <= n_ctx are checked
+ * (optional) = tokens not recomputed. Token ids and n <= n_ctx_seq are checked
  * before anything changes; a later failure (BRISK_ERR_CAPACITY when the pool
  * is full of other sequences' blocks, BRISK_ERR_NUMERIC) leaves seq holding a
  * prefix of tokens (brisk_seq_len says how long). Like any decode it ends the

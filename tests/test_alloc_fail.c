@@ -52,7 +52,7 @@ static stage run_once(const char *path, brisk_status *st_out, brisk_error *err) 
     if (st) goto done;
     at = STAGE_CONTEXT;
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = 64;
+    cp.n_ctx_seq = 64;
     cp.n_batch = 4;
     cp.n_threads = 1;
     if ((st = brisk_context_init(m, &cp, &c, err))) goto done;

@@ -14,10 +14,11 @@ static int32_t n_vocab;
 
 static brisk_context *new_ctx(int n_ctx, int n_batch, int n_seq, int threads) {
     brisk_context_params p = brisk_context_default_params();
-    p.n_ctx = n_ctx;
+    p.n_ctx_seq = n_ctx;
     p.n_batch = n_batch;
     p.n_seq = n_seq;
     p.n_threads = threads;
+    p.n_outputs_max = n_batch;   /* the tests compare every token's logits */
     brisk_error err = {0};
     brisk_context *c = NULL;
     brisk_status st = brisk_context_init(model, &p, &c, &err);
@@ -141,7 +142,7 @@ static void test_errors(const int32_t *tok) {
 
     /* a context that cannot fit in memory fails before allocating */
     brisk_context_params p = brisk_context_default_params();
-    p.n_ctx = 1 << 24;
+    p.n_ctx_seq = 1 << 24;
     p.n_seq = 64;
     brisk_context *big = NULL;
     CHECK(brisk_context_init(model, &p, &big, &err) == BRISK_ERR_CAPACITY);
@@ -473,8 +474,9 @@ static void test_window(const int32_t *tok) {
     const size_t bytes = (size_t)PROMPT_LEN * n_vocab * sizeof(float);
     float *full = malloc(bytes), *win = malloc(bytes), *other = malloc(bytes);
     brisk_context_params p = brisk_context_default_params();
-    p.n_ctx = 256;
+    p.n_ctx_seq = 256;
     p.n_batch = 128;
+    p.n_outputs_max = 128;
     p.n_threads = 2;
     brisk_context *c = new_ctx(256, 128, 1, 2), *cw = NULL;
     brisk_error err = {0};
@@ -538,7 +540,7 @@ static void test_memory_plan(void) {
     brisk_error err = {0};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         brisk_context_params p = brisk_context_default_params();
-        p.n_ctx = shapes[i][0];
+        p.n_ctx_seq = shapes[i][0];
         p.n_batch = shapes[i][1];
         p.n_seq = shapes[i][2];
         p.n_threads = 2;
@@ -550,8 +552,11 @@ static void test_memory_plan(void) {
         size_t kv = 0, scratch = 0;
         brisk_context_memory(c, &kv, &scratch);
         CHECKF(kv == plan.kv && scratch == plan.scratch + plan.logits, "ctx %d batch %d seq %d: plan kv %zu scratch %zu+%zu, init %zu %zu",
-               p.n_ctx, p.n_batch, p.n_seq, plan.kv, plan.scratch, plan.logits, kv, scratch);
-        CHECK(plan.logits == (size_t)p.n_batch * (size_t)n_vocab * sizeof(float));
+               p.n_ctx_seq, p.n_batch, p.n_seq, plan.kv, plan.scratch, plan.logits, kv, scratch);
+        /* the default logit rows: min(n_batch, 64 per sequence) */
+        const size_t rows = (size_t)(p.n_batch < 64 * p.n_seq ? p.n_batch : 64 * p.n_seq);
+        CHECKF(plan.logits == rows * (size_t)n_vocab * sizeof(float), "logits %zu, want %zu rows", plan.logits, rows);
+        CHECK(brisk_context_n_outputs_max(c) == (int32_t)rows && brisk_context_kv_tokens(c) >= p.n_ctx_seq);
         CHECK(plan.total == plan.weights + plan.kv + plan.scratch + plan.logits && plan.available > 0);
         brisk_context_free(c);
     }
@@ -563,9 +568,58 @@ static void test_memory_plan(void) {
     CHECK(brisk_memory_plan_check(two, 1, &err) == BRISK_OK);
     CHECK(brisk_memory_plan_check(two, 2, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "together"));
     brisk_context_params p = brisk_context_default_params();
-    p.n_ctx = 1 << 30;
+    p.n_ctx_seq = 1 << 30;
     brisk_context *c = NULL;
     CHECK(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_CAPACITY && c == NULL && strstr(err.msg, "not enough memory"));
+}
+
+/* The context's three sizes are separate: n_ctx_seq caps one sequence,
+ * kv_tokens sizes the shared pool (four sequences of 64 tokens in a pool of
+ * 128 + 3 partial blocks: the pool runs out before any sequence's cap, and
+ * the failing batch changes nothing), n_outputs_max caps logit rows (a batch
+ * asking for more is refused before anything is computed). */
+static void test_context_split(const int32_t *tok) {
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = 64;
+    p.kv_tokens = 128;
+    p.n_batch = 64;
+    p.n_outputs_max = 4;
+    p.n_seq = 4;
+    p.n_threads = 2;
+    brisk_error err = {0};
+    brisk_context *c = NULL;
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "%s", err.msg);
+    if (!c) return;
+    CHECK(brisk_context_n_ctx(c) == 64 && brisk_context_kv_tokens(c) == 128 && brisk_context_n_outputs_max(c) == 4 &&
+          brisk_context_n_seq(c) == 4);
+    brisk_cache_stats cs;
+    brisk_context_cache_stats(c, &cs);
+    CHECK(cs.n_blocks == 128 / 32 + 3);
+    int32_t pos[64], seq[64];
+    uint8_t want[64] = {0};
+    for (int i = 0; i < 64; i++) pos[i] = i;
+    /* five rows asked for, four kept: refused, nothing appended */
+    for (int i = 0; i < 5; i++) want[i] = 1;
+    for (int i = 0; i < 64; i++) seq[i] = 0;
+    brisk_batch b = {8, tok, pos, seq, want};
+    CHECK(brisk_decode(c, &b, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "n_outputs_max") && brisk_seq_len(c, 0) == 0);
+    memset(want, 0, sizeof want);
+    want[63] = 1;
+    /* 40 tokens in each of sequences 0..2: 2 blocks each, 6 of the pool's 7 */
+    for (int s = 0; s < 3; s++) {
+        for (int i = 0; i < 64; i++) seq[i] = s;
+        int32_t n_reused = -1;
+        CHECKF(brisk_seq_sync(c, s, tok + s, 40, &n_reused, &err) == BRISK_OK, "%s", err.msg);
+    }
+    /* sequence 3 needs 2 blocks, one is left: refused, the others untouched */
+    CHECK(brisk_seq_sync(c, 3, tok + 20, 40, NULL, &err) == BRISK_ERR_CAPACITY);
+    CHECK(brisk_seq_len(c, 0) == 40 && brisk_seq_len(c, 1) == 40 && brisk_seq_len(c, 2) == 40 && brisk_seq_len(c, 3) <= 32);
+    /* freeing one sequence makes room */
+    CHECK(brisk_seq_truncate(c, 1, 0, &err) == BRISK_OK);
+    CHECKF(brisk_seq_sync(c, 3, tok + 20, 40, NULL, &err) == BRISK_OK, "%s", err.msg);
+    /* a sequence's cap is n_ctx_seq, not the pool */
+    CHECK(brisk_seq_sync(c, 3, tok, 65, NULL, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "context size 64"));
+    brisk_context_free(c);
 }
 
 /* A padded vocabulary (96 embedding rows, 64 tokens; fuzz/gen_model_seeds.c):
@@ -583,7 +637,7 @@ static void test_padded_and_nan(void) {
     brisk_model_get_info(m, &info);
     CHECK(info.n_vocab == 96 && info.n_vocab_tokens == 64);
     brisk_context_params p = brisk_context_default_params();
-    p.n_ctx = 64;
+    p.n_ctx_seq = 64;
     p.n_threads = 1;
     brisk_context *c = NULL;
     CHECKF(brisk_context_init(m, &p, &c, &err) == BRISK_OK, "%s", err.msg);
@@ -657,6 +711,7 @@ int main(void) {
     for (int i = 0; i < PROMPT_LEN; i++) tok[i] = ids[i % n];
     free(ids);
     test_memory_plan();
+    test_context_split(tok);
     test_batch_invariance(tok);
     test_errors(tok);
     test_window(tok);

@@ -55,7 +55,7 @@ static int run_case(brisk_model *m, const char *dir, const char *name) {  /* dir
     if (!same) { free(ids); return 1; }
 
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = (int32_t)n + 80;
+    cp.n_ctx_seq = (int32_t)n + 80;
     cp.n_threads = 2;
     brisk_context *c = NULL;
     CHECKF(brisk_context_init(m, &cp, &c, &err) == BRISK_OK, "%s", err.msg);

@@ -130,7 +130,7 @@ static int verify_all(const brisk_kv *kv) {
 static brisk_kv *new_kv(int32_t n_ctx, int32_t n_seq) {
     brisk_kv *kv = NULL;
     brisk_error err = {0};
-    CHECKF(brisk_kv_init(&kv, N_LAYER, N_HEAD, HEAD_DIM, n_ctx, n_seq, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK, "%s", err.msg);
+    CHECKF(brisk_kv_init(&kv, N_LAYER, N_HEAD, HEAD_DIM, n_ctx, n_ctx, n_seq, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK, "%s", err.msg);
     reset_shadow();
     return kv;
 }
@@ -156,20 +156,20 @@ static void truncate_to(brisk_kv *kv, int32_t s, int32_t n) {
 
 static void test_plan(void) {
     size_t bytes = 0;
-    CHECK(brisk_kv_plan(N_LAYER, N_HEAD, HEAD_DIM, 100, 3, BRISK_KV_F16, BRISK_KV_F16, &bytes));
+    CHECK(brisk_kv_plan(N_LAYER, N_HEAD, HEAD_DIM, 100, 100, 3, BRISK_KV_F16, BRISK_KV_F16, &bytes));
     brisk_kv *kv = new_kv(100, 3);
     if (!kv) return;
     CHECK(kv->bytes == bytes);
     CHECK(kv->n_blocks == 4 + 2);   /* ceil(100 / 32) + one partial block per extra sequence */
     /* K and V alone: 6 blocks x 32 slots x 8 elements x 2 bytes x 2 layers, each */
     CHECK(bytes > 2 * (size_t)6 * 32 * 8 * 2 * 2);
-    CHECK(!brisk_kv_plan(N_LAYER, N_HEAD, HEAD_DIM, INT32_MAX, 4096, BRISK_KV_F16, BRISK_KV_F16, &bytes) ||
+    CHECK(!brisk_kv_plan(N_LAYER, N_HEAD, HEAD_DIM, INT32_MAX, INT32_MAX, 4096, BRISK_KV_F16, BRISK_KV_F16, &bytes) ||
           bytes > ((size_t)1 << 40));
-    CHECK(!brisk_kv_plan(0, N_HEAD, HEAD_DIM, 100, 1, BRISK_KV_F16, BRISK_KV_F16, &bytes));
-    CHECK(!brisk_kv_plan(N_LAYER, N_HEAD, HEAD_DIM, 100, 1, (brisk_kv_type)7, BRISK_KV_F16, &bytes));
+    CHECK(!brisk_kv_plan(0, N_HEAD, HEAD_DIM, 100, 100, 1, BRISK_KV_F16, BRISK_KV_F16, &bytes));
+    CHECK(!brisk_kv_plan(N_LAYER, N_HEAD, HEAD_DIM, 100, 100, 1, (brisk_kv_type)7, BRISK_KV_F16, &bytes));
     brisk_kv *bad = NULL;
     brisk_error err = {0};
-    CHECK(brisk_kv_init(&bad, N_LAYER, N_HEAD, HEAD_DIM, 100, 1, (brisk_kv_type)7, BRISK_KV_F16, &err) == BRISK_ERR_UNSUPPORTED && !bad);
+    CHECK(brisk_kv_init(&bad, N_LAYER, N_HEAD, HEAD_DIM, 100, 100, 1, (brisk_kv_type)7, BRISK_KV_F16, &err) == BRISK_ERR_UNSUPPORTED && !bad);
     CHECK(verify_all(kv));
     brisk_kv_free(kv);
     brisk_kv_free(NULL);

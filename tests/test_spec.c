@@ -48,7 +48,7 @@ static int val_prompts(const char *val, size_t len, const char **starts, size_t 
 
 static brisk_context *new_ctx(int n_ctx) {
     brisk_context_params p = brisk_context_default_params();
-    p.n_ctx = n_ctx;
+    p.n_ctx_seq = n_ctx;
     p.n_threads = 1;
     brisk_context *c = NULL;
     brisk_error err = {0};
@@ -416,7 +416,7 @@ static void test_errors(void) {
     g = NULL;
     {
         brisk_context_params cp = brisk_context_default_params();
-        cp.n_ctx = 64;
+        cp.n_ctx_seq = 64;
         cp.n_threads = 1;
         brisk_context *dc = NULL;
         CHECK(brisk_context_init(draft, &cp, &dc, &err) == BRISK_OK);

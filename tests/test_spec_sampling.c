@@ -282,7 +282,7 @@ static double run_tree_cfg(const cfg *c, uint64_t seed_base, int n_samples, bool
 
 static bool logits_after(brisk_model *m, const int32_t *ids, int n, float *out) {
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = 512;
+    cp.n_ctx_seq = 512;
     cp.n_threads = 1;
     brisk_context *c = NULL;
     brisk_error err = {0};

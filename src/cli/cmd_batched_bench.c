@@ -125,7 +125,7 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
      * -c cells over max_pl sequences fit (the pool adds a partial block per extra sequence) */
     const int32_t ub = (int32_t)(n_ubatch < n_batch ? n_ubatch : n_batch);
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = (int32_t)n_kv_max;
+    cp.n_ctx_seq = (int32_t)n_kv_max;
     cp.n_batch = ub;
     cp.n_seq = max_pl;
     cp.n_threads = threads;

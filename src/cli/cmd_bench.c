@@ -229,7 +229,7 @@ int brisk_cmd_bench(int argc, char **argv) {
     brisk_model_get_info(model, &mi);
     brisk_context_params cp = brisk_context_default_params();
     const int64_t need_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
-    cp.n_ctx = (int32_t)need_ctx;
+    cp.n_ctx_seq = (int32_t)need_ctx;
     cp.n_batch = (int32_t)(n_batch < n_prompt ? n_batch : (n_prompt > 0 ? n_prompt : 1));
     cp.n_seq = 1;
     if (threads == 0) {

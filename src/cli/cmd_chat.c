@@ -341,7 +341,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     brisk_model_get_info(c.model, &info);
     c.n_ctx = (int32_t)cli_ctx_size(&a, info.n_ctx_train);
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = c.n_ctx;
+    cp.n_ctx_seq = c.n_ctx;
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
     brisk_memory_plan plan;

@@ -70,8 +70,9 @@ int brisk_cmd_logits(int argc, char **argv) {
             goto fail;
         }
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = n;
+    cp.n_ctx_seq = n;
     cp.n_batch = (int32_t)(a.i[CLI_O_BATCH] < n ? a.i[CLI_O_BATCH] : n);
+    cp.n_outputs_max = cp.n_batch;   /* every token's logits */
     cp.n_threads = cli_threads(&a);
     cli_warn_ctx(C, n, info.n_ctx_train);
     brisk_memory_plan plan;

@@ -75,8 +75,9 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     }
     const int64_t n_chunk = max_chunks > 0 && max_chunks < n_chunk_all ? max_chunks : n_chunk_all;
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = (int32_t)n_ctx;
+    cp.n_ctx_seq = (int32_t)n_ctx;
     cp.n_batch = (int32_t)(n_batch > 0 && n_batch < n_ctx ? n_batch : n_ctx);
+    cp.n_outputs_max = cp.n_batch;   /* every token's logits */
     cp.n_threads = cli_threads(&a);
     brisk_memory_plan plan;
     if (cli_plan(C, "memory plan", model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;

@@ -215,7 +215,7 @@ int brisk_cmd_run(int argc, char **argv) {
         goto fail;
     }
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = (int32_t)n_ctx;
+    cp.n_ctx_seq = (int32_t)n_ctx;
     cp.n_batch = (int32_t)n_batch;
     cp.n_threads = threads;
     cp.attn_window = (int32_t)attn_window;
@@ -225,7 +225,7 @@ int brisk_cmd_run(int argc, char **argv) {
     if (draft) {
         /* the draft context spec creates: the target's context size, the draft's own window, default batch */
         brisk_context_params dp = brisk_context_default_params();
-        dp.n_ctx = cp.n_ctx;
+        dp.n_ctx_seq = cp.n_ctx_seq;
         dp.n_threads = threads;
         dp.attn_window = (int32_t)draft_window;
         dp.attn_sink = draft_window ? (int32_t)draft_sink : 0;

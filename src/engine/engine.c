@@ -137,22 +137,28 @@ void brisk_text_stream_flush(brisk_text_stream *s, const char **text, size_t *le
 /* ---- contexts ---------------------------------------------------------------------------------- */
 
 brisk_context_params brisk_context_default_params(void) {
-    return (brisk_context_params){.n_ctx = 0, .n_batch = 0, .n_seq = 1, .n_threads = 0, .attn_window = 0, .attn_sink = 0};
+    return (brisk_context_params){.n_ctx_seq = 0, .kv_tokens = 0, .n_batch = 0, .n_outputs_max = 0, .n_seq = 1, .n_threads = 0,
+                                  .attn_window = 0, .attn_sink = 0};
 }
 
 /* The limits a context's parameters resolve to (0 = default), validated. */
 typedef struct ctx_shape {
-    int32_t n_ctx, n_seq, n_batch, n_threads;
+    int32_t n_ctx, kv_tokens, n_seq, n_batch, n_outputs, n_threads;
 } ctx_shape;
 
 static brisk_status resolve_params(const brisk_model *m, const brisk_context_params *p, ctx_shape *o, brisk_error *err) {
     const brisk_hparams *hp = &m->data->hp;
-    if (p->n_ctx < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context size %d must not be negative", p->n_ctx);
+    if (p->n_ctx_seq < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context size %d must not be negative", p->n_ctx_seq);
+    if (p->kv_tokens < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV pool size %d must not be negative", p->kv_tokens);
     if (p->n_batch < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d must not be negative", p->n_batch);
+    if (p->n_outputs_max < 0)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "output rows %d must not be negative", p->n_outputs_max);
     if (p->n_seq < 0 || p->n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences %d out of range [1, 4096]", p->n_seq);
-    o->n_ctx = p->n_ctx > 0 ? p->n_ctx : hp->n_ctx_train;
+    o->n_ctx = p->n_ctx_seq > 0 ? p->n_ctx_seq : hp->n_ctx_train;
+    o->kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : o->n_ctx;
     o->n_seq = p->n_seq > 0 ? p->n_seq : 1;
     o->n_batch = p->n_batch > 0 ? p->n_batch : BRISK_MIN(512, o->n_ctx);
+    o->n_outputs = p->n_outputs_max > 0 ? BRISK_MIN(p->n_outputs_max, o->n_batch) : (int32_t)BRISK_MIN((int64_t)o->n_batch, 64 * (int64_t)o->n_seq);
     o->n_threads = p->n_threads > 0 ? p->n_threads : brisk_cpu_count();
     if (p->n_threads < 0 || o->n_threads > 1024) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "threads %d out of range [1, 1024]", p->n_threads);
     if (o->n_batch > 65536) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d out of range [1, 65536]", o->n_batch);
@@ -214,14 +220,15 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     const brisk_hparams *hp = &m->data->hp;
     memset(out, 0, sizeof *out);
     out->weights = m->data->weight_bytes;
-    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv, hp->head_dim, sh->n_ctx, sh->n_seq, BRISK_KV_F16, BRISK_KV_F16, &out->kv))
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for context %d x %d sequences overflows", sh->n_ctx, sh->n_seq);
+    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv, hp->head_dim, sh->n_ctx, sh->kv_tokens, sh->n_seq, BRISK_KV_F16, BRISK_KV_F16, &out->kv))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens and %d sequences overflows", sh->kv_tokens,
+                          sh->n_seq);
     if (!brisk_forward_plan(m->data, sh->n_batch, sh->n_ctx, sh->n_threads, &out->scratch))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "scratch size for batch %d overflows", sh->n_batch);
     /* the context's own bookkeeping, [n_batch] and [n_seq] arrays */
     out->scratch += (size_t)sh->n_batch * (6 * sizeof(int32_t) + 1) + (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1);
-    if (!brisk_mul_size((size_t)sh->n_batch * sizeof(float), (size_t)hp->n_vocab, &out->logits))
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for batch %d x %d vocabulary overflow", sh->n_batch, hp->n_vocab);
+    if (!brisk_mul_size((size_t)sh->n_outputs * sizeof(float), (size_t)hp->n_vocab, &out->logits))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for %d output rows x %d vocabulary overflow", sh->n_outputs, hp->n_vocab);
     size_t t = out->weights;
     if (!brisk_add_size(t, out->kv, &t) || !brisk_add_size(t, out->scratch, &t) || !brisk_add_size(t, out->logits, &t))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "context memory overflows");
@@ -285,7 +292,10 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     if (!c) return brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
     c->model = m;
     c->n_batch = n_batch;
-    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, n_seq, BRISK_KV_F16, BRISK_KV_F16, err))) goto fail;
+    c->n_outputs_max = sh.n_outputs;
+    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, sh.kv_tokens, n_seq, BRISK_KV_F16, BRISK_KV_F16,
+                            err)))
+        goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
     c->logits = malloc(plan.logits);
@@ -333,7 +343,10 @@ void brisk_context_memory(const brisk_context *c, size_t *kv_bytes, size_t *scra
 }
 
 int32_t brisk_context_n_ctx(const brisk_context *c) { return c->kv->n_ctx; }
+int32_t brisk_context_kv_tokens(const brisk_context *c) { return (c->kv->n_blocks - (c->kv->n_seq - 1)) * BRISK_KV_BLOCK; }
 int32_t brisk_context_n_batch(const brisk_context *c) { return c->n_batch; }
+int32_t brisk_context_n_outputs_max(const brisk_context *c) { return c->n_outputs_max; }
+int32_t brisk_context_n_seq(const brisk_context *c) { return c->kv->n_seq; }
 const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa(c->fwd); }
 
 brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err) { return brisk_decode_tree(c, b, NULL, err); }
@@ -364,6 +377,11 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
     if (!b || !b->token || !b->pos || !b->seq || !b->logits)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch: token, pos, seq and logits arrays are required");
     c->n_logits = 0;
+    int32_t n_want = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) n_want += b->logits[i] != 0;
+    if (n_want > c->n_outputs_max)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "batch asks for %d logit rows; the context keeps at most %d (n_outputs_max)", n_want,
+                          c->n_outputs_max);
     brisk_fwd_batch fb = {.n = b->n_tokens, .token = b->token, .pos = b->pos, .seq = b->seq, .want = b->logits, .parent = parent};
     /* forward_run validates the sequence ids before it appends anything */
     for (int32_t i = 0; i < b->n_tokens; i++)

@@ -22,7 +22,8 @@ struct brisk_context {
     brisk_kv *kv;
     brisk_forward *fwd;
     int32_t n_batch;
-    float *logits;          /* [n_batch][n_vocab] */
+    int32_t n_outputs_max;  /* logit rows */
+    float *logits;          /* [n_outputs_max][n_vocab] */
     int32_t n_logits;
     size_t scratch_bytes;
     /* the last decode's tokens, for brisk_seq_keep_path: [n_batch] each */

@@ -7,9 +7,9 @@
 static int32_t blocks_for(int32_t n_tokens) { return (int32_t)(((int64_t)n_tokens + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK); }
 
 /* Pool size: the token budget plus one partial block per extra sequence, so
- * n_ctx tokens spread over n_seq sequences always fit (sharing only lowers
- * the count: forks share full blocks and copy at most their partial one). */
-static int64_t pool_blocks(int32_t n_ctx, int32_t n_seq) { return (int64_t)blocks_for(n_ctx) + (n_seq - 1); }
+ * kv_tokens tokens spread over n_seq sequences always fit (sharing only
+ * lowers the count: forks share full blocks and copy at most their partial one). */
+static int64_t pool_blocks(int32_t kv_tokens, int32_t n_seq) { return (int64_t)blocks_for(kv_tokens) + (n_seq - 1); }
 
 static size_t elem_bytes(brisk_kv_type t) { return t == BRISK_KV_F16 ? sizeof(uint16_t) : 0; }
 
@@ -25,12 +25,12 @@ static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
     return brisk_mul_size(a, b, out) && brisk_add_size(*total, *out, total);
 }
 
-static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_kv_type kt,
-                          brisk_kv_type vt, kv_sizes *z) {
+static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
+                          brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
     memset(z, 0, sizeof *z);
-    if (n_layer < 1 || n_head < 1 || head_dim < 1 || n_ctx < 1 || n_seq < 1 || n_seq > 4096) return false;
+    if (n_layer < 1 || n_head < 1 || head_dim < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096) return false;
     if (!elem_bytes(kt) || !elem_bytes(vt) || (int64_t)n_head * head_dim > INT32_MAX) return false;
-    const int64_t nb = pool_blocks(n_ctx, n_seq);
+    const int64_t nb = pool_blocks(kv_tokens, n_seq);
     if (nb > INT32_MAX / 2) return false;
     z->n_blocks = (int32_t)nb;
     z->max_blocks = blocks_for(n_ctx);
@@ -51,26 +51,27 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
            kv_size_add(t, (size_t)n_seq, sizeof(int32_t), &z->want) && kv_size_add(t, (size_t)z->max_blocks, sizeof(int32_t), &z->chain);
 }
 
-bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_kv_type k_type,
-                   brisk_kv_type v_type, size_t *bytes) {
+bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
+                   brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
     kv_sizes z;
-    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, n_seq, k_type, v_type, &z)) return false;
+    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, &z)) return false;
     *bytes = z.total;
     return true;
 }
 
-brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq,
-                           brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err) {
+brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens,
+                           int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err) {
     *out = NULL;
     if (n_head < 1 || head_dim < 1 || (int64_t)n_head * head_dim > INT32_MAX)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: %d heads of %d elements", n_head, head_dim);
     if (n_seq < 1 || n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences: %d out of range [1, 4096]", n_seq);
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
+    if (kv_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV pool: %d tokens must be positive", kv_tokens);
     if (!elem_bytes(k_type) || !elem_bytes(v_type))
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d not supported (F16 only)", (int)k_type, (int)v_type);
     kv_sizes z;
-    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, n_seq, k_type, v_type, &z))
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for context %d overflows", n_ctx);
+    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, &z))
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens overflows", kv_tokens);
     /* what this machine can hold is checked by the context's memory plan (engine.c) before this runs */
     brisk_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: out of memory");

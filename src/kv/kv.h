@@ -88,9 +88,9 @@ typedef struct brisk_kv {
     int32_t n_layer;
     int32_t row;          /* elements per token per layer: n_head * head_dim */
     int32_t n_head, head_dim;   /* KV heads; elements per head and token */
-    int32_t n_ctx;        /* max tokens per sequence; with n_seq it sizes the pool */
+    int32_t n_ctx;        /* max tokens per sequence (brisk_context_params.n_ctx_seq) */
     int32_t n_seq;
-    int32_t n_blocks;     /* pool size */
+    int32_t n_blocks;     /* pool size: blocks_for(kv_tokens) + n_seq - 1 */
     int32_t max_blocks;   /* blocks_for(n_ctx): a block table's capacity */
     brisk_kv_type k_type, v_type;
     uint16_t *k;          /* [n_layer][n_blocks][n_head][head_dim][BLOCK] F16 (transposed) */
@@ -113,11 +113,13 @@ typedef struct brisk_kv {
 
 /* Bytes the cache would allocate for these limits, all of it: K, V and the
  * bookkeeping (false on overflow). brisk_kv_init allocates exactly this. */
-bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq, brisk_kv_type k_type,
-                   brisk_kv_type v_type, size_t *bytes);
+/* n_ctx: tokens per sequence (a block table's capacity); kv_tokens: the
+ * pool's token budget (plus one partial block per extra sequence). */
+bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
+                   brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes);
 
-brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t n_seq,
-                           brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err);
+brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens,
+                           int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err);
 void brisk_kv_free(brisk_kv *kv);   /* NULL is a no-op */
 
 static inline int32_t brisk_kv_n_seq(const brisk_kv *kv) { return kv->n_seq; }

@@ -271,7 +271,7 @@ brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *dr
     m->greedy = sp->temp <= 0.0f;
     m->last_n = sp->repeat_last_n;
     brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx = n_ctx;
+    cp.n_ctx_seq = n_ctx;
     cp.n_threads = n_threads;
     cp.attn_window = window;
     cp.attn_sink = sink;
