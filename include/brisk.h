@@ -212,9 +212,14 @@ brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, b
  * next one a child of the previous — and drop the rest of that decode's tokens
  * of seq. The sequence then holds its earlier tokens plus the path, in
  * position order (brisk_seq_len = length before the decode + n_path), and
- * continues as if the path had been decoded alone. Only valid until the next
- * decode or truncation of any sequence's; otherwise BRISK_ERR_INVALID_ARG.
- * Copies n_path rows per layer at most; allocates nothing. */
+ * continues as if the path had been decoded alone. path holds the batch
+ * indices of the decode that last added tokens to seq, which need not be the
+ * last decode: tree state is kept per sequence, so a scheduler may resolve
+ * each sequence's tree after other decodes. Valid until seq itself changes
+ * (a decode, truncation, fork or sync of it, or this call); a decode that
+ * added more than 64 tokens to seq only until the next decode of any
+ * sequence. Otherwise BRISK_ERR_INVALID_ARG. Copies n_path rows per layer at
+ * most; allocates nothing. */
 brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *path, int32_t n_path, brisk_error *err);
 
 /* ---- sequences that know their tokens, and the prefix cache ------------------------------
@@ -254,8 +259,8 @@ brisk_status brisk_seq_fork(brisk_context *c, int32_t src, int32_t dst, brisk_er
  * (optional) = tokens not recomputed. Token ids and n <= n_ctx_seq are checked
  * before anything changes; a later failure (BRISK_ERR_CAPACITY when the pool
  * is full of other sequences' blocks, BRISK_ERR_NUMERIC) leaves seq holding a
- * prefix of tokens (brisk_seq_len says how long). Like any decode it ends the
- * window in which brisk_seq_keep_path applies. */
+ * prefix of tokens (brisk_seq_len says how long). Like any decode of seq, it
+ * ends the window in which brisk_seq_keep_path applies to seq. */
 brisk_status brisk_seq_sync(brisk_context *c, int32_t seq, const int32_t *tokens, int32_t n, int32_t *n_reused, brisk_error *err);
 
 /* The KV pool's blocks: in_use (held by a sequence) + cached (in the prefix

@@ -273,9 +273,17 @@ static void test_tree_errors(const int32_t *tok) {
     int32_t p9 = 9;
     CHECK(brisk_seq_keep_path(c, 0, &p9, 1, &err) == BRISK_ERR_INVALID_ARG);
     CHECK(brisk_seq_keep_path(c, 1, ok, 1, &err) == BRISK_ERR_INVALID_ARG);   /* sequence 1 got nothing */
+    /* tree state is per sequence: a decode of sequence 1 in between leaves
+     * sequence 0's tree to resolve (its batch indices are those of its decode) */
+    const int32_t s1 = 1, p1 = 0;
+    const uint8_t w1 = 1;
+    brisk_batch b1 = {1, tok, &p1, &s1, &w1};
+    CHECKF(brisk_decode(c, &b1, &err) == BRISK_OK, "%s", err.msg);
+    const int32_t p3 = 3;
+    CHECK(brisk_seq_keep_path(c, 0, &p3, 1, &err) == BRISK_ERR_INVALID_ARG);   /* token 3 is not a root */
     const int32_t path[2] = {0, 2};
     CHECKF(brisk_seq_keep_path(c, 0, path, 2, &err) == BRISK_OK, "%s", err.msg);
-    CHECK(brisk_seq_len(c, 0) == 2);
+    CHECK(brisk_seq_len(c, 0) == 2 && brisk_seq_len(c, 1) == 1);
     CHECK(brisk_seq_keep_path(c, 0, path, 2, &err) == BRISK_ERR_INVALID_ARG);   /* only once */
     brisk_context_free(c);
 }

@@ -37,6 +37,11 @@ typedef struct pool_worker {
 
 struct brisk_pool {
     int n;                       /* workers including the caller */
+    /* shared pools (brisk_pool_acquire): the registry's link and references;
+     * run_mu makes the runs of callers on different threads take turns */
+    struct brisk_pool *next_shared;
+    int shared_refs;
+    pthread_mutex_t run_mu;
     pool_worker *workers;        /* n - 1 background threads */
     int n_started;
     pthread_mutex_t mu;
@@ -93,6 +98,7 @@ brisk_status brisk_pool_init(brisk_pool **out, int n_threads, brisk_error *err) 
     brisk_pool *p = calloc(1, sizeof *p);
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "thread pool: out of memory");
     p->n = n_threads;
+    pthread_mutex_init(&p->run_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv_work, NULL);
     pthread_cond_init(&p->cv_done, NULL);
@@ -127,6 +133,7 @@ void brisk_pool_free(brisk_pool *p) {
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->n_started; i++) pthread_join(p->workers[i].tid, NULL);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->run_mu);
     pthread_cond_destroy(&p->cv_work);
     pthread_cond_destroy(&p->cv_done);
     free(p->workers);
@@ -140,6 +147,7 @@ void brisk_pool_run(brisk_pool *p, brisk_pool_fn fn, void *ctx) {
         fn(ctx, 0, 1);
         return;
     }
+    pthread_mutex_lock(&p->run_mu);   /* uncontended (tens of ns) unless two threads share the pool */
     p->fn = fn;
     p->ctx = ctx;
     atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
@@ -157,6 +165,42 @@ void brisk_pool_run(brisk_pool *p, brisk_pool_fn fn, void *ctx) {
         while (atomic_load_explicit(&p->pending, memory_order_acquire) != 0) pthread_cond_wait(&p->cv_done, &p->mu);
         pthread_mutex_unlock(&p->mu);
     }
+    pthread_mutex_unlock(&p->run_mu);
+}
+
+/* ---- shared pools ------------------------------------------------------------------------ */
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static brisk_pool *shared_pools;   /* one per thread count in use, linked by next_shared */
+
+brisk_status brisk_pool_acquire(brisk_pool **out, int n_threads, brisk_error *err) {
+    *out = NULL;
+    pthread_mutex_lock(&shared_mu);
+    brisk_pool *p = shared_pools;
+    while (p && p->n != n_threads) p = p->next_shared;
+    brisk_status st = BRISK_OK;
+    if (!p && (st = brisk_pool_init(&p, n_threads, err)) == BRISK_OK) {
+        p->next_shared = shared_pools;
+        shared_pools = p;
+    }
+    if (p) p->shared_refs++;
+    pthread_mutex_unlock(&shared_mu);
+    *out = p;
+    return st;
+}
+
+void brisk_pool_release(brisk_pool *p) {
+    if (!p) return;
+    pthread_mutex_lock(&shared_mu);
+    const bool last = --p->shared_refs == 0;
+    if (last)
+        for (brisk_pool **l = &shared_pools; *l; l = &(*l)->next_shared)
+            if (*l == p) {
+                *l = p->next_shared;
+                break;
+            }
+    pthread_mutex_unlock(&shared_mu);
+    if (last) brisk_pool_free(p);
 }
 
 int brisk_cpu_count(void) {

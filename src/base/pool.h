@@ -14,8 +14,16 @@ typedef void (*brisk_pool_fn)(void *ctx, int ith, int nth);
 
 brisk_status brisk_pool_init(brisk_pool **out, int n_threads, brisk_error *err);
 void brisk_pool_free(brisk_pool *p);
+/* The process's shared pool of n_threads workers (created on first use,
+ * reference counted): contexts of one process (a target model and its draft)
+ * use one set of workers instead of 2 x n_threads threads competing for the
+ * cores. Runs from different threads take turns (brisk_pool_run locks).
+ * Release with brisk_pool_release, never brisk_pool_free. */
+brisk_status brisk_pool_acquire(brisk_pool **out, int n_threads, brisk_error *err);
+void brisk_pool_release(brisk_pool *p);   /* NULL is a no-op */
 int brisk_pool_size(const brisk_pool *p);
-/* Run fn on all workers and wait until every one returned. Not reentrant. */
+/* Run fn on all workers and wait until every one returned. Not reentrant
+ * (fn must not run the same pool); callers on several threads take turns. */
 void brisk_pool_run(brisk_pool *p, brisk_pool_fn fn, void *ctx);
 
 /* Split [0, n) into nth near-equal parts; part ith is [*lo, *hi). */

@@ -226,7 +226,8 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     if (!brisk_forward_plan(m->data, sh->n_batch, sh->n_ctx, sh->n_threads, &out->scratch))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "scratch size for batch %d overflows", sh->n_batch);
     /* the context's own bookkeeping, [n_batch] and [n_seq] arrays */
-    out->scratch += (size_t)sh->n_batch * (6 * sizeof(int32_t) + 1) + (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1);
+    out->scratch += (size_t)sh->n_batch * (6 * sizeof(int32_t) + 1) +
+                    (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1 + sizeof(int64_t) + 2 * BRISK_TREE_RECORD * sizeof(int32_t));
     if (!brisk_mul_size((size_t)sh->n_outputs * sizeof(float), (size_t)hp->n_vocab, &out->logits))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for %d output rows x %d vocabulary overflow", sh->n_outputs, hp->n_vocab);
     size_t t = out->weights;
@@ -311,10 +312,14 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->tree_n = malloc((size_t)n_seq * sizeof(int32_t));
     c->len0 = malloc((size_t)n_seq * sizeof(int32_t));
     c->tree_ok = calloc((size_t)n_seq, 1);
+    c->tree_decode = calloc((size_t)n_seq, sizeof(int64_t));
+    c->tree_bidx = malloc((size_t)n_seq * BRISK_TREE_RECORD * sizeof(int32_t));
+    c->tree_pidx = malloc((size_t)n_seq * BRISK_TREE_RECORD * sizeof(int32_t));
     c->sync_pos = malloc((size_t)n_batch * sizeof(int32_t));
     c->sync_seq = malloc((size_t)n_batch * sizeof(int32_t));
     c->sync_want = malloc((size_t)n_batch);
     if (!c->last_seq || !c->last_par || !c->last_rank || !c->path_rel || !c->seq_last || !c->tree_n || !c->len0 || !c->tree_ok ||
+        !c->tree_decode || !c->tree_bidx || !c->tree_pidx ||
         !c->sync_pos || !c->sync_seq || !c->sync_want) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: out of memory");
         goto fail;
@@ -333,6 +338,7 @@ void brisk_context_free(brisk_context *c) {
     brisk_kv_free(c->kv);
     free(c->logits);
     free(c->last_seq); free(c->last_par); free(c->last_rank); free(c->path_rel); free(c->seq_last); free(c->tree_n); free(c->len0); free(c->tree_ok);
+    free(c->tree_decode); free(c->tree_bidx); free(c->tree_pidx);
     free(c->sync_pos); free(c->sync_seq); free(c->sync_want);
     free(c);
 }
@@ -392,14 +398,16 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
     for (int32_t i = 0; i < b->n_tokens; i++) n_out += b->logits[i] != 0;
     if ((st = finish_logits(c, n_out, err))) {
         /* undo the decode: nothing is appended to any sequence on error */
-        for (int32_t i = 0; i < b->n_tokens; i++) brisk_kv_truncate(c->kv, b->seq[i], c->len0[b->seq[i]]);
-        memset(c->tree_ok, 0, (size_t)c->kv->n_seq);
+        for (int32_t i = 0; i < b->n_tokens; i++) {
+            brisk_kv_truncate(c->kv, b->seq[i], c->len0[b->seq[i]]);
+            c->tree_ok[b->seq[i]] = 0;
+        }
         return st;
     }
     c->n_logits = n_out;
-    /* record the batch's tree (a chain without parents) for keep_path; a
-     * refused decode leaves the previous record */
-    memset(c->tree_ok, 0, (size_t)c->kv->n_seq);
+    /* record the batch's tree (a chain without parents) for keep_path, per
+     * sequence it touched; a refused decode leaves the previous records */
+    c->n_decodes++;
     for (int32_t i = 0; i < b->n_tokens; i++) c->seq_last[b->seq[i]] = -1;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         const int32_t s = b->seq[i];
@@ -409,6 +417,11 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
         c->seq_last[s] = i;
         c->tree_ok[s] = 1;
         c->tree_n[s] = c->last_rank[i] + 1;
+        c->tree_decode[s] = c->n_decodes;
+        if (c->last_rank[i] < BRISK_TREE_RECORD) {
+            c->tree_bidx[(size_t)s * BRISK_TREE_RECORD + (size_t)c->last_rank[i]] = i;
+            c->tree_pidx[(size_t)s * BRISK_TREE_RECORD + (size_t)c->last_rank[i]] = c->last_par[i];
+        }
     }
     /* the batch is accepted: blocks it filled in position order join the prefix index */
     for (int32_t i = 0; i < b->n_tokens; i++)
@@ -449,23 +462,37 @@ brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *p
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
     if (!c->tree_ok[seq])
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,
-                          "sequence %d: the last decode added no tokens to it (or it was changed since): no tree to keep a path of", seq);
-    if (n_path < 0 || n_path > c->last_n || (n_path > 0 && !path))
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: bad path of %d tokens (the last decode had %d)", seq, n_path, c->last_n);
+                          "sequence %d: no decode added tokens to it since it last changed: no tree to keep a path of", seq);
+    const int32_t n_tree = c->tree_n[seq];
+    const bool own = n_tree <= BRISK_TREE_RECORD;   /* recorded per sequence, else only in the last decode's record */
+    if (!own && c->tree_decode[seq] != c->n_decodes)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "sequence %d: its decode of %d tokens (more than %d) was not the last decode; keep a path of it right after "
+                          "the decode that added it", seq, n_tree, BRISK_TREE_RECORD);
+    if (n_path < 0 || n_path > n_tree || (n_path > 0 && !path))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: bad path of %d tokens (its decode added %d)", seq, n_path, n_tree);
+    const int32_t *bidx = c->tree_bidx + (size_t)seq * BRISK_TREE_RECORD, *pidx = c->tree_pidx + (size_t)seq * BRISK_TREE_RECORD;
     for (int32_t d = 0; d < n_path; d++) {
         const int32_t i = path[d];
-        if (i < 0 || i >= c->last_n || c->last_seq[i] != seq)
-            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[%d] = %d is not a token of this sequence in the last decode",
-                              seq, d, i);
-        if (d == 0 && c->last_par[i] != -1)
+        int32_t rank = -1, par = -2;
+        if (own) {
+            for (int32_t r = 0; r < n_tree && rank < 0; r++)
+                if (bidx[r] == i) rank = r, par = pidx[r];
+        } else if (i >= 0 && i < c->last_n && c->last_seq[i] == seq) {
+            rank = c->last_rank[i];
+            par = c->last_par[i];
+        }
+        if (rank < 0)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[%d] = %d is not a token its decode added to it", seq, d, i);
+        if (d == 0 && par != -1)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[0] = token %d has parent %d; a path starts at a root (parent -1)",
-                              seq, i, c->last_par[i]);
-        if (d > 0 && c->last_par[i] != path[d - 1])
+                              seq, i, par);
+        if (d > 0 && par != path[d - 1])
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d: path[%d] = token %d has parent %d, not path[%d] = %d", seq, d, i,
-                              c->last_par[i], d - 1, path[d - 1]);
-        c->path_rel[d] = c->last_rank[i];   /* parents come first in a batch, so these increase */
+                              par, d - 1, path[d - 1]);
+        c->path_rel[d] = rank;   /* parents come first in a batch, so these increase */
     }
-    brisk_kv_keep_path(c->kv, seq, brisk_kv_len(c->kv, seq) - c->tree_n[seq], c->path_rel, n_path);
+    brisk_kv_keep_path(c->kv, seq, brisk_kv_len(c->kv, seq) - n_tree, c->path_rel, n_path);
     brisk_kv_commit(c->kv, seq);
     c->tree_ok[seq] = 0;
     return BRISK_OK;

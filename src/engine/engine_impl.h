@@ -17,6 +17,8 @@ struct brisk_model {
     brisk_vocab *vocab;
 };
 
+#define BRISK_TREE_RECORD 64   /* tree tokens kept per sequence (a speculative tree has at most 33) */
+
 struct brisk_context {
     const brisk_model *model;
     brisk_kv *kv;
@@ -31,9 +33,18 @@ struct brisk_context {
     int32_t *last_seq, *last_par, *last_rank;   /* parent: batch index or -1; rank: slot - base */
     int32_t *path_rel;      /* [n_batch] scratch for keep_path */
     int32_t *seq_last;      /* [n_seq] scratch: the latest batch index per sequence */
-    int32_t *tree_n;        /* [n_seq] tokens the last decode added to the sequence */
     int32_t *len0;          /* [n_seq] scratch: lengths before a decode, to undo one whose logits are not finite */
-    uint8_t *tree_ok;       /* [n_seq] 1 = the last decode had tokens of it and nothing changed it since */
+    /* Tree state per sequence: what the decode that last added tokens to
+     * it added, so brisk_seq_keep_path works after other sequences' decodes
+     * too (one batch, or a scheduler's later steps). Its first
+     * BRISK_TREE_RECORD tokens are copied per sequence; a longer one is
+     * read from the last_* record, so only until the next decode. */
+    int32_t *tree_n;        /* [n_seq] tokens that decode added to the sequence */
+    uint8_t *tree_ok;       /* [n_seq] 1 = such a decode happened and nothing changed the sequence since */
+    int64_t *tree_decode;   /* [n_seq] which decode (n_decodes) it was */
+    int32_t *tree_bidx;     /* [n_seq][BRISK_TREE_RECORD] batch index of the r-th token it added */
+    int32_t *tree_pidx;     /* [n_seq][BRISK_TREE_RECORD] that token's parent's batch index, -1: a root */
+    int64_t n_decodes;      /* decodes accepted so far */
     /* brisk_seq_sync's prefill batches: [n_batch] each */
     int32_t *sync_pos, *sync_seq;
     uint8_t *sync_want;

@@ -667,7 +667,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         }
         f->min_parallel_macs = v;
     }
-    brisk_status st = brisk_pool_init(&f->pool, n_threads, err);
+    brisk_status st = brisk_pool_acquire(&f->pool, n_threads, err);   /* shared with the process's other contexts */
     if (st) {
         free(f);
         return st;
@@ -698,7 +698,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
 
 void brisk_forward_free(brisk_forward *f) {
     if (!f) return;
-    brisk_pool_free(f->pool);
+    brisk_pool_release(f->pool);
     free(f->x); free(f->xn); free(f->q); free(f->kc); free(f->vc); free(f->att); free(f->g); free(f->u);
     for (int i = 0; i < MM_MAX_JOBS; i++) {
         free(f->xq[i]);
