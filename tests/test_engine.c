@@ -3,6 +3,7 @@
  * bundled model (models/pycode-target-f16.gguf). */
 #include "test.h"
 #include "brisk.h"
+#include "engine/engine_impl.h"   /* the eviction check below reaches into the KV */
 
 #include <math.h>
 #include <stdint.h>
@@ -540,6 +541,60 @@ static void test_window(const int32_t *tok) {
     free(full); free(win); free(other);
 }
 
+/* Attention reads the positions the KV recorded, not slot numbers: after
+ * positions 64..73 of a 90-token prompt are dropped from the cache (the
+ * slots after them compacted with brisk_kv_keep_path's mover, inside the
+ * sequence's own unindexed last block, as a retention policy will), the next
+ * tokens attend to positions 0..63 and 74.., which is what windowed
+ * attention (sink 64, the window reaching back to 74) computes over the full
+ * cache: the same scores, exp and sums (bitwise here, as the dropped range
+ * starts at a 64-entry tile; another start would tile them at other offsets,
+ * equal to float rounding). The next position is one past the last kept one. */
+static void test_positions_not_slots(const int32_t *tok) {
+    enum { P = 90, S = 64, E = 74 };
+    int32_t prompt[P];
+    for (int i = 0; i < P; i++) prompt[i] = tok[(i * 3) % PROMPT_LEN];
+    brisk_context *ca = new_ctx(256, 128, 1, 2), *cb = new_ctx(256, 128, 1, 2);
+    brisk_error err = {0};
+    CHECKF(brisk_seq_sync(ca, 0, prompt, P, NULL, &err) == BRISK_OK, "%s", err.msg);
+    CHECKF(brisk_seq_sync(cb, 0, prompt, P, NULL, &err) == BRISK_OK, "%s", err.msg);
+    int32_t rel[P];
+    for (int i = 0; i < P - E; i++) rel[i] = E - S + i;
+    brisk_kv_keep_path(ca->kv, 0, S, rel, P - E);
+    CHECKF(brisk_kv_check(ca->kv, &err), "%s", err.msg);
+    CHECK(brisk_seq_len(ca, 0) == S + P - E && brisk_kv_next_pos(ca->kv, 0) == P && brisk_kv_slot_pos(ca->kv, 0, S) == E);
+    brisk_forward_set_window(cb->fwd, P - E + 1, S);
+    const int32_t x[2] = {tok[3], tok[5]}, sq = 0;
+    const uint8_t w = 1;
+    double max_diff = 0, max_abs = 0;
+    for (int k = 0; k < 2; k++) {
+        /* the compacted sequence's slot count no longer gives the position: the batch says P + k */
+        const int32_t pos = P + k;
+        brisk_batch ba = {1, &x[k], &pos, &sq, &w}, bb = {1, &x[k], &pos, &sq, &w};
+        CHECKF(brisk_decode(ca, &ba, &err) == BRISK_OK, "%s", err.msg);
+        CHECKF(brisk_decode(cb, &bb, &err) == BRISK_OK, "%s", err.msg);
+        const float *la = brisk_get_logits(ca, 0), *lb = brisk_get_logits(cb, 0);
+        if (!la || !lb) break;
+        int amax_a = 0, amax_b = 0;
+        for (int i = 0; i < n_vocab; i++) {
+            max_diff = fmax(max_diff, fabs((double)la[i] - lb[i]));
+            max_abs = fmax(max_abs, fabs((double)lb[i]));
+            if (la[i] > la[amax_a]) amax_a = i;
+            if (lb[i] > lb[amax_b]) amax_b = i;
+        }
+        CHECK(amax_a == amax_b);
+        brisk_forward_set_window(cb->fwd, P - E + 2, S);   /* position P + 1 attends back to E as well */
+    }
+    if (getenv("BRISK_TEST_VERBOSE")) printf("compacted vs windowed: max |diff| %g, max |logit| %g\n", max_diff, max_abs);
+    CHECKF(max_diff <= 1e-4 * fmax(1.0, max_abs), "compacted KV vs windowed attention: max |diff| %g (max |logit| %g)", max_diff, max_abs);
+    /* a decode at a position that does not continue the sequence is refused */
+    const int32_t bad = P, t0 = tok[0];
+    brisk_batch bx = {1, &t0, &bad, &sq, &w};
+    CHECKF(brisk_decode(ca, &bx, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "continues at 92"), "%s", err.msg);
+    brisk_context_free(ca);
+    brisk_context_free(cb);
+}
+
 /* The memory plan is what init allocates: kv and scratch equal
  * brisk_context_memory's, logits are n_batch x n_vocab floats, and a context
  * whose plan exceeds the memory available is refused before allocating. */
@@ -723,6 +778,7 @@ int main(void) {
     test_batch_invariance(tok);
     test_errors(tok);
     test_window(tok);
+    test_positions_not_slots(tok);
     test_seq_sync(tok);
     /* the F16 model's trees are the slowest part under qemu (soft half-precision); quick runs keep the Q4_0 ones */
     if (!test_quick()) test_tree_model("pycode-target-f16", tok);

@@ -45,10 +45,13 @@
  * llama.cpp's default cache type). Another type touches this module and the
  * attention kernels only.
  *
- * Slots and positions: attention still reads a sequence's slots [0, ordered)
- * as positions [0, ordered) (what brisk_kv_seq.ordered guarantees, and what
- * every operation here keeps); the per-slot positions are recorded for the
- * retention policies to come, which will make attention read them. */
+ * Slots and positions: attention reads a sequence's slots in slot order and
+ * takes every position from here (brisk_kv_slot_pos: windowed attention's
+ * mask, brisk_kv_next_pos: where the sequence continues), so a slot need not
+ * equal its position: a retention policy may drop slots and compact the rest
+ * (keeping positions increasing with the slot) without touching the model
+ * code. Today's operations keep slot == position; tests/test_engine.c
+ * (test_positions_not_slots) compacts a sequence and checks attention. */
 #ifndef BRISK_KV_H
 #define BRISK_KV_H
 
@@ -133,6 +136,14 @@ static inline int32_t brisk_kv_slot_token(const brisk_kv *kv, int32_t seq, int32
 }
 static inline int32_t brisk_kv_slot_pos(const brisk_kv *kv, int32_t seq, int32_t slot) {
     return kv->pos[(size_t)kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)];
+}
+
+/* The position seq's next token takes: one past its last slot's (0 when
+ * empty). Positions increase with the slot; they equal the slot until a
+ * retention policy drops slots. */
+static inline int32_t brisk_kv_next_pos(const brisk_kv *kv, int32_t seq) {
+    const int32_t len = kv->seqs[seq].len;
+    return len > 0 ? brisk_kv_slot_pos(kv, seq, len - 1) + 1 : 0;
 }
 
 /* Make room for the writes of one batch, all or nothing: token i of the

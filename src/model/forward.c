@@ -43,6 +43,14 @@ struct brisk_forward {
      * whether it and all its ancestors sit at slot == position ("direct") */
     int32_t *slot, *par, *tbase;
     uint8_t *direct;
+    /* per batch token, for attention, which runs over a token's visible
+     * entries in order: the cached slots [0, tbase) then its ancestors in the
+     * batch and itself. vis: its own index in that order; [vsink, vlo): the
+     * indices windowed attention masks, found from the positions the KV
+     * recorded for each slot (set_window_masks). Attention never assumes a
+     * slot's position: a sequence whose slots were compacted (positions
+     * increasing, not consecutive) is attended the same way. */
+    int32_t *vis, *vsink, *vlo;
     int n_threads;
     double min_parallel_macs;                    /* PARALLEL_MIN_MACS, or BRISK_PARALLEL_MIN_MACS (tests: 0) */
     struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
@@ -314,8 +322,8 @@ typedef struct attn_task {
     const brisk_fwd_batch *b;
     int32_t layer;
     const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
-    int32_t kt_len;      /* positions in kt (its row stride is f->kt_stride) */
-    int32_t kt_skip0, kt_skip1;   /* windowed attention: positions no token of the batch sees, not widened */
+    int32_t kt_len;      /* visible entries (cached slots) in kt (its row stride is f->kt_stride) */
+    int32_t kt_skip0, kt_skip1;   /* windowed attention: entries no token of the batch sees, not widened */
 } attn_task;
 
 /* Windowed attention: the first position past the sinks a token at pos no
@@ -438,24 +446,24 @@ static void attn_worker(void *ctx, int ith, int nth) {
         const int32_t t = (int32_t)(item / (n_kv * chunks)), r = (int32_t)(item % (n_kv * chunks));
         const int32_t kvh = r / chunks, h0 = kvh * gqa + (r % chunks) * per;
         const int m = gqa - (r % chunks) * per < per ? gqa - (r % chunks) * per : per;
-        const int32_t seq = at->b->seq[t], pos = at->b->pos[t];
+        const int32_t seq = at->b->seq[t], n_vis = f->vis[t] + 1;   /* entries it attends to, itself last */
         /* A tree token reads its ancestors' rows (wherever the batch put them)
          * in position order, so every operation is the one a chain decode of
          * its path performs: same tiles, same kernels, same order. */
         const bool direct = f->direct[t];
-        const int32_t base = direct ? pos + 1 : f->tbase[t];
+        const int32_t base = direct ? n_vis : f->tbase[t];
         if (!direct && anc_tok != t) {
-            for (int32_t u = t; u >= 0; u = f->par[u]) anc[at->b->pos[u] - base] = f->slot[u];
+            for (int32_t u = t; u >= 0; u = f->par[u]) anc[f->vis[u] - base] = f->slot[u];
             anc_tok = t;
         }
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
         float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
         memset(o, 0, (size_t)m * hd * sizeof(float));
         for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
-        const int32_t wlo = window_lo(f, pos);   /* positions sink .. wlo - 1 are masked (none without a window) */
-        for (int32_t j0 = 0; j0 <= pos; j0 += ATTN_TILE) {
-            const int32_t n = pos + 1 - j0 < ATTN_TILE ? pos + 1 - j0 : ATTN_TILE;
-            if (j0 >= f->sink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
+        const int32_t vsink = f->vsink[t], wlo = f->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
+        for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
+            const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
+            if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
             int32_t j = 0;
             if (at->kt) {
                 /* kt holds the cached positions (a tree token's own branch comes
@@ -485,7 +493,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                 }
                 j = j < n ? j : n;
             }
-            const int32_t mask0 = BRISK_MAX(f->sink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
+            const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
             for (int h = 0; h < m; h++) {
                 attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
                 for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
@@ -602,6 +610,9 @@ static bool alloc_scratch(brisk_forward *f) {
     f->par = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->direct = xcalloc_track(f, nb, 1, &ok);
+    f->vis = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->vsink = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    f->vlo = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->bytes += (size_t)f->n_threads * sizeof *f->ranges;
     if (!f->dry) {
         f->ranges = aligned_alloc(64, (size_t)f->n_threads * sizeof *f->ranges);
@@ -705,7 +716,7 @@ void brisk_forward_free(brisk_forward *f) {
         free(f->xs[i]);
     }
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
-    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->anc); free(f->ranges); free(f->kgather);
+    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather);
     free(f);
 }
 
@@ -750,7 +761,7 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
                 return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: parent %d belongs to sequence %d, not %d", i, par,
                                   b->seq[par], b->seq[i]);
         }
-        const int32_t expect = par < 0 ? len : b->pos[par] + 1;
+        const int32_t expect = par < 0 ? brisk_kv_next_pos(kv, b->seq[i]) : b->pos[par] + 1;
         if (b->pos[i] != expect) {
             if (b->parent && par >= 0)
                 return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch token %d: position %d, but its parent (token %d at position %d) needs %d",
@@ -768,9 +779,42 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
         f->slot[i] = slot;
         f->par[i] = par;
         f->tbase[i] = len;
-        f->direct[i] = slot == b->pos[i] && (par < 0 || f->direct[par]);
+        f->vis[i] = par < 0 ? len : f->vis[par] + 1;
+        /* its slot is its visible index, and so are its ancestors': the entries
+         * it attends to are slots 0.. vis in order (a chain) */
+        f->direct[i] = slot == f->vis[i] && (par < 0 || f->direct[par]);
     }
     return BRISK_OK;
+}
+
+/* How many of token t's visible entries (see brisk_forward.vis) have a
+ * position below p: the cached slots' recorded positions increase with the
+ * slot (binary search), and its in-batch entries (ancestors, itself) hold
+ * consecutive positions ending at its own. */
+static int32_t entries_below(const brisk_kv *kv, const brisk_forward *f, const brisk_fwd_batch *b, int32_t t, int32_t p) {
+    const int32_t seq = b->seq[t], n_cached = f->tbase[t];
+    int32_t lo = 0, hi = n_cached;
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (brisk_kv_slot_pos(kv, seq, mid) < p) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < n_cached) return lo;
+    const int32_t first = b->pos[t] - (f->vis[t] - n_cached);   /* the position of entry n_cached */
+    return n_cached + BRISK_MAX(0, BRISK_MIN(p - first, f->vis[t] - n_cached + 1));
+}
+
+/* Windowed attention's mask per token, from positions to visible entries:
+ * positions sink .. window_lo - 1 are masked. */
+static void set_window_masks(brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b) {
+    for (int32_t t = 0; t < b->n; t++) {
+        if (f->window <= 0) {
+            f->vsink[t] = f->vlo[t] = 0;
+            continue;
+        }
+        f->vsink[t] = entries_below(kv, f, b, t, f->sink);
+        f->vlo[t] = entries_below(kv, f, b, t, window_lo(f, b->pos[t]));
+    }
 }
 
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
@@ -781,6 +825,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     /* every sequence's slots, all or nothing, before touching anything (shared
      * blocks the batch writes into are copied here) */
     if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;
+    set_window_masks(f, kv, b);
 
     const brisk_model_data *m = f->m;
     const brisk_hparams *hp = &m->hp;
@@ -831,23 +876,26 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             bool one = true;
             for (int32_t t = 0; t < T; t++) {
                 one = one && b->seq[t] == b->seq[0];
-                len = b->pos[t] + 1 > len ? b->pos[t] + 1 : len;
+                len = f->vis[t] + 1 > len ? f->vis[t] + 1 : len;
             }
             if (one && len <= f->kt_cap) {
                 at.kt = f->kt;
                 at.kt_len = len;
                 at.kt_skip0 = at.kt_skip1 = 0;
-                if (f->window > 0) {   /* the gap no token of the batch sees, in whole 64-position tiles */
-                    int32_t lo = INT32_MAX;
-                    for (int32_t t = 0; t < T; t++) lo = BRISK_MIN(lo, window_lo(f, b->pos[t]));
-                    at.kt_skip0 = (f->sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
+                if (f->window > 0) {   /* the gap no token of the batch sees, in whole 64-entry tiles */
+                    int32_t lo = INT32_MAX, sink = 0;
+                    for (int32_t t = 0; t < T; t++) {
+                        lo = BRISK_MIN(lo, f->vlo[t]);
+                        sink = BRISK_MAX(sink, f->vsink[t]);
+                    }
+                    at.kt_skip0 = (sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
                     at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
                 }
                 run_step(f, kt_worker, &at, (double)len * f->kvdim);
             }
         }
         double attn_macs = 0.0;   /* q.k and p.v over every attended position */
-        for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (b->pos[t] + 1) * hp->n_head * hd;
+        for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (f->vis[t] + 1) * hp->n_head * hd;
         run_step(f, attn_worker, &at, attn_macs);
         matmul1(f, f->att, T, &L->wo, f->xn, d);
         for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];

@@ -1,7 +1,7 @@
 /* forward: one transformer evaluation over a batch of tokens that may belong
  * to several sequences. K/V of every token are written to the paged cache
- * first, then each token attends causally to its own sequence's positions
- * [0, pos]. Every per-token computation is independent of the rest of the
+ * first, then each token attends causally to its own sequence's cached slots
+ * and its ancestors in the batch (positions read from the KV, see kv.h). Every per-token computation is independent of the rest of the
  * batch and reduces in a fixed order, so a sequence's logits are the same
  * alone, batched, or chunked (DESIGN.md invariant 1). */
 #ifndef BRISK_FORWARD_H
@@ -38,9 +38,9 @@ bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ct
 
 /* Evaluate b; logits for the tokens with want[i] set go to out in batch order,
  * [n_want][n_vocab]. Without parents, positions must extend each sequence
- * contiguously: the first token of seq s in the batch has pos == brisk_kv_len(kv, s)
+ * contiguously: the first token of seq s in the batch has pos == brisk_kv_next_pos(kv, s)
  * (after any truncation), later ones follow. With parents (a token tree),
- * pos[i] == pos[parent[i]] + 1, or brisk_kv_len(kv, s) for a root; the K/V row of
+ * pos[i] == pos[parent[i]] + 1, or brisk_kv_next_pos(kv, s) for a root; the K/V row of
  * the r-th token of seq s in the batch goes to slot len + r whatever its
  * position, and each token attends to the cached tokens, its ancestors and
  * itself, presented in position order so its logits are bitwise those of the
