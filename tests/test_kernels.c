@@ -444,6 +444,79 @@ static void test_force_ref(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* BRISK_ISA=name in a child (read once per process): the named table when
+ * this CPU runs it, without the packed GEMM unless it is avx512's; a table
+ * this build or CPU lacks, or an unknown name, is refused by brisk_isa_check
+ * with the tables usable here. want: 0 = accepted, else the status. */
+static int isa_child(const char *name, const char **isa_out) {
+    int fds[2];
+    if (pipe(fds) != 0) return -100;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        setenv("BRISK_ISA", name, 1);
+        brisk_error err = {0};
+        const brisk_status st = brisk_isa_check(&err);
+        const brisk_kernels *k = brisk_kernels_best();
+        const brisk_gemm_kernels *g = brisk_gemm_best();
+        char msg[600];
+        int n = snprintf(msg, sizeof msg, "%s|%d|%s", k->isa, g != NULL, err.msg);
+        if (write(fds[1], msg, (size_t)n) != n) _exit(100);
+        _exit(st == BRISK_OK ? 0 : (-st) & 0x7f);
+    }
+    close(fds[1]);
+    static char buf[600];
+    ssize_t r = read(fds[0], buf, sizeof buf - 1);
+    buf[r > 0 ? r : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    if (pid <= 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -101;
+    *isa_out = buf;
+    return WEXITSTATUS(status);
+}
+
+/* Every child forks before this process reads the CPU table; the answers
+ * are checked afterwards against the tables this CPU runs. */
+static void test_isa_env(void) {
+    static const char *const names[] = {"ref", "avx2", "avx512", "neon", "neon-dotprod", "neon-i8mm", "avx2-vnni", "bogus"};
+    enum { N = sizeof names / sizeof names[0] };
+    int rc[N];
+    char got[N][600];
+    for (int i = 0; i < N; i++) {
+        const char *g = NULL;
+        rc[i] = isa_child(names[i], &g);
+        snprintf(got[i], sizeof got[i], "%s", g ? g : "");
+    }
+    const brisk_kernels *all[8];
+    const int n_all = brisk_kernels_all(all, 8);
+    for (int i = 0; i < N; i++) {
+        bool usable = false;
+        for (int j = 0; j < n_all && j < 8; j++) usable = usable || !strcmp(all[j]->isa, names[i]);
+#if defined(__x86_64__)
+        const bool built = !strcmp(names[i], "ref") || !strcmp(names[i], "avx2") || !strcmp(names[i], "avx512");
+#elif defined(__aarch64__)
+        const bool built = !strcmp(names[i], "ref") || !strncmp(names[i], "neon", 4);
+#else
+        const bool built = !strcmp(names[i], "ref");
+#endif
+        char want[64];
+        snprintf(want, sizeof want, "%s|", names[i]);
+        if (usable) {
+            CHECKF(rc[i] == 0 && !strncmp(got[i], want, strlen(want)), "BRISK_ISA=%s: rc %d, got '%s'", names[i], rc[i], got[i]);
+            CHECKF(!strstr(got[i], "|1|") || !strcmp(names[i], "avx512"), "BRISK_ISA=%s kept the packed GEMM", names[i]);
+        } else if (built)
+            CHECKF(rc[i] == (-BRISK_ERR_UNSUPPORTED & 0x7f) && strstr(got[i], "this CPU cannot run it"), "BRISK_ISA=%s: rc %d, '%s'",
+                   names[i], rc[i], got[i]);
+        else if (!strcmp(names[i], "bogus"))
+            CHECKF(rc[i] == (-BRISK_ERR_INVALID_ARG & 0x7f) && strstr(got[i], "unknown kernel table") && strstr(got[i], "usable here: ref"),
+                   "BRISK_ISA=bogus: rc %d, '%s'", rc[i], got[i]);
+        else
+            CHECKF(rc[i] == (-BRISK_ERR_UNSUPPORTED & 0x7f) && strstr(got[i], "this build has no"), "BRISK_ISA=%s: rc %d, '%s'", names[i],
+                   rc[i], got[i]);
+    }
+}
+
 /* The packed GEMM: 16 rows packed, n_tok activation rows, every output
  * bit-identical to ref's vec_dot on the canonical rows; act_sums against the
  * portable version; outputs beyond the tile left alone (NaN sentinels). */
@@ -766,6 +839,7 @@ static void test_expf(const brisk_kernels *const *tables, int ntables) {
 
 int main(void) {
     test_force_ref();   /* first: forks before this process reads the CPU table */
+    test_isa_env();     /* likewise, then reads it */
     const brisk_kernels *tables[8];
     int ntables = brisk_kernels_all(tables, 8);
     if (ntables > 8) ntables = 8;

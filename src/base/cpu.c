@@ -75,6 +75,14 @@ static void detect(void) {
     detect_arch(&f);
     const char *force = getenv("BRISK_FORCE_REF");
     f.force_ref = force && strcmp(force, "0") != 0 && force[0] != '\0';
+    const char *isa = getenv("BRISK_ISA");
+    if (f.force_ref) snprintf(f.isa, sizeof f.isa, "ref");
+    else if (isa && isa[0]) {
+        /* kept whole when it fits; a longer name is cut to one that matches no table, so it is refused, not truncated into a real one */
+        if (strlen(isa) < sizeof f.isa) snprintf(f.isa, sizeof f.isa, "%s", isa);
+        else snprintf(f.isa, sizeof f.isa, "(too long)");
+    }
+    f.force_ref = f.force_ref || !strcmp(f.isa, "ref");
     cpu_table = f;
 }
 

@@ -18,6 +18,10 @@ typedef struct brisk_cpu_features {
     bool neon, dotprod, i8mm, fp16;
     /* BRISK_FORCE_REF=1 in the environment at first use: run reference kernels */
     bool force_ref;
+    /* BRISK_ISA=NAME at first use (BRISK_FORCE_REF=1 reads as "ref"): the
+     * kernel table to run, "" = the best one; kernels/dispatch.c resolves
+     * and checks it (brisk_isa_check) */
+    char isa[24];
 } brisk_cpu_features;
 
 /* The process-wide table (never NULL). */

@@ -26,7 +26,7 @@
 
 static const cli_use bench_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_BENCH_N_PROMPT}, {.id = CLI_O_BENCH_N_GEN}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
-    {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE},
+    {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
     {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
     {.id = CLI_O_END},
 };
@@ -214,6 +214,13 @@ int brisk_cmd_bench(int argc, char **argv) {
     const int64_t reps = a.i[CLI_O_BENCH_REPS];
     int64_t threads = cli_threads(&a);
     cli_note_ngl(&a);
+    /* the kernel table is chosen when the CPU's features are first read (at
+     * the model load below): --isa is BRISK_ISA for this process */
+    if (a.s[CLI_O_ISA] && setenv("BRISK_ISA", a.s[CLI_O_ISA], 1) != 0) {
+        fprintf(stderr, "brisk bench: --isa %s: cannot set BRISK_ISA\n", a.s[CLI_O_ISA]);
+        cli_args_free(&a);
+        return 1;
+    }
     cli_args_free(&a);
     if (!model_path) {
         fprintf(stderr, "brisk bench: -m MODEL is required (see brisk bench --help)\n");

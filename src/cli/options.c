@@ -195,6 +195,9 @@ static const cli_opt table[CLI_O_COUNT] = {
                    .help = "the sequences share one prompt: computed once for sequence 0, then forked (its KV blocks shared)"},
     [CLI_O_BB_FORMAT] = {{"--output-format"}, .type = CLI_T_CHOICE, .meta = "FORMAT", .choices = "md|jsonl", .def = "md",
                          .help = "md: llama-batched-bench's table; jsonl: one JSON object per line with its field names"},
+    [CLI_O_ISA] = {{"--isa"}, .type = CLI_T_STR, .meta = "NAME",
+                   .help = "kernel table to run: ref, avx2, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
+                           "one this CPU lacks is refused); default: the best this CPU runs"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};

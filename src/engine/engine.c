@@ -4,6 +4,7 @@
 #include "engine/engine_impl.h"
 #include "base/pool.h"
 #include "gguf/gguf.h"
+#include "kernels/kernels.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,7 +16,9 @@
 brisk_status brisk_model_load(const char *path, brisk_model **out, brisk_error *err) {
     *out = NULL;
     brisk_gguf *g = NULL;
-    brisk_status st = brisk_gguf_open(path, &g, err);
+    brisk_status st = brisk_isa_check(err);   /* the kernel table packs the weights at load */
+    if (st) return st;
+    st = brisk_gguf_open(path, &g, err);
     if (st) return st;
     brisk_model *m = calloc(1, sizeof *m);
     if (!m) {

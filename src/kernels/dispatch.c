@@ -7,7 +7,11 @@
 #include "kernels/kernels.h"
 #include "base/cpu.h"
 
+#include <stdio.h>
+#include <string.h>
+
 typedef struct kernel_choice {
+    const char *name;   /* BRISK_ISA's name for it (= the table's isa) */
     const brisk_kernels *(*get)(void);
     bool (*usable)(const brisk_cpu_features *f);
 } kernel_choice;
@@ -18,25 +22,61 @@ static bool has_avx2(const brisk_cpu_features *f) { return f->avx2 && f->fma && 
 static bool has_avx512_vnni(const brisk_cpu_features *f) {
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && has_avx2(f);
 }
-#define BRISK_ISA_CHOICES {brisk_kernels_avx512, has_avx512_vnni}, {brisk_kernels_avx2, has_avx2},
+#define BRISK_ISA_CHOICES {"avx512", brisk_kernels_avx512, has_avx512_vnni}, {"avx2", brisk_kernels_avx2, has_avx2},
 #elif defined(BRISK_ARCH_ARM64)
 static bool has_neon(const brisk_cpu_features *f) { return f->neon; }
 static bool has_neon_dotprod(const brisk_cpu_features *f) { return f->neon && f->dotprod; }
 static bool has_neon_i8mm(const brisk_cpu_features *f) { return f->neon && f->dotprod && f->i8mm; }
-#define BRISK_ISA_CHOICES {brisk_kernels_neon_i8mm, has_neon_i8mm}, {brisk_kernels_neon_dotprod, has_neon_dotprod}, \
-                          {brisk_kernels_neon, has_neon},
+#define BRISK_ISA_CHOICES {"neon-i8mm", brisk_kernels_neon_i8mm, has_neon_i8mm}, \
+                          {"neon-dotprod", brisk_kernels_neon_dotprod, has_neon_dotprod}, {"neon", brisk_kernels_neon, has_neon},
 #else
 #define BRISK_ISA_CHOICES
 #endif
 
 static const kernel_choice choices[] = {
     BRISK_ISA_CHOICES
-    {NULL, NULL},   /* keeps the array non-empty on builds without ISA tables */
+    {NULL, NULL, NULL},   /* keeps the array non-empty on builds without ISA tables */
 };
+
+/* Names BRISK_ISA accepts on some build, for the message naming a table this build lacks. */
+static const char *const known_isas[] = {"ref", "avx2", "avx2-vnni", "avx512", "neon", "neon-dotprod", "neon-i8mm"};
+
+/* The choice BRISK_ISA names when it is built and usable, else NULL. */
+static const kernel_choice *forced_choice(const brisk_cpu_features *f) {
+    for (size_t i = 0; choices[i].get; i++)
+        if (!strcmp(f->isa, choices[i].name) && choices[i].usable(f)) return &choices[i];
+    return NULL;
+}
+
+brisk_status brisk_isa_check(brisk_error *err) {
+    const brisk_cpu_features *f = brisk_cpu_features_get();
+    if (!f->isa[0] || !strcmp(f->isa, "ref") || forced_choice(f)) return BRISK_OK;
+    char usable[128] = "ref";
+    for (size_t i = 0; choices[i].get; i++)
+        if (choices[i].usable(f)) {
+            const size_t u = strlen(usable);
+            snprintf(usable + u, sizeof usable - u, " %s", choices[i].name);
+        }
+    bool built = false, known = false;
+    for (size_t i = 0; choices[i].get; i++) built = built || !strcmp(f->isa, choices[i].name);
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(known_isas); i++) known = known || !strcmp(f->isa, known_isas[i]);
+    char feats[256];
+    brisk_cpu_features_describe(f, feats, sizeof feats);
+    if (built)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "BRISK_ISA=%s: this CPU cannot run it (it has: %s); usable here: %s", f->isa, feats,
+                          usable);
+    if (known)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "BRISK_ISA=%s: this build has no %s kernel table; usable here: %s", f->isa, f->isa,
+                          usable);
+    return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_ISA=%s: unknown kernel table (names: ref avx2 avx2-vnni avx512 neon "
+                      "neon-dotprod neon-i8mm); usable here: %s", f->isa, usable);
+}
 
 const brisk_kernels *brisk_kernels_best(void) {
     const brisk_cpu_features *f = brisk_cpu_features_get();
     if (f->force_ref) return brisk_kernels_ref();
+    const kernel_choice *forced = f->isa[0] ? forced_choice(f) : NULL;
+    if (forced) return forced->get();
     for (size_t i = 0; choices[i].get; i++)
         if (choices[i].usable(f)) return choices[i].get();
     return brisk_kernels_ref();
@@ -61,7 +101,8 @@ const brisk_gemm_kernels *brisk_gemm_best(void) {
     const brisk_cpu_features *f = brisk_cpu_features_get();
     if (f->force_ref) return NULL;
 #if defined(BRISK_ARCH_X86)
-    if (has_avx512_vnni(f)) return brisk_gemm_avx512();
+    /* the packed set goes with the AVX-512 table: another forced table runs without it */
+    if (has_avx512_vnni(f) && (!f->isa[0] || !strcmp(f->isa, "avx512") || !forced_choice(f))) return brisk_gemm_avx512();
 #endif
     return NULL;
 }

@@ -4,7 +4,9 @@
  * own file (avx2_*.c, avx512_*.c, neon_*.c, compiled with that ISA's flags),
  * exports a table with the same signatures, and is checked against ref by
  * tests/test_kernels.c. dispatch.c picks the best table the CPU runs;
- * BRISK_FORCE_REF=1 in the environment (read once) forces ref.
+ * BRISK_ISA=NAME in the environment (read once) forces one (ref, avx2,
+ * avx512, neon, neon-dotprod, neon-i8mm), so every table can be run and
+ * benchmarked on one machine; BRISK_FORCE_REF=1 is BRISK_ISA=ref.
  *
  * A matmul row is: quantize the activation row once with
  *   k->quantize_act[info->act_type](x, a, n)
@@ -46,9 +48,16 @@ typedef struct brisk_kernels {
 /* The reference table (always available). */
 const brisk_kernels *brisk_kernels_ref(void);
 
-/* The best table for this CPU (runtime detection); ref when BRISK_FORCE_REF=1
- * was set when the CPU features were first read. Never NULL. */
+/* The best table for this CPU (runtime detection), or the one BRISK_ISA
+ * names (ref when BRISK_FORCE_REF=1) as read when the CPU features were first
+ * read. Never NULL: a BRISK_ISA this CPU or build cannot run is ignored here
+ * and refused by brisk_isa_check. */
 const brisk_kernels *brisk_kernels_best(void);
+/* BRISK_OK unless BRISK_ISA names a table this build lacks
+ * (BRISK_ERR_UNSUPPORTED), this CPU cannot run (BRISK_ERR_UNSUPPORTED, with
+ * its features), or no table at all (BRISK_ERR_INVALID_ARG); the message
+ * lists the tables usable here. Model load and context init call it. */
+brisk_status brisk_isa_check(brisk_error *err);
 
 /* Every table this CPU can run, ref first; returns how many there are (it
  * writes at most max of them). For tests and benchmarks. */
@@ -166,7 +175,7 @@ typedef struct brisk_gemm_kernels {
                                 int n, int d);
 } brisk_gemm_kernels;
 
-/* The packed-GEMM table for this CPU, or NULL (no ISA support, or BRISK_FORCE_REF=1). */
+/* The packed-GEMM table for this CPU, or NULL (no ISA support, BRISK_FORCE_REF=1, or BRISK_ISA naming another table). */
 const brisk_gemm_kernels *brisk_gemm_best(void);
 const brisk_gemm_kernels *brisk_gemm_avx512(void);
 

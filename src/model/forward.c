@@ -659,6 +659,8 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     const brisk_hparams *hp = &m->hp;
     if (n_batch < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batch size %d must be positive", n_batch);
     if (hp->head_dim > 4096) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "head_dim %d > 4096", hp->head_dim);
+    brisk_status ist = brisk_isa_check(err);
+    if (ist) return ist;
     brisk_forward *f = calloc(1, sizeof *f);
     if (!f) return brisk_fail(err, BRISK_ERR_NOMEM, "forward: out of memory");
     scratch_shape(f, m, n_batch, n_ctx);
