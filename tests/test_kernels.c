@@ -444,6 +444,102 @@ static void test_force_ref(void) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* An attention table (every one this CPU runs, ref included) against the
+ * scalar loops that specify it (unfused mul, then add), bit for bit. */
+static void test_attention(const brisk_attn_kernels *g) {
+    /* attention helpers against the scalar loops they replace (unfused mul, then add) */
+    {
+        enum { D = 128, STRIDE = 136 };
+        uint16_t *k = malloc(sizeof(uint16_t) * 16 * STRIDE);
+        float *kt = malloc(sizeof(float) * D * 16), q[D], o1[D], o2[D], s1[16], s2[16], s3[16];
+        if (!k) { CHECK(!"out of memory"); return; }
+        for (int d = 2; d <= D; d += 18) {
+            for (int i = 0; i < 16 * STRIDE; i++) k[i] = brisk_fp32_to_fp16(rng_gauss());
+            for (int i = 0; i < d; i++) q[i] = rng_gauss();
+            for (int l = 0; l < 16; l++) {
+                float acc = 0.0f;
+                for (int i = 0; i < d; i++) {
+                    const float prod = q[i] * brisk_fp16_to_fp32(k[l * STRIDE + i]);
+                    acc = acc + prod;
+                    kt[i * 16 + l] = brisk_fp16_to_fp32(k[l * STRIDE + i]);
+                }
+                s1[l] = acc * 0.125f;
+            }
+            g->kq16(q, k, STRIDE, d, 0.125f, s2);
+            g->kq16t(q, kt, 16, d, 0.125f, s3);
+            CHECKF(memcmp(s1, s2, sizeof s1) == 0 && memcmp(s1, s3, sizeof s1) == 0, "%s kq16/kq16t d=%d differ from scalar", g->isa, d);
+            for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
+            const float pw = rng_uniform();
+            for (int i = 0; i < d; i++) {
+                const float prod = pw * brisk_fp16_to_fp32(k[i]);
+                o1[i] = o1[i] + prod;
+            }
+            g->axpy_f16(o2, pw, k, d);
+            CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16 d=%d differs from scalar", g->isa, d);
+            {   /* n rows in order == n scalar axpys in order */
+                float pr[16];
+                for (int n = 1; n <= 16; n += 5) {
+                    for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
+                    for (int j = 0; j < n; j++) {
+                        pr[j] = rng_uniform();
+                        for (int i = 0; i < d; i++) {
+                            const float prod = pr[j] * brisk_fp16_to_fp32(k[j * STRIDE + i]);
+                            o1[i] = o1[i] + prod;
+                        }
+                    }
+                    g->axpy_f16_rows(o2, pr, k, STRIDE, n, d);
+                    CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16_rows d=%d n=%d differs from scalar", g->isa, d, n);
+                }
+            }
+        }
+        free(k); free(kt);
+    }
+    /* the multi-query forms against the one-query kernels they batch: m queries
+     * (1..7, past the 4 a call holds in registers) x 1..4 groups of 16 keys;
+     * kq_multi_h on the same keys as F16 against kq_multi_t */
+    {
+        enum { D = 80, NQ = 7, KS = 64 + 3, VS = 88 };
+        float *kt = malloc(sizeof(float) * D * KS), *q = malloc(sizeof(float) * NQ * D), *p = malloc(sizeof(float) * NQ * 64);
+        float *o1 = malloc(sizeof(float) * NQ * D), *o2 = malloc(sizeof(float) * NQ * D), *s1 = malloc(sizeof(float) * NQ * 64),
+              *s2 = malloc(sizeof(float) * NQ * 64);
+        uint16_t *v = malloc(sizeof(uint16_t) * 64 * VS), *kh = malloc(sizeof(uint16_t) * D * KS);
+        if (!kt || !q || !p || !o1 || !o2 || !s1 || !s2 || !v || !kh) { CHECK(!"out of memory"); return; }
+        for (int i = 0; i < D * KS; i++) {
+            kh[i] = brisk_fp32_to_fp16(rng_gauss());
+            kt[i] = brisk_fp16_to_fp32(kh[i]);
+        }
+        for (int i = 0; i < 64 * VS; i++) v[i] = brisk_fp32_to_fp16(rng_gauss());
+        int bad_kq = 0, bad_kqh = 0, bad_axpy = 0;
+        for (int d = 8; d <= D; d += 24)   /* 8, 32, 56, 80: below, at and past whole 32-dim chunks */
+            for (int m = 1; m <= NQ; m++) {
+                for (int i = 0; i < NQ * D; i++) q[i] = rng_gauss();
+                for (int ng = 1; ng <= 4; ng++) {
+                    for (int h = 0; h < m; h++)
+                        for (int gi = 0; gi < ng; gi++) g->kq16t(q + h * D, kt + 16 * gi, KS, d, 0.125f, s1 + h * 64 + 16 * gi);
+                    g->kq_multi_t(q, D, m, kt, KS, ng, d, 0.125f, s2, 64);
+                    for (int h = 0; h < m; h++) bad_kq += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
+                    {
+                        for (int i = 0; i < NQ * 64; i++) s1[i] = NAN;   /* sentinels: every output written */
+                        g->kq_multi_h(q, D, m, kh, KS, ng, d, 0.125f, s1, 64);
+                        for (int h = 0; h < m; h++) bad_kqh += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
+                    }
+                }
+                for (int n = 1; n <= 64; n += 21) {
+                    for (int i = 0; i < NQ * 64; i++) p[i] = rng_uniform();
+                    for (int i = 0; i < NQ * D; i++) o1[i] = o2[i] = rng_gauss();
+                    for (int h = 0; h < m; h++) g->axpy_f16_rows(o1 + h * D, p + h * 64, v, VS, n, d);
+                    g->axpy_f16_rows_multi(o2, D, m, p, 64, v, VS, n, d);
+                    bad_axpy += memcmp(o1, o2, sizeof(float) * NQ * D) != 0;
+                }
+            }
+        CHECKF(bad_kq == 0, "%s kq_multi_t differs from kq16t in %d cases", g->isa, bad_kq);
+        CHECKF(bad_kqh == 0, "%s kq_multi_h differs from kq_multi_t in %d cases", g->isa, bad_kqh);
+        CHECKF(bad_axpy == 0, "%s axpy_f16_rows_multi differs from axpy_f16_rows in %d cases", g->isa, bad_axpy);
+        free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v); free(kh);
+    }
+    printf("attention %s: kq16, kq16t, axpy_f16(_rows), kq_multi_t/h, axpy_f16_rows_multi bit-identical to the scalar loops\n", g->isa);
+}
+
 /* BRISK_ISA=name in a child (read once per process): the named table when
  * this CPU runs it, without the packed GEMM unless it is avx512's; a table
  * this build or CPU lacks, or an unknown name, is refused by brisk_isa_check
@@ -556,96 +652,6 @@ static void test_packed_gemm(void) {
             }
             free(x); free(q1); free(q2);
         }
-    }
-    /* attention helpers against the scalar loops they replace (unfused mul, then add) */
-    if (g->kq16 && g->kq16t && g->axpy_f16) {
-        enum { D = 128, STRIDE = 136 };
-        uint16_t *k = malloc(sizeof(uint16_t) * 16 * STRIDE);
-        float *kt = malloc(sizeof(float) * D * 16), q[D], o1[D], o2[D], s1[16], s2[16], s3[16];
-        if (!k) { CHECK(!"out of memory"); return; }
-        for (int d = 2; d <= D; d += 18) {
-            for (int i = 0; i < 16 * STRIDE; i++) k[i] = brisk_fp32_to_fp16(rng_gauss());
-            for (int i = 0; i < d; i++) q[i] = rng_gauss();
-            for (int l = 0; l < 16; l++) {
-                float acc = 0.0f;
-                for (int i = 0; i < d; i++) {
-                    const float prod = q[i] * brisk_fp16_to_fp32(k[l * STRIDE + i]);
-                    acc = acc + prod;
-                    kt[i * 16 + l] = brisk_fp16_to_fp32(k[l * STRIDE + i]);
-                }
-                s1[l] = acc * 0.125f;
-            }
-            g->kq16(q, k, STRIDE, d, 0.125f, s2);
-            g->kq16t(q, kt, 16, d, 0.125f, s3);
-            CHECKF(memcmp(s1, s2, sizeof s1) == 0 && memcmp(s1, s3, sizeof s1) == 0, "%s kq16/kq16t d=%d differ from scalar", g->isa, d);
-            for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
-            const float pw = rng_uniform();
-            for (int i = 0; i < d; i++) {
-                const float prod = pw * brisk_fp16_to_fp32(k[i]);
-                o1[i] = o1[i] + prod;
-            }
-            g->axpy_f16(o2, pw, k, d);
-            CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16 d=%d differs from scalar", g->isa, d);
-            if (g->axpy_f16_rows) {   /* n rows in order == n scalar axpys in order */
-                float pr[16];
-                for (int n = 1; n <= 16; n += 5) {
-                    for (int i = 0; i < d; i++) o1[i] = o2[i] = rng_gauss();
-                    for (int j = 0; j < n; j++) {
-                        pr[j] = rng_uniform();
-                        for (int i = 0; i < d; i++) {
-                            const float prod = pr[j] * brisk_fp16_to_fp32(k[j * STRIDE + i]);
-                            o1[i] = o1[i] + prod;
-                        }
-                    }
-                    g->axpy_f16_rows(o2, pr, k, STRIDE, n, d);
-                    CHECKF(memcmp(o1, o2, sizeof(float) * (size_t)d) == 0, "%s axpy_f16_rows d=%d n=%d differs from scalar", g->isa, d, n);
-                }
-            }
-        }
-        free(k); free(kt);
-    }
-    /* the multi-query forms against the one-query kernels they batch: m queries
-     * (1..7, past the 4 a call holds in registers) x 1..4 groups of 16 keys;
-     * kq_multi_h on the same keys as F16 against kq_multi_t */
-    if (g->kq_multi_t && g->axpy_f16_rows_multi && g->kq16t && g->axpy_f16_rows) {
-        enum { D = 80, NQ = 7, KS = 64 + 3, VS = 88 };
-        float *kt = malloc(sizeof(float) * D * KS), *q = malloc(sizeof(float) * NQ * D), *p = malloc(sizeof(float) * NQ * 64);
-        float *o1 = malloc(sizeof(float) * NQ * D), *o2 = malloc(sizeof(float) * NQ * D), *s1 = malloc(sizeof(float) * NQ * 64),
-              *s2 = malloc(sizeof(float) * NQ * 64);
-        uint16_t *v = malloc(sizeof(uint16_t) * 64 * VS), *kh = malloc(sizeof(uint16_t) * D * KS);
-        if (!kt || !q || !p || !o1 || !o2 || !s1 || !s2 || !v || !kh) { CHECK(!"out of memory"); return; }
-        for (int i = 0; i < D * KS; i++) {
-            kh[i] = brisk_fp32_to_fp16(rng_gauss());
-            kt[i] = brisk_fp16_to_fp32(kh[i]);
-        }
-        for (int i = 0; i < 64 * VS; i++) v[i] = brisk_fp32_to_fp16(rng_gauss());
-        int bad_kq = 0, bad_kqh = 0, bad_axpy = 0;
-        for (int d = 8; d <= D; d += 24)   /* 8, 32, 56, 80: below, at and past whole 32-dim chunks */
-            for (int m = 1; m <= NQ; m++) {
-                for (int i = 0; i < NQ * D; i++) q[i] = rng_gauss();
-                for (int ng = 1; ng <= 4; ng++) {
-                    for (int h = 0; h < m; h++)
-                        for (int gi = 0; gi < ng; gi++) g->kq16t(q + h * D, kt + 16 * gi, KS, d, 0.125f, s1 + h * 64 + 16 * gi);
-                    g->kq_multi_t(q, D, m, kt, KS, ng, d, 0.125f, s2, 64);
-                    for (int h = 0; h < m; h++) bad_kq += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
-                    if (g->kq_multi_h) {
-                        for (int i = 0; i < NQ * 64; i++) s1[i] = NAN;   /* sentinels: every output written */
-                        g->kq_multi_h(q, D, m, kh, KS, ng, d, 0.125f, s1, 64);
-                        for (int h = 0; h < m; h++) bad_kqh += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
-                    }
-                }
-                for (int n = 1; n <= 64; n += 21) {
-                    for (int i = 0; i < NQ * 64; i++) p[i] = rng_uniform();
-                    for (int i = 0; i < NQ * D; i++) o1[i] = o2[i] = rng_gauss();
-                    for (int h = 0; h < m; h++) g->axpy_f16_rows(o1 + h * D, p + h * 64, v, VS, n, d);
-                    g->axpy_f16_rows_multi(o2, D, m, p, 64, v, VS, n, d);
-                    bad_axpy += memcmp(o1, o2, sizeof(float) * NQ * D) != 0;
-                }
-            }
-        CHECKF(bad_kq == 0, "%s kq_multi_t differs from kq16t in %d cases", g->isa, bad_kq);
-        CHECKF(bad_kqh == 0, "%s kq_multi_h differs from kq_multi_t in %d cases", g->isa, bad_kqh);
-        CHECKF(bad_axpy == 0, "%s axpy_f16_rows_multi differs from axpy_f16_rows in %d cases", g->isa, bad_axpy);
-        free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v); free(kh);
     }
     /* GEMMs over canonical rows: bit-identical to the best table's vec_dot */
     const brisk_kernels *best = brisk_kernels_best();
@@ -840,6 +846,12 @@ static void test_expf(const brisk_kernels *const *tables, int ntables) {
 int main(void) {
     test_force_ref();   /* first: forks before this process reads the CPU table */
     test_isa_env();     /* likewise, then reads it */
+    {
+        const brisk_attn_kernels *at[8];
+        const int n_at = brisk_attn_all(at, 8);
+        CHECK(n_at >= 1 && at[0] == brisk_attn_ref());
+        for (int i = 0; i < n_at && i < 8; i++) test_attention(at[i]);
+    }
     const brisk_kernels *tables[8];
     int ntables = brisk_kernels_all(tables, 8);
     if (ntables > 8) ntables = 8;

@@ -1001,15 +1001,8 @@ static void swiglu(float *h, const float *g, const float *u, int64_t n) {
 }
 
 static const brisk_gemm_kernels avx512_table = {
-    .axpy_f16_rows = axpy_f16_rows,
-    .kq16 = kq16,
-    .kq16t = kq16t,
-    .axpy_f16 = axpy_f16,
-    .kq_multi_t = kq_multi_t,
-    .kq_multi_h = kq_multi_h,
     .exp_sub = exp_sub,
     .swiglu = swiglu,
-    .axpy_f16_rows_multi = axpy_f16_rows_multi,
     .isa = "avx512vnni",
     .gemm = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
@@ -1031,3 +1024,16 @@ static const brisk_gemm_kernels avx512_table = {
 };
 
 const brisk_gemm_kernels *brisk_gemm_avx512(void) { return &avx512_table; }
+
+static const brisk_attn_kernels attn_table = {
+    .isa = "avx512",
+    .kq16 = kq16,
+    .axpy_f16 = axpy_f16,
+    .axpy_f16_rows = axpy_f16_rows,
+    .kq16t = kq16t,
+    .kq_multi_t = kq_multi_t,
+    .kq_multi_h = kq_multi_h,
+    .axpy_f16_rows_multi = axpy_f16_rows_multi,
+};
+
+const brisk_attn_kernels *brisk_attn_avx512(void) { return &attn_table; }

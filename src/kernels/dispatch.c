@@ -106,3 +106,35 @@ const brisk_gemm_kernels *brisk_gemm_best(void) {
 #endif
     return NULL;
 }
+
+/* ---- attention ---- */
+
+/* The attention table that goes with a kernel table, by its ISA: neon's for
+ * every NEON table (the attention kernels need no dotprod or i8mm). */
+static const brisk_attn_kernels *attn_for(const brisk_kernels *k) {
+#if defined(BRISK_ARCH_X86)
+    if (!strcmp(k->isa, "avx512")) return brisk_attn_avx512();
+    if (!strcmp(k->isa, "avx2")) return brisk_attn_avx2();
+#elif defined(BRISK_ARCH_ARM64)
+    if (!strncmp(k->isa, "neon", 4)) return brisk_attn_neon();
+#endif
+    (void)k;
+    return brisk_attn_ref();
+}
+
+const brisk_attn_kernels *brisk_attn_best(void) { return attn_for(brisk_kernels_best()); }
+
+int brisk_attn_all(const brisk_attn_kernels **out, int max) {
+    const brisk_kernels *k[16];
+    const int nk = brisk_kernels_all(k, 16);
+    int count = 0;
+    for (int i = 0; i < nk && i < 16; i++) {
+        const brisk_attn_kernels *a = attn_for(k[i]);
+        bool seen = false;
+        for (int j = 0; j < count && j < max; j++) seen = seen || out[j] == a;
+        if (seen) continue;
+        if (count < max) out[count] = a;
+        count++;
+    }
+    return count;
+}

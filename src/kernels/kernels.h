@@ -146,13 +146,21 @@ typedef struct brisk_gemm_kernels {
     /* exp_sub and swiglu of the main table, vectorized (same bits) */
     void (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
-    /* Attention helpers with the scalar loops' exact arithmetic (no fused ops),
-     * all set in a GEMM table. forward.c uses kq16, axpy_f16 and the
-     * _multi forms; kq16t and axpy_f16_rows are their one-query forms (the
-     * multi kernels are specified, and tested, as batches of them):
-     * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
-     *       elements, for 16 F16 key rows k_l = k + l*stride (d even);
-     * axpy_f16: o[i] = o[i] + p * v[i] for i < d (v F16). */
+} brisk_gemm_kernels;
+
+/* ---- attention ---------------------------------------------------------------------------
+ * The kernels of causal attention over the F16 KV cache (model/forward.c),
+ * one table per ISA like the dot products: ref (attn_ref.c, the scalar loops
+ * that are the specification), avx2, avx512, neon. Every kernel keeps the
+ * scalar loops' exact arithmetic (a multiply, then an add: no fused ops) per
+ * output, so every table gives the same bits (tests/test_kernels.c):
+ * kq16: out[l] = scale * (((0 + q[0]*k_l[0]) + q[1]*k_l[1]) + ...) over d
+ *       elements, for 16 F16 key rows k_l = k + l*stride (d even);
+ * axpy_f16: o[i] = o[i] + p * v[i] for i < d (v F16).
+ * The _multi forms, which forward.c uses with kq16 and axpy_f16, are
+ * specified (and tested) as batches of kq16t and axpy_f16_rows. */
+typedef struct brisk_attn_kernels {
+    const char *isa;
     void (*kq16)(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out);
     void (*axpy_f16)(float *o, float p, const uint16_t *v, int d);
     /* axpy_f16 over n rows in order (row j = v + j*stride, weight p[j]), o kept
@@ -173,7 +181,18 @@ typedef struct brisk_gemm_kernels {
      * over the same n V rows: each output exactly axpy_f16_rows's. */
     void (*axpy_f16_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint16_t *v, size_t stride,
                                 int n, int d);
-} brisk_gemm_kernels;
+} brisk_attn_kernels;
+
+const brisk_attn_kernels *brisk_attn_ref(void);
+/* The table of the kernel table brisk_kernels_best runs (its ISA: the
+ * AVX-512 one with the avx512 table, avx2's with avx2, NEON's with any neon
+ * table, ref's with ref). Never NULL. */
+const brisk_attn_kernels *brisk_attn_best(void);
+/* Every attention table this CPU can run, ref first (tests). */
+int brisk_attn_all(const brisk_attn_kernels **out, int max);
+const brisk_attn_kernels *brisk_attn_avx2(void);
+const brisk_attn_kernels *brisk_attn_avx512(void);
+const brisk_attn_kernels *brisk_attn_neon(void);
 
 /* The packed-GEMM table for this CPU, or NULL (no ISA support, BRISK_FORCE_REF=1, or BRISK_ISA naming another table). */
 const brisk_gemm_kernels *brisk_gemm_best(void);

@@ -21,6 +21,7 @@ struct brisk_forward {
     const brisk_model_data *m;
     const brisk_kernels *k;
     const brisk_gemm_kernels *gk;                /* packed GEMM, or NULL */
+    const brisk_attn_kernels *ak;                /* attention (the kernel table's ISA, or ref): never NULL */
     char isa_name[48];                           /* brisk_forward_isa's answer */
     brisk_pool *pool;
     int32_t n_batch, n_ctx;
@@ -396,14 +397,14 @@ static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t k
 static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_t kvh, int32_t j0, int32_t j, int32_t n,
                         int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
     const brisk_forward *f = at->f;
-    const brisk_gemm_kernels *g = f->gk;
+    const brisk_attn_kernels *g = f->ak;
     const int hd = f->m->hp.head_dim;
-    if (g && (hd % 2) == 0)   /* groups of 16 positions, gathered into rows */
+    if ((hd % 2) == 0)   /* groups of 16 positions, gathered into rows */
         for (; j + 16 <= n; j += 16) {
             gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
             g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
         }
-    if (g && (hd % 2) == 0 && j < n) {
+    if ((hd % 2) == 0 && j < n) {
         /* the last partial group of 16: its rows gathered, the rest zero, one
          * kq16 (each lane is the scalar loop's exact chain) instead of n - j
          * serial dot products */
@@ -436,8 +437,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const int hd = hp->head_dim, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
     const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
     const float scale = 1.0f / sqrtf((float)hd);
-    const float *lut = f->f16_lut;
-    const brisk_gemm_kernels *g = f->gk;
+    const brisk_attn_kernels *g = f->ak;
     float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
     /* items round robin: an item's work grows with its token's position, so
      * contiguous ranges gave the last thread ~3x the first one's in a prefill */
@@ -476,7 +476,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                 if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
                                       kq[0], ATTN_TILE);
                 j = 16 * ng < n ? 16 * ng : n;
-            } else if (g) {
+            } else {
                 /* straight from the cache's transposed K: the cached groups,
                  * a block's (up to two) per call, all heads; when the whole
                  * tile is cached its last partial group too (the block has
@@ -534,7 +534,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                     i = mask1 - 1;
                     continue;
                 }
-                if (g && j0 + i < base) {
+                if (j0 + i < base) {
                     /* cached positions: the rest of this KV block (rows row apart) in one call */
                     const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
                     int32_t len = n - i < blk_left ? n - i : blk_left;
@@ -546,15 +546,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                     continue;
                 }
                 const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, slot_of(j0 + i, base, anc), kvh);
-                for (int h = 0; h < m; h++) {
-                    float *oh = o + (size_t)h * hd;
-                    const float p = kq[h][i];
-                    if (g) {
-                        g->axpy_f16(oh, p, vr, hd);
-                        continue;
-                    }
-                    for (int e = 0; e < hd; e++) oh[e] += p * lut[vr[e]];
-                }
+                for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hd, kq[h][i], vr, hd);
             }
         }
         for (int h = 0; h < m; h++) {
@@ -620,7 +612,7 @@ static bool alloc_scratch(brisk_forward *f) {
     }
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
-    if (f->gk && nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
+    if (nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
         f->kt_cap = f->n_ctx < 4096 ? f->n_ctx : 4096;
         /* An odd number of 64-byte lines from row to row: the kernels walk
          * kt down a column (one line per dimension), and with a 4 KiB-multiple
@@ -665,6 +657,7 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     if (!f) return brisk_fail(err, BRISK_ERR_NOMEM, "forward: out of memory");
     scratch_shape(f, m, n_batch, n_ctx);
     f->k = brisk_kernels_best();
+    f->ak = brisk_attn_best();
     f->exp_sub = f->gk && f->gk->exp_sub ? f->gk->exp_sub : f->k->exp_sub;
     f->swiglu = f->gk && f->gk->swiglu ? f->gk->swiglu : f->k->swiglu;
     if (f->gk) snprintf(f->isa_name, sizeof f->isa_name, "%s+%s-gemm", f->k->isa, f->gk->isa);

@@ -1,0 +1,66 @@
+/* attn_ref: the attention kernels as plain loops, the specification every
+ * ISA's table (avx2_attn.c, avx512_gemm.c, neon_attn.c) matches bit for bit.
+ * Each output is one chain of a multiply then an add per element, in element
+ * order (ISO C: no contraction into fused multiply-adds). */
+#include "kernels/kernels.h"
+#include "quant/quant.h"
+
+static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out) {
+    for (int l = 0; l < 16; l++) {
+        const uint16_t *kl = k + (size_t)l * stride;
+        float s = 0.0f;
+        for (int i = 0; i < d; i++) s = s + q[i] * brisk_fp16_to_fp32(kl[i]);
+        out[l] = s * scale;
+    }
+}
+
+static void kq16t(const float *q, const float *kt, size_t stride, int d, float scale, float *out) {
+    for (int l = 0; l < 16; l++) {
+        float s = 0.0f;
+        for (int i = 0; i < d; i++) s = s + q[i] * kt[(size_t)i * stride + (size_t)l];
+        out[l] = s * scale;
+    }
+}
+
+static void axpy_f16(float *o, float p, const uint16_t *v, int d) {
+    for (int i = 0; i < d; i++) o[i] = o[i] + p * brisk_fp16_to_fp32(v[i]);
+}
+
+static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t stride, int n, int d) {
+    for (int j = 0; j < n; j++) axpy_f16(o, p[j], v + (size_t)j * stride, d);
+}
+
+static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+    for (int h = 0; h < m; h++)
+        for (int g = 0; g < ng; g++) kq16t(q + (size_t)h * qs, kt + 16 * g, stride, d, scale, out + (size_t)h * os + 16 * g);
+}
+
+static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+    for (int h = 0; h < m; h++)
+        for (int g = 0; g < ng; g++)
+            for (int l = 0; l < 16; l++) {
+                const float *qh = q + (size_t)h * qs;
+                float s = 0.0f;
+                for (int i = 0; i < d; i++) s = s + qh[i] * brisk_fp16_to_fp32(kt[(size_t)i * stride + (size_t)(16 * g + l)]);
+                out[(size_t)h * os + (size_t)(16 * g + l)] = s * scale;
+            }
+}
+
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+    for (int h = 0; h < m; h++) axpy_f16_rows(o + (size_t)h * os, p + (size_t)h * ps, v, stride, n, d);
+}
+
+static const brisk_attn_kernels ref_table = {
+    .isa = "ref",
+    .kq16 = kq16,
+    .axpy_f16 = axpy_f16,
+    .axpy_f16_rows = axpy_f16_rows,
+    .kq16t = kq16t,
+    .kq_multi_t = kq_multi_t,
+    .kq_multi_h = kq_multi_h,
+    .axpy_f16_rows_multi = axpy_f16_rows_multi,
+};
+
+const brisk_attn_kernels *brisk_attn_ref(void) { return &ref_table; }

@@ -1,0 +1,186 @@
+/* avx2_attn: the attention kernels (kernels.h) on AVX2 + F16C, each output
+ * bit-identical to attn_ref.c: the same multiply, then add, per element and
+ * in element order, in 8-float lanes. K in the cache is transposed (16
+ * positions of one dimension contiguous), so a key group is two F16 loads
+ * widened exactly by vcvtph2ps. */
+#include "kernels/kernels.h"
+#include "quant/quant.h"
+
+#include <immintrin.h>
+
+static inline __m256 load8h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
+
+/* One dword gather per two elements, as AVX-512's: the low halves are
+ * element i of 8 rows, the high halves element i + 1; rows 0..7 and 8..15. */
+static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out) {
+    const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)(stride * 2)));
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
+    for (int half = 0; half < 2; half++) {
+        const uint16_t *kh = k + (size_t)half * 8 * stride;
+        __m256 s = _mm256_setzero_ps();
+        for (int i = 0; i < d; i += 2) {
+            const __m256i g = _mm256_i32gather_epi32((const int *)(const void *)(kh + i), idx, 1);
+            /* widen each half: F16 bits in the low 16 bits of a dword, packed to 8 words */
+            const __m256i a = _mm256_and_si256(g, lo16), b = _mm256_srli_epi32(g, 16);
+            const __m128i a16 = _mm_packus_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+            const __m128i b16 = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(q[i]), _mm256_cvtph_ps(a16)));
+            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(q[i + 1]), _mm256_cvtph_ps(b16)));
+        }
+        _mm256_storeu_ps(out + 8 * half, _mm256_mul_ps(s, _mm256_set1_ps(scale)));
+    }
+}
+
+static void kq16t(const float *q, const float *kt, size_t stride, int d, float scale, float *out) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    for (int i = 0; i < d; i++) {
+        const __m256 qv = _mm256_set1_ps(q[i]);
+        s0 = _mm256_add_ps(s0, _mm256_mul_ps(qv, _mm256_loadu_ps(kt + (size_t)i * stride)));
+        s1 = _mm256_add_ps(s1, _mm256_mul_ps(qv, _mm256_loadu_ps(kt + (size_t)i * stride + 8)));
+    }
+    const __m256 sv = _mm256_set1_ps(scale);
+    _mm256_storeu_ps(out, _mm256_mul_ps(s0, sv));
+    _mm256_storeu_ps(out + 8, _mm256_mul_ps(s1, sv));
+}
+
+static void axpy_f16(float *o, float p, const uint16_t *v, int d) {
+    const __m256 pv = _mm256_set1_ps(p);
+    int i = 0;
+    for (; i + 8 <= d; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(_mm256_loadu_ps(o + i), _mm256_mul_ps(pv, load8h(v + i))));
+    for (; i < d; i++) o[i] = o[i] + p * f16(v[i]);
+}
+
+static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t stride, int n, int d) {
+    int i = 0;
+    for (; i + 16 <= d; i += 16) {
+        __m256 a0 = _mm256_loadu_ps(o + i), a1 = _mm256_loadu_ps(o + i + 8);
+        for (int j = 0; j < n; j++) {
+            const uint16_t *vr = v + (size_t)j * stride + i;
+            const __m256 pv = _mm256_set1_ps(p[j]);
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(pv, load8h(vr)));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(pv, load8h(vr + 8)));
+        }
+        _mm256_storeu_ps(o + i, a0);
+        _mm256_storeu_ps(o + i + 8, a1);
+    }
+    for (; i + 8 <= d; i += 8) {
+        __m256 a = _mm256_loadu_ps(o + i);
+        for (int j = 0; j < n; j++) a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(p[j]), load8h(v + (size_t)j * stride + i)));
+        _mm256_storeu_ps(o + i, a);
+    }
+    for (; i < d; i++)
+        for (int j = 0; j < n; j++) o[i] = o[i] + p[j] * f16(v[(size_t)j * stride + i]);
+}
+
+/* Up to 2 queries x 2 groups of 16 keys at once: 8 accumulator chains of
+ * 8 lanes side by side (one chain alone waits on the add latency), each
+ * query broadcast once per element and each key line loaded once for both. */
+static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_t qs, const void *kt, size_t stride, int d, float scale,
+                                                           float *out, size_t os, const int QM, const int QG, const int F16) {
+    __m256 acc[2][4];
+#pragma GCC unroll 2
+    for (int h = 0; h < QM; h++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 2 * QG; c++) acc[h][c] = _mm256_setzero_ps();
+    for (int i = 0; i < d; i++) {
+        __m256 k[4];
+#pragma GCC unroll 4
+        for (int c = 0; c < 2 * QG; c++)
+            k[c] = F16 ? load8h((const uint16_t *)kt + (size_t)i * stride + 8 * c) : _mm256_loadu_ps((const float *)kt + (size_t)i * stride + 8 * c);
+#pragma GCC unroll 2
+        for (int h = 0; h < QM; h++) {
+            const __m256 qv = _mm256_set1_ps(q[(size_t)h * qs + (size_t)i]);
+#pragma GCC unroll 4
+            for (int c = 0; c < 2 * QG; c++) acc[h][c] = _mm256_add_ps(acc[h][c], _mm256_mul_ps(qv, k[c]));
+        }
+    }
+    const __m256 sv = _mm256_set1_ps(scale);
+#pragma GCC unroll 2
+    for (int h = 0; h < QM; h++)
+#pragma GCC unroll 4
+        for (int c = 0; c < 2 * QG; c++) _mm256_storeu_ps(out + (size_t)h * os + 8 * c, _mm256_mul_ps(acc[h][c], sv));
+}
+
+static inline __attribute__((always_inline)) void kq_multi(const float *q, size_t qs, int m, const void *kt, size_t stride, int ng, int d,
+                                                           float scale, float *out, size_t os, const int F16) {
+    const size_t esz = F16 ? sizeof(uint16_t) : sizeof(float);
+    for (int h0 = 0; h0 < m; h0 += 2) {
+        const float *qh = q + (size_t)h0 * qs;
+        const int mm = m - h0 < 2 ? m - h0 : 2;
+        for (int g0 = 0; g0 < ng; g0 += 2) {
+            const void *kg = (const char *)kt + (size_t)(16 * g0) * esz;
+            float *oh = out + (size_t)h0 * os + (size_t)(16 * g0);
+            const int gg = ng - g0 < 2 ? ng - g0 : 2;
+            if (mm == 2 && gg == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 2, 2, F16);
+            else if (mm == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 2, 1, F16);
+            else if (gg == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 1, 2, F16);
+            else kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 1, 1, F16);
+        }
+    }
+}
+
+static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 0);
+}
+
+static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
+                       size_t os) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 1);
+}
+
+/* Up to 2 outputs sharing the V rows, 16 dimensions from off: each V line
+ * widened once for both. */
+static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_t os, const float *p, size_t ps, const uint16_t *v,
+                                                                 size_t stride, int n, int off, const int QM) {
+    __m256 a[2][2];
+#pragma GCC unroll 2
+    for (int h = 0; h < QM; h++) {
+        a[h][0] = _mm256_loadu_ps(o + (size_t)h * os + off);
+        a[h][1] = _mm256_loadu_ps(o + (size_t)h * os + off + 8);
+    }
+    for (int j = 0; j < n; j++) {
+        const uint16_t *vr = v + (size_t)j * stride + off;
+        const __m256 v0 = load8h(vr), v1 = load8h(vr + 8);
+#pragma GCC unroll 2
+        for (int h = 0; h < QM; h++) {
+            const __m256 pv = _mm256_set1_ps(p[(size_t)h * ps + (size_t)j]);
+            a[h][0] = _mm256_add_ps(a[h][0], _mm256_mul_ps(pv, v0));
+            a[h][1] = _mm256_add_ps(a[h][1], _mm256_mul_ps(pv, v1));
+        }
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < QM; h++) {
+        _mm256_storeu_ps(o + (size_t)h * os + off, a[h][0]);
+        _mm256_storeu_ps(o + (size_t)h * os + off + 8, a[h][1]);
+    }
+}
+
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+    const int d16 = d & ~15;
+    for (int h0 = 0; h0 < m; h0 += 2) {
+        float *oh = o + (size_t)h0 * os;
+        const float *ph = p + (size_t)h0 * ps;
+        const int mm = m - h0 < 2 ? m - h0 : 2;
+        for (int off = 0; off < d16; off += 16) {
+            if (mm == 2) axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 2);
+            else axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 1);
+        }
+        if (d16 < d)   /* the last dimensions: each output on its own (dimensions are independent) */
+            for (int h = 0; h < mm; h++) axpy_f16_rows(oh + (size_t)h * os + d16, ph + (size_t)h * ps, v + d16, stride, n, d - d16);
+    }
+}
+
+static const brisk_attn_kernels avx2_attn = {
+    .isa = "avx2",
+    .kq16 = kq16,
+    .axpy_f16 = axpy_f16,
+    .axpy_f16_rows = axpy_f16_rows,
+    .kq16t = kq16t,
+    .kq_multi_t = kq_multi_t,
+    .kq_multi_h = kq_multi_h,
+    .axpy_f16_rows_multi = axpy_f16_rows_multi,
+};
+
+const brisk_attn_kernels *brisk_attn_avx2(void) { return &avx2_attn; }
