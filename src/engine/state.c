@@ -35,6 +35,7 @@
  * blocks are reserved (counted first, so a refusal changes nothing), and
  * only then is the sequence replaced. Nothing is allocated from the file's
  * numbers: the only allocation is one K+V row of the context's own shape. */
+#include "engine/state.h"
 #include "engine/engine_impl.h"
 #include "gguf/gguf.h"
 #include "sample/sample.h"
@@ -49,9 +50,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define STATE_MAGIC 0x53564b42u   /* "BKVS" little-endian */
-#define STATE_VERSION 1u
-#define STATE_HEADER 80u
+#define STATE_MAGIC BRISK_STATE_MAGIC
+#define STATE_VERSION BRISK_STATE_VERSION
+#define STATE_HEADER BRISK_STATE_HEADER
 #define STATE_FLAG_SAMPLER 1u
 #define CHECKSUM_SEED 0x424b56534b53554dull
 
@@ -106,6 +107,8 @@ static bool layout_of(const state_header *h, state_layout *l) {
            add_u64(l->v_off, kv_bytes, &l->smp_off) && add_u64(l->smp_off, h->sampler_bytes, &l->sum_off) &&
            add_u64(l->sum_off, 8, &l->total);
 }
+
+uint64_t brisk_state_checksum(const void *state, size_t n) { return brisk_hash64_of(state, n >= 8 ? n - 8 : 0, CHECKSUM_SEED); }
 
 /* The model's data hash, taken once per model by whichever thread asks first
  * (the others wait for it): it reads every tensor byte. The model is
@@ -178,7 +181,7 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
         }
     free(row);
     if (smp) brisk_sampler_state_write(smp, out + l.smp_off);
-    put_u64(out + l.sum_off, brisk_hash64_of(out, (size_t)l.sum_off, CHECKSUM_SEED));
+    put_u64(out + l.sum_off, brisk_state_checksum(out, (size_t)l.total));
     return BRISK_OK;
 }
 
@@ -233,7 +236,7 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (h->total_bytes != len)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state %s: %zu bytes, the header says %" PRIu64,
                           len < h->total_bytes ? "truncated" : "has trailing bytes", len, h->total_bytes);
-    const uint64_t sum = brisk_hash64_of(p, (size_t)l->sum_off, CHECKSUM_SEED), want = get_u64(p + l->sum_off);
+    const uint64_t sum = brisk_state_checksum(p, (size_t)l->total), want = get_u64(p + l->sum_off);
     if (sum != want)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state corrupted: checksum %016" PRIx64 ", the file records %016" PRIx64, sum, want);
     /* well-formed: does it belong to this model and this cache? */
