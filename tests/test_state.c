@@ -25,6 +25,7 @@
 #include "gguf/gguf.h"
 #include "sample/sample.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/stat.h>
 
@@ -541,6 +542,51 @@ static void check_fuzz_seeds(void) {
     brisk_model_free(m);
 }
 
+/* The model's data hash is taken lazily, once, by whichever thread asks first: four threads save
+ * states of one freshly loaded model at once (each its own context) and must record the same hash,
+ * the one a later save records. */
+typedef struct saver {
+    const brisk_model *m;
+    uint64_t data_hash;
+    brisk_status st;
+} saver;
+
+static void *save_thread(void *arg) {
+    saver *w = arg;
+    brisk_context_params cp = brisk_context_default_params();
+    cp.n_ctx_seq = 64;
+    cp.n_threads = 1;
+    brisk_context *c = NULL;
+    w->st = brisk_context_init(w->m, &cp, &c, NULL);
+    const int32_t toks[3] = {3, 4, 5};
+    if (!w->st) w->st = brisk_seq_sync(c, 0, toks, 3, NULL, NULL);
+    uint8_t *blob = NULL;
+    size_t n = 0;
+    if (!w->st) w->st = brisk_seq_state_get_alloc(c, 0, NULL, &blob, &n, NULL);
+    if (blob) memcpy(&w->data_hash, blob + 24, 8);
+    free(blob);
+    brisk_context_free(c);
+    return NULL;
+}
+
+static void check_threads(const char *model_path) {
+    brisk_model *m = NULL;
+    if (brisk_model_load(model_path, &m, NULL) != BRISK_OK) return;
+    saver w[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (saver){.m = m};
+        CHECK(pthread_create(&th[i], NULL, save_thread, &w[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
+    saver last = {.m = m};
+    save_thread(&last);
+    for (int i = 0; i < 4; i++)
+        CHECKF(w[i].st == BRISK_OK && w[i].data_hash == last.data_hash && last.data_hash != 0, "thread %d: status %d, data hash %016llx vs %016llx",
+               i, w[i].st, (unsigned long long)w[i].data_hash, (unsigned long long)last.data_hash);
+    brisk_model_free(m);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/brisk-test-state-XXXXXX");
     if (!mkdtemp(tmpdir)) {
@@ -561,6 +607,7 @@ int main(void) {
     }
     if (p) check_lossless(p, "pycode-f16");
     check_fuzz_seeds();
+    check_threads(qpath);
     brisk_model_free(q);
     brisk_model_free(p);
     char cmd[400];

@@ -48,6 +48,7 @@ static void consume32(brisk_hash64 *h, const uint8_t *p) {
 }
 
 void brisk_hash64_update(brisk_hash64 *h, const void *data, size_t len) {
+    if (len == 0) return;   /* data may be NULL then */
     const uint8_t *p = data;
     h->total += len;
     if (h->n_tail) {
