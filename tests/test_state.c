@@ -426,6 +426,16 @@ static void check_refusals(const brisk_model *m, const brisk_model *other, const
         expect_refused(c, 0, s, b, n, BRISK_ERR_INVALID_ARG, "KV heads", "heads and head size swapped");
         free(b);
     }
+    /* a stage name with a newline in the sampler section: the message stays one line */
+    {
+        uint64_t smp_bytes;
+        memcpy(&smp_bytes, st + 56, 8);
+        b = copy_of(st, n);
+        b[n - 8 - smp_bytes + 44 + 4] = '\n';
+        reseal(b, n);
+        expect_refused(c, 0, s, b, n, BRISK_ERR_INVALID_ARG, "saved chain", "a newline in a stage name");
+        free(b);
+    }
     /* sizes that do not add up, or overflow: a huge token count */
     b = copy_of(st, n);
     put32_at(b, 12, 0x7fffffffu);

@@ -501,9 +501,13 @@ static brisk_status state_pass(brisk_sampler *s, const uint8_t *buf, size_t len,
         if (name > STATE_NAME_MAX || len - off < name)
             return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage %d: name of %u bytes (at most %d, %zu left)", i, name,
                               STATE_NAME_MAX, len - off);
-        if (strlen(st->iface->name) != name || memcmp(st->iface->name, buf + off, name))
-            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler state: stage %d is '%.*s' in the saved chain, '%s' in this sampler", i,
-                              (int)name, (const char *)(buf + off), st->iface->name);
+        if (strlen(st->iface->name) != name || memcmp(st->iface->name, buf + off, name)) {
+            char shown[STATE_NAME_MAX + 1];   /* the file's bytes, printable ones only: the message stays one line */
+            for (uint32_t k = 0; k < name; k++) shown[k] = buf[off + k] >= 0x20 && buf[off + k] < 0x7f ? (char)buf[off + k] : '?';
+            shown[name] = 0;
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler state: stage %d is '%s' in the saved chain, '%s' in this sampler", i,
+                              shown, st->iface->name);
+        }
         off += name;
         if (len - off < 4) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: truncated at stage %d's state", i);
         memcpy(&b, buf + off, 4);
