@@ -67,6 +67,9 @@ check "-all saves more than the prompt" [ "$(stat -c %s "$tmp/all.kvs")" -gt "$(
 run --prompt-cache "$tmp/all.kvs" --prompt-cache-all -v >"$tmp/a2" 2>"$tmp/e6"
 check "a run from an -all cache prints the same text" cmp -s "$tmp/a1" "$tmp/a2"
 check "a run from an -all cache reuses the prompt" grep -q "reused $((n_prompt - 1)) of $n_prompt" "$tmp/e6"
+cp "$tmp/all.kvs" "$tmp/all.before"
+run --prompt-cache "$tmp/all.kvs" >/dev/null 2>&1
+check "a file that starts with the prompt is not rewritten (llama-cli's exact match)" cmp -s "$tmp/all.kvs" "$tmp/all.before"
 
 # damaged files: an error naming the problem, exit 1, the file left as it is
 cp "$c" "$tmp/bad.kvs"

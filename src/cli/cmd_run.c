@@ -306,13 +306,14 @@ int brisk_cmd_run(int argc, char **argv) {
     if (a.i[CLI_O_IGNORE_EOS] && cli_eog_init(&eog, model, info.n_vocab, &err)) goto fail;
     if (brisk_text_stream_init(model, &ts, &err)) goto fail;
     int32_t cache_loaded = -1, cache_reused = 0;
-    bool cache_exact = false;   /* the cache holds exactly the prompt: nothing new to save */
+    /* the cache starts with the whole prompt: nothing new to save (llama-cli's "exact match for prompt") */
+    bool cache_covers = false;
     if (cache_path) {
         if (load_prompt_cache(ctx, cache_path, cache_ro, &cache_loaded, &err)) goto fail;
-        if (cache_loaded == (int32_t)n_ids) {
-            int32_t *held = malloc(n_ids * sizeof *held), n_held = 0;
-            cache_exact = held && brisk_seq_tokens(ctx, 0, held, (int32_t)n_ids, &n_held, NULL) == BRISK_OK &&
-                          !memcmp(held, ids, n_ids * sizeof *held);
+        if (cache_loaded >= (int32_t)n_ids) {
+            int32_t *held = malloc((size_t)cache_loaded * sizeof *held), n_held = 0;
+            cache_covers = held && brisk_seq_tokens(ctx, 0, held, cache_loaded, &n_held, NULL) == BRISK_OK &&
+                           !memcmp(held, ids, n_ids * sizeof *held);
             free(held);
         }
     }
@@ -350,8 +351,8 @@ int brisk_cmd_run(int argc, char **argv) {
         fprintf(stderr, "brisk run: prompt cache: reused %d of %zu prompt tokens", cache_reused, n_ids);
         if (cache_loaded >= 0) fprintf(stderr, " (%s holds %d)", cache_path, cache_loaded);
         fputc('\n', stderr);
-        /* as llama-cli: the prompt's KV is saved once it is computed, unless the file holds it already */
-        if (!cache_ro && !cache_all && !cache_exact) {
+        /* as llama-cli: the prompt's KV is saved once it is computed, unless the file starts with it already */
+        if (!cache_ro && !cache_all && !cache_covers) {
             if (brisk_seq_save(ctx, 0, NULL, cache_path, &err)) goto fail;
             if (verbose) fprintf(stderr, "brisk run: prompt cache: saved %zu tokens to %s\n", n_ids, cache_path);
         }
