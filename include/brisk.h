@@ -521,6 +521,7 @@ typedef struct brisk_sched_info {
     int32_t n_drafts;        /* draft tokens verified this step */
     int32_t n_passes;        /* forward passes (brisk_decode calls) this step, refused ones included */
     int32_t n_running;       /* requests holding slots after the step */
+    int32_t n_seq_running;   /* ... and the sequences (slots) they hold */
     int32_t n_waiting;       /* requests waiting after the step (new and preempted) */
     int64_t n_preemptions;   /* so far */
     int64_t n_drafted, n_accepted;   /* draft tokens so far: verified, and accepted */

@@ -257,6 +257,9 @@ static void test_invariance(const char *name, const char *text) {
     j.out = fork;
     j.n = 3;
     add_job(s, &j);
+    brisk_sched_info fi;
+    brisk_error ferr = {0};
+    CHECK(brisk_sched_step(s, &fi, &ferr) == BRISK_OK && fi.n_running == 1 && fi.n_seq_running == 3 && fi.n_decoded == 3);
     drain(s, NULL);
     for (int i = 0; i < 3; i++) CHECKF(rec_same(&ref, &fork[i]), "%s: fork choice %d differs", name, i);
     rec_free(fork, 3);
@@ -454,7 +457,14 @@ static void test_errors(void) {
     CHECK(brisk_sched_cancel(s, ids[2]));
     CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
     CHECK(q[2][0].n_finish == 1 && q[2][0].finish == BRISK_FINISH_CANCELLED && q[2][0].n == 0);
-    for (int i = 0; i < 3; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+    /* the step's budget is the context's 64 tokens: request 0's prompt (40) and 24 of request 1's */
+    CHECKF(info.n_prefill == 64 && info.n_decoded == 1 && info.n_passes == 1 && info.n_running == 2 && info.n_waiting == 0,
+           "step 1: %d prefill, %d decoded, %d passes, %d running", info.n_prefill, info.n_decoded, info.n_passes, info.n_running);
+    /* then decode first: request 0's token, and the rest of request 1's prompt */
+    CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+    CHECKF(info.n_prefill == 16 && info.n_decoded == 2 && info.n_seq_running == 2, "step 2: %d prefill, %d decoded", info.n_prefill,
+           info.n_decoded);
+    for (int i = 0; i < 2; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
     CHECK(q[0][0].n >= 3 && q[0][0].n_finish == 0);
     CHECK(brisk_sched_cancel(s, ids[0]));
     CHECK(brisk_sched_cancel(s, ids[1]));
@@ -471,7 +481,7 @@ static void test_errors(void) {
     rec_init(q[3], 1, false);
     r.user = q[3];
     CHECK(brisk_sched_add(s, &r, &ids[3], &err) == BRISK_OK);
-    CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK && info.n_running == 1);
+    CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK && info.n_running == 1 && info.n_seq_running == 1 && info.n_waiting == 0);
     brisk_sched_free(s);
     CHECK(q[3][0].n_finish == 1 && q[3][0].finish == BRISK_FINISH_CANCELLED);
 

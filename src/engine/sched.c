@@ -743,6 +743,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
         req_free(r);
     }
     in->n_running = s->n_running;
+    in->n_seq_running = s->n_slots_used;
     pthread_mutex_lock(&s->mu);
     in->n_waiting = s->n_queued;
     pthread_mutex_unlock(&s->mu);
