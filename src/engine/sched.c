@@ -732,7 +732,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
                 if (s->ent[i].ch->finish == BRISK_FINISH_NONE) finish_request(s, s->ent[i].r, BRISK_FINISH_ERROR);
             continue;
         }
-        brisk_spec_policy_observe(s->policy, n, dt);
+        brisk_spec_policy_observe(s->policy, n, brisk_n_logits(s->c), dt);
         budget -= n;
         progressed = true;
         after_pass(s);

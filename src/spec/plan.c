@@ -2,12 +2,22 @@
  * scheduler's form of speculative decoding; spec.c's brisk_spec owns a
  * sequence and its passes instead). See spec.h's plan/commit section.
  *
- * Cost curve: cost[n] is an average of measured pass times at exactly n
- * tokens (EMA), sizes[] the measured sizes in increasing order. An estimate
- * between two measured sizes interpolates linearly; above the largest it
- * extends the slope of the last two (or, with one size, scales linearly
- * through the origin: pessimistic, so no draft is added on a guess); below
- * the smallest it is the smallest's cost.
+ * Cost curve: cost[n] is an average of measured times of passes of n
+ * tokens that all kept their logits (decode and draft passes: the shape a
+ * draft extends), sizes[] the measured sizes in increasing order. Between two
+ * measured sizes an estimate interpolates linearly; below the smallest it is
+ * the smallest's cost; above the largest it extends the slope of the last
+ * two, or with one size the per-token cost of a token with logits, b + r
+ * from a least-squares fit of every pass (the prefill ones too) to a + b *
+ * tokens + r * logit rows. Prefill passes keep one row per sequence, so they
+ * must not stand for draft tokens directly: at a 128K vocabulary a row's
+ * output projection is a sixth of a 1B model's per-token work, and
+ * interpolating towards them made drafts look cheap (measured: --spec auto
+ * at 0.93x of off at 4 and 8 sequences). Without a fit (prefill and decode
+ * passes alone do not separate b from r) it scales linearly through the
+ * origin, which never pays, so every PLAN_PROBE plans a probe drafts 2
+ * tokens for one sequence: its pass measures the curve above the decode
+ * size, and the decisions after it rest on measurements.
  *
  * AUTO's choice for one sequence: with acceptance a per draft (independent),
  * k drafts yield E(k) = 1 + a + ... + a^k tokens; the pass's rate is
@@ -27,14 +37,18 @@
 #define PLAN_BUCKETS 6        /* n-gram match lengths 1, 2, 3-4, 5-8, 9-16, 17+ */
 #define PLAN_DECAY 0.97       /* weight of older acceptance trials per new trial */
 #define PLAN_COST_EMA 0.2     /* weight of a new pass time at its size */
-#define PLAN_GAIN 1.02        /* drafts must raise the expected rate by 2%: below that, timing noise decides */
+#define PLAN_GAIN 1.15        /* drafts must raise the expected rate by 15%: at 8 sequences a predicted 2% lost 6% (model error) */
 #define PLAN_DEFAULT_K 8
+#define PLAN_PROBE 32          /* plans between probes while the curve above the pass is unmeasured */
+#define PLAN_FIT_DECAY 0.995   /* weight of older passes in the cost fit: it follows drift over ~200 passes */
 
 struct brisk_spec_policy {
     int32_t n_max;
     double *cost;             /* [n_max + 1] seconds per pass of n tokens, where measured */
     int32_t *sizes;           /* [n_max] measured sizes, increasing */
     int32_t n_sizes;
+    int32_t probe_wait;       /* plans until the next probe */
+    double xx[3][3], xy[3];   /* decayed normal equations of cost ~ a + b * tokens + r * rows */
     double acc[PLAN_BUCKETS], tested[PLAN_BUCKETS];   /* decayed counts of accepted and tested drafts */
 };
 
@@ -85,6 +99,26 @@ void brisk_spec_policy_free(brisk_spec_policy *p) {
     free(p);
 }
 
+static double det3(const double m[3][3]) {
+    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+}
+
+/* b + r of the least-squares fit (Cramer's rule), or 0 when the passes do not determine it. */
+static double fit_slope(const brisk_spec_policy *p) {
+    const double d = det3(p->xx);
+    const double scale = p->xx[0][0] * p->xx[1][1] * p->xx[2][2];
+    if (!(fabs(d) > 1e-9 * scale) || !(scale > 0.0)) return 0.0;
+    double coef[3];
+    for (int c = 0; c < 3; c++) {
+        double m[3][3];
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 3; j++) m[i][j] = j == c ? p->xy[i] : p->xx[i][j];
+        coef[c] = det3(m) / d;
+    }
+    return coef[1] + coef[2];
+}
+
 double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n) {
     if (p->n_sizes == 0 || n < 1) return 0.0;
     if (n > p->n_max) n = p->n_max;
@@ -102,14 +136,25 @@ double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n) {
         const int32_t b = p->sizes[lo];
         return p->cost[a] + (p->cost[b] - p->cost[a]) * (double)(n - a) / (double)(b - a);
     }
-    if (p->n_sizes == 1) return p->cost[a] * (double)n / (double)a;
-    const int32_t z = p->sizes[lo - 2];
-    const double slope = fmax(0.0, (p->cost[a] - p->cost[z]) / (double)(a - z));
-    return p->cost[a] + slope * (double)(n - a);
+    double slope = 0.0;
+    if (p->n_sizes >= 2) {
+        const int32_t z = p->sizes[lo - 2];
+        slope = fmax(0.0, (p->cost[a] - p->cost[z]) / (double)(a - z));
+    } else {
+        slope = fit_slope(p);
+    }
+    if (slope > 0.0) return p->cost[a] + slope * (double)(n - a);
+    return p->cost[a] * (double)n / (double)a;
 }
 
-void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, double seconds) {
-    if (n < 1 || n > p->n_max || !(seconds > 0.0)) return;
+void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, int32_t rows, double seconds) {
+    if (n < 1 || n > p->n_max || rows < 0 || rows > n || !(seconds > 0.0)) return;
+    const double x[3] = {1.0, (double)n, (double)rows};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) p->xx[i][j] = PLAN_FIT_DECAY * p->xx[i][j] + x[i] * x[j];
+        p->xy[i] = PLAN_FIT_DECAY * p->xy[i] + x[i] * seconds;
+    }
+    if (rows != n) return;   /* the table holds passes shaped like a draft's: every token with logits */
     if (p->cost[n] > 0.0) {
         /* one preempted pass on a shared machine must not swing the curve */
         const double c = p->cost[n], t = fmax(0.5 * c, fmin(2.0 * c, seconds));
@@ -155,6 +200,16 @@ int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t
         } else {
             const double c0 = brisk_spec_policy_cost(p, b);
             if (!(c0 > 0.0) || out <= 0.0) continue;   /* nothing measured yet: no guess */
+            const bool unmeasured = p->sizes[p->n_sizes - 1] <= b && p->n_sizes < 2;
+            if (unmeasured && fit_slope(p) <= 0.0) {
+                if (--p->probe_wait <= 0) {
+                    p->probe_wait = PLAN_PROBE;
+                    k[i] = BRISK_MIN(2, avail);
+                    total += k[i];
+                    b += k[i];
+                }
+                continue;
+            }
             const double a = plan_rate(p, plan_bucket(q->draft.match_len));
             double best = out / c0 * PLAN_GAIN, e = 0.0, ak = 1.0, gain = 0.0;
             for (int32_t kk = 1; kk <= avail; kk++) {

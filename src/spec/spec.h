@@ -234,10 +234,8 @@ void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out);
  *
  * The policy is shared by the sequences of one scheduler: the target's cost
  * per pass as a function of the pass's tokens (learnt online from every pass
- * the scheduler times: prefill passes give the large sizes, decode passes the
- * small ones; between measured sizes it interpolates linearly, which
- * overestimates a concave (memory- then compute-bound) curve and so errs
- * towards not drafting), and the n-gram acceptance per match length (learnt
+ * the scheduler times: passes whose tokens all keep logits give the curve,
+ * every pass a linear fit that extends it; see plan.c), and the n-gram acceptance per match length (learnt
  * from verified drafts and, while not drafting, from proposals compared with
  * the tokens plain decoding produced). */
 
@@ -246,9 +244,10 @@ typedef struct brisk_spec_policy brisk_spec_policy;
 /* n_max: the largest pass (tokens) the scheduler runs. */
 brisk_status brisk_spec_policy_init(brisk_spec_policy **out, int32_t n_max, brisk_error *err);
 void brisk_spec_policy_free(brisk_spec_policy *p);   /* NULL is a no-op */
-/* A pass of n tokens took seconds (one outlier is clipped to [1/2, 2]x the estimate). */
-void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, double seconds);
-/* Estimated seconds per pass of n tokens (1..n_max); 0 while nothing was measured. */
+/* A pass of n tokens, rows of them with logits, took seconds (one outlier is
+ * clipped to [1/2, 2]x the estimate). */
+void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, int32_t rows, double seconds);
+/* Estimated seconds per pass of n tokens that all keep their logits (1..n_max); 0 while no such pass was measured. */
 double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n);
 /* The current n-gram acceptance estimate for a match of match_len tokens. */
 double brisk_spec_policy_acceptance(const brisk_spec_policy *p, int32_t match_len);
