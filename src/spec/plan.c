@@ -23,7 +23,7 @@
  * k drafts yield E(k) = 1 + a + ... + a^k tokens; the pass's rate is
  * (n_out + sum over sequences of (E(k_i) - 1)) / cost(base + sum k_i). The
  * sequences are taken in order (the scheduler's: oldest first) and each gets
- * the k that raises the rate most, if any does. At 16 sequences the pass is
+ * the k that raises the rate most, if any raises it by PLAN_GAIN. At 16 sequences the pass is
  * already compute-bound (cost grows with every token) and the extra tokens
  * rarely pay; at 1 sequence it is memory-bound and they usually do. */
 #include "spec/spec.h"

@@ -272,7 +272,8 @@ const int32_t *brisk_spec_seq_draft(const brisk_spec_seq *q);
  * rows) free. NGRAM sequences take their whole proposal while room lasts;
  * AUTO sequences take the k that raises the pass's expected tokens per second
  * (n_out + sum (E(k) - 1)) / cost(base + sum k) the most, or 0 when none
- * raises it. k[i] receives the choice. Returns the drafts in all. */
+ * raises it by 15% (plan.c's PLAN_GAIN; a probe of 2 now and then while the
+ * curve above base is unmeasured). k[i] receives the choice. Returns the drafts in all. */
 int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t n, int32_t base, int32_t n_out,
                         int32_t room, int32_t *k);
 /* Commit after the decode: rows[0..k] are the target's logits after the
