@@ -410,7 +410,7 @@ void brisk_sampler_reset(brisk_sampler *s);
 /* The chain's final distribution (zeros where filtered); probs has n_vocab entries. A mask that allows
  * none of the survivors leaves probs all zero. */
 void brisk_sampler_dist(brisk_sampler *s, const float *logits, float *probs);
-/* Apply the chain and draw a token (does not accept it). */
+/* Apply the chain and draw a token (does not accept it). Greedy (temp <= 0) takes the best candidate and draws no random number. */
 int32_t brisk_sampler_sample(brisk_sampler *s, const float *logits);
 /* A deep copy with the same state (history, RNGs, mu, custom stages through their clone), so it draws the
  * same tokens from here on. *out is NULL on failure (BRISK_ERR_NOMEM; BRISK_ERR_UNSUPPORTED for a custom
