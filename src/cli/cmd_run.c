@@ -10,7 +10,6 @@
 #include "spec/spec.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,16 +58,6 @@ static brisk_status prefill(brisk_context *ctx, const int32_t *ids, size_t n_ids
     return brisk_seq_sync(ctx, 0, ids, (int32_t)n_ids, n_reused, err);
 }
 
-static brisk_status run_fail(brisk_error *err, brisk_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static brisk_status run_fail(brisk_error *err, brisk_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
-    va_end(ap);
-    err->status = st;
-    return st;
-}
-
 /* --prompt-cache: load FILE into sequence 0 when it exists, deciding as
  * llama-cli does where it can: a missing or empty file starts a new cache; a
  * cache that cannot serve this run but is intact (another model, another KV
@@ -82,7 +71,7 @@ static brisk_status load_prompt_cache(brisk_context *ctx, const char *path, bool
     *n_loaded = -1;
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        if (errno != ENOENT) return run_fail(err, BRISK_ERR_IO, "prompt cache %s: %s", path, strerror(errno));
+        if (errno != ENOENT) return brisk_fail(err, BRISK_ERR_IO, "prompt cache %s: %s", path, strerror(errno));
         fprintf(stderr, "brisk run: prompt cache %s does not exist%s\n", path,
                 read_only ? " (--prompt-cache-ro: it will not be created)" : "; it will be created");
         return BRISK_OK;
@@ -102,7 +91,7 @@ static brisk_status load_prompt_cache(brisk_context *ctx, const char *path, bool
                 read_only ? "it is left as it is (--prompt-cache-ro)" : "it will be overwritten");
         return BRISK_OK;
     }
-    return run_fail(err, st, "prompt cache unusable: %s; it is left as it is (delete it or pass another file)", lerr.msg);
+    return brisk_fail(err, st, "prompt cache unusable: %s; it is left as it is (delete it or pass another file)", lerr.msg);
 }
 
 /* Where generated text goes: the stream to stdout (NULL ts: silent), the
