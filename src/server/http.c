@@ -298,7 +298,11 @@ static bool stream_pull(conn *c) {
     }
     srv_events_free(ev, n);
     if (ok && done && !c->stream_done) {
-        if (c->req.include_usage) ok = out_event(c, srv_usage_chunk_json(&c->meta, usage_of(c)));
+        if (c->req.include_usage) {
+            json_t *usage = usage_of(c);
+            ok = out_event(c, srv_usage_chunk_json(&c->meta, usage));
+            json_decref(usage);
+        }
         ok = ok && out_add(c, "data: [DONE]\n\n", 14);
         c->stream_done = true;
     }
