@@ -87,6 +87,7 @@ struct http_srv {
     int64_t started;
     struct MHD_Daemon *d;
     pthread_mutex_t mu;
+    pthread_mutex_t admit_mu; /* closing, and the engine's lifetime for submits */
     conn *conns;              /* connections with a job */
     bool draining, closing;
     pthread_t ticker;
@@ -465,10 +466,11 @@ static enum MHD_Result do_generate(conn *c) {
     if (!c->acc || !c->started) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     meta_init(c, r->kind);
     /* admission, before any header */
-    srv_admit a;
-    pthread_mutex_lock(&s->mu);
-    a = s->closing || s->draining ? SRV_ADMIT_DRAINING : srv_engine_submit(s->engine, c->job);
-    pthread_mutex_unlock(&s->mu);
+    /* admit_mu (not mu: a job's notify takes mu under the job's mutex) keeps
+     * the engine alive until closing is set */
+    pthread_mutex_lock(&s->admit_mu);
+    const srv_admit a = s->closing ? SRV_ADMIT_DRAINING : srv_engine_submit(s->engine, c->job);
+    pthread_mutex_unlock(&s->admit_mu);
     if (a == SRV_ADMIT_FULL)
         return fail(c->mc, 429, "rate_limit_error", "queue_full", NULL,
                     "the server is busy: every running and queue slot is taken (--max-running, --max-queue); retry later");
@@ -781,6 +783,7 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
     s.bos = token_string(model, brisk_token_bos(model));
     s.eos = token_string(model, brisk_token_eos(model));
     pthread_mutex_init(&s.mu, NULL);
+    pthread_mutex_init(&s.admit_mu, NULL);
     pthread_cond_init(&s.ticker_cv, NULL);
     int rc = 1;
     brisk_error err = {0};
@@ -838,9 +841,11 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    pthread_mutex_lock(&s.admit_mu);
     pthread_mutex_lock(&s.mu);
     s.closing = true;
     pthread_mutex_unlock(&s.mu);
+    pthread_mutex_unlock(&s.admit_mu);
     srv_engine_free(s.engine);   /* whatever is left finishes cancelled */
     s.engine = NULL;
     /* let the streams write their ends, then resume whatever is still suspended */
@@ -879,6 +884,7 @@ done:
     free(s.bos);
     free(s.eos);
     pthread_cond_destroy(&s.ticker_cv);
+    pthread_mutex_destroy(&s.admit_mu);
     pthread_mutex_destroy(&s.mu);
     if (rc == 0) fprintf(stderr, "brisk serve: stopped\n");
     return rc;
