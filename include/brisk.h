@@ -274,6 +274,59 @@ typedef struct brisk_cache_stats {
 } brisk_cache_stats;
 void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out);
 
+/* ---- saving and loading a sequence's KV ---------------------------------------------------
+ * A sequence's KV cache (its token ids, positions and K/V rows, byte for byte as stored, in an
+ * order that does not depend on which pool blocks held them) and, optionally, a sampler's state
+ * (the RNG of every stage, penalty and DRY history, mirostat's mu), as one self-checking blob: a
+ * file (brisk_seq_save/load, what `brisk run --prompt-cache` uses) or memory (the state_get/set
+ * pair, for a server). The format is in docs/KVSTATE.md.
+ *
+ * Lossless: loading a state into any context of the same model with the same KV type and shape,
+ * into any sequence id, makes that sequence hold exactly the saved tokens, and decoding goes on
+ * bitwise as if it had never stopped. The sequence has no logits after a load: brisk_seq_sync
+ * with its own tokens (brisk_seq_tokens) recomputes only the last token, whose logits are then
+ * bitwise those of the saved run (batch invariance).
+ *
+ * A state records the model's fingerprints: a hash of the GGUF header, metadata, tensor table and
+ * file size (taken at every model load), and a hash of every tensor byte (taken the first time a
+ * state is saved or loaded with the model, once per model, thread-safe).
+ *
+ * A load checks everything before it changes anything: on any error no sequence, block, prefix
+ * cache entry, statistic or sampler has changed. Errors:
+ *   BRISK_ERR_FORMAT       not a KV state, truncated, a checksum mismatch (a corrupted byte), a
+ *                          malformed section (positions out of order, a sampler field)
+ *   BRISK_ERR_UNSUPPORTED  a format version this build does not read; a sampler stage without a
+ *                          saved form (a custom stage, or the mask while a mask is set)
+ *   BRISK_ERR_INVALID_ARG  another model (either fingerprint), KV storage type or shape; a token
+ *                          id outside the vocabulary; a sampler chain that differs from smp's (or
+ *                          smp given and the state holds none); bad ids or pointers
+ *   BRISK_ERR_CAPACITY     more tokens than n_ctx_seq; not enough blocks in the pool (free,
+ *                          cached, or the sequence's own)
+ *   BRISK_ERR_IO, BRISK_ERR_NOMEM
+ * Saving refuses a sequence that holds an unresolved tree (brisk_seq_keep_path first). The
+ * context's thread rules apply; the model may be shared. */
+struct brisk_sampler;   /* brisk_sampler, declared in the sampling section */
+
+/* The state of sequence seq (and of smp, when not NULL; borrowed for the call) into buf (caller's,
+ * cap bytes). *n_bytes (set whenever the arguments are valid) is the state's size; when cap <
+ * *n_bytes (buf = NULL, cap = 0 asks for the size) nothing is written and BRISK_ERR_CAPACITY is
+ * returned. */
+brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, void *buf, size_t cap,
+                                 size_t *n_bytes, brisk_error *err);
+/* The same into *out, malloc'd (the caller frees it), *n_bytes long. */
+brisk_status brisk_seq_state_get_alloc(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, uint8_t **out,
+                                       size_t *n_bytes, brisk_error *err);
+/* Make sequence seq hold the state in buf[0..len) (borrowed for the call; untrusted); when smp is
+ * not NULL it takes the saved sampler state too. seq's previous tokens are dropped (its full
+ * blocks stay in the prefix cache); the loaded sequence's full blocks join the prefix cache. */
+brisk_status brisk_seq_state_set(brisk_context *c, int32_t seq, struct brisk_sampler *smp, const void *buf, size_t len,
+                                 brisk_error *err);
+/* brisk_seq_state_get into a file, written atomically (a temporary file beside it, renamed; a
+ * FIFO or device is never replaced). */
+brisk_status brisk_seq_save(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, const char *path, brisk_error *err);
+/* brisk_seq_state_set from a file (mapped read-only; it is never read past its size). */
+brisk_status brisk_seq_load(brisk_context *c, int32_t seq, struct brisk_sampler *smp, const char *path, brisk_error *err);
+
 /* ---- sampling ------------------------------------------------------------------------ */
 
 typedef enum brisk_repeat_mode {

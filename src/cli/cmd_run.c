@@ -2,14 +2,19 @@
  * text until n tokens or end of generation. Timing goes to stderr. With
  * --spec, generation goes through the speculative generator (src/spec) and
  * stderr also gets its acceptance statistics; --spec-compare then repeats the
- * run plainly (silently) and reports the speedup. */
+ * run plainly (silently) and reports the speedup. With --prompt-cache FILE
+ * the prompt's KV is loaded from FILE (brisk_seq_load) and saved to it
+ * (brisk_seq_save), as llama-cli's session files. */
 #include "brisk.h"
 #include "cli/cli.h"
 #include "spec/spec.h"
 
+#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -24,6 +29,8 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_NO_DISPLAY_PROMPT}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION},
     {.id = CLI_O_SYSTEM, .help = "system prompt (with -cnv)"}, {.id = CLI_O_CHAT_TEMPLATE, .help = "chat template file (with -cnv)"},
     {.id = CLI_O_ATTN_WINDOW}, {.id = CLI_O_ATTN_SINK}, {.id = CLI_O_MAX_INPUT}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_HEADING, .heading = "prompt cache (llama-cli's; the file format is docs/KVSTATE.md):"},
+    {.id = CLI_O_PROMPT_CACHE}, {.id = CLI_O_PROMPT_CACHE_ALL}, {.id = CLI_O_PROMPT_CACHE_RO},
     {.id = CLI_O_HEADING, .heading = "speculative decoding (lossless: greedy output equals plain greedy output, and\n"
                                "sampling follows the same distribution as plain sampling):"},
     {.id = CLI_O_SPEC}, {.id = CLI_O_MODEL_DRAFT}, {.id = CLI_O_DRAFT_MAX}, {.id = CLI_O_DRAFT_WIDTH}, {.id = CLI_O_DRAFT_TREE}, {.id = CLI_O_DRAFT_WINDOW},
@@ -46,10 +53,56 @@ static double secs(const struct timespec *a, const struct timespec *b) {
 }
 
 /* Prefill ids into sequence 0: brisk_seq_sync chunks them by the context's
- * batch and leaves the last token's logits (the prefix cache may serve a
- * repeated prompt, e.g. --spec-compare's second run). */
-static brisk_status prefill(brisk_context *ctx, const int32_t *ids, size_t n_ids, brisk_error *err) {
-    return brisk_seq_sync(ctx, 0, ids, (int32_t)n_ids, NULL, err);
+ * batch and leaves the last token's logits (the prefix cache, or a loaded
+ * --prompt-cache, may serve a repeated prompt; *n_reused of them). */
+static brisk_status prefill(brisk_context *ctx, const int32_t *ids, size_t n_ids, int32_t *n_reused, brisk_error *err) {
+    return brisk_seq_sync(ctx, 0, ids, (int32_t)n_ids, n_reused, err);
+}
+
+static brisk_status run_fail(brisk_error *err, brisk_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static brisk_status run_fail(brisk_error *err, brisk_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    err->status = st;
+    return st;
+}
+
+/* --prompt-cache: load FILE into sequence 0 when it exists, deciding as
+ * llama-cli does where it can: a missing or empty file starts a new cache; a
+ * cache that cannot serve this run but is intact (another model, another KV
+ * shape, more tokens than -c) is ignored with a warning (and rewritten unless
+ * --prompt-cache-ro). Unlike llama-cli, which stops on every failed load, only
+ * a damaged file stops the run: malformed, truncated, a checksum mismatch, an
+ * unknown version or not a regular file is an error (exit 1), and the file is
+ * left as it is, so a damaged cache is never silently replaced.
+ * *n_loaded: tokens loaded, -1 when none were. */
+static brisk_status load_prompt_cache(brisk_context *ctx, const char *path, bool read_only, int32_t *n_loaded, brisk_error *err) {
+    *n_loaded = -1;
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT) return run_fail(err, BRISK_ERR_IO, "prompt cache %s: %s", path, strerror(errno));
+        fprintf(stderr, "brisk run: prompt cache %s does not exist%s\n", path,
+                read_only ? " (--prompt-cache-ro: it will not be created)" : "; it will be created");
+        return BRISK_OK;
+    }
+    if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
+        fprintf(stderr, "brisk run: prompt cache %s is empty; a new one is started\n", path);
+        return BRISK_OK;
+    }
+    brisk_error lerr = {0};
+    const brisk_status st = brisk_seq_load(ctx, 0, NULL, path, &lerr);
+    if (st == BRISK_OK) {
+        *n_loaded = brisk_seq_len(ctx, 0);
+        return BRISK_OK;
+    }
+    if (st == BRISK_ERR_INVALID_ARG || st == BRISK_ERR_CAPACITY) {
+        fprintf(stderr, "brisk run: warning: prompt cache not used: %s; %s\n", lerr.msg,
+                read_only ? "it is left as it is (--prompt-cache-ro)" : "it will be overwritten");
+        return BRISK_OK;
+    }
+    return run_fail(err, st, "prompt cache unusable: %s; it is left as it is (delete it or pass another file)", lerr.msg);
 }
 
 /* Where generated text goes: the stream to stdout (NULL ts: silent), the
@@ -107,6 +160,7 @@ static int check_conversation(const cli_args *a) {
         CLI_O_NO_BOS, CLI_O_PARSE_SPECIAL, CLI_O_NO_DISPLAY_PROMPT, CLI_O_ATTN_WINDOW, CLI_O_ATTN_SINK, CLI_O_SPEC,
         CLI_O_MODEL_DRAFT, CLI_O_DRAFT_MAX, CLI_O_DRAFT_WIDTH, CLI_O_DRAFT_TREE, CLI_O_DRAFT_WINDOW, CLI_O_DRAFT_SINK,
         CLI_O_NGRAM_MIN, CLI_O_NO_CALIBRATE, CLI_O_SPEC_COMPARE, CLI_O_SPEC_COST, CLI_O_SPEC_COST_REPS,
+        CLI_O_PROMPT_CACHE, CLI_O_PROMPT_CACHE_ALL, CLI_O_PROMPT_CACHE_RO,
     };
     for (size_t k = 0; k < sizeof run_only / sizeof run_only[0]; k++)
         if (a->set[run_only[k]]) return cli_usage("run", "%s is not used in conversation mode (-cnv)", a->given[run_only[k]]);
@@ -158,6 +212,17 @@ int brisk_cmd_run(int argc, char **argv) {
     if (a.set[CLI_O_SYSTEM] || a.set[CLI_O_CHAT_TEMPLATE]) {
         rc = cli_usage(C, "%s is used in conversation mode only (add -cnv, or use brisk chat)",
                        a.set[CLI_O_SYSTEM] ? a.given[CLI_O_SYSTEM] : a.given[CLI_O_CHAT_TEMPLATE]);
+        goto out_args;
+    }
+    const char *cache_path = a.s[CLI_O_PROMPT_CACHE];
+    const bool cache_all = a.i[CLI_O_PROMPT_CACHE_ALL], cache_ro = a.i[CLI_O_PROMPT_CACHE_RO];
+    if ((cache_all || cache_ro) && !cache_path) {
+        rc = cli_usage(C, "%s needs --prompt-cache FILE", cache_all ? a.given[CLI_O_PROMPT_CACHE_ALL] : a.given[CLI_O_PROMPT_CACHE_RO]);
+        goto out_args;
+    }
+    /* a state holds K/V as full attention computes them from this prompt alone */
+    if (cache_path && (spec_on || attn_window)) {
+        rc = cli_usage(C, "--prompt-cache is not available with %s", spec_on ? "--spec" : "--attn-window");
         goto out_args;
     }
     for (int k = 0; k < a.n_list[CLI_O_REVERSE]; k++)
@@ -240,6 +305,18 @@ int brisk_cmd_run(int argc, char **argv) {
     fprintf(stderr, "brisk run: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(smp));
     if (a.i[CLI_O_IGNORE_EOS] && cli_eog_init(&eog, model, info.n_vocab, &err)) goto fail;
     if (brisk_text_stream_init(model, &ts, &err)) goto fail;
+    int32_t cache_loaded = -1, cache_reused = 0;
+    /* the cache starts with the whole prompt: nothing new to save (llama-cli's "exact match for prompt") */
+    bool cache_covers = false;
+    if (cache_path) {
+        if (load_prompt_cache(ctx, cache_path, cache_ro, &cache_loaded, &err)) goto fail;
+        if (cache_loaded >= (int32_t)n_ids) {
+            int32_t *held = malloc((size_t)cache_loaded * sizeof *held), n_held = 0;
+            cache_covers = held && brisk_seq_tokens(ctx, 0, held, cache_loaded, &n_held, NULL) == BRISK_OK &&
+                           !memcmp(held, ids, n_ids * sizeof *held);
+            free(held);
+        }
+    }
     if (spec_on) {
         brisk_spec_params spp = brisk_spec_default_params();
         spp.mode = spec_mode;
@@ -267,8 +344,18 @@ int brisk_cmd_run(int argc, char **argv) {
         if (brisk_spec_prefill(spec, ids, (int32_t)n_ids, &err)) goto fail;
     } else {
         /* prefill in batches; only the last prompt token needs logits */
-        if (prefill(ctx, ids, n_ids, &err)) goto fail;
+        if (prefill(ctx, ids, n_ids, &cache_reused, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
+    }
+    if (cache_path) {
+        fprintf(stderr, "brisk run: prompt cache: reused %d of %zu prompt tokens", cache_reused, n_ids);
+        if (cache_loaded >= 0) fprintf(stderr, " (%s holds %d)", cache_path, cache_loaded);
+        fputc('\n', stderr);
+        /* as llama-cli: the prompt's KV is saved once it is computed, unless the file starts with it already */
+        if (!cache_ro && !cache_all && !cache_covers) {
+            if (brisk_seq_save(ctx, 0, NULL, cache_path, &err)) goto fail;
+            if (verbose) fprintf(stderr, "brisk run: prompt cache: saved %zu tokens to %s\n", n_ids, cache_path);
+        }
     }
     clock_gettime(CLOCK_MONOTONIC, &t2);
 
@@ -310,6 +397,11 @@ int brisk_cmd_run(int argc, char **argv) {
     }
     if (g.out == CLI_STDOUT_FAILED) goto fail_quiet;
     clock_gettime(CLOCK_MONOTONIC, &t3);
+    if (cache_path && cache_all && !cache_ro) {
+        /* --prompt-cache-all: the prompt and the generated tokens (all but the last, which was never decoded) */
+        if (brisk_seq_save(ctx, 0, NULL, cache_path, &err)) goto fail;
+        if (verbose) fprintf(stderr, "brisk run: prompt cache: saved %d tokens to %s\n", brisk_seq_len(ctx, 0), cache_path);
+    }
 
     const double load_s = secs(&t0, &t1), pp_s = secs(&t1, &t2), tg_s = secs(&t2, &t3);
     const double tps = tg_s > 0 ? (double)n_gen / tg_s : 0.0;
@@ -351,7 +443,7 @@ int brisk_cmd_run(int argc, char **argv) {
         if (!gen_plain) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
         if (brisk_seq_truncate(ctx, 0, 0, &err)) goto fail;
         brisk_sampler_reset(smp);
-        if (prefill(ctx, ids, n_ids, &err)) goto fail;
+        if (prefill(ctx, ids, n_ids, NULL, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
         clock_gettime(CLOCK_MONOTONIC, &c0);
         gen_out quiet = {0};

@@ -116,6 +116,15 @@ static const cli_opt table[CLI_O_COUNT] = {
                             .help = "conversation mode: run brisk chat with the same flags"},
     [CLI_O_COLOR] = {{"-co", "--color"}, .type = CLI_T_FLAG,
                      .help = "color the prompt (and chat's input marker) when stdout is a terminal"},
+    [CLI_O_PROMPT_CACHE] = {{"--prompt-cache"}, .type = CLI_T_PATH, .meta = "FILE",
+                            .help = "KV state file (as llama-cli's): load it when it exists, reuse the longest prefix it shares "
+                                    "with the prompt and prefill only the rest, then save the prompt's KV to it. One from "
+                                    "another model or context is ignored with a warning and rewritten; a corrupted one is "
+                                    "an error and is left as it is"},
+    [CLI_O_PROMPT_CACHE_ALL] = {{"--prompt-cache-all"}, .type = CLI_T_FLAG,
+                                .help = "with --prompt-cache: save the generated tokens' KV too, at the end"},
+    [CLI_O_PROMPT_CACHE_RO] = {{"--prompt-cache-ro"}, .type = CLI_T_FLAG,
+                               .help = "with --prompt-cache: load it, never write it"},
     [CLI_O_ATTN_WINDOW] = {{"--attn-window"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX,
                            .help = "windowed attention for the model itself (StreamingLLM-style, approximate: changes the "
                                    "output): each token sees the first --attn-sink positions and the last N"},

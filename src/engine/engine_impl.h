@@ -15,6 +15,13 @@
 struct brisk_model {
     brisk_model_data *data;
     brisk_vocab *vocab;
+    /* brisk_gguf_data_hash of the weights, for KV-state files (state.c):
+     * reading every tensor byte is too slow for every load, so it is taken
+     * the first time a state is written or checked. data_hash_once: 0 = not
+     * yet, 1 = one thread is computing it, 2 = data_hash is set. Zero from
+     * the calloc in brisk_model_load. */
+    _Atomic int data_hash_once;
+    uint64_t data_hash;
 };
 
 #define BRISK_TREE_RECORD 64   /* tree tokens kept per sequence (a speculative tree has at most 33) */

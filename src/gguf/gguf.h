@@ -176,4 +176,25 @@ brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, bri
 /* Write to memory (malloc'd; caller frees) — used by tests and fuzz seeds. */
 brisk_status brisk_gguf_writer_write_mem(brisk_gguf_writer *w, uint8_t **out, size_t *len, brisk_error *err);
 
+/* ---- fingerprints (gguf_hash.c) ------------------------------------------------
+ * A 64-bit streaming hash of brisk's own (integrity, not security): hashing
+ * a buffer in any split gives the same value. Used for the checksum of
+ * KV-state files and for the model fingerprints they record. */
+typedef struct brisk_hash64 {
+    uint64_t lane[4];
+    uint8_t tail[32];   /* bytes not yet consumed, n_tail of them */
+    size_t n_tail;
+    uint64_t total;     /* bytes hashed */
+} brisk_hash64;
+void brisk_hash64_init(brisk_hash64 *h, uint64_t seed);
+void brisk_hash64_update(brisk_hash64 *h, const void *data, size_t len);
+uint64_t brisk_hash64_final(const brisk_hash64 *h);   /* h is unchanged: more may follow */
+uint64_t brisk_hash64_of(const void *data, size_t len, uint64_t seed);
+/* The file's header, metadata and tensor table (bytes before the data
+ * section) and its size: cheap, so every model load takes it. */
+uint64_t brisk_gguf_header_hash(const brisk_gguf *g);
+/* Every byte of the tensor data section: reads the whole file (taken lazily,
+ * when a KV state is written or checked). */
+uint64_t brisk_gguf_data_hash(const brisk_gguf *g);
+
 #endif

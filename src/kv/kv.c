@@ -456,6 +456,33 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
     return s->len;
 }
 
+/* ---- rows for save/restore ------------------------------------------------------------- */
+
+void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint16_t *k, uint16_t *v) {
+    const size_t hd = (size_t)kv->head_dim;
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        const uint16_t *ks = brisk_kv_k(kv, layer, seq, slot, h);   /* transposed: element i at [i * BLOCK] */
+        for (size_t i = 0; i < hd; i++) k[(size_t)h * hd + i] = ks[i * BRISK_KV_BLOCK];
+        memcpy(v + (size_t)h * hd, brisk_kv_v(kv, layer, seq, slot, h), hd * sizeof(uint16_t));
+    }
+}
+
+void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint16_t *k, const uint16_t *v) {
+    const size_t hd = (size_t)kv->head_dim;
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, h);
+        for (size_t i = 0; i < hd; i++) kd[i * BRISK_KV_BLOCK] = k[(size_t)h * hd + i];
+        memcpy(brisk_kv_v(kv, layer, seq, slot, h), v + (size_t)h * hd, hd * sizeof(uint16_t));
+    }
+}
+
+int32_t brisk_kv_blocks_obtainable(const brisk_kv *kv, int32_t seq) {
+    const brisk_kv_seq *s = &kv->seqs[seq];
+    int32_t own = 0;
+    for (int32_t bi = 0; bi < s->n_blocks; bi++) own += kv->blk[s->blocks[bi]].ref == 1;
+    return kv->n_free + kv->n_cached + own;
+}
+
 /* ---- accounting --------------------------------------------------------------------------- */
 
 void brisk_kv_counts(const brisk_kv *kv, int32_t *in_use, int32_t *cached, int32_t *free_blocks) {

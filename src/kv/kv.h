@@ -188,6 +188,21 @@ brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *
  * drop the rest of seq. Returns the tokens kept (seq's new length). */
 int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int32_t limit);
 
+/* ---- a sequence's rows, whatever blocks hold them (KV save/restore, engine/state.c) ---- */
+
+/* The K and V rows of slot (< the reserved length) of seq in layer: row
+ * elements each (KV head after KV head, head_dim elements of a head in
+ * order), copied out of the pool (get) or into it (set). set writes in
+ * place: the caller owns the slot's block exclusively (fresh from
+ * brisk_kv_reserve after clearing the sequence), then records the slot with
+ * brisk_kv_written. */
+void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint16_t *k, uint16_t *v);
+void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint16_t *k, const uint16_t *v);
+/* Blocks seq could be given if it were cleared first: the free and cached
+ * blocks plus those only seq holds. A load checks this before it clears
+ * anything, so a refusal changes nothing. */
+int32_t brisk_kv_blocks_obtainable(const brisk_kv *kv, int32_t seq);
+
 /* Block counts: in_use + cached + free == n_blocks. */
 void brisk_kv_counts(const brisk_kv *kv, int32_t *in_use, int32_t *cached, int32_t *free_blocks);
 /* Every invariant of the pool, walked in full (tests): refcounts equal the

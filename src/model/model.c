@@ -357,6 +357,7 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
         return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory");
     }
     m->gguf = g;
+    m->header_hash = brisk_gguf_header_hash(g);
     brisk_status st = read_hparams(m, err);
     if (st) goto fail;
     brisk_hparams *hp = &m->hp;

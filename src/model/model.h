@@ -68,6 +68,9 @@ typedef struct brisk_model_data {
     uint64_t n_params;
     size_t weight_bytes;      /* tensor bytes in the file the model reads */
     size_t packed_bytes;      /* of those, held as packed copies in anonymous memory (the file pages dropped) */
+    /* brisk_gguf_header_hash of the file (header, metadata, tensor table,
+     * size), taken at load: KV-state files record it (src/engine/state.c) */
+    uint64_t header_hash;
 } brisk_model_data;
 
 /* Read hyperparameters and bind every tensor, validating shapes and types.

@@ -284,3 +284,17 @@ oom:
     free(o.v);
     return brisk_fail(err, BRISK_ERR_NOMEM, "DRY breakers: out of memory");
 }
+
+/* ---- saved state: the ring of accepted tokens (stages.h) ------------------------------------------ */
+
+size_t brisk_stage_dry_state_size(const void *ctx) { return brisk_ring_state_size(((const dry_ctx *)ctx)->last_n); }
+
+void brisk_stage_dry_state_write(const void *ctx, uint8_t *out) {
+    const dry_ctx *c = ctx;
+    brisk_ring_state_write(c->last_n, c->len, c->head, c->ring, out);
+}
+
+brisk_status brisk_stage_dry_state_read(void *ctx, const uint8_t *in, size_t len, bool apply, brisk_error *err) {
+    dry_ctx *c = ctx;
+    return brisk_ring_state_read("dry", c->last_n, c->n_vocab, &c->len, &c->head, c->ring, in, len, apply, err);
+}

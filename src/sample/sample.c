@@ -440,3 +440,98 @@ int32_t brisk_logprobs_top_k(const float *logits, int32_t n_vocab, int32_t k, in
     for (int32_t i = 0; i < k; i++) logprobs[i] = (float)((double)logprobs[i] - lse);
     return k;
 }
+
+/* ---- saved state (KV save/restore) ------------------------------------------------------------
+ * seed (u64), the draw's RNG (4 x u64), the stage count (u32), then per stage its name (u32 length
+ * and the bytes) and its state (u32 length and the bytes, stages.h). Native little-endian. */
+
+#define STATE_NAME_MAX 64
+
+brisk_status brisk_sampler_state_size(const brisk_sampler *s, size_t *bytes, brisk_error *err) {
+    size_t n = 8 + 32 + 4;
+    for (int32_t i = 0; i < s->n_stages; i++) {
+        const stage *st = &s->stages[i];
+        const size_t b = brisk_stage_state_size(st->iface, st->ctx);
+        if (b == SIZE_MAX)
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "sampler: stage %d '%s' cannot be saved%s", i, st->iface->name,
+                              st->iface == &brisk_stage_mask_i ? " while a mask is set (its constraint keeps its own state)"
+                                                               : " (a custom stage has no serialization)");
+        const size_t name = strlen(st->iface->name);
+        if (name > STATE_NAME_MAX)
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "sampler: stage %d's name is longer than %d bytes", i, STATE_NAME_MAX);
+        n += 8 + name + b;
+    }
+    *bytes = n;
+    return BRISK_OK;
+}
+
+void brisk_sampler_state_write(const brisk_sampler *s, uint8_t *out) {
+    memcpy(out, &s->p.seed, 8);
+    memcpy(out + 8, s->rng, 32);
+    const uint32_t n = (uint32_t)s->n_stages;
+    memcpy(out + 40, &n, 4);
+    out += 44;
+    for (int32_t i = 0; i < s->n_stages; i++) {
+        const stage *st = &s->stages[i];
+        const uint32_t name = (uint32_t)strlen(st->iface->name), b = (uint32_t)brisk_stage_state_size(st->iface, st->ctx);
+        memcpy(out, &name, 4);
+        memcpy(out + 4, st->iface->name, name);
+        out += 4 + name;
+        memcpy(out, &b, 4);
+        brisk_stage_state_write(st->iface, st->ctx, out + 4);
+        out += 4 + b;
+    }
+}
+
+/* One pass over the state: with apply false it only checks (everything a later apply needs), with
+ * apply true it checks again and takes it; callers check first so that apply cannot fail half way. */
+static brisk_status state_pass(brisk_sampler *s, const uint8_t *buf, size_t len, bool apply, brisk_error *err) {
+    if (len < 44) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: %zu bytes, shorter than its 44-byte header", len);
+    uint32_t n;
+    memcpy(&n, buf + 40, 4);
+    if (n != (uint32_t)s->n_stages)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler state: saved from a chain of %u stages, this sampler has %d", n, s->n_stages);
+    size_t off = 44;
+    for (int32_t i = 0; i < s->n_stages; i++) {
+        const stage *st = &s->stages[i];
+        uint32_t name, b;
+        if (len - off < 4) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: truncated at stage %d's name", i);
+        memcpy(&name, buf + off, 4);
+        off += 4;
+        if (name > STATE_NAME_MAX || len - off < name)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage %d: name of %u bytes (at most %d, %zu left)", i, name,
+                              STATE_NAME_MAX, len - off);
+        if (strlen(st->iface->name) != name || memcmp(st->iface->name, buf + off, name)) {
+            char shown[STATE_NAME_MAX + 1];   /* the file's bytes, printable ones only: the message stays one line */
+            for (uint32_t k = 0; k < name; k++) shown[k] = buf[off + k] >= 0x20 && buf[off + k] < 0x7f ? (char)buf[off + k] : '?';
+            shown[name] = 0;
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler state: stage %d is '%s' in the saved chain, '%s' in this sampler", i,
+                              shown, st->iface->name);
+        }
+        off += name;
+        if (len - off < 4) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: truncated at stage %d's state", i);
+        memcpy(&b, buf + off, 4);
+        off += 4;
+        if (len - off < b)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage %d '%s': %u bytes of state, %zu left", i, st->iface->name, b,
+                              len - off);
+        brisk_status r = brisk_stage_state_read(st->iface, st->ctx, buf + off, b, apply, err);
+        if (r) return r;
+        off += b;
+    }
+    if (off != len) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: %zu bytes left over after the last stage", len - off);
+    if (apply) {
+        memcpy(&s->p.seed, buf, 8);
+        memcpy(s->rng, buf + 8, 32);
+    }
+    return BRISK_OK;
+}
+
+brisk_status brisk_sampler_state_check(const brisk_sampler *s, const uint8_t *buf, size_t len, brisk_error *err) {
+    return state_pass((brisk_sampler *)s, buf, len, false, err);   /* apply false: nothing is written */
+}
+
+brisk_status brisk_sampler_state_load(brisk_sampler *s, const uint8_t *buf, size_t len, brisk_error *err) {
+    brisk_status st = state_pass(s, buf, len, false, err);
+    return st ? st : state_pass(s, buf, len, true, err);
+}

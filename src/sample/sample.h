@@ -18,4 +18,15 @@ double brisk_sampler_uniform(brisk_sampler *s);
 /* Draw an index from a (possibly unnormalised) probability vector with the sampler's RNG. */
 int32_t brisk_sampler_draw(brisk_sampler *s, const float *probs, int32_t n);
 
+/* The sampler's state as bytes, for KV save/restore (src/engine/state.c): the seed, the draw's RNG,
+ * and every stage's name and state (stages.h: penalty and DRY history, XTC's RNG, mirostat's mu).
+ * A stage without a saved form (a custom one, or the mask while a mask is set) makes size fail with
+ * BRISK_ERR_UNSUPPORTED. write fills exactly the size's bytes. check validates a state against this
+ * sampler's chain (the same stages in the same order, each state fitting its parameters) and changes
+ * nothing; load checks, then takes it (all or nothing). */
+brisk_status brisk_sampler_state_size(const brisk_sampler *s, size_t *bytes, brisk_error *err);
+void brisk_sampler_state_write(const brisk_sampler *s, uint8_t *out);
+brisk_status brisk_sampler_state_check(const brisk_sampler *s, const uint8_t *buf, size_t len, brisk_error *err);
+brisk_status brisk_sampler_state_load(brisk_sampler *s, const uint8_t *buf, size_t len, brisk_error *err);
+
 #endif

@@ -622,3 +622,126 @@ static void mirostat2_reset(void *ctx) {
 
 const brisk_stage_i brisk_stage_mirostat2_i = {"mirostat_v2", mirostat2_apply, mirostat2_accept, mirostat2_reset,
                                                mirostat2_clone, free};
+
+/* ---- saved state ---------------------------------------------------------------------------- */
+
+static void put32(uint8_t **p, const void *v) { memcpy(*p, v, 4), *p += 4; }
+static int32_t get_i32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+/* A history ring (penalties, DRY): last_n, len, head, then the whole ring of last_n tokens. */
+size_t brisk_ring_state_size(int32_t last_n) { return 12 + 4 * (size_t)last_n; }
+
+void brisk_ring_state_write(int32_t last_n, int32_t len, int32_t head, const int32_t *ring, uint8_t *out) {
+    put32(&out, &last_n);
+    put32(&out, &len);
+    put32(&out, &head);
+    if (last_n) memcpy(out, ring, 4 * (size_t)last_n);
+}
+
+/* The ring is filled in order until it is full (accept writes ring[head], then head moves on), so
+ * head == len while len < last_n, and the tokens read are ring[0, len) (all of it once full): each
+ * must be in [0, n_vocab), since DRY indexes tables with them. */
+brisk_status brisk_ring_state_read(const char *stage, int32_t last_n, int32_t n_vocab, int32_t *len, int32_t *head, int32_t *ring,
+                                   const uint8_t *in, size_t n, bool apply, brisk_error *err) {
+    if (n < 12) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': %zu bytes, a ring needs 12 or more", stage, n);
+    const int32_t ln = get_i32(in), l = get_i32(in + 4), h = get_i32(in + 8);
+    if (ln != last_n)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sampler state: stage '%s' remembers %d tokens, this sampler %d", stage, ln, last_n);
+    if (n != brisk_ring_state_size(last_n))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': %zu bytes for a ring of %d, expected %zu", stage, n, last_n,
+                          brisk_ring_state_size(last_n));
+    if (l < 0 || l > last_n || h < 0 || h >= BRISK_MAX(last_n, 1) || (l < last_n && h != l))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': ring length %d, head %d out of range for %d", stage, l, h,
+                          last_n);
+    for (int32_t i = 0; i < l; i++) {
+        const int32_t t = get_i32(in + 12 + 4 * (size_t)i);
+        if (t < 0 || t >= n_vocab)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': remembered token %d is %d, outside the vocabulary (%d)",
+                              stage, i, t, n_vocab);
+    }
+    if (!apply) return BRISK_OK;
+    *len = l;
+    *head = h;
+    if (last_n) memcpy(ring, in + 12, 4 * (size_t)last_n);
+    return BRISK_OK;
+}
+
+size_t brisk_stage_state_size(const brisk_stage_i *iface, const void *ctx) {
+    if (iface == &brisk_stage_penalties_i) return brisk_ring_state_size(((const penalties_ctx *)ctx)->last_n);
+    if (iface == &brisk_stage_dry_i) return brisk_stage_dry_state_size(ctx);
+    if (iface == &brisk_stage_xtc_i) return 5 * sizeof(uint64_t);
+    if (iface == &brisk_stage_mirostat2_i) return 8 + 12 * (size_t)((const mirostat2_ctx *)ctx)->n_last;
+    if (iface == &brisk_stage_mask_i) return ((const mask_ctx *)ctx)->m.fill ? SIZE_MAX : 0;
+    if (iface == &brisk_stage_logit_bias_i || iface == &brisk_stage_top_k_i || iface == &brisk_stage_top_p_i ||
+        iface == &brisk_stage_min_p_i || iface == &brisk_stage_typical_i || iface == &brisk_stage_top_n_sigma_i ||
+        iface == &brisk_stage_temp_i)
+        return 0;
+    return SIZE_MAX;
+}
+
+void brisk_stage_state_write(const brisk_stage_i *iface, const void *ctx, uint8_t *out) {
+    if (iface == &brisk_stage_penalties_i) {
+        const penalties_ctx *c = ctx;
+        brisk_ring_state_write(c->last_n, c->len, c->head, c->history, out);
+    } else if (iface == &brisk_stage_dry_i) {
+        brisk_stage_dry_state_write(ctx, out);
+    } else if (iface == &brisk_stage_xtc_i) {
+        const xtc_ctx *c = ctx;
+        memcpy(out, &c->seed, 8);
+        memcpy(out + 8, c->rng, 32);
+    } else if (iface == &brisk_stage_mirostat2_i) {
+        const mirostat2_ctx *c = ctx;
+        put32(&out, &c->mu);
+        put32(&out, &c->n_last);
+        for (int32_t i = 0; i < c->n_last; i++) {
+            put32(&out, &c->last[i].id);
+            put32(&out, &c->last[i].logit);
+            put32(&out, &c->last[i].p);
+        }
+    }
+}
+
+brisk_status brisk_stage_state_read(const brisk_stage_i *iface, void *ctx, const uint8_t *in, size_t len, bool apply,
+                                    brisk_error *err) {
+    const size_t want = brisk_stage_state_size(iface, ctx);
+    if (want == SIZE_MAX)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "sampler state: stage '%s' has no saved form%s", iface->name,
+                          iface == &brisk_stage_mask_i ? " while a mask is set (its constraint keeps its own state)" : "");
+    if (iface == &brisk_stage_penalties_i) {
+        penalties_ctx *c = ctx;
+        return brisk_ring_state_read(iface->name, c->last_n, c->n_vocab, &c->len, &c->head, c->history, in, len, apply, err);
+    }
+    if (iface == &brisk_stage_dry_i) return brisk_stage_dry_state_read(ctx, in, len, apply, err);
+    if (iface == &brisk_stage_mirostat2_i) {
+        mirostat2_ctx *c = ctx;
+        if (len < 8) return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': %zu bytes, expected at least 8", iface->name, len);
+        const int32_t n_last = get_i32(in + 4);
+        if (n_last < 0 || n_last > c->n_vocab || len != 8 + 12 * (size_t)n_last)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': %d pending candidates in %zu bytes (vocabulary %d)",
+                              iface->name, n_last, len, c->n_vocab);
+        for (int32_t i = 0; i < n_last; i++) {
+            const int32_t id = get_i32(in + 8 + 12 * (size_t)i);
+            if (id < 0 || id >= c->n_vocab)
+                return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': candidate %d has id %d outside the vocabulary (%d)",
+                                  iface->name, i, id, c->n_vocab);
+        }
+        if (!apply) return BRISK_OK;
+        memcpy(&c->mu, in, 4);
+        c->n_last = n_last;
+        for (int32_t i = 0; i < n_last; i++) {
+            const uint8_t *q = in + 8 + 12 * (size_t)i;
+            memcpy(&c->last[i].id, q, 4);
+            memcpy(&c->last[i].logit, q + 4, 4);
+            memcpy(&c->last[i].p, q + 8, 4);
+        }
+        return BRISK_OK;
+    }
+    if (len != want)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "sampler state: stage '%s': %zu bytes, expected %zu", iface->name, len, want);
+    if (apply && iface == &brisk_stage_xtc_i) {
+        xtc_ctx *c = ctx;
+        memcpy(&c->seed, in, 8);
+        memcpy(c->rng, in + 8, 32);
+    }
+    return BRISK_OK;
+}

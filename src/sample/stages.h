@@ -48,4 +48,28 @@ void *brisk_stage_dry_new(const brisk_sampler_params *p, int32_t n_vocab);   /* 
  * exp((l - l_max) / temp) in double, as before the chain existed. temp <= 0 keeps only the argmax. */
 void brisk_stage_temp_apply_lazy(const void *ctx, brisk_token_array *cur, float *temp);
 
+/* ---- saved state (KV save/restore, brisk_sampler_state_* in sample.c) ----------------------------
+ * What a built-in stage learned since its construction or reset, as bytes: penalties' and DRY's
+ * history rings, XTC's RNG (and seed), mirostat's mu and its pending candidates; the other built-ins
+ * are pure functions of their parameters (0 bytes). State is native little-endian. */
+
+/* Bytes of the stage's state; SIZE_MAX when it cannot be saved (a custom stage, or the mask stage
+ * while a mask is set: a constraint's state lives with its owner). */
+size_t brisk_stage_state_size(const brisk_stage_i *iface, const void *ctx);
+/* Write exactly brisk_stage_state_size bytes (it must not be SIZE_MAX). */
+void brisk_stage_state_write(const brisk_stage_i *iface, const void *ctx, uint8_t *out);
+/* Check that in[0..len) is a state this stage (with its parameters) can take; with apply, also take
+ * it. A state that fails the check changes nothing and names the field in err. */
+brisk_status brisk_stage_state_read(const brisk_stage_i *iface, void *ctx, const uint8_t *in, size_t len, bool apply,
+                                    brisk_error *err);
+/* A history ring's state (penalties, DRY): last_n, len, head, then the ring. */
+size_t brisk_ring_state_size(int32_t last_n);
+void brisk_ring_state_write(int32_t last_n, int32_t len, int32_t head, const int32_t *ring, uint8_t *out);
+brisk_status brisk_ring_state_read(const char *stage, int32_t last_n, int32_t n_vocab, int32_t *len, int32_t *head, int32_t *ring,
+                                   const uint8_t *in, size_t n, bool apply, brisk_error *err);
+/* DRY's (dry.c), called through the three above. */
+size_t brisk_stage_dry_state_size(const void *ctx);
+void brisk_stage_dry_state_write(const void *ctx, uint8_t *out);
+brisk_status brisk_stage_dry_state_read(void *ctx, const uint8_t *in, size_t len, bool apply, brisk_error *err);
+
 #endif

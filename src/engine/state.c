@@ -1,0 +1,404 @@
+/* state: saving and loading one sequence's KV (and a sampler's state), the
+ * "saving and loading a sequence's KV" section of include/brisk.h.
+ *
+ * The format (version 1; docs/KVSTATE.md has the same table). All integers
+ * little-endian (the only byte order brisk runs on); offsets in bytes:
+ *
+ *   header, 80 bytes
+ *     0  u32  magic "BKVS" (42 4b 56 53)
+ *     4  u32  version (1)
+ *     8  u32  flags: bit 0 = a sampler section follows the K/V; others 0
+ *    12  u32  n_tokens: the sequence's length
+ *    16  u64  the model's header hash (GGUF header, metadata, tensor table, file size)
+ *    24  u64  the model's data hash (every tensor byte)
+ *    32  u32  K storage type, 36 u32 V storage type (brisk_kv_type: 0 = F16)
+ *    40  u32  block size (BRISK_KV_BLOCK, 32)
+ *    44  u32  n_layer, 48 u32 n_head_kv, 52 u32 head_dim
+ *    56  u64  sampler section bytes (0 without one)
+ *    64  u64  total bytes, the checksum included
+ *    72  u32  n_vocab (the range of the token ids)
+ *    76  u32  reserved, 0
+ *   tokens     n_tokens x i32, slot order
+ *   positions  n_tokens x i32 (version 1: slot i holds position i)
+ *   K          n_layer x n_tokens x (n_head_kv * head_dim) x u16: per layer, per
+ *              token, its row (KV head after KV head), the F16 bits as stored
+ *   V          the same for V
+ *   sampler    brisk_sampler_state_write's bytes (src/sample/sample.h)
+ *   checksum   u64: brisk_hash64 of every byte before it
+ *
+ * The K/V order is by token, not by pool block, so a state does not depend
+ * on which blocks the sequence held, and a save after a load gives the same
+ * bytes. A load trusts nothing: the header's sizes must add up to the
+ * buffer's length (overflow-checked) before anything is read past the
+ * header, then the checksum, the fingerprints, the shape, the limits, the
+ * token ids and positions and the sampler section are checked, then the
+ * blocks are reserved (counted first, so a refusal changes nothing), and
+ * only then is the sequence replaced. Nothing is allocated from the file's
+ * numbers: the only allocation is one K+V row of the context's own shape. */
+#include "engine/state.h"
+#include "engine/engine_impl.h"
+#include "gguf/gguf.h"
+#include "sample/sample.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STATE_MAGIC BRISK_STATE_MAGIC
+#define STATE_VERSION BRISK_STATE_VERSION
+#define STATE_HEADER BRISK_STATE_HEADER
+#define STATE_FLAG_SAMPLER 1u
+#define CHECKSUM_SEED 0x424b56534b53554dull
+
+typedef struct state_header {
+    uint32_t magic, version, flags, n_tokens;
+    uint64_t header_hash, data_hash;
+    uint32_t k_type, v_type, block, n_layer, n_head_kv, head_dim;
+    uint64_t sampler_bytes, total_bytes;
+    uint32_t n_vocab, reserved;
+} state_header;
+
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get_u32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get_u64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static void header_write(const state_header *h, uint8_t *p) {
+    put_u32(p + 0, h->magic), put_u32(p + 4, h->version), put_u32(p + 8, h->flags), put_u32(p + 12, h->n_tokens);
+    put_u64(p + 16, h->header_hash), put_u64(p + 24, h->data_hash);
+    put_u32(p + 32, h->k_type), put_u32(p + 36, h->v_type), put_u32(p + 40, h->block);
+    put_u32(p + 44, h->n_layer), put_u32(p + 48, h->n_head_kv), put_u32(p + 52, h->head_dim);
+    put_u64(p + 56, h->sampler_bytes), put_u64(p + 64, h->total_bytes);
+    put_u32(p + 72, h->n_vocab), put_u32(p + 76, h->reserved);
+}
+
+static void header_read(const uint8_t *p, state_header *h) {
+    h->magic = get_u32(p + 0), h->version = get_u32(p + 4), h->flags = get_u32(p + 8), h->n_tokens = get_u32(p + 12);
+    h->header_hash = get_u64(p + 16), h->data_hash = get_u64(p + 24);
+    h->k_type = get_u32(p + 32), h->v_type = get_u32(p + 36), h->block = get_u32(p + 40);
+    h->n_layer = get_u32(p + 44), h->n_head_kv = get_u32(p + 48), h->head_dim = get_u32(p + 52);
+    h->sampler_bytes = get_u64(p + 56), h->total_bytes = get_u64(p + 64);
+    h->n_vocab = get_u32(p + 72), h->reserved = get_u32(p + 76);
+}
+
+/* Section offsets of a state with this header: false when its sizes overflow
+ * 64 bits (a hostile header). kv_off: K's start; v_off: V's; smp_off: the
+ * sampler's; sum_off: the checksum's; total: everything. */
+typedef struct state_layout {
+    uint64_t row_bytes, tok_off, pos_off, kv_off, v_off, smp_off, sum_off, total;
+} state_layout;
+
+static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
+static bool add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
+
+static bool layout_of(const state_header *h, state_layout *l) {
+    uint64_t kv_bytes, tok_bytes;
+    l->tok_off = STATE_HEADER;
+    return mul_u64((uint64_t)h->n_head_kv, (uint64_t)h->head_dim, &l->row_bytes) && mul_u64(l->row_bytes, 2, &l->row_bytes) &&
+           mul_u64((uint64_t)h->n_tokens, 4, &tok_bytes) && add_u64(l->tok_off, tok_bytes, &l->pos_off) &&
+           add_u64(l->pos_off, tok_bytes, &l->kv_off) && mul_u64(l->row_bytes, (uint64_t)h->n_tokens, &kv_bytes) &&
+           mul_u64(kv_bytes, (uint64_t)h->n_layer, &kv_bytes) && add_u64(l->kv_off, kv_bytes, &l->v_off) &&
+           add_u64(l->v_off, kv_bytes, &l->smp_off) && add_u64(l->smp_off, h->sampler_bytes, &l->sum_off) &&
+           add_u64(l->sum_off, 8, &l->total);
+}
+
+uint64_t brisk_state_checksum(const void *state, size_t n) { return brisk_hash64_of(state, n >= 8 ? n - 8 : 0, CHECKSUM_SEED); }
+
+/* The model's data hash, taken once per model by whichever thread asks first
+ * (the others wait for it): it reads every tensor byte. The model is
+ * immutable; this only fills in a value derived from it. */
+static uint64_t model_data_hash(const brisk_model *cm) {
+    brisk_model *m = (brisk_model *)cm;
+    if (atomic_load_explicit(&m->data_hash_once, memory_order_acquire) == 2) return m->data_hash;
+    int expect = 0;
+    if (atomic_compare_exchange_strong_explicit(&m->data_hash_once, &expect, 1, memory_order_acq_rel, memory_order_acquire)) {
+        m->data_hash = brisk_gguf_data_hash(m->data->gguf);
+        atomic_store_explicit(&m->data_hash_once, 2, memory_order_release);
+        return m->data_hash;
+    }
+    while (atomic_load_explicit(&m->data_hash_once, memory_order_acquire) != 2) sched_yield();
+    return m->data_hash;
+}
+
+/* The header this context writes for a sequence of n tokens. */
+static state_header header_for(const brisk_context *c, uint32_t n_tokens, uint64_t sampler_bytes, bool with_sampler) {
+    const brisk_kv *kv = c->kv;
+    return (state_header){.magic = STATE_MAGIC, .version = STATE_VERSION, .flags = with_sampler ? STATE_FLAG_SAMPLER : 0,
+                          .n_tokens = n_tokens, .header_hash = c->model->data->header_hash,
+                          .data_hash = model_data_hash(c->model), .k_type = (uint32_t)kv->k_type, .v_type = (uint32_t)kv->v_type,
+                          .block = BRISK_KV_BLOCK, .n_layer = (uint32_t)kv->n_layer, .n_head_kv = (uint32_t)kv->n_head,
+                          .head_dim = (uint32_t)kv->head_dim, .sampler_bytes = sampler_bytes,
+                          .n_vocab = (uint32_t)c->model->data->hp.n_vocab};
+}
+
+/* ---- saving ------------------------------------------------------------------------------------- */
+
+brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, void *buf, size_t cap,
+                                 size_t *n_bytes, brisk_error *err) {
+    if (n_bytes) *n_bytes = 0;
+    if (!c || !n_bytes) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: context and size pointer are required");
+    const brisk_kv *kv = c->kv;
+    if (seq < 0 || seq >= kv->n_seq) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, kv->n_seq);
+    const brisk_kv_seq *s = &kv->seqs[seq];
+    if (s->ordered != s->len)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "sequence %d: cannot save: slots %d..%d hold the token tree of the last decode; keep one path of it "
+                          "(brisk_seq_keep_path) or truncate first",
+                          seq, s->ordered, s->len - 1);
+    size_t smp_bytes = 0;
+    brisk_status st;
+    if (smp && (st = brisk_sampler_state_size(smp, &smp_bytes, err))) return st;
+    const state_header h0 = header_for(c, (uint32_t)s->len, smp_bytes, smp != NULL);
+    state_layout l;
+    if (!layout_of(&h0, &l) || l.total > SIZE_MAX)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: its state's size overflows", seq);
+    *n_bytes = (size_t)l.total;
+    if (!buf || cap < l.total)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: its state needs %" PRIu64 " bytes, the buffer has %zu", seq, l.total, cap);
+    uint16_t *row = malloc((size_t)l.row_bytes * 2);   /* K then V; the caller's buffer may be unaligned */
+    if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %" PRIu64 " bytes", l.row_bytes);
+    uint8_t *out = buf;
+    state_header h = h0;
+    h.total_bytes = l.total;
+    header_write(&h, out);
+    for (int32_t i = 0; i < s->len; i++) {
+        put_u32(out + l.tok_off + 4 * (size_t)i, (uint32_t)brisk_kv_slot_token(kv, seq, i));
+        put_u32(out + l.pos_off + 4 * (size_t)i, (uint32_t)brisk_kv_slot_pos(kv, seq, i));
+    }
+    const size_t rb = (size_t)l.row_bytes, row_elems = rb / 2;
+    for (int32_t il = 0; il < kv->n_layer; il++)
+        for (int32_t i = 0; i < s->len; i++) {
+            const size_t at = ((size_t)il * (size_t)s->len + (size_t)i) * rb;
+            brisk_kv_row_get(kv, il, seq, i, row, row + row_elems);
+            memcpy(out + l.kv_off + at, row, rb);
+            memcpy(out + l.v_off + at, row + row_elems, rb);
+        }
+    free(row);
+    if (smp) brisk_sampler_state_write(smp, out + l.smp_off);
+    put_u64(out + l.sum_off, brisk_state_checksum(out, (size_t)l.total));
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_state_get_alloc(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, uint8_t **out,
+                                       size_t *n_bytes, brisk_error *err) {
+    if (!out || !n_bytes) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: output pointers are required");
+    *out = NULL;
+    size_t need = 0;
+    brisk_error probe = {0};
+    brisk_status st = brisk_seq_state_get(c, seq, smp, NULL, 0, &need, &probe);
+    if (st != BRISK_ERR_CAPACITY || need == 0) {
+        if (err) *err = probe;
+        return st ? st : brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: size query failed");
+    }
+    uint8_t *buf = malloc(need);
+    if (!buf) return brisk_fail(err, BRISK_ERR_NOMEM, "sequence %d: cannot allocate %zu bytes for its state", seq, need);
+    if ((st = brisk_seq_state_get(c, seq, smp, buf, need, n_bytes, err))) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    return BRISK_OK;
+}
+
+/* ---- loading ------------------------------------------------------------------------------------ */
+
+static const char *kv_type_name(uint32_t t) { return t == BRISK_KV_F16 ? "F16" : "unknown"; }
+
+/* Every check of a load, in the order that names the most useful difference
+ * first; nothing here changes the context or the sampler. */
+static brisk_status state_check(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, const uint8_t *p, size_t len,
+                                state_header *h, state_layout *l, brisk_error *err) {
+    const brisk_kv *kv = c->kv;
+    if (len < 4 || get_u32(p) != STATE_MAGIC)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "not a brisk KV state (%s)", len < 4 ? "shorter than its magic" : "bad magic; expected \"BKVS\"");
+    if (len < 8) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state truncated: %zu bytes, the header has %u", len, STATE_HEADER);
+    if (get_u32(p + 4) != STATE_VERSION)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV state version %u; this build reads version %u", get_u32(p + 4), STATE_VERSION);
+    if (len < STATE_HEADER + 8)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state truncated: %zu bytes, the header and checksum alone take %u", len, STATE_HEADER + 8);
+    header_read(p, h);
+    if (h->flags & ~STATE_FLAG_SAMPLER) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown flags 0x%x", h->flags);
+    if (h->reserved) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: reserved header field is %u, not 0", h->reserved);
+    if (!(h->flags & STATE_FLAG_SAMPLER) && h->sampler_bytes)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: %" PRIu64 " sampler bytes without the sampler flag", h->sampler_bytes);
+    if (!layout_of(h, l))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: the header's sizes overflow (%u tokens, %u layers, %u heads of %u)", h->n_tokens,
+                          h->n_layer, h->n_head_kv, h->head_dim);
+    if (l->total != h->total_bytes)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: the header's sizes add up to %" PRIu64 " bytes, it records %" PRIu64, l->total,
+                          h->total_bytes);
+    if (h->total_bytes != len)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state %s: %zu bytes, the header says %" PRIu64,
+                          len < h->total_bytes ? "truncated" : "has trailing bytes", len, h->total_bytes);
+    const uint64_t sum = brisk_state_checksum(p, (size_t)l->total), want = get_u64(p + l->sum_off);
+    if (sum != want)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state corrupted: checksum %016" PRIx64 ", the file records %016" PRIx64, sum, want);
+    /* well-formed: does it belong to this model and this cache? */
+    const brisk_model_data *md = c->model->data;
+    if (h->header_hash != md->header_hash)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "KV state is from another model: GGUF header/metadata/tensor table hash %016" PRIx64 ", this model's %016" PRIx64,
+                          h->header_hash, md->header_hash);
+    if (h->k_type != (uint32_t)kv->k_type || h->v_type != (uint32_t)kv->v_type)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state stores K/V as %s/%s (types %u/%u), this context %s/%s", kv_type_name(h->k_type),
+                          kv_type_name(h->v_type), h->k_type, h->v_type, kv_type_name((uint32_t)kv->k_type), kv_type_name((uint32_t)kv->v_type));
+    if (h->block != BRISK_KV_BLOCK || h->n_layer != (uint32_t)kv->n_layer || h->n_head_kv != (uint32_t)kv->n_head ||
+        h->head_dim != (uint32_t)kv->head_dim || h->n_vocab != (uint32_t)md->hp.n_vocab)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "KV state shape: block %u, %u layers, %u KV heads of %u, vocabulary %u; this context: block %d, %d layers, %d "
+                          "KV heads of %d, vocabulary %d",
+                          h->block, h->n_layer, h->n_head_kv, h->head_dim, h->n_vocab, BRISK_KV_BLOCK, kv->n_layer, kv->n_head,
+                          kv->head_dim, md->hp.n_vocab);
+    const uint64_t data_hash = model_data_hash(c->model);
+    if (h->data_hash != data_hash)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "KV state is from another model: tensor data hash %016" PRIx64 ", this model's %016" PRIx64
+                          " (same header and metadata, different weights)",
+                          h->data_hash, data_hash);
+    if (seq < 0 || seq >= kv->n_seq) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, kv->n_seq);
+    if (h->n_tokens > (uint32_t)kv->n_ctx)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "KV state holds %u tokens, more than the context size %d (n_ctx_seq)", h->n_tokens, kv->n_ctx);
+    for (uint32_t i = 0; i < h->n_tokens; i++) {
+        const int32_t t = (int32_t)get_u32(p + l->tok_off + 4 * (size_t)i), pos = (int32_t)get_u32(p + l->pos_off + 4 * (size_t)i);
+        if (t < 0 || t >= md->hp.n_vocab)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: token %u: id %d out of range [0, %d)", i, t, md->hp.n_vocab);
+        if (pos != (int32_t)i)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: slot %u holds position %d; version 1 states are in position order", i, pos);
+    }
+    if (smp) {
+        if (!(h->flags & STATE_FLAG_SAMPLER))
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state holds no sampler state, but a sampler was given to restore");
+        brisk_status st = brisk_sampler_state_check(smp, p + l->smp_off, (size_t)h->sampler_bytes, err);
+        if (st) return st;
+    }
+    const int32_t need = (int32_t)(((int64_t)h->n_tokens + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK);
+    const int32_t have = brisk_kv_blocks_obtainable(kv, seq);
+    if (need > have)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "KV state of %u tokens needs %d blocks of %d; the pool can give sequence %d only %d (the other sequences hold "
+                          "the rest)",
+                          h->n_tokens, need, BRISK_KV_BLOCK, seq, have);
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_state_set(brisk_context *c, int32_t seq, struct brisk_sampler *smp, const void *buf, size_t len,
+                                 brisk_error *err) {
+    if (!c || (!buf && len)) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: context and buffer are required");
+    const uint8_t *p = buf;
+    state_header h;
+    state_layout l;
+    brisk_status st = state_check(c, seq, smp, p, len, &h, &l, err);
+    if (st) return st;
+    brisk_kv *kv = c->kv;
+    const size_t rb = (size_t)l.row_bytes, row_elems = rb / 2, n = h.n_tokens;
+    uint16_t *row = malloc(rb * 2);   /* the buffer may be unaligned */
+    if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %zu bytes", rb);
+    /* from here on it cannot fail: the blocks were counted above */
+    brisk_kv_truncate(kv, seq, 0);
+    st = brisk_kv_reserve(kv, seq, (int32_t)n, err);
+    BRISK_ASSERT(st == BRISK_OK);
+    for (int32_t il = 0; il < kv->n_layer; il++)
+        for (size_t i = 0; i < n; i++) {
+            const size_t at = ((size_t)il * n + i) * rb;
+            memcpy(row, p + l.kv_off + at, rb);
+            memcpy(row + row_elems, p + l.v_off + at, rb);
+            brisk_kv_row_set(kv, il, seq, (int32_t)i, row, row + row_elems);
+        }
+    free(row);
+    for (size_t i = 0; i < n; i++)
+        brisk_kv_written(kv, seq, (int32_t)i, (int32_t)get_u32(p + l.tok_off + 4 * i), (int32_t)get_u32(p + l.pos_off + 4 * i), true);
+    brisk_kv_commit(kv, seq);
+    c->tree_ok[seq] = 0;
+    if (smp) {
+        st = brisk_sampler_state_load(smp, p + l.smp_off, (size_t)h.sampler_bytes, err);
+        BRISK_ASSERT(st == BRISK_OK);   /* checked above */
+    }
+    return BRISK_OK;
+}
+
+/* ---- files -------------------------------------------------------------------------------------- */
+
+static brisk_status write_all(FILE *f, const uint8_t *p, size_t n, const char *path, brisk_error *err) {
+    if (fwrite(p, 1, n, f) != n || fflush(f) != 0)
+        return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_save(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, const char *path, brisk_error *err) {
+    if (!path) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: no path to save to");
+    uint8_t *blob = NULL;
+    size_t n = 0;
+    brisk_status st = brisk_seq_state_get_alloc(c, seq, smp, &blob, &n, err);
+    if (st) return st;
+    brisk_out_kind kind;
+    char *target = NULL, *tmp = NULL;
+    FILE *f = NULL;
+    if ((st = brisk_out_target(path, &kind, &target, err))) goto done;
+    if (kind != BRISK_OUT_REPLACE) {
+        f = kind == BRISK_OUT_STDOUT ? stdout : fopen(path, "wb");
+        if (!f) {
+            st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+            goto done;
+        }
+        st = write_all(f, blob, n, path, err);
+        if (f != stdout && fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+        goto done;
+    }
+    const int64_t avail = brisk_disk_free(target);
+    if (avail >= 0 && (uint64_t)avail < n) {
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: the KV state needs %zu bytes, only %" PRId64 " are free on its filesystem", path, n, avail);
+        goto done;
+    }
+    /* beside the target, then renamed: a reader never sees half a state */
+    const size_t plen = strlen(target) + 16;
+    if (!(tmp = malloc(plen))) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    snprintf(tmp, plen, "%s.tmp.XXXXXX", target);
+    const int fd = mkstemp(tmp);
+    if (fd < 0) {
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        free(tmp);
+        tmp = NULL;
+        goto done;
+    }
+    if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open temporary file %s: %s", path, tmp, strerror(errno));
+        close(fd);
+        goto fail_tmp;
+    }
+    st = write_all(f, blob, n, tmp, err);
+    if (!st && fsync(fileno(f)) != 0) st = brisk_fail(err, BRISK_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
+    if (fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
+    if (st) goto fail_tmp;
+    if (rename(tmp, target) != 0) {
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
+        goto fail_tmp;
+    }
+    goto done;
+fail_tmp:
+    unlink(tmp);
+done:
+    free(tmp);
+    free(target);
+    free(blob);
+    return st;
+}
+
+brisk_status brisk_seq_load(brisk_context *c, int32_t seq, struct brisk_sampler *smp, const char *path, brisk_error *err) {
+    if (!path) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: no path to load from");
+    brisk_mapped_file f;
+    brisk_status st = brisk_file_map(path, &f, err);
+    if (st) return st;
+    st = brisk_seq_state_set(c, seq, smp, f.data, f.size, err);
+    brisk_file_unmap(&f);
+    if (st) brisk_error_prefix(err, "%s", path);
+    return st;
+}
