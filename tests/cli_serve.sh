@@ -113,6 +113,25 @@ long=$(python3 -c 'print("x = 1\\n" * 120)')
 $C "$U/v1/completions" -d "$(python3 -c 'import json,sys; print(json.dumps({"prompt": sys.argv[1], "max_tokens": 1000, "temperature": 0, "ignore_eos": True}))' "$long")" >"$tmp/full"
 jcheck "$tmp/full" 'j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] == 512 and j["choices"][0]["finish_reason"] == "length"' && ok || bad "full context: finish length"
 
+# ---- determinism: greedy outputs byte-identical alone and among concurrent requests
+for k in 0 1 2 3 4 5; do
+  printf '{"prompt": "def f%d(x):\\n    ", "max_tokens": 32, "temperature": 0, "ignore_eos": true, "logprobs": 1}' $k >"$tmp/dq$k"
+  $C "$U/v1/completions" --data-binary @"$tmp/dq$k" >"$tmp/alone$k"
+done
+cp=()
+for k in 0 1 2 3 4 5; do $C "$U/v1/completions" --data-binary @"$tmp/dq$k" >"$tmp/together$k" & cp+=($!); done
+wait "${cp[@]}"
+same=0
+for k in 0 1 2 3 4 5; do
+  python3 -c 'import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:]); c = lambda j: (j["choices"][0]["text"], j["choices"][0]["logprobs"]["token_logprobs"]); sys.exit(0 if c(a) == c(b) and a["usage"]["completion_tokens"] == 32 else 1)' "$tmp/alone$k" "$tmp/together$k" && same=$((same+1))
+done
+[ $same -eq 6 ] && ok || bad "greedy text and logprobs differ among concurrent requests ($same of 6 equal)"
+# a prompt sharing a long prefix with an earlier one reuses its blocks (cached_tokens)
+python3 -c 'import json; p = "".join("x%d = %d\n" % (i, i) for i in range(40)); json.dump({"prompt": p, "max_tokens": 1}, open("'"$tmp/pa"'", "w")); json.dump({"prompt": p + "y = 2\n", "max_tokens": 1}, open("'"$tmp/pb"'", "w"))'
+$C "$U/v1/completions" --data-binary @"$tmp/pa" >"$tmp/ra"
+$C "$U/v1/completions" --data-binary @"$tmp/pb" >"$tmp/rb"
+jcheck "$tmp/rb" 'j["usage"]["prompt_tokens_details"]["cached_tokens"] >= (json.load(open("'"$tmp/ra"'"))["usage"]["prompt_tokens"] - 1) // 32 * 32 > 0' && ok || bad "prefix cache: cached_tokens $(cat "$tmp/ra" "$tmp/rb" | grep -o '"usage".*')"
+
 # ---- errors, always {"error": {message, type, param, code}}
 err() {   # err NAME EXPECTED_STATUS EXPECTED_CODE CURL_ARGS...
   local name=$1 want=$2 code=$3; shift 3

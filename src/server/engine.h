@@ -87,7 +87,8 @@ void srv_job_usage(srv_job *j, int32_t *prompt, int32_t *cached, int32_t *comple
 /* Why the job failed (SRV_FINISH_ERROR), "" otherwise; copied into buf. */
 void srv_job_error(srv_job *j, char *buf, size_t cap);
 
-typedef enum srv_admit { SRV_ADMIT_OK = 0, SRV_ADMIT_FULL, SRV_ADMIT_DRAINING } srv_admit;
+typedef enum srv_admit { SRV_ADMIT_OK = 0, SRV_ADMIT_FULL, SRV_ADMIT_DRAINING, SRV_ADMIT_INVALID } srv_admit;
+/* SRV_ADMIT_INVALID: the scheduler refused the request (srv_job_error says why; a 400) */
 
 typedef struct srv_engine srv_engine;
 

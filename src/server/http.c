@@ -233,6 +233,14 @@ static void *ticker_main(void *arg) {
     return NULL;
 }
 
+/* Cancel c's job; the engine lives until closing is set under admit_mu. */
+static void cancel(conn *c) {
+    http_srv *s = c->srv;
+    pthread_mutex_lock(&s->admit_mu);
+    srv_engine_cancel(s->closing ? NULL : s->engine, c->job);
+    pthread_mutex_unlock(&s->admit_mu);
+}
+
 /* true when the client has closed its end (a non-streamed request waiting). */
 static bool client_gone(struct MHD_Connection *mc) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -476,6 +484,11 @@ static enum MHD_Result do_generate(conn *c) {
                     "the server is busy: every running and queue slot is taken (--max-running, --max-queue); retry later");
     if (a == SRV_ADMIT_DRAINING)
         return fail(c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
+    if (a == SRV_ADMIT_INVALID) {
+        char msg[512];
+        srv_job_error(c->job, msg, sizeof msg);
+        return fail(c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
+    }
     list_add(s, c);
     if (c->stream) {
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, c, NULL);
@@ -514,7 +527,7 @@ static enum MHD_Result wait_generate(conn *c) {
             return send_json(c->mc, 200, o);
         }
         if (client_gone(c->mc)) {
-            srv_engine_cancel(c->srv->engine, c->job);
+            cancel(c);
             return MHD_NO;
         }
         if (try_suspend(c)) return MHD_YES;
@@ -747,7 +760,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         int32_t n = 0;
         bool done = false;
         srv_events_free(srv_job_take(c->job, &n, &done), n);
-        if (!done) srv_engine_cancel(s->engine, c->job);   /* the client went away: free its slot */
+        if (!done) cancel(c);   /* the client went away: free its slot */
         list_remove(s, c);
         srv_job_unref(c->job);
     }
