@@ -55,6 +55,8 @@ typedef struct conn {
     char *body;
     size_t body_len, body_cap;
     bool too_big;
+    bool over_budget;         /* the server's body budget was spent: 503 at the end */
+    size_t counted;           /* bytes of body counted in srv->body_bytes */
     /* the job */
     srv_job *job;
     srv_request req;
@@ -90,6 +92,7 @@ struct http_srv {
     pthread_mutex_t admit_mu; /* closing, and the engine's lifetime for submits */
     conn *conns;              /* connections with a job */
     bool draining, closing;
+    size_t body_bytes, body_budget;   /* bodies buffered by all connections (under mu), and their cap */
     pthread_t ticker;
     bool ticker_on, ticker_stop;
     pthread_cond_t ticker_cv;
@@ -217,9 +220,9 @@ static void *ticker_main(void *arg) {
         if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
         pthread_cond_timedwait(&s->ticker_cv, &s->mu, &ts);
         const double t = now_s();
-        struct MHD_Connection *wake[64];
+        struct MHD_Connection *wake[1024];
         int n = 0;
-        for (conn *c = s->conns; c && n < 64; c = c->next)
+        for (conn *c = s->conns; c && n < 1024; c = c->next)
             if (c->suspended && (t - c->last_wake >= 0.75 || s->closing)) {
                 c->suspended = false;
                 c->last_wake = t;
@@ -671,9 +674,17 @@ static enum MHD_Result post_route(conn *c) {
     static const srv_kind kinds[] = {[R_CHAT] = SRV_CHAT, [R_COMPLETIONS] = SRV_COMPLETION, [R_TOKENIZE] = SRV_TOKENIZE,
                                      [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE};
     srv_error e;
-    if (!srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim, &s->cfg->sampling,
-                           &c->req, &e))
-        return send_error(c->mc, &e);
+    const bool parsed = srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim,
+                                          &s->cfg->sampling, &c->req, &e);
+    /* the body is not needed past this point: give its memory and budget back */
+    free(c->body);
+    c->body = NULL;
+    c->body_len = c->body_cap = 0;
+    pthread_mutex_lock(&s->mu);
+    s->body_bytes -= c->counted;
+    pthread_mutex_unlock(&s->mu);
+    c->counted = 0;
+    if (!parsed) return send_error(c->mc, &e);
     c->have_req = true;
     switch (c->r) {
     case R_CHAT:
@@ -727,9 +738,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             c->too_big = true;   /* read and dropped, answered at the end */
             return MHD_YES;
         }
+        if (c->over_budget) return MHD_YES;
         if (c->body_len + n + 1 > c->body_cap) {
             size_t cap = c->body_cap ? c->body_cap : 4096;
             while (cap < c->body_len + n + 1) cap *= 2;
+            /* all connections' bodies together stay under the budget, so many
+             * large uploads at once cannot exhaust memory */
+            pthread_mutex_lock(&s->mu);
+            const bool fits = s->body_bytes - c->counted + cap <= s->body_budget;
+            if (fits) {
+                s->body_bytes += cap - c->counted;
+                c->counted = cap;
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (!fits) {
+                c->over_budget = true;
+                return MHD_YES;
+            }
             char *g = realloc(c->body, cap);
             if (!g) return MHD_NO;
             c->body = g;
@@ -739,6 +764,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->body_len += n;
         return MHD_YES;
     }
+    if (c->over_budget && !c->too_big)
+        return fail(mc, 503, "server_error", "busy", NULL,
+                    "the server is buffering too many request bodies at once; retry later");
     if (c->too_big) {
         srv_error e;
         srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
@@ -763,6 +791,11 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
         if (!done) cancel(c);   /* the client went away: free its slot */
         list_remove(s, c);
         srv_job_unref(c->job);
+    }
+    if (c->counted) {
+        pthread_mutex_lock(&s->mu);
+        s->body_bytes -= c->counted;
+        pthread_mutex_unlock(&s->mu);
     }
     if (c->have_req) srv_request_free(&c->req);
     for (int32_t i = 0; c->acc && i < c->n_acc; i++) srv_choice_free(&c->acc[i]);
@@ -793,6 +826,7 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
     brisk_model_get_info(model, &s.info);
     s.lim = srv_limits_default(s.info.n_vocab, cfg->max_running);
     s.started = (int64_t)time(NULL);
+    s.body_budget = cfg->max_body * 16;   /* 128 MiB at the default --max-body */
     s.bos = token_string(model, brisk_token_bos(model));
     s.eos = token_string(model, brisk_token_eos(model));
     pthread_mutex_init(&s.mu, NULL);
