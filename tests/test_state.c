@@ -413,6 +413,21 @@ static void check_refusals(const brisk_model *m, const brisk_model *other, const
         expect_refused(c, 0, s, b, n, crafted[i].want, crafted[i].needle, crafted[i].what);
         free(b);
     }
+    /* a compacted sequence's state (positions increasing, past their slots
+     * from slot 9 on, as after a retention policy dropped 5 positions) is
+     * accepted, and the sequence continues one past its last position */
+    {
+        brisk_context *c2 = make_ctx(m, 256, 0, 2);
+        b = copy_of(st, n);
+        for (int i = 9; i < N_PROMPT + N_SAVE; i++) put32_at(b, BRISK_STATE_HEADER + 4 * (N_PROMPT + N_SAVE) + 4 * (size_t)i, (uint32_t)(i + 5));
+        reseal(b, n);
+        CHECKF(brisk_seq_state_set(c2, 0, NULL, b, n, &err) == BRISK_OK, "compacted state: %s", err.msg);
+        CHECK(brisk_seq_len(c2, 0) == N_PROMPT + N_SAVE && brisk_kv_next_pos(c2->kv, 0) == N_PROMPT + N_SAVE + 5 &&
+              brisk_kv_slot_pos(c2->kv, 0, 9) == 14);
+        CHECKF(brisk_kv_check(c2->kv, &err), "%s", err.msg);
+        free(b);
+        brisk_context_free(c2);
+    }
     /* a shape change with sizes that still add up: heads and head size swapped */
     {
         uint32_t nh, hd;

@@ -19,7 +19,7 @@
  *    72  u32  n_vocab (the range of the token ids)
  *    76  u32  reserved, 0
  *   tokens     n_tokens x i32, slot order
- *   positions  n_tokens x i32 (version 1: slot i holds position i)
+ *   positions  n_tokens x i32, increasing with the slot, each >= its slot (= it unless the sequence was compacted)
  *   K          n_layer x n_tokens x (n_head_kv * head_dim) x u16: per layer, per
  *              token, its row (KV head after KV head), the F16 bits as stored
  *   V          the same for V
@@ -264,12 +264,15 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (seq < 0 || seq >= kv->n_seq) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, kv->n_seq);
     if (h->n_tokens > (uint32_t)kv->n_ctx)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV state holds %u tokens, more than the context size %d (n_ctx_seq)", h->n_tokens, kv->n_ctx);
-    for (uint32_t i = 0; i < h->n_tokens; i++) {
+    for (uint32_t i = 0, prev = 0; i < h->n_tokens; i++) {
         const int32_t t = (int32_t)get_u32(p + l->tok_off + 4 * (size_t)i), pos = (int32_t)get_u32(p + l->pos_off + 4 * (size_t)i);
         if (t < 0 || t >= md->hp.n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: token %u: id %d out of range [0, %d)", i, t, md->hp.n_vocab);
-        if (pos != (int32_t)i)
-            return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: slot %u holds position %d; version 1 states are in position order", i, pos);
+        /* positions increase with the slot (equal to it unless a retention policy compacted the sequence) */
+        if (pos < (int32_t)i || (i > 0 && (uint32_t)pos <= prev))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: slot %u holds position %d; positions must increase from slot to slot, "
+                              "each at least its slot", i, pos);
+        prev = (uint32_t)pos;
     }
     if (smp) {
         if (!(h->flags & STATE_FLAG_SAMPLER))

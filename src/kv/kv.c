@@ -358,6 +358,12 @@ void brisk_kv_commit(brisk_kv *kv, int32_t seq) {
     brisk_kv_seq *s = &kv->seqs[seq];
     while ((int64_t)(s->n_indexed + 1) * BRISK_KV_BLOCK <= s->ordered) {
         const int32_t bi = s->n_indexed, b = s->blocks[bi], parent = bi ? s->blocks[bi - 1] : -1;
+        /* the index keys a block by its tokens after its prefix, which fixes
+         * their positions only while slot == position: a compacted block
+         * (retention dropped slots before it) is never indexed, nor after it */
+        bool at_slots = true;
+        for (int32_t l = 0; l < BRISK_KV_BLOCK && at_slots; l++) at_slots = kv->pos[(size_t)b * BRISK_KV_BLOCK + (size_t)l] == bi * BRISK_KV_BLOCK + l;
+        if (!at_slots) break;
         s->n_indexed++;
         if (kv->blk[b].indexed) continue;   /* shared from the index or a fork: already there */
         const uint64_t h = block_hash(parent_hash(kv, parent), block_tok(kv, b));
