@@ -479,6 +479,136 @@ brisk_status brisk_dry_breakers(const brisk_model *m, const char *const *breaker
  * descending order with ties by lower id, into ids[k] and logprobs[k]. Returns min(k, n_vocab). */
 int32_t brisk_logprobs_top_k(const float *logits, int32_t n_vocab, int32_t k, int32_t *ids, float *logprobs);
 
+/* ---- the scheduler ------------------------------------------------------------------------------
+ * Continuous batching over one context: requests come in (a prompt, sampler
+ * settings, a token limit), and each brisk_sched_step builds ONE batch from
+ * the running requests' decode tokens first (with speculative drafts when a
+ * request asks for them), then prefill chunks of admitted requests under a
+ * token budget, runs it in forward passes of at most n_ubatch tokens
+ * (brisk_decode), samples every sequence with its request's own sampler and
+ * reports each token through the request's callback. The context's n_seq
+ * sequences are the slots; its KV pool is shared by all of them, and a
+ * prompt's whole blocks come from the prefix cache when an earlier request
+ * computed them.
+ *
+ * When the pool is full even after the prefix cache's least recently used
+ * blocks are evicted, the youngest running request is preempted: its
+ * sequences are released (their full blocks stay in the prefix cache), it
+ * goes back to the front of the waiting queue with its generated tokens, and
+ * on resumption its sequences are rebuilt from prompt + generated tokens,
+ * mostly from the cache. Its samplers are untouched, so its output is what it
+ * would have been without the preemption. A request that does not fit the
+ * pool even alone finishes with BRISK_FINISH_CONTEXT_FULL.
+ *
+ * Batch invariance: a request's tokens and logits are bitwise the same alone
+ * or among others, from the prefix cache or computed, in any chunking,
+ * preempted or not; greedy tokens are the same with speculation on or off
+ * (sampled ones are then distributed the same, not drawn the same).
+ *
+ * Thread safety: brisk_sched_add, brisk_sched_cancel and brisk_sched_pending
+ * may be called from any thread at any time. brisk_sched_step, init and free
+ * belong to one thread (the context's owner; nothing else may use the context
+ * meanwhile), and the callbacks run on it, inside brisk_sched_step; they may
+ * call brisk_sched_add and brisk_sched_cancel. */
+
+typedef struct brisk_sched brisk_sched;
+
+typedef enum brisk_finish {
+    BRISK_FINISH_NONE = 0,          /* a generated token; the request goes on */
+    BRISK_FINISH_EOG = 1,           /* it generated an end-of-generation token (delivered just before) */
+    BRISK_FINISH_LENGTH = 2,        /* it generated max_tokens tokens */
+    BRISK_FINISH_CANCELLED = 3,     /* brisk_sched_cancel, or brisk_sched_free while it was live */
+    BRISK_FINISH_CONTEXT_FULL = 4,  /* the KV pool cannot hold it even alone */
+    BRISK_FINISH_ERROR = 5,         /* its forward pass failed (BRISK_ERR_NUMERIC: non-finite logits) */
+} brisk_finish;
+
+/* Static name of a finish reason ("eog", "length", ...). */
+const char *brisk_finish_str(brisk_finish f);
+
+typedef enum brisk_sched_spec {
+    BRISK_SCHED_SPEC_OFF = 0,
+    BRISK_SCHED_SPEC_NGRAM = 1,     /* n-gram (prompt lookup) drafts whenever the history has a match */
+    /* n-gram drafts only when the pass's measured cost curve says they raise
+     * the expected tokens per second (at 16 sequences the pass is
+     * compute-bound and they rarely do) */
+    BRISK_SCHED_SPEC_AUTO = 2,
+} brisk_sched_spec;
+
+/* Called for every generated token (finish = BRISK_FINISH_NONE), then once
+ * with token -1 and the reason the choice finished. id is the request's (from
+ * brisk_sched_add), choice its completion index in [0, n). */
+typedef void (*brisk_sched_token_fn)(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish);
+/* Optional: the logits (n_vocab floats, borrowed for the call) each generated
+ * token was sampled from, just before its token callback (logprobs, tests). */
+typedef void (*brisk_sched_logits_fn)(void *user, int64_t id, int32_t choice, int32_t token, const float *logits, int32_t n_vocab);
+
+typedef struct brisk_sched_request {
+    const int32_t *prompt;          /* [n_prompt] token ids, borrowed during brisk_sched_add only (copied) */
+    int32_t n_prompt;               /* >= 1; n_prompt + max_tokens <= the context's n_ctx_seq */
+    /* The request's sampler chain (brisk_sampler_init; its pointers are
+     * borrowed during brisk_sched_add only). Choice i > 0 of n gets its own
+     * chain from the same settings with the seed seed + i * 0x9E3779B97F4A7C15
+     * (mod 2^64; BRISK_SEED_RANDOM draws choice 0's seed first, skipped as a
+     * value), so choice 0 draws exactly what an n = 1 request draws. */
+    brisk_sampler_params sampling;
+    int32_t max_tokens;             /* >= 1: tokens generated per choice at most */
+    /* Completions of the prompt, 1..max_running: the prompt is prefilled once,
+     * then its sequence is forked (brisk_seq_fork) into n - 1 more slots. */
+    int32_t n;
+    bool ignore_eog;                /* go on past end-of-generation tokens (benchmarks) */
+    brisk_sched_spec spec;
+    int32_t spec_draft_max;         /* drafts per step at most, 0 = 8, up to 32 */
+    brisk_sched_token_fn on_token;  /* required */
+    brisk_sched_logits_fn on_logits;   /* optional */
+    void *user;                     /* borrowed, passed back to the callbacks */
+} brisk_sched_request;
+/* One completion, greedy sampling, 16 tokens, speculation off; prompt and on_token to fill in. */
+brisk_sched_request brisk_sched_default_request(void);
+
+typedef struct brisk_sched_params {
+    int32_t n_batch;     /* tokens per step (llama.cpp's -b); 0 = the context's n_batch */
+    int32_t n_ubatch;    /* tokens per forward pass (-ub), <= the context's n_batch; 0 = min(n_batch, the context's) */
+    int32_t max_running; /* sequences (slots) running at once, <= n_seq; 0 = n_seq */
+    int32_t max_queue;   /* requests waiting at most; a full queue refuses with BRISK_ERR_CAPACITY; 0 = 1024 */
+} brisk_sched_params;
+brisk_sched_params brisk_sched_default_params(void);
+
+typedef struct brisk_sched_info {
+    int32_t n_decoded;       /* tokens generated this step (all choices) */
+    int32_t n_prefill;       /* prompt (or rebuilt) tokens computed this step */
+    int32_t n_drafts;        /* draft tokens verified this step */
+    int32_t n_passes;        /* forward passes (brisk_decode calls) this step, refused ones included */
+    int32_t n_running;       /* requests holding slots after the step */
+    int32_t n_seq_running;   /* ... and the sequences (slots) they hold */
+    int32_t n_waiting;       /* requests waiting after the step (new and preempted) */
+    int64_t n_preemptions;   /* so far */
+    int64_t n_drafted, n_accepted;   /* draft tokens so far: verified, and accepted */
+    /* when the last preemption happened: the pool's free + cached blocks, and
+     * the blocks the refused pass needed at least (its sequences' new blocks) */
+    int32_t preempt_free_blocks, preempt_need_blocks;
+} brisk_sched_info;
+
+/* c: borrowed; must outlive the scheduler, which uses all its sequences
+ * (they must be empty). */
+brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_sched_params *p, brisk_error *err);
+/* Finishes every live request with BRISK_FINISH_CANCELLED (callbacks on the calling thread), releases its
+ * sequences; NULL is a no-op. */
+void brisk_sched_free(brisk_sched *s);
+/* Validate and queue a request (nothing is admitted half): token ids in
+ * range, n_prompt + max_tokens <= n_ctx_seq, 1 <= n <= max_running, the
+ * sampler settings, the queue not full. *id (> 0) names it. */
+brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64_t *id, brisk_error *err);
+/* Ask for a request to stop; its callback gets BRISK_FINISH_CANCELLED at the
+ * next step and its sequences are released. false when no live request has
+ * that id (finished, or never added). */
+bool brisk_sched_cancel(brisk_sched *s, int64_t id);
+/* One step (see above). Per-request failures end that request (its finish
+ * reason says why); an error returned here is the scheduler's own. info is
+ * optional. */
+brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_error *err);
+/* Requests live (waiting or running): anything left for brisk_sched_step to do. */
+int32_t brisk_sched_pending(brisk_sched *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,7 +4,8 @@
 # left out, as llama-batched-bench does), N_KV is what that configuration
 # needs, the jsonl lines carry llama-batched-bench's field names with numbers,
 # -pps forks one prompt (and the fork shares its blocks), bad lists are usage
-# errors. Speed itself is a benchmark's business (bench/, docs/PERFORMANCE.md).
+# errors; --spec off|ngram|auto runs the same table through the scheduler
+# (n-gram drafts reported on stderr), a bad mode is a usage error. Speed itself is a benchmark's business (bench/, docs/PERFORMANCE.md).
 # Usage: bash tests/cli_batched_bench.sh BRISK_BINARY [SHARED_DIR]
 set -u
 brisk="$1"
@@ -39,6 +40,22 @@ check "npl 0: usage error" "[ $rc -eq 2 ]"
 check "write error: exit 1" "[ $rc -eq 1 ] && grep -q 'write to stdout failed' $tmp/err"
 "$brisk" batched-bench --help >"$tmp/out" 2>&1; rc=$?
 check "help: -c is the total KV cells" "[ $rc -eq 0 ] && grep -q 'total KV cells' $tmp/out && grep -q -- '-pps' $tmp/out"
+
+# --spec: the same table through the scheduler
+"$brisk" batched-bench -m "$model" -c 1024 -npp 32 -ntg 8 -npl 1,4 -t 1 --spec off >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "spec off: exit 0, 2 rows" "[ $rc -eq 0 ] && [ \$(grep -cE '^\|  +[0-9]+ \|' $tmp/out) -eq 2 ]"
+check "spec off: N_KV = pl x (pp + tg), no draft report" "grep -qE '^\|    32 \|      8 \|    4 \|    160 \|' $tmp/out && ! grep -q 'drafts' $tmp/err"
+"$brisk" batched-bench -m "$model" -c 1024 -npp 48 -ntg 24 -npl 2 -t 1 --spec ngram >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "spec ngram: exit 0, drafts reported" "[ $rc -eq 0 ] && grep -qE 'spec ngram, pp 48, tg 24, pl 2: [0-9]+ drafts, [0-9]+ accepted' $tmp/err"
+"$brisk" batched-bench -m "$model" -c 1024 -npp 32 -ntg 4 -npl 1,3 -pps -t 1 --spec auto --output-format jsonl >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "spec auto -pps jsonl: two lines" "[ $rc -eq 0 ] && [ \$(grep -c '^{' $tmp/out) -eq 2 ] && grep -q '\"pl\": 3, \"n_kv\": 108' $tmp/out"
+check "spec auto: S_TG is a number" "[ \$(grep -cE '\"speed_tg\": [0-9]+\.[0-9]+' $tmp/out) -eq 2 ]"
+"$brisk" batched-bench -m "$model" -npp 16 -ntg 4 -npl 1 --spec draft >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "spec draft: usage error naming the modes" "[ $rc -eq 2 ] && grep -q 'off|ngram|auto' $tmp/err"
+"$brisk" batched-bench -m "$model" -npp 16 -ntg 4 -npl 1 --spec >"$tmp/out" 2>"$tmp/err"; rc=$?
+check "spec without a mode: usage error" "[ $rc -eq 2 ] && grep -q -- '--spec' $tmp/err"
+"$brisk" batched-bench --help >"$tmp/out" 2>&1; rc=$?
+check "help: --spec and its modes" "[ $rc -eq 0 ] && grep -q -- '--spec MODE' $tmp/out && grep -q 'ngram (n-gram drafts' $tmp/out"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -69,7 +69,7 @@ typedef enum cli_opt_id {
     /* llama-bench's own meanings (bench only) */
     CLI_O_BENCH_N_PROMPT, CLI_O_BENCH_N_GEN, CLI_O_BENCH_REPS, CLI_O_BENCH_FORMAT, CLI_O_NO_ROOFLINE,
     /* llama-batched-bench's (batched-bench only) */
-    CLI_O_UBATCH, CLI_O_NPP, CLI_O_NTG, CLI_O_NPL, CLI_O_PPS, CLI_O_BB_FORMAT,
+    CLI_O_UBATCH, CLI_O_NPP, CLI_O_NTG, CLI_O_NPL, CLI_O_PPS, CLI_O_BB_FORMAT, CLI_O_BB_SPEC,
     CLI_O_ISA,
     /* serve */
     CLI_O_HOST, CLI_O_PORT, CLI_O_KV_SIZE, CLI_O_MAX_RUNNING, CLI_O_MAX_QUEUE, CLI_O_ALIAS, CLI_O_API_KEY, CLI_O_MAX_BODY,

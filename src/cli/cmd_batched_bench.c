@@ -13,7 +13,17 @@
  * Random prompts differ per sequence (as llama-batched-bench's do), so no
  * prefix-cache hit can raise S_PP; every configuration starts from an empty
  * cache of its own tokens. Exception to brisk's common flags, as in
- * llama-batched-bench: -c is the total KV cells of all sequences. */
+ * llama-batched-bench: -c is the total KV cells of all sequences.
+ *
+ * --spec off|ngram|auto runs each configuration through the scheduler
+ * instead: pl requests of pp random tokens (one request with n = pl under
+ * -pps: the prompt prefilled once, then forked), each generating 1 + tg
+ * tokens greedily (EOG ignored); T_PP ends with the step in which the last
+ * request sampled its first token (with pl x pp beyond -b, later prompt
+ * steps also carry the first requests' decodes), T_TG is the rest, S_TG =
+ * pl x tg / T_TG. Speculation's drafts and accepted tokens go to stderr.
+ * "off" is the baseline that "auto" is measured against (same loop, same
+ * sampling). */
 #include "brisk.h"
 #include "cli/cli.h"
 
@@ -29,18 +39,21 @@ static const cli_use bb_uses[] = {
     {.id = CLI_O_BATCH, .def = "2048", .help = "logical batch: tokens submitted per decode call (split into -ub passes)"},
     {.id = CLI_O_UBATCH}, {.id = CLI_O_NPP}, {.id = CLI_O_NTG}, {.id = CLI_O_NPL}, {.id = CLI_O_PPS},
     {.id = CLI_O_THREADS}, {.id = CLI_O_BB_FORMAT}, {.id = CLI_O_VERBOSE, .help = "accepted (the memory plan is always printed)"},
-    {.id = CLI_O_NGL}, {.id = CLI_O_END},
+    {.id = CLI_O_NGL}, {.id = CLI_O_BB_SPEC}, {.id = CLI_O_END},
 };
 
 static const cli_spec bb_spec = {
     .name = "batched-bench",
-    .usage = "-m MODEL [-c N] [-b N] [-ub N] [-npp LIST] [-ntg LIST] [-npl LIST] [-pps] [options]",
+    .usage = "-m MODEL [-c N] [-b N] [-ub N] [-npp LIST] [-ntg LIST] [-npl LIST] [-pps] [--spec MODE] [options]",
     .about = "Decodes pl sequences at once, as llama-batched-bench does: a prompt of pp tokens\n"
              "each (one shared prompt with -pps), then tg steps of one token per sequence.\n"
              "Prints PP, TG, B (= pl), N_KV, T_PP, S_PP, T_TG, S_TG, T and S per configuration.\n"
              "\n"
              "Exception to brisk's common flags, as in llama-batched-bench: -c is the total KV\n"
-             "cells of all sequences, not a per-sequence context.\n",
+             "cells of all sequences, not a per-sequence context.\n"
+             "\n"
+             "--spec MODE runs the sequences through brisk's scheduler, sampled greedily, with\n"
+             "speculation off, ngram or auto: compare S_TG of --spec auto with --spec off.\n",
     .uses = bb_uses,
 };
 
@@ -86,6 +99,71 @@ static brisk_status decode_chunks(brisk_context *c, int32_t n, const int32_t *to
     return BRISK_OK;
 }
 
+
+/* ---- the scheduler's loop (--spec) -------------------------------------------------------------- */
+
+/* user: the choice's token count, tokens[choice] of its request's run of counts */
+static void bb_on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
+    (void)id;
+    (void)finish;
+    if (token >= 0) ((int64_t *)user)[choice]++;
+}
+
+/* One configuration through brisk_sched: *t_pp and *t_tg in seconds. */
+static brisk_status bb_sched_run(brisk_context *c, int32_t pp, int32_t tg, int32_t pl, bool pps, int32_t n_batch, int32_t ub,
+                                 brisk_sched_spec spec, int32_t n_text, uint64_t *rng, int32_t *prompt, double *t_pp, double *t_tg,
+                                 int64_t *drafted, int64_t *accepted, brisk_error *err) {
+    brisk_sched_params sp = brisk_sched_default_params();
+    sp.n_batch = n_batch;
+    sp.n_ubatch = ub;
+    sp.max_running = pl;
+    brisk_sched *s = NULL;
+    brisk_status st = brisk_sched_init(&s, c, &sp, err);
+    if (st) return st;
+    int64_t *counts = calloc((size_t)pl, sizeof *counts);   /* tokens per choice: pl requests, or one of pl choices */
+    if (!counts) {
+        brisk_sched_free(s);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory for %d requests", pl);
+    }
+    const int32_t n_req = pps ? 1 : pl;
+    for (int32_t r = 0; r < n_req && !st; r++) {
+        for (int32_t i = 0; i < pp; i++) prompt[i] = (int32_t)(rng_next(rng) % (uint32_t)n_text);
+        brisk_sched_request rq = brisk_sched_default_request();
+        rq.prompt = prompt;
+        rq.n_prompt = pp;
+        rq.max_tokens = tg + 1;   /* the first from the prompt's logits, then tg decodes */
+        rq.n = pps ? pl : 1;
+        rq.ignore_eog = true;
+        rq.spec = spec;
+        rq.on_token = bb_on_token;
+        rq.user = &counts[r];
+        st = brisk_sched_add(s, &rq, NULL, err);
+    }
+    const double t0 = brisk_time_now();
+    double t1 = t0;
+    bool pp_done = false;
+    brisk_sched_info info = {0};
+    while (!st && brisk_sched_pending(s) > 0) {
+        if ((st = brisk_sched_step(s, &info, err))) break;
+        if (!pp_done) {
+            int32_t firsts = 0;
+            for (int32_t r = 0; r < pl; r++) firsts += counts[r] > 0;
+            if (firsts == pl) {   /* every choice has sampled its first token */
+                pp_done = true;
+                t1 = brisk_time_now();
+            }
+        }
+    }
+    const double t2 = brisk_time_now();
+    *t_pp = t1 - t0;
+    *t_tg = t2 - t1;
+    *drafted = info.n_drafted;
+    *accepted = info.n_accepted;
+    free(counts);
+    brisk_sched_free(s);
+    return st;
+}
+
 int brisk_cmd_batched_bench(int argc, char **argv) {
     cli_args a;
     int code;
@@ -98,7 +176,10 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
     int n_pp = 0, n_tg = 0, n_pl = 0;
     const char *model_path = a.s[CLI_O_MODEL];
     const int64_t n_kv_max = a.i[CLI_O_CTX_SIZE], n_batch = a.i[CLI_O_BATCH], n_ubatch = a.i[CLI_O_UBATCH];
-    const bool pps = a.i[CLI_O_PPS] != 0, jsonl = a.i[CLI_O_BB_FORMAT] == 1;
+    const bool pps = a.i[CLI_O_PPS] != 0, jsonl = a.i[CLI_O_BB_FORMAT] == 1, use_sched = a.set[CLI_O_BB_SPEC];
+    static const brisk_sched_spec spec_modes[] = {BRISK_SCHED_SPEC_OFF, BRISK_SCHED_SPEC_NGRAM, BRISK_SCHED_SPEC_AUTO};
+    const brisk_sched_spec spec = use_sched ? spec_modes[a.i[CLI_O_BB_SPEC]] : BRISK_SCHED_SPEC_OFF;
+    static const char *const spec_names[] = {"off", "ngram", "auto"};
     int32_t threads = cli_threads(&a);
     if (threads <= 0) threads = (int32_t)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads <= 0) threads = 1;
@@ -173,6 +254,20 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
                 const int64_t n_ctx_req = pps ? (int64_t)pl * pp + (int64_t)pl * tg : (int64_t)pl * (pp + tg);
                 if (n_ctx_req > n_kv_max) continue;
                 for (int32_t s = 0; s < max_pl; s++) brisk_seq_truncate(c, s, 0, NULL);
+                double t_pp = 0.0, t_tg = 0.0;
+                if (use_sched) {
+                    int64_t drafted = 0, accepted = 0;
+                    if ((int64_t)pp + tg + 1 > n_kv_max) continue;   /* a sequence's prompt + 1 + tg tokens must fit -c */
+                    if (bb_sched_run(c, pp, tg, pl, pps, (int32_t)n_batch, ub, spec, n_text, &rng, tok, &t_pp, &t_tg, &drafted,
+                                     &accepted, &err)) {
+                        rc = cli_fail("batched-bench", &err);
+                        goto done;
+                    }
+                    if (spec != BRISK_SCHED_SPEC_OFF)
+                        fprintf(stderr, "batched-bench: --spec %s, pp %d, tg %d, pl %d: %lld drafts, %lld accepted\n",
+                                spec_names[spec], pp, tg, pl, (long long)drafted, (long long)accepted);
+                    goto report;
+                }
                 int32_t n = 0;
                 for (int32_t j = 0; j < (pps ? 1 : pl); j++)
                     for (int32_t i = 0; i < pp; i++, n++) {
@@ -186,7 +281,7 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
                     rc = cli_fail("batched-bench", &err);
                     goto done;
                 }
-                const double t_pp = brisk_time_now() - t0;
+                t_pp = brisk_time_now() - t0;
                 if (pps)
                     for (int32_t s = 1; s < pl; s++)
                         if (brisk_seq_fork(c, 0, s, &err)) {
@@ -206,7 +301,9 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
                         goto done;
                     }
                 }
-                const double t_tg = brisk_time_now() - t1, t = t_pp + t_tg;
+                t_tg = brisk_time_now() - t1;
+            report:;
+                const double t = t_pp + t_tg;
                 const double speed_pp = (pps ? pp : (double)pl * pp) / t_pp;
                 const double speed_tg = tg ? (double)pl * tg / t_tg : 0.0;
                 const double speed = ((pps ? pp : (double)pl * pp) + (double)pl * tg) / t;

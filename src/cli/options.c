@@ -204,6 +204,11 @@ static const cli_opt table[CLI_O_COUNT] = {
                    .help = "the sequences share one prompt: computed once for sequence 0, then forked (its KV blocks shared)"},
     [CLI_O_BB_FORMAT] = {{"--output-format"}, .type = CLI_T_CHOICE, .meta = "FORMAT", .choices = "md|jsonl", .def = "md",
                          .help = "md: llama-batched-bench's table; jsonl: one JSON object per line with its field names"},
+    [CLI_O_BB_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = NULL,
+                       .def_help = "not given: llama-batched-bench's loop (random tokens, no sampling)",
+                       .help = "run through the scheduler (brisk_sched), each sequence sampled greedily, with speculation "
+                               "off (the baseline), ngram (n-gram drafts whenever they match) or auto (drafts only when the "
+                               "measured cost curve says they pay)"},
     [CLI_O_ISA] = {{"--isa"}, .type = CLI_T_STR, .meta = "NAME",
                    .help = "kernel table to run: ref, avx2, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
                            "one this CPU lacks is refused); default: the best this CPU runs"},

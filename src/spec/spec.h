@@ -224,4 +224,69 @@ brisk_status brisk_spec_step(brisk_spec *s, int32_t max_tokens, int32_t *out, in
 
 void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out);
 
+/* ---- plan/commit: speculation inside a shared batch --------------------------------------------
+ * For a scheduler that decodes many sequences in one batch (brisk_sched): per
+ * step each speculating sequence proposes drafts (plan), the scheduler puts
+ * its pending token and the drafts into the shared batch with logits for all
+ * of them, and after the decode the sequence commits: the verifier keeps the
+ * accepted prefix plus one token of the target's, and the scheduler truncates
+ * the rejected tail with brisk_seq_truncate. Nothing here decodes.
+ *
+ * The policy is shared by the sequences of one scheduler: the target's cost
+ * per pass as a function of the pass's tokens (learnt online from every pass
+ * the scheduler times: passes whose tokens all keep logits give the curve,
+ * every pass a linear fit that extends it; see plan.c), and the n-gram acceptance per match length (learnt
+ * from verified drafts and, while not drafting, from proposals compared with
+ * the tokens plain decoding produced). */
+
+typedef struct brisk_spec_policy brisk_spec_policy;
+
+/* n_max: the largest pass (tokens) the scheduler runs. */
+brisk_status brisk_spec_policy_init(brisk_spec_policy **out, int32_t n_max, brisk_error *err);
+void brisk_spec_policy_free(brisk_spec_policy *p);   /* NULL is a no-op */
+/* A pass of n tokens, rows of them with logits, took seconds (one outlier is
+ * clipped to [1/2, 2]x the estimate). */
+void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, int32_t rows, double seconds);
+/* Estimated seconds per pass of n tokens that all keep their logits (1..n_max); 0 while no such pass was measured. */
+double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n);
+/* The current n-gram acceptance estimate for a match of match_len tokens. */
+double brisk_spec_policy_acceptance(const brisk_spec_policy *p, int32_t match_len);
+
+typedef struct brisk_spec_seq brisk_spec_seq;
+
+/* mode: BRISK_SPEC_NGRAM (draft whenever the n-gram drafter matches, up to
+ * draft_max) or BRISK_SPEC_AUTO (the policy decides per step, up to
+ * draft_max); draft_max 0 = 8. ngram_min 0 = 2. Ids >= n_valid are never
+ * proposed (a padded vocabulary). */
+brisk_status brisk_spec_seq_init(brisk_spec_seq **out, brisk_spec_mode mode, int32_t draft_max, int32_t ngram_min,
+                                 int32_t n_valid, brisk_error *err);
+void brisk_spec_seq_free(brisk_spec_seq *q);   /* NULL is a no-op */
+/* Plan, part 1: propose up to min(kcap, draft_max) tokens continuing
+ * hist[0..n_hist) (the last one the pending token). Returns how many; the
+ * tokens (borrowed until the next propose) are brisk_spec_seq_draft's. */
+int32_t brisk_spec_seq_propose(brisk_spec_seq *q, const int32_t *hist, int32_t n_hist, int32_t kcap);
+const int32_t *brisk_spec_seq_draft(const brisk_spec_seq *q);
+/* Plan, part 2: how many of its proposed drafts each of qs[0..n) puts into a
+ * pass that holds base tokens without drafts, of which n_out are sampled
+ * (decode tokens and finishing prefills), with room more tokens (and logit
+ * rows) free. NGRAM sequences take their whole proposal while room lasts;
+ * AUTO sequences take the k that raises the pass's expected tokens per second
+ * (n_out + sum (E(k) - 1)) / cost(base + sum k) the most, or 0 when none
+ * raises it by 15% (plan.c's PLAN_GAIN; a probe of 2 now and then while the
+ * curve above base is unmeasured). k[i] receives the choice. Returns the drafts in all. */
+int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t n, int32_t base, int32_t n_out,
+                        int32_t room, int32_t *k);
+/* Commit after the decode: rows[0..k] are the target's logits after the
+ * pending token and after each of the first k drafts (k from the plan, 0 =
+ * none: plain sampling, brisk_sampler_sample + accept). smp is the
+ * sequence's sampler, its history ending at the pending token; every token
+ * written to out is accepted into it. greedy: the sampler is greedy (exact
+ * verification) else lossless rejection sampling. scratch: 2 * n_vocab
+ * floats. Writes 1..k+1 tokens to out and returns their count; learns the
+ * acceptance into p. */
+int32_t brisk_spec_seq_commit(brisk_spec_seq *q, brisk_spec_policy *p, brisk_sampler *smp, int32_t n_vocab,
+                              const float *const *rows, int32_t k, bool greedy, float *scratch, int32_t *out);
+/* Drafts proposed into passes and accepted so far, by this sequence. */
+void brisk_spec_seq_counts(const brisk_spec_seq *q, int64_t *drafted, int64_t *accepted);
+
 #endif

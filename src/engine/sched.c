@@ -1,0 +1,758 @@
+/* sched: brisk_sched, continuous batching over one context (include/brisk.h's
+ * scheduler section). Shaped after vLLM v1's scheduler (one token budget per
+ * step, running requests before waiting ones, recompute-style preemption of
+ * the youngest through the prefix cache) and llama.cpp's server slots (the
+ * context's sequences are the slots; n > 1 completions fork one prompt).
+ *
+ * A choice (one completion of a request) keeps its whole token history hist
+ * (prompt + generated) and how much of it its sequence holds (kv_len). Its
+ * work is always "compute hist[kv_len .. n_hist) and sample after the last":
+ * kv_len == n_hist - 1 is a decode (one pending token, plus drafts when it
+ * speculates), less is a prefill, chunked under the budget. A new request, a
+ * resumed one and a forked one differ only in where kv_len starts, so
+ * rebuilding a preempted request is the prefill path, mostly prefix-cache
+ * hits (brisk_kv_sync_prefix at admission), and sampling sees the same
+ * logits and history as without the preemption.
+ *
+ * One step: take cancellations, admit waiting requests in order while slots
+ * last (first come, first served: a request that does not fit stops
+ * admission), then fill forward passes of at most n_ubatch tokens and
+ * n_outputs_max logit rows until the step's n_batch tokens are spent: decode
+ * tokens of running choices first (oldest request first; each choice at most
+ * once per step), their drafts as the speculation plan allows, then prefill
+ * chunks. A prefill chunk is cut to the blocks the pool can still give
+ * (free + cached) unless the step has nothing else to run, so a waiting
+ * prompt does not push running requests out; when a pass is refused anyway
+ * (BRISK_ERR_CAPACITY: the decode changed nothing), the youngest running
+ * request is preempted and the pass is rebuilt.
+ *
+ * Threads: the waiting queue, the list of live requests (for cancel by id)
+ * and the cancel flags are under mu; everything else belongs to the stepping
+ * thread. Callbacks are called without mu held. Requests are allocated in
+ * brisk_sched_add (the caller's thread) and freed at the end of the step that
+ * finished them; a step allocates nothing. */
+#include "engine/engine_impl.h"
+#include "spec/spec.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SCHED_DEFAULT_QUEUE 1024
+#define SCHED_DEFAULT_DRAFT 8
+/* choice i > 0 of a request samples with seed + i * this (the 64-bit golden ratio: seeds far apart) */
+#define SCHED_SEED_STEP 0x9E3779B97F4A7C15ull
+
+typedef struct sched_choice {
+    int32_t index;          /* in [0, n) */
+    int32_t seq;            /* its slot (context sequence), -1 while it holds none */
+    int32_t *hist;          /* [n_prompt + max_tokens] prompt + generated tokens */
+    int32_t n_hist;
+    int32_t kv_len;         /* tokens of hist its sequence holds (valid while seq >= 0) */
+    int32_t n_gen;          /* tokens generated */
+    brisk_sampler *smp;
+    brisk_spec_seq *spec;   /* NULL: speculation off */
+    brisk_finish finish;    /* BRISK_FINISH_NONE while live */
+    int64_t stamp;          /* the step in which it last sampled (one token per step) */
+} sched_choice;
+
+typedef struct sched_req {
+    int64_t id;             /* also its age: a larger id is younger */
+    brisk_sched_request rq; /* the caller's request (prompt pointer not kept) */
+    int32_t n_prompt;
+    sched_choice *ch;       /* [rq.n] */
+    int32_t n_live;         /* choices not finished */
+    bool forked;            /* choices 1.. hold forks of choice 0's prompt */
+    bool greedy;
+    /* under mu */
+    bool cancel, cancel_taken, queued;
+    struct sched_req *qprev, *qnext;   /* the waiting queue */
+    struct sched_req *lprev, *lnext;   /* the live list */
+    /* stepping thread */
+    struct sched_req *cnext;           /* cancellations taken this step; the finished list */
+} sched_req;
+
+/* One choice's tokens in a pass. */
+typedef struct sched_entry {
+    sched_req *r;
+    sched_choice *ch;
+    int32_t n;              /* tokens of hist in the pass */
+    int32_t k;              /* drafts after them */
+    int32_t row;            /* logit row of the last hist token, -1: a prefill chunk that does not finish */
+    bool decode;            /* a decode entry (else a prefill chunk) */
+    bool proposed;          /* its spec state proposed in this pass */
+} sched_entry;
+
+struct brisk_sched {
+    brisk_context *c;
+    brisk_kv *kv;
+    const brisk_model *model;
+    int32_t n_vocab, n_vocab_tokens, n_ctx, n_seq;
+    int32_t n_batch, n_ubatch, n_outputs, max_running, max_queue;
+
+    pthread_mutex_t mu;
+    sched_req *q_head, *q_tail;
+    int32_t n_queued;
+    sched_req *live;
+    int32_t n_live;
+    int64_t next_id;
+    int32_t n_cancel;       /* cancel flags set and not yet taken */
+
+    /* the stepping thread's */
+    sched_req **running;    /* [n_seq] by id, oldest first */
+    int32_t n_running, n_slots_used;
+    int32_t *free_slots;    /* [n_seq] stack */
+    int32_t n_free_slots;
+    int64_t step_no;
+    sched_req *finished;    /* freed at the end of the step */
+    int32_t *tok, *pos, *seq;   /* [n_ubatch] the pass */
+    uint8_t *want;
+    sched_entry *ent;       /* [n_ubatch] */
+    int32_t n_ent;
+    brisk_spec_policy *policy;
+    brisk_spec_seq **plan_q;    /* [n_seq] */
+    int32_t *plan_k, *plan_e;   /* [n_seq] drafts chosen; entry index */
+    float *scratch;         /* [2 * n_vocab] verification */
+    const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
+    int32_t out[BRISK_SPEC_MAX_DRAFT + 1];
+    int64_t n_preemptions, n_drafted, n_accepted;
+    int32_t preempt_free, preempt_need;
+    brisk_sched_info *info; /* the step's (never NULL during a step) */
+};
+
+const char *brisk_finish_str(brisk_finish f) {
+    switch (f) {
+    case BRISK_FINISH_NONE: return "none";
+    case BRISK_FINISH_EOG: return "eog";
+    case BRISK_FINISH_LENGTH: return "length";
+    case BRISK_FINISH_CANCELLED: return "cancelled";
+    case BRISK_FINISH_CONTEXT_FULL: return "context full";
+    case BRISK_FINISH_ERROR: return "error";
+    }
+    return "unknown";
+}
+
+brisk_sched_request brisk_sched_default_request(void) {
+    brisk_sched_request r = {0};
+    r.sampling = brisk_sampler_default_params();
+    r.sampling.temp = 0.0f;
+    r.max_tokens = 16;
+    r.n = 1;
+    r.spec = BRISK_SCHED_SPEC_OFF;
+    return r;
+}
+
+brisk_sched_params brisk_sched_default_params(void) {
+    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0};
+}
+
+/* ---- lifecycle --------------------------------------------------------------------------------- */
+
+brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_sched_params *p, brisk_error *err) {
+    *out = NULL;
+    if (!c || !p) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: a context and parameters are required");
+    const int32_t n_seq = brisk_context_n_seq(c), ctx_batch = brisk_context_n_batch(c);
+    if (p->n_batch < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: step budget %d must not be negative", p->n_batch);
+    if (p->n_ubatch < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: pass size %d must not be negative", p->n_ubatch);
+    if (p->max_running < 0 || p->max_running > n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_running %d out of range [1, %d] (the context's sequences)",
+                          p->max_running, n_seq);
+    if (p->max_queue < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_queue %d must not be negative", p->max_queue);
+    const int32_t n_batch = p->n_batch > 0 ? p->n_batch : ctx_batch;
+    const int32_t n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : BRISK_MIN(n_batch, ctx_batch);
+    if (n_ubatch > ctx_batch)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: pass size %d exceeds the context's batch of %d tokens", n_ubatch,
+                          ctx_batch);
+    for (int32_t i = 0; i < n_seq; i++)
+        if (brisk_seq_len(c, i) != 0)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: sequence %d of the context is not empty (%d tokens)", i,
+                              brisk_seq_len(c, i));
+    brisk_sched *s = calloc(1, sizeof *s);
+    if (!s) return brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: out of memory");
+    brisk_status st = BRISK_OK;
+    s->c = c;
+    s->kv = c->kv;
+    s->model = c->model;
+    brisk_model_info mi;
+    brisk_model_get_info(c->model, &mi);
+    s->n_vocab = mi.n_vocab;
+    s->n_vocab_tokens = mi.n_vocab_tokens;
+    s->n_ctx = brisk_context_n_ctx(c);
+    s->n_seq = n_seq;
+    s->n_batch = n_batch;
+    s->n_ubatch = n_ubatch;
+    s->n_outputs = brisk_context_n_outputs_max(c);
+    s->max_running = p->max_running > 0 ? p->max_running : n_seq;
+    s->max_queue = p->max_queue > 0 ? p->max_queue : SCHED_DEFAULT_QUEUE;
+    s->next_id = 1;
+    if (pthread_mutex_init(&s->mu, NULL)) {
+        free(s);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: cannot create its mutex");
+    }
+    const size_t ns = (size_t)n_seq, nu = (size_t)n_ubatch;
+    s->running = calloc(ns, sizeof *s->running);
+    s->free_slots = malloc(ns * sizeof *s->free_slots);
+    s->tok = malloc(nu * sizeof *s->tok);
+    s->pos = malloc(nu * sizeof *s->pos);
+    s->seq = malloc(nu * sizeof *s->seq);
+    s->want = malloc(nu);
+    s->ent = malloc(nu * sizeof *s->ent);
+    s->plan_q = malloc(ns * sizeof *s->plan_q);
+    s->plan_k = malloc(ns * sizeof *s->plan_k);
+    s->plan_e = malloc(ns * sizeof *s->plan_e);
+    s->scratch = malloc(2 * (size_t)s->n_vocab * sizeof *s->scratch);
+    if (!s->running || !s->free_slots || !s->tok || !s->pos || !s->seq || !s->want || !s->ent || !s->plan_q || !s->plan_k ||
+        !s->plan_e || !s->scratch) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: out of memory for passes of %d tokens over %d sequences", n_ubatch, n_seq);
+        goto fail;
+    }
+    if ((st = brisk_spec_policy_init(&s->policy, n_ubatch, err))) goto fail;
+    /* slot 0 on top: a single request uses sequence 0, as the other clients do */
+    for (int32_t i = 0; i < n_seq; i++) s->free_slots[i] = n_seq - 1 - i;
+    s->n_free_slots = n_seq;
+    *out = s;
+    return BRISK_OK;
+fail:
+    brisk_sched_free(s);
+    return st;
+}
+
+static void req_free(sched_req *r) {
+    if (!r) return;
+    if (r->ch)
+        for (int32_t i = 0; i < r->rq.n; i++) {
+            free(r->ch[i].hist);
+            brisk_sampler_free(r->ch[i].smp);
+            brisk_spec_seq_free(r->ch[i].spec);
+        }
+    free(r->ch);
+    free(r);
+}
+
+/* under mu */
+static void queue_remove(brisk_sched *s, sched_req *r) {
+    if (r->qprev) r->qprev->qnext = r->qnext;
+    else s->q_head = r->qnext;
+    if (r->qnext) r->qnext->qprev = r->qprev;
+    else s->q_tail = r->qprev;
+    r->qprev = r->qnext = NULL;
+    r->queued = false;
+    s->n_queued--;
+}
+
+static void queue_push(brisk_sched *s, sched_req *r, bool front) {
+    r->queued = true;
+    if (front) {
+        r->qprev = NULL;
+        r->qnext = s->q_head;
+        if (s->q_head) s->q_head->qprev = r;
+        else s->q_tail = r;
+        s->q_head = r;
+    } else {
+        r->qnext = NULL;
+        r->qprev = s->q_tail;
+        if (s->q_tail) s->q_tail->qnext = r;
+        else s->q_head = r;
+        s->q_tail = r;
+    }
+    s->n_queued++;
+}
+
+static void live_remove(brisk_sched *s, sched_req *r) {
+    if (r->lprev) r->lprev->lnext = r->lnext;
+    else s->live = r->lnext;
+    if (r->lnext) r->lnext->lprev = r->lprev;
+    r->lprev = r->lnext = NULL;
+    s->n_live--;
+}
+
+/* ---- the stepping thread's bookkeeping ---------------------------------------------------------- */
+
+static void release_slot(brisk_sched *s, sched_choice *ch) {
+    if (ch->seq < 0) return;
+    brisk_seq_truncate(s->c, ch->seq, 0, NULL);   /* its full blocks stay in the prefix cache */
+    s->free_slots[s->n_free_slots++] = ch->seq;
+    s->n_slots_used--;
+    ch->seq = -1;
+    ch->kv_len = 0;
+}
+
+static void running_remove(brisk_sched *s, sched_req *r) {
+    for (int32_t i = 0; i < s->n_running; i++)
+        if (s->running[i] == r) {
+            memmove(s->running + i, s->running + i + 1, (size_t)(s->n_running - i - 1) * sizeof *s->running);
+            s->n_running--;
+            return;
+        }
+}
+
+/* The choice is done: its last callback, its slot back; the request leaves when none is left. */
+static void finish_choice(brisk_sched *s, sched_req *r, sched_choice *ch, brisk_finish why) {
+    if (ch->finish != BRISK_FINISH_NONE) return;
+    ch->finish = why;
+    release_slot(s, ch);
+    r->rq.on_token(r->rq.user, r->id, ch->index, -1, why);
+    if (--r->n_live > 0) return;
+    running_remove(s, r);
+    pthread_mutex_lock(&s->mu);
+    if (r->queued) queue_remove(s, r);
+    live_remove(s, r);
+    pthread_mutex_unlock(&s->mu);
+    r->cnext = s->finished;
+    s->finished = r;
+}
+
+static void finish_request(brisk_sched *s, sched_req *r, brisk_finish why) {
+    /* the slots of choices waiting for their fork go too */
+    for (int32_t i = 0; i < r->rq.n; i++)
+        if (r->ch[i].finish == BRISK_FINISH_NONE) finish_choice(s, r, &r->ch[i], why);
+}
+
+void brisk_sched_free(brisk_sched *s) {
+    if (!s) return;
+    if (s->running) {
+        brisk_sched_info info;
+        s->info = &info;
+        while (s->n_running > 0) finish_request(s, s->running[0], BRISK_FINISH_CANCELLED);
+        for (;;) {
+            pthread_mutex_lock(&s->mu);
+            sched_req *r = s->q_head;
+            pthread_mutex_unlock(&s->mu);
+            if (!r) break;
+            finish_request(s, r, BRISK_FINISH_CANCELLED);
+        }
+        while (s->finished) {
+            sched_req *r = s->finished;
+            s->finished = r->cnext;
+            req_free(r);
+        }
+    }
+    pthread_mutex_destroy(&s->mu);
+    brisk_spec_policy_free(s->policy);
+    free(s->running);
+    free(s->free_slots);
+    free(s->tok);
+    free(s->pos);
+    free(s->seq);
+    free(s->want);
+    free(s->ent);
+    free(s->plan_q);
+    free(s->plan_k);
+    free(s->plan_e);
+    free(s->scratch);
+    free(s);
+}
+
+/* ---- requests ------------------------------------------------------------------------------------- */
+
+brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64_t *id, brisk_error *err) {
+    if (id) *id = 0;
+    if (!r) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: missing");
+    if (!r->on_token) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: a token callback (on_token) is required");
+    if (r->n_prompt < 1 || !r->prompt)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: the prompt is empty (%d tokens); at least one is needed", r->n_prompt);
+    if (r->max_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: max_tokens %d must be at least 1", r->max_tokens);
+    if ((int64_t)r->n_prompt + r->max_tokens > s->n_ctx)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "request: prompt of %d tokens + max_tokens %d exceed the context of %d tokens per sequence", r->n_prompt,
+                          r->max_tokens, s->n_ctx);
+    if (r->n < 1 || r->n > s->max_running)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: n = %d completions out of range [1, %d] (max_running)", r->n,
+                          s->max_running);
+    for (int32_t i = 0; i < r->n_prompt; i++)
+        if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt token %d: id %d out of range [0, %d)", i, r->prompt[i],
+                              s->n_vocab);
+    if (r->spec < BRISK_SCHED_SPEC_OFF || r->spec > BRISK_SCHED_SPEC_AUTO)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: speculation mode %d unknown (off, ngram or auto)", (int)r->spec);
+    if (r->spec_draft_max < 0 || r->spec_draft_max > BRISK_SPEC_MAX_DRAFT)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: draft length %d out of range [1, %d]", r->spec_draft_max,
+                          BRISK_SPEC_MAX_DRAFT);
+    pthread_mutex_lock(&s->mu);
+    const int32_t queued = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+    if (queued >= s->max_queue)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "request: the queue is full (%d requests waiting, max_queue %d); retry later",
+                          queued, s->max_queue);
+
+    brisk_status st = BRISK_OK;
+    sched_req *q = calloc(1, sizeof *q);
+    if (!q) return brisk_fail(err, BRISK_ERR_NOMEM, "request: out of memory");
+    q->rq = *r;
+    q->rq.prompt = NULL;
+    q->n_prompt = r->n_prompt;
+    q->n_live = r->n;
+    q->greedy = r->sampling.temp <= 0.0f;
+    q->ch = calloc((size_t)r->n, sizeof *q->ch);
+    if (!q->ch) {
+        q->rq.n = 0;
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "request: out of memory for %d completions", r->n);
+        goto fail;
+    }
+    const size_t cap = (size_t)r->n_prompt + (size_t)r->max_tokens;
+    brisk_sampler_params sp = r->sampling;
+    for (int32_t i = 0; i < r->n; i++) {
+        sched_choice *ch = &q->ch[i];
+        ch->index = i;
+        ch->seq = -1;
+        ch->stamp = -1;
+        if (!(ch->hist = malloc(cap * sizeof *ch->hist))) {
+            st = brisk_fail(err, BRISK_ERR_NOMEM, "request: out of memory for a history of %zu tokens", cap);
+            goto fail;
+        }
+        memcpy(ch->hist, r->prompt, (size_t)r->n_prompt * sizeof *ch->hist);
+        ch->n_hist = r->n_prompt;
+        if (i > 0) {
+            /* choice i's seed: choice 0's plus i steps, never the "random" marker */
+            sp.seed = brisk_sampler_seed(q->ch[0].smp) + (uint64_t)i * SCHED_SEED_STEP;
+            if (sp.seed == BRISK_SEED_RANDOM) sp.seed = 0;
+        }
+        if ((st = brisk_sampler_init(&ch->smp, &sp, s->n_vocab, err))) {
+            brisk_error_prefix(err, "request: sampler");
+            goto fail;
+        }
+        for (int32_t t = 0; t < r->n_prompt; t++) brisk_sampler_accept(ch->smp, r->prompt[t]);
+        if (r->spec != BRISK_SCHED_SPEC_OFF &&
+            (st = brisk_spec_seq_init(&ch->spec, r->spec == BRISK_SCHED_SPEC_NGRAM ? BRISK_SPEC_NGRAM : BRISK_SPEC_AUTO,
+                                      r->spec_draft_max > 0 ? r->spec_draft_max : SCHED_DEFAULT_DRAFT, 0, s->n_vocab_tokens, err)))
+            goto fail;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (s->n_queued >= s->max_queue) {
+        const int32_t nq = s->n_queued;
+        pthread_mutex_unlock(&s->mu);
+        st = brisk_fail(err, BRISK_ERR_CAPACITY, "request: the queue is full (%d requests waiting, max_queue %d); retry later", nq,
+                        s->max_queue);
+        goto fail;
+    }
+    q->id = s->next_id++;
+    q->lnext = s->live;
+    if (s->live) s->live->lprev = q;
+    s->live = q;
+    s->n_live++;
+    queue_push(s, q, false);
+    pthread_mutex_unlock(&s->mu);
+    if (id) *id = q->id;
+    return BRISK_OK;
+fail:
+    req_free(q);
+    return st;
+}
+
+bool brisk_sched_cancel(brisk_sched *s, int64_t id) {
+    bool found = false;
+    pthread_mutex_lock(&s->mu);
+    for (sched_req *r = s->live; r; r = r->lnext)
+        if (r->id == id) {
+            found = true;
+            if (!r->cancel) {
+                r->cancel = true;
+                s->n_cancel++;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+int32_t brisk_sched_pending(brisk_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    const int32_t n = s->n_live;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+/* ---- admission and preemption ------------------------------------------------------------------ */
+
+/* Slots a request needs to run: every choice before the fork, then the live ones. */
+static int32_t slots_needed(const sched_req *r) { return r->forked ? r->n_live : r->rq.n; }
+
+static void admit(brisk_sched *s, sched_req *r) {
+    int32_t at = s->n_running;
+    while (at > 0 && s->running[at - 1]->id > r->id) at--;   /* oldest first (a resumed request is older) */
+    memmove(s->running + at + 1, s->running + at, (size_t)(s->n_running - at) * sizeof *s->running);
+    s->running[at] = r;
+    s->n_running++;
+    for (int32_t i = 0; i < r->rq.n; i++) {
+        sched_choice *ch = &r->ch[i];
+        if (ch->finish != BRISK_FINISH_NONE) continue;
+        ch->seq = s->free_slots[--s->n_free_slots];
+        s->n_slots_used++;
+        ch->kv_len = 0;
+        if (i == 0 || r->forked) {
+            /* whole blocks of its history from the prefix cache; the last token is always computed */
+            ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
+            s->c->tree_ok[ch->seq] = 0;
+        }
+    }
+}
+
+static void take_cancels_and_admit(brisk_sched *s) {
+    sched_req *cancels = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->n_cancel > 0) {
+        for (sched_req *r = s->live; r; r = r->lnext)
+            if (r->cancel && !r->cancel_taken) {
+                r->cancel_taken = true;
+                r->cnext = cancels;
+                cancels = r;
+            }
+        s->n_cancel = 0;
+    }
+    pthread_mutex_unlock(&s->mu);
+    while (cancels) {
+        sched_req *r = cancels;
+        cancels = r->cnext;
+        finish_request(s, r, BRISK_FINISH_CANCELLED);
+    }
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        sched_req *r = s->q_head;
+        if (r && slots_needed(r) <= s->n_free_slots && s->n_slots_used + slots_needed(r) <= s->max_running) queue_remove(s, r);
+        else r = NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (!r) break;
+        admit(s, r);
+    }
+}
+
+/* The pass was refused for room: the youngest running request makes room, or
+ * fails when it runs alone. */
+static void preempt_youngest(brisk_sched *s) {
+    sched_req *r = s->running[s->n_running - 1];
+    if (s->n_running == 1) {
+        finish_request(s, r, BRISK_FINISH_CONTEXT_FULL);
+        return;
+    }
+    for (int32_t i = 0; i < r->rq.n; i++) release_slot(s, &r->ch[i]);
+    running_remove(s, r);
+    pthread_mutex_lock(&s->mu);
+    queue_push(s, r, true);
+    pthread_mutex_unlock(&s->mu);
+    s->n_preemptions++;
+}
+
+/* ---- building a pass ------------------------------------------------------------------------------ */
+
+/* New blocks slots [a, b) of a sequence may take: the blocks past a's, plus
+ * one when a's block is partial (it may be shared, then copied on write). */
+static int32_t blocks_for(int32_t a, int32_t b) {
+    const int32_t B = BRISK_KV_BLOCK;
+    return (b + B - 1) / B - (a + B - 1) / B + (a % B != 0 ? 1 : 0);
+}
+
+static void put(brisk_sched *s, int32_t n, int32_t token, int32_t pos, int32_t seq, uint8_t want) {
+    s->tok[n] = token;
+    s->pos[n] = pos;
+    s->seq[n] = seq;
+    s->want[n] = want;
+}
+
+/* Fill the pass (at most room tokens): decode tokens and drafts, then
+ * prefill chunks. progressed: a pass of this step ran already. *need: the
+ * blocks its sequences may take. Returns its tokens. */
+static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t *need) {
+    int32_t n = 0, rows = 0, nd = 0, nq = 0, in_use, cached, free_blocks;
+    brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);
+    const int32_t avail = cached + free_blocks;
+    *need = 0;
+    s->n_ent = 0;
+    const int32_t dcap = BRISK_MIN(room, s->n_outputs);
+    /* decode candidates, oldest first; the ones that speculate propose */
+    for (int32_t i = 0; i < s->n_running && nd < dcap; i++) {
+        sched_req *r = s->running[i];
+        for (int32_t j = 0; j < r->rq.n && nd < dcap; j++) {
+            sched_choice *ch = &r->ch[j];
+            if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len != ch->n_hist - 1 || ch->stamp == s->step_no) continue;
+            if (!r->forked && j > 0) continue;
+            sched_entry *e = &s->ent[s->n_ent++];
+            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .decode = true, .proposed = false};
+            nd++;
+            if (ch->spec) {
+                const int32_t kcap = BRISK_MIN(s->n_ctx - ch->n_hist, r->rq.max_tokens - ch->n_gen - 1);
+                brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, kcap);
+                e->proposed = true;
+                s->plan_q[nq] = ch->spec;
+                s->plan_e[nq] = s->n_ent - 1;
+                nq++;
+            }
+        }
+    }
+    if (nq > 0) {
+        const int32_t draft_room = BRISK_MIN(room, s->n_outputs) - nd;
+        brisk_spec_plan(s->policy, s->plan_q, nq, nd, nd, draft_room, s->plan_k);
+        for (int32_t i = 0; i < nq; i++) s->ent[s->plan_e[i]].k = s->plan_k[i];
+    }
+    for (int32_t i = 0; i < s->n_ent; i++) {
+        sched_entry *e = &s->ent[i];
+        sched_choice *ch = e->ch;
+        e->row = rows;
+        put(s, n++, ch->hist[ch->n_hist - 1], ch->n_hist - 1, ch->seq, 1);
+        const int32_t *d = e->k > 0 ? brisk_spec_seq_draft(ch->spec) : NULL;
+        for (int32_t j = 0; j < e->k; j++) put(s, n++, d[j], ch->n_hist + j, ch->seq, 1);
+        rows += 1 + e->k;
+        *need += blocks_for(ch->kv_len, ch->kv_len + 1 + e->k);
+    }
+    /* prefill chunks, oldest first */
+    for (int32_t i = 0; i < s->n_running && n < room; i++) {
+        sched_req *r = s->running[i];
+        for (int32_t j = 0; j < r->rq.n && n < room; j++) {
+            sched_choice *ch = &r->ch[j];
+            if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len >= ch->n_hist - 1) continue;
+            if (!r->forked && j > 0) continue;
+            int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
+            if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
+            if (n > 0 || progressed) {
+                /* what the pool can still give, so a prompt does not push running requests out */
+                const int32_t B = BRISK_KV_BLOCK, a = ch->kv_len;
+                const int32_t extra = avail - *need - (a % B != 0 ? 1 : 0);
+                const int32_t fit = extra < 0 ? 0 : ((a + B - 1) / B + extra) * B - a;
+                chunk = BRISK_MIN(chunk, fit);
+            }
+            if (chunk <= 0) continue;
+            const bool last = ch->kv_len + chunk == ch->n_hist;
+            sched_entry *e = &s->ent[s->n_ent++];
+            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .decode = false, .proposed = false};
+            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], ch->kv_len + t, ch->seq, last && t == chunk - 1);
+            n += chunk;
+            rows += last;
+            *need += blocks_for(ch->kv_len, ch->kv_len + chunk);
+        }
+    }
+    return n;
+}
+
+/* ---- after a pass ----------------------------------------------------------------------------------- */
+
+/* Sample choice ch after entry e (its drafts rows e->row + 1 .. when it speculated) and deliver the tokens. */
+static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const sched_entry *e) {
+    const int32_t k = e->ch == ch ? e->k : 0;
+    for (int32_t i = 0; i <= k; i++) s->rows[i] = brisk_get_logits(s->c, e->row + i);
+    int32_t m = 1;
+    if (ch->spec) {
+        /* a choice that did not propose in this pass (a finishing prefill, a fork) drafts nothing */
+        if (!(e->ch == ch && e->proposed)) brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, 0);
+        m = brisk_spec_seq_commit(ch->spec, s->policy, ch->smp, s->n_vocab, s->rows, k, r->greedy, s->scratch, s->out);
+    } else {
+        s->out[0] = brisk_sampler_sample(ch->smp, s->rows[0]);
+        brisk_sampler_accept(ch->smp, s->out[0]);
+    }
+    if (k > 0) {
+        /* keep the pending token and the accepted drafts; the rejected tail leaves the KV */
+        brisk_seq_truncate(s->c, ch->seq, ch->n_hist + m - 1, NULL);
+        ch->kv_len = ch->n_hist + m - 1;
+        s->n_drafted += k;
+        s->n_accepted += m - 1;
+        s->info->n_drafts += k;
+    }
+    ch->stamp = s->step_no;
+    for (int32_t i = 0; i < m; i++) {
+        const int32_t t = s->out[i];
+        ch->hist[ch->n_hist++] = t;
+        ch->n_gen++;
+        s->info->n_decoded++;
+        if (r->rq.on_logits) r->rq.on_logits(r->rq.user, r->id, ch->index, t, s->rows[i], s->n_vocab);
+        r->rq.on_token(r->rq.user, r->id, ch->index, t, BRISK_FINISH_NONE);
+        if (!r->rq.ignore_eog && brisk_token_is_eog(s->model, t)) {
+            finish_choice(s, r, ch, BRISK_FINISH_EOG);
+            return;
+        }
+        if (ch->n_gen >= r->rq.max_tokens) {
+            finish_choice(s, r, ch, BRISK_FINISH_LENGTH);
+            return;
+        }
+    }
+    ch->kv_len = ch->n_hist - 1;
+}
+
+static void after_pass(brisk_sched *s) {
+    for (int32_t i = 0; i < s->n_ent; i++) {
+        const sched_entry *e = &s->ent[i];
+        sched_req *r = e->r;
+        sched_choice *ch = e->ch;
+        if (ch->finish != BRISK_FINISH_NONE) continue;
+        ch->kv_len += e->n + e->k;
+        if (!e->decode) s->info->n_prefill += e->n;
+        if (e->row < 0) continue;
+        if (!r->forked && r->rq.n > 1) {
+            /* choice 0's prompt is done: every other choice forks it and samples the same logits */
+            for (int32_t j = 1; j < r->rq.n; j++) {
+                sched_choice *cj = &r->ch[j];
+                if (cj->finish != BRISK_FINISH_NONE) continue;
+                brisk_error ferr = {0};
+                if (brisk_seq_fork(s->c, ch->seq, cj->seq, &ferr) != BRISK_OK) {
+                    finish_choice(s, r, cj, BRISK_FINISH_ERROR);   /* not reached: slots and order are the scheduler's */
+                    continue;
+                }
+                cj->kv_len = ch->kv_len;
+            }
+            r->forked = true;
+            for (int32_t j = 0; j < r->rq.n; j++)
+                if (r->ch[j].finish == BRISK_FINISH_NONE) sample_choice(s, r, &r->ch[j], e);
+            continue;
+        }
+        sample_choice(s, r, ch, e);
+    }
+}
+
+/* ---- the step ------------------------------------------------------------------------------------------ */
+
+brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_error *err) {
+    brisk_sched_info local;
+    brisk_sched_info *in = info ? info : &local;
+    memset(in, 0, sizeof *in);
+    s->info = in;
+    s->step_no++;
+    take_cancels_and_admit(s);
+    int32_t budget = s->n_batch;
+    bool progressed = false;
+    while (budget > 0 && s->n_running > 0) {
+        int32_t need;
+        const int32_t n = build_pass(s, BRISK_MIN(s->n_ubatch, budget), progressed, &need);
+        if (n == 0) break;
+        const brisk_batch b = {.n_tokens = n, .token = s->tok, .pos = s->pos, .seq = s->seq, .logits = s->want};
+        brisk_error derr = {0};
+        const double t0 = brisk_time_now();
+        const brisk_status st = brisk_decode(s->c, &b, &derr);
+        const double dt = brisk_time_now() - t0;
+        in->n_passes++;
+        if (st == BRISK_ERR_CAPACITY) {
+            /* the pool is full even after the prefix cache's evictions: nothing changed; make room and rebuild */
+            int32_t in_use, cached, free_blocks;
+            brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);
+            s->preempt_free = cached + free_blocks;
+            s->preempt_need = need;
+            preempt_youngest(s);
+            continue;
+        }
+        if (st) {
+            /* a pass that fails for its numbers (non-finite logits) fails its requests; the step goes on */
+            for (int32_t i = 0; i < s->n_ent; i++)
+                if (s->ent[i].ch->finish == BRISK_FINISH_NONE) finish_request(s, s->ent[i].r, BRISK_FINISH_ERROR);
+            continue;
+        }
+        brisk_spec_policy_observe(s->policy, n, brisk_n_logits(s->c), dt);
+        budget -= n;
+        progressed = true;
+        after_pass(s);
+    }
+    while (s->finished) {
+        sched_req *r = s->finished;
+        s->finished = r->cnext;
+        req_free(r);
+    }
+    in->n_running = s->n_running;
+    in->n_seq_running = s->n_slots_used;
+    pthread_mutex_lock(&s->mu);
+    in->n_waiting = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+    in->n_preemptions = s->n_preemptions;
+    in->n_drafted = s->n_drafted;
+    in->n_accepted = s->n_accepted;
+    in->preempt_free_blocks = s->preempt_free;
+    in->preempt_need_blocks = s->preempt_need;
+    s->info = NULL;
+    (void)err;
+    return BRISK_OK;
+}
