@@ -55,13 +55,18 @@ struct srv_job {
     srv_event *ev;
     int32_t n_ev, cap_ev;
     int32_t n_finished;
+    bool accounted;           /* usage final (cached tokens attributed): done needs it */
     bool cancel;
     int32_t cached, completion;
     char error[512];
     job_choice *ch;
-    /* the engine's queue (under the engine's mutex) */
-    srv_job *next;
-    bool queued;
+    /* the engine's (under its mutex, or the inference thread's alone) */
+    struct srv_engine *engine;
+    srv_job *next;            /* the unstarted list */
+    int64_t sched_id;         /* brisk_sched's id (under mu) */
+    int32_t sched_done;       /* choices the scheduler finished (inference thread) */
+    int32_t computed;         /* prompt tokens the scheduler computed for it (inference thread) */
+    bool cancel_sent;         /* inference thread */
 };
 
 srv_job *srv_job_new(const srv_job_params *p) {
@@ -142,7 +147,7 @@ srv_event *srv_job_take(srv_job *j, int32_t *n_events, bool *done) {
     pthread_mutex_lock(&j->mu);
     srv_event *ev = j->ev;
     *n_events = j->n_ev;
-    *done = j->n_finished == j->n;
+    *done = j->n_finished == j->n && j->accounted;
     j->ev = NULL;
     j->n_ev = j->cap_ev = 0;
     pthread_mutex_unlock(&j->mu);
@@ -170,12 +175,6 @@ void srv_job_error(srv_job *j, char *buf, size_t cap) {
     pthread_mutex_unlock(&j->mu);
 }
 
-static bool job_cancelled(srv_job *j) {
-    pthread_mutex_lock(&j->mu);
-    const bool c = j->cancel;
-    pthread_mutex_unlock(&j->mu);
-    return c;
-}
 
 /* Queue an event (takes text and top); under mu. false when out of memory. */
 static bool push_event(srv_job *j, srv_event ev) {
@@ -298,15 +297,8 @@ out:
     return done;
 }
 
-static void job_fail(srv_job *j, srv_finish why, const char *msg) {
-    pthread_mutex_lock(&j->mu);
-    if (msg && !j->error[0]) snprintf(j->error, sizeof j->error, "%s", msg);
-    for (int32_t c = 0; c < j->n; c++) finish_locked(j, c, why);
-    wake(j);
-    pthread_mutex_unlock(&j->mu);
-}
 
-/* ---- the engine -------------------------------------------------------------------------------- */
+/* ---- the engine: brisk_sched on the inference thread ------------------------------------------- */
 
 struct srv_engine {
     const brisk_model *model;
@@ -315,85 +307,128 @@ struct srv_engine {
     int32_t *eog;            /* end-of-generation ids, banned under ignore_eos */
     int32_t n_eog;
     srv_engine_params p;
+    brisk_sched *sched;      /* made and freed on the inference thread, which alone steps it */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    srv_job *head, *tail;    /* waiting, FIFO */
-    int32_t held;            /* waiting + running */
-    bool draining, stop;
+    int32_t held;            /* jobs added and not finished (waiting + running) */
+    bool draining, stop, ready;
+    brisk_status init_status;
+    brisk_error init_err;
+    srv_job *unstarted;      /* jobs added whose reused prompt tokens are not known yet, FIFO (under mu) */
     pthread_t thread;
     bool started;
-    brisk_sampler *smp;      /* the running choice's */
 };
 
-/* ---- backend: one job at a time on sequence 0 (to be replaced by brisk_sched) -------------------- */
-
-static void run_job(srv_engine *e, srv_job *j) {
-    brisk_error err = {0};
-    uint64_t base_seed = j->sp.seed;
-    for (int32_t c = 0; c < j->n; c++) {
-        if (job_cancelled(j)) break;
-        brisk_sampler_params sp = j->sp;
-        if (c > 0) sp.seed = base_seed + (uint64_t)c * 0x9E3779B97F4A7C15ull;
-        if (c > 0 && sp.seed == BRISK_SEED_RANDOM) sp.seed++;
-        brisk_sampler *smp = NULL;
-        if (brisk_sampler_init(&smp, &sp, e->n_vocab, &err)) {
-            job_fail(j, SRV_FINISH_ERROR, err.msg);
-            return;
-        }
-        if (c == 0) base_seed = brisk_sampler_seed(smp);
-        int32_t reused = 0;
-        if (brisk_seq_sync(e->ctx, 0, j->prompt, j->n_prompt, &reused, &err)) {
-            brisk_sampler_free(smp);
-            job_fail(j, SRV_FINISH_ERROR, err.msg);
-            return;
-        }
-        if (c == 0) {
-            pthread_mutex_lock(&j->mu);
-            j->cached = reused;
-            pthread_mutex_unlock(&j->mu);
-        }
-        for (int32_t t = 0; t < j->n_prompt; t++) brisk_sampler_accept(smp, j->prompt[t]);
-        for (;;) {
-            if (job_cancelled(j)) break;
-            const float *logits = brisk_get_logits(e->ctx, 0);
-            int32_t tok = brisk_sampler_sample(smp, logits);
-            brisk_sampler_accept(smp, tok);
-            job_on_logits(j, 0, c, tok, logits, e->n_vocab);
-            if (job_on_token(j, c, tok, SRV_FINISH_NONE)) break;
-            int32_t pos = brisk_seq_len(e->ctx, 0), s0 = 0;
-            uint8_t one = 1;
-            brisk_batch b = {1, &tok, &pos, &s0, &one};
-            if (brisk_decode(e->ctx, &b, &err)) {
-                pthread_mutex_lock(&j->mu);
-                snprintf(j->error, sizeof j->error, "%s", err.msg);
-                pthread_mutex_unlock(&j->mu);
-                job_on_token(j, c, -1, SRV_FINISH_ERROR);
-                break;
-            }
-        }
-        brisk_sampler_free(smp);
+static srv_finish finish_of(brisk_finish f) {
+    switch (f) {
+    case BRISK_FINISH_EOG: return SRV_FINISH_STOP;
+    case BRISK_FINISH_LENGTH: return SRV_FINISH_LENGTH;
+    case BRISK_FINISH_CONTEXT_FULL: return SRV_FINISH_LENGTH;   /* the pool cannot hold more of it: it ends as a full context */
+    case BRISK_FINISH_CANCELLED: return SRV_FINISH_CANCELLED;
+    default: return SRV_FINISH_ERROR;
     }
-    job_fail(j, SRV_FINISH_CANCELLED, NULL);   /* choices not finished yet were cancelled */
+}
+
+/* the scheduler's token callback (inference thread) */
+static void sched_on_token(void *user, int64_t id, int32_t c, int32_t token, brisk_finish finish) {
+    srv_job *j = user;
+    srv_engine *e = j->engine;
+    if (finish == BRISK_FINISH_NONE) {
+        job_on_token(j, c, token, SRV_FINISH_NONE);
+        pthread_mutex_lock(&j->mu);
+        const bool all = j->n_finished == j->n;
+        pthread_mutex_unlock(&j->mu);
+        /* every choice ended on the server's side (stop strings, end of generation): free the slots now */
+        if (all && !j->cancel_sent) {
+            j->cancel_sent = true;
+            brisk_sched_cancel(e->sched, id);
+        }
+        return;
+    }
+    if (finish == BRISK_FINISH_ERROR) {
+        pthread_mutex_lock(&j->mu);
+        if (!j->error[0]) snprintf(j->error, sizeof j->error, "the forward pass failed (non-finite logits?)");
+        pthread_mutex_unlock(&j->mu);
+    }
+    job_on_token(j, c, -1, finish_of(finish));
+    if (++j->sched_done == j->n) {
+        pthread_mutex_lock(&e->mu);
+        e->held--;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        srv_job_unref(j);   /* the scheduler's reference */
+    }
+}
+
+/* Prompt tokens reused (prefix cache, or still held by the slot): the prompt
+ * minus what the scheduler computed for it. brisk_sched reports prefill
+ * tokens per step, not per request, so a step's are given to the jobs still
+ * waiting for their prompt, oldest first (the order the scheduler admits and
+ * prefills them): exact when one job starts at a time; when several prefill
+ * in the same step, or a preempted request is rebuilt, the split is an
+ * attribution (it never reports more reuse than the prompt allows). */
+static void attribute_prefill(srv_engine *e, int32_t n_prefill) {
+    pthread_mutex_lock(&e->mu);
+    for (srv_job **pp = &e->unstarted; *pp;) {
+        srv_job *j = *pp;
+        const int32_t need = j->n_prompt - j->computed;
+        const int32_t give = n_prefill < need ? n_prefill : need;
+        j->computed += give;
+        n_prefill -= give;
+        pthread_mutex_lock(&j->mu);
+        const bool begun = j->completion > 0 || j->n_finished > 0;
+        if (begun) {
+            j->cached = j->n_prompt - j->computed;
+            j->accounted = true;   /* its usage is final: srv_job_take may now say done */
+            wake(j);
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (begun) {
+            *pp = j->next;
+            srv_job_unref(j);
+        } else {
+            pp = &j->next;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
 }
 
 static void *engine_main(void *arg) {
     srv_engine *e = arg;
+    brisk_sched_params sp = brisk_sched_default_params();
+    sp.max_running = e->p.max_running;
+    sp.max_queue = e->p.max_running + e->p.max_queue + 1;   /* admission is ours: the scheduler never refuses */
+    const brisk_status st = brisk_sched_init(&e->sched, e->ctx, &sp, &e->init_err);
+    pthread_mutex_lock(&e->mu);
+    e->init_status = st;
+    e->ready = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (st) return NULL;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->head && !e->stop) pthread_cond_wait(&e->cv, &e->mu);
-        if (!e->head && e->stop) break;
-        srv_job *j = e->head;
-        e->head = j->next;
-        if (!e->head) e->tail = NULL;
-        j->queued = false;
-        const bool stopping = e->stop;
+        while (!e->stop && e->held == 0) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop) break;
         pthread_mutex_unlock(&e->mu);
-        if (stopping) job_fail(j, SRV_FINISH_CANCELLED, NULL);
-        else run_job(e, j);
-        srv_job_unref(j);
+        brisk_sched_info info;
+        brisk_error err = {0};
+        if (brisk_sched_step(e->sched, &info, &err))
+            fprintf(stderr, "brisk serve: scheduler: %s\n", err.msg[0] ? err.msg : brisk_status_str(err.status));
+        else attribute_prefill(e, info.n_prefill);
         pthread_mutex_lock(&e->mu);
-        e->held--;
-        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    brisk_sched_free(e->sched);   /* every live job finishes CANCELLED through sched_on_token */
+    e->sched = NULL;
+    pthread_mutex_lock(&e->mu);
+    while (e->unstarted) {
+        srv_job *j = e->unstarted;
+        e->unstarted = j->next;
+        pthread_mutex_lock(&j->mu);
+        j->accounted = true;
+        wake(j);
+        pthread_mutex_unlock(&j->mu);
+        srv_job_unref(j);
     }
     pthread_mutex_unlock(&e->mu);
     return NULL;
@@ -423,6 +458,16 @@ brisk_status srv_engine_init(srv_engine **out, const brisk_model *m, brisk_conte
         return brisk_fail(err, BRISK_ERR_NOMEM, "could not start the inference thread");
     }
     e->started = true;
+    pthread_mutex_lock(&e->mu);
+    while (!e->ready) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    if (e->init_status) {
+        *err = e->init_err;
+        pthread_join(e->thread, NULL);
+        e->started = false;
+        srv_engine_free(e);
+        return err->status;
+    }
     *out = e;
     return BRISK_OK;
 }
@@ -433,10 +478,13 @@ void srv_engine_free(srv_engine *e) {
         pthread_mutex_lock(&e->mu);
         e->stop = true;
         pthread_cond_broadcast(&e->cv);
-        /* the running job sees its cancel flag; the waiting ones are cancelled by the thread */
-        for (srv_job *j = e->head; j; j = j->next) srv_engine_cancel(e, j);
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
+    }
+    while (e->unstarted) {
+        srv_job *j = e->unstarted;
+        e->unstarted = j->next;
+        srv_job_unref(j);
     }
     pthread_cond_destroy(&e->cv);
     pthread_mutex_destroy(&e->mu);
@@ -446,6 +494,7 @@ void srv_engine_free(srv_engine *e) {
 
 srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     j->model = e->model;
+    j->engine = e;
     if (j->ignore_eos && e->n_eog > 0) {
         brisk_logit_bias *g = realloc(j->bias, (size_t)(j->n_bias + e->n_eog) * sizeof *g);
         if (!g) return SRV_ADMIT_FULL;
@@ -454,29 +503,56 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     }
     j->sp.logit_bias = j->bias;
     j->sp.n_logit_bias = j->n_bias;
+    brisk_sched_request rq = brisk_sched_default_request();
+    rq.prompt = j->prompt;
+    rq.n_prompt = j->n_prompt;
+    rq.sampling = j->sp;
+    rq.max_tokens = j->n_cap;
+    rq.n = j->n;
+    rq.ignore_eog = j->ignore_eos;
+    rq.on_token = sched_on_token;
+    rq.on_logits = j->logprobs ? job_on_logits : NULL;
+    rq.user = j;
     pthread_mutex_lock(&e->mu);
     srv_admit a = SRV_ADMIT_OK;
     if (e->draining || e->stop) a = SRV_ADMIT_DRAINING;
     else if (e->held >= e->p.max_running + e->p.max_queue) a = SRV_ADMIT_FULL;
     else {
-        srv_job_ref(j);
-        j->next = NULL;
-        j->queued = true;
-        if (e->tail) e->tail->next = j;
-        else e->head = j;
-        e->tail = j;
+        srv_job_ref(j);   /* the scheduler's, dropped when its last choice finishes */
+        srv_job_ref(j);   /* the unstarted list's */
         e->held++;
-        pthread_cond_broadcast(&e->cv);
+        j->next = NULL;
+        srv_job **pp = &e->unstarted;
+        while (*pp) pp = &(*pp)->next;
+        *pp = j;
+        int64_t id = 0;
+        brisk_error err = {0};
+        /* under mu, so the inference thread cannot finish the job before it is listed */
+        if (brisk_sched_add(e->sched, &rq, &id, &err)) {
+            *pp = NULL;
+            e->held--;
+            pthread_mutex_lock(&j->mu);
+            j->refs -= 2;
+            snprintf(j->error, sizeof j->error, "%s", err.msg);
+            pthread_mutex_unlock(&j->mu);
+            a = err.status == BRISK_ERR_CAPACITY ? SRV_ADMIT_FULL : SRV_ADMIT_INVALID;
+        } else {
+            pthread_mutex_lock(&j->mu);
+            j->sched_id = id;
+            pthread_mutex_unlock(&j->mu);
+            pthread_cond_broadcast(&e->cv);
+        }
     }
     pthread_mutex_unlock(&e->mu);
     return a;
 }
 
 void srv_engine_cancel(srv_engine *e, srv_job *j) {
-    (void)e;
     pthread_mutex_lock(&j->mu);
+    const int64_t id = j->sched_id;
     j->cancel = true;
     pthread_mutex_unlock(&j->mu);
+    if (e && id > 0) brisk_sched_cancel(e->sched, id);
 }
 
 void srv_engine_drain(srv_engine *e) {

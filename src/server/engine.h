@@ -1,6 +1,6 @@
 /* engine: the server's side of the inference. One inference thread owns the
- * context; HTTP threads hand it jobs (a validated, tokenized request) through
- * a bounded admission queue and read each job's output as a list of events
+ * context and steps brisk_sched; HTTP threads hand it jobs (a validated,
+ * tokenized request) through bounded admission and read each job's output as a list of events
  * (one per generated token that released text, and one per finished choice).
  *
  * Admission: at most max_running + max_queue jobs are held at once (running
@@ -103,7 +103,8 @@ brisk_status srv_engine_init(srv_engine **out, const brisk_model *m, brisk_conte
 void srv_engine_free(srv_engine *e);
 /* Queue j (takes a reference on success). */
 srv_admit srv_engine_submit(srv_engine *e, srv_job *j);
-/* Ask j to stop (queued or running); its choices finish CANCELLED. */
+/* Ask j to stop (queued or running); its choices finish CANCELLED. e may be
+ * NULL once the engine is being freed (which cancels everything itself). */
 void srv_engine_cancel(srv_engine *e, srv_job *j);
 /* Refuse every later submit with SRV_ADMIT_DRAINING. */
 void srv_engine_drain(srv_engine *e);
