@@ -7,6 +7,9 @@
 #   clang libclang-rt-14-dev  libFuzzer targets (make test runs them) and its sanitizer runtimes
 #   libpcre2-dev            Unicode-property regexes for BPE pre-tokenizers (exact \p{L} etc.)
 #   libjansson-dev          JSON for chat messages and template variables
+#   libmicrohttpd-dev       HTTP for `brisk serve` (event-driven connections, suspend/resume streaming);
+#                           without it everything but serve builds
+#   curl                    tests/cli_serve.sh drives the server with it
 # and, for `make test-aarch64` (the NEON kernels under emulation), best effort:
 #   gcc-aarch64-linux-gnu   the cross compiler
 #   qemu-user               qemu-aarch64, which runs the aarch64 tests
@@ -14,7 +17,7 @@
 # When the aarch64 set cannot be installed, bootstrap says so and succeeds:
 # make test-aarch64 then prints a skip message.
 set -euo pipefail
-pkgs=(build-essential cmake clang libclang-rt-14-dev libpcre2-dev libjansson-dev)
+pkgs=(build-essential cmake clang libclang-rt-14-dev libpcre2-dev libjansson-dev libmicrohttpd-dev curl)
 cross_pkgs=(gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libjansson-dev:arm64)
 
 missing_of() {

@@ -38,6 +38,7 @@ int brisk_cmd_tokenize(int argc, char **argv);
 int brisk_cmd_template(int argc, char **argv);
 int brisk_cmd_bench(int argc, char **argv);
 int brisk_cmd_batched_bench(int argc, char **argv);
+int brisk_cmd_serve(int argc, char **argv);
 
 /* ---- options.c: the option table ---------------------------------------------- */
 
@@ -70,6 +71,9 @@ typedef enum cli_opt_id {
     /* llama-batched-bench's (batched-bench only) */
     CLI_O_UBATCH, CLI_O_NPP, CLI_O_NTG, CLI_O_NPL, CLI_O_PPS, CLI_O_BB_FORMAT, CLI_O_BB_SPEC,
     CLI_O_ISA,
+    /* serve */
+    CLI_O_HOST, CLI_O_PORT, CLI_O_KV_SIZE, CLI_O_MAX_RUNNING, CLI_O_MAX_QUEUE, CLI_O_ALIAS, CLI_O_API_KEY, CLI_O_MAX_BODY,
+    CLI_O_MAX_PROMPT_TOKENS, CLI_O_CONN_LIMIT, CLI_O_PER_IP_LIMIT, CLI_O_TIMEOUT, CLI_O_HTTP_THREADS, CLI_O_DRAIN_TIMEOUT,
     CLI_O_COUNT
 } cli_opt_id;
 

@@ -212,6 +212,37 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_ISA] = {{"--isa"}, .type = CLI_T_STR, .meta = "NAME",
                    .help = "kernel table to run: ref, avx2, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
                            "one this CPU lacks is refused); default: the best this CPU runs"},
+
+    [CLI_O_HOST] = {{"--host"}, .type = CLI_T_STR, .meta = "ADDR", .def = "127.0.0.1",
+                    .help = "address to listen on (an IPv4 or IPv6 address or a host name; 0.0.0.0 exposes the server)"},
+    [CLI_O_PORT] = {{"--port"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = 65535, .def = "8080",
+                    .help = "TCP port; 0 = any free port (the address printed at startup says which)"},
+    [CLI_O_KV_SIZE] = {{"--kv-size"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX,
+                       .def_help = "what fits in half the memory available after the weights, at least one -c request",
+                       .help = "tokens in the KV pool that all requests share (-c is each request's own cap)"},
+    [CLI_O_MAX_RUNNING] = {{"-np", "--max-running", "--parallel"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = 256,
+                           .def = "8", .help = "requests computed at once (llama-server's -np/--parallel; -c is never divided by it)"},
+    [CLI_O_MAX_QUEUE] = {{"--max-queue"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = 1 << 20, .def = "64",
+                         .help = "requests waiting at most; one more is answered 429 with Retry-After"},
+    [CLI_O_ALIAS] = {{"-a", "--alias"}, .type = CLI_T_STR, .meta = "NAME", .def_help = "the model file's name",
+                     .help = "the model's name in responses and /v1/models (any requested name is accepted)"},
+    [CLI_O_API_KEY] = {{"--api-key"}, .type = CLI_T_STR, .meta = "KEY",
+                       .help = "require this key (Authorization: Bearer KEY or X-Api-Key: KEY) on every endpoint but /health "
+                               "and the web page"},
+    [CLI_O_MAX_BODY] = {{"--max-body"}, .type = CLI_T_SIZE, .meta = "N", .lo = 1024, .hi = (double)(1ll << 30), .def = "8M",
+                        .help = "largest request body in bytes (K, M, G suffixes); more is answered 413"},
+    [CLI_O_MAX_PROMPT_TOKENS] = {{"--max-prompt-tokens"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX,
+                                 .def_help = "-c", .help = "longest prompt in tokens; longer is answered 400 context_length_exceeded"},
+    [CLI_O_CONN_LIMIT] = {{"--max-connections"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = 1 << 20, .def = "4096",
+                          .help = "open connections at most"},
+    [CLI_O_PER_IP_LIMIT] = {{"--max-connections-per-ip"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = 1 << 20, .def = "1024",
+                            .help = "open connections per client address at most (0 = no limit)"},
+    [CLI_O_TIMEOUT] = {{"-to", "--timeout"}, .type = CLI_T_INT, .meta = "S", .lo = 0, .hi = 86400, .def = "600",
+                       .help = "close a connection idle this many seconds (0 = never); a streaming reply is never idle"},
+    [CLI_O_HTTP_THREADS] = {{"--threads-http"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = 64, .def = "2",
+                            .help = "HTTP threads (event-driven: each serves many connections)"},
+    [CLI_O_DRAIN_TIMEOUT] = {{"--drain-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "30",
+                             .help = "on SIGTERM or SIGINT, seconds to let running requests finish before they are cancelled"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};

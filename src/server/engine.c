@@ -1,0 +1,569 @@
+/* engine: jobs, the admission queue and the inference thread (engine.h).
+ *
+ * The inference thread is the only user of the context. What it does with a
+ * job is behind three calls (backend_add, backend_cancel, backend_step) that
+ * report tokens through job_on_token / job_on_logits with brisk_sched's
+ * callback shapes, so the scheduler replaces the one-job-at-a-time loop below
+ * without touching jobs, events or the HTTP side. */
+#include "server/engine.h"
+#include "base/base.h"
+#include "server/request.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *srv_finish_str(srv_finish f) {
+    switch (f) {
+    case SRV_FINISH_STOP: return "stop";
+    case SRV_FINISH_LENGTH: return "length";
+    case SRV_FINISH_CANCELLED: return "cancelled";
+    case SRV_FINISH_ERROR: return "error";
+    default: return "none";
+    }
+}
+
+/* ---- jobs ------------------------------------------------------------------------------------- */
+
+typedef struct job_choice {
+    brisk_text_stream *ts;   /* inference thread only */
+    srv_stop stop;           /* inference thread only */
+    int32_t n_gen;
+    srv_finish finish;       /* under the job's mutex once set */
+    float lp;                /* the pending token's logprob (job_on_logits -> job_on_token) */
+    srv_top *top;            /* pending alternatives, malloc'd */
+    int32_t n_top;
+} job_choice;
+
+struct srv_job {
+    pthread_mutex_t mu;
+    int refs;
+    /* input, immutable after srv_job_new */
+    int32_t *prompt, n_prompt, n_cap, n;
+    bool cap_is_context, ignore_eos, logprobs;
+    int32_t top_logprobs;
+    brisk_sampler_params sp;
+    brisk_logit_bias *bias;
+    int32_t n_bias;
+    char **stop;
+    int32_t n_stop;
+    const brisk_model *model;   /* set at submit */
+    /* shared, under mu */
+    void (*notify)(void *user);
+    void *user;
+    srv_event *ev;
+    int32_t n_ev, cap_ev;
+    int32_t n_finished;
+    bool accounted;           /* usage final (cached tokens attributed): done needs it */
+    bool cancel;
+    int32_t cached, completion;
+    char error[512];
+    job_choice *ch;
+    /* the engine's (under its mutex, or the inference thread's alone) */
+    struct srv_engine *engine;
+    srv_job *next;            /* the unstarted list */
+    int64_t sched_id;         /* brisk_sched's id (under mu) */
+    int32_t sched_done;       /* choices the scheduler finished (inference thread) */
+    int32_t computed;         /* prompt tokens the scheduler computed for it (inference thread) */
+    bool cancel_sent;         /* inference thread */
+};
+
+srv_job *srv_job_new(const srv_job_params *p) {
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    pthread_mutex_init(&j->mu, NULL);
+    j->refs = 1;
+    j->n_prompt = p->n_prompt;
+    j->n_cap = p->n_cap;
+    j->n = p->n;
+    j->cap_is_context = p->cap_is_context;
+    j->ignore_eos = p->ignore_eos;
+    j->logprobs = p->logprobs;
+    j->top_logprobs = p->top_logprobs;
+    j->sp = p->sampling;
+    j->notify = p->notify;
+    j->user = p->user;
+    j->prompt = malloc((size_t)(p->n_prompt > 0 ? p->n_prompt : 1) * sizeof *j->prompt);
+    j->ch = calloc((size_t)p->n, sizeof *j->ch);
+    j->bias = malloc((size_t)(p->sampling.n_logit_bias + 1) * sizeof *j->bias);
+    j->stop = calloc((size_t)p->n_stop + 1, sizeof *j->stop);
+    if (!j->prompt || !j->ch || !j->bias || !j->stop) goto fail;
+    memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
+    if (p->sampling.n_logit_bias) memcpy(j->bias, p->sampling.logit_bias, (size_t)p->sampling.n_logit_bias * sizeof *j->bias);
+    j->n_bias = p->sampling.n_logit_bias;
+    j->sp.logit_bias = j->bias;
+    j->sp.samplers = NULL;
+    j->sp.dry_breakers = NULL;
+    j->sp.n_dry_breakers = 0;
+    for (int32_t k = 0; k < p->n_stop; k++) {
+        if (!(j->stop[k] = strdup(p->stop[k]))) goto fail;
+        j->n_stop++;
+    }
+    for (int32_t c = 0; c < j->n; c++) srv_stop_init(&j->ch[c].stop, j->stop, j->n_stop);
+    return j;
+fail:
+    srv_job_unref(j);
+    return NULL;
+}
+
+void srv_job_ref(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_events_free(srv_event *ev, int32_t n) {
+    for (int32_t k = 0; k < n; k++) {
+        free(ev[k].text);
+        free(ev[k].top);
+    }
+    free(ev);
+}
+
+void srv_job_unref(srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    const int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left > 0) return;
+    if (j->ch)
+        for (int32_t c = 0; c < j->n; c++) {
+            brisk_text_stream_free(j->ch[c].ts);
+            srv_stop_free(&j->ch[c].stop);
+            free(j->ch[c].top);
+        }
+    free(j->ch);
+    srv_events_free(j->ev, j->n_ev);
+    for (int32_t k = 0; k < j->n_stop; k++) free(j->stop[k]);
+    free(j->stop);
+    free(j->bias);
+    free(j->prompt);
+    pthread_mutex_destroy(&j->mu);
+    free(j);
+}
+
+srv_event *srv_job_take(srv_job *j, int32_t *n_events, bool *done) {
+    pthread_mutex_lock(&j->mu);
+    srv_event *ev = j->ev;
+    *n_events = j->n_ev;
+    *done = j->n_finished == j->n && j->accounted;
+    j->ev = NULL;
+    j->n_ev = j->cap_ev = 0;
+    pthread_mutex_unlock(&j->mu);
+    return ev;
+}
+
+void srv_job_detach(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->notify = NULL;
+    j->user = NULL;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_usage(srv_job *j, int32_t *prompt, int32_t *cached, int32_t *completion) {
+    pthread_mutex_lock(&j->mu);
+    *prompt = j->n_prompt;
+    *cached = j->cached;
+    *completion = j->completion;
+    pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_error(srv_job *j, char *buf, size_t cap) {
+    pthread_mutex_lock(&j->mu);
+    snprintf(buf, cap, "%s", j->error);
+    pthread_mutex_unlock(&j->mu);
+}
+
+
+/* Queue an event (takes text and top); under mu. false when out of memory. */
+static bool push_event(srv_job *j, srv_event ev) {
+    if (j->n_ev == j->cap_ev) {
+        const int32_t cap = j->cap_ev ? j->cap_ev * 2 : 16;
+        srv_event *g = realloc(j->ev, (size_t)cap * sizeof *g);
+        if (!g) {
+            free(ev.text);
+            free(ev.top);
+            return false;
+        }
+        j->ev = g;
+        j->cap_ev = cap;
+    }
+    j->ev[j->n_ev++] = ev;
+    return true;
+}
+
+static void wake(srv_job *j) {
+    /* under mu, so that srv_job_detach returning means no call is running */
+    if (j->notify) j->notify(j->user);
+}
+
+/* A copy of text as valid UTF-8 (NULL for empty text). */
+static char *event_text(const char *t, size_t n, size_t *len) {
+    *len = 0;
+    if (n == 0) return NULL;
+    return srv_utf8_sanitize(t, n, len);
+}
+
+/* The choice ends (once): its held text, then the end event. Under mu. */
+static void finish_locked(srv_job *j, int32_t c, srv_finish why) {
+    job_choice *ch = &j->ch[c];
+    if (ch->finish != SRV_FINISH_NONE) return;
+    ch->finish = why;
+    j->n_finished++;
+    const char *t = "";
+    size_t n = 0, len = 0;
+    if (why == SRV_FINISH_STOP || why == SRV_FINISH_LENGTH) {
+        const char *tail;
+        size_t tail_n = 0;
+        if (ch->ts) brisk_text_stream_flush(ch->ts, &tail, &tail_n);
+        const char *o;
+        size_t on = 0;
+        if (tail_n) srv_stop_push(&ch->stop, tail, tail_n, &o, &on);
+        if (on) push_event(j, (srv_event){.choice = c, .text = event_text(o, on, &len), .len = len, .token = -1});
+        if (!ch->stop.hit) srv_stop_flush(&ch->stop, &t, &n);
+    }
+    char *text = event_text(t, n, &len);
+    push_event(j, (srv_event){.choice = c, .text = text, .len = len, .finish = why, .token = -1});
+}
+
+/* brisk_sched_logits_fn's shape: the logprobs of the token about to be delivered. */
+static void job_on_logits(void *user, int64_t id, int32_t c, int32_t token, const float *logits, int32_t n_vocab) {
+    (void)id;
+    srv_job *j = user;
+    if (!j->logprobs) return;
+    job_choice *ch = &j->ch[c];
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    ch->lp = (float)((double)logits[token] - mx - log(sum));
+    free(ch->top);
+    ch->top = NULL;
+    ch->n_top = 0;
+    if (j->top_logprobs > 0) {
+        int32_t ids[32];
+        float lps[32];
+        const int32_t k = brisk_logprobs_top_k(logits, n_vocab, j->top_logprobs, ids, lps);
+        if ((ch->top = malloc((size_t)(k > 0 ? k : 1) * sizeof *ch->top))) {
+            for (int32_t i = 0; i < k; i++) ch->top[i] = (srv_top){ids[i], lps[i]};
+            ch->n_top = k;
+        }
+    }
+}
+
+/* brisk_sched_token_fn's shape, with srv's reasons. Returns true when the
+ * choice is finished on the job's side (a stop string, end of generation). */
+static bool job_on_token(srv_job *j, int32_t c, int32_t token, srv_finish finish) {
+    job_choice *ch = &j->ch[c];
+    pthread_mutex_lock(&j->mu);
+    bool done = ch->finish != SRV_FINISH_NONE;
+    if (done) goto out;   /* it ended on our side (a stop string): the rest is dropped */
+    if (finish != SRV_FINISH_NONE) {
+        finish_locked(j, c, finish);
+        if (finish == SRV_FINISH_ERROR && !j->error[0]) snprintf(j->error, sizeof j->error, "the forward pass failed");
+        done = true;
+        goto out;
+    }
+    ch->n_gen++;
+    j->completion++;
+    if (!j->ignore_eos && brisk_token_is_eog(j->model, token)) {
+        finish_locked(j, c, SRV_FINISH_STOP);
+        done = true;
+        goto out;
+    }
+    const char *piece = "";
+    size_t plen = 0;
+    if (!ch->ts && brisk_text_stream_init(j->model, &ch->ts, NULL)) ch->ts = NULL;
+    if (ch->ts && brisk_text_stream_push(ch->ts, token, &piece, &plen, NULL)) plen = 0;
+    const char *o = "";
+    size_t on = 0, len = 0;
+    if (plen) srv_stop_push(&ch->stop, piece, plen, &o, &on);
+    srv_event ev = {.choice = c, .text = event_text(o, on, &len), .len = len, .token = token, .logprob = ch->lp,
+                    .top = ch->top, .n_top = ch->n_top};
+    ch->top = NULL;
+    ch->n_top = 0;
+    push_event(j, ev);
+    if (ch->stop.hit) {
+        finish_locked(j, c, SRV_FINISH_STOP);
+        done = true;
+    } else if (ch->n_gen >= j->n_cap) {
+        finish_locked(j, c, SRV_FINISH_LENGTH);
+        done = true;
+    }
+out:
+    wake(j);
+    pthread_mutex_unlock(&j->mu);
+    return done;
+}
+
+
+/* ---- the engine: brisk_sched on the inference thread ------------------------------------------- */
+
+struct srv_engine {
+    const brisk_model *model;
+    brisk_context *ctx;
+    int32_t n_vocab;
+    int32_t *eog;            /* end-of-generation ids, banned under ignore_eos */
+    int32_t n_eog;
+    srv_engine_params p;
+    brisk_sched *sched;      /* made and freed on the inference thread, which alone steps it */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t held;            /* jobs added and not finished (waiting + running) */
+    bool draining, stop, ready;
+    brisk_status init_status;
+    brisk_error init_err;
+    srv_job *unstarted;      /* jobs added whose reused prompt tokens are not known yet, FIFO (under mu) */
+    pthread_t thread;
+    bool started;
+};
+
+static srv_finish finish_of(brisk_finish f) {
+    switch (f) {
+    case BRISK_FINISH_EOG: return SRV_FINISH_STOP;
+    case BRISK_FINISH_LENGTH: return SRV_FINISH_LENGTH;
+    case BRISK_FINISH_CONTEXT_FULL: return SRV_FINISH_LENGTH;   /* the pool cannot hold more of it: it ends as a full context */
+    case BRISK_FINISH_CANCELLED: return SRV_FINISH_CANCELLED;
+    default: return SRV_FINISH_ERROR;
+    }
+}
+
+/* the scheduler's token callback (inference thread) */
+static void sched_on_token(void *user, int64_t id, int32_t c, int32_t token, brisk_finish finish) {
+    srv_job *j = user;
+    srv_engine *e = j->engine;
+    if (finish == BRISK_FINISH_NONE) {
+        job_on_token(j, c, token, SRV_FINISH_NONE);
+        pthread_mutex_lock(&j->mu);
+        const bool all = j->n_finished == j->n;
+        pthread_mutex_unlock(&j->mu);
+        /* every choice ended on the server's side (stop strings, end of generation): free the slots now */
+        if (all && !j->cancel_sent) {
+            j->cancel_sent = true;
+            brisk_sched_cancel(e->sched, id);
+        }
+        return;
+    }
+    if (finish == BRISK_FINISH_ERROR) {
+        pthread_mutex_lock(&j->mu);
+        if (!j->error[0]) snprintf(j->error, sizeof j->error, "the forward pass failed (non-finite logits?)");
+        pthread_mutex_unlock(&j->mu);
+    }
+    job_on_token(j, c, -1, finish_of(finish));
+    if (++j->sched_done == j->n) {
+        pthread_mutex_lock(&e->mu);
+        e->held--;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        srv_job_unref(j);   /* the scheduler's reference */
+    }
+}
+
+/* Prompt tokens reused (prefix cache, or still held by the slot): the prompt
+ * minus what the scheduler computed for it. brisk_sched reports prefill
+ * tokens per step, not per request, so a step's are given to the jobs still
+ * waiting for their prompt, oldest first (the order the scheduler admits and
+ * prefills them): exact when one job starts at a time; when several prefill
+ * in the same step, or a preempted request is rebuilt, the split is an
+ * attribution (it never reports more reuse than the prompt allows). */
+static void attribute_prefill(srv_engine *e, int32_t n_prefill) {
+    pthread_mutex_lock(&e->mu);
+    for (srv_job **pp = &e->unstarted; *pp;) {
+        srv_job *j = *pp;
+        const int32_t need = j->n_prompt - j->computed;
+        const int32_t give = n_prefill < need ? n_prefill : need;
+        j->computed += give;
+        n_prefill -= give;
+        pthread_mutex_lock(&j->mu);
+        const bool begun = j->completion > 0 || j->n_finished > 0;
+        if (begun) {
+            j->cached = j->n_prompt - j->computed;
+            j->accounted = true;   /* its usage is final: srv_job_take may now say done */
+            wake(j);
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (begun) {
+            *pp = j->next;
+            srv_job_unref(j);
+        } else {
+            pp = &j->next;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void *engine_main(void *arg) {
+    srv_engine *e = arg;
+    brisk_sched_params sp = brisk_sched_default_params();
+    sp.max_running = e->p.max_running;
+    sp.max_queue = e->p.max_running + e->p.max_queue + 1;   /* admission is ours: the scheduler never refuses */
+    const brisk_status st = brisk_sched_init(&e->sched, e->ctx, &sp, &e->init_err);
+    pthread_mutex_lock(&e->mu);
+    e->init_status = st;
+    e->ready = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (st) return NULL;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->stop && e->held == 0) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stop) break;
+        pthread_mutex_unlock(&e->mu);
+        brisk_sched_info info;
+        brisk_error err = {0};
+        if (brisk_sched_step(e->sched, &info, &err))
+            fprintf(stderr, "brisk serve: scheduler: %s\n", err.msg[0] ? err.msg : brisk_status_str(err.status));
+        else attribute_prefill(e, info.n_prefill);
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+    brisk_sched_free(e->sched);   /* every live job finishes CANCELLED through sched_on_token */
+    e->sched = NULL;
+    pthread_mutex_lock(&e->mu);
+    while (e->unstarted) {
+        srv_job *j = e->unstarted;
+        e->unstarted = j->next;
+        pthread_mutex_lock(&j->mu);
+        j->accounted = true;
+        wake(j);
+        pthread_mutex_unlock(&j->mu);
+        srv_job_unref(j);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+brisk_status srv_engine_init(srv_engine **out, const brisk_model *m, brisk_context *c, const srv_engine_params *p, brisk_error *err) {
+    *out = NULL;
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    e->model = m;
+    e->ctx = c;
+    e->p = *p;
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    e->n_vocab = info.n_vocab;
+    e->eog = malloc(sizeof *e->eog * 64);
+    if (!e->eog) {
+        free(e);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    for (int32_t id = 0; id < info.n_vocab && e->n_eog < 64; id++)
+        if (brisk_token_is_eog(m, id)) e->eog[e->n_eog++] = id;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    if (pthread_create(&e->thread, NULL, engine_main, e)) {
+        srv_engine_free(e);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "could not start the inference thread");
+    }
+    e->started = true;
+    pthread_mutex_lock(&e->mu);
+    while (!e->ready) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    if (e->init_status) {
+        *err = e->init_err;
+        pthread_join(e->thread, NULL);
+        e->started = false;
+        srv_engine_free(e);
+        return err->status;
+    }
+    *out = e;
+    return BRISK_OK;
+}
+
+void srv_engine_free(srv_engine *e) {
+    if (!e) return;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = true;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+    }
+    while (e->unstarted) {
+        srv_job *j = e->unstarted;
+        e->unstarted = j->next;
+        srv_job_unref(j);
+    }
+    pthread_cond_destroy(&e->cv);
+    pthread_mutex_destroy(&e->mu);
+    free(e->eog);
+    free(e);
+}
+
+srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
+    j->model = e->model;
+    j->engine = e;
+    if (j->ignore_eos && e->n_eog > 0) {
+        brisk_logit_bias *g = realloc(j->bias, (size_t)(j->n_bias + e->n_eog) * sizeof *g);
+        if (!g) return SRV_ADMIT_FULL;
+        j->bias = g;
+        for (int32_t k = 0; k < e->n_eog; k++) j->bias[j->n_bias++] = (brisk_logit_bias){e->eog[k], -INFINITY};
+    }
+    j->sp.logit_bias = j->bias;
+    j->sp.n_logit_bias = j->n_bias;
+    brisk_sched_request rq = brisk_sched_default_request();
+    rq.prompt = j->prompt;
+    rq.n_prompt = j->n_prompt;
+    rq.sampling = j->sp;
+    rq.max_tokens = j->n_cap;
+    rq.n = j->n;
+    rq.ignore_eog = j->ignore_eos;
+    rq.on_token = sched_on_token;
+    rq.on_logits = j->logprobs ? job_on_logits : NULL;
+    rq.user = j;
+    pthread_mutex_lock(&e->mu);
+    srv_admit a = SRV_ADMIT_OK;
+    if (e->draining || e->stop) a = SRV_ADMIT_DRAINING;
+    else if (e->held >= e->p.max_running + e->p.max_queue) a = SRV_ADMIT_FULL;
+    else {
+        srv_job_ref(j);   /* the scheduler's, dropped when its last choice finishes */
+        srv_job_ref(j);   /* the unstarted list's */
+        e->held++;
+        j->next = NULL;
+        srv_job **pp = &e->unstarted;
+        while (*pp) pp = &(*pp)->next;
+        *pp = j;
+        int64_t id = 0;
+        brisk_error err = {0};
+        /* under mu, so the inference thread cannot finish the job before it is listed */
+        if (brisk_sched_add(e->sched, &rq, &id, &err)) {
+            *pp = NULL;
+            e->held--;
+            pthread_mutex_lock(&j->mu);
+            j->refs -= 2;
+            snprintf(j->error, sizeof j->error, "%s", err.msg);
+            pthread_mutex_unlock(&j->mu);
+            a = err.status == BRISK_ERR_CAPACITY ? SRV_ADMIT_FULL : SRV_ADMIT_INVALID;
+        } else {
+            pthread_mutex_lock(&j->mu);
+            j->sched_id = id;
+            pthread_mutex_unlock(&j->mu);
+            pthread_cond_broadcast(&e->cv);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    return a;
+}
+
+void srv_engine_cancel(srv_engine *e, srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    const int64_t id = j->sched_id;
+    j->cancel = true;
+    pthread_mutex_unlock(&j->mu);
+    if (e && id > 0) brisk_sched_cancel(e->sched, id);
+}
+
+void srv_engine_drain(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    e->draining = true;
+    pthread_mutex_unlock(&e->mu);
+}
+
+int32_t srv_engine_held(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    const int32_t h = e->held;
+    pthread_mutex_unlock(&e->mu);
+    return h;
+}

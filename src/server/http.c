@@ -1,0 +1,938 @@
+/* http: the HTTP side of `brisk serve` on libmicrohttpd (server.h).
+ *
+ * Connections are event-driven (MHD's internal polling threads, a pool of
+ * http_threads), so a slow client costs a socket, not a thread. A request's
+ * life: the access handler collects the body (capped: 413), then on its last
+ * call validates (request.c), renders the chat template, tokenizes, checks
+ * the context, and submits a job to the engine (429 or 503 before any header
+ * is sent). A streamed reply is a chunked response whose reader formats the
+ * job's events as SSE; with nothing to send the connection is suspended, and
+ * the job's notify (inference thread) or the ticker (at least once a second,
+ * for a ": ping" that also finds dead clients) resumes it. A non-streamed
+ * reply suspends the handler until the job is done; each ticker resume peeks
+ * the socket, so a client that went away is noticed within a second. The
+ * request-completed callback cancels a job whose client went away.
+ *
+ * Locks: a job's mutex may be held while taking http->mu (notify), never the
+ * other way round. */
+#include "server/engine.h"
+#include "server/request.h"
+#include "server/response.h"
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* the web chat page (src/server/web/, compiled in by CMake: web_assets.c) */
+extern const unsigned char srv_web_chat_html[], srv_web_chat_js[], srv_web_chat_css[];
+extern const size_t srv_web_chat_html_len, srv_web_chat_js_len, srv_web_chat_css_len;
+
+bool srv_available(void) { return true; }
+
+typedef enum route {
+    R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE
+} route;
+
+typedef struct http_srv http_srv;
+
+typedef struct conn {
+    http_srv *srv;
+    struct MHD_Connection *mc;
+    route r;
+    bool is_post;
+    /* the body */
+    char *body;
+    size_t body_len, body_cap;
+    bool too_big;
+    bool over_budget;         /* the server's body budget was spent: 503 at the end */
+    size_t counted;           /* bytes of body counted in srv->body_bytes */
+    /* the job */
+    srv_job *job;
+    srv_request req;
+    bool have_req;
+    srv_resp_meta meta;
+    bool stream;
+    srv_choice_acc *acc;      /* non-streamed: one per choice */
+    int32_t n_acc;
+    bool *started;            /* streamed: a choice's first chunk went out */
+    bool stream_done;
+    /* pending output of a stream */
+    char *out;
+    size_t out_len, out_off, out_cap;
+    /* under srv->mu */
+    bool suspended, pending;
+    double last_wake, last_send;
+    bool listed;
+    struct conn *prev, *next;
+} conn;
+
+struct http_srv {
+    const srv_config *cfg;
+    brisk_model *model;
+    brisk_context *ctx;
+    const brisk_template *tpl;
+    srv_engine *engine;
+    srv_limits lim;
+    brisk_model_info info;
+    char *bos, *eos;
+    int64_t started;
+    struct MHD_Daemon *d;
+    pthread_mutex_t mu;
+    pthread_mutex_t admit_mu; /* closing, and the engine's lifetime for submits */
+    conn *conns;              /* connections with a job */
+    bool draining, closing;
+    size_t body_bytes, body_budget;   /* bodies buffered by all connections (under mu), and their cap */
+    pthread_t ticker;
+    bool ticker_on, ticker_stop;
+    pthread_cond_t ticker_cv;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+static enum MHD_Result send_buf(struct MHD_Connection *mc, unsigned status, const char *type, const void *buf, size_t len,
+                                const char *extra_name, const char *extra_value) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)buf, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    const enum MHD_Result ret = MHD_queue_response(mc, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *mc, unsigned status, json_t *o) {
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":\"out_of_memory\"}}";
+        return send_buf(mc, 500, "application/json", oom, sizeof oom - 1, NULL, NULL);
+    }
+    const enum MHD_Result ret = send_buf(mc, status, "application/json", s, strlen(s), NULL, NULL);
+    free(s);
+    return ret;
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *mc, const srv_error *e) {
+    char *s = srv_error_json(e);
+    if (!s) return MHD_NO;
+    const enum MHD_Result ret = send_buf(mc, (unsigned)e->http, "application/json", s, strlen(s),
+                                         e->http == 429 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, "1");
+    free(s);
+    return ret;
+}
+
+static enum MHD_Result fail(struct MHD_Connection *mc, int http, const char *type, const char *code, const char *param,
+                            const char *msg) {
+    srv_error e;
+    srv_error_set(&e, http, type, code, param, "%s", msg);
+    return send_error(mc, &e);
+}
+
+/* ---- the connection list, suspension ------------------------------------------------------------- */
+
+static void list_add(http_srv *s, conn *c) {
+    pthread_mutex_lock(&s->mu);
+    c->next = s->conns;
+    c->prev = NULL;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    c->listed = true;
+    c->last_wake = c->last_send = now_s();
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void list_remove(http_srv *s, conn *c) {
+    pthread_mutex_lock(&s->mu);
+    if (c->listed) {
+        if (c->prev) c->prev->next = c->next;
+        else s->conns = c->next;
+        if (c->next) c->next->prev = c->prev;
+        c->listed = false;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The job's notify (inference thread, under the job's mutex). */
+static void on_job_event(void *user) {
+    conn *c = user;
+    http_srv *s = c->srv;
+    struct MHD_Connection *mc = NULL;
+    pthread_mutex_lock(&s->mu);
+    c->pending = true;
+    if (c->suspended) {
+        c->suspended = false;
+        c->last_wake = now_s();
+        mc = c->mc;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (mc) MHD_resume_connection(mc);
+}
+
+/* Suspend unless an event came in since the caller last looked (then false:
+ * look again). Called on the connection's MHD thread. */
+static bool try_suspend(conn *c) {
+    http_srv *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    if (c->pending) {
+        c->pending = false;
+        pthread_mutex_unlock(&s->mu);
+        return false;
+    }
+    c->suspended = true;
+    pthread_mutex_unlock(&s->mu);
+    /* a resume that lands before this call cancels it (MHD's resuming flag) */
+    MHD_suspend_connection(c->mc);
+    return true;
+}
+
+static void clear_pending(conn *c) {
+    pthread_mutex_lock(&c->srv->mu);
+    c->pending = false;
+    pthread_mutex_unlock(&c->srv->mu);
+}
+
+/* Every suspended connection idle for a second is resumed: streams write a
+ * ping, waiting handlers peek at their socket. */
+static void *ticker_main(void *arg) {
+    http_srv *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->ticker_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 200 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
+        pthread_cond_timedwait(&s->ticker_cv, &s->mu, &ts);
+        const double t = now_s();
+        struct MHD_Connection *wake[1024];
+        int n = 0;
+        for (conn *c = s->conns; c && n < 1024; c = c->next)
+            if (c->suspended && (t - c->last_wake >= 0.75 || s->closing)) {
+                c->suspended = false;
+                c->last_wake = t;
+                wake[n++] = c->mc;
+            }
+        pthread_mutex_unlock(&s->mu);
+        for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Cancel c's job; the engine lives until closing is set under admit_mu. */
+static void cancel(conn *c) {
+    http_srv *s = c->srv;
+    pthread_mutex_lock(&s->admit_mu);
+    srv_engine_cancel(s->closing ? NULL : s->engine, c->job);
+    pthread_mutex_unlock(&s->admit_mu);
+}
+
+/* true when the client has closed its end (a non-streamed request waiting). */
+static bool client_gone(struct MHD_Connection *mc) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    char b;
+    const ssize_t r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* ---- streaming --------------------------------------------------------------------------------- */
+
+static bool out_add(conn *c, const char *s, size_t n) {
+    if (c->out_len + n > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : 4096;
+        while (cap < c->out_len + n) cap *= 2;
+        char *g = realloc(c->out, cap);
+        if (!g) return false;
+        c->out = g;
+        c->out_cap = cap;
+    }
+    memcpy(c->out + c->out_len, s, n);
+    c->out_len += n;
+    return true;
+}
+
+static bool out_event(conn *c, json_t *o) {
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) return false;
+    const bool ok = out_add(c, "data: ", 6) && out_add(c, s, strlen(s)) && out_add(c, "\n\n", 2);
+    free(s);
+    return ok;
+}
+
+static json_t *usage_of(conn *c) {
+    int32_t p, cached, comp;
+    srv_job_usage(c->job, &p, &cached, &comp);
+    return srv_usage_json(p, cached, comp);
+}
+
+/* Format the job's new events; false on out of memory. */
+static bool stream_pull(conn *c) {
+    int32_t n = 0;
+    bool done = false;
+    srv_event *ev = srv_job_take(c->job, &n, &done);
+    bool ok = true;
+    for (int32_t k = 0; k < n && ok; k++) {
+        srv_event *e = &ev[k];
+        if (e->finish == SRV_FINISH_CANCELLED) continue;
+        if (e->finish == SRV_FINISH_NONE && e->len == 0 && !c->req.logprobs) continue;   /* held text: nothing to send yet */
+        if (e->finish == SRV_FINISH_ERROR) {
+            char msg[256];
+            srv_job_error(c->job, msg, sizeof msg);
+            srv_error err;
+            srv_error_set(&err, 500, "server_error", "inference_failed", NULL, "%s", msg[0] ? msg : "the forward pass failed");
+            char *js = srv_error_json(&err);
+            ok = js && out_add(c, "data: ", 6) && out_add(c, js, strlen(js)) && out_add(c, "\n\n", 2);
+            free(js);
+            continue;
+        }
+        const bool first = !c->started[e->choice];
+        c->started[e->choice] = true;
+        ok = out_event(c, srv_chunk_json(&c->meta, e, first, c->req.include_usage, c->srv->model, c->req.logprobs));
+    }
+    srv_events_free(ev, n);
+    if (ok && done && !c->stream_done) {
+        if (c->req.include_usage) {
+            json_t *usage = usage_of(c);
+            ok = out_event(c, srv_usage_chunk_json(&c->meta, usage));
+            json_decref(usage);
+        }
+        ok = ok && out_add(c, "data: [DONE]\n\n", 14);
+        c->stream_done = true;
+    }
+    return ok;
+}
+
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    conn *c = cls;
+    for (;;) {
+        if (c->out_off < c->out_len) {
+            size_t n = c->out_len - c->out_off;
+            if (n > max) n = max;
+            memcpy(buf, c->out + c->out_off, n);
+            c->out_off += n;
+            if (c->out_off == c->out_len) c->out_off = c->out_len = 0;
+            c->last_send = now_s();
+            return (ssize_t)n;
+        }
+        if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        clear_pending(c);
+        if (!stream_pull(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (c->out_len) continue;
+        if (now_s() - c->last_send >= 0.75) {
+            if (!out_add(c, ": ping\n\n", 8)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            continue;
+        }
+        if (try_suspend(c)) return 0;
+    }
+}
+
+/* ---- endpoints --------------------------------------------------------------------------------- */
+
+static void meta_init(conn *c, srv_kind kind) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char rnd[12];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(rnd, 1, sizeof rnd, f) : 0;
+    if (f) fclose(f);
+    for (size_t k = got; k < sizeof rnd; k++) rnd[k] = (unsigned char)(rand() & 0xff);
+    char *p = c->meta.id;
+    p += sprintf(p, "%s", kind == SRV_CHAT ? "chatcmpl-" : "cmpl-");
+    for (size_t k = 0; k < sizeof rnd; k++) {
+        *p++ = hex[rnd[k] >> 4];
+        *p++ = hex[rnd[k] & 15];
+    }
+    *p = 0;
+    c->meta.kind = kind;
+    c->meta.created = (int64_t)time(NULL);
+    c->meta.model = c->srv->cfg->alias;
+    c->meta.fingerprint = c->srv->cfg->fingerprint;
+}
+
+/* The chat prompt: the template rendered with the messages, tokenized with
+ * its special tokens parsed, BOS added when the vocabulary wants one and the
+ * template did not write it (as brisk chat does). */
+static bool render(http_srv *s, const srv_request *r, char **text, size_t *len, srv_error *e) {
+    if (!s->tpl) {
+        srv_error_set(e, 400, "invalid_request_error", "no_chat_template", "messages",
+                      "this model has no chat template (tokenizer.chat_template); start the server with --chat-template FILE");
+        return false;
+    }
+    json_t *vars = json_pack("{s:b, s:s, s:s}", "add_generation_prompt", r->kind == SRV_CHAT ? 1 : r->add_generation_prompt,
+                             "bos_token", s->bos, "eos_token", s->eos);
+    char *vs = vars ? json_dumps(vars, JSON_COMPACT) : NULL;
+    json_decref(vars);
+    if (!vs) {
+        srv_error_set(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        return false;
+    }
+    brisk_error err = {0};
+    const brisk_status st = brisk_template_render(s->tpl, r->messages_json, vs, text, len, &err);
+    free(vs);
+    if (st) {
+        srv_error_set(e, 400, "invalid_request_error", "template_error", "messages", "the chat template failed: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static bool tokenize(http_srv *s, const char *text, size_t len, bool add_special, int32_t **ids, size_t *n, srv_error *e) {
+    brisk_error err = {0};
+    if (brisk_tokenize_text(s->model, text, len, add_special, true, ids, n, &err)) {
+        srv_error_set(e, 400, "invalid_request_error", "tokenize_failed", NULL, "tokenizing the prompt failed: %s", err.msg);
+        return false;
+    }
+    return true;
+}
+
+static bool chat_prompt(http_srv *s, const srv_request *r, int32_t **ids, size_t *n, srv_error *e) {
+    char *text = NULL;
+    size_t len = 0;
+    if (!render(s, r, &text, &len, e)) return false;
+    const bool ok = tokenize(s, text, len, false, ids, n, e);
+    free(text);
+    if (!ok) return false;
+    const int32_t bos = brisk_token_bos(s->model);
+    if (brisk_vocab_adds_bos(s->model) && bos >= 0 && (*n == 0 || (*ids)[0] != bos)) {
+        int32_t *g = realloc(*ids, (*n + 1) * sizeof *g);
+        if (!g) {
+            free(*ids);
+            *ids = NULL;
+            srv_error_set(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+            return false;
+        }
+        *ids = g;
+        memmove(g + 1, g, *n * sizeof *g);
+        g[0] = bos;
+        (*n)++;
+    }
+    return true;
+}
+
+static enum MHD_Result do_generate(conn *c) {
+    http_srv *s = c->srv;
+    srv_request *r = &c->req;
+    srv_error e;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    if (r->kind == SRV_CHAT) {
+        if (!chat_prompt(s, r, &ids, &n_ids, &e)) return send_error(c->mc, &e);
+    } else if (r->prompt_is_ids) {
+        ids = r->prompt_ids;
+        n_ids = (size_t)r->n_prompt_ids;
+        r->prompt_ids = NULL;
+    } else if (!tokenize(s, r->prompt_text, r->prompt_len, true, &ids, &n_ids, &e)) {
+        return send_error(c->mc, &e);
+    }
+    const int32_t n_ctx = s->cfg->n_ctx;
+    enum MHD_Result ret;
+    if (n_ids == 0) {
+        free(ids);
+        return fail(c->mc, 400, "invalid_request_error", "invalid_value", r->kind == SRV_CHAT ? "messages" : "prompt",
+                    "the prompt is empty");
+    }
+    if ((int64_t)n_ids > s->cfg->max_prompt_tokens || (int64_t)n_ids >= n_ctx) {
+        srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
+                      "the prompt is %zu tokens; this server takes at most %d prompt tokens and %d tokens in all (prompt + "
+                      "completion), and leaves room for at least one generated token",
+                      n_ids, s->cfg->max_prompt_tokens < n_ctx - 1 ? s->cfg->max_prompt_tokens : n_ctx - 1, n_ctx);
+        free(ids);
+        return send_error(c->mc, &e);
+    }
+    const int64_t room = n_ctx - (int64_t)n_ids;
+    /* not given: legacy completions 16 tokens (OpenAI's default), chat the rest of the context */
+    int64_t want = r->max_tokens >= 0 ? r->max_tokens : r->kind == SRV_COMPLETION ? 16 : room;
+    const bool capped = want > room;
+    if (capped) want = room;
+    srv_job_params jp = {.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
+                         .n = r->n, .sampling = r->sampling, .ignore_eos = r->ignore_eos, .stop = r->stop,
+                         .n_stop = r->n_stop, .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
+                         .notify = on_job_event, .user = c};
+    c->job = srv_job_new(&jp);
+    free(ids);
+    if (!c->job) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    c->stream = r->stream;
+    c->n_acc = r->n;
+    c->acc = calloc((size_t)r->n, sizeof *c->acc);
+    c->started = calloc((size_t)r->n, sizeof *c->started);
+    if (!c->acc || !c->started) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    meta_init(c, r->kind);
+    /* admission, before any header */
+    /* admit_mu (not mu: a job's notify takes mu under the job's mutex) keeps
+     * the engine alive until closing is set */
+    pthread_mutex_lock(&s->admit_mu);
+    const srv_admit a = s->closing ? SRV_ADMIT_DRAINING : srv_engine_submit(s->engine, c->job);
+    pthread_mutex_unlock(&s->admit_mu);
+    if (a == SRV_ADMIT_FULL)
+        return fail(c->mc, 429, "rate_limit_error", "queue_full", NULL,
+                    "the server is busy: every running and queue slot is taken (--max-running, --max-queue); retry later");
+    if (a == SRV_ADMIT_DRAINING)
+        return fail(c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
+    if (a == SRV_ADMIT_INVALID) {
+        char msg[512];
+        srv_job_error(c->job, msg, sizeof msg);
+        return fail(c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
+    }
+    list_add(s, c);
+    if (c->stream) {
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_reader, c, NULL);
+        if (!resp) return MHD_NO;
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        ret = MHD_queue_response(c->mc, 200, resp);
+        MHD_destroy_response(resp);
+        return ret;
+    }
+    try_suspend(c);   /* the handler runs again when the job has news */
+    return MHD_YES;
+}
+
+/* A non-streamed job's handler, called again after a resume. */
+static enum MHD_Result wait_generate(conn *c) {
+    for (;;) {
+        clear_pending(c);
+        int32_t n = 0;
+        bool done = false;
+        srv_event *ev = srv_job_take(c->job, &n, &done);
+        bool ok = true;
+        for (int32_t k = 0; k < n && ok; k++) ok = srv_choice_add(&c->acc[ev[k].choice], c->req.kind, &ev[k], c->srv->model, c->req.logprobs);
+        srv_events_free(ev, n);
+        if (!ok) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        if (done) {
+            for (int32_t i = 0; i < c->req.n; i++)
+                if (c->acc[i].finish == SRV_FINISH_ERROR) {
+                    char msg[256];
+                    srv_job_error(c->job, msg, sizeof msg);
+                    return fail(c->mc, 500, "server_error", "inference_failed", NULL, msg[0] ? msg : "the forward pass failed");
+                }
+            json_t *usage = usage_of(c);
+            json_t *o = srv_completion_json(&c->meta, c->acc, c->req.n, usage);
+            json_decref(usage);
+            return send_json(c->mc, 200, o);
+        }
+        if (client_gone(c->mc)) {
+            cancel(c);
+            return MHD_NO;
+        }
+        if (try_suspend(c)) return MHD_YES;
+    }
+}
+
+static enum MHD_Result do_tokenize(conn *c) {
+    http_srv *s = c->srv;
+    srv_error e;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (!tokenize(s, c->req.prompt_text, c->req.prompt_len, c->req.add_special, &ids, &n, &e)) return send_error(c->mc, &e);
+    json_t *arr = json_array();
+    for (size_t k = 0; arr && k < n; k++) {
+        json_t *t;
+        if (c->req.with_pieces) t = json_pack("{s:i, s:o}", "id", ids[k], "piece", srv_token_str(s->model, ids[k], NULL));
+        else t = json_integer(ids[k]);
+        if (!t || json_array_append_new(arr, t)) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    free(ids);
+    if (!arr) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    return send_json(c->mc, 200, json_pack("{s:o}", "tokens", arr));
+}
+
+static enum MHD_Result do_detokenize(conn *c) {
+    brisk_text_stream *ts = NULL;
+    if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    size_t cap = 256, len = 0;
+    char *text = malloc(cap);
+    bool ok = text != NULL;
+    for (int32_t k = 0; ok && k <= c->req.n_tokens; k++) {
+        const char *p;
+        size_t n = 0;
+        if (k < c->req.n_tokens) ok = brisk_text_stream_push(ts, c->req.tokens[k], &p, &n, NULL) == BRISK_OK;
+        else brisk_text_stream_flush(ts, &p, &n);
+        if (ok && len + n > cap) {
+            while (cap < len + n) cap *= 2;
+            char *g = realloc(text, cap);
+            if (!g) ok = false;
+            else text = g;
+        }
+        if (ok) {
+            memcpy(text + len, p, n);
+            len += n;
+        }
+    }
+    brisk_text_stream_free(ts);
+    size_t sl = 0;
+    char *clean = ok ? srv_utf8_sanitize(text, len, &sl) : NULL;
+    free(text);
+    if (!clean) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    json_t *o = json_pack("{s:s%}", "content", clean, sl);
+    free(clean);
+    return send_json(c->mc, 200, o);
+}
+
+static enum MHD_Result do_apply_template(conn *c) {
+    srv_error e;
+    char *text = NULL;
+    size_t len = 0;
+    if (!render(c->srv, &c->req, &text, &len, &e)) return send_error(c->mc, &e);
+    size_t sl = 0;
+    char *clean = srv_utf8_sanitize(text, len, &sl);
+    free(text);
+    if (!clean) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    json_t *o = json_pack("{s:s%}", "prompt", clean, sl);
+    free(clean);
+    return send_json(c->mc, 200, o);
+}
+
+/* ---- the access handler ------------------------------------------------------------------------------ */
+
+static route route_of(const char *url, bool *post) {
+    static const struct { const char *path; route r; bool post; } routes[] = {
+        {"/health", R_HEALTH, false}, {"/v1/health", R_HEALTH, false}, {"/v1/models", R_MODELS, false},
+        {"/models", R_MODELS, false}, {"/", R_PAGE, false}, {"/index.html", R_PAGE, false},
+        {"/chat.js", R_PAGE_JS, false}, {"/chat.css", R_PAGE_CSS, false},
+        {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
+        {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
+        {"/tokenize", R_TOKENIZE, true}, {"/detokenize", R_DETOKENIZE, true}, {"/apply-template", R_APPLY_TEMPLATE, true},
+    };
+    for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++)
+        if (!strcmp(url, routes[k].path)) {
+            *post = routes[k].post;
+            return routes[k].r;
+        }
+    return R_NONE;
+}
+
+/* Constant-time in the key's length: every byte of the key is compared. */
+static bool key_ok(const char *given, const char *key) {
+    const size_t gl = strlen(given), kl = strlen(key);
+    unsigned diff = (unsigned)(gl ^ kl);
+    for (size_t i = 0; i < kl; i++) diff |= (unsigned char)(i < gl ? given[i] : 0) ^ (unsigned char)key[i];
+    return diff == 0;
+}
+
+static bool authorized(http_srv *s, struct MHD_Connection *mc) {
+    if (!s->cfg->api_key) return true;
+    const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (auth && !strncasecmp(auth, "Bearer ", 7) && key_ok(auth + 7, s->cfg->api_key)) return true;
+    const char *x = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-Api-Key");
+    return x && key_ok(x, s->cfg->api_key);
+}
+
+static enum MHD_Result get_route(conn *c) {
+    http_srv *s = c->srv;
+    switch (c->r) {
+    case R_HEALTH:
+        pthread_mutex_lock(&s->mu);
+        const bool draining = s->draining;
+        pthread_mutex_unlock(&s->mu);
+        if (draining) return send_json(c->mc, 503, json_pack("{s:s}", "status", "draining"));
+        return send_json(c->mc, 200, json_pack("{s:s}", "status", "ok"));
+    case R_MODELS: return send_json(c->mc, 200, srv_models_json(s->cfg->alias, s->started, s->cfg->n_ctx, &s->info));
+    case R_PAGE:
+    case R_PAGE_JS:
+    case R_PAGE_CSS: {
+        const void *body = c->r == R_PAGE ? srv_web_chat_html : c->r == R_PAGE_JS ? srv_web_chat_js : srv_web_chat_css;
+        const size_t len = c->r == R_PAGE ? srv_web_chat_html_len : c->r == R_PAGE_JS ? srv_web_chat_js_len : srv_web_chat_css_len;
+        const char *type = c->r == R_PAGE ? "text/html; charset=utf-8"
+                           : c->r == R_PAGE_JS ? "text/javascript; charset=utf-8" : "text/css; charset=utf-8";
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'");
+        MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+        const enum MHD_Result ret = MHD_queue_response(c->mc, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    default: return MHD_NO;
+    }
+}
+
+static enum MHD_Result post_route(conn *c) {
+    http_srv *s = c->srv;
+    static const srv_kind kinds[] = {[R_CHAT] = SRV_CHAT, [R_COMPLETIONS] = SRV_COMPLETION, [R_TOKENIZE] = SRV_TOKENIZE,
+                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE};
+    srv_error e;
+    const bool parsed = srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim,
+                                          &s->cfg->sampling, &c->req, &e);
+    /* the body is not needed past this point: give its memory and budget back */
+    free(c->body);
+    c->body = NULL;
+    c->body_len = c->body_cap = 0;
+    pthread_mutex_lock(&s->mu);
+    s->body_bytes -= c->counted;
+    pthread_mutex_unlock(&s->mu);
+    c->counted = 0;
+    if (!parsed) return send_error(c->mc, &e);
+    c->have_req = true;
+    switch (c->r) {
+    case R_CHAT:
+    case R_COMPLETIONS: return do_generate(c);
+    case R_TOKENIZE: return do_tokenize(c);
+    case R_DETOKENIZE: return do_detokenize(c);
+    case R_APPLY_TEMPLATE: return do_apply_template(c);
+    default: return MHD_NO;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    http_srv *s = cls;
+    conn *c = *con_cls;
+    if (!c) {
+        /* the first call: headers only */
+        if (!(c = calloc(1, sizeof *c))) return MHD_NO;
+        c->srv = s;
+        c->mc = mc;
+        *con_cls = c;
+        bool want_post = false;
+        c->r = route_of(url, &want_post);
+        c->is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
+        const bool is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+        if (c->r == R_NONE)
+            return fail(mc, 404, "invalid_request_error", "not_found", NULL, "no such endpoint (see GET /v1/models, POST /v1/chat/completions, POST /v1/completions)");
+        if ((want_post && !c->is_post) || (!want_post && !is_get))
+            return fail(mc, 405, "invalid_request_error", "method_not_allowed", NULL, want_post ? "use POST" : "use GET");
+        if (c->r != R_HEALTH && c->r != R_PAGE && c->r != R_PAGE_JS && c->r != R_PAGE_CSS && !authorized(s, mc))
+            return fail(mc, 401, "authentication_error", "invalid_api_key", NULL,
+                        "a valid API key is required (Authorization: Bearer KEY or X-Api-Key: KEY)");
+        if (c->is_post) {
+            const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+            if (cl && strtoull(cl, NULL, 10) > s->cfg->max_body) {
+                srv_error e;
+                srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                              "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
+                return send_error(mc, &e);
+            }
+            return MHD_YES;
+        }
+        return get_route(c);
+    }
+    if (c->job) return c->stream ? MHD_YES : wait_generate(c);
+    if (*upload_size) {
+        const size_t n = *upload_size;
+        *upload_size = 0;
+        if (c->too_big || c->body_len + n > c->srv->cfg->max_body) {
+            c->too_big = true;   /* read and dropped, answered at the end */
+            return MHD_YES;
+        }
+        if (c->over_budget) return MHD_YES;
+        if (c->body_len + n + 1 > c->body_cap) {
+            size_t cap = c->body_cap ? c->body_cap : 4096;
+            while (cap < c->body_len + n + 1) cap *= 2;
+            /* all connections' bodies together stay under the budget, so many
+             * large uploads at once cannot exhaust memory */
+            pthread_mutex_lock(&s->mu);
+            const bool fits = s->body_bytes - c->counted + cap <= s->body_budget;
+            if (fits) {
+                s->body_bytes += cap - c->counted;
+                c->counted = cap;
+            }
+            pthread_mutex_unlock(&s->mu);
+            if (!fits) {
+                c->over_budget = true;
+                return MHD_YES;
+            }
+            char *g = realloc(c->body, cap);
+            if (!g) return MHD_NO;
+            c->body = g;
+            c->body_cap = cap;
+        }
+        memcpy(c->body + c->body_len, upload, n);
+        c->body_len += n;
+        return MHD_YES;
+    }
+    if (c->over_budget && !c->too_big)
+        return fail(mc, 503, "server_error", "busy", NULL,
+                    "the server is buffering too many request bodies at once; retry later");
+    if (c->too_big) {
+        srv_error e;
+        srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                      "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
+        return send_error(mc, &e);
+    }
+    return post_route(c);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode why) {
+    (void)mc;
+    (void)why;
+    http_srv *s = cls;
+    conn *c = *con_cls;
+    if (!c) return;
+    *con_cls = NULL;
+    if (c->job) {
+        srv_job_detach(c->job);   /* no notify runs after this */
+        int32_t n = 0;
+        bool done = false;
+        srv_events_free(srv_job_take(c->job, &n, &done), n);
+        if (!done) cancel(c);   /* the client went away: free its slot */
+        list_remove(s, c);
+        srv_job_unref(c->job);
+    }
+    if (c->counted) {
+        pthread_mutex_lock(&s->mu);
+        s->body_bytes -= c->counted;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (c->have_req) srv_request_free(&c->req);
+    for (int32_t i = 0; c->acc && i < c->n_acc; i++) srv_choice_free(&c->acc[i]);
+    free(c->acc);
+    free(c->started);
+    free(c->out);
+    free(c->body);
+    free(c);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    fprintf(stderr, "brisk serve: http: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ---- run ------------------------------------------------------------------------------------- */
+
+static char *token_string(const brisk_model *m, int32_t id) {
+    size_t len = 0;
+    const char *t = id >= 0 ? brisk_token_text(m, id, &len) : NULL;
+    size_t sl = 0;
+    return srv_utf8_sanitize(t ? t : "", t ? len : 0, &sl);
+}
+
+int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const brisk_template *tpl) {
+    http_srv s = {.cfg = cfg, .model = model, .ctx = ctx, .tpl = tpl};
+    brisk_model_get_info(model, &s.info);
+    s.lim = srv_limits_default(s.info.n_vocab, cfg->max_running);
+    s.started = (int64_t)time(NULL);
+    s.body_budget = cfg->max_body * 16;   /* 128 MiB at the default --max-body */
+    s.bos = token_string(model, brisk_token_bos(model));
+    s.eos = token_string(model, brisk_token_eos(model));
+    pthread_mutex_init(&s.mu, NULL);
+    pthread_mutex_init(&s.admit_mu, NULL);
+    pthread_cond_init(&s.ticker_cv, NULL);
+    int rc = 1;
+    brisk_error err = {0};
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    /* signals go to this thread only (sigwait below); the threads started from here inherit the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    const int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "brisk serve: --host %s: %s\n", cfg->host, gai_strerror(gai));
+        goto done;
+    }
+    srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue};
+    if (srv_engine_init(&s.engine, model, ctx, &ep, &err)) {
+        fprintf(stderr, "brisk serve: %s\n", err.msg);
+        goto done;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    flags |= MHD_USE_AUTO;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s.d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s,
+                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                           MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,
+                           MHD_OPTION_CONNECTION_LIMIT, cfg->conn_limit,
+                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->per_ip_limit,
+                           MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
+                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                           MHD_OPTION_END);
+    if (!s.d) {
+        fprintf(stderr, "brisk serve: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
+        goto done;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_BIND_PORT);
+    const int bound = di ? (int)di->port : cfg->port;
+    if (pthread_create(&s.ticker, NULL, ticker_main, &s) == 0) s.ticker_on = true;
+    fprintf(stderr, "brisk serve: listening on http://%s%s%s:%d (model '%s'; SIGTERM or Ctrl-C drains and exits)\n",
+            ai->ai_family == AF_INET6 ? "[" : "", cfg->host, ai->ai_family == AF_INET6 ? "]" : "", bound, cfg->alias);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "brisk serve: %s: draining (new requests get 503)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    pthread_mutex_lock(&s.mu);
+    s.draining = true;
+    pthread_mutex_unlock(&s.mu);
+    srv_engine_drain(s.engine);
+    const double t0 = now_s();
+    while (srv_engine_held(s.engine) > 0 && now_s() - t0 < cfg->drain_timeout_s) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pthread_mutex_lock(&s.admit_mu);
+    pthread_mutex_lock(&s.mu);
+    s.closing = true;
+    pthread_mutex_unlock(&s.mu);
+    pthread_mutex_unlock(&s.admit_mu);
+    srv_engine_free(s.engine);   /* whatever is left finishes cancelled */
+    s.engine = NULL;
+    /* let the streams write their ends, then resume whatever is still suspended */
+    for (int k = 0; k < 100; k++) {
+        pthread_mutex_lock(&s.mu);
+        const bool empty = s.conns == NULL;
+        pthread_mutex_unlock(&s.mu);
+        if (empty) break;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    rc = 0;
+done:
+    if (s.ticker_on) {
+        pthread_mutex_lock(&s.mu);
+        s.ticker_stop = true;
+        pthread_cond_broadcast(&s.ticker_cv);
+        pthread_mutex_unlock(&s.mu);
+        pthread_join(s.ticker, NULL);
+    }
+    if (s.d) {
+        pthread_mutex_lock(&s.mu);
+        struct MHD_Connection *wake[256];
+        int n = 0;
+        for (conn *c = s.conns; c && n < 256; c = c->next)
+            if (c->suspended) {
+                c->suspended = false;
+                wake[n++] = c->mc;
+            }
+        pthread_mutex_unlock(&s.mu);
+        for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
+        MHD_stop_daemon(s.d);
+    }
+    srv_engine_free(s.engine);
+    if (ai) freeaddrinfo(ai);
+    free(s.bos);
+    free(s.eos);
+    pthread_cond_destroy(&s.ticker_cv);
+    pthread_mutex_destroy(&s.admit_mu);
+    pthread_mutex_destroy(&s.mu);
+    if (rc == 0) fprintf(stderr, "brisk serve: stopped\n");
+    return rc;
+}

@@ -1,0 +1,192 @@
+/* response: OpenAI's response shapes (response.h). */
+#include "server/response.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *finish_name(srv_finish f) {
+    return f == SRV_FINISH_LENGTH ? "length" : "stop";
+}
+
+json_t *srv_token_str(const brisk_model *m, int32_t id, json_t **bytes) {
+    brisk_text_stream *ts = NULL;
+    const char *a = "", *b = "";
+    size_t na = 0, nb = 0;
+    char buf[256];
+    size_t n = 0;
+    if (m && !brisk_text_stream_init(m, &ts, NULL)) {
+        if (brisk_text_stream_push(ts, id, &a, &na, NULL)) na = 0;
+        if (na > sizeof buf) na = sizeof buf;
+        memcpy(buf, a, na);
+        n = na;
+        brisk_text_stream_flush(ts, &b, &nb);
+        if (nb > sizeof buf - n) nb = sizeof buf - n;
+        memcpy(buf + n, b, nb);
+        n += nb;
+    }
+    brisk_text_stream_free(ts);
+    if (bytes) {
+        *bytes = json_array();
+        for (size_t k = 0; *bytes && k < n; k++) json_array_append_new(*bytes, json_integer((unsigned char)buf[k]));
+    }
+    size_t sl = 0;
+    char *s = srv_utf8_sanitize(buf, n, &sl);
+    json_t *j = s ? json_stringn(s, sl) : NULL;
+    free(s);
+    return j ? j : json_string("");
+}
+
+/* chat's {"token", "logprob", "bytes", "top_logprobs"} for ev */
+static json_t *chat_logprob(const srv_event *ev, const brisk_model *m) {
+    json_t *bytes = NULL;
+    json_t *tok = srv_token_str(m, ev->token, &bytes);
+    json_t *top = json_array();
+    for (int32_t k = 0; top && k < ev->n_top; k++) {
+        json_t *tb = NULL;
+        json_t *ts = srv_token_str(m, ev->top[k].id, &tb);
+        json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", ts, "logprob", (double)ev->top[k].logprob, "bytes",
+                                             tb ? tb : json_null()));
+    }
+    return json_pack("{s:o, s:f, s:o, s:o}", "token", tok, "logprob", (double)ev->logprob, "bytes", bytes ? bytes : json_null(),
+                     "top_logprobs", top ? top : json_array());
+}
+
+/* completions' legacy object, one token appended */
+static bool legacy_logprob(json_t *lp, const srv_event *ev, const brisk_model *m, size_t offset) {
+    json_t *tok = srv_token_str(m, ev->token, NULL);
+    json_t *top = json_object();
+    for (int32_t k = 0; top && k < ev->n_top; k++) {
+        json_t *ts = srv_token_str(m, ev->top[k].id, NULL);
+        json_object_set_new(top, json_string_value(ts), json_real(ev->top[k].logprob));
+        json_decref(ts);
+    }
+    return !json_array_append_new(json_object_get(lp, "tokens"), tok) &&
+           !json_array_append_new(json_object_get(lp, "token_logprobs"), json_real(ev->logprob)) &&
+           !json_array_append_new(json_object_get(lp, "top_logprobs"), top) &&
+           !json_array_append_new(json_object_get(lp, "text_offset"), json_integer((json_int_t)offset));
+}
+
+bool srv_choice_add(srv_choice_acc *acc, srv_kind kind, const srv_event *ev, const brisk_model *m, bool want_logprobs) {
+    if (ev->len) {
+        if (acc->len + ev->len + 1 > acc->cap) {
+            size_t cap = acc->cap ? acc->cap : 256;
+            while (cap < acc->len + ev->len + 1) cap *= 2;
+            char *g = realloc(acc->text, cap);
+            if (!g) return false;
+            acc->text = g;
+            acc->cap = cap;
+        }
+        memcpy(acc->text + acc->len, ev->text, ev->len);
+        acc->len += ev->len;
+    }
+    if (ev->finish != SRV_FINISH_NONE) acc->finish = ev->finish;
+    if (want_logprobs && ev->token >= 0) {
+        if (!acc->logprobs)
+            acc->logprobs = kind == SRV_CHAT ? json_array()
+                                             : json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs",
+                                                         "text_offset");
+        if (!acc->logprobs) return false;
+        if (kind == SRV_CHAT) {
+            if (json_array_append_new(acc->logprobs, chat_logprob(ev, m))) return false;
+        } else if (!legacy_logprob(acc->logprobs, ev, m, acc->text_offset)) {
+            return false;
+        }
+    }
+    acc->text_offset += ev->len;
+    return true;
+}
+
+void srv_choice_free(srv_choice_acc *acc) {
+    free(acc->text);
+    json_decref(acc->logprobs);
+    memset(acc, 0, sizeof *acc);
+}
+
+json_t *srv_usage_json(int32_t prompt, int32_t cached, int32_t completion) {
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
+                     prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
+}
+
+static json_t *base_object(const srv_resp_meta *meta, const char *object) {
+    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", meta->id, "object", object, "created", (json_int_t)meta->created,
+                     "model", meta->model, "system_fingerprint", meta->fingerprint);
+}
+
+json_t *srv_completion_json(const srv_resp_meta *meta, const srv_choice_acc *ch, int32_t n, json_t *usage) {
+    json_t *o = base_object(meta, meta->kind == SRV_CHAT ? "chat.completion" : "text_completion");
+    json_t *choices = json_array();
+    if (!o || !choices) goto fail;
+    for (int32_t i = 0; i < n; i++) {
+        json_t *text = json_stringn(ch[i].text ? ch[i].text : "", ch[i].len);
+        json_t *c;
+        if (meta->kind == SRV_CHAT) {
+            json_t *lp = ch[i].logprobs ? json_pack("{s:O, s:n}", "content", ch[i].logprobs, "refusal") : json_null();
+            c = json_pack("{s:i, s:{s:s, s:o, s:n}, s:o, s:s}", "index", i, "message", "role", "assistant", "content",
+                          text ? text : json_string(""), "refusal", "logprobs", lp, "finish_reason", finish_name(ch[i].finish));
+        } else {
+            c = json_pack("{s:i, s:o, s:O, s:s}", "index", i, "text", text ? text : json_string(""), "logprobs",
+                          ch[i].logprobs ? ch[i].logprobs : json_null(), "finish_reason", finish_name(ch[i].finish));
+        }
+        if (!c || json_array_append_new(choices, c)) goto fail;
+    }
+    if (json_object_set_new(o, "choices", choices) || json_object_set(o, "usage", usage)) {
+        choices = NULL;
+        goto fail;
+    }
+    return o;
+fail:
+    json_decref(choices);
+    json_decref(o);
+    return NULL;
+}
+
+json_t *srv_chunk_json(const srv_resp_meta *meta, const srv_event *ev, bool first, bool with_usage, const brisk_model *m,
+                       bool want_logprobs) {
+    const bool chat = meta->kind == SRV_CHAT;
+    json_t *o = base_object(meta, chat ? "chat.completion.chunk" : "text_completion");
+    if (!o) return NULL;
+    json_t *text = json_stringn(ev->text ? ev->text : "", ev->len);
+    json_t *fin = ev->finish != SRV_FINISH_NONE ? json_string(finish_name(ev->finish)) : json_null();
+    json_t *lp = json_null();
+    if (want_logprobs && ev->token >= 0) {
+        json_decref(lp);
+        if (chat) {
+            lp = json_pack("{s:[o], s:n}", "content", chat_logprob(ev, m), "refusal");
+        } else {
+            lp = json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+            if (lp) legacy_logprob(lp, ev, m, 0);
+        }
+        if (!lp) lp = json_null();
+    }
+    json_t *c;
+    if (chat) {
+        json_t *delta = json_object();
+        if (delta && first) json_object_set_new(delta, "role", json_string("assistant"));
+        if (delta && (ev->len || ev->finish == SRV_FINISH_NONE || first)) json_object_set_new(delta, "content", text);
+        else json_decref(text);
+        c = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "delta", delta ? delta : json_object(), "logprobs", lp,
+                      "finish_reason", fin);
+    } else {
+        c = json_pack("{s:i, s:o, s:o, s:o}", "index", ev->choice, "text", text, "logprobs", lp, "finish_reason", fin);
+    }
+    if (!c || json_object_set_new(o, "choices", json_pack("[o]", c))) {
+        json_decref(o);
+        return NULL;
+    }
+    if (with_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
+json_t *srv_usage_chunk_json(const srv_resp_meta *meta, json_t *usage) {
+    json_t *o = base_object(meta, meta->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+    if (!o) return NULL;
+    json_object_set_new(o, "choices", json_array());
+    json_object_set(o, "usage", usage);
+    return o;
+}
+
+json_t *srv_models_json(const char *alias, int64_t created, int32_t n_ctx, const brisk_model_info *info) {
+    return json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:s, s:i, s:i, s:I}}]}", "object", "list", "data", "id", alias, "object",
+                     "model", "created", (json_int_t)created, "owned_by", "brisk", "meta", "arch", info->arch, "n_ctx", n_ctx,
+                     "n_vocab", info->n_vocab, "n_params", (json_int_t)info->n_params);
+}

@@ -1,0 +1,39 @@
+/* server: `brisk serve`, an OpenAI-compatible HTTP server (docs/SERVER.md).
+ * cmd_serve.c loads the model, plans memory and makes the context; srv_run
+ * serves until SIGTERM or SIGINT, then drains and returns. The HTTP layer
+ * (http.c, on libmicrohttpd) is built only where libmicrohttpd is found;
+ * srv_available says whether it was. */
+#ifndef BRISK_SERVER_SERVER_H
+#define BRISK_SERVER_SERVER_H
+
+#include "brisk.h"
+#include "template/template.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct srv_config {
+    const char *host;          /* "127.0.0.1" */
+    int port;                  /* 0 = any free port (the address printed says which) */
+    const char *alias;         /* the model name in responses */
+    const char *api_key;       /* NULL = none */
+    const char *fingerprint;   /* system_fingerprint */
+    size_t max_body;           /* request body bytes at most (413 beyond) */
+    int32_t max_running, max_queue;
+    int32_t n_ctx;             /* per-request context cap (prompt + generated) */
+    int32_t max_prompt_tokens;
+    unsigned conn_limit, per_ip_limit;
+    unsigned timeout_s;        /* idle connection timeout */
+    unsigned http_threads;
+    double drain_timeout_s;
+    brisk_sampler_params sampling;   /* server-wide defaults a request overrides */
+} srv_config;
+
+bool srv_available(void);
+/* Serve until a signal; 0 after a clean drain, 1 when the server could not
+ * start (message on stderr). model, ctx and tpl (NULL = no chat template)
+ * are borrowed. */
+int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const brisk_template *tpl);
+
+#endif

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# brisk serve with the real openai npm client (pinned openai@6.49.0, installed
+# under the build tree on first use): non-stream, stream, include_usage, n,
+# logprobs, legacy completions, the model list, 400/401 errors as the
+# client's typed exceptions, 429 from a full server and the client's
+# automatic retry. Skips (77) without node/npm, without the registry, or in a
+# build without libmicrohttpd.
+set -u
+brisk="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+model="$root/models/pycode-target-f16.gguf"
+tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
+tmp="$(mktemp -d)"
+. "$root/tests/serve/lib.sh"
+trap cleanup EXIT
+command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; }
+[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
+if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
+  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
+fi
+npmdir="$(cd "$(dirname "$brisk")" && pwd)/npm-openai"
+if ! grep -qs '"version": "6.49.0"' "$npmdir/node_modules/openai/package.json"; then
+  mkdir -p "$npmdir"
+  if ! timeout 300 npm install --no-save --no-audit --no-fund --prefix "$npmdir" openai@6.49.0 >"$tmp/npm.log" 2>&1; then
+    echo "SKIP: npm install openai@6.49.0 failed (registry unreachable?): $(tail -3 "$tmp/npm.log")"; exit 77
+  fi
+fi
+start main -m "$model" --chat-template "$tpl" -c 512 --api-key test-key -a tiny || exit 1
+start busy -m "$model" -c 32768 -np 1 --max-queue 0 || exit 1
+timeout 120 node "$root/tests/serve/openai_client.mjs" "$npmdir/node_modules" "http://127.0.0.1:$port_main/v1" \
+  "http://127.0.0.1:$port_busy/v1" test-key
+rc=$?
+kill -TERM "$pid_main" "$pid_busy"
+wait "$pid_main"; r1=$?
+wait "$pid_busy"; r2=$?
+[ $r1 -eq 0 ] && [ $r2 -eq 0 ] || { echo "FAIL: servers exited $r1 $r2: $(tail -5 "$tmp"/*.err)"; rc=1; }
+exit $rc

@@ -1,0 +1,73 @@
+# Helpers for the brisk serve tests (sourced): start a server on a free
+# loopback port, check JSON with python3, count passes and failures.
+pass=0; fail=0
+ok() { pass=$((pass+1)); }
+bad() { fail=$((fail+1)); echo "FAIL $*"; }
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$tmp" 2>/dev/null
+}
+
+# start NAME ARGS...: runs brisk serve --port 0 ARGS in the background, sets
+# port_NAME and pid_NAME once it listens (60 s at most: ASan builds start slowly).
+start() {
+  local name=$1; shift
+  "$brisk" serve --port 0 -t 1 "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  local pid=$!
+  pids+=("$pid")
+  local k port=""
+  for k in $(seq 600); do
+    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$tmp/$name.err" 2>/dev/null | sed 's/.*://')
+    [ -n "$port" ] && break
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ -z "$port" ]; then
+    echo "server $name did not start: $(cat "$tmp/$name.err")"
+    return 1
+  fi
+  printf -v "port_$name" '%s' "$port"
+  printf -v "pid_$name" '%s' "$pid"
+}
+
+# jcheck FILE PYTHON-EXPR: the expression holds for j = the JSON in FILE
+jcheck() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+try:
+    j = json.load(open(sys.argv[1]))
+except Exception as e:
+    print("not JSON: %s: %r" % (e, open(sys.argv[1], "rb").read()[:300])); sys.exit(1)
+ok = eval(sys.argv[2])
+if not ok: print("check failed: %s on %s" % (sys.argv[2], json.dumps(j)[:600]))
+sys.exit(0 if ok else 1)
+PY
+}
+
+# sse FILE PYTHON-EXPR: the expression holds for ev = the list of data: payloads
+# (JSON objects, or the string "[DONE]"), raw = the whole body
+sse() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+raw = open(sys.argv[1], "rb").read().decode("utf-8")
+ev = []
+for block in raw.split("\n\n"):
+    for line in block.split("\n"):
+        if line.startswith("data: "):
+            d = line[6:]
+            ev.append(d if d == "[DONE]" else json.loads(d))
+def text(ev, i=0):
+    out = ""
+    for e in ev:
+        if isinstance(e, dict):
+            for c in e.get("choices", []):
+                if c["index"] == i:
+                    out += c.get("text", "") if "text" in c else (c["delta"].get("content") or "")
+    return out
+ok = eval(sys.argv[2])
+if not ok: print("check failed: %s on %r" % (sys.argv[2], raw[:1500]))
+sys.exit(0 if ok else 1)
+PY
+}
