@@ -405,6 +405,8 @@ static void check_refusals(const brisk_model *m, const brisk_model *other, const
         {BRISK_STATE_HEADER + 4 * 3, (uint32_t)r.n_vocab, BRISK_ERR_INVALID_ARG, "out of range", "token id n_vocab"},
         {BRISK_STATE_HEADER + 4 * 5, 0xffffffffu, BRISK_ERR_INVALID_ARG, "out of range", "token id -1"},
         {BRISK_STATE_HEADER + 4 * (N_PROMPT + N_SAVE) + 4 * 9, 8, BRISK_ERR_FORMAT, "position", "position out of order"},
+        {BRISK_STATE_HEADER + 4 * (N_PROMPT + N_SAVE) + 4 * (N_PROMPT + N_SAVE - 1), 0x7fffffffu, BRISK_ERR_FORMAT, "below",
+         "last position INT32_MAX (the next one would overflow)"},
     };
     for (size_t i = 0; i < sizeof crafted / sizeof crafted[0]; i++) {
         b = copy_of(st, n);

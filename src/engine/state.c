@@ -19,7 +19,7 @@
  *    72  u32  n_vocab (the range of the token ids)
  *    76  u32  reserved, 0
  *   tokens     n_tokens x i32, slot order
- *   positions  n_tokens x i32, increasing with the slot, each >= its slot (= it unless the sequence was compacted)
+ *   positions  n_tokens x i32, increasing with the slot, each >= its slot (= it unless the sequence was compacted), < 2^30
  *   K          n_layer x n_tokens x (n_head_kv * head_dim) x u16: per layer, per
  *              token, its row (KV head after KV head), the F16 bits as stored
  *   V          the same for V
@@ -268,10 +268,11 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
         const int32_t t = (int32_t)get_u32(p + l->tok_off + 4 * (size_t)i), pos = (int32_t)get_u32(p + l->pos_off + 4 * (size_t)i);
         if (t < 0 || t >= md->hp.n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: token %u: id %d out of range [0, %d)", i, t, md->hp.n_vocab);
-        /* positions increase with the slot (equal to it unless a retention policy compacted the sequence) */
-        if (pos < (int32_t)i || (i > 0 && (uint32_t)pos <= prev))
+        /* positions increase with the slot (equal to it unless a retention policy compacted the sequence),
+         * below 2^30 so the sequence's later positions stay far from int32 overflow */
+        if (pos < (int32_t)i || (i > 0 && (uint32_t)pos <= prev) || pos >= BRISK_STATE_MAX_POS)
             return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: slot %u holds position %d; positions must increase from slot to slot, "
-                              "each at least its slot", i, pos);
+                              "each at least its slot and below %d", i, pos, BRISK_STATE_MAX_POS);
         prev = (uint32_t)pos;
     }
     if (smp) {

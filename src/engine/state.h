@@ -4,6 +4,8 @@
 #ifndef BRISK_ENGINE_STATE_H
 #define BRISK_ENGINE_STATE_H
 
+#define BRISK_STATE_MAX_POS (1 << 30)   /* positions a state may hold are below this */
+
 #include <stddef.h>
 #include <stdint.h>
 
