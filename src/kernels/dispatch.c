@@ -58,8 +58,13 @@ brisk_status brisk_isa_check(brisk_error *err) {
             snprintf(usable + u, sizeof usable - u, " %s", choices[i].name);
         }
     bool built = false, known = false;
+    char names[128] = "";
     for (size_t i = 0; choices[i].get; i++) built = built || !strcmp(f->isa, choices[i].name);
-    for (size_t i = 0; i < BRISK_ARRAY_LEN(known_isas); i++) known = known || !strcmp(f->isa, known_isas[i]);
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(known_isas); i++) {
+        known = known || !strcmp(f->isa, known_isas[i]);
+        const size_t u = strlen(names);
+        snprintf(names + u, sizeof names - u, "%s%s", i ? " " : "", known_isas[i]);
+    }
     char feats[256];
     brisk_cpu_features_describe(f, feats, sizeof feats);
     if (built)
@@ -68,8 +73,7 @@ brisk_status brisk_isa_check(brisk_error *err) {
     if (known)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "BRISK_ISA=%s: this build has no %s kernel table; usable here: %s", f->isa, f->isa,
                           usable);
-    return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_ISA=%s: unknown kernel table (names: ref avx2 avx2-vnni avx512 neon "
-                      "neon-dotprod neon-i8mm); usable here: %s", f->isa, usable);
+    return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_ISA=%s: unknown kernel table (names: %s); usable here: %s", f->isa, names, usable);
 }
 
 const brisk_kernels *brisk_kernels_best(void) {
