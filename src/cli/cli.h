@@ -39,6 +39,7 @@ int brisk_cmd_template(int argc, char **argv);
 int brisk_cmd_bench(int argc, char **argv);
 int brisk_cmd_batched_bench(int argc, char **argv);
 int brisk_cmd_serve(int argc, char **argv);
+int brisk_cmd_quantize(int argc, char **argv);
 
 /* ---- options.c: the option table ---------------------------------------------- */
 
@@ -74,6 +75,9 @@ typedef enum cli_opt_id {
     /* serve */
     CLI_O_HOST, CLI_O_PORT, CLI_O_KV_SIZE, CLI_O_MAX_RUNNING, CLI_O_MAX_QUEUE, CLI_O_ALIAS, CLI_O_API_KEY, CLI_O_MAX_BODY,
     CLI_O_MAX_PROMPT_TOKENS, CLI_O_CONN_LIMIT, CLI_O_PER_IP_LIMIT, CLI_O_TIMEOUT, CLI_O_HTTP_THREADS, CLI_O_DRAIN_TIMEOUT,
+    /* quantize (llama-quantize's flags) */
+    CLI_O_ALLOW_REQUANTIZE, CLI_O_LEAVE_OUTPUT, CLI_O_PURE, CLI_O_IMATRIX, CLI_O_OUTPUT_TENSOR_TYPE, CLI_O_TOKEN_EMBD_TYPE,
+    CLI_O_TENSOR_TYPE, CLI_O_OVERRIDE_KV,
     CLI_O_COUNT
 } cli_opt_id;
 

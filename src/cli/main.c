@@ -26,6 +26,7 @@ static const cli_command commands[] = {
     {"bench", brisk_cmd_bench, "prefill and decode tokens/s like llama-bench, with the decode roofline"},
     {"batched-bench", brisk_cmd_batched_bench, "many sequences at once, like llama-batched-bench (S_PP, S_TG)"},
     {"serve", brisk_cmd_serve, "an OpenAI-compatible HTTP server with a web chat page"},
+    {"quantize", brisk_cmd_quantize, "quantize a GGUF model, byte for byte as llama-quantize"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

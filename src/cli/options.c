@@ -243,6 +243,24 @@ static const cli_opt table[CLI_O_COUNT] = {
                             .help = "HTTP threads (event-driven: each serves many connections)"},
     [CLI_O_DRAIN_TIMEOUT] = {{"--drain-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "30",
                              .help = "on SIGTERM or SIGINT, seconds to let running requests finish before they are cancelled"},
+
+    [CLI_O_ALLOW_REQUANTIZE] = {{"--allow-requantize"}, .type = CLI_T_FLAG,
+                                .help = "quantize tensors that are already quantized (dequantized first; loses quality)"},
+    [CLI_O_LEAVE_OUTPUT] = {{"--leave-output-tensor"}, .type = CLI_T_FLAG, .help = "copy output.weight as it is"},
+    [CLI_O_PURE] = {{"--pure"}, .type = CLI_T_FLAG,
+                    .help = "no mixture: every quantizable tensor gets TYPE's own type (shape fallbacks still apply)"},
+    [CLI_O_IMATRIX] = {{"--imatrix"}, .type = CLI_T_PATH, .meta = "FILE",
+                       .help = "importance matrix (not supported yet: refused with a message)"},
+    [CLI_O_OUTPUT_TENSOR_TYPE] = {{"--output-tensor-type"}, .type = CLI_T_STR, .meta = "TYPE",
+                                  .help = "type of output.weight (ggml's names: q8_0, q6_K, f16 ...)"},
+    [CLI_O_TOKEN_EMBD_TYPE] = {{"--token-embedding-type"}, .type = CLI_T_STR, .meta = "TYPE",
+                               .help = "type of token_embd.weight"},
+    [CLI_O_TENSOR_TYPE] = {{"--tensor-type"}, .type = CLI_T_LIST, .meta = "REGEX=TYPE",
+                           .help = "tensors whose name matches REGEX (lowercased, searched) get TYPE; repeatable, the first "
+                                   "match wins"},
+    [CLI_O_OVERRIDE_KV] = {{"--override-kv"}, .type = CLI_T_LIST, .meta = "KEY=TYPE:VALUE",
+                           .help = "set a metadata key in the output: int (stored as u32 of |VALUE|), float, bool or str "
+                                   "(at most 127 bytes); repeatable"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};
