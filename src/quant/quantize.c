@@ -886,29 +886,46 @@ static bool same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-brisk_status brisk_quantize_file(const char *in_path, const char *out_path, const brisk_quantize_params *p,
+/* The file sink: temp file beside the target, renamed at the end. */
+typedef struct file_sink {
+    out_file out;
+    const char *path;
+    bool opened;
+    bool output_failed;   /* the error is the output's (it names its path), not the input's */
+} file_sink;
+
+static brisk_status file_sink_begin(void *ud, uint64_t total, brisk_error *err) {
+    file_sink *fs = ud;
+    brisk_status st = out_open(&fs->out, fs->path, total, err);
+    fs->opened = st == BRISK_OK;
+    fs->output_failed = st != BRISK_OK;
+    return st;
+}
+
+static brisk_status file_sink_write(void *ud, const void *data, size_t n, brisk_error *err) {
+    file_sink *fs = ud;
+    brisk_status st = out_write(&fs->out, data, n, err);
+    fs->output_failed |= st != BRISK_OK;
+    return st;
+}
+
+brisk_status brisk_quantize_gguf(const brisk_gguf *g, const brisk_quantize_params *p, const brisk_quantize_sink *sink,
                                  brisk_error *err) {
-    if (!in_path || !out_path || !p) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "quantize: NULL argument");
-    if (strcmp(out_path, "-") && same_file(in_path, out_path))
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s: input and output are the same file", out_path);
-    brisk_gguf *g = NULL;
+    if (!g || !p || !sink || !sink->write) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "quantize: NULL argument");
     brisk_quantize_plan plan = {0};
     brisk_pool *pool = NULL;
     hbuf hdr = {0};
-    out_file out = {0};
-    bool opened = false;
     uint8_t *dst = NULL;
     float **scratch = NULL;
     int64_t *bad = NULL;
     int nth = 0;
-    brisk_status st = brisk_gguf_open(in_path, &g, err);
-    if (st) goto done;
+    brisk_status st = BRISK_OK;
     const brisk_gguf_kv *al = brisk_gguf_find(g, "general.alignment");
     if (al && g->alignment != QUANT_ALIGN) {
         st = brisk_fail(err, BRISK_ERR_UNSUPPORTED,
-                        "%s: general.alignment is %u; llama-quantize copies the key but writes %d-byte aligned data, so brisk "
+                        "general.alignment is %u; llama-quantize copies the key but writes %d-byte aligned data, so brisk "
                         "refuses to write a file that contradicts itself",
-                        in_path, g->alignment, QUANT_ALIGN);
+                        g->alignment, QUANT_ALIGN);
         goto done;
     }
     if ((st = brisk_quantize_plan_make(g, p, &plan, err))) goto done;
@@ -931,9 +948,8 @@ brisk_status brisk_quantize_file(const char *in_path, const char *out_path, cons
         if (!(scratch[t] = malloc((size_t)widest * sizeof(float)))) goto nomem;
     const size_t slab_bytes = p->slab_bytes ? p->slab_bytes : ((size_t)64 << 20);
     size_t dst_cap = 0;
-    if ((st = out_open(&out, out_path, total, err))) goto done;
-    opened = true;
-    if ((st = out_write(&out, hdr.p, hdr.len, err))) goto done;
+    if (sink->begin && (st = sink->begin(sink->ud, total, err))) goto done;
+    if ((st = sink->write(sink->ud, hdr.p, hdr.len, err))) goto done;
     static const uint8_t zeros[QUANT_ALIGN];
     int64_t done_src = 0;
     for (int i = 0; i < plan.n_items; i++) {
@@ -941,7 +957,7 @@ brisk_status brisk_quantize_file(const char *in_path, const char *out_path, cons
         const brisk_gguf_tensor *t = it->src;
         if (p->progress) p->progress(done_src, (int64_t)total_src, i, plan.n_items, it->name, p->progress_ud);
         if (it->type == t->type) {
-            if ((st = out_write(&out, t->data, t->nbytes, err))) goto done;
+            if ((st = sink->write(sink->ud, t->data, t->nbytes, err))) goto done;
         } else {
             size_t src_row = 0, dst_row = 0;
             BRISK_ASSERT(brisk_qtype_row_bytes(t->type, t->ne[0], &src_row) && brisk_qtype_row_bytes(it->type, t->ne[0], &dst_row));
@@ -966,29 +982,26 @@ brisk_status brisk_quantize_file(const char *in_path, const char *out_path, cons
                     }
                     if (bad[nth + w] >= 0) {
                         st = brisk_fail(err, BRISK_ERR_FORMAT,
-                                        "tensor '%s': row %" PRId64 " does not fit %s (a scale overflows fp16: values too large)",
+                                        "tensor '%s': row %" PRId64 " does not fit %s (a value or scale overflows: values too large)",
                                         it->name, r0 + bad[nth + w], brisk_qtype_name(it->type));
                         goto done;
                     }
                 }
-                if ((st = out_write(&out, dst, (size_t)nr * dst_row, err))) goto done;
-                release_pages(job.src, (size_t)nr * src_row);
+                if ((st = sink->write(sink->ud, dst, (size_t)nr * dst_row, err))) goto done;
+                if (sink->release_input) release_pages(job.src, (size_t)nr * src_row);
                 if (p->progress)
                     p->progress(done_src + (int64_t)((size_t)(r0 + nr) * src_row), (int64_t)total_src, i, plan.n_items, it->name,
                                 p->progress_ud);
             }
         }
-        if ((st = out_write(&out, zeros, (QUANT_ALIGN - it->nbytes % QUANT_ALIGN) % QUANT_ALIGN, err))) goto done;
+        if ((st = sink->write(sink->ud, zeros, (QUANT_ALIGN - it->nbytes % QUANT_ALIGN) % QUANT_ALIGN, err))) goto done;
         done_src += (int64_t)t->nbytes;
     }
     if (p->progress) p->progress((int64_t)total_src, (int64_t)total_src, plan.n_items, plan.n_items, "", p->progress_ud);
-    st = out_close(&out, true, err);
-    opened = false;
     goto done;
 nomem:
     st = brisk_fail(err, BRISK_ERR_NOMEM, "quantize: out of memory");
 done:
-    if (opened) out_close(&out, false, NULL);
     if (scratch)
         for (int t = 0; t < nth; t++) free(scratch[t]);
     free(scratch);
@@ -997,6 +1010,25 @@ done:
     free(hdr.p);
     brisk_pool_free(pool);
     brisk_quantize_plan_free(&plan);
+    return st;
+}
+
+brisk_status brisk_quantize_file(const char *in_path, const char *out_path, const brisk_quantize_params *p,
+                                 brisk_error *err) {
+    if (!in_path || !out_path || !p) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "quantize: NULL argument");
+    if (strcmp(out_path, "-") && same_file(in_path, out_path))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s: input and output are the same file", out_path);
+    brisk_gguf *g = NULL;
+    brisk_status st = brisk_gguf_open(in_path, &g, err);
+    if (st) return st;
+    file_sink fs = {.path = out_path};
+    const brisk_quantize_sink sink = {.begin = file_sink_begin, .write = file_sink_write, .ud = &fs, .release_input = true};
+    st = brisk_quantize_gguf(g, p, &sink, err);
+    if (st && !fs.output_failed) brisk_error_prefix(err, "%s", in_path);
+    if (fs.opened) {
+        brisk_status cst = out_close(&fs.out, st == BRISK_OK, st ? NULL : err);
+        if (!st) st = cst;
+    }
     brisk_gguf_close(g);
     return st;
 }

@@ -127,6 +127,21 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
                                       brisk_error *err);
 void brisk_quantize_plan_free(brisk_quantize_plan *plan);
 
+/* Where the output goes: begin (may be NULL) learns the file's size before
+ * the first write; write appends (an error stops the run). release_input: the
+ * input is a file mapping whose pages may be dropped once read. */
+typedef struct brisk_quantize_sink {
+    brisk_status (*begin)(void *ud, uint64_t total_bytes, brisk_error *err);
+    brisk_status (*write)(void *ud, const void *data, size_t n, brisk_error *err);
+    void *ud;
+    bool release_input;
+} brisk_quantize_sink;
+
+/* The whole output of g into sink (the engine under brisk_quantize_file; tests
+ * and the fuzzer write to memory). */
+brisk_status brisk_quantize_gguf(const brisk_gguf *g, const brisk_quantize_params *p, const brisk_quantize_sink *sink,
+                                 brisk_error *err);
+
 /* Quantize in_path into out_path (temp file + rename; '-' and /dev/null are
  * written straight). The same file for both is refused. On any error nothing
  * is left at out_path. */
