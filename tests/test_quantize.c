@@ -9,8 +9,9 @@
  * (the same bytes on every machine): a GQA llama (8 layers), a tied-embedding
  * qwen2 with a fused QKV, an 8-expert MoE with 3-D expert tensors in shuffled
  * layer order, an 80-layer llama (llama.cpp's 70B rule) and a falcon. Their
- * rows mix scales, outliers, all-zero, constant, one-signed and denormal-tiny
- * blocks, so every branch of the K-quant scale searches runs.
+ * rows mix scales, outliers, all-zero, constant, one-signed, tiny and subnormal
+ * blocks (where 1/d overflows and ggml's x86 float-to-int conversions
+ * decide), so every branch of the quantizers and K-quant scale searches runs.
  * `test_quantize --write-inputs DIR` writes them for record.sh.
  *
  * Also: the --override-kv parser, and bad input refused with a message
@@ -124,7 +125,9 @@ static void fill_row(rng *r, float *x, int64_t n) {
             else if (kind == 1) v = row_scale * 0.375f;
             else if (kind == 2) v = fabsf(v);
             else if (kind == 3) v = -fabsf(v) * 0.5f;
-            else if (kind == 4) v *= 0x1p-70f;
+            else if (kind == 4) v *= 0x1p-70f;                      /* below the K-quants' 1e-15 floor */
+            else if (kind == 5) v *= 0x1p-130f;                     /* subnormal: 1/d overflows to inf */
+            else if (kind == 6) v = i == b + 7 ? row_scale : v * 0x1p-130f;   /* one normal weight among subnormals */
             else if (rng_next(r) % 97 == 0) v *= 24.0f;
             x[i] = v;
         }
@@ -282,6 +285,29 @@ static bool gen_input(const char *name, uint8_t **out, size_t *len) {
             snprintf(t, sizeof t, "blk.%d.ffn_up.weight", l); ADD2(t, 256, 2);
             snprintf(t, sizeof t, "blk.%d.ffn_down.weight", l); ADD2(t, 256, 2);
         }
+    } else if (!strcmp(name, "mini-f16") || !strcmp(name, "mini-moe-bf16")) {   /* fuzz seeds: every role, tiny */
+        const bool moe = name[5] == 'm';
+        wt = moe ? BRISK_Q_BF16 : BRISK_Q_F16;
+        set_common(w, "llama", name, 2, 256, 2, 1, 1);
+        if (moe) brisk_gguf_writer_set_u32(w, "llama.expert_count", 2);
+        ADD2("token_embd.weight", 256, 2);
+        ADD2("output.weight", 256, 1);
+        ADD1("output_norm.weight", 256);
+        for (int l = 0; l < 2; l++) {
+            snprintf(t, sizeof t, "blk.%d.attn_norm.weight", l); ADD1(t, 256);
+            snprintf(t, sizeof t, "blk.%d.attn_qkv.weight", l); ADD2(t, 256, 1);
+            snprintf(t, sizeof t, "blk.%d.attn_output.weight", l); ADD2(t, 256, 1);
+            if (moe) {
+                snprintf(t, sizeof t, "blk.%d.ffn_gate_inp.weight", l); ADD2(t, 256, 2);
+                snprintf(t, sizeof t, "blk.%d.ffn_up_exps.weight", l); ADD3(t, 256, 1, 2);
+                snprintf(t, sizeof t, "blk.%d.ffn_down_exps.weight", l); ADD3(t, 256, 1, 2);
+            } else {
+                snprintf(t, sizeof t, "blk.%d.ffn_up.weight", l); ADD2(t, 256, 1);
+                snprintf(t, sizeof t, "blk.%d.ffn_down.weight", l); ADD2(t, 512, 1);
+            }
+        }
+        ADD2("blk.0.ssm_x.weight", 48, 1);
+        ADD2("blk.1.attn_kv_a_mqa.weight", 288, 1);
     } else {
         ok = false;
     }
@@ -622,8 +648,56 @@ static void test_refusals(void) {
     free(buf);
 }
 
+/* Seeds for fuzz/fuzz_quantize (a control byte, then a small GGUF): one per
+ * input kind the plan tells apart. */
+static int write_seeds(const char *dir) {
+    static const struct { const char *name; uint8_t ctl; float value; uint32_t type; const char *arch; } seeds[] = {
+        {"llama-f32-q4_k_m", 10, 1.0f, BRISK_Q_F32, "llama"},
+        {"llama-f32-q2_k-options", 5 | 16, 1.0f, BRISK_Q_F32, "llama"},
+        {"llama-f32-nan", 0, NAN, BRISK_Q_F32, "llama"},
+        {"llama-f32-huge", 4, 3e38f, BRISK_Q_F32, "llama"},
+        {"q8_0-requantize", 13 | 64, 1.0f, BRISK_Q_Q8_0, "llama"},
+        {"q8_0-refused", 13, 1.0f, BRISK_Q_Q8_0, "llama"},
+        {"no-arch", 2, 1.0f, BRISK_Q_F32, NULL},
+        {"falcon-bf16-out", 15 | 32 | 128, 1.0f, BRISK_Q_F32, "falcon"},
+    };
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(seeds); i++) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, seeds[i].name);
+        FILE *f = NULL;
+        if (!one_tensor_file(seeds[i].arch, seeds[i].value, seeds[i].type, &buf, &len) || !(f = fopen(path, "wb")) ||
+            fwrite(&seeds[i].ctl, 1, 1, f) != 1 || fwrite(buf, 1, len, f) != len) {
+            fprintf(stderr, "cannot write %s\n", path);
+            return 1;
+        }
+        fclose(f);
+        free(buf);
+    }
+    static const char *const minis[] = {"mini-f16", "mini-moe-bf16"};
+    static const uint8_t ctls[] = {10, 1 | 128, 7 | 64};
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(minis); i++)
+        for (size_t k = 0; k < BRISK_ARRAY_LEN(ctls); k++) {
+            uint8_t *buf = NULL;
+            size_t len = 0;
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s-%u", dir, minis[i], ctls[k]);
+            FILE *f = NULL;
+            if (!gen_input(minis[i], &buf, &len) || !(f = fopen(path, "wb")) || fwrite(&ctls[k], 1, 1, f) != 1 ||
+                fwrite(buf, 1, len, f) != len) {
+                fprintf(stderr, "cannot write %s\n", path);
+                return 1;
+            }
+            fclose(f);
+            free(buf);
+        }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "--write-inputs")) return write_inputs(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--write-seeds")) return write_seeds(argv[2]);
     test_kv_override_parse();
     test_names();
     test_refusals();

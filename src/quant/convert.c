@@ -13,13 +13,21 @@
 #include <math.h>
 #include <string.h>
 
-/* Truncating float -> int for the quantizers that add 0.5/8.5/16.5 and cut
- * (ggml's (int8_t)(x + bias) casts). Inputs are in [0, 33) for finite data;
- * the clamp only keeps NaN/inf input from being undefined behaviour. */
-static inline int trunc_small(float v) {
-    if (!(v > -128.0f)) return v != v ? 0 : -128;
-    if (!(v < 127.0f)) return 127;
-    return (int)v;
+/* ggml's "(int8_t)(float)" casts as its x86-64 build executes them: the float
+ * is truncated to 32 bits (cvttss2si, which gives INT32_MIN for NaN and for
+ * anything out of range) and the low byte kept. Finite weights land in
+ * [0, 33) and are plain truncation; a block whose scale is so small that
+ * 1/d overflows to inf (|max| below ~2e-38) gives 0 for every weight in
+ * llama-quantize's output, and must here too to stay byte-identical. */
+static inline int x86_f2i8(float v) {
+    const int32_t i = v >= -2147483648.0f && v < 2147483648.0f ? (int32_t)v : INT32_MIN;
+    const int b = (int)((uint32_t)i & 0xffu);
+    return b >= 128 ? b - 256 : b;
+}
+
+/* (uint8_t)MIN(cap, (int8_t)v): ggml's 4/5-bit codes, wrapping as its uint8_t does. */
+static inline unsigned code_u8(float v, int cap) {
+    return (unsigned)(uint8_t)(BRISK_MIN(cap, x86_f2i8(v)) & 0xff);
 }
 
 /* roundf(v) into int8 range, as quantize_row_q8_0_ref's implicit conversion
@@ -101,8 +109,7 @@ void brisk_q4_0_quantize(const float *src, void *dst, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         b[i].d = brisk_fp32_to_fp16(d);
         for (int j = 0; j < 16; j++) {
-            const int lo = BRISK_MIN(15, trunc_small(src[j] * id + 8.5f));
-            const int hi = BRISK_MIN(15, trunc_small(src[j + 16] * id + 8.5f));
+            const unsigned lo = code_u8(src[j] * id + 8.5f, 15), hi = code_u8(src[j + 16] * id + 8.5f, 15);
             b[i].qs[j] = (uint8_t)(lo | (hi << 4));
         }
     }
@@ -139,8 +146,7 @@ void brisk_q4_1_quantize(const float *src, void *dst, int64_t n) {
         b[i].d = brisk_fp32_to_fp16(d);
         b[i].m = brisk_fp32_to_fp16(min);
         for (int j = 0; j < 16; j++) {
-            const int lo = BRISK_MIN(15, trunc_small((src[j] - min) * id + 0.5f));
-            const int hi = BRISK_MIN(15, trunc_small((src[j + 16] - min) * id + 0.5f));
+            const unsigned lo = code_u8((src[j] - min) * id + 0.5f, 15), hi = code_u8((src[j + 16] - min) * id + 0.5f, 15);
             b[i].qs[j] = (uint8_t)(lo | (hi << 4));
         }
     }
@@ -181,8 +187,7 @@ void brisk_q5_0_quantize(const float *src, void *dst, int64_t n) {
         b[i].d = brisk_fp32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < 16; j++) {
-            const int lo = BRISK_MIN(31, trunc_small(src[j] * id + 16.5f));
-            const int hi = BRISK_MIN(31, trunc_small(src[j + 16] * id + 16.5f));
+            const unsigned lo = code_u8(src[j] * id + 16.5f, 31), hi = code_u8(src[j + 16] * id + 16.5f, 31);
             b[i].qs[j] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
             qh |= (uint32_t)((lo >> 4) & 1) << j;
             qh |= (uint32_t)((hi >> 4) & 1) << (j + 16);
@@ -227,8 +232,7 @@ void brisk_q5_1_quantize(const float *src, void *dst, int64_t n) {
         for (int j = 0; j < 16; j++) {
             /* ggml does not clamp here; (max-min)*id stays below 31.5, so the
              * clamp only matters for non-finite input. */
-            const int lo = BRISK_MIN(31, trunc_small((src[j] - min) * id + 0.5f));
-            const int hi = BRISK_MIN(31, trunc_small((src[j + 16] - min) * id + 0.5f));
+            const unsigned lo = code_u8((src[j] - min) * id + 0.5f, 31), hi = code_u8((src[j + 16] - min) * id + 0.5f, 31);
             b[i].qs[j] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
             qh |= (uint32_t)((lo >> 4) & 1) << j;
             qh |= (uint32_t)((hi >> 4) & 1) << (j + 16);
@@ -263,7 +267,7 @@ void brisk_q8_0_quantize(const float *src, void *dst, int64_t n) {
         const float d = block_amax(src, 32) / 127;
         const float id = d ? 1.0f / d : 0.0f;
         b[i].d = brisk_fp32_to_fp16(d);
-        for (int j = 0; j < 32; j++) b[i].qs[j] = round_away_i8(src[j] * id);
+        for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)x86_f2i8(roundf(src[j] * id));   /* |q| <= 127 when 1/d is finite */
     }
 }
 

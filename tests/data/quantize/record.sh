@@ -3,7 +3,7 @@
 # cases.sha256 (the hashes test_quantize checks brisk's output against), and on
 # llama.cpp's own test-llama-archs fixtures, writing fixtures.sha256 (what
 # tests/cli_quantize.sh compares live when the peer is present).
-# Needs the peer (~/.cache/brisk-peer, or $BRISK_PEER) and a built test_quantize.
+# CASES_ONLY=1 skips the fixtures. Needs the peer (~/.cache/brisk-peer, or $BRISK_PEER) and a built test_quantize.
 set -euo pipefail
 set -f   # patterns in cases.txt are regexes, never globs
 here=$(cd "$(dirname "$0")" && pwd)
@@ -37,6 +37,7 @@ done < "$here/cases.txt"
     cat "$out"
 } > "$here/cases.sha256"
 echo "record.sh: $(grep -vc '^#' "$here/cases.sha256") cases recorded"
+[ -z "${CASES_ONLY:-}" ] || exit 0
 
 # test-llama-archs fixtures (seed 1, spread 0.4), F32 as written and their F16/BF16 forms
 set +f
