@@ -274,7 +274,7 @@ void brisk_q2_k_quantize(const float *src, void *dst, int64_t n) {
         if (max_min > 0) {
             const float iscale = q4scale / max_min;
             for (int j = 0; j < QK / 16; j++)
-                b[i].scales[j] |= (uint8_t)(nearest(iscale * mins[j]) << 4);
+                b[i].scales[j] |= (uint8_t)((unsigned)nearest(iscale * mins[j]) << 4);
             b[i].dmin = brisk_fp32_to_fp16(max_min / q4scale);
         } else {
             b[i].dmin = brisk_fp32_to_fp16(0.0f);

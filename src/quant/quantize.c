@@ -528,6 +528,12 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
         it->n_dims = 1;
         for (uint32_t d = 1; d < BRISK_GGUF_MAX_DIMS; d++)
             if (t->ne[d] > 1) it->n_dims = d + 1;
+        for (uint32_t d = 0; d < BRISK_GGUF_MAX_DIMS; d++)
+            if (t->ne[d] == 0) {   /* ggml drops trailing dims <= 1, so the file would claim elements it lacks */
+                st = brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': dimension %u is 0 (an empty tensor cannot be written as ggml writes shapes)",
+                                it->name, d);
+                goto done;
+            }
         const tensor_role r = role_of(it->name);
         if (role_is_v(r)) s.n_attn_v++;
         if (r == ROLE_OUTPUT) s.m.tied = false;
@@ -939,7 +945,10 @@ brisk_status brisk_quantize_gguf(const brisk_gguf *g, const brisk_quantize_param
     nth = p->n_threads > 0 ? p->n_threads : brisk_cpu_count();
     if (nth > 64) nth = 64;
     int64_t widest = 1;
-    for (int i = 0; i < plan.n_items; i++) widest = BRISK_MAX(widest, plan.items[i].src->ne[0]);
+    for (int i = 0; i < plan.n_items; i++) {   /* rows converted: a tensor of no rows may have any row length */
+        const brisk_gguf_tensor *t = plan.items[i].src;
+        if (plan.items[i].type != t->type && t->ne[1] * t->ne[2] * t->ne[3] > 0) widest = BRISK_MAX(widest, t->ne[0]);
+    }
     if ((st = brisk_pool_init(&pool, nth, err))) goto done;
     scratch = calloc((size_t)nth, sizeof *scratch);
     bad = calloc((size_t)nth * 2, sizeof *bad);
@@ -958,7 +967,7 @@ brisk_status brisk_quantize_gguf(const brisk_gguf *g, const brisk_quantize_param
         if (p->progress) p->progress(done_src, (int64_t)total_src, i, plan.n_items, it->name, p->progress_ud);
         if (it->type == t->type) {
             if ((st = sink->write(sink->ud, t->data, t->nbytes, err))) goto done;
-        } else {
+        } else if (t->ne[1] * t->ne[2] * t->ne[3] > 0) {   /* a tensor of no rows has no data, whatever its row length */
             size_t src_row = 0, dst_row = 0;
             BRISK_ASSERT(brisk_qtype_row_bytes(t->type, t->ne[0], &src_row) && brisk_qtype_row_bytes(it->type, t->ne[0], &dst_row));
             const int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
