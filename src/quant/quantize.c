@@ -1,6 +1,6 @@
 /* quantize: the plan (which type each tensor gets) and the streaming run of
- * `brisk quantize` (see quantize.h). The rules mirror llama.cpp's
- * llama-quant.cpp as observed on its outputs; every rule that changes a type
+ * `brisk quantize` (see quantize.h). The rules are llama.cpp's (read in its
+ * src/llama-quant.cpp, written anew here, checked on its outputs); every rule that changes a type
  * is a branch of plan_rule_type below, in the order llama.cpp applies them,
  * because the order decides which rule wins. */
 #include "quant/quantize.h"
