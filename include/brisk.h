@@ -609,6 +609,35 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
 /* Requests live (waiting or running): anything left for brisk_sched_step to do. */
 int32_t brisk_sched_pending(brisk_sched *s);
 
+/* Ask for one choice (completion index) of a request to stop: its callback
+ * gets BRISK_FINISH_CANCELLED at the next step and its sequence is released;
+ * the other choices go on (a request with n > 1 whose prompt is not forked
+ * yet keeps the cancel until the fork). false when no live request has that
+ * id or choice is out of range. Any thread. */
+bool brisk_sched_cancel_choice(brisk_sched *s, int64_t id, int32_t choice);
+
+/* One request's accounting so far. The cost figures are an estimate from
+ * the model's shapes: every weight is a multiply-add per token (2 FLOPs; the
+ * output matrix only for rows whose logits are computed), attention 4 FLOPs
+ * per head element and attended position; a pass reads the weights once
+ * (shared out by tokens) and each of its sequences' K/V (F16) once. */
+typedef struct brisk_sched_request_info {
+    int32_t n_prompt;
+    int32_t n_prompt_cached;    /* prompt tokens taken from the prefix cache at its first admission */
+    int32_t n_prompt_computed;  /* prompt tokens computed (n_prompt - n_prompt_cached once its prompt is done) */
+    int32_t n_recomputed;       /* tokens computed again to rebuild it after preemptions */
+    int32_t n_prefilled;        /* = n_prompt_computed + n_recomputed */
+    int32_t n_generated;        /* tokens sampled, all choices */
+    int32_t n_preemptions, n_passes;
+    int64_t n_drafted, n_accepted;
+    double flops, bytes_read;
+    /* brisk_time_now() at brisk_sched_add, first admission, first sampled token; 0 = not yet */
+    double t_added, t_admitted, t_first_token;
+} brisk_sched_request_info;
+/* The stepping thread only (inside the request's callbacks, its last finish
+ * callback included, or between steps): false when no live request has that id. */
+bool brisk_sched_request_info_get(brisk_sched *s, int64_t id, brisk_sched_request_info *out);
+
 #ifdef __cplusplus
 }
 #endif

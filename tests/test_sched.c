@@ -698,6 +698,102 @@ static void test_threads(void) {
 
 /* ---- main -------------------------------------------------------------------------------------------- */
 
+
+/* ---- per-request accounting and per-choice cancel ------------------------------------------------ */
+
+typedef struct acct_rec {
+    brisk_sched *s;
+    brisk_sched_request_info info;
+    bool got;
+    rec out[3];
+    int32_t cancel_choice, cancel_after;   /* cancel this choice after that many of its tokens */
+} acct_rec;
+
+static void acct_on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
+    acct_rec *a = user;
+    on_token(a->out, id, choice, token, finish);
+    if (token >= 0 && choice == a->cancel_choice && a->out[choice].n == a->cancel_after)
+        CHECK(brisk_sched_cancel_choice(a->s, id, choice));
+    /* the info is readable in every callback, the last one included */
+    brisk_sched_request_info in;
+    CHECK(brisk_sched_request_info_get(a->s, id, &in));
+    a->info = in;
+    a->got = true;
+}
+
+static int64_t add_acct(brisk_sched *s, acct_rec *a, const int32_t *prompt, int32_t n_prompt, int32_t max_tokens, int32_t n) {
+    memset(a, 0, sizeof *a);
+    a->s = s;
+    a->cancel_choice = -1;
+    for (int i = 0; i < 3; i++) rec_init(&a->out[i], 1, false);
+    brisk_sched_request r = brisk_sched_default_request();
+    r.prompt = prompt;
+    r.n_prompt = n_prompt;
+    r.max_tokens = max_tokens;
+    r.n = n;
+    r.ignore_eog = true;
+    r.on_token = acct_on_token;
+    r.user = a;
+    int64_t id = 0;
+    brisk_error err = {0};
+    CHECKF(brisk_sched_add(s, &r, &id, &err) == BRISK_OK, "add: %s", err.msg);
+    return id;
+}
+
+static void test_accounting(void) {
+    brisk_context *c = new_ctx(512, 2048, 512, 4);
+    brisk_sched *s = new_sched(c, 512, 0, 0);
+    int32_t prompt[100];
+    for (int t = 0; t < 100; t++) prompt[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    acct_rec a, b, d;
+    /* cold: nothing from the cache, the whole prompt computed */
+    const int64_t ida = add_acct(s, &a, prompt, 70, 5, 1);
+    CHECK(ida > 0);
+    drain(s, NULL);
+    CHECK(a.got && a.info.n_prompt == 70 && a.info.n_prompt_cached == 0 && a.info.n_prompt_computed == 70);
+    CHECK(a.info.n_recomputed == 0 && a.info.n_generated == 5 && a.out[0].n == 5);
+    CHECK(a.info.t_added > 0 && a.info.t_admitted >= a.info.t_added && a.info.t_first_token >= a.info.t_admitted);
+    CHECK(a.info.flops > 0 && a.info.bytes_read > 0 && a.info.n_passes >= 5);
+    /* the same 70 tokens + 30 more: two whole blocks (64 tokens) from the cache, exactly */
+    add_acct(s, &b, prompt, 100, 3, 1);
+    drain(s, NULL);
+    CHECKF(b.info.n_prompt_cached == 64 && b.info.n_prompt_computed == 36, "cached %d computed %d", b.info.n_prompt_cached,
+           b.info.n_prompt_computed);
+    /* two at once over the same prefix: each its own count (the older one computes, the other
+     * waits for nothing: blocks become cached only when full and written) */
+    acct_rec e, f;
+    add_acct(s, &e, prompt, 99, 2, 1);
+    add_acct(s, &f, prompt, 40, 2, 1);
+    drain(s, NULL);
+    CHECKF(e.info.n_prompt_cached == 96 && e.info.n_prompt_computed == 3, "e: cached %d", e.info.n_prompt_cached);
+    CHECKF(f.info.n_prompt_cached == 32 && f.info.n_prompt_computed == 8, "f: cached %d", f.info.n_prompt_cached);
+    /* n = 3, choice 1 cancelled after 2 tokens: it stops there, the others run to max_tokens */
+    int32_t p2[40];
+    for (int t = 0; t < 40; t++) p2[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    const int64_t idd = add_acct(s, &d, p2, 40, 12, 3);
+    d.cancel_choice = 1;
+    d.cancel_after = 2;
+    drain(s, NULL);
+    CHECK(d.out[0].n == 12 && d.out[2].n == 12 && d.out[0].finish == BRISK_FINISH_LENGTH);
+    CHECKF(d.out[1].n == 2 && d.out[1].finish == BRISK_FINISH_CANCELLED && d.out[1].n_finish == 1, "choice 1: %d tokens, %s",
+           d.out[1].n, brisk_finish_str(d.out[1].finish));
+    CHECK(d.info.n_generated == 26);
+    CHECK(!brisk_sched_cancel_choice(s, idd, 0));   /* finished */
+    /* the cancel of a choice out of range is refused; a cancel before the fork waits for it */
+    acct_rec g;
+    const int64_t idg = add_acct(s, &g, p2, 40, 4, 2);
+    CHECK(!brisk_sched_cancel_choice(s, idg, 2) && !brisk_sched_cancel_choice(s, idg, -1));
+    CHECK(brisk_sched_cancel_choice(s, idg, 0));
+    drain(s, NULL);
+    CHECK(g.out[0].finish == BRISK_FINISH_CANCELLED && g.out[0].n == 1 && g.out[1].n == 4 && g.out[1].finish == BRISK_FINISH_LENGTH);
+    int32_t in_use, cached, free_blocks;
+    brisk_kv_counts(c->kv, &in_use, &cached, &free_blocks);
+    CHECK(in_use == 0);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+    printf("accounting: cached/computed exact, per-choice cancel\n");
+}
+
 static bool load(const char *rel) {
     char path[1024];
     brisk_error err = {0};
@@ -716,6 +812,7 @@ int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!load("tests/data/golden/qwen2-tiny-Q4_0.gguf")) TEST_SKIP("tests/data/golden/qwen2-tiny-Q4_0.gguf is missing");
     test_errors();
+    test_accounting();
     test_invariance("qwen2-tiny-Q4_0", NULL);
     test_pool();
     test_threads();

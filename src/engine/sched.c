@@ -55,6 +55,8 @@ typedef struct sched_choice {
     brisk_spec_seq *spec;   /* NULL: speculation off */
     brisk_finish finish;    /* BRISK_FINISH_NONE while live */
     int64_t stamp;          /* the step in which it last sampled (one token per step) */
+    bool cancel, cancel_taken;   /* under mu: brisk_sched_cancel_choice */
+    bool cancel_now;        /* the stepping thread's: taken this step */
 } sched_choice;
 
 typedef struct sched_req {
@@ -65,8 +67,11 @@ typedef struct sched_req {
     int32_t n_live;         /* choices not finished */
     bool forked;            /* choices 1.. hold forks of choice 0's prompt */
     bool greedy;
+    bool admitted;          /* it has been admitted once (later admissions rebuild it) */
+    brisk_sched_request_info acct;   /* the stepping thread's (t_added: brisk_sched_add's) */
     /* under mu */
     bool cancel, cancel_taken, queued;
+    bool cancel_listed;     /* on this step's list of choice cancellations */
     struct sched_req *qprev, *qnext;   /* the waiting queue */
     struct sched_req *lprev, *lnext;   /* the live list */
     /* stepping thread */
@@ -97,7 +102,7 @@ struct brisk_sched {
     sched_req *live;
     int32_t n_live;
     int64_t next_id;
-    int32_t n_cancel;       /* cancel flags set and not yet taken */
+    int32_t n_cancel;       /* cancel flags (of requests and of choices) set and not yet taken */
 
     /* the stepping thread's */
     sched_req **running;    /* [n_seq] by id, oldest first */
@@ -119,6 +124,8 @@ struct brisk_sched {
     int64_t n_preemptions, n_drafted, n_accepted;
     int32_t preempt_free, preempt_need;
     brisk_sched_info *info; /* the step's (never NULL during a step) */
+    /* cost model (brisk_sched_request_info): per token and per position */
+    double flops_token, flops_logits, flops_attn_pos, weight_bytes, kv_bytes_pos;
 };
 
 const char *brisk_finish_str(brisk_finish f) {
@@ -178,6 +185,16 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     brisk_model_get_info(c->model, &mi);
     s->n_vocab = mi.n_vocab;
     s->n_vocab_tokens = mi.n_vocab_tokens;
+    /* every weight is one multiply-add per token (2 FLOPs), the output matrix
+     * only for rows whose logits are computed; attention reads every earlier
+     * position's K and V (QK and AV: 4 FLOPs per element); the weights are
+     * read once per pass, a sequence's K and V (F16) once per pass too */
+    const double out_params = (double)mi.n_vocab * mi.n_embd;
+    s->flops_logits = 2.0 * out_params;
+    s->flops_token = 2.0 * ((double)mi.n_params > out_params ? (double)mi.n_params - out_params : (double)mi.n_params);
+    s->flops_attn_pos = 4.0 * mi.n_layer * mi.n_head * (double)mi.head_dim;
+    s->weight_bytes = (double)mi.weight_bytes;
+    s->kv_bytes_pos = 2.0 * mi.n_layer * mi.n_head_kv * (double)mi.head_dim * 2.0;
     s->n_ctx = brisk_context_n_ctx(c);
     s->n_seq = n_seq;
     s->n_batch = n_batch;
@@ -383,6 +400,8 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     q->rq.prompt = NULL;
     q->n_prompt = r->n_prompt;
     q->n_live = r->n;
+    q->acct.n_prompt = r->n_prompt;
+    q->acct.t_added = brisk_time_now();
     q->greedy = r->sampling.temp <= 0.0f;
     q->ch = calloc((size_t)r->n, sizeof *q->ch);
     if (!q->ch) {
@@ -456,6 +475,39 @@ bool brisk_sched_cancel(brisk_sched *s, int64_t id) {
     return found;
 }
 
+bool brisk_sched_cancel_choice(brisk_sched *s, int64_t id, int32_t choice) {
+    bool found = false;
+    pthread_mutex_lock(&s->mu);
+    for (sched_req *r = s->live; r; r = r->lnext)
+        if (r->id == id) {
+            if (choice < 0 || choice >= r->rq.n) break;
+            found = true;
+            if (!r->ch[choice].cancel) {
+                r->ch[choice].cancel = true;
+                s->n_cancel++;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+bool brisk_sched_request_info_get(brisk_sched *s, int64_t id, brisk_sched_request_info *out) {
+    bool found = false;
+    pthread_mutex_lock(&s->mu);
+    for (sched_req *r = s->live; r; r = r->lnext)
+        if (r->id == id) {
+            found = true;
+            *out = r->acct;
+            const int32_t fresh = r->acct.n_prompt - r->acct.n_prompt_cached;
+            out->n_prompt_computed = r->acct.n_prefilled < fresh ? r->acct.n_prefilled : fresh;
+            out->n_recomputed = r->acct.n_prefilled - out->n_prompt_computed;
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
 int32_t brisk_sched_pending(brisk_sched *s) {
     pthread_mutex_lock(&s->mu);
     const int32_t n = s->n_live;
@@ -484,27 +536,60 @@ static void admit(brisk_sched *s, sched_req *r) {
             /* whole blocks of its history from the prefix cache; the last token is always computed */
             ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
             s->c->tree_ok[ch->seq] = 0;
+            if (i == 0 && !r->admitted) r->acct.n_prompt_cached = ch->kv_len;
         }
     }
+    if (!r->admitted) r->acct.t_admitted = brisk_time_now();
+    r->admitted = true;
 }
 
 static void take_cancels_and_admit(brisk_sched *s) {
     sched_req *cancels = NULL;
     pthread_mutex_lock(&s->mu);
     if (s->n_cancel > 0) {
-        for (sched_req *r = s->live; r; r = r->lnext)
+        s->n_cancel = 0;
+        for (sched_req *r = s->live; r; r = r->lnext) {
             if (r->cancel && !r->cancel_taken) {
                 r->cancel_taken = true;
                 r->cnext = cancels;
                 cancels = r;
+                continue;
             }
-        s->n_cancel = 0;
+            if (r->cancel) continue;
+            for (int32_t i = 0; i < r->rq.n; i++) {
+                sched_choice *ch = &r->ch[i];
+                if (!ch->cancel || ch->cancel_taken) continue;
+                /* before the fork the other choices still need choice 0's
+                 * prompt: a choice's cancel waits for the fork */
+                if (!r->forked && r->rq.n > 1) {
+                    s->n_cancel++;
+                    continue;
+                }
+                ch->cancel_taken = true;
+                ch->cancel_now = true;
+                if (!r->cancel_listed) {
+                    r->cancel_listed = true;
+                    r->cnext = cancels;
+                    cancels = r;
+                }
+            }
+        }
     }
     pthread_mutex_unlock(&s->mu);
     while (cancels) {
         sched_req *r = cancels;
         cancels = r->cnext;
-        finish_request(s, r, BRISK_FINISH_CANCELLED);
+        if (r->cancel_taken) {
+            finish_request(s, r, BRISK_FINISH_CANCELLED);
+            continue;
+        }
+        /* choices cancelled one by one; the request leaves with its last (finish_choice reuses cnext) */
+        r->cancel_listed = false;
+        for (int32_t i = 0; i < r->rq.n; i++)
+            if (r->ch[i].cancel_now) {
+                r->ch[i].cancel_now = false;
+                finish_choice(s, r, &r->ch[i], BRISK_FINISH_CANCELLED);
+            }
     }
     for (;;) {
         pthread_mutex_lock(&s->mu);
@@ -531,6 +616,7 @@ static void preempt_youngest(brisk_sched *s) {
     queue_push(s, r, true);
     pthread_mutex_unlock(&s->mu);
     s->n_preemptions++;
+    r->acct.n_preemptions++;
 }
 
 /* ---- building a pass ------------------------------------------------------------------------------ */
@@ -644,6 +730,8 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
         ch->kv_len = ch->n_hist + m - 1;
         s->n_drafted += k;
         s->n_accepted += m - 1;
+        r->acct.n_drafted += k;
+        r->acct.n_accepted += m - 1;
         s->info->n_drafts += k;
     }
     ch->stamp = s->step_no;
@@ -652,6 +740,8 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
         ch->hist[ch->n_hist++] = t;
         ch->n_gen++;
         s->info->n_decoded++;
+        r->acct.n_generated++;
+        if (r->acct.t_first_token == 0) r->acct.t_first_token = brisk_time_now();
         if (r->rq.on_logits) r->rq.on_logits(r->rq.user, r->id, ch->index, t, s->rows[i], s->n_vocab);
         r->rq.on_token(r->rq.user, r->id, ch->index, t, BRISK_FINISH_NONE);
         if (!r->rq.ignore_eog && brisk_token_is_eog(s->model, t)) {
@@ -664,6 +754,23 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
         }
     }
     ch->kv_len = ch->n_hist - 1;
+}
+
+/* The pass's cost, shared out: each entry pays for its tokens' share of the
+ * weights read and for its own K/V reads, FLOPs and logit rows. */
+static void account_pass(brisk_sched *s, int32_t n_pass) {
+    for (int32_t i = 0; i < s->n_ent; i++) {
+        const sched_entry *e = &s->ent[i];
+        brisk_sched_request_info *a = &e->r->acct;
+        const int32_t t = e->n + e->k, p0 = e->ch->kv_len;
+        const int32_t rows = e->decode ? 1 + e->k : e->row >= 0;
+        /* token at position p attends p + 1 positions */
+        const double attn = ((double)(p0 + 1) + (double)(p0 + t)) * t / 2.0;
+        a->flops += s->flops_token * t + s->flops_logits * rows + s->flops_attn_pos * attn;
+        a->bytes_read += s->weight_bytes * t / n_pass + s->kv_bytes_pos * (double)(p0 + t);
+        a->n_passes++;
+        if (!e->decode) a->n_prefilled += e->n;
+    }
 }
 
 static void after_pass(brisk_sched *s) {
@@ -735,6 +842,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
         brisk_spec_policy_observe(s->policy, n, brisk_n_logits(s->c), dt);
         budget -= n;
         progressed = true;
+        account_pass(s, n);
         after_pass(s);
     }
     while (s->finished) {
