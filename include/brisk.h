@@ -552,6 +552,7 @@ typedef struct brisk_sched_request {
      * value), so choice 0 draws exactly what an n = 1 request draws. */
     brisk_sampler_params sampling;
     int32_t max_tokens;             /* >= 1: tokens generated per choice at most */
+    int32_t min_tokens;             /* [0, max_tokens]: end-of-generation tokens are banned before this many (no drafts meanwhile) */
     /* Completions of the prompt, 1..max_running: the prompt is prefilled once,
      * then its sequence is forked (brisk_seq_fork) into n - 1 more slots. */
     int32_t n;
@@ -586,6 +587,9 @@ typedef struct brisk_sched_info {
     /* when the last preemption happened: the pool's free + cached blocks, and
      * the blocks the refused pass needed at least (its sequences' new blocks) */
     int32_t preempt_free_blocks, preempt_need_blocks;
+    /* the KV pool after the step: blocks held by sequences (shared: by more
+     * than one), cached (prefix index only) and free */
+    int32_t kv_blocks_used, kv_blocks_shared, kv_blocks_cached, kv_blocks_free;
 } brisk_sched_info;
 
 /* c: borrowed; must outlive the scheduler, which uses all its sequences

@@ -243,6 +243,21 @@ static const cli_opt table[CLI_O_COUNT] = {
                             .help = "HTTP threads (event-driven: each serves many connections)"},
     [CLI_O_DRAIN_TIMEOUT] = {{"--drain-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "30",
                              .help = "on SIGTERM or SIGINT, seconds to let running requests finish before they are cancelled"},
+    [CLI_O_API_KEY_FILE] = {{"--api-key-file"}, .type = CLI_T_PATH, .meta = "FILE",
+                            .help = "accept every key in FILE (one per line; blank lines and lines starting with # skipped), "
+                                    "as --api-key does"},
+    [CLI_O_CORS_ORIGINS] = {{"--cors-origins"}, .type = CLI_T_STR, .meta = "LIST",
+                            .help = "allow these browser origins (comma-separated, or *) to call the API; CORS is off unless given"},
+    [CLI_O_LOG_PROMPTS] = {{"--log-prompts"}, .type = CLI_T_FLAG,
+                           .help = "write each request's prompt text to the log (otherwise only its token counts)"},
+    [CLI_O_QUEUE_TIMEOUT] = {{"--queue-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "600",
+                             .help = "a request not given a slot within S seconds gets 503 queue_timeout (0 = wait forever)"},
+    [CLI_O_HEADER_TIMEOUT] = {{"--header-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0.1, .hi = 3600, .def = "10",
+                              .help = "close a connection whose request headers are not complete within S seconds of its "
+                                      "opening or of its previous response (slowloris)"},
+    [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = "off",
+                          .help = "speculative decoding for requests that do not choose (their \"spec\" field): off, ngram "
+                                  "(prompt-lookup drafts) or auto (drafts only when the measured cost curve says they pay)"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};

@@ -34,6 +34,7 @@
 #include "engine/engine_impl.h"
 #include "spec/spec.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,9 @@ struct brisk_sched {
     brisk_spec_seq **plan_q;    /* [n_seq] */
     int32_t *plan_k, *plan_e;   /* [n_seq] drafts chosen; entry index */
     float *scratch;         /* [2 * n_vocab] verification */
+    float *masked;          /* [n_vocab] a logits row with end-of-generation banned (min_tokens) */
+    int32_t *eog;           /* [n_eog] end-of-generation ids */
+    int32_t n_eog;
     const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
     int32_t out[BRISK_SPEC_MAX_DRAFT + 1];
     int64_t n_preemptions, n_drafted, n_accepted;
@@ -219,8 +223,12 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     s->plan_k = malloc(ns * sizeof *s->plan_k);
     s->plan_e = malloc(ns * sizeof *s->plan_e);
     s->scratch = malloc(2 * (size_t)s->n_vocab * sizeof *s->scratch);
+    s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked);
+    s->eog = malloc(64 * sizeof *s->eog);
+    for (int32_t t = 0; s->eog && t < s->n_vocab && s->n_eog < 64; t++)
+        if (brisk_token_is_eog(s->model, t)) s->eog[s->n_eog++] = t;
     if (!s->running || !s->free_slots || !s->tok || !s->pos || !s->seq || !s->want || !s->ent || !s->plan_q || !s->plan_k ||
-        !s->plan_e || !s->scratch) {
+        !s->plan_e || !s->scratch || !s->masked || !s->eog) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: out of memory for passes of %d tokens over %d sequences", n_ubatch, n_seq);
         goto fail;
     }
@@ -358,6 +366,8 @@ void brisk_sched_free(brisk_sched *s) {
     free(s->plan_k);
     free(s->plan_e);
     free(s->scratch);
+    free(s->masked);
+    free(s->eog);
     free(s);
 }
 
@@ -370,6 +380,9 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     if (r->n_prompt < 1 || !r->prompt)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: the prompt is empty (%d tokens); at least one is needed", r->n_prompt);
     if (r->max_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: max_tokens %d must be at least 1", r->max_tokens);
+    if (r->min_tokens < 0 || r->min_tokens > r->max_tokens)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: min_tokens %d out of range [0, max_tokens %d]", r->min_tokens,
+                          r->max_tokens);
     if ((int64_t)r->n_prompt + r->max_tokens > s->n_ctx)
         return brisk_fail(err, BRISK_ERR_CAPACITY,
                           "request: prompt of %d tokens + max_tokens %d exceed the context of %d tokens per sequence", r->n_prompt,
@@ -655,7 +668,7 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             sched_entry *e = &s->ent[s->n_ent++];
             *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .decode = true, .proposed = false};
             nd++;
-            if (ch->spec) {
+            if (ch->spec && ch->n_gen >= r->rq.min_tokens) {
                 const int32_t kcap = BRISK_MIN(s->n_ctx - ch->n_hist, r->rq.max_tokens - ch->n_gen - 1);
                 brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, kcap);
                 e->proposed = true;
@@ -716,6 +729,13 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
     const int32_t k = e->ch == ch ? e->k : 0;
     for (int32_t i = 0; i <= k; i++) s->rows[i] = brisk_get_logits(s->c, e->row + i);
     int32_t m = 1;
+    const float *raw0 = s->rows[0];
+    if (ch->n_gen < r->rq.min_tokens && s->n_eog > 0) {
+        /* min_tokens: end of generation is banned for now (no drafts were proposed: k == 0) */
+        memcpy(s->masked, s->rows[0], (size_t)s->n_vocab * sizeof *s->masked);
+        for (int32_t i = 0; i < s->n_eog; i++) s->masked[s->eog[i]] = -INFINITY;
+        s->rows[0] = s->masked;
+    }
     if (ch->spec) {
         /* a choice that did not propose in this pass (a finishing prefill, a fork) drafts nothing */
         if (!(e->ch == ch && e->proposed)) brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, 0);
@@ -735,6 +755,7 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
         s->info->n_drafts += k;
     }
     ch->stamp = s->step_no;
+    s->rows[0] = raw0;   /* the callbacks see the raw logits */
     for (int32_t i = 0; i < m; i++) {
         const int32_t t = s->out[i];
         ch->hist[ch->n_hist++] = t;
@@ -860,6 +881,9 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     in->n_accepted = s->n_accepted;
     in->preempt_free_blocks = s->preempt_free;
     in->preempt_need_blocks = s->preempt_need;
+    brisk_kv_counts(s->kv, &in->kv_blocks_used, &in->kv_blocks_cached, &in->kv_blocks_free);
+    in->kv_blocks_shared = 0;
+    for (int32_t b = 0; b < s->kv->n_blocks; b++) in->kv_blocks_shared += s->kv->blk[b].ref > 1;
     s->info = NULL;
     (void)err;
     return BRISK_OK;

@@ -65,6 +65,9 @@ typedef struct srv_job_params {
     int32_t n_stop;
     bool logprobs;
     int32_t top_logprobs;
+    int32_t min_tokens;        /* end of generation banned before this many tokens (<= n_cap) */
+    bool spec_set;             /* spec is this job's own (else the engine's default) */
+    brisk_sched_spec spec;
     /* Called on the inference thread after new events are queued or the job
      * ends; must not block. user is the connection's. */
     void (*notify)(void *user);
@@ -84,6 +87,22 @@ void srv_job_detach(srv_job *j);
 /* Usage once done: prompt tokens, prompt tokens reused from the cache,
  * generated tokens over all choices. */
 void srv_job_usage(srv_job *j, int32_t *prompt, int32_t *cached, int32_t *completion);
+/* A job's cost once done (usage.brisk): wall times from the scheduler's
+ * stamps, and its estimate of FLOPs and bytes read (brisk_sched_request_info);
+ * energy = FLOPs x SRV_JOULES_PER_FLOP + bytes x SRV_JOULES_PER_BYTE, order-of-
+ * magnitude constants for a desktop CPU and DDR memory, not a measurement. */
+#define SRV_JOULES_PER_FLOP 10e-12
+#define SRV_JOULES_PER_BYTE 150e-12
+typedef struct srv_cost {
+    double queue_ms, prefill_ms, decode_ms;
+    int32_t cached_tokens, recomputed, preemptions;
+    int64_t drafted, accepted;
+    int64_t flops, bytes_read;
+    double energy_j;
+} srv_cost;
+void srv_job_cost(srv_job *j, srv_cost *out);
+/* The job was cancelled because it waited longer than the queue timeout (a 503). */
+bool srv_job_timed_out(srv_job *j);
 /* Why the job failed (SRV_FINISH_ERROR), "" otherwise; copied into buf. */
 void srv_job_error(srv_job *j, char *buf, size_t cap);
 
@@ -92,9 +111,14 @@ typedef enum srv_admit { SRV_ADMIT_OK = 0, SRV_ADMIT_FULL, SRV_ADMIT_DRAINING, S
 
 typedef struct srv_engine srv_engine;
 
+struct srv_metrics;
+
 typedef struct srv_engine_params {
     int32_t max_running;   /* jobs computed at once */
     int32_t max_queue;     /* jobs waiting at most */
+    int spec;              /* brisk_sched_spec of jobs that do not choose */
+    double queue_timeout_s;   /* a job not admitted within this is cancelled (0 = never) */
+    struct srv_metrics *metrics;   /* borrowed; NULL = none */
 } srv_engine_params;
 
 /* Starts the inference thread; m and c are borrowed and must outlive the engine. */

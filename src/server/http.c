@@ -16,6 +16,7 @@
  * Locks: a job's mutex may be held while taking http->mu (notify), never the
  * other way round. */
 #include "server/engine.h"
+#include "server/metrics.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/server.h"
@@ -41,8 +42,22 @@ extern const size_t srv_web_chat_html_len, srv_web_chat_js_len, srv_web_chat_css
 bool srv_available(void) { return true; }
 
 typedef enum route {
-    R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE
+    R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
+    R_METRICS, R_LLAMA_COMPLETION
 } route;
+
+/* One TCP connection (MHD's socket context), for the header deadline: a
+ * connection waiting for a request's headers longer than header_timeout_s
+ * (since it opened, or since its last response) is shut down by the ticker.
+ * Listed under srv->mu from MHD's STARTED to its CLOSED notification, which
+ * MHD sends before it closes the socket, so a shutdown never hits a reused fd. */
+typedef struct sock {
+    int fd;
+    double since;             /* when it began waiting for headers */
+    bool in_request;          /* headers complete, request in progress */
+    bool shut;
+    struct sock *prev, *next;
+} sock;
 
 typedef struct http_srv http_srv;
 
@@ -96,7 +111,10 @@ struct http_srv {
     pthread_t ticker;
     bool ticker_on, ticker_stop;
     pthread_cond_t ticker_cv;
+    srv_metrics *metrics;
+    sock *socks;              /* open connections (under mu) */
 };
+
 
 static double now_s(void) {
     struct timespec ts;
@@ -106,43 +124,75 @@ static double now_s(void) {
 
 /* ---- responses ------------------------------------------------------------------------------ */
 
-static enum MHD_Result send_buf(struct MHD_Connection *mc, unsigned status, const char *type, const void *buf, size_t len,
-                                const char *extra_name, const char *extra_value) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)buf, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+/* --cors-origins: the request's Origin when the list allows it (exact
+ * match, or "*"), else NULL (no CORS headers: browsers refuse the answer). */
+static const char *cors_origin(const http_srv *s, struct MHD_Connection *mc) {
+    const char *list = s->cfg->cors_origins;
+    if (!list) return NULL;
+    const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+    if (!origin || !*origin) return NULL;
+    const size_t ol = strlen(origin);
+    for (const char *p = list; *p;) {
+        const char *q = strchr(p, ',');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        while (n && p[0] == ' ') p++, n--;
+        while (n && p[n - 1] == ' ') n--;
+        if ((n == 1 && p[0] == '*') || (n == ol && !memcmp(p, origin, n))) return origin;
+        if (!q) break;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+static void add_cors(const http_srv *s, struct MHD_Connection *mc, struct MHD_Response *r) {
+    const char *origin = cors_origin(s, mc);
+    if (!origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
+static enum MHD_Result queue(const http_srv *s, struct MHD_Connection *mc, unsigned status, struct MHD_Response *r) {
+    add_cors(s, mc, r);
     const enum MHD_Result ret = MHD_queue_response(mc, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *mc, unsigned status, json_t *o) {
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+static enum MHD_Result send_buf(const http_srv *s, struct MHD_Connection *mc, unsigned status, const char *type, const void *buf,
+                                size_t len, const char *extra_name, const char *extra_value) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)buf, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    return queue(s, mc, status, r);
+}
+
+static enum MHD_Result send_json(const http_srv *s, struct MHD_Connection *mc, unsigned status, json_t *o) {
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    if (!s) {
+    if (!t) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":\"out_of_memory\"}}";
-        return send_buf(mc, 500, "application/json", oom, sizeof oom - 1, NULL, NULL);
+        return send_buf(s, mc, 500, "application/json", oom, sizeof oom - 1, NULL, NULL);
     }
-    const enum MHD_Result ret = send_buf(mc, status, "application/json", s, strlen(s), NULL, NULL);
-    free(s);
+    const enum MHD_Result ret = send_buf(s, mc, status, "application/json", t, strlen(t), NULL, NULL);
+    free(t);
     return ret;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *mc, const srv_error *e) {
-    char *s = srv_error_json(e);
-    if (!s) return MHD_NO;
-    const enum MHD_Result ret = send_buf(mc, (unsigned)e->http, "application/json", s, strlen(s),
+static enum MHD_Result send_error(const http_srv *s, struct MHD_Connection *mc, const srv_error *e) {
+    char *t = srv_error_json(e);
+    if (!t) return MHD_NO;
+    const enum MHD_Result ret = send_buf(s, mc, (unsigned)e->http, "application/json", t, strlen(t),
                                          e->http == 429 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, "1");
-    free(s);
+    free(t);
     return ret;
 }
 
-static enum MHD_Result fail(struct MHD_Connection *mc, int http, const char *type, const char *code, const char *param,
-                            const char *msg) {
+static enum MHD_Result fail(const http_srv *s, struct MHD_Connection *mc, int http, const char *type, const char *code,
+                            const char *param, const char *msg) {
     srv_error e;
     srv_error_set(&e, http, type, code, param, "%s", msg);
-    return send_error(mc, &e);
+    return send_error(s, mc, &e);
 }
 
 /* ---- the connection list, suspension ------------------------------------------------------------- */
@@ -208,8 +258,52 @@ static void clear_pending(conn *c) {
     pthread_mutex_unlock(&c->srv->mu);
 }
 
+/* MHD's connection notifications: open connections are listed for the header deadline. */
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context, enum MHD_ConnectionNotificationCode code) {
+    http_srv *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        sock *k = calloc(1, sizeof *k);
+        if (!k || !ci) {
+            free(k);
+            *socket_context = NULL;
+            return;
+        }
+        k->fd = ci->connect_fd;
+        pthread_mutex_lock(&s->mu);
+        k->since = now_s();
+        k->next = s->socks;
+        if (s->socks) s->socks->prev = k;
+        s->socks = k;
+        pthread_mutex_unlock(&s->mu);
+        *socket_context = k;
+        return;
+    }
+    sock *k = *socket_context;
+    if (!k) return;
+    pthread_mutex_lock(&s->mu);
+    if (k->prev) k->prev->next = k->next;
+    else s->socks = k->next;
+    if (k->next) k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->mu);
+    free(k);
+    *socket_context = NULL;
+}
+
+/* in_request: the headers of a request are complete; false: its response is done. */
+static void sock_mark(http_srv *s, struct MHD_Connection *mc, bool in_request) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    sock *k = ci ? ci->socket_context : NULL;
+    if (!k) return;
+    pthread_mutex_lock(&s->mu);
+    k->in_request = in_request;
+    k->since = now_s();
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Every suspended connection idle for a second is resumed: streams write a
- * ping, waiting handlers peek at their socket. */
+ * ping, waiting handlers peek at their socket. Connections whose headers are
+ * late are shut down (MHD then closes them). */
 static void *ticker_main(void *arg) {
     http_srv *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -227,6 +321,11 @@ static void *ticker_main(void *arg) {
                 c->suspended = false;
                 c->last_wake = t;
                 wake[n++] = c->mc;
+            }
+        for (sock *k = s->socks; k; k = k->next)
+            if (!k->in_request && !k->shut && t - k->since > s->cfg->header_timeout_s) {
+                k->shut = true;
+                shutdown(k->fd, SHUT_RDWR);   /* under mu: MHD's CLOSED notification (taking mu) comes before its close() */
             }
         pthread_mutex_unlock(&s->mu);
         for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
@@ -281,7 +380,39 @@ static bool out_event(conn *c, json_t *o) {
 static json_t *usage_of(conn *c) {
     int32_t p, cached, comp;
     srv_job_usage(c->job, &p, &cached, &comp);
-    return srv_usage_json(p, cached, comp);
+    srv_cost cost;
+    srv_job_cost(c->job, &cost);
+    return srv_usage_json(p, cached, comp, &cost);
+}
+
+static void queue_timeout_error(conn *c, srv_error *e) {
+    char msg[256];
+    srv_job_error(c->job, msg, sizeof msg);
+    srv_error_set(e, 503, "server_error", "queue_timeout", NULL, "%s", msg[0] ? msg : "the request waited too long for a slot");
+}
+
+/* One line per generation request on stderr: counts and times; the prompt
+ * text only under --log-prompts. */
+static void log_request(conn *c, int status) {
+    http_srv *s = c->srv;
+    int32_t p = 0, cached = 0, comp = 0;
+    srv_cost cost = {0};
+    if (c->job) {
+        srv_job_usage(c->job, &p, &cached, &comp);
+        srv_job_cost(c->job, &cost);
+    }
+    fprintf(stderr, "brisk serve: %s %s %d: prompt %d tokens (%d cached), %d generated, queue %.1f ms, prefill %.1f ms, decode %.1f ms\n",
+            c->meta.id, c->req.kind == SRV_CHAT ? "chat" : "completion", status, p, cached, comp, cost.queue_ms, cost.prefill_ms,
+            cost.decode_ms);
+    if (s->cfg->log_prompts) {
+        json_t *js = NULL;
+        if (c->req.kind == SRV_CHAT && c->req.messages_json) js = json_loads(c->req.messages_json, 0, NULL);
+        else if (c->req.prompt_text) js = json_stringn_nocheck(c->req.prompt_text, c->req.prompt_len);
+        char *t = js ? json_dumps(js, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(js);
+        if (t) fprintf(stderr, "brisk serve: %s prompt: %s\n", c->meta.id, t);
+        free(t);
+    }
 }
 
 /* Format the job's new events; false on out of memory. */
@@ -309,7 +440,15 @@ static bool stream_pull(conn *c) {
         ok = out_event(c, srv_chunk_json(&c->meta, e, first, c->req.include_usage, c->srv->model, c->req.logprobs));
     }
     srv_events_free(ev, n);
+    if (ok && done && !c->stream_done && srv_job_timed_out(c->job)) {
+        srv_error err;
+        queue_timeout_error(c, &err);
+        char *js = srv_error_json(&err);
+        ok = js && out_add(c, "data: ", 6) && out_add(c, js, strlen(js)) && out_add(c, "\n\n", 2);
+        free(js);
+    }
     if (ok && done && !c->stream_done) {
+        log_request(c, 200);
         if (c->req.include_usage) {
             json_t *usage = usage_of(c);
             ok = out_event(c, srv_usage_chunk_json(&c->meta, usage));
@@ -435,19 +574,18 @@ static enum MHD_Result do_generate(conn *c) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (r->kind == SRV_CHAT) {
-        if (!chat_prompt(s, r, &ids, &n_ids, &e)) return send_error(c->mc, &e);
+        if (!chat_prompt(s, r, &ids, &n_ids, &e)) return send_error(c->srv, c->mc, &e);
     } else if (r->prompt_is_ids) {
         ids = r->prompt_ids;
         n_ids = (size_t)r->n_prompt_ids;
         r->prompt_ids = NULL;
     } else if (!tokenize(s, r->prompt_text, r->prompt_len, true, &ids, &n_ids, &e)) {
-        return send_error(c->mc, &e);
+        return send_error(c->srv, c->mc, &e);
     }
     const int32_t n_ctx = s->cfg->n_ctx;
-    enum MHD_Result ret;
     if (n_ids == 0) {
         free(ids);
-        return fail(c->mc, 400, "invalid_request_error", "invalid_value", r->kind == SRV_CHAT ? "messages" : "prompt",
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", r->kind == SRV_CHAT ? "messages" : "prompt",
                     "the prompt is empty");
     }
     if ((int64_t)n_ids > s->cfg->max_prompt_tokens || (int64_t)n_ids >= n_ctx) {
@@ -456,7 +594,7 @@ static enum MHD_Result do_generate(conn *c) {
                       "completion), and leaves room for at least one generated token",
                       n_ids, s->cfg->max_prompt_tokens < n_ctx - 1 ? s->cfg->max_prompt_tokens : n_ctx - 1, n_ctx);
         free(ids);
-        return send_error(c->mc, &e);
+        return send_error(c->srv, c->mc, &e);
     }
     const int64_t room = n_ctx - (int64_t)n_ids;
     /* not given: legacy completions 16 tokens (OpenAI's default), chat the rest of the context */
@@ -466,15 +604,16 @@ static enum MHD_Result do_generate(conn *c) {
     srv_job_params jp = {.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
                          .n = r->n, .sampling = r->sampling, .ignore_eos = r->ignore_eos, .stop = r->stop,
                          .n_stop = r->n_stop, .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
-                         .notify = on_job_event, .user = c};
+                         .min_tokens = (int32_t)(r->min_tokens < want ? r->min_tokens : want), .spec_set = r->spec_set,
+                         .spec = r->spec, .notify = on_job_event, .user = c};
     c->job = srv_job_new(&jp);
     free(ids);
-    if (!c->job) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!c->job) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     c->stream = r->stream;
     c->n_acc = r->n;
     c->acc = calloc((size_t)r->n, sizeof *c->acc);
     c->started = calloc((size_t)r->n, sizeof *c->started);
-    if (!c->acc || !c->started) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!c->acc || !c->started) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     meta_init(c, r->kind);
     /* admission, before any header */
     /* admit_mu (not mu: a job's notify takes mu under the job's mutex) keeps
@@ -483,14 +622,14 @@ static enum MHD_Result do_generate(conn *c) {
     const srv_admit a = s->closing ? SRV_ADMIT_DRAINING : srv_engine_submit(s->engine, c->job);
     pthread_mutex_unlock(&s->admit_mu);
     if (a == SRV_ADMIT_FULL)
-        return fail(c->mc, 429, "rate_limit_error", "queue_full", NULL,
+        return fail(c->srv, c->mc, 429, "rate_limit_error", "queue_full", NULL,
                     "the server is busy: every running and queue slot is taken (--max-running, --max-queue); retry later");
     if (a == SRV_ADMIT_DRAINING)
-        return fail(c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
+        return fail(c->srv, c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
     if (a == SRV_ADMIT_INVALID) {
         char msg[512];
         srv_job_error(c->job, msg, sizeof msg);
-        return fail(c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
     }
     list_add(s, c);
     if (c->stream) {
@@ -498,9 +637,7 @@ static enum MHD_Result do_generate(conn *c) {
         if (!resp) return MHD_NO;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        ret = MHD_queue_response(c->mc, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return queue(s, c->mc, 200, resp);
     }
     try_suspend(c);   /* the handler runs again when the job has news */
     return MHD_YES;
@@ -516,18 +653,25 @@ static enum MHD_Result wait_generate(conn *c) {
         bool ok = true;
         for (int32_t k = 0; k < n && ok; k++) ok = srv_choice_add(&c->acc[ev[k].choice], c->req.kind, &ev[k], c->srv->model, c->req.logprobs);
         srv_events_free(ev, n);
-        if (!ok) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        if (!ok) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        if (done && srv_job_timed_out(c->job)) {
+            srv_error e;
+            queue_timeout_error(c, &e);
+            log_request(c, 503);
+            return send_error(c->srv, c->mc, &e);
+        }
         if (done) {
+            log_request(c, 200);
             for (int32_t i = 0; i < c->req.n; i++)
                 if (c->acc[i].finish == SRV_FINISH_ERROR) {
                     char msg[256];
                     srv_job_error(c->job, msg, sizeof msg);
-                    return fail(c->mc, 500, "server_error", "inference_failed", NULL, msg[0] ? msg : "the forward pass failed");
+                    return fail(c->srv, c->mc, 500, "server_error", "inference_failed", NULL, msg[0] ? msg : "the forward pass failed");
                 }
             json_t *usage = usage_of(c);
             json_t *o = srv_completion_json(&c->meta, c->acc, c->req.n, usage);
             json_decref(usage);
-            return send_json(c->mc, 200, o);
+            return send_json(c->srv, c->mc, 200, o);
         }
         if (client_gone(c->mc)) {
             cancel(c);
@@ -542,7 +686,7 @@ static enum MHD_Result do_tokenize(conn *c) {
     srv_error e;
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!tokenize(s, c->req.prompt_text, c->req.prompt_len, c->req.add_special, &ids, &n, &e)) return send_error(c->mc, &e);
+    if (!tokenize(s, c->req.prompt_text, c->req.prompt_len, c->req.add_special, &ids, &n, &e)) return send_error(c->srv, c->mc, &e);
     json_t *arr = json_array();
     for (size_t k = 0; arr && k < n; k++) {
         json_t *t;
@@ -554,13 +698,13 @@ static enum MHD_Result do_tokenize(conn *c) {
         }
     }
     free(ids);
-    if (!arr) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
-    return send_json(c->mc, 200, json_pack("{s:o}", "tokens", arr));
+    if (!arr) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    return send_json(c->srv, c->mc, 200, json_pack("{s:o}", "tokens", arr));
 }
 
 static enum MHD_Result do_detokenize(conn *c) {
     brisk_text_stream *ts = NULL;
-    if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     size_t cap = 256, len = 0;
     char *text = malloc(cap);
     bool ok = text != NULL;
@@ -584,24 +728,24 @@ static enum MHD_Result do_detokenize(conn *c) {
     size_t sl = 0;
     char *clean = ok ? srv_utf8_sanitize(text, len, &sl) : NULL;
     free(text);
-    if (!clean) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!clean) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     json_t *o = json_pack("{s:s%}", "content", clean, sl);
     free(clean);
-    return send_json(c->mc, 200, o);
+    return send_json(c->srv, c->mc, 200, o);
 }
 
 static enum MHD_Result do_apply_template(conn *c) {
     srv_error e;
     char *text = NULL;
     size_t len = 0;
-    if (!render(c->srv, &c->req, &text, &len, &e)) return send_error(c->mc, &e);
+    if (!render(c->srv, &c->req, &text, &len, &e)) return send_error(c->srv, c->mc, &e);
     size_t sl = 0;
     char *clean = srv_utf8_sanitize(text, len, &sl);
     free(text);
-    if (!clean) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!clean) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     json_t *o = json_pack("{s:s%}", "prompt", clean, sl);
     free(clean);
-    return send_json(c->mc, 200, o);
+    return send_json(c->srv, c->mc, 200, o);
 }
 
 /* ---- the access handler ------------------------------------------------------------------------------ */
@@ -614,6 +758,7 @@ static route route_of(const char *url, bool *post) {
         {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true}, {"/detokenize", R_DETOKENIZE, true}, {"/apply-template", R_APPLY_TEMPLATE, true},
+        {"/metrics", R_METRICS, false},
     };
     for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++)
         if (!strcmp(url, routes[k].path)) {
@@ -631,12 +776,16 @@ static bool key_ok(const char *given, const char *key) {
     return diff == 0;
 }
 
+/* Every key is compared (no early exit), so the time does not tell which one nearly matched. */
 static bool authorized(http_srv *s, struct MHD_Connection *mc) {
-    if (!s->cfg->api_key) return true;
+    if (s->cfg->n_api_keys == 0) return true;
     const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth && !strncasecmp(auth, "Bearer ", 7) && key_ok(auth + 7, s->cfg->api_key)) return true;
     const char *x = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-Api-Key");
-    return x && key_ok(x, s->cfg->api_key);
+    const char *given = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : x;
+    if (!given) return false;
+    bool ok = false;
+    for (int32_t k = 0; k < s->cfg->n_api_keys; k++) ok |= key_ok(given, s->cfg->api_keys[k]);
+    return ok;
 }
 
 static enum MHD_Result get_route(conn *c) {
@@ -646,9 +795,21 @@ static enum MHD_Result get_route(conn *c) {
         pthread_mutex_lock(&s->mu);
         const bool draining = s->draining;
         pthread_mutex_unlock(&s->mu);
-        if (draining) return send_json(c->mc, 503, json_pack("{s:s}", "status", "draining"));
-        return send_json(c->mc, 200, json_pack("{s:s}", "status", "ok"));
-    case R_MODELS: return send_json(c->mc, 200, srv_models_json(s->cfg->alias, s->started, s->cfg->n_ctx, &s->info));
+        if (draining) return send_json(c->srv, c->mc, 503, json_pack("{s:s}", "status", "draining"));
+        return send_json(c->srv, c->mc, 200, json_pack("{s:s}", "status", "ok"));
+    case R_MODELS: return send_json(c->srv, c->mc, 200, srv_models_json(s->cfg->alias, s->started, s->cfg->n_ctx, &s->info));
+    case R_METRICS: {
+        size_t len = 0;
+        char *text = srv_metrics_render(s->metrics, &len);
+        if (!text) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+            free(text);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+        return queue(s, c->mc, 200, r);
+    }
     case R_PAGE:
     case R_PAGE_JS:
     case R_PAGE_CSS: {
@@ -661,9 +822,7 @@ static enum MHD_Result get_route(conn *c) {
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
         MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'");
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-        const enum MHD_Result ret = MHD_queue_response(c->mc, 200, r);
-        MHD_destroy_response(r);
-        return ret;
+        return queue(s, c->mc, 200, r);
     }
     default: return MHD_NO;
     }
@@ -684,7 +843,7 @@ static enum MHD_Result post_route(conn *c) {
     s->body_bytes -= c->counted;
     pthread_mutex_unlock(&s->mu);
     c->counted = 0;
-    if (!parsed) return send_error(c->mc, &e);
+    if (!parsed) return send_error(c->srv, c->mc, &e);
     c->have_req = true;
     switch (c->r) {
     case R_CHAT:
@@ -702,7 +861,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     http_srv *s = cls;
     conn *c = *con_cls;
     if (!c) {
-        /* the first call: headers only */
+        /* the first call: headers only; the header deadline is met */
+        sock_mark(s, mc, true);
         if (!(c = calloc(1, sizeof *c))) return MHD_NO;
         c->srv = s;
         c->mc = mc;
@@ -711,12 +871,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->r = route_of(url, &want_post);
         c->is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
         const bool is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+        if (c->r != R_NONE && !strcmp(method, "OPTIONS")) {
+            /* a CORS preflight: allowed origins get the methods and headers a client sends */
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, "Allow", want_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+            if (cors_origin(s, mc)) {
+                MHD_add_response_header(r, "Access-Control-Allow-Methods", want_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+                MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+                MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+            }
+            return queue(s, mc, 204, r);
+        }
         if (c->r == R_NONE)
-            return fail(mc, 404, "invalid_request_error", "not_found", NULL, "no such endpoint (see GET /v1/models, POST /v1/chat/completions, POST /v1/completions)");
+            return fail(s, mc, 404, "invalid_request_error", "not_found", NULL, "no such endpoint (see GET /v1/models, POST /v1/chat/completions, POST /v1/completions)");
         if ((want_post && !c->is_post) || (!want_post && !is_get))
-            return fail(mc, 405, "invalid_request_error", "method_not_allowed", NULL, want_post ? "use POST" : "use GET");
-        if (c->r != R_HEALTH && c->r != R_PAGE && c->r != R_PAGE_JS && c->r != R_PAGE_CSS && !authorized(s, mc))
-            return fail(mc, 401, "authentication_error", "invalid_api_key", NULL,
+            return fail(s, mc, 405, "invalid_request_error", "method_not_allowed", NULL, want_post ? "use POST" : "use GET");
+        if (c->r != R_HEALTH && c->r != R_METRICS && c->r != R_PAGE && c->r != R_PAGE_JS && c->r != R_PAGE_CSS && !authorized(s, mc))
+            return fail(s, mc, 401, "authentication_error", "invalid_api_key", NULL,
                         "a valid API key is required (Authorization: Bearer KEY or X-Api-Key: KEY)");
         if (c->is_post) {
             const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -724,7 +896,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
                 srv_error e;
                 srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
                               "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
-                return send_error(mc, &e);
+                return send_error(s, mc, &e);
             }
             return MHD_YES;
         }
@@ -764,14 +936,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->body_len += n;
         return MHD_YES;
     }
-    if (c->over_budget && !c->too_big)
-        return fail(mc, 503, "server_error", "busy", NULL,
+    if (c->over_budget && !c->too_big) {
+        srv_metrics_rejected(s->metrics, "busy");
+        return fail(s, mc, 503, "server_error", "busy", NULL,
                     "the server is buffering too many request bodies at once; retry later");
+    }
     if (c->too_big) {
         srv_error e;
         srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
                       "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
-        return send_error(mc, &e);
+        return send_error(s, mc, &e);
     }
     return post_route(c);
 }
@@ -780,6 +954,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     (void)mc;
     (void)why;
     http_srv *s = cls;
+    sock_mark(s, mc, false);   /* the next request's headers are due within the deadline */
     conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
@@ -849,7 +1024,12 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
         fprintf(stderr, "brisk serve: --host %s: %s\n", cfg->host, gai_strerror(gai));
         goto done;
     }
-    srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue};
+    if (!(s.metrics = srv_metrics_new())) {
+        fprintf(stderr, "brisk serve: out of memory\n");
+        goto done;
+    }
+    srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue, .spec = cfg->spec,
+                            .queue_timeout_s = cfg->queue_timeout_s, .metrics = s.metrics};
     if (srv_engine_init(&s.engine, model, ctx, &ep, &err)) {
         fprintf(stderr, "brisk serve: %s\n", err.msg);
         goto done;
@@ -865,6 +1045,7 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
                            MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                            MHD_OPTION_END);
     if (!s.d) {
@@ -927,6 +1108,7 @@ done:
         MHD_stop_daemon(s.d);
     }
     srv_engine_free(s.engine);
+    srv_metrics_free(s.metrics);
     if (ai) freeaddrinfo(ai);
     free(s.bos);
     free(s.eos);

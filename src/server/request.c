@@ -431,6 +431,24 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
         r->logprobs = true;
         r->top_logprobs = (int32_t)v;
     }
+    /* llama.cpp's n_probs: top alternatives per token (its completions shape; here the request's logprobs) */
+    if (!get_int(body, "n_probs", 0, lim->max_top_logprobs, &v, &given, e)) return false;
+    if (given && v > 0 && !r->logprobs) {
+        r->logprobs = true;
+        r->top_logprobs = (int32_t)v;
+    }
+    if (!get_int(body, "min_tokens", 0, 1 << 30, &v, &given, e)) return false;
+    if (given) r->min_tokens = v;
+    json_t *sp_mode = field(body, "spec");
+    if (sp_mode) {
+        static const char *const modes[] = {"off", "ngram", "auto"};
+        if (!json_is_string(sp_mode)) return bad_type(e, "spec", "a string (\"off\", \"ngram\" or \"auto\")");
+        int k = 0;
+        while (k < 3 && strcmp(json_string_value(sp_mode), modes[k])) k++;
+        if (k == 3) return bad_value(e, "spec", "must be \"off\", \"ngram\" or \"auto\"");
+        r->spec_set = true;
+        r->spec = (brisk_sched_spec)k;
+    }
     if (!get_stop(body, lim, r, e)) return false;
     if (!get_logit_bias(body, lim, r, e)) return false;
     return true;

@@ -66,6 +66,9 @@ typedef struct srv_request {
     bool ignore_eos;
     bool logprobs;          /* chat: logprobs true; completions: logprobs = k given */
     int32_t top_logprobs;   /* k alternatives per token (0..max_top_logprobs) */
+    int64_t min_tokens;     /* llama.cpp's: end of generation banned before this many tokens */
+    bool spec_set;          /* "spec": "off" | "ngram" | "auto" given (brisk's extension) */
+    brisk_sched_spec spec;
     brisk_sampler_params sampling;   /* defaults from the server, then the request's fields */
     brisk_logit_bias *bias; /* malloc'd, n_bias entries; sampling.logit_bias points here */
     int32_t n_bias;

@@ -102,9 +102,18 @@ void srv_choice_free(srv_choice_acc *acc) {
     memset(acc, 0, sizeof *acc);
 }
 
-json_t *srv_usage_json(int32_t prompt, int32_t cached, int32_t completion) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
-                     prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
+json_t *srv_usage_json(int32_t prompt, int32_t cached, int32_t completion, const srv_cost *cost) {
+    json_t *u = json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
+                          prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
+    if (u && cost)
+        json_object_set_new(u, "brisk",
+                            json_pack("{s:f, s:f, s:f, s:i, s:i, s:i, s:I, s:I, s:I, s:I, s:f}", "queue_ms", cost->queue_ms,
+                                      "prefill_ms", cost->prefill_ms, "decode_ms", cost->decode_ms, "cached_tokens",
+                                      cost->cached_tokens, "recomputed_tokens", cost->recomputed, "preemptions",
+                                      cost->preemptions, "drafted_tokens", (json_int_t)cost->drafted, "accepted_tokens",
+                                      (json_int_t)cost->accepted, "flops", (json_int_t)cost->flops, "bytes_read",
+                                      (json_int_t)cost->bytes_read, "energy_j", cost->energy_j));
+    return u;
 }
 
 static json_t *base_object(const srv_resp_meta *meta, const char *object) {

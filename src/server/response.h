@@ -36,7 +36,8 @@ typedef struct srv_choice_acc {
 bool srv_choice_add(srv_choice_acc *acc, srv_kind kind, const srv_event *ev, const brisk_model *m, bool want_logprobs);
 void srv_choice_free(srv_choice_acc *acc);
 
-json_t *srv_usage_json(int32_t prompt, int32_t cached, int32_t completion);
+/* OpenAI's usage; cost (NULL: left out) adds brisk's own "brisk" object. */
+json_t *srv_usage_json(int32_t prompt, int32_t cached, int32_t completion, const srv_cost *cost);
 /* The whole response (non-streamed). */
 json_t *srv_completion_json(const srv_resp_meta *meta, const srv_choice_acc *ch, int32_t n, json_t *usage);
 /* One stream chunk for ev. first: the choice's first chunk (chat adds the
