@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(brisk_template_parse(tpl_src, strlen(tpl_src), &tpl, &err) == BRISK_OK);
     }
     if (size < 1) return 0;
-    const srv_kind kind = (srv_kind)(data[0] % 5);
+    const srv_kind kind = (srv_kind)(data[0] % SRV_N_KINDS);
     const srv_limits lim = srv_limits_default(4096, 8);
     const brisk_sampler_params def = brisk_sampler_default_params();
     srv_request r;

@@ -786,12 +786,40 @@ static void test_accounting(void) {
     CHECK(brisk_sched_cancel_choice(s, idg, 0));
     drain(s, NULL);
     CHECK(g.out[0].finish == BRISK_FINISH_CANCELLED && g.out[0].n == 1 && g.out[1].n == 4 && g.out[1].finish == BRISK_FINISH_LENGTH);
+    /* min_tokens: with end of generation pushed to the top, a request ends on its first token; with
+     * min_tokens 5 its first five are something else, and the sixth is the end */
+    const int32_t eos = brisk_token_eos(model);
+    CHECK(eos >= 0 && brisk_token_is_eog(model, eos));
+    for (int mt = 0; mt <= 5; mt += 5) {
+        rec out[1];
+        rec_init(out, 1, false);
+        brisk_logit_bias bias = {eos, 100.0f};
+        brisk_sched_request r = brisk_sched_default_request();
+        r.prompt = p2;
+        r.n_prompt = 40;
+        r.max_tokens = 12;
+        r.min_tokens = mt;
+        r.sampling.logit_bias = &bias;
+        r.sampling.n_logit_bias = 1;
+        r.spec = mt ? BRISK_SCHED_SPEC_NGRAM : BRISK_SCHED_SPEC_OFF;   /* no drafts while min_tokens holds */
+        r.on_token = on_token;
+        r.user = out;
+        brisk_error err = {0};
+        CHECKF(brisk_sched_add(s, &r, NULL, &err) == BRISK_OK, "add: %s", err.msg);
+        drain(s, NULL);
+        CHECKF(out[0].n == mt + 1 && out[0].finish == BRISK_FINISH_EOG, "min_tokens %d: %d tokens, %s", mt, out[0].n,
+               brisk_finish_str(out[0].finish));
+        for (int t = 0; t < mt; t++) CHECK(!brisk_token_is_eog(model, out[0].tok[t]));
+        CHECK(out[0].tok[mt] == eos);
+        r.min_tokens = 13;   /* over max_tokens */
+        CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "min_tokens"));
+    }
     int32_t in_use, cached, free_blocks;
     brisk_kv_counts(c->kv, &in_use, &cached, &free_blocks);
     CHECK(in_use == 0);
     brisk_sched_free(s);
     brisk_context_free(c);
-    printf("accounting: cached/computed exact, per-choice cancel\n");
+    printf("accounting: cached/computed exact, per-choice cancel, min_tokens\n");
 }
 
 static bool load(const char *rel) {

@@ -249,7 +249,9 @@ static void finish_locked(srv_job *j, int32_t c, srv_finish why) {
         if (!ch->stop.hit) srv_stop_flush(&ch->stop, &t, &n);
     }
     char *text = event_text(t, n, &len);
-    push_event(j, (srv_event){.choice = c, .text = text, .len = len, .finish = why, .token = -1});
+    push_event(j, (srv_event){.choice = c, .text = text, .len = len, .finish = why, .token = -1,
+                              .stop_word = why == SRV_FINISH_STOP && ch->stop.hit && ch->stop.which >= 0 ? j->stop[ch->stop.which] : NULL,
+                              .eog = why == SRV_FINISH_STOP && !ch->stop.hit});
 }
 
 /* brisk_sched_logits_fn's shape: the logprobs of the token about to be delivered. */
@@ -390,6 +392,7 @@ static void job_account(srv_engine *e, srv_job *j, int64_t id) {
         k->bytes_read = (int64_t)in.bytes_read;
         k->energy_j = in.flops * SRV_JOULES_PER_FLOP + in.bytes_read * SRV_JOULES_PER_BYTE;
         k->recomputed = in.n_recomputed;
+        k->sampled = in.n_generated;
         k->preemptions = in.n_preemptions;
         k->drafted = in.n_drafted;
         k->accepted = in.n_accepted;

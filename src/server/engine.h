@@ -47,6 +47,8 @@ typedef struct srv_event {
     float logprob;         /* log-probability of token under the raw logits (with logprobs) */
     srv_top *top;          /* n_top alternatives (with top_logprobs), malloc'd */
     int32_t n_top;
+    const char *stop_word; /* an end by a stop string: the string (borrowed from the job, which outlives the event's use) */
+    bool eog;              /* an end by an end-of-generation token */
 } srv_event;
 
 /* A request in flight, shared by its connection and the inference thread
@@ -96,6 +98,7 @@ void srv_job_usage(srv_job *j, int32_t *prompt, int32_t *cached, int32_t *comple
 typedef struct srv_cost {
     double queue_ms, prefill_ms, decode_ms;
     int32_t cached_tokens, recomputed, preemptions;
+    int32_t sampled;           /* tokens the scheduler sampled (completion_tokens plus any dropped after a choice's stop) */
     int64_t drafted, accepted;
     int64_t flops, bytes_read;
     double energy_j;

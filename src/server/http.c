@@ -82,6 +82,7 @@ typedef struct conn {
     int32_t n_acc;
     bool *started;            /* streamed: a choice's first chunk went out */
     bool stream_done;
+    int32_t n_streamed;       /* /completion: tokens streamed so far */
     /* pending output of a stream */
     char *out;
     size_t out_len, out_off, out_cap;
@@ -377,6 +378,14 @@ static bool out_event(conn *c, json_t *o) {
     return ok;
 }
 
+static void llama_info(conn *c, srv_llama_info *li, srv_cost *cost) {
+    int32_t p, cached, comp;
+    srv_job_usage(c->job, &p, &cached, &comp);
+    srv_job_cost(c->job, cost);
+    *li = (srv_llama_info){.model = c->srv->cfg->alias, .prompt = c->req.prompt_text ? c->req.prompt_text : "", .n_prompt = p,
+                           .n_cached = cached, .n_decoded = comp, .cost = cost};
+}
+
 static json_t *usage_of(conn *c) {
     int32_t p, cached, comp;
     srv_job_usage(c->job, &p, &cached, &comp);
@@ -437,6 +446,19 @@ static bool stream_pull(conn *c) {
         }
         const bool first = !c->started[e->choice];
         c->started[e->choice] = true;
+        if (c->req.kind == SRV_LLAMA) {
+            /* llama-server's stream: one event per token; the end comes as the final object below */
+            ok = srv_choice_add(&c->acc[0], SRV_LLAMA, e, NULL, false);
+            if (e->token >= 0) c->n_streamed++;
+            if (ok && (e->token >= 0 || e->len)) {
+                srv_llama_info li = {.model = c->srv->cfg->alias, .n_decoded = c->n_streamed};
+                int32_t p, cached, comp;
+                srv_job_usage(c->job, &p, &cached, &comp);
+                li.n_prompt = p;
+                ok = out_event(c, srv_llama_chunk_json(&li, e, c->srv->model, c->req.logprobs));
+            }
+            continue;
+        }
         ok = out_event(c, srv_chunk_json(&c->meta, e, first, c->req.include_usage, c->srv->model, c->req.logprobs));
     }
     srv_events_free(ev, n);
@@ -446,6 +468,14 @@ static bool stream_pull(conn *c) {
         char *js = srv_error_json(&err);
         ok = js && out_add(c, "data: ", 6) && out_add(c, js, strlen(js)) && out_add(c, "\n\n", 2);
         free(js);
+    }
+    if (ok && done && !c->stream_done && c->req.kind == SRV_LLAMA) {
+        log_request(c, 200);
+        srv_llama_info li;
+        srv_cost cost;
+        llama_info(c, &li, &cost);
+        ok = out_event(c, srv_llama_final_json(&li, &c->acc[0], true));
+        c->stream_done = true;
     }
     if (ok && done && !c->stream_done) {
         log_request(c, 200);
@@ -599,6 +629,10 @@ static enum MHD_Result do_generate(conn *c) {
     const int64_t room = n_ctx - (int64_t)n_ids;
     /* not given: legacy completions 16 tokens (OpenAI's default), chat the rest of the context */
     int64_t want = r->max_tokens >= 0 ? r->max_tokens : r->kind == SRV_COMPLETION ? 16 : room;
+    if (r->kind == SRV_LLAMA && r->n > 1) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", "n", "/completion makes one completion (n = 1); use /v1/completions for more");
+    }
     const bool capped = want > room;
     if (capped) want = room;
     srv_job_params jp = {.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
@@ -668,6 +702,12 @@ static enum MHD_Result wait_generate(conn *c) {
                     srv_job_error(c->job, msg, sizeof msg);
                     return fail(c->srv, c->mc, 500, "server_error", "inference_failed", NULL, msg[0] ? msg : "the forward pass failed");
                 }
+            if (c->req.kind == SRV_LLAMA) {
+                srv_llama_info li;
+                srv_cost cost;
+                llama_info(c, &li, &cost);
+                return send_json(c->srv, c->mc, 200, srv_llama_final_json(&li, &c->acc[0], false));
+            }
             json_t *usage = usage_of(c);
             json_t *o = srv_completion_json(&c->meta, c->acc, c->req.n, usage);
             json_decref(usage);
@@ -758,7 +798,7 @@ static route route_of(const char *url, bool *post) {
         {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true}, {"/detokenize", R_DETOKENIZE, true}, {"/apply-template", R_APPLY_TEMPLATE, true},
-        {"/metrics", R_METRICS, false},
+        {"/metrics", R_METRICS, false}, {"/completion", R_LLAMA_COMPLETION, true},
     };
     for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++)
         if (!strcmp(url, routes[k].path)) {
@@ -831,7 +871,7 @@ static enum MHD_Result get_route(conn *c) {
 static enum MHD_Result post_route(conn *c) {
     http_srv *s = c->srv;
     static const srv_kind kinds[] = {[R_CHAT] = SRV_CHAT, [R_COMPLETIONS] = SRV_COMPLETION, [R_TOKENIZE] = SRV_TOKENIZE,
-                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE};
+                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE, [R_LLAMA_COMPLETION] = SRV_LLAMA};
     srv_error e;
     const bool parsed = srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim,
                                           &s->cfg->sampling, &c->req, &e);
@@ -847,7 +887,8 @@ static enum MHD_Result post_route(conn *c) {
     c->have_req = true;
     switch (c->r) {
     case R_CHAT:
-    case R_COMPLETIONS: return do_generate(c);
+    case R_COMPLETIONS:
+    case R_LLAMA_COMPLETION: return do_generate(c);
     case R_TOKENIZE: return do_tokenize(c);
     case R_DETOKENIZE: return do_detokenize(c);
     case R_APPLY_TEMPLATE: return do_apply_template(c);

@@ -279,7 +279,7 @@ static bool get_prompt(json_t *body, srv_kind kind, const srv_limits *lim, srv_r
         srv_error_set(e, 400, T_INVALID, "missing_required_parameter", name, "'%s' is required", name);
         return false;
     }
-    if (json_is_array(p) && kind == SRV_COMPLETION) {
+    if (json_is_array(p) && (kind == SRV_COMPLETION || kind == SRV_LLAMA)) {
         const size_t n = json_array_size(p);
         if (n == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
         else if (n > 0 && json_is_string(json_array_get(p, 0)))
@@ -292,7 +292,8 @@ static bool get_prompt(json_t *body, srv_kind kind, const srv_limits *lim, srv_r
             return true;
         }
     }
-    if (!json_is_string(p)) return bad_type(e, name, kind == SRV_COMPLETION ? "a string or an array of token ids" : "a string");
+    if (!json_is_string(p))
+        return bad_type(e, name, kind == SRV_COMPLETION || kind == SRV_LLAMA ? "a string or an array of token ids" : "a string");
     if (!(r->prompt_text = dup_str(p, &r->prompt_len))) return oom(e);
     return true;
 }
@@ -483,6 +484,7 @@ bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv
         if (!get_generation(root, kind, lim, out, e)) goto done;
         break;
     case SRV_COMPLETION:
+    case SRV_LLAMA:
         if (!get_prompt(root, kind, lim, out, e)) goto done;
         if (!get_generation(root, kind, lim, out, e)) goto done;
         break;
@@ -506,6 +508,7 @@ bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv
         out->add_generation_prompt = true;
         if (!get_bool(root, "add_generation_prompt", &out->add_generation_prompt, e)) goto done;
         break;
+    case SRV_N_KINDS: goto done;
     }
     ok = true;
 done:

@@ -33,6 +33,8 @@ typedef enum srv_kind {
     SRV_TOKENIZE,        /* POST /tokenize */
     SRV_DETOKENIZE,      /* POST /detokenize */
     SRV_APPLY_TEMPLATE,  /* POST /apply-template */
+    SRV_LLAMA,           /* POST /completion (llama-server's own) */
+    SRV_N_KINDS
 } srv_kind;
 
 /* Caps a request is checked against (from the command line and the model). */
@@ -67,6 +69,7 @@ typedef struct srv_request {
     bool logprobs;          /* chat: logprobs true; completions: logprobs = k given */
     int32_t top_logprobs;   /* k alternatives per token (0..max_top_logprobs) */
     int64_t min_tokens;     /* llama.cpp's: end of generation banned before this many tokens */
+    bool echo;              /* completions: the prompt's text (and, with logprobs, its tokens' logprobs) first */
     bool spec_set;          /* "spec": "off" | "ngram" | "auto" given (brisk's extension) */
     brisk_sched_spec spec;
     brisk_sampler_params sampling;   /* defaults from the server, then the request's fields */

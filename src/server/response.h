@@ -29,6 +29,9 @@ typedef struct srv_choice_acc {
     srv_finish finish;
     json_t *logprobs;          /* chat: the content array; completions: the legacy object; NULL without logprobs */
     size_t text_offset;        /* completions' logprobs text_offset */
+    json_t *tokens;            /* /completion: the generated ids */
+    const char *stop_word;     /* /completion: the stop string that ended it (borrowed from the job) */
+    bool eog;                  /* /completion: ended by an end-of-generation token */
 } srv_choice_acc;
 
 /* Append an event to acc (text, finish, logprobs when want_logprobs). piece:
@@ -46,6 +49,16 @@ json_t *srv_chunk_json(const srv_resp_meta *meta, const srv_event *ev, bool firs
                        bool want_logprobs);
 /* The final usage chunk of include_usage: "choices": [] and the usage. */
 json_t *srv_usage_chunk_json(const srv_resp_meta *meta, json_t *usage);
+/* llama-server's /completion shapes: the final object (non-streamed, or the
+ * stream's last event with content "") and a stream event for one token. */
+typedef struct srv_llama_info {
+    const char *model, *prompt;   /* prompt: the request's text ("" for token ids) */
+    int32_t n_prompt, n_cached, n_decoded;
+    const srv_cost *cost;
+} srv_llama_info;
+json_t *srv_llama_final_json(const srv_llama_info *li, const srv_choice_acc *acc, bool stream);
+json_t *srv_llama_chunk_json(const srv_llama_info *li, const srv_event *ev, const brisk_model *m, bool want_probs);
+
 json_t *srv_models_json(const char *alias, int64_t created, int32_t n_ctx, const brisk_model_info *info);
 
 /* A token's own text (decoded alone, valid UTF-8) and its raw bytes as a JSON array. */
