@@ -234,8 +234,9 @@ json_t *srv_llama_final_json(const srv_llama_info *li, const srv_choice_acc *acc
     const size_t len = stream ? 0 : acc->len;
     json_t *content = json_stringn(acc->text && !stream ? acc->text : "", len);
     const bool nl = acc->text && memchr(acc->text, '\n', acc->len) != NULL;
-    json_t *o = json_pack("{s:i, s:o, s:O, s:i, s:b, s:s, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:i, s:o}", "index", 0, "content",
-                          content ? content : json_string(""), "tokens", acc->tokens && !stream ? acc->tokens : json_array(),
+    json_t *tokens = acc->tokens && !stream ? json_incref(acc->tokens) : json_array();
+    json_t *o = json_pack("{s:i, s:o, s:o, s:i, s:b, s:s, s:i, s:i, s:s, s:b, s:b, s:s, s:s, s:i, s:o}", "index", 0, "content",
+                          content ? content : json_string(""), "tokens", tokens,
                           "id_slot", -1, "stop", 1, "model", li->model, "tokens_predicted", li->n_decoded, "tokens_evaluated",
                           li->n_prompt, "prompt", li->prompt, "has_new_line", nl, "truncated", 0, "stop_type", stop_type,
                           "stopping_word", acc->stop_word ? acc->stop_word : "", "tokens_cached", li->n_prompt + li->n_decoded,
