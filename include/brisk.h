@@ -541,6 +541,9 @@ typedef void (*brisk_sched_token_fn)(void *user, int64_t id, int32_t choice, int
 /* Optional: the logits (n_vocab floats, borrowed for the call) each generated
  * token was sampled from, just before its token callback (logprobs, tests). */
 typedef void (*brisk_sched_logits_fn)(void *user, int64_t id, int32_t choice, int32_t token, const float *logits, int32_t n_vocab);
+/* With prompt_logits: the logits after prompt position pos (0 .. n_prompt - 2), from which next (the
+ * prompt's token pos + 1) would be predicted, once per position in order (evaluation harnesses' echo). */
+typedef void (*brisk_sched_prompt_logits_fn)(void *user, int64_t id, int32_t pos, int32_t next, const float *logits, int32_t n_vocab);
 
 typedef struct brisk_sched_request {
     const int32_t *prompt;          /* [n_prompt] token ids, borrowed during brisk_sched_add only (copied) */
@@ -561,6 +564,11 @@ typedef struct brisk_sched_request {
     int32_t spec_draft_max;         /* drafts per step at most, 0 = 8, up to 32 */
     brisk_sched_token_fn on_token;  /* required */
     brisk_sched_logits_fn on_logits;   /* optional */
+    /* prompt_logits: on_prompt_logits gets every prompt position's logits. The
+     * prompt is then computed whole (no prefix-cache hit: cached blocks have no
+     * logits), in chunks of at most n_outputs_max tokens. */
+    bool prompt_logits;
+    brisk_sched_prompt_logits_fn on_prompt_logits;
     void *user;                     /* borrowed, passed back to the callbacks */
 } brisk_sched_request;
 /* One completion, greedy sampling, 16 tokens, speculation off; prompt and on_token to fill in. */

@@ -109,6 +109,22 @@ jcheck "$tmp/np" 'len(j["choices"][0]["logprobs"]["top_logprobs"]) == 3 and all(
 post mt /v1/completions '{"prompt": "x = 1\n", "max_tokens": 8, "min_tokens": 8, "temperature": 0}'
 jcheck "$tmp/mt" 'j["usage"]["completion_tokens"] == 8' && ok || bad "min_tokens 8 of max 8"
 
+# ---- echo with prompt logprobs (what lm-eval sends: echo, logprobs, max_tokens 0)
+post ec0 /v1/completions '{"prompt": "def add(a, b):\n    return", "max_tokens": 0, "echo": true, "logprobs": 2, "temperature": 0}'
+$C "${K[@]}" "$U/tokenize" -d '{"content": "def add(a, b):\n    return", "add_special": true, "with_pieces": true}' >"$tmp/ectk"
+jcheck "$tmp/ec0" '(lambda t, c: c["text"] == "def add(a, b):\n    return" and c["logprobs"]["tokens"] == [x["piece"] for x in t] and c["logprobs"]["token_logprobs"][0] is None and c["logprobs"]["top_logprobs"][0] is None and all(v <= 0 for v in c["logprobs"]["token_logprobs"][1:]) and all(len(a) == 2 for a in c["logprobs"]["top_logprobs"][1:]) and c["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 0 and j["usage"]["prompt_tokens"] == len(t))(json.load(open("'"$tmp/ectk"'"))["tokens"], j["choices"][0])' \
+  && ok || bad "echo with max_tokens 0: $(head -c 600 "$tmp/ec0")"
+# the prompt's logprobs are the logprobs those tokens had when they were generated (an independent path: sampling rows)
+post ecg /v1/completions '{"prompt": "class Foo:", "max_tokens": 3, "logprobs": 1, "temperature": 0, "ignore_eos": true}'
+ids=$($C "${K[@]}" "$U/tokenize" -d '{"content": "class Foo:", "add_special": true}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+gen=$($C "${K[@]}" "$U/tokenize" -d "$(python3 -c 'import json,sys; print(json.dumps({"content": json.load(open(sys.argv[1]))["choices"][0]["text"]}))' "$tmp/ecg")" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+post ec1 /v1/completions "{\"prompt\": $(python3 -c 'import sys, json; print(json.dumps(json.loads(sys.argv[1]) + json.loads(sys.argv[2])))' "$ids" "$gen"), \"max_tokens\": 1, \"echo\": true, \"logprobs\": 1, \"temperature\": 0}"
+jcheck "$tmp/ec1" '(lambda g, n: len(g) == 3 and j["choices"][0]["logprobs"]["token_logprobs"][n:n + 3] == g)(json.load(open("'"$tmp/ecg"'"))["choices"][0]["logprobs"]["token_logprobs"], len('"$ids"'))' \
+  && ok || bad "echo logprobs differ from the generated tokens' logprobs (or the retokenization differs): $(head -c 400 "$tmp/ec1")"
+[ "$($C -o "$tmp/e" -w '%{http_code}' "${K[@]}" "$U/v1/completions" -d '{"prompt": "x", "echo": true, "stream": true}')" = 400 ] && jcheck "$tmp/e" 'j["error"]["param"] == "echo"' && ok || bad "echo with stream"
+[ "$($C -o "$tmp/e" -w '%{http_code}' "${K[@]}" "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "echo": true}')" = 400 ] && ok || bad "echo on chat"
+[ "$($C -o "$tmp/e" -w '%{http_code}' "${K[@]}" "$U/v1/completions" -d '{"prompt": "x", "max_tokens": 0}')" = 400 ] && ok || bad "max_tokens 0 without echo"
+
 # ---- speculation: greedy output and logprobs identical with it on (the server's --spec ngram) and off
 rep='x = 1\ny = 2\nz = 3\nx = 1\ny = 2\nz = 3\nx = 1\ny = 2\nz = 3\n'
 post spon /v1/completions "{\"prompt\": \"$rep\", \"max_tokens\": 32, \"temperature\": 0, \"ignore_eos\": true, \"logprobs\": 1}"

@@ -822,6 +822,86 @@ static void test_accounting(void) {
     printf("accounting: cached/computed exact, per-choice cancel, min_tokens\n");
 }
 
+
+/* ---- prompt logits (echo) ------------------------------------------------------------------------- */
+
+typedef struct plp_rec {
+    float *rows;            /* [n][n_vocab] */
+    int32_t n, bad_order, bad_next;
+    const int32_t *prompt;
+} plp_rec;
+
+static void plp_on_prompt(void *user, int64_t id, int32_t pos, int32_t next, const float *logits, int32_t nv) {
+    (void)id;
+    plp_rec *p = user;
+    if (pos != p->n) p->bad_order++;
+    if (next != p->prompt[pos + 1]) p->bad_next++;
+    if (pos == p->n) memcpy(p->rows + (size_t)pos * (size_t)nv, logits, (size_t)nv * sizeof(float));
+    p->n++;
+}
+
+static void plp_on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
+    (void)user, (void)id, (void)choice, (void)token, (void)finish;
+}
+
+static void test_prompt_logits(void) {
+    enum { NP = 90 };
+    int32_t prompt[NP];
+    for (int t = 0; t < NP; t++) prompt[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    /* the reference: one plain pass over the prompt with every row's logits */
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = 256;
+    p.kv_tokens = 256;
+    p.n_batch = 128;
+    p.n_outputs_max = 128;
+    p.n_threads = 2;
+    brisk_error err = {0};
+    brisk_context *ref = NULL;
+    CHECKF(brisk_context_init(model, &p, &ref, &err) == BRISK_OK, "%s", err.msg);
+    int32_t pos[NP], seq[NP];
+    uint8_t want[NP];
+    for (int t = 0; t < NP; t++) pos[t] = t, seq[t] = 0, want[t] = 1;
+    const brisk_batch b = {.n_tokens = NP, .token = prompt, .pos = pos, .seq = seq, .logits = want};
+    CHECK(brisk_decode(ref, &b, &err) == BRISK_OK);
+    float *want_rows = malloc((size_t)NP * (size_t)n_vocab * sizeof(float));
+    for (int t = 0; t < NP; t++) memcpy(want_rows + (size_t)t * (size_t)n_vocab, brisk_get_logits(ref, t), (size_t)n_vocab * sizeof(float));
+    brisk_context_free(ref);
+    /* through the scheduler: small passes, another request alongside, twice (the second time the prompt is cached) */
+    brisk_context *c = new_ctx(256, 1024, 16, 2);
+    brisk_sched *s = new_sched(c, 16, 16, 0);
+    for (int round = 0; round < 2; round++) {
+        plp_rec pr = {.rows = calloc((size_t)NP * (size_t)n_vocab, sizeof(float)), .prompt = prompt};
+        brisk_sched_request r = brisk_sched_default_request();
+        r.prompt = prompt;
+        r.n_prompt = NP;
+        r.max_tokens = 2;
+        r.prompt_logits = true;
+        r.on_prompt_logits = plp_on_prompt;
+        r.on_token = plp_on_token;
+        r.user = &pr;
+        CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_OK);
+        rec other[1];
+        rec_init(other, 1, false);
+        job o = {.prompt = prompt + 10, .n_prompt = 50, .max_tokens = 6, .n = 1, .out = other};
+        add_job(s, &o);
+        drain(s, NULL);
+        CHECKF(pr.n == NP - 1 && pr.bad_order == 0 && pr.bad_next == 0, "round %d: %d positions, %d out of order, %d wrong next", round,
+               pr.n, pr.bad_order, pr.bad_next);
+        CHECK(memcmp(pr.rows, want_rows, (size_t)(NP - 1) * (size_t)n_vocab * sizeof(float)) == 0);
+        free(pr.rows);
+    }
+    brisk_sched_request r = brisk_sched_default_request();
+    r.prompt = prompt;
+    r.n_prompt = NP;
+    r.on_token = plp_on_token;
+    r.prompt_logits = true;
+    CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_ERR_INVALID_ARG);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+    free(want_rows);
+    printf("prompt logits: bitwise the one-pass logits, in 16-token passes, cached or not\n");
+}
+
 static bool load(const char *rel) {
     char path[1024];
     brisk_error err = {0};
@@ -841,6 +921,7 @@ int main(void) {
     if (!load("tests/data/golden/qwen2-tiny-Q4_0.gguf")) TEST_SKIP("tests/data/golden/qwen2-tiny-Q4_0.gguf is missing");
     test_errors();
     test_accounting();
+    test_prompt_logits();
     test_invariance("qwen2-tiny-Q4_0", NULL);
     test_pool();
     test_threads();

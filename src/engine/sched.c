@@ -69,6 +69,7 @@ typedef struct sched_req {
     bool forked;            /* choices 1.. hold forks of choice 0's prompt */
     bool greedy;
     bool admitted;          /* it has been admitted once (later admissions rebuild it) */
+    int32_t plp_done;       /* prompt_logits: positions [0, plp_done) reported */
     brisk_sched_request_info acct;   /* the stepping thread's (t_added: brisk_sched_add's) */
     /* under mu */
     bool cancel, cancel_taken, queued;
@@ -86,6 +87,7 @@ typedef struct sched_entry {
     int32_t n;              /* tokens of hist in the pass */
     int32_t k;              /* drafts after them */
     int32_t row;            /* logit row of the last hist token, -1: a prefill chunk that does not finish */
+    int32_t row0;           /* prompt_logits: the logit row of the chunk's first token, -1: none */
     bool decode;            /* a decode entry (else a prefill chunk) */
     bool proposed;          /* its spec state proposed in this pass */
 } sched_entry;
@@ -394,6 +396,8 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt token %d: id %d out of range [0, %d)", i, r->prompt[i],
                               s->n_vocab);
+    if (r->prompt_logits && !r->on_prompt_logits)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt_logits needs its callback (on_prompt_logits)");
     if (r->spec < BRISK_SCHED_SPEC_OFF || r->spec > BRISK_SCHED_SPEC_AUTO)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: speculation mode %d unknown (off, ngram or auto)", (int)r->spec);
     if (r->spec_draft_max < 0 || r->spec_draft_max > BRISK_SPEC_MAX_DRAFT)
@@ -549,6 +553,11 @@ static void admit(brisk_sched *s, sched_req *r) {
             /* whole blocks of its history from the prefix cache; the last token is always computed */
             ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
             s->c->tree_ok[ch->seq] = 0;
+            if (r->rq.prompt_logits && i == 0 && ch->kv_len > r->plp_done) {
+                /* the positions not reported yet are computed, for their logits */
+                brisk_seq_truncate(s->c, ch->seq, r->plp_done, NULL);
+                ch->kv_len = r->plp_done;
+            }
             if (i == 0 && !r->admitted) r->acct.n_prompt_cached = ch->kv_len;
         }
     }
@@ -666,7 +675,7 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len != ch->n_hist - 1 || ch->stamp == s->step_no) continue;
             if (!r->forked && j > 0) continue;
             sched_entry *e = &s->ent[s->n_ent++];
-            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .decode = true, .proposed = false};
+            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .row0 = -1, .decode = true, .proposed = false};
             nd++;
             if (ch->spec && ch->n_gen >= r->rq.min_tokens) {
                 const int32_t kcap = BRISK_MIN(s->n_ctx - ch->n_hist, r->rq.max_tokens - ch->n_gen - 1);
@@ -702,6 +711,8 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (!r->forked && j > 0) continue;
             int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
             if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
+            const bool plp = r->rq.prompt_logits && ch->index == 0 && ch->kv_len < r->n_prompt - 1;
+            if (plp) chunk = BRISK_MIN(chunk, s->n_outputs - rows);   /* a row for every token */
             if (n > 0 || progressed) {
                 /* what the pool can still give, so a prompt does not push running requests out */
                 const int32_t B = BRISK_KV_BLOCK, a = ch->kv_len;
@@ -712,10 +723,17 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (chunk <= 0) continue;
             const bool last = ch->kv_len + chunk == ch->n_hist;
             sched_entry *e = &s->ent[s->n_ent++];
-            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .decode = false, .proposed = false};
-            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], ch->kv_len + t, ch->seq, last && t == chunk - 1);
+            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .row0 = -1, .decode = false,
+                               .proposed = false};
+            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], ch->kv_len + t, ch->seq, plp || (last && t == chunk - 1));
             n += chunk;
-            rows += last;
+            if (plp) {
+                e->row0 = rows;
+                e->row = last ? rows + chunk - 1 : -1;
+                rows += chunk;
+            } else {
+                rows += last;
+            }
             *need += blocks_for(ch->kv_len, ch->kv_len + chunk);
         }
     }
@@ -800,6 +818,15 @@ static void after_pass(brisk_sched *s) {
         sched_req *r = e->r;
         sched_choice *ch = e->ch;
         if (ch->finish != BRISK_FINISH_NONE) continue;
+        if (e->row0 >= 0) {
+            /* prompt logits: position p's row predicts prompt token p + 1 */
+            for (int32_t t = 0; t < e->n; t++) {
+                const int32_t p = ch->kv_len + t;
+                if (p < r->plp_done || p + 1 >= r->n_prompt) continue;
+                r->rq.on_prompt_logits(r->rq.user, r->id, p, ch->hist[p + 1], brisk_get_logits(s->c, e->row0 + t), s->n_vocab);
+                r->plp_done = p + 1;
+            }
+        }
         ch->kv_len += e->n + e->k;
         if (!e->decode) s->info->n_prefill += e->n;
         if (e->row < 0) continue;

@@ -50,6 +50,10 @@ struct srv_job {
     bool cap_is_context, ignore_eos, logprobs;
     int32_t top_logprobs;
     int32_t min_tokens;
+    bool prompt_logprobs;
+    float *plp;               /* [n_prompt] prompt logprobs (inference thread until done) */
+    srv_top *plp_top;         /* [n_prompt * top_logprobs] */
+    int32_t n_plp;
     bool spec_set;
     brisk_sched_spec spec;
     brisk_sampler_params sp;
@@ -91,6 +95,12 @@ srv_job *srv_job_new(const srv_job_params *p) {
     j->logprobs = p->logprobs;
     j->top_logprobs = p->top_logprobs;
     j->min_tokens = p->min_tokens;
+    j->prompt_logprobs = p->prompt_logprobs;
+    if (j->prompt_logprobs) {
+        j->plp = calloc((size_t)p->n_prompt + 1, sizeof *j->plp);
+        j->plp_top = calloc(((size_t)p->n_prompt + 1) * (size_t)(p->top_logprobs + 1), sizeof *j->plp_top);
+        if (!j->plp || !j->plp_top) goto fail;
+    }
     j->spec_set = p->spec_set;
     j->spec = p->spec;
     j->sp = p->sampling;
@@ -151,6 +161,8 @@ void srv_job_unref(srv_job *j) {
     free(j->stop);
     free(j->bias);
     free(j->prompt);
+    free(j->plp);
+    free(j->plp_top);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -185,6 +197,17 @@ void srv_job_cost(srv_job *j, srv_cost *out) {
     pthread_mutex_lock(&j->mu);
     *out = j->cost;
     pthread_mutex_unlock(&j->mu);
+}
+
+bool srv_job_prompt_logprobs(srv_job *j, const float **lp, const srv_top **top, int32_t *k, int32_t *n) {
+    pthread_mutex_lock(&j->mu);
+    const bool have = j->prompt_logprobs && j->accounted;
+    *lp = j->plp;
+    *top = j->plp_top;
+    *k = j->top_logprobs;
+    *n = j->n_plp;
+    pthread_mutex_unlock(&j->mu);
+    return have;
 }
 
 bool srv_job_timed_out(srv_job *j) {
@@ -300,6 +323,25 @@ struct srv_engine {
     bool started;
 };
 
+/* brisk_sched_prompt_logits_fn's shape: prompt token pos + 1's logprob and alternatives. */
+static void job_on_prompt_logits(void *user, int64_t id, int32_t pos, int32_t next, const float *logits, int32_t n_vocab) {
+    (void)id;
+    srv_job *j = user;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    j->plp[pos] = (float)((double)logits[next] - mx - log(sum));
+    if (j->top_logprobs > 0) {
+        int32_t ids[32];
+        float lps[32];
+        const int32_t k = brisk_logprobs_top_k(logits, n_vocab, j->top_logprobs, ids, lps);
+        for (int32_t i = 0; i < j->top_logprobs; i++)
+            j->plp_top[(size_t)pos * (size_t)j->top_logprobs + (size_t)i] = i < k ? (srv_top){ids[i], lps[i]} : (srv_top){-1, 0};
+    }
+    j->n_plp = pos + 1;
+}
+
 /* brisk_sched_token_fn's shape, with srv's reasons. Returns true when the
  * choice is finished on the job's side (a stop string, end of generation). */
 static bool job_on_token(srv_engine *e, srv_job *j, int32_t c, int32_t token, srv_finish finish) {
@@ -310,6 +352,12 @@ static bool job_on_token(srv_engine *e, srv_job *j, int32_t c, int32_t token, sr
     if (finish != SRV_FINISH_NONE) {
         finish_locked(j, c, finish);
         if (finish == SRV_FINISH_ERROR && !j->error[0]) snprintf(j->error, sizeof j->error, "the forward pass failed");
+        done = true;
+        goto out;
+    }
+    if (j->n_cap == 0) {
+        /* echo with max_tokens 0: the prompt was the point; the one token the scheduler samples is dropped */
+        finish_locked(j, c, SRV_FINISH_LENGTH);
         done = true;
         goto out;
     }
@@ -591,7 +639,9 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     rq.prompt = j->prompt;
     rq.n_prompt = j->n_prompt;
     rq.sampling = j->sp;
-    rq.max_tokens = j->n_cap;
+    rq.max_tokens = j->n_cap > 0 ? j->n_cap : 1;
+    rq.prompt_logits = j->prompt_logprobs;
+    rq.on_prompt_logits = j->prompt_logprobs ? job_on_prompt_logits : NULL;
     rq.min_tokens = j->min_tokens;
     rq.n = j->n;
     rq.ignore_eog = j->ignore_eos;

@@ -68,6 +68,7 @@ typedef struct srv_job_params {
     bool logprobs;
     int32_t top_logprobs;
     int32_t min_tokens;        /* end of generation banned before this many tokens (<= n_cap) */
+    bool prompt_logprobs;      /* echo with logprobs: every prompt token's logprob (and top_logprobs alternatives) */
     bool spec_set;             /* spec is this job's own (else the engine's default) */
     brisk_sched_spec spec;
     /* Called on the inference thread after new events are queued or the job
@@ -106,6 +107,10 @@ typedef struct srv_cost {
 void srv_job_cost(srv_job *j, srv_cost *out);
 /* The job was cancelled because it waited longer than the queue timeout (a 503). */
 bool srv_job_timed_out(srv_job *j);
+/* With prompt_logprobs, once done: lp[i] is the logprob of prompt token i + 1
+ * (i < n_prompt - 1), top[i * k ..] its k alternatives; borrowed, valid while
+ * the job lives. false when the job has none. */
+bool srv_job_prompt_logprobs(srv_job *j, const float **lp, const srv_top **top, int32_t *k, int32_t *n);
 /* Why the job failed (SRV_FINISH_ERROR), "" otherwise; copied into buf. */
 void srv_job_error(srv_job *j, char *buf, size_t cap);
 

@@ -83,6 +83,8 @@ typedef struct conn {
     bool *started;            /* streamed: a choice's first chunk went out */
     bool stream_done;
     int32_t n_streamed;       /* /completion: tokens streamed so far */
+    int32_t *echo_ids;        /* echo: the prompt's tokens */
+    int32_t n_echo_ids;
     /* pending output of a stream */
     char *out;
     size_t out_len, out_off, out_cap;
@@ -629,6 +631,10 @@ static enum MHD_Result do_generate(conn *c) {
     const int64_t room = n_ctx - (int64_t)n_ids;
     /* not given: legacy completions 16 tokens (OpenAI's default), chat the rest of the context */
     int64_t want = r->max_tokens >= 0 ? r->max_tokens : r->kind == SRV_COMPLETION ? 16 : room;
+    if (r->echo && r->stream) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "unsupported_parameter", "echo", "'echo' is supported without 'stream' only");
+    }
     if (r->kind == SRV_LLAMA && r->n > 1) {
         free(ids);
         return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", "n", "/completion makes one completion (n = 1); use /v1/completions for more");
@@ -639,9 +645,15 @@ static enum MHD_Result do_generate(conn *c) {
                          .n = r->n, .sampling = r->sampling, .ignore_eos = r->ignore_eos, .stop = r->stop,
                          .n_stop = r->n_stop, .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
                          .min_tokens = (int32_t)(r->min_tokens < want ? r->min_tokens : want), .spec_set = r->spec_set,
+                         .prompt_logprobs = r->echo && r->logprobs,
                          .spec = r->spec, .notify = on_job_event, .user = c};
     c->job = srv_job_new(&jp);
-    free(ids);
+    if (r->echo) {
+        c->echo_ids = ids;   /* the echo names every prompt token */
+        c->n_echo_ids = (int32_t)n_ids;
+    } else {
+        free(ids);
+    }
     if (!c->job) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     c->stream = r->stream;
     c->n_acc = r->n;
@@ -677,6 +689,53 @@ static enum MHD_Result do_generate(conn *c) {
     return MHD_YES;
 }
 
+/* echo: the prompt's text (as given, or its tokens detokenized) and, with
+ * logprobs, its tokens' logprobs before every choice's own. */
+static bool echo(conn *c) {
+    char *text = NULL;
+    size_t len = 0;
+    if (c->req.prompt_text) {
+        text = srv_utf8_sanitize(c->req.prompt_text, c->req.prompt_len, &len);
+    } else {
+        brisk_text_stream *ts = NULL;
+        if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return false;
+        size_t cap = 256;
+        char *raw = malloc(cap);
+        bool ok = raw != NULL;
+        for (int32_t k = 0; ok && k <= c->n_echo_ids; k++) {
+            const char *p;
+            size_t n = 0;
+            if (k < c->n_echo_ids) ok = brisk_text_stream_push(ts, c->echo_ids[k], &p, &n, NULL) == BRISK_OK;
+            else brisk_text_stream_flush(ts, &p, &n);
+            if (ok && len + n > cap) {
+                while (cap < len + n) cap *= 2;
+                char *g = realloc(raw, cap);
+                if (!g) ok = false;
+                else raw = g;
+            }
+            if (ok) {
+                memcpy(raw + len, p, n);
+                len += n;
+            }
+        }
+        brisk_text_stream_free(ts);
+        size_t sl = 0;
+        text = ok ? srv_utf8_sanitize(raw, len, &sl) : NULL;
+        len = sl;
+        free(raw);
+    }
+    if (!text) return false;
+    const float *lp = NULL;
+    const srv_top *top = NULL;
+    int32_t k = 0, n = 0;
+    const bool have = srv_job_prompt_logprobs(c->job, &lp, &top, &k, &n);
+    bool ok = true;
+    for (int32_t i = 0; ok && i < c->req.n; i++)
+        ok = srv_choice_echo(&c->acc[i], c->srv->model, text, len, c->echo_ids, c->n_echo_ids, have ? lp : NULL, top, k);
+    free(text);
+    return ok;
+}
+
 /* A non-streamed job's handler, called again after a resume. */
 static enum MHD_Result wait_generate(conn *c) {
     for (;;) {
@@ -708,6 +767,7 @@ static enum MHD_Result wait_generate(conn *c) {
                 llama_info(c, &li, &cost);
                 return send_json(c->srv, c->mc, 200, srv_llama_final_json(&li, &c->acc[0], false));
             }
+            if (c->req.echo && !echo(c)) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
             json_t *usage = usage_of(c);
             json_t *o = srv_completion_json(&c->meta, c->acc, c->req.n, usage);
             json_decref(usage);
@@ -1017,6 +1077,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     for (int32_t i = 0; c->acc && i < c->n_acc; i++) srv_choice_free(&c->acc[i]);
     free(c->acc);
     free(c->started);
+    free(c->echo_ids);
     free(c->out);
     free(c->body);
     free(c);

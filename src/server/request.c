@@ -366,12 +366,6 @@ static bool unsupported(json_t *body, srv_error *e) {
                       "'tools' (function calling) comes with constrained decoding, which this server does not have yet");
         return false;
     }
-    bool echo = false;
-    if (!get_bool(body, "echo", &echo, e)) return false;
-    if (echo) {
-        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "echo", "'echo' is not supported yet");
-        return false;
-    }
     if (field(body, "suffix")) {
         srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "suffix", "'suffix' (fill in the middle) is not supported");
         return false;
@@ -384,8 +378,15 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
     brisk_sampler_params *sp = &r->sampling;
     int64_t v = 0;
     bool given = false;
+    /* echo (legacy completions): the prompt comes back first, with its logprobs when logprobs is given;
+     * max_tokens 0 then scores the prompt alone (what evaluation harnesses send) */
+    if (!get_bool(body, "echo", &r->echo, e)) return false;
+    if (r->echo && kind != SRV_COMPLETION) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "echo", "'echo' is a /v1/completions parameter");
+        return false;
+    }
     if (!get_int(body, "max_tokens", -1, 1 << 30, &v, &given, e)) return false;
-    if (given && v == 0) return bad_value(e, "max_tokens", "must be at least 1 (or -1 for no limit)");
+    if (given && v == 0 && !r->echo) return bad_value(e, "max_tokens", "must be at least 1 (or -1 for no limit; 0 only with echo)");
     if (given) r->max_tokens = v;
     if (!get_int(body, "max_completion_tokens", -1, 1 << 30, &v, &given, e)) return false;
     if (given && v == 0) return bad_value(e, "max_completion_tokens", "must be at least 1 (or -1 for no limit)");

@@ -121,6 +121,61 @@ bool srv_choice_add(srv_choice_acc *acc, srv_kind kind, const srv_event *ev, con
     return true;
 }
 
+bool srv_choice_echo(srv_choice_acc *acc, const brisk_model *m, const char *text, size_t len, const int32_t *ids, int32_t n,
+                     const float *lp, const srv_top *top, int32_t k) {
+    char *t = malloc(len + acc->len + 1);
+    if (!t) return false;
+    memcpy(t, text, len);
+    if (acc->len) memcpy(t + len, acc->text, acc->len);
+    t[len + acc->len] = 0;
+    free(acc->text);
+    acc->text = t;
+    acc->len += len;
+    acc->cap = acc->len + 1;
+    if (!lp) return true;
+    json_t *o = json_pack("{s:[], s:[], s:[], s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+    if (!o) return false;
+    json_t *toks = json_object_get(o, "tokens"), *lps = json_object_get(o, "token_logprobs"), *tops = json_object_get(o, "top_logprobs"),
+           *offs = json_object_get(o, "text_offset");
+    size_t off = 0;
+    bool ok = true;
+    for (int32_t i = 0; ok && i < n; i++) {
+        json_t *ts = srv_token_str(m, ids[i], NULL);
+        const size_t tl = json_string_length(ts);
+        ok = !json_array_append_new(toks, ts) && !json_array_append_new(offs, json_integer((json_int_t)off));
+        off += tl;
+        if (!ok) break;
+        if (i == 0) {
+            ok = !json_array_append_new(lps, json_null()) && !json_array_append_new(tops, json_null());
+            continue;
+        }
+        json_t *alt = json_object();
+        for (int32_t a = 0; alt && a < k; a++) {
+            const srv_top *e = &top[(size_t)(i - 1) * (size_t)k + (size_t)a];
+            if (e->id < 0) continue;
+            json_t *as = srv_token_str(m, e->id, NULL);
+            json_object_set_new(alt, json_string_value(as), json_real(e->logprob));
+            json_decref(as);
+        }
+        ok = alt && !json_array_append_new(lps, json_real(lp[i - 1])) && !json_array_append_new(tops, alt);
+    }
+    /* the generated tokens' entries follow, their offsets moved past the prompt */
+    json_t *g = acc->logprobs;
+    for (size_t i = 0; ok && g && i < json_array_size(json_object_get(g, "tokens")); i++) {
+        ok = !json_array_append(toks, json_array_get(json_object_get(g, "tokens"), i)) &&
+             !json_array_append(lps, json_array_get(json_object_get(g, "token_logprobs"), i)) &&
+             !json_array_append(tops, json_array_get(json_object_get(g, "top_logprobs"), i)) &&
+             !json_array_append_new(offs, json_integer((json_int_t)len + json_integer_value(json_array_get(json_object_get(g, "text_offset"), i))));
+    }
+    if (!ok) {
+        json_decref(o);
+        return false;
+    }
+    json_decref(acc->logprobs);
+    acc->logprobs = o;
+    return true;
+}
+
 void srv_choice_free(srv_choice_acc *acc) {
     free(acc->text);
     json_decref(acc->logprobs);

@@ -38,6 +38,12 @@ typedef struct srv_choice_acc {
  * the token's own text (for logprobs), NULL otherwise. false when out of memory. */
 bool srv_choice_add(srv_choice_acc *acc, srv_kind kind, const srv_event *ev, const brisk_model *m, bool want_logprobs);
 void srv_choice_free(srv_choice_acc *acc);
+/* echo: text[0..len) (the prompt, valid UTF-8) goes before the choice's text;
+ * with lp (NULL: no logprobs), its tokens ids[0..n) go before the legacy
+ * logprobs' entries, the first with a null logprob (nothing predicts it),
+ * token i with lp[i - 1] and top[(i - 1) * k ..]. false when out of memory. */
+bool srv_choice_echo(srv_choice_acc *acc, const brisk_model *m, const char *text, size_t len, const int32_t *ids, int32_t n,
+                     const float *lp, const srv_top *top, int32_t k);
 
 /* OpenAI's usage; cost (NULL: left out) adds brisk's own "brisk" object. */
 json_t *srv_usage_json(int32_t prompt, int32_t cached, int32_t completion, const srv_cost *cost);
