@@ -269,7 +269,24 @@ f = prom.parse(open(sys.argv[2]).read())
 sys.exit(0 if prom.get(f, "brisk:requests_cancelled_total") >= 2 else 1)
 PY
 
-for n in main q; do
+# ---- --stream-quantum: every write a multiple of 512 bytes, the same text as without it
+start sq -m "$model" -c 512 --stream-quantum 40 || exit 1
+printf '{"prompt": "def add(a, b):", "max_tokens": 24, "temperature": 0, "stream": true, "logprobs": 1}' >"$tmp/sqb"
+python3 "$root/tests/serve/chunks.py" "$port_sq" /v1/completions "$tmp/sqb" "$tmp/sq1"
+start sp -m "$model" -c 512 || exit 1
+python3 "$root/tests/serve/chunks.py" "$port_sp" /v1/completions "$tmp/sqb" "$tmp/sq0"
+python3 - "$tmp/sq1" "$tmp/sq0" <<'PY' && ok || bad "--stream-quantum: chunk sizes or text"
+import json, sys
+q, p = (json.load(open(f)) for f in sys.argv[1:])
+text = lambda r: "".join(json.loads(e)["choices"][0]["text"] for e in r["events"] if e != "[DONE]")
+toks = lambda r: [t for e in r["events"] if e != "[DONE]" for t in (json.loads(e)["choices"][0]["logprobs"] or {"tokens": []})["tokens"]]
+ok = all(n % 512 == 0 for n in q["sizes"]) and text(q) == text(p) and toks(q) == toks(p) and q["events"][-1] == "[DONE]"
+ok = ok and not all(n % 512 == 0 for n in p["sizes"])   # the plain stream is not padded (the check would see padding otherwise)
+if not ok: print(q["sizes"], p["sizes"], text(q), text(p))
+sys.exit(0 if ok else 1)
+PY
+
+for n in main q sq sp; do
   eval "kill -TERM \$pid_$n"; eval "wait \$pid_$n"; rc=$?
   [ $rc -eq 0 ] && ok || bad "SIGTERM $n: rc=$rc $(tail -3 "$tmp/$n.err")"
 done

@@ -255,6 +255,10 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_HEADER_TIMEOUT] = {{"--header-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0.1, .hi = 3600, .def = "10",
                               .help = "close a connection whose request headers are not complete within S seconds of its "
                                       "opening or of its previous response (slowloris)"},
+    [CLI_O_STREAM_QUANTUM] = {{"--stream-quantum"}, .type = CLI_T_FLOAT, .meta = "MS", .lo = 0, .hi = 10000, .def = "0",
+                              .help = "stream on a fixed schedule: one write every MS milliseconds, padded to a multiple of "
+                                      "512 bytes, so packet timing and size do not tell how many tokens each step made "
+                                      "(0 = off: each token as soon as it is sampled)"},
     [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = "off",
                           .help = "speculative decoding for requests that do not choose (their \"spec\" field): off, ngram "
                                   "(prompt-lookup drafts) or auto (drafts only when the measured cost curve says they pay)"},

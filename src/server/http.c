@@ -83,6 +83,8 @@ typedef struct conn {
     bool *started;            /* streamed: a choice's first chunk went out */
     bool stream_done;
     int32_t n_streamed;       /* /completion: tokens streamed so far */
+    double quantum;           /* --stream-quantum in seconds, 0 = off (immutable once listed) */
+    double next_tick;         /* with a quantum: when the next write is due (MHD thread, ticker reads under mu) */
     int32_t *echo_ids;        /* echo: the prompt's tokens */
     int32_t n_echo_ids;
     /* pending output of a stream */
@@ -229,7 +231,7 @@ static void on_job_event(void *user) {
     struct MHD_Connection *mc = NULL;
     pthread_mutex_lock(&s->mu);
     c->pending = true;
-    if (c->suspended) {
+    if (c->suspended && c->quantum == 0) {   /* a quantum stream waits for its tick (the ticker) */
         c->suspended = false;
         c->last_wake = now_s();
         mc = c->mc;
@@ -313,14 +315,17 @@ static void *ticker_main(void *arg) {
     while (!s->ticker_stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000 * 1000;
+        /* with --stream-quantum, a tick's resume is late by a few ms at most */
+        const double q8 = s->cfg->stream_quantum_ms / 8;
+        const double period = s->cfg->stream_quantum_ms > 0 && q8 < 200.0 ? q8 : 200.0;
+        ts.tv_nsec += (long)(period * 1e6);
         if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
         pthread_cond_timedwait(&s->ticker_cv, &s->mu, &ts);
         const double t = now_s();
         struct MHD_Connection *wake[1024];
         int n = 0;
         for (conn *c = s->conns; c && n < 1024; c = c->next)
-            if (c->suspended && (t - c->last_wake >= 0.75 || s->closing)) {
+            if (c->suspended && (t - c->last_wake >= 0.75 || s->closing || (c->quantum > 0 && t >= c->next_tick))) {
                 c->suspended = false;
                 c->last_wake = t;
                 wake[n++] = c->mc;
@@ -506,6 +511,32 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (c->quantum > 0) {
+            /* a fixed schedule: one write per tick, whatever is ready, padded to a multiple of
+             * SRV_STREAM_PAD bytes with an SSE comment (a tick with nothing ready writes padding only) */
+            const double t = now_s();
+            pthread_mutex_lock(&c->srv->mu);
+            const double due = c->next_tick;
+            pthread_mutex_unlock(&c->srv->mu);
+            if (t < due) {
+                if (try_suspend(c)) return 0;
+                continue;
+            }
+            clear_pending(c);
+            if (!stream_pull(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            const size_t total = (c->out_len + 4 + SRV_STREAM_PAD - 1) / SRV_STREAM_PAD * SRV_STREAM_PAD;
+            const size_t pad = total - c->out_len;
+            char spaces[SRV_STREAM_PAD + 4];
+            memset(spaces, ' ', sizeof spaces);
+            spaces[0] = ':';
+            spaces[pad - 2] = '\n';
+            spaces[pad - 1] = '\n';
+            if (!out_add(c, spaces, pad)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            pthread_mutex_lock(&c->srv->mu);
+            c->next_tick = due + c->quantum > t ? due + c->quantum : t + c->quantum;
+            pthread_mutex_unlock(&c->srv->mu);
+            continue;
+        }
         clear_pending(c);
         if (!stream_pull(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (c->out_len) continue;
@@ -676,6 +707,10 @@ static enum MHD_Result do_generate(conn *c) {
         char msg[512];
         srv_job_error(c->job, msg, sizeof msg);
         return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
+    }
+    if (c->stream && s->cfg->stream_quantum_ms > 0) {
+        c->quantum = s->cfg->stream_quantum_ms * 1e-3;
+        c->next_tick = now_s() + c->quantum;
     }
     list_add(s, c);
     if (c->stream) {
