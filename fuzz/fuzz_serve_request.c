@@ -105,7 +105,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FUZZ_CHECK(r.kind == kind);
     FUZZ_CHECK(r.n >= 1 && r.n <= lim.max_n);
-    FUZZ_CHECK(r.max_tokens == -1 || r.max_tokens >= 1);
+    FUZZ_CHECK(r.max_tokens == -1 || r.max_tokens >= 1 || (r.max_tokens == 0 && r.echo));
+    FUZZ_CHECK(!r.echo || kind == SRV_COMPLETION);
+    FUZZ_CHECK(r.min_tokens >= 0);
+    FUZZ_CHECK(!r.spec_set || (r.spec >= BRISK_SCHED_SPEC_OFF && r.spec <= BRISK_SCHED_SPEC_AUTO));
     FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= lim.max_stop);
     for (int32_t k = 0; k < r.n_stop; k++) FUZZ_CHECK(r.stop[k] && r.stop[k][0]);
     FUZZ_CHECK(r.n_bias <= lim.max_logit_bias);
