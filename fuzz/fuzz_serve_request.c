@@ -107,6 +107,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(r.n >= 1 && r.n <= lim.max_n);
     FUZZ_CHECK(r.max_tokens == -1 || r.max_tokens >= 1 || (r.max_tokens == 0 && r.echo));
     FUZZ_CHECK(!r.echo || kind == SRV_COMPLETION);
+    if (kind == SRV_KV_SAVE || kind == SRV_KV_RESTORE) {
+        /* a name that cannot leave the directory */
+        FUZZ_CHECK(srv_kv_name_ok(r.kv_name, strlen(r.kv_name)) && !strchr(r.kv_name, '/') && r.kv_name[0] != '.');
+    }
     FUZZ_CHECK(r.min_tokens >= 0);
     FUZZ_CHECK(!r.spec_set || (r.spec >= BRISK_SCHED_SPEC_OFF && r.spec <= BRISK_SCHED_SPEC_AUTO));
     FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= lim.max_stop);

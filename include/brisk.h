@@ -650,6 +650,14 @@ typedef struct brisk_sched_request_info {
  * callback included, or between steps): false when no live request has that id. */
 bool brisk_sched_request_info_get(brisk_sched *s, int64_t id, brisk_sched_request_info *out);
 
+/* A free sequence of the context for the caller's own use between steps (KV
+ * save/restore in a server): it counts as running for admission until it is
+ * returned. -1 when every slot is taken. The stepping thread only, between
+ * steps; return it empty or not (brisk_sched_return_slot clears it: its full
+ * blocks stay in the prefix cache). */
+int32_t brisk_sched_borrow_slot(brisk_sched *s);
+void brisk_sched_return_slot(brisk_sched *s, int32_t seq);
+
 #ifdef __cplusplus
 }
 #endif

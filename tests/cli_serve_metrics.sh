@@ -286,7 +286,33 @@ if not ok: print(q["sizes"], p["sizes"], text(q), text(p))
 sys.exit(0 if ok else 1)
 PY
 
-for n in main q sq sp; do
+# ---- KV save/restore under --kv-dir: a restored state makes a fresh server start cached, with the same output
+mkdir -p "$tmp/kv"
+start kv -m "$model" -c 512 --kv-dir "$tmp/kv" || exit 1
+V="http://127.0.0.1:$port_kv"
+python3 -c 'import json; p = "".join("v%d = %d\n" % (i, i) for i in range(30)); json.dump({"name": "sys.v1", "prompt": p}, open("'"$tmp/kvs"'", "w")); json.dump({"prompt": p, "max_tokens": 8, "temperature": 0, "ignore_eos": True, "logprobs": 1}, open("'"$tmp/kvq"'", "w"))'
+$C "$V/kv/save" --data-binary @"$tmp/kvs" >"$tmp/kvs.out"
+jcheck "$tmp/kvs.out" 'j["name"] == "sys.v1" and j["tokens"] > 192 and j["bytes"] > 0' && [ -s "$tmp/kv/sys.v1.kvstate" ] && ok || bad "kv save: $(cat "$tmp/kvs.out")"
+$C "$U/v1/completions" "${K[@]}" --data-binary @"$tmp/kvq" >"$tmp/kvcold"   # another server, never saw it
+kill -TERM "$pid_kv"; wait "$pid_kv"
+start kv2 -m "$model" -c 512 --kv-dir "$tmp/kv" || exit 1
+V2="http://127.0.0.1:$port_kv2"
+$C "$V2/kv/restore" -d '{"name": "sys.v1"}' >"$tmp/kvr.out"
+jcheck "$tmp/kvr.out" 'j["tokens"] == json.load(open("'"$tmp/kvs.out"'"))["tokens"]' && ok || bad "kv restore: $(cat "$tmp/kvr.out")"
+$C "$V2/v1/completions" --data-binary @"$tmp/kvq" >"$tmp/kvwarm"
+jcheck "$tmp/kvwarm" '(lambda c: j["usage"]["prompt_tokens_details"]["cached_tokens"] == (j["usage"]["prompt_tokens"] - 1) // 32 * 32 > 0 and j["choices"][0]["text"] == c["choices"][0]["text"] and j["choices"][0]["logprobs"]["token_logprobs"] == c["choices"][0]["logprobs"]["token_logprobs"] and c["usage"]["prompt_tokens_details"]["cached_tokens"] == 0)(json.load(open("'"$tmp/kvcold"'")))' \
+  && ok || bad "after a restore: not cached, or output differs from a cold server: $(grep -o '"usage".*' "$tmp/kvwarm")"
+for bad_name in '../x' '.hidden' 'a/b' '' "$(head -c 65 /dev/zero | tr '\0' a)"; do
+  code=$($C -o "$tmp/e" -w '%{http_code}' "$V2/kv/save" -d "{\"name\": \"$bad_name\", \"prompt\": \"x\"}")
+  [ "$code" = 400 ] && jcheck "$tmp/e" 'j["error"]["param"] == "name"' >/dev/null && ok || bad "kv name '$bad_name' accepted: $code"
+done
+! ls -a "$tmp" | grep -q "^x.kvstate$" && ok || bad "a name left the directory"
+head -c 1000 "$tmp/kv/sys.v1.kvstate" >"$tmp/kv/cut.kvstate"
+[ "$($C -o "$tmp/e" -w '%{http_code}' "$V2/kv/restore" -d '{"name": "cut"}')" = 400 ] && jcheck "$tmp/e" 'j["error"]["code"] == "invalid_state"' && ok || bad "a truncated state: $(cat "$tmp/e")"
+[ "$($C -o "$tmp/e" -w '%{http_code}' "$V2/kv/restore" -d '{"name": "absent"}')" = 404 ] && ok || bad "restoring an absent state"
+[ "$($C -o "$tmp/e" -w '%{http_code}' "$Q/kv/restore" -d '{"name": "sys.v1"}')" = 404 ] && jcheck "$tmp/e" '"--kv-dir" in j["error"]["message"]' && ok || bad "kv endpoints without --kv-dir"
+
+for n in main q sq sp kv2; do
   eval "kill -TERM \$pid_$n"; eval "wait \$pid_$n"; rc=$?
   [ $rc -eq 0 ] && ok || bad "SIGTERM $n: rc=$rc $(tail -3 "$tmp/$n.err")"
 done

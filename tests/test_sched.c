@@ -814,12 +814,26 @@ static void test_accounting(void) {
         r.min_tokens = 13;   /* over max_tokens */
         CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "min_tokens"));
     }
+    /* borrowed slots count as running: with all four borrowed nothing is admitted; returned, it runs */
+    int32_t slots[4];
+    for (int i = 0; i < 4; i++) CHECK((slots[i] = brisk_sched_borrow_slot(s)) >= 0);
+    CHECK(brisk_sched_borrow_slot(s) == -1);
+    brisk_error serr = {0};
+    CHECK(brisk_seq_sync(c, slots[0], p2, 40, NULL, &serr) == BRISK_OK && brisk_seq_len(c, slots[0]) == 40);
+    acct_rec h;
+    add_acct(s, &h, p2, 40, 3, 1);
+    brisk_sched_info sinfo;
+    CHECK(brisk_sched_step(s, &sinfo, &serr) == BRISK_OK && sinfo.n_running == 0 && sinfo.n_waiting == 1);
+    for (int i = 0; i < 4; i++) brisk_sched_return_slot(s, slots[i]);
+    CHECK(brisk_seq_len(c, slots[0]) == 0);
+    drain(s, NULL);
+    CHECK(h.out[0].n == 3 && h.info.n_prompt_cached == 32);   /* its first 32 tokens are cached (computed before, and by the borrowed slot) */
     int32_t in_use, cached, free_blocks;
     brisk_kv_counts(c->kv, &in_use, &cached, &free_blocks);
     CHECK(in_use == 0);
     brisk_sched_free(s);
     brisk_context_free(c);
-    printf("accounting: cached/computed exact, per-choice cancel, min_tokens\n");
+    printf("accounting: cached/computed exact, per-choice cancel, min_tokens, borrowed slots\n");
 }
 
 

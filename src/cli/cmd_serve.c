@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef BRISK_GIT_COMMIT
 #define BRISK_GIT_COMMIT "unknown"
@@ -33,7 +34,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_KV_SIZE}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
     {.id = CLI_O_HEADING, .heading = "admission"},
     {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_PROMPT_TOKENS},
-    {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC},
+    {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC}, {.id = CLI_O_KV_DIR},
     {.id = CLI_O_HEADING, .heading = "HTTP"},
     {.id = CLI_O_HOST}, {.id = CLI_O_PORT}, {.id = CLI_O_API_KEY}, {.id = CLI_O_API_KEY_FILE}, {.id = CLI_O_CORS_ORIGINS},
     {.id = CLI_O_CONN_LIMIT}, {.id = CLI_O_PER_IP_LIMIT}, {.id = CLI_O_TIMEOUT}, {.id = CLI_O_HEADER_TIMEOUT},
@@ -153,6 +154,14 @@ int brisk_cmd_serve(int argc, char **argv) {
         rc = CLI_EXIT_USAGE;
         goto out;
     }
+    if (a.s[CLI_O_KV_DIR]) {
+        struct stat st;
+        if (stat(a.s[CLI_O_KV_DIR], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "brisk serve: %s %s: not a directory\n", a.given[CLI_O_KV_DIR], a.s[CLI_O_KV_DIR]);
+            rc = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (brisk_model_load(model_path, &model, &err)) goto fail;
     size_t tpl_len = 0;
     const char *tpl_src = NULL;
@@ -208,7 +217,7 @@ int brisk_cmd_serve(int argc, char **argv) {
         .host = a.s[CLI_O_HOST], .port = (int)a.i[CLI_O_PORT], .alias = alias, .api_keys = keys, .n_api_keys = n_keys,
         .cors_origins = a.s[CLI_O_CORS_ORIGINS], .log_prompts = a.i[CLI_O_LOG_PROMPTS] != 0,
         .queue_timeout_s = a.f[CLI_O_QUEUE_TIMEOUT], .header_timeout_s = a.f[CLI_O_HEADER_TIMEOUT],
-        .spec = (int)a.i[CLI_O_SERVE_SPEC], .stream_quantum_ms = a.f[CLI_O_STREAM_QUANTUM],
+        .spec = (int)a.i[CLI_O_SERVE_SPEC], .stream_quantum_ms = a.f[CLI_O_STREAM_QUANTUM], .kv_dir = a.s[CLI_O_KV_DIR],
         .fingerprint = fingerprint, .max_body = (size_t)a.i[CLI_O_MAX_BODY], .max_running = max_running,
         .max_queue = (int32_t)a.i[CLI_O_MAX_QUEUE], .n_ctx = cp.n_ctx_seq,
         .max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq,

@@ -259,6 +259,9 @@ static const cli_opt table[CLI_O_COUNT] = {
                               .help = "stream on a fixed schedule: one write every MS milliseconds, padded to a multiple of "
                                       "512 bytes, so packet timing and size do not tell how many tokens each step made "
                                       "(0 = off: each token as soon as it is sampled)"},
+    [CLI_O_KV_DIR] = {{"--kv-dir"}, .type = CLI_T_STR, .meta = "DIR",
+                      .help = "enable POST /kv/save and /kv/restore: KV states named NAME are DIR/NAME.kvstate (names of "
+                              "A-Z a-z 0-9 _ - . only)"},
     [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = "off",
                           .help = "speculative decoding for requests that do not choose (their \"spec\" field): off, ngram "
                                   "(prompt-lookup drafts) or auto (drafts only when the measured cost curve says they pay)"},

@@ -525,6 +525,19 @@ bool brisk_sched_request_info_get(brisk_sched *s, int64_t id, brisk_sched_reques
     return found;
 }
 
+int32_t brisk_sched_borrow_slot(brisk_sched *s) {
+    if (s->n_free_slots == 0 || s->n_slots_used >= s->max_running) return -1;
+    s->n_slots_used++;
+    return s->free_slots[--s->n_free_slots];
+}
+
+void brisk_sched_return_slot(brisk_sched *s, int32_t seq) {
+    if (seq < 0 || seq >= s->n_seq) return;
+    brisk_seq_truncate(s->c, seq, 0, NULL);   /* its full blocks stay in the prefix cache */
+    s->free_slots[s->n_free_slots++] = seq;
+    s->n_slots_used--;
+}
+
 int32_t brisk_sched_pending(brisk_sched *s) {
     pthread_mutex_lock(&s->mu);
     const int32_t n = s->n_live;

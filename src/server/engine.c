@@ -319,6 +319,7 @@ struct srv_engine {
     brisk_status init_status;
     brisk_error init_err;
     srv_job *unadmitted;     /* jobs added and not admitted yet, FIFO (under mu; each holds a reference) */
+    srv_kv_op *kv_ops;       /* KV saves and restores waiting (under mu) */
     pthread_t thread;
     bool started;
 };
@@ -517,6 +518,57 @@ static void check_queue(srv_engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+static void run_kv_op(srv_engine *e, srv_kv_op *op) {
+    const int32_t seq = brisk_sched_borrow_slot(e->sched);
+    if (seq < 0) {
+        op->status = brisk_fail(&op->err, BRISK_ERR_CAPACITY, "every slot is computing a request; retry when one frees");
+        return;
+    }
+    if (op->save) {
+        op->status = brisk_seq_sync(e->ctx, seq, op->ids, op->n_ids, &op->n_reused, &op->err);
+        if (!op->status) op->status = brisk_seq_state_get(e->ctx, seq, NULL, NULL, 0, &op->bytes, &op->err) == BRISK_ERR_CAPACITY
+                                          ? BRISK_OK : op->err.status;
+        if (!op->status) op->status = brisk_seq_save(e->ctx, seq, NULL, op->path, &op->err);
+    } else {
+        op->status = brisk_seq_load(e->ctx, seq, NULL, op->path, &op->err);
+    }
+    op->n_tokens = brisk_seq_len(e->ctx, seq);
+    brisk_sched_return_slot(e->sched, seq);   /* its full blocks stay in the prefix cache */
+}
+
+/* The KV operations waiting (inference thread, between steps). */
+static void run_kv_ops(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    srv_kv_op *ops = e->kv_ops;
+    e->kv_ops = NULL;
+    pthread_mutex_unlock(&e->mu);
+    for (srv_kv_op *op = ops, *next; op; op = next) {
+        next = op->next;
+        run_kv_op(e, op);
+        pthread_mutex_lock(&e->mu);
+        op->done = true;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+brisk_status srv_engine_kv(srv_engine *e, srv_kv_op *op) {
+    op->done = false;
+    op->status = BRISK_OK;
+    memset(&op->err, 0, sizeof op->err);
+    pthread_mutex_lock(&e->mu);
+    if (e->stop || e->draining) {
+        pthread_mutex_unlock(&e->mu);
+        return op->status = brisk_fail(&op->err, BRISK_ERR_CAPACITY, "the server is shutting down");
+    }
+    op->next = e->kv_ops;
+    e->kv_ops = op;
+    pthread_cond_broadcast(&e->cv);
+    while (!op->done) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    return op->status;
+}
+
 static void *engine_main(void *arg) {
     srv_engine *e = arg;
     brisk_sched_params sp = brisk_sched_default_params();
@@ -531,9 +583,15 @@ static void *engine_main(void *arg) {
     if (st) return NULL;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stop && e->held == 0) pthread_cond_wait(&e->cv, &e->mu);
+        while (!e->stop && e->held == 0 && !e->kv_ops) pthread_cond_wait(&e->cv, &e->mu);
         if (e->stop) break;
+        const bool idle = e->held == 0;
         pthread_mutex_unlock(&e->mu);
+        run_kv_ops(e);
+        if (idle) {
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
         brisk_sched_info info;
         brisk_error err = {0};
         if (brisk_sched_step(e->sched, &info, &err)) {
@@ -557,6 +615,12 @@ static void *engine_main(void *arg) {
     brisk_sched_free(e->sched);   /* every live job finishes CANCELLED through sched_on_token */
     e->sched = NULL;
     pthread_mutex_lock(&e->mu);
+    for (srv_kv_op *op = e->kv_ops; op; op = op->next) {
+        op->status = brisk_fail(&op->err, BRISK_ERR_CAPACITY, "the server is shutting down");
+        op->done = true;
+    }
+    e->kv_ops = NULL;
+    pthread_cond_broadcast(&e->cv);
     while (e->unadmitted) {
         srv_job *j = e->unadmitted;
         e->unadmitted = j->next;

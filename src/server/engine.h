@@ -138,6 +138,29 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j);
 /* Ask j to stop (queued or running); its choices finish CANCELLED. e may be
  * NULL once the engine is being freed (which cancels everything itself). */
 void srv_engine_cancel(srv_engine *e, srv_job *j);
+/* A KV save or restore (--kv-dir), run by the inference thread between
+ * steps on a borrowed slot. save: ids[0..n_ids) are computed (whole blocks
+ * from the prefix cache) and the sequence written to path in the engine's
+ * format (docs/KVSTATE.md); restore: the state at path is loaded and its
+ * full blocks left in the prefix cache, so later prompts sharing it start
+ * cached. */
+typedef struct srv_kv_op {
+    bool save;
+    const char *path;
+    const int32_t *ids;
+    int32_t n_ids;
+    /* results */
+    brisk_status status;
+    brisk_error err;
+    int32_t n_tokens;       /* tokens saved or restored */
+    int32_t n_reused;       /* save: tokens the prefix cache already had */
+    size_t bytes;           /* the state's size */
+    /* the engine's */
+    bool done;
+    struct srv_kv_op *next;
+} srv_kv_op;
+/* Blocks until the inference thread has run op; returns op->status. */
+brisk_status srv_engine_kv(srv_engine *e, srv_kv_op *op);
 /* Refuse every later submit with SRV_ADMIT_DRAINING. */
 void srv_engine_drain(srv_engine *e);
 /* Jobs held (running + waiting). */

@@ -43,7 +43,7 @@ bool srv_available(void) { return true; }
 
 typedef enum route {
     R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_METRICS, R_LLAMA_COMPLETION
+    R_METRICS, R_LLAMA_COMPLETION, R_KV_SAVE, R_KV_RESTORE
 } route;
 
 /* One TCP connection (MHD's socket context), for the header deadline: a
@@ -118,6 +118,7 @@ struct http_srv {
     pthread_cond_t ticker_cv;
     srv_metrics *metrics;
     sock *socks;              /* open connections (under mu) */
+    int kv_inflight;          /* KV operations using the engine (under admit_mu): closing waits for 0 */
 };
 
 
@@ -816,6 +817,64 @@ static enum MHD_Result wait_generate(conn *c) {
     }
 }
 
+/* POST /kv/save and /kv/restore (--kv-dir): the name was checked by the
+ * parser (no path can leave the directory). The HTTP thread waits for the
+ * inference thread to run the operation between steps. */
+static enum MHD_Result do_kv(conn *c) {
+    http_srv *s = c->srv;
+    const srv_request *r = &c->req;
+    if (!s->cfg->kv_dir)
+        return fail(s, c->mc, 404, "invalid_request_error", "not_found", NULL,
+                    "KV save and restore are off: start the server with --kv-dir DIR");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.kvstate", s->cfg->kv_dir, r->kv_name);
+    srv_error e;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    const bool save = r->kind == SRV_KV_SAVE;
+    if (save) {
+        if (r->prompt_is_ids) {
+            n_ids = (size_t)r->n_prompt_ids;
+            ids = malloc((n_ids ? n_ids : 1) * sizeof *ids);
+            if (!ids) return fail(s, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+            memcpy(ids, r->prompt_ids, n_ids * sizeof *ids);
+        } else if (!tokenize(s, r->prompt_text, r->prompt_len, true, &ids, &n_ids, &e)) {
+            return send_error(s, c->mc, &e);
+        }
+        if (n_ids == 0 || (int64_t)n_ids > s->cfg->n_ctx) {
+            free(ids);
+            srv_error_set(&e, 400, "invalid_request_error", n_ids ? "context_length_exceeded" : "invalid_value", "prompt",
+                          "the prompt is %zu tokens; a saved state holds 1 to %d (-c)", n_ids, s->cfg->n_ctx);
+            return send_error(s, c->mc, &e);
+        }
+    }
+    pthread_mutex_lock(&s->admit_mu);
+    const bool open = !s->closing;
+    if (open) s->kv_inflight++;
+    pthread_mutex_unlock(&s->admit_mu);
+    if (!open) {
+        free(ids);
+        return fail(s, c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
+    }
+    srv_kv_op op = {.save = save, .path = path, .ids = ids, .n_ids = (int32_t)n_ids};
+    const brisk_status st = srv_engine_kv(s->engine, &op);
+    pthread_mutex_lock(&s->admit_mu);
+    s->kv_inflight--;
+    pthread_mutex_unlock(&s->admit_mu);
+    free(ids);
+    if (st) {
+        const int http = st == BRISK_ERR_IO ? (save ? 500 : 404) : st == BRISK_ERR_CAPACITY || st == BRISK_ERR_NOMEM ? 503 : 400;
+        const char *code = st == BRISK_ERR_IO ? (save ? "io_error" : "not_found") : http == 503 ? "busy" : "invalid_state";
+        srv_error_set(&e, http, http == 400 ? "invalid_request_error" : "server_error", code, "name", "%s %s: %s",
+                      save ? "saving" : "restoring", r->kv_name, op.err.msg[0] ? op.err.msg : brisk_status_str(st));
+        return send_error(s, c->mc, &e);
+    }
+    if (save)
+        return send_json(s, c->mc, 200, json_pack("{s:s, s:i, s:i, s:I}", "name", r->kv_name, "tokens", op.n_tokens, "reused_tokens",
+                                                   op.n_reused, "bytes", (json_int_t)op.bytes));
+    return send_json(s, c->mc, 200, json_pack("{s:s, s:i}", "name", r->kv_name, "tokens", op.n_tokens));
+}
+
 static enum MHD_Result do_tokenize(conn *c) {
     http_srv *s = c->srv;
     srv_error e;
@@ -894,6 +953,7 @@ static route route_of(const char *url, bool *post) {
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true}, {"/detokenize", R_DETOKENIZE, true}, {"/apply-template", R_APPLY_TEMPLATE, true},
         {"/metrics", R_METRICS, false}, {"/completion", R_LLAMA_COMPLETION, true},
+        {"/kv/save", R_KV_SAVE, true}, {"/kv/restore", R_KV_RESTORE, true},
     };
     for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++)
         if (!strcmp(url, routes[k].path)) {
@@ -966,7 +1026,8 @@ static enum MHD_Result get_route(conn *c) {
 static enum MHD_Result post_route(conn *c) {
     http_srv *s = c->srv;
     static const srv_kind kinds[] = {[R_CHAT] = SRV_CHAT, [R_COMPLETIONS] = SRV_COMPLETION, [R_TOKENIZE] = SRV_TOKENIZE,
-                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE, [R_LLAMA_COMPLETION] = SRV_LLAMA};
+                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE, [R_LLAMA_COMPLETION] = SRV_LLAMA,
+                                     [R_KV_SAVE] = SRV_KV_SAVE, [R_KV_RESTORE] = SRV_KV_RESTORE};
     srv_error e;
     const bool parsed = srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim,
                                           &s->cfg->sampling, &c->req, &e);
@@ -985,6 +1046,8 @@ static enum MHD_Result post_route(conn *c) {
     case R_COMPLETIONS:
     case R_LLAMA_COMPLETION: return do_generate(c);
     case R_TOKENIZE: return do_tokenize(c);
+    case R_KV_SAVE:
+    case R_KV_RESTORE: return do_kv(c);
     case R_DETOKENIZE: return do_detokenize(c);
     case R_APPLY_TEMPLATE: return do_apply_template(c);
     default: return MHD_NO;
@@ -1211,6 +1274,15 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
     s.closing = true;
     pthread_mutex_unlock(&s.mu);
     pthread_mutex_unlock(&s.admit_mu);
+    /* KV operations under way finish first (the inference thread still runs them) */
+    for (;;) {
+        pthread_mutex_lock(&s.admit_mu);
+        const int inflight = s.kv_inflight;
+        pthread_mutex_unlock(&s.admit_mu);
+        if (inflight == 0) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     srv_engine_free(s.engine);   /* whatever is left finishes cancelled */
     s.engine = NULL;
     /* let the streams write their ends, then resume whatever is still suspended */

@@ -456,6 +456,29 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
     return true;
 }
 
+bool srv_kv_name_ok(const char *name, size_t len) {
+    if (len < 1 || len > 64 || name[0] == '.') return false;
+    for (size_t i = 0; i < len; i++) {
+        const char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static bool get_kv_name(json_t *body, srv_request *r, srv_error *e) {
+    json_t *n = json_object_get(body, "name");
+    if (!n || json_is_null(n)) {
+        srv_error_set(e, 400, T_INVALID, "missing_required_parameter", "name", "'name' is required");
+        return false;
+    }
+    if (!json_is_string(n)) return bad_type(e, "name", "a string");
+    if (!srv_kv_name_ok(json_string_value(n), json_string_length(n)))
+        return bad_value(e, "name", "must be 1 to 64 of the characters A-Z a-z 0-9 _ - . and not start with '.'");
+    memcpy(r->kv_name, json_string_value(n), json_string_length(n) + 1);
+    return true;
+}
+
 bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv_limits *lim,
                        const brisk_sampler_params *defaults, srv_request *out, srv_error *e) {
     memset(out, 0, sizeof *out);
@@ -508,6 +531,13 @@ bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv
         if (!get_messages(root, lim, &out->messages_json, e)) goto done;
         out->add_generation_prompt = true;
         if (!get_bool(root, "add_generation_prompt", &out->add_generation_prompt, e)) goto done;
+        break;
+    case SRV_KV_SAVE:
+        if (!get_kv_name(root, out, e)) goto done;
+        if (!get_prompt(root, SRV_COMPLETION, lim, out, e)) goto done;
+        break;
+    case SRV_KV_RESTORE:
+        if (!get_kv_name(root, out, e)) goto done;
         break;
     case SRV_N_KINDS: goto done;
     }
