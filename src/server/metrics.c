@@ -34,8 +34,7 @@ static const struct { const char *name, *help; } HIST[N_HIST] = {
     [H_DECODE] = {"request_decode_time_seconds", "Time from the first token to the last."},
 };
 
-struct srv_metrics {
-    pthread_mutex_t mu;
+typedef struct counts {
     histogram h[N_HIST];
     uint64_t prompt, cached, computed, recomputed, generated, preempted, drafted, accepted;
     uint64_t finished[N_FINISH], rejected[N_REJECT], cancelled;
@@ -43,6 +42,11 @@ struct srv_metrics {
     uint64_t flops, bytes;
     double energy;
     srv_gauges g;
+} counts;
+
+struct srv_metrics {
+    pthread_mutex_t mu;
+    counts d;
 };
 
 srv_metrics *srv_metrics_new(void) {
@@ -74,27 +78,27 @@ static void observe(histogram *h, double v) {
 void srv_metrics_request(srv_metrics *m, const srv_request_stats *st) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
-    m->prompt += (uint64_t)st->prompt;
-    m->cached += (uint64_t)st->cached;
-    m->computed += (uint64_t)(st->prompt - st->cached);
-    m->recomputed += (uint64_t)st->recomputed;
-    m->generated += (uint64_t)st->completion;
-    m->preempted += (uint64_t)st->preemptions;
-    m->drafted += (uint64_t)st->drafted;
-    m->accepted += (uint64_t)st->accepted;
-    m->cache_queries += (uint64_t)st->prompt;
-    m->cache_hits += (uint64_t)st->cached;
-    m->flops += (uint64_t)st->flops;
-    m->bytes += (uint64_t)st->bytes_read;
-    m->energy += st->energy_j;
+    m->d.prompt += (uint64_t)st->prompt;
+    m->d.cached += (uint64_t)st->cached;
+    m->d.computed += (uint64_t)(st->prompt - st->cached);
+    m->d.recomputed += (uint64_t)st->recomputed;
+    m->d.generated += (uint64_t)st->completion;
+    m->d.preempted += (uint64_t)st->preemptions;
+    m->d.drafted += (uint64_t)st->drafted;
+    m->d.accepted += (uint64_t)st->accepted;
+    m->d.cache_queries += (uint64_t)st->prompt;
+    m->d.cache_hits += (uint64_t)st->cached;
+    m->d.flops += (uint64_t)st->flops;
+    m->d.bytes += (uint64_t)st->bytes_read;
+    m->d.energy += st->energy_j;
     for (int i = 0; i < N_FINISH; i++)
-        if (st->finish && !strcmp(st->finish, FINISH[i])) m->finished[i]++;
-    if (st->finish && !strcmp(st->finish, "cancelled")) m->cancelled++;
-    observe(&m->h[H_E2E], st->e2e_s);
-    observe(&m->h[H_QUEUE], st->queue_s);
+        if (st->finish && !strcmp(st->finish, FINISH[i])) m->d.finished[i]++;
+    if (st->finish && !strcmp(st->finish, "cancelled")) m->d.cancelled++;
+    observe(&m->d.h[H_E2E], st->e2e_s);
+    observe(&m->d.h[H_QUEUE], st->queue_s);
     if (st->prefill_s >= 0) {
-        observe(&m->h[H_PREFILL], st->prefill_s);
-        observe(&m->h[H_DECODE], st->decode_s);
+        observe(&m->d.h[H_PREFILL], st->prefill_s);
+        observe(&m->d.h[H_DECODE], st->decode_s);
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -102,14 +106,14 @@ void srv_metrics_request(srv_metrics *m, const srv_request_stats *st) {
 void srv_metrics_ttft(srv_metrics *m, double s) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
-    observe(&m->h[H_TTFT], s);
+    observe(&m->d.h[H_TTFT], s);
     pthread_mutex_unlock(&m->mu);
 }
 
 void srv_metrics_itl(srv_metrics *m, double s) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
-    observe(&m->h[H_ITL], s);
+    observe(&m->d.h[H_ITL], s);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -117,14 +121,14 @@ void srv_metrics_rejected(srv_metrics *m, const char *reason) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
     for (int i = 0; i < N_REJECT; i++)
-        if (!strcmp(reason, REJECT[i])) m->rejected[i]++;
+        if (!strcmp(reason, REJECT[i])) m->d.rejected[i]++;
     pthread_mutex_unlock(&m->mu);
 }
 
 void srv_metrics_gauges(srv_metrics *m, const srv_gauges *g) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
-    m->g = *g;
+    m->d.g = *g;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -182,7 +186,7 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
     if (!b.p) return NULL;
     b.p[0] = 0;
     pthread_mutex_lock(&m->mu);
-    const srv_metrics c = *m;   /* a consistent snapshot, rendered without the lock */
+    const counts c = m->d;   /* a consistent snapshot, rendered without the lock */
     pthread_mutex_unlock(&m->mu);
     gauge(&b, "num_requests_running", "Requests holding slots (prefilling or decoding).", c.g.running);
     gauge(&b, "num_requests_waiting", "Requests waiting for a slot (new and preempted).", c.g.waiting);
