@@ -186,7 +186,7 @@ done
 sleep 1
 n429=$(grep -l "^HTTP/1.1 429" "$tmp"/bh* 2>/dev/null | wc -l)
 [ "$n429" -eq 2 ] && grep -qi "^Retry-After: 1" $(grep -l "^HTTP/1.1 429" "$tmp"/bh* | head -1) && ok || bad "burst: expected 2 x 429 with Retry-After, got $n429 ($(head -c 200 "$tmp"/bh*))"
-grep -l "^HTTP/1.1 429" "$tmp"/bh* | head -1 | sed 's/bh/bb/' | xargs -I{} python3 -c 'import json; j = json.load(open("{}")); assert j["error"]["code"] == "queue_full"' && ok || bad "429 body"
+grep -l "^HTTP/1.1 429" "$tmp"/bh* | head -1 | sed 's|/bh\([0-9]\)$|/bb\1|' | xargs -I{} python3 -c 'import json; j = json.load(open("{}")); assert j["error"]["code"] == "queue_full"' && ok || bad "429 body"
 # a client killed mid-stream frees its request: kill both live streams, the server takes new work
 kill $cpid1 $cpid2 $cpid3 $cpid4 2>/dev/null
 wait $cpid1 $cpid2 $cpid3 $cpid4 2>/dev/null
