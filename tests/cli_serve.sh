@@ -218,7 +218,12 @@ kill $c1 2>/dev/null; wait $c1 2>/dev/null
 
 # ---- SIGTERM: drain and exit 0 (a request in flight finishes)
 curl -s --max-time 60 -o "$tmp/drain" "$U/v1/completions" -d '{"prompt": "def f():", "max_tokens": 200, "temperature": 0, "ignore_eos": true}' & dc=$!
-sleep 0.05
+# SIGTERM once the request is in (running, or already answered): a loaded machine may take a while to send it
+for k in $(seq 500); do
+  [ -s "$tmp/drain" ] && break
+  curl -s --max-time 5 "$U/metrics" | grep -qE '^brisk:(num_requests_running|num_requests_waiting) [1-9]' && break
+  sleep 0.02
+done
 for n in main plain busy; do eval "kill -TERM \$pid_$n"; done
 wait $dc
 for n in main plain busy; do
