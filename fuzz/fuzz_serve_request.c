@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(brisk_template_parse(tpl_src, strlen(tpl_src), &tpl, &err) == BRISK_OK);
     }
     if (size < 1) return 0;
-    const srv_kind kind = (srv_kind)(data[0] % 5);
+    const srv_kind kind = (srv_kind)(data[0] % SRV_N_KINDS);
     const srv_limits lim = srv_limits_default(4096, 8);
     const brisk_sampler_params def = brisk_sampler_default_params();
     srv_request r;
@@ -105,7 +105,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     FUZZ_CHECK(r.kind == kind);
     FUZZ_CHECK(r.n >= 1 && r.n <= lim.max_n);
-    FUZZ_CHECK(r.max_tokens == -1 || r.max_tokens >= 1);
+    FUZZ_CHECK(r.max_tokens == -1 || r.max_tokens >= 1 || (r.max_tokens == 0 && r.echo));
+    FUZZ_CHECK(!r.echo || kind == SRV_COMPLETION);
+    if (kind == SRV_KV_SAVE || kind == SRV_KV_RESTORE) {
+        /* a name that cannot leave the directory */
+        FUZZ_CHECK(srv_kv_name_ok(r.kv_name, strlen(r.kv_name)) && !strchr(r.kv_name, '/') && r.kv_name[0] != '.');
+    }
+    FUZZ_CHECK(r.min_tokens >= 0);
+    FUZZ_CHECK(!r.spec_set || (r.spec >= BRISK_SCHED_SPEC_OFF && r.spec <= BRISK_SCHED_SPEC_AUTO));
     FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= lim.max_stop);
     for (int32_t k = 0; k < r.n_stop; k++) FUZZ_CHECK(r.stop[k] && r.stop[k][0]);
     FUZZ_CHECK(r.n_bias <= lim.max_logit_bias);

@@ -541,6 +541,9 @@ typedef void (*brisk_sched_token_fn)(void *user, int64_t id, int32_t choice, int
 /* Optional: the logits (n_vocab floats, borrowed for the call) each generated
  * token was sampled from, just before its token callback (logprobs, tests). */
 typedef void (*brisk_sched_logits_fn)(void *user, int64_t id, int32_t choice, int32_t token, const float *logits, int32_t n_vocab);
+/* With prompt_logits: the logits after prompt position pos (0 .. n_prompt - 2), from which next (the
+ * prompt's token pos + 1) would be predicted, once per position in order (evaluation harnesses' echo). */
+typedef void (*brisk_sched_prompt_logits_fn)(void *user, int64_t id, int32_t pos, int32_t next, const float *logits, int32_t n_vocab);
 
 typedef struct brisk_sched_request {
     const int32_t *prompt;          /* [n_prompt] token ids, borrowed during brisk_sched_add only (copied) */
@@ -552,6 +555,7 @@ typedef struct brisk_sched_request {
      * value), so choice 0 draws exactly what an n = 1 request draws. */
     brisk_sampler_params sampling;
     int32_t max_tokens;             /* >= 1: tokens generated per choice at most */
+    int32_t min_tokens;             /* [0, max_tokens]: end-of-generation tokens are banned before this many (no drafts meanwhile) */
     /* Completions of the prompt, 1..max_running: the prompt is prefilled once,
      * then its sequence is forked (brisk_seq_fork) into n - 1 more slots. */
     int32_t n;
@@ -560,6 +564,11 @@ typedef struct brisk_sched_request {
     int32_t spec_draft_max;         /* drafts per step at most, 0 = 8, up to 32 */
     brisk_sched_token_fn on_token;  /* required */
     brisk_sched_logits_fn on_logits;   /* optional */
+    /* prompt_logits: on_prompt_logits gets every prompt position's logits. The
+     * prompt is then computed whole (no prefix-cache hit: cached blocks have no
+     * logits), in chunks of at most n_outputs_max tokens. */
+    bool prompt_logits;
+    brisk_sched_prompt_logits_fn on_prompt_logits;
     void *user;                     /* borrowed, passed back to the callbacks */
 } brisk_sched_request;
 /* One completion, greedy sampling, 16 tokens, speculation off; prompt and on_token to fill in. */
@@ -586,6 +595,9 @@ typedef struct brisk_sched_info {
     /* when the last preemption happened: the pool's free + cached blocks, and
      * the blocks the refused pass needed at least (its sequences' new blocks) */
     int32_t preempt_free_blocks, preempt_need_blocks;
+    /* the KV pool after the step: blocks held by sequences (shared: by more
+     * than one), cached (prefix index only) and free */
+    int32_t kv_blocks_used, kv_blocks_shared, kv_blocks_cached, kv_blocks_free;
 } brisk_sched_info;
 
 /* c: borrowed; must outlive the scheduler, which uses all its sequences
@@ -608,6 +620,43 @@ bool brisk_sched_cancel(brisk_sched *s, int64_t id);
 brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_error *err);
 /* Requests live (waiting or running): anything left for brisk_sched_step to do. */
 int32_t brisk_sched_pending(brisk_sched *s);
+
+/* Ask for one choice (completion index) of a request to stop: its callback
+ * gets BRISK_FINISH_CANCELLED at the next step and its sequence is released;
+ * the other choices go on (a request with n > 1 whose prompt is not forked
+ * yet keeps the cancel until the fork). false when no live request has that
+ * id or choice is out of range. Any thread. */
+bool brisk_sched_cancel_choice(brisk_sched *s, int64_t id, int32_t choice);
+
+/* One request's accounting so far. The cost figures are an estimate from
+ * the model's shapes: every weight is a multiply-add per token (2 FLOPs; the
+ * output matrix only for rows whose logits are computed), attention 4 FLOPs
+ * per head element and attended position; a pass reads the weights once
+ * (shared out by tokens) and each of its sequences' K/V (F16) once. */
+typedef struct brisk_sched_request_info {
+    int32_t n_prompt;
+    int32_t n_prompt_cached;    /* prompt tokens taken from the prefix cache at its first admission */
+    int32_t n_prompt_computed;  /* prompt tokens computed (n_prompt - n_prompt_cached once its prompt is done) */
+    int32_t n_recomputed;       /* tokens computed again to rebuild it after preemptions */
+    int32_t n_prefilled;        /* = n_prompt_computed + n_recomputed */
+    int32_t n_generated;        /* tokens sampled, all choices */
+    int32_t n_preemptions, n_passes;
+    int64_t n_drafted, n_accepted;
+    double flops, bytes_read;
+    /* brisk_time_now() at brisk_sched_add, first admission, first sampled token; 0 = not yet */
+    double t_added, t_admitted, t_first_token;
+} brisk_sched_request_info;
+/* The stepping thread only (inside the request's callbacks, its last finish
+ * callback included, or between steps): false when no live request has that id. */
+bool brisk_sched_request_info_get(brisk_sched *s, int64_t id, brisk_sched_request_info *out);
+
+/* A free sequence of the context for the caller's own use between steps (KV
+ * save/restore in a server): it counts as running for admission until it is
+ * returned. -1 when every slot is taken. The stepping thread only, between
+ * steps; return it empty or not (brisk_sched_return_slot clears it: its full
+ * blocks stay in the prefix cache). */
+int32_t brisk_sched_borrow_slot(brisk_sched *s);
+void brisk_sched_return_slot(brisk_sched *s, int32_t seq);
 
 #ifdef __cplusplus
 }

@@ -186,7 +186,7 @@ done
 sleep 1
 n429=$(grep -l "^HTTP/1.1 429" "$tmp"/bh* 2>/dev/null | wc -l)
 [ "$n429" -eq 2 ] && grep -qi "^Retry-After: 1" $(grep -l "^HTTP/1.1 429" "$tmp"/bh* | head -1) && ok || bad "burst: expected 2 x 429 with Retry-After, got $n429 ($(head -c 200 "$tmp"/bh*))"
-grep -l "^HTTP/1.1 429" "$tmp"/bh* | head -1 | sed 's/bh/bb/' | xargs -I{} python3 -c 'import json; j = json.load(open("{}")); assert j["error"]["code"] == "queue_full"' && ok || bad "429 body"
+grep -l "^HTTP/1.1 429" "$tmp"/bh* | head -1 | sed 's|/bh\([0-9]\)$|/bb\1|' | xargs -I{} python3 -c 'import json; j = json.load(open("{}")); assert j["error"]["code"] == "queue_full"' && ok || bad "429 body"
 # a client killed mid-stream frees its request: kill both live streams, the server takes new work
 kill $cpid1 $cpid2 $cpid3 $cpid4 2>/dev/null
 wait $cpid1 $cpid2 $cpid3 $cpid4 2>/dev/null
@@ -218,7 +218,12 @@ kill $c1 2>/dev/null; wait $c1 2>/dev/null
 
 # ---- SIGTERM: drain and exit 0 (a request in flight finishes)
 curl -s --max-time 60 -o "$tmp/drain" "$U/v1/completions" -d '{"prompt": "def f():", "max_tokens": 200, "temperature": 0, "ignore_eos": true}' & dc=$!
-sleep 0.05
+# SIGTERM once the request is in (running, or already answered): a loaded machine may take a while to send it
+for k in $(seq 500); do
+  [ -s "$tmp/drain" ] && break
+  curl -s --max-time 5 "$U/metrics" | grep -qE '^brisk:(num_requests_running|num_requests_waiting) [1-9]' && break
+  sleep 0.02
+done
 for n in main plain busy; do eval "kill -TERM \$pid_$n"; done
 wait $dc
 for n in main plain busy; do

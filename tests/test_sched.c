@@ -698,6 +698,224 @@ static void test_threads(void) {
 
 /* ---- main -------------------------------------------------------------------------------------------- */
 
+
+/* ---- per-request accounting and per-choice cancel ------------------------------------------------ */
+
+typedef struct acct_rec {
+    brisk_sched *s;
+    brisk_sched_request_info info;
+    bool got;
+    rec out[3];
+    int32_t cancel_choice, cancel_after;   /* cancel this choice after that many of its tokens */
+} acct_rec;
+
+static void acct_on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
+    acct_rec *a = user;
+    on_token(a->out, id, choice, token, finish);
+    if (token >= 0 && choice == a->cancel_choice && a->out[choice].n == a->cancel_after)
+        CHECK(brisk_sched_cancel_choice(a->s, id, choice));
+    /* the info is readable in every callback, the last one included */
+    brisk_sched_request_info in;
+    CHECK(brisk_sched_request_info_get(a->s, id, &in));
+    a->info = in;
+    a->got = true;
+}
+
+static int64_t add_acct(brisk_sched *s, acct_rec *a, const int32_t *prompt, int32_t n_prompt, int32_t max_tokens, int32_t n) {
+    memset(a, 0, sizeof *a);
+    a->s = s;
+    a->cancel_choice = -1;
+    for (int i = 0; i < 3; i++) rec_init(&a->out[i], 1, false);
+    brisk_sched_request r = brisk_sched_default_request();
+    r.prompt = prompt;
+    r.n_prompt = n_prompt;
+    r.max_tokens = max_tokens;
+    r.n = n;
+    r.ignore_eog = true;
+    r.on_token = acct_on_token;
+    r.user = a;
+    int64_t id = 0;
+    brisk_error err = {0};
+    CHECKF(brisk_sched_add(s, &r, &id, &err) == BRISK_OK, "add: %s", err.msg);
+    return id;
+}
+
+static void test_accounting(void) {
+    brisk_context *c = new_ctx(512, 2048, 512, 4);
+    brisk_sched *s = new_sched(c, 512, 0, 0);
+    int32_t prompt[100];
+    for (int t = 0; t < 100; t++) prompt[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    acct_rec a, b, d;
+    /* cold: nothing from the cache, the whole prompt computed */
+    const int64_t ida = add_acct(s, &a, prompt, 70, 5, 1);
+    CHECK(ida > 0);
+    drain(s, NULL);
+    CHECK(a.got && a.info.n_prompt == 70 && a.info.n_prompt_cached == 0 && a.info.n_prompt_computed == 70);
+    CHECK(a.info.n_recomputed == 0 && a.info.n_generated == 5 && a.out[0].n == 5);
+    CHECK(a.info.t_added > 0 && a.info.t_admitted >= a.info.t_added && a.info.t_first_token >= a.info.t_admitted);
+    CHECK(a.info.flops > 0 && a.info.bytes_read > 0 && a.info.n_passes >= 5);
+    /* the same 70 tokens + 30 more: two whole blocks (64 tokens) from the cache, exactly */
+    add_acct(s, &b, prompt, 100, 3, 1);
+    drain(s, NULL);
+    CHECKF(b.info.n_prompt_cached == 64 && b.info.n_prompt_computed == 36, "cached %d computed %d", b.info.n_prompt_cached,
+           b.info.n_prompt_computed);
+    /* two at once over the same prefix: each its own count (the older one computes, the other
+     * waits for nothing: blocks become cached only when full and written) */
+    acct_rec e, f;
+    add_acct(s, &e, prompt, 99, 2, 1);
+    add_acct(s, &f, prompt, 40, 2, 1);
+    drain(s, NULL);
+    CHECKF(e.info.n_prompt_cached == 96 && e.info.n_prompt_computed == 3, "e: cached %d", e.info.n_prompt_cached);
+    CHECKF(f.info.n_prompt_cached == 32 && f.info.n_prompt_computed == 8, "f: cached %d", f.info.n_prompt_cached);
+    /* n = 3, choice 1 cancelled after 2 tokens: it stops there, the others run to max_tokens */
+    int32_t p2[40];
+    for (int t = 0; t < 40; t++) p2[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    const int64_t idd = add_acct(s, &d, p2, 40, 12, 3);
+    d.cancel_choice = 1;
+    d.cancel_after = 2;
+    drain(s, NULL);
+    CHECK(d.out[0].n == 12 && d.out[2].n == 12 && d.out[0].finish == BRISK_FINISH_LENGTH);
+    CHECKF(d.out[1].n == 2 && d.out[1].finish == BRISK_FINISH_CANCELLED && d.out[1].n_finish == 1, "choice 1: %d tokens, %s",
+           d.out[1].n, brisk_finish_str(d.out[1].finish));
+    CHECK(d.info.n_generated == 26);
+    CHECK(!brisk_sched_cancel_choice(s, idd, 0));   /* finished */
+    /* the cancel of a choice out of range is refused; a cancel before the fork waits for it */
+    acct_rec g;
+    const int64_t idg = add_acct(s, &g, p2, 40, 4, 2);
+    CHECK(!brisk_sched_cancel_choice(s, idg, 2) && !brisk_sched_cancel_choice(s, idg, -1));
+    CHECK(brisk_sched_cancel_choice(s, idg, 0));
+    drain(s, NULL);
+    CHECK(g.out[0].finish == BRISK_FINISH_CANCELLED && g.out[0].n == 1 && g.out[1].n == 4 && g.out[1].finish == BRISK_FINISH_LENGTH);
+    /* min_tokens: with end of generation pushed to the top, a request ends on its first token; with
+     * min_tokens 5 its first five are something else, and the sixth is the end */
+    const int32_t eos = brisk_token_eos(model);
+    CHECK(eos >= 0 && brisk_token_is_eog(model, eos));
+    for (int mt = 0; mt <= 5; mt += 5) {
+        rec out[1];
+        rec_init(out, 1, false);
+        brisk_logit_bias bias = {eos, 100.0f};
+        brisk_sched_request r = brisk_sched_default_request();
+        r.prompt = p2;
+        r.n_prompt = 40;
+        r.max_tokens = 12;
+        r.min_tokens = mt;
+        r.sampling.logit_bias = &bias;
+        r.sampling.n_logit_bias = 1;
+        r.spec = mt ? BRISK_SCHED_SPEC_NGRAM : BRISK_SCHED_SPEC_OFF;   /* no drafts while min_tokens holds */
+        r.on_token = on_token;
+        r.user = out;
+        brisk_error err = {0};
+        CHECKF(brisk_sched_add(s, &r, NULL, &err) == BRISK_OK, "add: %s", err.msg);
+        drain(s, NULL);
+        CHECKF(out[0].n == mt + 1 && out[0].finish == BRISK_FINISH_EOG, "min_tokens %d: %d tokens, %s", mt, out[0].n,
+               brisk_finish_str(out[0].finish));
+        for (int t = 0; t < mt; t++) CHECK(!brisk_token_is_eog(model, out[0].tok[t]));
+        CHECK(out[0].tok[mt] == eos);
+        r.min_tokens = 13;   /* over max_tokens */
+        CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "min_tokens"));
+    }
+    /* borrowed slots count as running: with all four borrowed nothing is admitted; returned, it runs */
+    int32_t slots[4];
+    for (int i = 0; i < 4; i++) CHECK((slots[i] = brisk_sched_borrow_slot(s)) >= 0);
+    CHECK(brisk_sched_borrow_slot(s) == -1);
+    brisk_error serr = {0};
+    CHECK(brisk_seq_sync(c, slots[0], p2, 40, NULL, &serr) == BRISK_OK && brisk_seq_len(c, slots[0]) == 40);
+    acct_rec h;
+    add_acct(s, &h, p2, 40, 3, 1);
+    brisk_sched_info sinfo;
+    CHECK(brisk_sched_step(s, &sinfo, &serr) == BRISK_OK && sinfo.n_running == 0 && sinfo.n_waiting == 1);
+    for (int i = 0; i < 4; i++) brisk_sched_return_slot(s, slots[i]);
+    CHECK(brisk_seq_len(c, slots[0]) == 0);
+    drain(s, NULL);
+    CHECK(h.out[0].n == 3 && h.info.n_prompt_cached == 32);   /* its first 32 tokens are cached (computed before, and by the borrowed slot) */
+    int32_t in_use, cached, free_blocks;
+    brisk_kv_counts(c->kv, &in_use, &cached, &free_blocks);
+    CHECK(in_use == 0);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+    printf("accounting: cached/computed exact, per-choice cancel, min_tokens, borrowed slots\n");
+}
+
+
+/* ---- prompt logits (echo) ------------------------------------------------------------------------- */
+
+typedef struct plp_rec {
+    float *rows;            /* [n][n_vocab] */
+    int32_t n, bad_order, bad_next;
+    const int32_t *prompt;
+} plp_rec;
+
+static void plp_on_prompt(void *user, int64_t id, int32_t pos, int32_t next, const float *logits, int32_t nv) {
+    (void)id;
+    plp_rec *p = user;
+    if (pos != p->n) p->bad_order++;
+    if (next != p->prompt[pos + 1]) p->bad_next++;
+    if (pos == p->n) memcpy(p->rows + (size_t)pos * (size_t)nv, logits, (size_t)nv * sizeof(float));
+    p->n++;
+}
+
+static void plp_on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
+    (void)user, (void)id, (void)choice, (void)token, (void)finish;
+}
+
+static void test_prompt_logits(void) {
+    enum { NP = 90 };
+    int32_t prompt[NP];
+    for (int t = 0; t < NP; t++) prompt[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    /* the reference: one plain pass over the prompt with every row's logits */
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = 256;
+    p.kv_tokens = 256;
+    p.n_batch = 128;
+    p.n_outputs_max = 128;
+    p.n_threads = 2;
+    brisk_error err = {0};
+    brisk_context *ref = NULL;
+    CHECKF(brisk_context_init(model, &p, &ref, &err) == BRISK_OK, "%s", err.msg);
+    int32_t pos[NP], seq[NP];
+    uint8_t want[NP];
+    for (int t = 0; t < NP; t++) pos[t] = t, seq[t] = 0, want[t] = 1;
+    const brisk_batch b = {.n_tokens = NP, .token = prompt, .pos = pos, .seq = seq, .logits = want};
+    CHECK(brisk_decode(ref, &b, &err) == BRISK_OK);
+    float *want_rows = malloc((size_t)NP * (size_t)n_vocab * sizeof(float));
+    for (int t = 0; t < NP; t++) memcpy(want_rows + (size_t)t * (size_t)n_vocab, brisk_get_logits(ref, t), (size_t)n_vocab * sizeof(float));
+    brisk_context_free(ref);
+    /* through the scheduler: small passes, another request alongside, twice (the second time the prompt is cached) */
+    brisk_context *c = new_ctx(256, 1024, 16, 2);
+    brisk_sched *s = new_sched(c, 16, 16, 0);
+    for (int round = 0; round < 2; round++) {
+        plp_rec pr = {.rows = calloc((size_t)NP * (size_t)n_vocab, sizeof(float)), .prompt = prompt};
+        brisk_sched_request r = brisk_sched_default_request();
+        r.prompt = prompt;
+        r.n_prompt = NP;
+        r.max_tokens = 2;
+        r.prompt_logits = true;
+        r.on_prompt_logits = plp_on_prompt;
+        r.on_token = plp_on_token;
+        r.user = &pr;
+        CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_OK);
+        rec other[1];
+        rec_init(other, 1, false);
+        job o = {.prompt = prompt + 10, .n_prompt = 50, .max_tokens = 6, .n = 1, .out = other};
+        add_job(s, &o);
+        drain(s, NULL);
+        CHECKF(pr.n == NP - 1 && pr.bad_order == 0 && pr.bad_next == 0, "round %d: %d positions, %d out of order, %d wrong next", round,
+               pr.n, pr.bad_order, pr.bad_next);
+        CHECK(memcmp(pr.rows, want_rows, (size_t)(NP - 1) * (size_t)n_vocab * sizeof(float)) == 0);
+        free(pr.rows);
+    }
+    brisk_sched_request r = brisk_sched_default_request();
+    r.prompt = prompt;
+    r.n_prompt = NP;
+    r.on_token = plp_on_token;
+    r.prompt_logits = true;
+    CHECK(brisk_sched_add(s, &r, NULL, &err) == BRISK_ERR_INVALID_ARG);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+    free(want_rows);
+    printf("prompt logits: bitwise the one-pass logits, in 16-token passes, cached or not\n");
+}
+
 static bool load(const char *rel) {
     char path[1024];
     brisk_error err = {0};
@@ -716,6 +934,8 @@ int main(void) {
     setvbuf(stdout, NULL, _IONBF, 0);
     if (!load("tests/data/golden/qwen2-tiny-Q4_0.gguf")) TEST_SKIP("tests/data/golden/qwen2-tiny-Q4_0.gguf is missing");
     test_errors();
+    test_accounting();
+    test_prompt_logits();
     test_invariance("qwen2-tiny-Q4_0", NULL);
     test_pool();
     test_threads();

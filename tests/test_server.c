@@ -6,6 +6,7 @@
  * tsan), so the job/notify/take protocol is checked for races. */
 #include "brisk.h"
 #include "server/engine.h"
+#include "server/metrics.h"
 #include "server/request.h"
 #include "server/stop.h"
 #include "test.h"
@@ -76,7 +77,26 @@ static srv_job *make_job(waiter *w, int32_t n_cap, int32_t n, char *const *stop,
 typedef struct thread_arg {
     result r;
     srv_admit admit;
+    int32_t prompt, completion;
 } thread_arg;
+
+/* the usage of every job that ran, summed (main thread), to compare with the metrics */
+static int64_t g_sum_prompt, g_sum_completion, g_jobs;
+static void add_usage(srv_job *j) {
+    int32_t p, cached, comp;
+    srv_job_usage(j, &p, &cached, &comp);
+    g_sum_prompt += p;
+    g_sum_completion += comp;
+    g_jobs++;
+}
+
+/* the value of a metrics line "NAME VALUE" */
+static double metric(const char *text, const char *name) {
+    char key[128];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(text, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
 
 static void *client(void *arg) {
     thread_arg *t = arg;
@@ -85,7 +105,11 @@ static void *client(void *arg) {
     pthread_cond_init(&w.cv, NULL);
     srv_job *j = make_job(&w, 24, 1, NULL, 0, false);
     t->admit = srv_engine_submit(g_engine, j);
-    if (t->admit == SRV_ADMIT_OK) collect(j, &w, &t->r);
+    if (t->admit == SRV_ADMIT_OK) {
+        collect(j, &w, &t->r);
+        int32_t cached;
+        srv_job_usage(j, &t->prompt, &cached, &t->completion);
+    }
     srv_job_detach(j);
     srv_job_unref(j);
     pthread_cond_destroy(&w.cv);
@@ -146,7 +170,10 @@ int main(void) {
     g_model = m;
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    CHECK(brisk_tokenize_text(m, "def add(a, b):", 14, true, false, &ids, &n_ids, &err) == BRISK_OK);
+    /* over one KV block (32 tokens), so later jobs take whole blocks of it from the prefix cache */
+    static const char prompt_text[] = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n\n\ndef div(a, b):";
+    CHECK(brisk_tokenize_text(m, prompt_text, strlen(prompt_text), true, false, &ids, &n_ids, &err) == BRISK_OK);
+    CHECK(n_ids > 32 && n_ids <= 64);
     g_n_prompt = (int32_t)n_ids;
     memcpy(g_prompt, ids, n_ids * sizeof *ids);
     free(ids);
@@ -193,7 +220,9 @@ int main(void) {
     cp.kv_tokens = 512;
     brisk_context *c = NULL;
     CHECK(brisk_context_init(m, &cp, &c, &err) == BRISK_OK);
-    srv_engine_params ep = {.max_running = 2, .max_queue = 2};
+    srv_metrics *metrics = srv_metrics_new();
+    CHECK(metrics != NULL);
+    srv_engine_params ep = {.max_running = 2, .max_queue = 2, .metrics = metrics};
     CHECK(srv_engine_init(&g_engine, m, c, &ep, &err) == BRISK_OK);
 
     /* 8 clients at once: at most 4 are held, the others are refused; every admitted one gets the reference text */
@@ -207,6 +236,9 @@ int main(void) {
         pthread_join(th[k], NULL);
         if (args[k].admit == SRV_ADMIT_OK) {
             admitted++;
+            g_sum_prompt += args[k].prompt;
+            g_sum_completion += args[k].completion;
+            g_jobs++;
             CHECKF(args[k].r.len[0] == want_len && memcmp(args[k].r.text[0], want, want_len) == 0, "client %d: '%.*s' vs '%.*s'", k,
                    (int)args[k].r.len[0], args[k].r.text[0], (int)want_len, want);
             CHECK(args[k].r.finish[0] == SRV_FINISH_LENGTH || args[k].r.finish[0] == SRV_FINISH_STOP);
@@ -235,6 +267,13 @@ int main(void) {
         int32_t p, cached, comp;
         srv_job_usage(j, &p, &cached, &comp);
         CHECK(p == g_n_prompt && comp > 0);
+        /* both choices stop at the stop string and stop computing there: nothing sampled past it */
+        srv_cost cost;
+        srv_job_cost(j, &cost);
+        CHECKF(cost.sampled == comp && cost.flops > 0 && cost.bytes_read > 0, "sampled %d, returned %d", cost.sampled, comp);
+        /* the prompt was computed by the 8 clients: whole blocks of it come from the cache */
+        CHECKF(cached == (g_n_prompt - 1) / 32 * 32 && cost.cached_tokens == cached, "cached %d of %d", cached, g_n_prompt);
+        add_usage(j);
         srv_job_detach(j);
         srv_job_unref(j);
         pthread_cond_destroy(&w.cv);
@@ -255,6 +294,7 @@ int main(void) {
         result r;
         collect(j, &w, &r);
         CHECK(r.finish[0] == SRV_FINISH_CANCELLED);
+        add_usage(j);
         srv_job_detach(j);
         srv_job_unref(j);
         for (int k = 0; k < 500 && srv_engine_held(g_engine) > 0; k++) usleep(2000);
@@ -276,6 +316,7 @@ int main(void) {
         result r;
         collect(j, &w, &r);
         CHECK(r.finish[0] == SRV_FINISH_LENGTH || r.finish[0] == SRV_FINISH_STOP);
+        add_usage(j);
         srv_job_detach(j);
         srv_job_unref(j);
         srv_job_unref(j2);
@@ -283,6 +324,20 @@ int main(void) {
         pthread_mutex_destroy(&w.mu);
     }
     srv_engine_free(g_engine);
+    /* the metrics (recorded on the inference thread) add up to the usage the jobs reported */
+    char *text = srv_metrics_render(metrics, NULL);
+    CHECK(text != NULL);
+    if (text) {
+        CHECKF(metric(text, "brisk:generation_tokens_total") == (double)g_sum_completion, "generated %g vs %lld",
+               metric(text, "brisk:generation_tokens_total"), (long long)g_sum_completion);
+        CHECK(metric(text, "brisk:prompt_tokens_total") == (double)g_sum_prompt);
+        CHECK(metric(text, "brisk:e2e_request_latency_seconds_count") == (double)g_jobs);
+        CHECK(metric(text, "brisk:requests_cancelled_total") == 1);
+        CHECK(metric(text, "brisk:requests_rejected_total{reason=\"queue_full\"}") == (double)(N_CLIENTS - admitted));
+        CHECK(metric(text, "brisk:requests_rejected_total{reason=\"draining\"}") == 1);
+    }
+    free(text);
+    srv_metrics_free(metrics);
     brisk_context_free(c);
     brisk_model_free(m);
     return test_finish();

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #ifndef BRISK_GIT_COMMIT
 #define BRISK_GIT_COMMIT "unknown"
@@ -32,10 +33,12 @@ static const cli_use serve_uses[] = {
      .help = "tokens per request (prompt + completion); 0 = the model's training context. Never divided by -np"},
     {.id = CLI_O_KV_SIZE}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
     {.id = CLI_O_HEADING, .heading = "admission"},
-    {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_MAX_PROMPT_TOKENS}, {.id = CLI_O_MAX_BODY},
+    {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_PROMPT_TOKENS},
+    {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC}, {.id = CLI_O_KV_DIR},
     {.id = CLI_O_HEADING, .heading = "HTTP"},
-    {.id = CLI_O_HOST}, {.id = CLI_O_PORT}, {.id = CLI_O_API_KEY}, {.id = CLI_O_CONN_LIMIT}, {.id = CLI_O_PER_IP_LIMIT},
-    {.id = CLI_O_TIMEOUT}, {.id = CLI_O_HTTP_THREADS}, {.id = CLI_O_DRAIN_TIMEOUT},
+    {.id = CLI_O_HOST}, {.id = CLI_O_PORT}, {.id = CLI_O_API_KEY}, {.id = CLI_O_API_KEY_FILE}, {.id = CLI_O_CORS_ORIGINS},
+    {.id = CLI_O_CONN_LIMIT}, {.id = CLI_O_PER_IP_LIMIT}, {.id = CLI_O_TIMEOUT}, {.id = CLI_O_HEADER_TIMEOUT},
+    {.id = CLI_O_HTTP_THREADS}, {.id = CLI_O_DRAIN_TIMEOUT}, {.id = CLI_O_LOG_PROMPTS}, {.id = CLI_O_STREAM_QUANTUM},
     {.id = CLI_O_HEADING, .heading = "sampling defaults (a request's own fields win)"},
     {.id = CLI_O_TEMP}, {.id = CLI_O_TOP_K}, {.id = CLI_O_TOP_P}, {.id = CLI_O_MIN_P}, {.id = CLI_O_REPEAT_PENALTY},
     {.id = CLI_O_REPEAT_LAST_N}, {.id = CLI_O_FREQ_PENALTY}, {.id = CLI_O_PRESENCE_PENALTY}, {.id = CLI_O_SEED},
@@ -49,12 +52,46 @@ static const cli_spec serve_spec = {
     .name = "serve",
     .usage = "-m MODEL [--host 127.0.0.1] [--port 8080] [-c N] [--kv-size N] [-np N] [options]",
     .about = "An OpenAI-compatible HTTP server: POST /v1/chat/completions, /v1/completions (streamed\n"
-             "with stream: true), GET /v1/models, /health, POST /tokenize, /detokenize, /apply-template,\n"
-             "and a web chat page at /. Binds 127.0.0.1 unless --host says otherwise. SIGTERM or Ctrl-C\n"
+             "with stream: true), llama.cpp's POST /completion, GET /v1/models, /health, /metrics, POST\n"
+             "/tokenize, /detokenize, /apply-template, and a web chat page at /. Binds 127.0.0.1 unless --host says otherwise. SIGTERM or Ctrl-C\n"
              "stops admission, lets running requests finish (--drain-timeout) and exits 0.\n",
     .uses = serve_uses,
     .epilog = "docs/SERVER.md describes the endpoints, their fields and errors.\n",
 };
+
+/* The keys of --api-key-file (one per line, blank and # lines skipped) and
+ * --api-key, into *keys (malloc'd; the strings point into *file). */
+static brisk_status load_keys(const cli_args *a, uint8_t **file, const char ***keys, int32_t *n, brisk_error *err) {
+    *n = 0;
+    *keys = NULL;
+    size_t len = 0;
+    if (a->s[CLI_O_API_KEY_FILE]) {
+        brisk_status st = cli_read_input(a->s[CLI_O_API_KEY_FILE], a->given[CLI_O_API_KEY_FILE], (size_t)1 << 20, file, &len, err);
+        if (st) return st;
+        if (memchr(*file, 0, len))
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s %s: holds a NUL byte (keys are text, one per line)",
+                              a->given[CLI_O_API_KEY_FILE], a->s[CLI_O_API_KEY_FILE]);
+    }
+    size_t lines = 2;
+    for (size_t i = 0; i < len; i++) lines += (*file)[i] == '\n';
+    if (!(*keys = calloc(lines, sizeof **keys))) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    if (a->s[CLI_O_API_KEY]) (*keys)[(*n)++] = a->s[CLI_O_API_KEY];
+    char *p = (char *)*file;
+    for (size_t i = 0; p && i < len;) {
+        char *line = p + i;
+        size_t e = i;
+        while (e < len && p[e] != '\n') e++;
+        p[e < len ? e : len] = 0;   /* cli_read_input leaves a NUL after the data */
+        size_t ll = strlen(line);
+        while (ll && (line[ll - 1] == '\r' || line[ll - 1] == ' ' || line[ll - 1] == '\t')) line[--ll] = 0;
+        while (*line == ' ' || *line == '\t') line++;
+        if (*line && *line != '#') (*keys)[(*n)++] = line;
+        i = e + 1;
+    }
+    if (a->s[CLI_O_API_KEY_FILE] && *n == (a->s[CLI_O_API_KEY] ? 1 : 0))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s %s holds no key", a->given[CLI_O_API_KEY_FILE], a->s[CLI_O_API_KEY_FILE]);
+    return BRISK_OK;
+}
 
 /* The default pool: half the memory left after the weights, scratch and
  * logits, at least one full request and at most one per running slot. */
@@ -90,7 +127,9 @@ int brisk_cmd_serve(int argc, char **argv) {
     brisk_model *model = NULL;
     brisk_context *ctx = NULL;
     brisk_template *tpl = NULL;
-    uint8_t *tpl_file = NULL;
+    uint8_t *tpl_file = NULL, *key_file = NULL;
+    const char **keys = NULL;
+    int32_t n_keys = 0;
     char *alias = NULL;
     brisk_error err = {0};
     const char *model_path = a.s[CLI_O_MODEL];
@@ -109,6 +148,20 @@ int brisk_cmd_serve(int argc, char **argv) {
         goto out;
     }
     cli_note_ngl(&a);
+    if (load_keys(&a, &key_file, &keys, &n_keys, &err)) goto fail;
+    if (a.s[CLI_O_CORS_ORIGINS] && !a.s[CLI_O_CORS_ORIGINS][0]) {
+        fprintf(stderr, "brisk serve: %s: an empty list (give origins such as http://localhost:3000, or *)\n", a.given[CLI_O_CORS_ORIGINS]);
+        rc = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (a.s[CLI_O_KV_DIR]) {
+        struct stat st;
+        if (stat(a.s[CLI_O_KV_DIR], &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "brisk serve: %s %s: not a directory\n", a.given[CLI_O_KV_DIR], a.s[CLI_O_KV_DIR]);
+            rc = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (brisk_model_load(model_path, &model, &err)) goto fail;
     size_t tpl_len = 0;
     const char *tpl_src = NULL;
@@ -161,7 +214,10 @@ int brisk_cmd_serve(int argc, char **argv) {
     char fingerprint[128];
     snprintf(fingerprint, sizeof fingerprint, "brisk-%s-%s-%s", CLI_VERSION, BRISK_GIT_COMMIT, brisk_context_isa(ctx));
     srv_config cfg = {
-        .host = a.s[CLI_O_HOST], .port = (int)a.i[CLI_O_PORT], .alias = alias, .api_key = a.s[CLI_O_API_KEY],
+        .host = a.s[CLI_O_HOST], .port = (int)a.i[CLI_O_PORT], .alias = alias, .api_keys = keys, .n_api_keys = n_keys,
+        .cors_origins = a.s[CLI_O_CORS_ORIGINS], .log_prompts = a.i[CLI_O_LOG_PROMPTS] != 0,
+        .queue_timeout_s = a.f[CLI_O_QUEUE_TIMEOUT], .header_timeout_s = a.f[CLI_O_HEADER_TIMEOUT],
+        .spec = (int)a.i[CLI_O_SERVE_SPEC], .stream_quantum_ms = a.f[CLI_O_STREAM_QUANTUM], .kv_dir = a.s[CLI_O_KV_DIR],
         .fingerprint = fingerprint, .max_body = (size_t)a.i[CLI_O_MAX_BODY], .max_running = max_running,
         .max_queue = (int32_t)a.i[CLI_O_MAX_QUEUE], .n_ctx = cp.n_ctx_seq,
         .max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq,
@@ -186,6 +242,8 @@ fail:
     rc = cli_fail(C, &err);
 out:
     free(alias);
+    free(keys);
+    free(key_file);
     brisk_context_free(ctx);
     brisk_template_free(tpl);
     free(tpl_file);

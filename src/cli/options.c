@@ -261,6 +261,28 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_OVERRIDE_KV] = {{"--override-kv"}, .type = CLI_T_LIST, .meta = "KEY=TYPE:VALUE",
                            .help = "set a metadata key in the output: int (stored as u32 of |VALUE|), float, bool or str "
                                    "(at most 127 bytes); repeatable"},
+    [CLI_O_API_KEY_FILE] = {{"--api-key-file"}, .type = CLI_T_PATH, .meta = "FILE",
+                            .help = "accept every key in FILE (one per line; blank lines and lines starting with # skipped), "
+                                    "as --api-key does"},
+    [CLI_O_CORS_ORIGINS] = {{"--cors-origins"}, .type = CLI_T_STR, .meta = "LIST",
+                            .help = "allow these browser origins (comma-separated, or *) to call the API; CORS is off unless given"},
+    [CLI_O_LOG_PROMPTS] = {{"--log-prompts"}, .type = CLI_T_FLAG,
+                           .help = "write each request's prompt text to the log (otherwise only its token counts)"},
+    [CLI_O_QUEUE_TIMEOUT] = {{"--queue-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "600",
+                             .help = "a request not given a slot within S seconds gets 503 queue_timeout (0 = wait forever)"},
+    [CLI_O_HEADER_TIMEOUT] = {{"--header-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0.1, .hi = 3600, .def = "10",
+                              .help = "close a connection whose request headers are not complete within S seconds of its "
+                                      "opening or of its previous response (slowloris)"},
+    [CLI_O_STREAM_QUANTUM] = {{"--stream-quantum"}, .type = CLI_T_FLOAT, .meta = "MS", .lo = 0, .hi = 10000, .def = "0",
+                              .help = "stream on a fixed schedule: one write every MS milliseconds, padded to a multiple of "
+                                      "512 bytes, so packet timing and size do not tell how many tokens each step made "
+                                      "(0 = off: each token as soon as it is sampled)"},
+    [CLI_O_KV_DIR] = {{"--kv-dir"}, .type = CLI_T_STR, .meta = "DIR",
+                      .help = "enable POST /kv/save and /kv/restore: KV states named NAME are DIR/NAME.kvstate (names of "
+                              "A-Z a-z 0-9 _ - . only)"},
+    [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = "off",
+                          .help = "speculative decoding for requests that do not choose (their \"spec\" field): off, ngram "
+                                  "(prompt-lookup drafts) or auto (drafts only when the measured cost curve says they pay)"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};

@@ -34,6 +34,7 @@
 #include "engine/engine_impl.h"
 #include "spec/spec.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +56,8 @@ typedef struct sched_choice {
     brisk_spec_seq *spec;   /* NULL: speculation off */
     brisk_finish finish;    /* BRISK_FINISH_NONE while live */
     int64_t stamp;          /* the step in which it last sampled (one token per step) */
+    bool cancel, cancel_taken;   /* under mu: brisk_sched_cancel_choice */
+    bool cancel_now;        /* the stepping thread's: taken this step */
 } sched_choice;
 
 typedef struct sched_req {
@@ -65,8 +68,12 @@ typedef struct sched_req {
     int32_t n_live;         /* choices not finished */
     bool forked;            /* choices 1.. hold forks of choice 0's prompt */
     bool greedy;
+    bool admitted;          /* it has been admitted once (later admissions rebuild it) */
+    int32_t plp_done;       /* prompt_logits: positions [0, plp_done) reported */
+    brisk_sched_request_info acct;   /* the stepping thread's (t_added: brisk_sched_add's) */
     /* under mu */
     bool cancel, cancel_taken, queued;
+    bool cancel_listed;     /* on this step's list of choice cancellations */
     struct sched_req *qprev, *qnext;   /* the waiting queue */
     struct sched_req *lprev, *lnext;   /* the live list */
     /* stepping thread */
@@ -80,6 +87,7 @@ typedef struct sched_entry {
     int32_t n;              /* tokens of hist in the pass */
     int32_t k;              /* drafts after them */
     int32_t row;            /* logit row of the last hist token, -1: a prefill chunk that does not finish */
+    int32_t row0;           /* prompt_logits: the logit row of the chunk's first token, -1: none */
     bool decode;            /* a decode entry (else a prefill chunk) */
     bool proposed;          /* its spec state proposed in this pass */
 } sched_entry;
@@ -97,7 +105,7 @@ struct brisk_sched {
     sched_req *live;
     int32_t n_live;
     int64_t next_id;
-    int32_t n_cancel;       /* cancel flags set and not yet taken */
+    int32_t n_cancel;       /* cancel flags (of requests and of choices) set and not yet taken */
 
     /* the stepping thread's */
     sched_req **running;    /* [n_seq] by id, oldest first */
@@ -114,11 +122,16 @@ struct brisk_sched {
     brisk_spec_seq **plan_q;    /* [n_seq] */
     int32_t *plan_k, *plan_e;   /* [n_seq] drafts chosen; entry index */
     float *scratch;         /* [2 * n_vocab] verification */
+    float *masked;          /* [n_vocab] a logits row with end-of-generation banned (min_tokens) */
+    int32_t *eog;           /* [n_eog] end-of-generation ids */
+    int32_t n_eog;
     const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
     int32_t out[BRISK_SPEC_MAX_DRAFT + 1];
     int64_t n_preemptions, n_drafted, n_accepted;
     int32_t preempt_free, preempt_need;
     brisk_sched_info *info; /* the step's (never NULL during a step) */
+    /* cost model (brisk_sched_request_info): per token and per position */
+    double flops_token, flops_logits, flops_attn_pos, weight_bytes, kv_bytes_pos;
 };
 
 const char *brisk_finish_str(brisk_finish f) {
@@ -178,6 +191,16 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     brisk_model_get_info(c->model, &mi);
     s->n_vocab = mi.n_vocab;
     s->n_vocab_tokens = mi.n_vocab_tokens;
+    /* every weight is one multiply-add per token (2 FLOPs), the output matrix
+     * only for rows whose logits are computed; attention reads every earlier
+     * position's K and V (QK and AV: 4 FLOPs per element); the weights are
+     * read once per pass, a sequence's K and V (F16) once per pass too */
+    const double out_params = (double)mi.n_vocab * mi.n_embd;
+    s->flops_logits = 2.0 * out_params;
+    s->flops_token = 2.0 * ((double)mi.n_params > out_params ? (double)mi.n_params - out_params : (double)mi.n_params);
+    s->flops_attn_pos = 4.0 * mi.n_layer * mi.n_head * (double)mi.head_dim;
+    s->weight_bytes = (double)mi.weight_bytes;
+    s->kv_bytes_pos = 2.0 * mi.n_layer * mi.n_head_kv * (double)mi.head_dim * 2.0;
     s->n_ctx = brisk_context_n_ctx(c);
     s->n_seq = n_seq;
     s->n_batch = n_batch;
@@ -202,8 +225,12 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     s->plan_k = malloc(ns * sizeof *s->plan_k);
     s->plan_e = malloc(ns * sizeof *s->plan_e);
     s->scratch = malloc(2 * (size_t)s->n_vocab * sizeof *s->scratch);
+    s->masked = malloc((size_t)s->n_vocab * sizeof *s->masked);
+    s->eog = malloc(64 * sizeof *s->eog);
+    for (int32_t t = 0; s->eog && t < s->n_vocab && s->n_eog < 64; t++)
+        if (brisk_token_is_eog(s->model, t)) s->eog[s->n_eog++] = t;
     if (!s->running || !s->free_slots || !s->tok || !s->pos || !s->seq || !s->want || !s->ent || !s->plan_q || !s->plan_k ||
-        !s->plan_e || !s->scratch) {
+        !s->plan_e || !s->scratch || !s->masked || !s->eog) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: out of memory for passes of %d tokens over %d sequences", n_ubatch, n_seq);
         goto fail;
     }
@@ -341,6 +368,8 @@ void brisk_sched_free(brisk_sched *s) {
     free(s->plan_k);
     free(s->plan_e);
     free(s->scratch);
+    free(s->masked);
+    free(s->eog);
     free(s);
 }
 
@@ -353,6 +382,9 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     if (r->n_prompt < 1 || !r->prompt)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: the prompt is empty (%d tokens); at least one is needed", r->n_prompt);
     if (r->max_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: max_tokens %d must be at least 1", r->max_tokens);
+    if (r->min_tokens < 0 || r->min_tokens > r->max_tokens)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: min_tokens %d out of range [0, max_tokens %d]", r->min_tokens,
+                          r->max_tokens);
     if ((int64_t)r->n_prompt + r->max_tokens > s->n_ctx)
         return brisk_fail(err, BRISK_ERR_CAPACITY,
                           "request: prompt of %d tokens + max_tokens %d exceed the context of %d tokens per sequence", r->n_prompt,
@@ -364,6 +396,8 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
         if (r->prompt[i] < 0 || r->prompt[i] >= s->n_vocab)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt token %d: id %d out of range [0, %d)", i, r->prompt[i],
                               s->n_vocab);
+    if (r->prompt_logits && !r->on_prompt_logits)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt_logits needs its callback (on_prompt_logits)");
     if (r->spec < BRISK_SCHED_SPEC_OFF || r->spec > BRISK_SCHED_SPEC_AUTO)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: speculation mode %d unknown (off, ngram or auto)", (int)r->spec);
     if (r->spec_draft_max < 0 || r->spec_draft_max > BRISK_SPEC_MAX_DRAFT)
@@ -383,6 +417,8 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     q->rq.prompt = NULL;
     q->n_prompt = r->n_prompt;
     q->n_live = r->n;
+    q->acct.n_prompt = r->n_prompt;
+    q->acct.t_added = brisk_time_now();
     q->greedy = r->sampling.temp <= 0.0f;
     q->ch = calloc((size_t)r->n, sizeof *q->ch);
     if (!q->ch) {
@@ -456,6 +492,52 @@ bool brisk_sched_cancel(brisk_sched *s, int64_t id) {
     return found;
 }
 
+bool brisk_sched_cancel_choice(brisk_sched *s, int64_t id, int32_t choice) {
+    bool found = false;
+    pthread_mutex_lock(&s->mu);
+    for (sched_req *r = s->live; r; r = r->lnext)
+        if (r->id == id) {
+            if (choice < 0 || choice >= r->rq.n) break;
+            found = true;
+            if (!r->ch[choice].cancel) {
+                r->ch[choice].cancel = true;
+                s->n_cancel++;
+            }
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+bool brisk_sched_request_info_get(brisk_sched *s, int64_t id, brisk_sched_request_info *out) {
+    bool found = false;
+    pthread_mutex_lock(&s->mu);
+    for (sched_req *r = s->live; r; r = r->lnext)
+        if (r->id == id) {
+            found = true;
+            *out = r->acct;
+            const int32_t fresh = r->acct.n_prompt - r->acct.n_prompt_cached;
+            out->n_prompt_computed = r->acct.n_prefilled < fresh ? r->acct.n_prefilled : fresh;
+            out->n_recomputed = r->acct.n_prefilled - out->n_prompt_computed;
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return found;
+}
+
+int32_t brisk_sched_borrow_slot(brisk_sched *s) {
+    if (s->n_free_slots == 0 || s->n_slots_used >= s->max_running) return -1;
+    s->n_slots_used++;
+    return s->free_slots[--s->n_free_slots];
+}
+
+void brisk_sched_return_slot(brisk_sched *s, int32_t seq) {
+    if (seq < 0 || seq >= s->n_seq) return;
+    brisk_seq_truncate(s->c, seq, 0, NULL);   /* its full blocks stay in the prefix cache */
+    s->free_slots[s->n_free_slots++] = seq;
+    s->n_slots_used--;
+}
+
 int32_t brisk_sched_pending(brisk_sched *s) {
     pthread_mutex_lock(&s->mu);
     const int32_t n = s->n_live;
@@ -484,27 +566,65 @@ static void admit(brisk_sched *s, sched_req *r) {
             /* whole blocks of its history from the prefix cache; the last token is always computed */
             ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
             s->c->tree_ok[ch->seq] = 0;
+            if (r->rq.prompt_logits && i == 0 && ch->kv_len > r->plp_done) {
+                /* the positions not reported yet are computed, for their logits */
+                brisk_seq_truncate(s->c, ch->seq, r->plp_done, NULL);
+                ch->kv_len = r->plp_done;
+            }
+            if (i == 0 && !r->admitted) r->acct.n_prompt_cached = ch->kv_len;
         }
     }
+    if (!r->admitted) r->acct.t_admitted = brisk_time_now();
+    r->admitted = true;
 }
 
 static void take_cancels_and_admit(brisk_sched *s) {
     sched_req *cancels = NULL;
     pthread_mutex_lock(&s->mu);
     if (s->n_cancel > 0) {
-        for (sched_req *r = s->live; r; r = r->lnext)
+        s->n_cancel = 0;
+        for (sched_req *r = s->live; r; r = r->lnext) {
             if (r->cancel && !r->cancel_taken) {
                 r->cancel_taken = true;
                 r->cnext = cancels;
                 cancels = r;
+                continue;
             }
-        s->n_cancel = 0;
+            if (r->cancel) continue;
+            for (int32_t i = 0; i < r->rq.n; i++) {
+                sched_choice *ch = &r->ch[i];
+                if (!ch->cancel || ch->cancel_taken) continue;
+                /* before the fork the other choices still need choice 0's
+                 * prompt: a choice's cancel waits for the fork */
+                if (!r->forked && r->rq.n > 1) {
+                    s->n_cancel++;
+                    continue;
+                }
+                ch->cancel_taken = true;
+                ch->cancel_now = true;
+                if (!r->cancel_listed) {
+                    r->cancel_listed = true;
+                    r->cnext = cancels;
+                    cancels = r;
+                }
+            }
+        }
     }
     pthread_mutex_unlock(&s->mu);
     while (cancels) {
         sched_req *r = cancels;
         cancels = r->cnext;
-        finish_request(s, r, BRISK_FINISH_CANCELLED);
+        if (r->cancel_taken) {
+            finish_request(s, r, BRISK_FINISH_CANCELLED);
+            continue;
+        }
+        /* choices cancelled one by one; the request leaves with its last (finish_choice reuses cnext) */
+        r->cancel_listed = false;
+        for (int32_t i = 0; i < r->rq.n; i++)
+            if (r->ch[i].cancel_now) {
+                r->ch[i].cancel_now = false;
+                finish_choice(s, r, &r->ch[i], BRISK_FINISH_CANCELLED);
+            }
     }
     for (;;) {
         pthread_mutex_lock(&s->mu);
@@ -531,6 +651,7 @@ static void preempt_youngest(brisk_sched *s) {
     queue_push(s, r, true);
     pthread_mutex_unlock(&s->mu);
     s->n_preemptions++;
+    r->acct.n_preemptions++;
 }
 
 /* ---- building a pass ------------------------------------------------------------------------------ */
@@ -567,9 +688,9 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len != ch->n_hist - 1 || ch->stamp == s->step_no) continue;
             if (!r->forked && j > 0) continue;
             sched_entry *e = &s->ent[s->n_ent++];
-            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .decode = true, .proposed = false};
+            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .row0 = -1, .decode = true, .proposed = false};
             nd++;
-            if (ch->spec) {
+            if (ch->spec && ch->n_gen >= r->rq.min_tokens) {
                 const int32_t kcap = BRISK_MIN(s->n_ctx - ch->n_hist, r->rq.max_tokens - ch->n_gen - 1);
                 brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, kcap);
                 e->proposed = true;
@@ -603,6 +724,8 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (!r->forked && j > 0) continue;
             int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
             if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
+            const bool plp = r->rq.prompt_logits && ch->index == 0 && ch->kv_len < r->n_prompt - 1;
+            if (plp) chunk = BRISK_MIN(chunk, s->n_outputs - rows);   /* a row for every token */
             if (n > 0 || progressed) {
                 /* what the pool can still give, so a prompt does not push running requests out */
                 const int32_t B = BRISK_KV_BLOCK, a = ch->kv_len;
@@ -613,10 +736,17 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (chunk <= 0) continue;
             const bool last = ch->kv_len + chunk == ch->n_hist;
             sched_entry *e = &s->ent[s->n_ent++];
-            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .decode = false, .proposed = false};
-            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], ch->kv_len + t, ch->seq, last && t == chunk - 1);
+            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .row0 = -1, .decode = false,
+                               .proposed = false};
+            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], ch->kv_len + t, ch->seq, plp || (last && t == chunk - 1));
             n += chunk;
-            rows += last;
+            if (plp) {
+                e->row0 = rows;
+                e->row = last ? rows + chunk - 1 : -1;
+                rows += chunk;
+            } else {
+                rows += last;
+            }
             *need += blocks_for(ch->kv_len, ch->kv_len + chunk);
         }
     }
@@ -630,6 +760,13 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
     const int32_t k = e->ch == ch ? e->k : 0;
     for (int32_t i = 0; i <= k; i++) s->rows[i] = brisk_get_logits(s->c, e->row + i);
     int32_t m = 1;
+    const float *raw0 = s->rows[0];
+    if (ch->n_gen < r->rq.min_tokens && s->n_eog > 0) {
+        /* min_tokens: end of generation is banned for now (no drafts were proposed: k == 0) */
+        memcpy(s->masked, s->rows[0], (size_t)s->n_vocab * sizeof *s->masked);
+        for (int32_t i = 0; i < s->n_eog; i++) s->masked[s->eog[i]] = -INFINITY;
+        s->rows[0] = s->masked;
+    }
     if (ch->spec) {
         /* a choice that did not propose in this pass (a finishing prefill, a fork) drafts nothing */
         if (!(e->ch == ch && e->proposed)) brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, 0);
@@ -644,14 +781,19 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
         ch->kv_len = ch->n_hist + m - 1;
         s->n_drafted += k;
         s->n_accepted += m - 1;
+        r->acct.n_drafted += k;
+        r->acct.n_accepted += m - 1;
         s->info->n_drafts += k;
     }
     ch->stamp = s->step_no;
+    s->rows[0] = raw0;   /* the callbacks see the raw logits */
     for (int32_t i = 0; i < m; i++) {
         const int32_t t = s->out[i];
         ch->hist[ch->n_hist++] = t;
         ch->n_gen++;
         s->info->n_decoded++;
+        r->acct.n_generated++;
+        if (r->acct.t_first_token == 0) r->acct.t_first_token = brisk_time_now();
         if (r->rq.on_logits) r->rq.on_logits(r->rq.user, r->id, ch->index, t, s->rows[i], s->n_vocab);
         r->rq.on_token(r->rq.user, r->id, ch->index, t, BRISK_FINISH_NONE);
         if (!r->rq.ignore_eog && brisk_token_is_eog(s->model, t)) {
@@ -666,12 +808,38 @@ static void sample_choice(brisk_sched *s, sched_req *r, sched_choice *ch, const 
     ch->kv_len = ch->n_hist - 1;
 }
 
+/* The pass's cost, shared out: each entry pays for its tokens' share of the
+ * weights read and for its own K/V reads, FLOPs and logit rows. */
+static void account_pass(brisk_sched *s, int32_t n_pass) {
+    for (int32_t i = 0; i < s->n_ent; i++) {
+        const sched_entry *e = &s->ent[i];
+        brisk_sched_request_info *a = &e->r->acct;
+        const int32_t t = e->n + e->k, p0 = e->ch->kv_len;
+        const int32_t rows = e->decode ? 1 + e->k : e->row >= 0;
+        /* token at position p attends p + 1 positions */
+        const double attn = ((double)(p0 + 1) + (double)(p0 + t)) * t / 2.0;
+        a->flops += s->flops_token * t + s->flops_logits * rows + s->flops_attn_pos * attn;
+        a->bytes_read += s->weight_bytes * t / n_pass + s->kv_bytes_pos * (double)(p0 + t);
+        a->n_passes++;
+        if (!e->decode) a->n_prefilled += e->n;
+    }
+}
+
 static void after_pass(brisk_sched *s) {
     for (int32_t i = 0; i < s->n_ent; i++) {
         const sched_entry *e = &s->ent[i];
         sched_req *r = e->r;
         sched_choice *ch = e->ch;
         if (ch->finish != BRISK_FINISH_NONE) continue;
+        if (e->row0 >= 0) {
+            /* prompt logits: position p's row predicts prompt token p + 1 */
+            for (int32_t t = 0; t < e->n; t++) {
+                const int32_t p = ch->kv_len + t;
+                if (p < r->plp_done || p + 1 >= r->n_prompt) continue;
+                r->rq.on_prompt_logits(r->rq.user, r->id, p, ch->hist[p + 1], brisk_get_logits(s->c, e->row0 + t), s->n_vocab);
+                r->plp_done = p + 1;
+            }
+        }
         ch->kv_len += e->n + e->k;
         if (!e->decode) s->info->n_prefill += e->n;
         if (e->row < 0) continue;
@@ -735,6 +903,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
         brisk_spec_policy_observe(s->policy, n, brisk_n_logits(s->c), dt);
         budget -= n;
         progressed = true;
+        account_pass(s, n);
         after_pass(s);
     }
     while (s->finished) {
@@ -752,6 +921,9 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     in->n_accepted = s->n_accepted;
     in->preempt_free_blocks = s->preempt_free;
     in->preempt_need_blocks = s->preempt_need;
+    brisk_kv_counts(s->kv, &in->kv_blocks_used, &in->kv_blocks_cached, &in->kv_blocks_free);
+    in->kv_blocks_shared = 0;
+    for (int32_t b = 0; b < s->kv->n_blocks; b++) in->kv_blocks_shared += s->kv->blk[b].ref > 1;
     s->info = NULL;
     (void)err;
     return BRISK_OK;

@@ -1,12 +1,16 @@
 /* engine: jobs, the admission queue and the inference thread (engine.h).
  *
- * The inference thread is the only user of the context. What it does with a
- * job is behind three calls (backend_add, backend_cancel, backend_step) that
- * report tokens through job_on_token / job_on_logits with brisk_sched's
- * callback shapes, so the scheduler replaces the one-job-at-a-time loop below
- * without touching jobs, events or the HTTP side. */
+ * The inference thread is the only user of the context: it steps brisk_sched,
+ * whose callbacks (sched_on_token, job_on_logits) turn tokens into the job's
+ * events. A choice that ends on the server's side (a stop string) is
+ * cancelled in the scheduler at once (brisk_sched_cancel_choice), so it stops
+ * computing while its siblings go on. A job's usage is final at the
+ * scheduler's last callback for it, where brisk_sched_request_info_get gives
+ * its exact prompt accounting and cost; the metrics are recorded from the
+ * same numbers. */
 #include "server/engine.h"
 #include "base/base.h"
+#include "server/metrics.h"
 #include "server/request.h"
 
 #include <math.h>
@@ -34,6 +38,8 @@ typedef struct job_choice {
     float lp;                /* the pending token's logprob (job_on_logits -> job_on_token) */
     srv_top *top;            /* pending alternatives, malloc'd */
     int32_t n_top;
+    double t_last;           /* its last token's time (inference thread) */
+    bool cancel_sent;        /* ended on our side; the scheduler was told (inference thread) */
 } job_choice;
 
 struct srv_job {
@@ -43,6 +49,13 @@ struct srv_job {
     int32_t *prompt, n_prompt, n_cap, n;
     bool cap_is_context, ignore_eos, logprobs;
     int32_t top_logprobs;
+    int32_t min_tokens;
+    bool prompt_logprobs;
+    float *plp;               /* [n_prompt] prompt logprobs (inference thread until done) */
+    srv_top *plp_top;         /* [n_prompt * top_logprobs] */
+    int32_t n_plp;
+    bool spec_set;
+    brisk_sched_spec spec;
     brisk_sampler_params sp;
     brisk_logit_bias *bias;
     int32_t n_bias;
@@ -55,18 +68,18 @@ struct srv_job {
     srv_event *ev;
     int32_t n_ev, cap_ev;
     int32_t n_finished;
-    bool accounted;           /* usage final (cached tokens attributed): done needs it */
-    bool cancel;
+    bool accounted;           /* usage final (the scheduler's last callback ran): done needs it */
+    bool cancel, timed_out;
     int32_t cached, completion;
+    srv_cost cost;
     char error[512];
     job_choice *ch;
     /* the engine's (under its mutex, or the inference thread's alone) */
     struct srv_engine *engine;
-    srv_job *next;            /* the unstarted list */
+    srv_job *next;            /* the engine's list of jobs not admitted yet (queue timeout) */
     int64_t sched_id;         /* brisk_sched's id (under mu) */
     int32_t sched_done;       /* choices the scheduler finished (inference thread) */
-    int32_t computed;         /* prompt tokens the scheduler computed for it (inference thread) */
-    bool cancel_sent;         /* inference thread */
+    double t_submit, t_first; /* brisk_time_now(): submitted, first token (inference thread after submit) */
 };
 
 srv_job *srv_job_new(const srv_job_params *p) {
@@ -81,6 +94,15 @@ srv_job *srv_job_new(const srv_job_params *p) {
     j->ignore_eos = p->ignore_eos;
     j->logprobs = p->logprobs;
     j->top_logprobs = p->top_logprobs;
+    j->min_tokens = p->min_tokens;
+    j->prompt_logprobs = p->prompt_logprobs;
+    if (j->prompt_logprobs) {
+        j->plp = calloc((size_t)p->n_prompt + 1, sizeof *j->plp);
+        j->plp_top = calloc(((size_t)p->n_prompt + 1) * (size_t)(p->top_logprobs + 1), sizeof *j->plp_top);
+        if (!j->plp || !j->plp_top) goto fail;
+    }
+    j->spec_set = p->spec_set;
+    j->spec = p->spec;
     j->sp = p->sampling;
     j->notify = p->notify;
     j->user = p->user;
@@ -139,6 +161,8 @@ void srv_job_unref(srv_job *j) {
     free(j->stop);
     free(j->bias);
     free(j->prompt);
+    free(j->plp);
+    free(j->plp_top);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -167,6 +191,30 @@ void srv_job_usage(srv_job *j, int32_t *prompt, int32_t *cached, int32_t *comple
     *cached = j->cached;
     *completion = j->completion;
     pthread_mutex_unlock(&j->mu);
+}
+
+void srv_job_cost(srv_job *j, srv_cost *out) {
+    pthread_mutex_lock(&j->mu);
+    *out = j->cost;
+    pthread_mutex_unlock(&j->mu);
+}
+
+bool srv_job_prompt_logprobs(srv_job *j, const float **lp, const srv_top **top, int32_t *k, int32_t *n) {
+    pthread_mutex_lock(&j->mu);
+    const bool have = j->prompt_logprobs && j->accounted;
+    *lp = j->plp;
+    *top = j->plp_top;
+    *k = j->top_logprobs;
+    *n = j->n_plp;
+    pthread_mutex_unlock(&j->mu);
+    return have;
+}
+
+bool srv_job_timed_out(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    const bool t = j->timed_out;
+    pthread_mutex_unlock(&j->mu);
+    return t;
 }
 
 void srv_job_error(srv_job *j, char *buf, size_t cap) {
@@ -224,7 +272,9 @@ static void finish_locked(srv_job *j, int32_t c, srv_finish why) {
         if (!ch->stop.hit) srv_stop_flush(&ch->stop, &t, &n);
     }
     char *text = event_text(t, n, &len);
-    push_event(j, (srv_event){.choice = c, .text = text, .len = len, .finish = why, .token = -1});
+    push_event(j, (srv_event){.choice = c, .text = text, .len = len, .finish = why, .token = -1,
+                              .stop_word = why == SRV_FINISH_STOP && ch->stop.hit && ch->stop.which >= 0 ? j->stop[ch->stop.which] : NULL,
+                              .eog = why == SRV_FINISH_STOP && !ch->stop.hit});
 }
 
 /* brisk_sched_logits_fn's shape: the logprobs of the token about to be delivered. */
@@ -252,9 +302,50 @@ static void job_on_logits(void *user, int64_t id, int32_t c, int32_t token, cons
     }
 }
 
+/* ---- the engine: brisk_sched on the inference thread ------------------------------------------- */
+
+struct srv_engine {
+    const brisk_model *model;
+    brisk_context *ctx;
+    int32_t n_vocab;
+    int32_t *eog;            /* end-of-generation ids, banned under ignore_eos */
+    int32_t n_eog;
+    srv_engine_params p;
+    brisk_sched *sched;      /* made and freed on the inference thread, which alone steps it */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int32_t held;            /* jobs added and not finished (waiting + running) */
+    bool draining, stop, ready;
+    brisk_status init_status;
+    brisk_error init_err;
+    srv_job *unadmitted;     /* jobs added and not admitted yet, FIFO (under mu; each holds a reference) */
+    srv_kv_op *kv_ops;       /* KV saves and restores waiting (under mu) */
+    pthread_t thread;
+    bool started;
+};
+
+/* brisk_sched_prompt_logits_fn's shape: prompt token pos + 1's logprob and alternatives. */
+static void job_on_prompt_logits(void *user, int64_t id, int32_t pos, int32_t next, const float *logits, int32_t n_vocab) {
+    (void)id;
+    srv_job *j = user;
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; i++) sum += exp((double)logits[i] - mx);
+    j->plp[pos] = (float)((double)logits[next] - mx - log(sum));
+    if (j->top_logprobs > 0) {
+        int32_t ids[32];
+        float lps[32];
+        const int32_t k = brisk_logprobs_top_k(logits, n_vocab, j->top_logprobs, ids, lps);
+        for (int32_t i = 0; i < j->top_logprobs; i++)
+            j->plp_top[(size_t)pos * (size_t)j->top_logprobs + (size_t)i] = i < k ? (srv_top){ids[i], lps[i]} : (srv_top){-1, 0};
+    }
+    j->n_plp = pos + 1;
+}
+
 /* brisk_sched_token_fn's shape, with srv's reasons. Returns true when the
  * choice is finished on the job's side (a stop string, end of generation). */
-static bool job_on_token(srv_job *j, int32_t c, int32_t token, srv_finish finish) {
+static bool job_on_token(srv_engine *e, srv_job *j, int32_t c, int32_t token, srv_finish finish) {
     job_choice *ch = &j->ch[c];
     pthread_mutex_lock(&j->mu);
     bool done = ch->finish != SRV_FINISH_NONE;
@@ -265,8 +356,22 @@ static bool job_on_token(srv_job *j, int32_t c, int32_t token, srv_finish finish
         done = true;
         goto out;
     }
+    if (j->n_cap == 0) {
+        /* echo with max_tokens 0: the prompt was the point; the one token the scheduler samples is dropped */
+        finish_locked(j, c, SRV_FINISH_LENGTH);
+        done = true;
+        goto out;
+    }
     ch->n_gen++;
     j->completion++;
+    const double now = brisk_time_now();
+    if (j->t_first == 0) {
+        j->t_first = now;
+        srv_metrics_ttft(e->p.metrics, now - j->t_submit);
+    } else if (ch->t_last > 0) {
+        srv_metrics_itl(e->p.metrics, now - ch->t_last);
+    }
+    ch->t_last = now;
     if (!j->ignore_eos && brisk_token_is_eog(j->model, token)) {
         finish_locked(j, c, SRV_FINISH_STOP);
         done = true;
@@ -297,28 +402,6 @@ out:
     return done;
 }
 
-
-/* ---- the engine: brisk_sched on the inference thread ------------------------------------------- */
-
-struct srv_engine {
-    const brisk_model *model;
-    brisk_context *ctx;
-    int32_t n_vocab;
-    int32_t *eog;            /* end-of-generation ids, banned under ignore_eos */
-    int32_t n_eog;
-    srv_engine_params p;
-    brisk_sched *sched;      /* made and freed on the inference thread, which alone steps it */
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int32_t held;            /* jobs added and not finished (waiting + running) */
-    bool draining, stop, ready;
-    brisk_status init_status;
-    brisk_error init_err;
-    srv_job *unstarted;      /* jobs added whose reused prompt tokens are not known yet, FIFO (under mu) */
-    pthread_t thread;
-    bool started;
-};
-
 static srv_finish finish_of(brisk_finish f) {
     switch (f) {
     case BRISK_FINISH_EOG: return SRV_FINISH_STOP;
@@ -329,19 +412,62 @@ static srv_finish finish_of(brisk_finish f) {
     }
 }
 
+/* The request's finish reason for the metrics: cancelled or error when any
+ * choice was, else length when any choice ran out of room, else stop. */
+static const char *job_finish_reason(const srv_job *j) {
+    bool length = false, error = false, cancelled = false;
+    for (int32_t c = 0; c < j->n; c++) {
+        length |= j->ch[c].finish == SRV_FINISH_LENGTH;
+        error |= j->ch[c].finish == SRV_FINISH_ERROR;
+        cancelled |= j->ch[c].finish == SRV_FINISH_CANCELLED;
+    }
+    return cancelled ? "cancelled" : error ? "error" : length ? "length" : "stop";
+}
+
+/* The job's last scheduler callback: its usage and cost are final. */
+static void job_account(srv_engine *e, srv_job *j, int64_t id) {
+    brisk_sched_request_info in;
+    memset(&in, 0, sizeof in);
+    const bool have = brisk_sched_request_info_get(e->sched, id, &in);
+    const double now = brisk_time_now();
+    pthread_mutex_lock(&j->mu);
+    srv_cost *k = &j->cost;
+    if (have) {
+        j->cached = in.n_prompt_cached;
+        k->queue_ms = in.t_admitted > 0 ? (in.t_admitted - in.t_added) * 1e3 : (now - in.t_added) * 1e3;
+        k->prefill_ms = in.t_first_token > 0 ? (in.t_first_token - in.t_admitted) * 1e3 : in.t_admitted > 0 ? (now - in.t_admitted) * 1e3 : 0;
+        k->decode_ms = in.t_first_token > 0 ? (now - in.t_first_token) * 1e3 : 0;
+        k->flops = (int64_t)in.flops;
+        k->bytes_read = (int64_t)in.bytes_read;
+        k->energy_j = in.flops * SRV_JOULES_PER_FLOP + in.bytes_read * SRV_JOULES_PER_BYTE;
+        k->recomputed = in.n_recomputed;
+        k->sampled = in.n_generated;
+        k->preemptions = in.n_preemptions;
+        k->drafted = in.n_drafted;
+        k->accepted = in.n_accepted;
+    }
+    k->cached_tokens = j->cached;
+    srv_request_stats st = {
+        .prompt = j->n_prompt, .cached = j->cached, .completion = j->completion, .recomputed = k->recomputed,
+        .preemptions = k->preemptions, .drafted = k->drafted, .accepted = k->accepted, .finish = job_finish_reason(j),
+        .queue_s = k->queue_ms * 1e-3, .prefill_s = j->t_first > 0 ? k->prefill_ms * 1e-3 : -1, .decode_s = k->decode_ms * 1e-3,
+        .e2e_s = now - j->t_submit, .flops = k->flops, .bytes_read = k->bytes_read, .energy_j = k->energy_j,
+    };
+    j->accounted = true;   /* srv_job_take may now say done */
+    wake(j);
+    pthread_mutex_unlock(&j->mu);
+    srv_metrics_request(e->p.metrics, &st);
+}
+
 /* the scheduler's token callback (inference thread) */
 static void sched_on_token(void *user, int64_t id, int32_t c, int32_t token, brisk_finish finish) {
     srv_job *j = user;
     srv_engine *e = j->engine;
     if (finish == BRISK_FINISH_NONE) {
-        job_on_token(j, c, token, SRV_FINISH_NONE);
-        pthread_mutex_lock(&j->mu);
-        const bool all = j->n_finished == j->n;
-        pthread_mutex_unlock(&j->mu);
-        /* every choice ended on the server's side (stop strings, end of generation): free the slots now */
-        if (all && !j->cancel_sent) {
-            j->cancel_sent = true;
-            brisk_sched_cancel(e->sched, id);
+        /* a choice that ended on our side (stop string, end of generation, its cap) stops computing */
+        if (job_on_token(e, j, c, token, SRV_FINISH_NONE) && !j->ch[c].cancel_sent) {
+            j->ch[c].cancel_sent = true;
+            brisk_sched_cancel_choice(e->sched, id, c);
         }
         return;
     }
@@ -350,8 +476,9 @@ static void sched_on_token(void *user, int64_t id, int32_t c, int32_t token, bri
         if (!j->error[0]) snprintf(j->error, sizeof j->error, "the forward pass failed (non-finite logits?)");
         pthread_mutex_unlock(&j->mu);
     }
-    job_on_token(j, c, -1, finish_of(finish));
+    job_on_token(e, j, c, -1, finish_of(finish));
     if (++j->sched_done == j->n) {
+        job_account(e, j, id);
         pthread_mutex_lock(&e->mu);
         e->held--;
         pthread_cond_broadcast(&e->cv);
@@ -360,30 +487,28 @@ static void sched_on_token(void *user, int64_t id, int32_t c, int32_t token, bri
     }
 }
 
-/* Prompt tokens reused (prefix cache, or still held by the slot): the prompt
- * minus what the scheduler computed for it. brisk_sched reports prefill
- * tokens per step, not per request, so a step's are given to the jobs still
- * waiting for their prompt, oldest first (the order the scheduler admits and
- * prefills them): exact when one job starts at a time; when several prefill
- * in the same step, or a preempted request is rebuilt, the split is an
- * attribution (it never reports more reuse than the prompt allows). */
-static void attribute_prefill(srv_engine *e, int32_t n_prefill) {
+/* After a step: jobs admitted leave the list; one that waited longer than
+ * the queue timeout is cancelled (the HTTP side answers 503 queue_timeout). */
+static void check_queue(srv_engine *e) {
+    const double now = brisk_time_now();
     pthread_mutex_lock(&e->mu);
-    for (srv_job **pp = &e->unstarted; *pp;) {
+    for (srv_job **pp = &e->unadmitted; *pp;) {
         srv_job *j = *pp;
-        const int32_t need = j->n_prompt - j->computed;
-        const int32_t give = n_prefill < need ? n_prefill : need;
-        j->computed += give;
-        n_prefill -= give;
+        brisk_sched_request_info in;
         pthread_mutex_lock(&j->mu);
-        const bool begun = j->completion > 0 || j->n_finished > 0;
-        if (begun) {
-            j->cached = j->n_prompt - j->computed;
-            j->accounted = true;   /* its usage is final: srv_job_take may now say done */
-            wake(j);
-        }
+        const int64_t id = j->sched_id;
         pthread_mutex_unlock(&j->mu);
-        if (begun) {
+        const bool live = brisk_sched_request_info_get(e->sched, id, &in);
+        bool drop = !live || in.t_admitted > 0;
+        if (!drop && e->p.queue_timeout_s > 0 && now - in.t_added > e->p.queue_timeout_s) {
+            pthread_mutex_lock(&j->mu);
+            j->timed_out = true;
+            snprintf(j->error, sizeof j->error, "the request waited more than %g s for a slot (--queue-timeout)", e->p.queue_timeout_s);
+            pthread_mutex_unlock(&j->mu);
+            brisk_sched_cancel(e->sched, id);
+            drop = true;
+        }
+        if (drop) {
             *pp = j->next;
             srv_job_unref(j);
         } else {
@@ -391,6 +516,57 @@ static void attribute_prefill(srv_engine *e, int32_t n_prefill) {
         }
     }
     pthread_mutex_unlock(&e->mu);
+}
+
+static void run_kv_op(srv_engine *e, srv_kv_op *op) {
+    const int32_t seq = brisk_sched_borrow_slot(e->sched);
+    if (seq < 0) {
+        op->status = brisk_fail(&op->err, BRISK_ERR_CAPACITY, "every slot is computing a request; retry when one frees");
+        return;
+    }
+    if (op->save) {
+        op->status = brisk_seq_sync(e->ctx, seq, op->ids, op->n_ids, &op->n_reused, &op->err);
+        if (!op->status) op->status = brisk_seq_state_get(e->ctx, seq, NULL, NULL, 0, &op->bytes, &op->err) == BRISK_ERR_CAPACITY
+                                          ? BRISK_OK : op->err.status;
+        if (!op->status) op->status = brisk_seq_save(e->ctx, seq, NULL, op->path, &op->err);
+    } else {
+        op->status = brisk_seq_load(e->ctx, seq, NULL, op->path, &op->err);
+    }
+    op->n_tokens = brisk_seq_len(e->ctx, seq);
+    brisk_sched_return_slot(e->sched, seq);   /* its full blocks stay in the prefix cache */
+}
+
+/* The KV operations waiting (inference thread, between steps). */
+static void run_kv_ops(srv_engine *e) {
+    pthread_mutex_lock(&e->mu);
+    srv_kv_op *ops = e->kv_ops;
+    e->kv_ops = NULL;
+    pthread_mutex_unlock(&e->mu);
+    for (srv_kv_op *op = ops, *next; op; op = next) {
+        next = op->next;
+        run_kv_op(e, op);
+        pthread_mutex_lock(&e->mu);
+        op->done = true;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+    }
+}
+
+brisk_status srv_engine_kv(srv_engine *e, srv_kv_op *op) {
+    op->done = false;
+    op->status = BRISK_OK;
+    memset(&op->err, 0, sizeof op->err);
+    pthread_mutex_lock(&e->mu);
+    if (e->stop || e->draining) {
+        pthread_mutex_unlock(&e->mu);
+        return op->status = brisk_fail(&op->err, BRISK_ERR_CAPACITY, "the server is shutting down");
+    }
+    op->next = e->kv_ops;
+    e->kv_ops = op;
+    pthread_cond_broadcast(&e->cv);
+    while (!op->done) pthread_cond_wait(&e->cv, &e->mu);
+    pthread_mutex_unlock(&e->mu);
+    return op->status;
 }
 
 static void *engine_main(void *arg) {
@@ -407,27 +583,47 @@ static void *engine_main(void *arg) {
     if (st) return NULL;
     pthread_mutex_lock(&e->mu);
     for (;;) {
-        while (!e->stop && e->held == 0) pthread_cond_wait(&e->cv, &e->mu);
+        while (!e->stop && e->held == 0 && !e->kv_ops) pthread_cond_wait(&e->cv, &e->mu);
         if (e->stop) break;
+        const bool idle = e->held == 0;
         pthread_mutex_unlock(&e->mu);
+        run_kv_ops(e);
+        if (idle) {
+            pthread_mutex_lock(&e->mu);
+            continue;
+        }
         brisk_sched_info info;
         brisk_error err = {0};
-        if (brisk_sched_step(e->sched, &info, &err))
+        if (brisk_sched_step(e->sched, &info, &err)) {
             fprintf(stderr, "brisk serve: scheduler: %s\n", err.msg[0] ? err.msg : brisk_status_str(err.status));
-        else attribute_prefill(e, info.n_prefill);
+        } else {
+            const srv_gauges g = {.running = info.n_running, .waiting = info.n_waiting, .kv_used = info.kv_blocks_used,
+                                  .kv_cached = info.kv_blocks_cached, .kv_shared = info.kv_blocks_shared,
+                                  .kv_free = info.kv_blocks_free};
+            srv_metrics_gauges(e->p.metrics, &g);
+        }
+        check_queue(e);
         pthread_mutex_lock(&e->mu);
+        if (e->held == 0) {
+            /* idle: the gauges say so */
+            const srv_gauges g = {.kv_used = info.kv_blocks_used, .kv_cached = info.kv_blocks_cached,
+                                  .kv_shared = info.kv_blocks_shared, .kv_free = info.kv_blocks_free};
+            srv_metrics_gauges(e->p.metrics, &g);
+        }
     }
     pthread_mutex_unlock(&e->mu);
     brisk_sched_free(e->sched);   /* every live job finishes CANCELLED through sched_on_token */
     e->sched = NULL;
     pthread_mutex_lock(&e->mu);
-    while (e->unstarted) {
-        srv_job *j = e->unstarted;
-        e->unstarted = j->next;
-        pthread_mutex_lock(&j->mu);
-        j->accounted = true;
-        wake(j);
-        pthread_mutex_unlock(&j->mu);
+    for (srv_kv_op *op = e->kv_ops; op; op = op->next) {
+        op->status = brisk_fail(&op->err, BRISK_ERR_CAPACITY, "the server is shutting down");
+        op->done = true;
+    }
+    e->kv_ops = NULL;
+    pthread_cond_broadcast(&e->cv);
+    while (e->unadmitted) {
+        srv_job *j = e->unadmitted;
+        e->unadmitted = j->next;
         srv_job_unref(j);
     }
     pthread_mutex_unlock(&e->mu);
@@ -481,9 +677,9 @@ void srv_engine_free(srv_engine *e) {
         pthread_mutex_unlock(&e->mu);
         pthread_join(e->thread, NULL);
     }
-    while (e->unstarted) {
-        srv_job *j = e->unstarted;
-        e->unstarted = j->next;
+    while (e->unadmitted) {
+        srv_job *j = e->unadmitted;
+        e->unadmitted = j->next;
         srv_job_unref(j);
     }
     pthread_cond_destroy(&e->cv);
@@ -507,9 +703,13 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     rq.prompt = j->prompt;
     rq.n_prompt = j->n_prompt;
     rq.sampling = j->sp;
-    rq.max_tokens = j->n_cap;
+    rq.max_tokens = j->n_cap > 0 ? j->n_cap : 1;
+    rq.prompt_logits = j->prompt_logprobs;
+    rq.on_prompt_logits = j->prompt_logprobs ? job_on_prompt_logits : NULL;
+    rq.min_tokens = j->min_tokens;
     rq.n = j->n;
     rq.ignore_eog = j->ignore_eos;
+    rq.spec = j->spec_set ? j->spec : (brisk_sched_spec)e->p.spec;
     rq.on_token = sched_on_token;
     rq.on_logits = j->logprobs ? job_on_logits : NULL;
     rq.user = j;
@@ -519,10 +719,11 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     else if (e->held >= e->p.max_running + e->p.max_queue) a = SRV_ADMIT_FULL;
     else {
         srv_job_ref(j);   /* the scheduler's, dropped when its last choice finishes */
-        srv_job_ref(j);   /* the unstarted list's */
+        srv_job_ref(j);   /* the unadmitted list's */
         e->held++;
         j->next = NULL;
-        srv_job **pp = &e->unstarted;
+        j->t_submit = brisk_time_now();
+        srv_job **pp = &e->unadmitted;
         while (*pp) pp = &(*pp)->next;
         *pp = j;
         int64_t id = 0;
@@ -544,6 +745,8 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
         }
     }
     pthread_mutex_unlock(&e->mu);
+    if (a == SRV_ADMIT_FULL) srv_metrics_rejected(e->p.metrics, "queue_full");
+    if (a == SRV_ADMIT_DRAINING) srv_metrics_rejected(e->p.metrics, "draining");
     return a;
 }
 

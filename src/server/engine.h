@@ -47,6 +47,8 @@ typedef struct srv_event {
     float logprob;         /* log-probability of token under the raw logits (with logprobs) */
     srv_top *top;          /* n_top alternatives (with top_logprobs), malloc'd */
     int32_t n_top;
+    const char *stop_word; /* an end by a stop string: the string (borrowed from the job, which outlives the event's use) */
+    bool eog;              /* an end by an end-of-generation token */
 } srv_event;
 
 /* A request in flight, shared by its connection and the inference thread
@@ -65,6 +67,10 @@ typedef struct srv_job_params {
     int32_t n_stop;
     bool logprobs;
     int32_t top_logprobs;
+    int32_t min_tokens;        /* end of generation banned before this many tokens (<= n_cap) */
+    bool prompt_logprobs;      /* echo with logprobs: every prompt token's logprob (and top_logprobs alternatives) */
+    bool spec_set;             /* spec is this job's own (else the engine's default) */
+    brisk_sched_spec spec;
     /* Called on the inference thread after new events are queued or the job
      * ends; must not block. user is the connection's. */
     void (*notify)(void *user);
@@ -84,6 +90,27 @@ void srv_job_detach(srv_job *j);
 /* Usage once done: prompt tokens, prompt tokens reused from the cache,
  * generated tokens over all choices. */
 void srv_job_usage(srv_job *j, int32_t *prompt, int32_t *cached, int32_t *completion);
+/* A job's cost once done (usage.brisk): wall times from the scheduler's
+ * stamps, and its estimate of FLOPs and bytes read (brisk_sched_request_info);
+ * energy = FLOPs x SRV_JOULES_PER_FLOP + bytes x SRV_JOULES_PER_BYTE, order-of-
+ * magnitude constants for a desktop CPU and DDR memory, not a measurement. */
+#define SRV_JOULES_PER_FLOP 10e-12
+#define SRV_JOULES_PER_BYTE 150e-12
+typedef struct srv_cost {
+    double queue_ms, prefill_ms, decode_ms;
+    int32_t cached_tokens, recomputed, preemptions;
+    int32_t sampled;           /* tokens the scheduler sampled (completion_tokens plus any dropped after a choice's stop) */
+    int64_t drafted, accepted;
+    int64_t flops, bytes_read;
+    double energy_j;
+} srv_cost;
+void srv_job_cost(srv_job *j, srv_cost *out);
+/* The job was cancelled because it waited longer than the queue timeout (a 503). */
+bool srv_job_timed_out(srv_job *j);
+/* With prompt_logprobs, once done: lp[i] is the logprob of prompt token i + 1
+ * (i < n_prompt - 1), top[i * k ..] its k alternatives; borrowed, valid while
+ * the job lives. false when the job has none. */
+bool srv_job_prompt_logprobs(srv_job *j, const float **lp, const srv_top **top, int32_t *k, int32_t *n);
 /* Why the job failed (SRV_FINISH_ERROR), "" otherwise; copied into buf. */
 void srv_job_error(srv_job *j, char *buf, size_t cap);
 
@@ -92,9 +119,14 @@ typedef enum srv_admit { SRV_ADMIT_OK = 0, SRV_ADMIT_FULL, SRV_ADMIT_DRAINING, S
 
 typedef struct srv_engine srv_engine;
 
+struct srv_metrics;
+
 typedef struct srv_engine_params {
     int32_t max_running;   /* jobs computed at once */
     int32_t max_queue;     /* jobs waiting at most */
+    int spec;              /* brisk_sched_spec of jobs that do not choose */
+    double queue_timeout_s;   /* a job not admitted within this is cancelled (0 = never) */
+    struct srv_metrics *metrics;   /* borrowed; NULL = none */
 } srv_engine_params;
 
 /* Starts the inference thread; m and c are borrowed and must outlive the engine. */
@@ -106,6 +138,29 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j);
 /* Ask j to stop (queued or running); its choices finish CANCELLED. e may be
  * NULL once the engine is being freed (which cancels everything itself). */
 void srv_engine_cancel(srv_engine *e, srv_job *j);
+/* A KV save or restore (--kv-dir), run by the inference thread between
+ * steps on a borrowed slot. save: ids[0..n_ids) are computed (whole blocks
+ * from the prefix cache) and the sequence written to path in the engine's
+ * format (docs/KVSTATE.md); restore: the state at path is loaded and its
+ * full blocks left in the prefix cache, so later prompts sharing it start
+ * cached. */
+typedef struct srv_kv_op {
+    bool save;
+    const char *path;
+    const int32_t *ids;
+    int32_t n_ids;
+    /* results */
+    brisk_status status;
+    brisk_error err;
+    int32_t n_tokens;       /* tokens saved or restored */
+    int32_t n_reused;       /* save: tokens the prefix cache already had */
+    size_t bytes;           /* the state's size */
+    /* the engine's */
+    bool done;
+    struct srv_kv_op *next;
+} srv_kv_op;
+/* Blocks until the inference thread has run op; returns op->status. */
+brisk_status srv_engine_kv(srv_engine *e, srv_kv_op *op);
 /* Refuse every later submit with SRV_ADMIT_DRAINING. */
 void srv_engine_drain(srv_engine *e);
 /* Jobs held (running + waiting). */

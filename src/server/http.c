@@ -16,6 +16,7 @@
  * Locks: a job's mutex may be held while taking http->mu (notify), never the
  * other way round. */
 #include "server/engine.h"
+#include "server/metrics.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/server.h"
@@ -41,8 +42,22 @@ extern const size_t srv_web_chat_html_len, srv_web_chat_js_len, srv_web_chat_css
 bool srv_available(void) { return true; }
 
 typedef enum route {
-    R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE
+    R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
+    R_METRICS, R_LLAMA_COMPLETION, R_KV_SAVE, R_KV_RESTORE
 } route;
+
+/* One TCP connection (MHD's socket context), for the header deadline: a
+ * connection waiting for a request's headers longer than header_timeout_s
+ * (since it opened, or since its last response) is shut down by the ticker.
+ * Listed under srv->mu from MHD's STARTED to its CLOSED notification, which
+ * MHD sends before it closes the socket, so a shutdown never hits a reused fd. */
+typedef struct sock {
+    int fd;
+    double since;             /* when it began waiting for headers */
+    bool in_request;          /* headers complete, request in progress */
+    bool shut;
+    struct sock *prev, *next;
+} sock;
 
 typedef struct http_srv http_srv;
 
@@ -67,6 +82,11 @@ typedef struct conn {
     int32_t n_acc;
     bool *started;            /* streamed: a choice's first chunk went out */
     bool stream_done;
+    int32_t n_streamed;       /* /completion: tokens streamed so far */
+    double quantum;           /* --stream-quantum in seconds, 0 = off (immutable once listed) */
+    double next_tick;         /* with a quantum: when the next write is due (MHD thread, ticker reads under mu) */
+    int32_t *echo_ids;        /* echo: the prompt's tokens */
+    int32_t n_echo_ids;
     /* pending output of a stream */
     char *out;
     size_t out_len, out_off, out_cap;
@@ -96,7 +116,11 @@ struct http_srv {
     pthread_t ticker;
     bool ticker_on, ticker_stop;
     pthread_cond_t ticker_cv;
+    srv_metrics *metrics;
+    sock *socks;              /* open connections (under mu) */
+    int kv_inflight;          /* KV operations using the engine (under admit_mu): closing waits for 0 */
 };
+
 
 static double now_s(void) {
     struct timespec ts;
@@ -106,43 +130,75 @@ static double now_s(void) {
 
 /* ---- responses ------------------------------------------------------------------------------ */
 
-static enum MHD_Result send_buf(struct MHD_Connection *mc, unsigned status, const char *type, const void *buf, size_t len,
-                                const char *extra_name, const char *extra_value) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)buf, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+/* --cors-origins: the request's Origin when the list allows it (exact
+ * match, or "*"), else NULL (no CORS headers: browsers refuse the answer). */
+static const char *cors_origin(const http_srv *s, struct MHD_Connection *mc) {
+    const char *list = s->cfg->cors_origins;
+    if (!list) return NULL;
+    const char *origin = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "Origin");
+    if (!origin || !*origin) return NULL;
+    const size_t ol = strlen(origin);
+    for (const char *p = list; *p;) {
+        const char *q = strchr(p, ',');
+        size_t n = q ? (size_t)(q - p) : strlen(p);
+        while (n && p[0] == ' ') p++, n--;
+        while (n && p[n - 1] == ' ') n--;
+        if ((n == 1 && p[0] == '*') || (n == ol && !memcmp(p, origin, n))) return origin;
+        if (!q) break;
+        p = q + 1;
+    }
+    return NULL;
+}
+
+static void add_cors(const http_srv *s, struct MHD_Connection *mc, struct MHD_Response *r) {
+    const char *origin = cors_origin(s, mc);
+    if (!origin) return;
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+}
+
+static enum MHD_Result queue(const http_srv *s, struct MHD_Connection *mc, unsigned status, struct MHD_Response *r) {
+    add_cors(s, mc, r);
     const enum MHD_Result ret = MHD_queue_response(mc, status, r);
     MHD_destroy_response(r);
     return ret;
 }
 
-static enum MHD_Result send_json(struct MHD_Connection *mc, unsigned status, json_t *o) {
-    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+static enum MHD_Result send_buf(const http_srv *s, struct MHD_Connection *mc, unsigned status, const char *type, const void *buf,
+                                size_t len, const char *extra_name, const char *extra_value) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)buf, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (extra_name) MHD_add_response_header(r, extra_name, extra_value);
+    return queue(s, mc, status, r);
+}
+
+static enum MHD_Result send_json(const http_srv *s, struct MHD_Connection *mc, unsigned status, json_t *o) {
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
-    if (!s) {
+    if (!t) {
         static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":\"out_of_memory\"}}";
-        return send_buf(mc, 500, "application/json", oom, sizeof oom - 1, NULL, NULL);
+        return send_buf(s, mc, 500, "application/json", oom, sizeof oom - 1, NULL, NULL);
     }
-    const enum MHD_Result ret = send_buf(mc, status, "application/json", s, strlen(s), NULL, NULL);
-    free(s);
+    const enum MHD_Result ret = send_buf(s, mc, status, "application/json", t, strlen(t), NULL, NULL);
+    free(t);
     return ret;
 }
 
-static enum MHD_Result send_error(struct MHD_Connection *mc, const srv_error *e) {
-    char *s = srv_error_json(e);
-    if (!s) return MHD_NO;
-    const enum MHD_Result ret = send_buf(mc, (unsigned)e->http, "application/json", s, strlen(s),
+static enum MHD_Result send_error(const http_srv *s, struct MHD_Connection *mc, const srv_error *e) {
+    char *t = srv_error_json(e);
+    if (!t) return MHD_NO;
+    const enum MHD_Result ret = send_buf(s, mc, (unsigned)e->http, "application/json", t, strlen(t),
                                          e->http == 429 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, "1");
-    free(s);
+    free(t);
     return ret;
 }
 
-static enum MHD_Result fail(struct MHD_Connection *mc, int http, const char *type, const char *code, const char *param,
-                            const char *msg) {
+static enum MHD_Result fail(const http_srv *s, struct MHD_Connection *mc, int http, const char *type, const char *code,
+                            const char *param, const char *msg) {
     srv_error e;
     srv_error_set(&e, http, type, code, param, "%s", msg);
-    return send_error(mc, &e);
+    return send_error(s, mc, &e);
 }
 
 /* ---- the connection list, suspension ------------------------------------------------------------- */
@@ -176,7 +232,7 @@ static void on_job_event(void *user) {
     struct MHD_Connection *mc = NULL;
     pthread_mutex_lock(&s->mu);
     c->pending = true;
-    if (c->suspended) {
+    if (c->suspended && c->quantum == 0) {   /* a quantum stream waits for its tick (the ticker) */
         c->suspended = false;
         c->last_wake = now_s();
         mc = c->mc;
@@ -208,25 +264,77 @@ static void clear_pending(conn *c) {
     pthread_mutex_unlock(&c->srv->mu);
 }
 
+/* MHD's connection notifications: open connections are listed for the header deadline. */
+static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context, enum MHD_ConnectionNotificationCode code) {
+    http_srv *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+        sock *k = calloc(1, sizeof *k);
+        if (!k || !ci) {
+            free(k);
+            *socket_context = NULL;
+            return;
+        }
+        k->fd = ci->connect_fd;
+        pthread_mutex_lock(&s->mu);
+        k->since = now_s();
+        k->next = s->socks;
+        if (s->socks) s->socks->prev = k;
+        s->socks = k;
+        pthread_mutex_unlock(&s->mu);
+        *socket_context = k;
+        return;
+    }
+    sock *k = *socket_context;
+    if (!k) return;
+    pthread_mutex_lock(&s->mu);
+    if (k->prev) k->prev->next = k->next;
+    else s->socks = k->next;
+    if (k->next) k->next->prev = k->prev;
+    pthread_mutex_unlock(&s->mu);
+    free(k);
+    *socket_context = NULL;
+}
+
+/* in_request: the headers of a request are complete; false: its response is done. */
+static void sock_mark(http_srv *s, struct MHD_Connection *mc, bool in_request) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    sock *k = ci ? ci->socket_context : NULL;
+    if (!k) return;
+    pthread_mutex_lock(&s->mu);
+    k->in_request = in_request;
+    k->since = now_s();
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Every suspended connection idle for a second is resumed: streams write a
- * ping, waiting handlers peek at their socket. */
+ * ping, waiting handlers peek at their socket. Connections whose headers are
+ * late are shut down (MHD then closes them). */
 static void *ticker_main(void *arg) {
     http_srv *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->ticker_stop) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000 * 1000;
+        /* with --stream-quantum, a tick's resume is late by a few ms at most */
+        const double q8 = s->cfg->stream_quantum_ms / 8;
+        const double period = s->cfg->stream_quantum_ms > 0 && q8 < 200.0 ? q8 : 200.0;
+        ts.tv_nsec += (long)(period * 1e6);
         if (ts.tv_nsec >= 1000000000) { ts.tv_sec++; ts.tv_nsec -= 1000000000; }
         pthread_cond_timedwait(&s->ticker_cv, &s->mu, &ts);
         const double t = now_s();
         struct MHD_Connection *wake[1024];
         int n = 0;
         for (conn *c = s->conns; c && n < 1024; c = c->next)
-            if (c->suspended && (t - c->last_wake >= 0.75 || s->closing)) {
+            if (c->suspended && (t - c->last_wake >= 0.75 || s->closing || (c->quantum > 0 && t >= c->next_tick))) {
                 c->suspended = false;
                 c->last_wake = t;
                 wake[n++] = c->mc;
+            }
+        for (sock *k = s->socks; k; k = k->next)
+            if (!k->in_request && !k->shut && t - k->since > s->cfg->header_timeout_s) {
+                k->shut = true;
+                shutdown(k->fd, SHUT_RDWR);   /* under mu: MHD's CLOSED notification (taking mu) comes before its close() */
             }
         pthread_mutex_unlock(&s->mu);
         for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
@@ -278,10 +386,50 @@ static bool out_event(conn *c, json_t *o) {
     return ok;
 }
 
+static void llama_info(conn *c, srv_llama_info *li, srv_cost *cost) {
+    int32_t p, cached, comp;
+    srv_job_usage(c->job, &p, &cached, &comp);
+    srv_job_cost(c->job, cost);
+    *li = (srv_llama_info){.model = c->srv->cfg->alias, .prompt = c->req.prompt_text ? c->req.prompt_text : "", .n_prompt = p,
+                           .n_cached = cached, .n_decoded = comp, .cost = cost};
+}
+
 static json_t *usage_of(conn *c) {
     int32_t p, cached, comp;
     srv_job_usage(c->job, &p, &cached, &comp);
-    return srv_usage_json(p, cached, comp);
+    srv_cost cost;
+    srv_job_cost(c->job, &cost);
+    return srv_usage_json(p, cached, comp, &cost);
+}
+
+static void queue_timeout_error(conn *c, srv_error *e) {
+    char msg[256];
+    srv_job_error(c->job, msg, sizeof msg);
+    srv_error_set(e, 503, "server_error", "queue_timeout", NULL, "%s", msg[0] ? msg : "the request waited too long for a slot");
+}
+
+/* One line per generation request on stderr: counts and times; the prompt
+ * text only under --log-prompts. */
+static void log_request(conn *c, int status) {
+    http_srv *s = c->srv;
+    int32_t p = 0, cached = 0, comp = 0;
+    srv_cost cost = {0};
+    if (c->job) {
+        srv_job_usage(c->job, &p, &cached, &comp);
+        srv_job_cost(c->job, &cost);
+    }
+    fprintf(stderr, "brisk serve: %s %s %d: prompt %d tokens (%d cached), %d generated, queue %.1f ms, prefill %.1f ms, decode %.1f ms\n",
+            c->meta.id, c->req.kind == SRV_CHAT ? "chat" : "completion", status, p, cached, comp, cost.queue_ms, cost.prefill_ms,
+            cost.decode_ms);
+    if (s->cfg->log_prompts) {
+        json_t *js = NULL;
+        if (c->req.kind == SRV_CHAT && c->req.messages_json) js = json_loads(c->req.messages_json, 0, NULL);
+        else if (c->req.prompt_text) js = json_stringn_nocheck(c->req.prompt_text, c->req.prompt_len);
+        char *t = js ? json_dumps(js, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(js);
+        if (t) fprintf(stderr, "brisk serve: %s prompt: %s\n", c->meta.id, t);
+        free(t);
+    }
 }
 
 /* Format the job's new events; false on out of memory. */
@@ -306,10 +454,39 @@ static bool stream_pull(conn *c) {
         }
         const bool first = !c->started[e->choice];
         c->started[e->choice] = true;
+        if (c->req.kind == SRV_LLAMA) {
+            /* llama-server's stream: one event per token; the end comes as the final object below */
+            ok = srv_choice_add(&c->acc[0], SRV_LLAMA, e, NULL, false);
+            if (e->token >= 0) c->n_streamed++;
+            if (ok && (e->token >= 0 || e->len)) {
+                srv_llama_info li = {.model = c->srv->cfg->alias, .n_decoded = c->n_streamed};
+                int32_t p, cached, comp;
+                srv_job_usage(c->job, &p, &cached, &comp);
+                li.n_prompt = p;
+                ok = out_event(c, srv_llama_chunk_json(&li, e, c->srv->model, c->req.logprobs));
+            }
+            continue;
+        }
         ok = out_event(c, srv_chunk_json(&c->meta, e, first, c->req.include_usage, c->srv->model, c->req.logprobs));
     }
     srv_events_free(ev, n);
+    if (ok && done && !c->stream_done && srv_job_timed_out(c->job)) {
+        srv_error err;
+        queue_timeout_error(c, &err);
+        char *js = srv_error_json(&err);
+        ok = js && out_add(c, "data: ", 6) && out_add(c, js, strlen(js)) && out_add(c, "\n\n", 2);
+        free(js);
+    }
+    if (ok && done && !c->stream_done && c->req.kind == SRV_LLAMA) {
+        log_request(c, 200);
+        srv_llama_info li;
+        srv_cost cost;
+        llama_info(c, &li, &cost);
+        ok = out_event(c, srv_llama_final_json(&li, &c->acc[0], true));
+        c->stream_done = true;
+    }
     if (ok && done && !c->stream_done) {
+        log_request(c, 200);
         if (c->req.include_usage) {
             json_t *usage = usage_of(c);
             ok = out_event(c, srv_usage_chunk_json(&c->meta, usage));
@@ -335,6 +512,32 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max) {
             return (ssize_t)n;
         }
         if (c->stream_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (c->quantum > 0) {
+            /* a fixed schedule: one write per tick, whatever is ready, padded to a multiple of
+             * SRV_STREAM_PAD bytes with an SSE comment (a tick with nothing ready writes padding only) */
+            const double t = now_s();
+            pthread_mutex_lock(&c->srv->mu);
+            const double due = c->next_tick;
+            pthread_mutex_unlock(&c->srv->mu);
+            if (t < due) {
+                if (try_suspend(c)) return 0;
+                continue;
+            }
+            clear_pending(c);
+            if (!stream_pull(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            const size_t total = (c->out_len + 4 + SRV_STREAM_PAD - 1) / SRV_STREAM_PAD * SRV_STREAM_PAD;
+            const size_t pad = total - c->out_len;
+            char spaces[SRV_STREAM_PAD + 4];
+            memset(spaces, ' ', sizeof spaces);
+            spaces[0] = ':';
+            spaces[pad - 2] = '\n';
+            spaces[pad - 1] = '\n';
+            if (!out_add(c, spaces, pad)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            pthread_mutex_lock(&c->srv->mu);
+            c->next_tick = due + c->quantum > t ? due + c->quantum : t + c->quantum;
+            pthread_mutex_unlock(&c->srv->mu);
+            continue;
+        }
         clear_pending(c);
         if (!stream_pull(c)) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (c->out_len) continue;
@@ -435,19 +638,18 @@ static enum MHD_Result do_generate(conn *c) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (r->kind == SRV_CHAT) {
-        if (!chat_prompt(s, r, &ids, &n_ids, &e)) return send_error(c->mc, &e);
+        if (!chat_prompt(s, r, &ids, &n_ids, &e)) return send_error(c->srv, c->mc, &e);
     } else if (r->prompt_is_ids) {
         ids = r->prompt_ids;
         n_ids = (size_t)r->n_prompt_ids;
         r->prompt_ids = NULL;
     } else if (!tokenize(s, r->prompt_text, r->prompt_len, true, &ids, &n_ids, &e)) {
-        return send_error(c->mc, &e);
+        return send_error(c->srv, c->mc, &e);
     }
     const int32_t n_ctx = s->cfg->n_ctx;
-    enum MHD_Result ret;
     if (n_ids == 0) {
         free(ids);
-        return fail(c->mc, 400, "invalid_request_error", "invalid_value", r->kind == SRV_CHAT ? "messages" : "prompt",
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", r->kind == SRV_CHAT ? "messages" : "prompt",
                     "the prompt is empty");
     }
     if ((int64_t)n_ids > s->cfg->max_prompt_tokens || (int64_t)n_ids >= n_ctx) {
@@ -456,25 +658,40 @@ static enum MHD_Result do_generate(conn *c) {
                       "completion), and leaves room for at least one generated token",
                       n_ids, s->cfg->max_prompt_tokens < n_ctx - 1 ? s->cfg->max_prompt_tokens : n_ctx - 1, n_ctx);
         free(ids);
-        return send_error(c->mc, &e);
+        return send_error(c->srv, c->mc, &e);
     }
     const int64_t room = n_ctx - (int64_t)n_ids;
     /* not given: legacy completions 16 tokens (OpenAI's default), chat the rest of the context */
     int64_t want = r->max_tokens >= 0 ? r->max_tokens : r->kind == SRV_COMPLETION ? 16 : room;
+    if (r->echo && r->stream) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "unsupported_parameter", "echo", "'echo' is supported without 'stream' only");
+    }
+    if (r->kind == SRV_LLAMA && r->n > 1) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", "n", "/completion makes one completion (n = 1); use /v1/completions for more");
+    }
     const bool capped = want > room;
     if (capped) want = room;
     srv_job_params jp = {.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
                          .n = r->n, .sampling = r->sampling, .ignore_eos = r->ignore_eos, .stop = r->stop,
                          .n_stop = r->n_stop, .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
-                         .notify = on_job_event, .user = c};
+                         .min_tokens = (int32_t)(r->min_tokens < want ? r->min_tokens : want), .spec_set = r->spec_set,
+                         .prompt_logprobs = r->echo && r->logprobs,
+                         .spec = r->spec, .notify = on_job_event, .user = c};
     c->job = srv_job_new(&jp);
-    free(ids);
-    if (!c->job) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (r->echo) {
+        c->echo_ids = ids;   /* the echo names every prompt token */
+        c->n_echo_ids = (int32_t)n_ids;
+    } else {
+        free(ids);
+    }
+    if (!c->job) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     c->stream = r->stream;
     c->n_acc = r->n;
     c->acc = calloc((size_t)r->n, sizeof *c->acc);
     c->started = calloc((size_t)r->n, sizeof *c->started);
-    if (!c->acc || !c->started) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!c->acc || !c->started) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     meta_init(c, r->kind);
     /* admission, before any header */
     /* admit_mu (not mu: a job's notify takes mu under the job's mutex) keeps
@@ -483,14 +700,18 @@ static enum MHD_Result do_generate(conn *c) {
     const srv_admit a = s->closing ? SRV_ADMIT_DRAINING : srv_engine_submit(s->engine, c->job);
     pthread_mutex_unlock(&s->admit_mu);
     if (a == SRV_ADMIT_FULL)
-        return fail(c->mc, 429, "rate_limit_error", "queue_full", NULL,
+        return fail(c->srv, c->mc, 429, "rate_limit_error", "queue_full", NULL,
                     "the server is busy: every running and queue slot is taken (--max-running, --max-queue); retry later");
     if (a == SRV_ADMIT_DRAINING)
-        return fail(c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
+        return fail(c->srv, c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
     if (a == SRV_ADMIT_INVALID) {
         char msg[512];
         srv_job_error(c->job, msg, sizeof msg);
-        return fail(c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", NULL, msg);
+    }
+    if (c->stream && s->cfg->stream_quantum_ms > 0) {
+        c->quantum = s->cfg->stream_quantum_ms * 1e-3;
+        c->next_tick = now_s() + c->quantum;
     }
     list_add(s, c);
     if (c->stream) {
@@ -498,12 +719,57 @@ static enum MHD_Result do_generate(conn *c) {
         if (!resp) return MHD_NO;
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        ret = MHD_queue_response(c->mc, 200, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        return queue(s, c->mc, 200, resp);
     }
     try_suspend(c);   /* the handler runs again when the job has news */
     return MHD_YES;
+}
+
+/* echo: the prompt's text (as given, or its tokens detokenized) and, with
+ * logprobs, its tokens' logprobs before every choice's own. */
+static bool echo(conn *c) {
+    char *text = NULL;
+    size_t len = 0;
+    if (c->req.prompt_text) {
+        text = srv_utf8_sanitize(c->req.prompt_text, c->req.prompt_len, &len);
+    } else {
+        brisk_text_stream *ts = NULL;
+        if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return false;
+        size_t cap = 256;
+        char *raw = malloc(cap);
+        bool ok = raw != NULL;
+        for (int32_t k = 0; ok && k <= c->n_echo_ids; k++) {
+            const char *p;
+            size_t n = 0;
+            if (k < c->n_echo_ids) ok = brisk_text_stream_push(ts, c->echo_ids[k], &p, &n, NULL) == BRISK_OK;
+            else brisk_text_stream_flush(ts, &p, &n);
+            if (ok && len + n > cap) {
+                while (cap < len + n) cap *= 2;
+                char *g = realloc(raw, cap);
+                if (!g) ok = false;
+                else raw = g;
+            }
+            if (ok) {
+                memcpy(raw + len, p, n);
+                len += n;
+            }
+        }
+        brisk_text_stream_free(ts);
+        size_t sl = 0;
+        text = ok ? srv_utf8_sanitize(raw, len, &sl) : NULL;
+        len = sl;
+        free(raw);
+    }
+    if (!text) return false;
+    const float *lp = NULL;
+    const srv_top *top = NULL;
+    int32_t k = 0, n = 0;
+    const bool have = srv_job_prompt_logprobs(c->job, &lp, &top, &k, &n);
+    bool ok = true;
+    for (int32_t i = 0; ok && i < c->req.n; i++)
+        ok = srv_choice_echo(&c->acc[i], c->srv->model, text, len, c->echo_ids, c->n_echo_ids, have ? lp : NULL, top, k);
+    free(text);
+    return ok;
 }
 
 /* A non-streamed job's handler, called again after a resume. */
@@ -516,18 +782,32 @@ static enum MHD_Result wait_generate(conn *c) {
         bool ok = true;
         for (int32_t k = 0; k < n && ok; k++) ok = srv_choice_add(&c->acc[ev[k].choice], c->req.kind, &ev[k], c->srv->model, c->req.logprobs);
         srv_events_free(ev, n);
-        if (!ok) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        if (!ok) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        if (done && srv_job_timed_out(c->job)) {
+            srv_error e;
+            queue_timeout_error(c, &e);
+            log_request(c, 503);
+            return send_error(c->srv, c->mc, &e);
+        }
         if (done) {
+            log_request(c, 200);
             for (int32_t i = 0; i < c->req.n; i++)
                 if (c->acc[i].finish == SRV_FINISH_ERROR) {
                     char msg[256];
                     srv_job_error(c->job, msg, sizeof msg);
-                    return fail(c->mc, 500, "server_error", "inference_failed", NULL, msg[0] ? msg : "the forward pass failed");
+                    return fail(c->srv, c->mc, 500, "server_error", "inference_failed", NULL, msg[0] ? msg : "the forward pass failed");
                 }
+            if (c->req.kind == SRV_LLAMA) {
+                srv_llama_info li;
+                srv_cost cost;
+                llama_info(c, &li, &cost);
+                return send_json(c->srv, c->mc, 200, srv_llama_final_json(&li, &c->acc[0], false));
+            }
+            if (c->req.echo && !echo(c)) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
             json_t *usage = usage_of(c);
             json_t *o = srv_completion_json(&c->meta, c->acc, c->req.n, usage);
             json_decref(usage);
-            return send_json(c->mc, 200, o);
+            return send_json(c->srv, c->mc, 200, o);
         }
         if (client_gone(c->mc)) {
             cancel(c);
@@ -537,12 +817,70 @@ static enum MHD_Result wait_generate(conn *c) {
     }
 }
 
+/* POST /kv/save and /kv/restore (--kv-dir): the name was checked by the
+ * parser (no path can leave the directory). The HTTP thread waits for the
+ * inference thread to run the operation between steps. */
+static enum MHD_Result do_kv(conn *c) {
+    http_srv *s = c->srv;
+    const srv_request *r = &c->req;
+    if (!s->cfg->kv_dir)
+        return fail(s, c->mc, 404, "invalid_request_error", "not_found", NULL,
+                    "KV save and restore are off: start the server with --kv-dir DIR");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.kvstate", s->cfg->kv_dir, r->kv_name);
+    srv_error e;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    const bool save = r->kind == SRV_KV_SAVE;
+    if (save) {
+        if (r->prompt_is_ids) {
+            n_ids = (size_t)r->n_prompt_ids;
+            ids = malloc((n_ids ? n_ids : 1) * sizeof *ids);
+            if (!ids) return fail(s, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+            memcpy(ids, r->prompt_ids, n_ids * sizeof *ids);
+        } else if (!tokenize(s, r->prompt_text, r->prompt_len, true, &ids, &n_ids, &e)) {
+            return send_error(s, c->mc, &e);
+        }
+        if (n_ids == 0 || (int64_t)n_ids > s->cfg->n_ctx) {
+            free(ids);
+            srv_error_set(&e, 400, "invalid_request_error", n_ids ? "context_length_exceeded" : "invalid_value", "prompt",
+                          "the prompt is %zu tokens; a saved state holds 1 to %d (-c)", n_ids, s->cfg->n_ctx);
+            return send_error(s, c->mc, &e);
+        }
+    }
+    pthread_mutex_lock(&s->admit_mu);
+    const bool open = !s->closing;
+    if (open) s->kv_inflight++;
+    pthread_mutex_unlock(&s->admit_mu);
+    if (!open) {
+        free(ids);
+        return fail(s, c->mc, 503, "server_error", "draining", NULL, "the server is shutting down");
+    }
+    srv_kv_op op = {.save = save, .path = path, .ids = ids, .n_ids = (int32_t)n_ids};
+    const brisk_status st = srv_engine_kv(s->engine, &op);
+    pthread_mutex_lock(&s->admit_mu);
+    s->kv_inflight--;
+    pthread_mutex_unlock(&s->admit_mu);
+    free(ids);
+    if (st) {
+        const int http = st == BRISK_ERR_IO ? (save ? 500 : 404) : st == BRISK_ERR_CAPACITY || st == BRISK_ERR_NOMEM ? 503 : 400;
+        const char *code = st == BRISK_ERR_IO ? (save ? "io_error" : "not_found") : http == 503 ? "busy" : "invalid_state";
+        srv_error_set(&e, http, http == 400 ? "invalid_request_error" : "server_error", code, "name", "%s %s: %s",
+                      save ? "saving" : "restoring", r->kv_name, op.err.msg[0] ? op.err.msg : brisk_status_str(st));
+        return send_error(s, c->mc, &e);
+    }
+    if (save)
+        return send_json(s, c->mc, 200, json_pack("{s:s, s:i, s:i, s:I}", "name", r->kv_name, "tokens", op.n_tokens, "reused_tokens",
+                                                   op.n_reused, "bytes", (json_int_t)op.bytes));
+    return send_json(s, c->mc, 200, json_pack("{s:s, s:i}", "name", r->kv_name, "tokens", op.n_tokens));
+}
+
 static enum MHD_Result do_tokenize(conn *c) {
     http_srv *s = c->srv;
     srv_error e;
     int32_t *ids = NULL;
     size_t n = 0;
-    if (!tokenize(s, c->req.prompt_text, c->req.prompt_len, c->req.add_special, &ids, &n, &e)) return send_error(c->mc, &e);
+    if (!tokenize(s, c->req.prompt_text, c->req.prompt_len, c->req.add_special, &ids, &n, &e)) return send_error(c->srv, c->mc, &e);
     json_t *arr = json_array();
     for (size_t k = 0; arr && k < n; k++) {
         json_t *t;
@@ -554,13 +892,13 @@ static enum MHD_Result do_tokenize(conn *c) {
         }
     }
     free(ids);
-    if (!arr) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
-    return send_json(c->mc, 200, json_pack("{s:o}", "tokens", arr));
+    if (!arr) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    return send_json(c->srv, c->mc, 200, json_pack("{s:o}", "tokens", arr));
 }
 
 static enum MHD_Result do_detokenize(conn *c) {
     brisk_text_stream *ts = NULL;
-    if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (brisk_text_stream_init(c->srv->model, &ts, NULL)) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     size_t cap = 256, len = 0;
     char *text = malloc(cap);
     bool ok = text != NULL;
@@ -584,24 +922,24 @@ static enum MHD_Result do_detokenize(conn *c) {
     size_t sl = 0;
     char *clean = ok ? srv_utf8_sanitize(text, len, &sl) : NULL;
     free(text);
-    if (!clean) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!clean) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     json_t *o = json_pack("{s:s%}", "content", clean, sl);
     free(clean);
-    return send_json(c->mc, 200, o);
+    return send_json(c->srv, c->mc, 200, o);
 }
 
 static enum MHD_Result do_apply_template(conn *c) {
     srv_error e;
     char *text = NULL;
     size_t len = 0;
-    if (!render(c->srv, &c->req, &text, &len, &e)) return send_error(c->mc, &e);
+    if (!render(c->srv, &c->req, &text, &len, &e)) return send_error(c->srv, c->mc, &e);
     size_t sl = 0;
     char *clean = srv_utf8_sanitize(text, len, &sl);
     free(text);
-    if (!clean) return fail(c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (!clean) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     json_t *o = json_pack("{s:s%}", "prompt", clean, sl);
     free(clean);
-    return send_json(c->mc, 200, o);
+    return send_json(c->srv, c->mc, 200, o);
 }
 
 /* ---- the access handler ------------------------------------------------------------------------------ */
@@ -614,6 +952,8 @@ static route route_of(const char *url, bool *post) {
         {"/v1/chat/completions", R_CHAT, true}, {"/chat/completions", R_CHAT, true},
         {"/v1/completions", R_COMPLETIONS, true}, {"/completions", R_COMPLETIONS, true},
         {"/tokenize", R_TOKENIZE, true}, {"/detokenize", R_DETOKENIZE, true}, {"/apply-template", R_APPLY_TEMPLATE, true},
+        {"/metrics", R_METRICS, false}, {"/completion", R_LLAMA_COMPLETION, true},
+        {"/kv/save", R_KV_SAVE, true}, {"/kv/restore", R_KV_RESTORE, true},
     };
     for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++)
         if (!strcmp(url, routes[k].path)) {
@@ -631,12 +971,16 @@ static bool key_ok(const char *given, const char *key) {
     return diff == 0;
 }
 
+/* Every key is compared (no early exit), so the time does not tell which one nearly matched. */
 static bool authorized(http_srv *s, struct MHD_Connection *mc) {
-    if (!s->cfg->api_key) return true;
+    if (s->cfg->n_api_keys == 0) return true;
     const char *auth = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth && !strncasecmp(auth, "Bearer ", 7) && key_ok(auth + 7, s->cfg->api_key)) return true;
     const char *x = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, "X-Api-Key");
-    return x && key_ok(x, s->cfg->api_key);
+    const char *given = auth && !strncasecmp(auth, "Bearer ", 7) ? auth + 7 : x;
+    if (!given) return false;
+    bool ok = false;
+    for (int32_t k = 0; k < s->cfg->n_api_keys; k++) ok |= key_ok(given, s->cfg->api_keys[k]);
+    return ok;
 }
 
 static enum MHD_Result get_route(conn *c) {
@@ -646,9 +990,21 @@ static enum MHD_Result get_route(conn *c) {
         pthread_mutex_lock(&s->mu);
         const bool draining = s->draining;
         pthread_mutex_unlock(&s->mu);
-        if (draining) return send_json(c->mc, 503, json_pack("{s:s}", "status", "draining"));
-        return send_json(c->mc, 200, json_pack("{s:s}", "status", "ok"));
-    case R_MODELS: return send_json(c->mc, 200, srv_models_json(s->cfg->alias, s->started, s->cfg->n_ctx, &s->info));
+        if (draining) return send_json(c->srv, c->mc, 503, json_pack("{s:s}", "status", "draining"));
+        return send_json(c->srv, c->mc, 200, json_pack("{s:s}", "status", "ok"));
+    case R_MODELS: return send_json(c->srv, c->mc, 200, srv_models_json(s->cfg->alias, s->started, s->cfg->n_ctx, &s->info));
+    case R_METRICS: {
+        size_t len = 0;
+        char *text = srv_metrics_render(s->metrics, &len);
+        if (!text) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        if (!r) {
+            free(text);
+            return MHD_NO;
+        }
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8");
+        return queue(s, c->mc, 200, r);
+    }
     case R_PAGE:
     case R_PAGE_JS:
     case R_PAGE_CSS: {
@@ -661,9 +1017,7 @@ static enum MHD_Result get_route(conn *c) {
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
         MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'");
         MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
-        const enum MHD_Result ret = MHD_queue_response(c->mc, 200, r);
-        MHD_destroy_response(r);
-        return ret;
+        return queue(s, c->mc, 200, r);
     }
     default: return MHD_NO;
     }
@@ -672,7 +1026,8 @@ static enum MHD_Result get_route(conn *c) {
 static enum MHD_Result post_route(conn *c) {
     http_srv *s = c->srv;
     static const srv_kind kinds[] = {[R_CHAT] = SRV_CHAT, [R_COMPLETIONS] = SRV_COMPLETION, [R_TOKENIZE] = SRV_TOKENIZE,
-                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE};
+                                     [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE, [R_LLAMA_COMPLETION] = SRV_LLAMA,
+                                     [R_KV_SAVE] = SRV_KV_SAVE, [R_KV_RESTORE] = SRV_KV_RESTORE};
     srv_error e;
     const bool parsed = srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim,
                                           &s->cfg->sampling, &c->req, &e);
@@ -684,12 +1039,15 @@ static enum MHD_Result post_route(conn *c) {
     s->body_bytes -= c->counted;
     pthread_mutex_unlock(&s->mu);
     c->counted = 0;
-    if (!parsed) return send_error(c->mc, &e);
+    if (!parsed) return send_error(c->srv, c->mc, &e);
     c->have_req = true;
     switch (c->r) {
     case R_CHAT:
-    case R_COMPLETIONS: return do_generate(c);
+    case R_COMPLETIONS:
+    case R_LLAMA_COMPLETION: return do_generate(c);
     case R_TOKENIZE: return do_tokenize(c);
+    case R_KV_SAVE:
+    case R_KV_RESTORE: return do_kv(c);
     case R_DETOKENIZE: return do_detokenize(c);
     case R_APPLY_TEMPLATE: return do_apply_template(c);
     default: return MHD_NO;
@@ -702,7 +1060,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
     http_srv *s = cls;
     conn *c = *con_cls;
     if (!c) {
-        /* the first call: headers only */
+        /* the first call: headers only; the header deadline is met */
+        sock_mark(s, mc, true);
         if (!(c = calloc(1, sizeof *c))) return MHD_NO;
         c->srv = s;
         c->mc = mc;
@@ -711,12 +1070,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->r = route_of(url, &want_post);
         c->is_post = !strcmp(method, MHD_HTTP_METHOD_POST);
         const bool is_get = !strcmp(method, MHD_HTTP_METHOD_GET) || !strcmp(method, MHD_HTTP_METHOD_HEAD);
+        if (c->r != R_NONE && !strcmp(method, "OPTIONS")) {
+            /* a CORS preflight: allowed origins get the methods and headers a client sends */
+            struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+            if (!r) return MHD_NO;
+            MHD_add_response_header(r, "Allow", want_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+            if (cors_origin(s, mc)) {
+                MHD_add_response_header(r, "Access-Control-Allow-Methods", want_post ? "POST, OPTIONS" : "GET, HEAD, OPTIONS");
+                MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key");
+                MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+            }
+            return queue(s, mc, 204, r);
+        }
         if (c->r == R_NONE)
-            return fail(mc, 404, "invalid_request_error", "not_found", NULL, "no such endpoint (see GET /v1/models, POST /v1/chat/completions, POST /v1/completions)");
+            return fail(s, mc, 404, "invalid_request_error", "not_found", NULL, "no such endpoint (see GET /v1/models, POST /v1/chat/completions, POST /v1/completions)");
         if ((want_post && !c->is_post) || (!want_post && !is_get))
-            return fail(mc, 405, "invalid_request_error", "method_not_allowed", NULL, want_post ? "use POST" : "use GET");
-        if (c->r != R_HEALTH && c->r != R_PAGE && c->r != R_PAGE_JS && c->r != R_PAGE_CSS && !authorized(s, mc))
-            return fail(mc, 401, "authentication_error", "invalid_api_key", NULL,
+            return fail(s, mc, 405, "invalid_request_error", "method_not_allowed", NULL, want_post ? "use POST" : "use GET");
+        if (c->r != R_HEALTH && c->r != R_METRICS && c->r != R_PAGE && c->r != R_PAGE_JS && c->r != R_PAGE_CSS && !authorized(s, mc))
+            return fail(s, mc, 401, "authentication_error", "invalid_api_key", NULL,
                         "a valid API key is required (Authorization: Bearer KEY or X-Api-Key: KEY)");
         if (c->is_post) {
             const char *cl = MHD_lookup_connection_value(mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -724,7 +1095,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
                 srv_error e;
                 srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
                               "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
-                return send_error(mc, &e);
+                return send_error(s, mc, &e);
             }
             return MHD_YES;
         }
@@ -764,14 +1135,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
         c->body_len += n;
         return MHD_YES;
     }
-    if (c->over_budget && !c->too_big)
-        return fail(mc, 503, "server_error", "busy", NULL,
+    if (c->over_budget && !c->too_big) {
+        srv_metrics_rejected(s->metrics, "busy");
+        return fail(s, mc, 503, "server_error", "busy", NULL,
                     "the server is buffering too many request bodies at once; retry later");
+    }
     if (c->too_big) {
         srv_error e;
         srv_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
                       "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
-        return send_error(mc, &e);
+        return send_error(s, mc, &e);
     }
     return post_route(c);
 }
@@ -780,6 +1153,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     (void)mc;
     (void)why;
     http_srv *s = cls;
+    sock_mark(s, mc, false);   /* the next request's headers are due within the deadline */
     conn *c = *con_cls;
     if (!c) return;
     *con_cls = NULL;
@@ -801,6 +1175,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     for (int32_t i = 0; c->acc && i < c->n_acc; i++) srv_choice_free(&c->acc[i]);
     free(c->acc);
     free(c->started);
+    free(c->echo_ids);
     free(c->out);
     free(c->body);
     free(c);
@@ -849,7 +1224,12 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
         fprintf(stderr, "brisk serve: --host %s: %s\n", cfg->host, gai_strerror(gai));
         goto done;
     }
-    srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue};
+    if (!(s.metrics = srv_metrics_new())) {
+        fprintf(stderr, "brisk serve: out of memory\n");
+        goto done;
+    }
+    srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue, .spec = cfg->spec,
+                            .queue_timeout_s = cfg->queue_timeout_s, .metrics = s.metrics};
     if (srv_engine_init(&s.engine, model, ctx, &ep, &err)) {
         fprintf(stderr, "brisk serve: %s\n", err.msg);
         goto done;
@@ -865,6 +1245,7 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
                            MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
+                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                            MHD_OPTION_END);
     if (!s.d) {
@@ -893,6 +1274,15 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
     s.closing = true;
     pthread_mutex_unlock(&s.mu);
     pthread_mutex_unlock(&s.admit_mu);
+    /* KV operations under way finish first (the inference thread still runs them) */
+    for (;;) {
+        pthread_mutex_lock(&s.admit_mu);
+        const int inflight = s.kv_inflight;
+        pthread_mutex_unlock(&s.admit_mu);
+        if (inflight == 0) break;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     srv_engine_free(s.engine);   /* whatever is left finishes cancelled */
     s.engine = NULL;
     /* let the streams write their ends, then resume whatever is still suspended */
@@ -927,6 +1317,7 @@ done:
         MHD_stop_daemon(s.d);
     }
     srv_engine_free(s.engine);
+    srv_metrics_free(s.metrics);
     if (ai) freeaddrinfo(ai);
     free(s.bos);
     free(s.eos);

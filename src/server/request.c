@@ -279,7 +279,7 @@ static bool get_prompt(json_t *body, srv_kind kind, const srv_limits *lim, srv_r
         srv_error_set(e, 400, T_INVALID, "missing_required_parameter", name, "'%s' is required", name);
         return false;
     }
-    if (json_is_array(p) && kind == SRV_COMPLETION) {
+    if (json_is_array(p) && (kind == SRV_COMPLETION || kind == SRV_LLAMA)) {
         const size_t n = json_array_size(p);
         if (n == 1 && json_is_string(json_array_get(p, 0))) p = json_array_get(p, 0);
         else if (n > 0 && json_is_string(json_array_get(p, 0)))
@@ -292,7 +292,8 @@ static bool get_prompt(json_t *body, srv_kind kind, const srv_limits *lim, srv_r
             return true;
         }
     }
-    if (!json_is_string(p)) return bad_type(e, name, kind == SRV_COMPLETION ? "a string or an array of token ids" : "a string");
+    if (!json_is_string(p))
+        return bad_type(e, name, kind == SRV_COMPLETION || kind == SRV_LLAMA ? "a string or an array of token ids" : "a string");
     if (!(r->prompt_text = dup_str(p, &r->prompt_len))) return oom(e);
     return true;
 }
@@ -365,12 +366,6 @@ static bool unsupported(json_t *body, srv_error *e) {
                       "'tools' (function calling) comes with constrained decoding, which this server does not have yet");
         return false;
     }
-    bool echo = false;
-    if (!get_bool(body, "echo", &echo, e)) return false;
-    if (echo) {
-        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "echo", "'echo' is not supported yet");
-        return false;
-    }
     if (field(body, "suffix")) {
         srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "suffix", "'suffix' (fill in the middle) is not supported");
         return false;
@@ -383,8 +378,15 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
     brisk_sampler_params *sp = &r->sampling;
     int64_t v = 0;
     bool given = false;
+    /* echo (legacy completions): the prompt comes back first, with its logprobs when logprobs is given;
+     * max_tokens 0 then scores the prompt alone (what evaluation harnesses send) */
+    if (!get_bool(body, "echo", &r->echo, e)) return false;
+    if (r->echo && kind != SRV_COMPLETION) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "echo", "'echo' is a /v1/completions parameter");
+        return false;
+    }
     if (!get_int(body, "max_tokens", -1, 1 << 30, &v, &given, e)) return false;
-    if (given && v == 0) return bad_value(e, "max_tokens", "must be at least 1 (or -1 for no limit)");
+    if (given && v == 0 && !r->echo) return bad_value(e, "max_tokens", "must be at least 1 (or -1 for no limit; 0 only with echo)");
     if (given) r->max_tokens = v;
     if (!get_int(body, "max_completion_tokens", -1, 1 << 30, &v, &given, e)) return false;
     if (given && v == 0) return bad_value(e, "max_completion_tokens", "must be at least 1 (or -1 for no limit)");
@@ -431,8 +433,49 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
         r->logprobs = true;
         r->top_logprobs = (int32_t)v;
     }
+    /* llama.cpp's n_probs: top alternatives per token (its completions shape; here the request's logprobs) */
+    if (!get_int(body, "n_probs", 0, lim->max_top_logprobs, &v, &given, e)) return false;
+    if (given && v > 0 && !r->logprobs) {
+        r->logprobs = true;
+        r->top_logprobs = (int32_t)v;
+    }
+    if (!get_int(body, "min_tokens", 0, 1 << 30, &v, &given, e)) return false;
+    if (given) r->min_tokens = v;
+    json_t *sp_mode = field(body, "spec");
+    if (sp_mode) {
+        static const char *const modes[] = {"off", "ngram", "auto"};
+        if (!json_is_string(sp_mode)) return bad_type(e, "spec", "a string (\"off\", \"ngram\" or \"auto\")");
+        int k = 0;
+        while (k < 3 && strcmp(json_string_value(sp_mode), modes[k])) k++;
+        if (k == 3) return bad_value(e, "spec", "must be \"off\", \"ngram\" or \"auto\"");
+        r->spec_set = true;
+        r->spec = (brisk_sched_spec)k;
+    }
     if (!get_stop(body, lim, r, e)) return false;
     if (!get_logit_bias(body, lim, r, e)) return false;
+    return true;
+}
+
+bool srv_kv_name_ok(const char *name, size_t len) {
+    if (len < 1 || len > 64 || name[0] == '.') return false;
+    for (size_t i = 0; i < len; i++) {
+        const char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static bool get_kv_name(json_t *body, srv_request *r, srv_error *e) {
+    json_t *n = json_object_get(body, "name");
+    if (!n || json_is_null(n)) {
+        srv_error_set(e, 400, T_INVALID, "missing_required_parameter", "name", "'name' is required");
+        return false;
+    }
+    if (!json_is_string(n)) return bad_type(e, "name", "a string");
+    if (!srv_kv_name_ok(json_string_value(n), json_string_length(n)))
+        return bad_value(e, "name", "must be 1 to 64 of the characters A-Z a-z 0-9 _ - . and not start with '.'");
+    memcpy(r->kv_name, json_string_value(n), json_string_length(n) + 1);
     return true;
 }
 
@@ -465,6 +508,7 @@ bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv
         if (!get_generation(root, kind, lim, out, e)) goto done;
         break;
     case SRV_COMPLETION:
+    case SRV_LLAMA:
         if (!get_prompt(root, kind, lim, out, e)) goto done;
         if (!get_generation(root, kind, lim, out, e)) goto done;
         break;
@@ -488,6 +532,14 @@ bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv
         out->add_generation_prompt = true;
         if (!get_bool(root, "add_generation_prompt", &out->add_generation_prompt, e)) goto done;
         break;
+    case SRV_KV_SAVE:
+        if (!get_kv_name(root, out, e)) goto done;
+        if (!get_prompt(root, SRV_COMPLETION, lim, out, e)) goto done;
+        break;
+    case SRV_KV_RESTORE:
+        if (!get_kv_name(root, out, e)) goto done;
+        break;
+    case SRV_N_KINDS: goto done;
     }
     ok = true;
 done:

@@ -33,6 +33,10 @@ typedef enum srv_kind {
     SRV_TOKENIZE,        /* POST /tokenize */
     SRV_DETOKENIZE,      /* POST /detokenize */
     SRV_APPLY_TEMPLATE,  /* POST /apply-template */
+    SRV_LLAMA,           /* POST /completion (llama-server's own) */
+    SRV_KV_SAVE,         /* POST /kv/save {"name", "prompt"} */
+    SRV_KV_RESTORE,      /* POST /kv/restore {"name"} */
+    SRV_N_KINDS
 } srv_kind;
 
 /* Caps a request is checked against (from the command line and the model). */
@@ -66,6 +70,10 @@ typedef struct srv_request {
     bool ignore_eos;
     bool logprobs;          /* chat: logprobs true; completions: logprobs = k given */
     int32_t top_logprobs;   /* k alternatives per token (0..max_top_logprobs) */
+    int64_t min_tokens;     /* llama.cpp's: end of generation banned before this many tokens */
+    bool echo;              /* completions: the prompt's text (and, with logprobs, its tokens' logprobs) first */
+    bool spec_set;          /* "spec": "off" | "ngram" | "auto" given (brisk's extension) */
+    brisk_sched_spec spec;
     brisk_sampler_params sampling;   /* defaults from the server, then the request's fields */
     brisk_logit_bias *bias; /* malloc'd, n_bias entries; sampling.logit_bias points here */
     int32_t n_bias;
@@ -76,6 +84,7 @@ typedef struct srv_request {
     int32_t *tokens;        /* detokenize: malloc'd */
     int32_t n_tokens;
     bool add_generation_prompt;   /* apply-template */
+    char kv_name[72];       /* kv save / restore: a checked name (srv_kv_name_ok) */
 } srv_request;
 
 /* Parse and validate body[0..len) for kind. defaults: the server's sampler
@@ -85,6 +94,10 @@ typedef struct srv_request {
 bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv_limits *lim,
                        const brisk_sampler_params *defaults, srv_request *out, srv_error *e);
 void srv_request_free(srv_request *r);
+
+/* A KV state's name: 1..64 bytes of [A-Za-z0-9_.-], not starting with '.'
+ * (no "..", no '/', no hidden files): it becomes DIR/NAME.kvstate. */
+bool srv_kv_name_ok(const char *name, size_t len);
 
 /* A copy of s[0..n) with every byte that is not part of well-formed UTF-8
  * replaced by U+FFFD (JSON strings must be UTF-8); malloc'd, NUL-terminated,

@@ -17,7 +17,15 @@ typedef struct srv_config {
     const char *host;          /* "127.0.0.1" */
     int port;                  /* 0 = any free port (the address printed says which) */
     const char *alias;         /* the model name in responses */
-    const char *api_key;       /* NULL = none */
+    const char *const *api_keys;   /* n_api_keys accepted keys (--api-key, --api-key-file); none = no key needed */
+    int32_t n_api_keys;
+    const char *cors_origins;  /* NULL = CORS off; "*" or a comma-separated list of origins */
+    bool log_prompts;          /* the request log names prompt text (else counts only) */
+    double queue_timeout_s;    /* a request not admitted within this gets 503 queue_timeout (0 = never) */
+    double header_timeout_s;   /* a request's headers must be complete within this (slowloris) */
+    int spec;                  /* brisk_sched_spec of requests that do not choose */
+    const char *kv_dir;        /* NULL = no KV save/restore endpoints */
+    double stream_quantum_ms;  /* > 0: streams write only every this many ms, padded to SRV_STREAM_PAD bytes */
     const char *fingerprint;   /* system_fingerprint */
     size_t max_body;           /* request body bytes at most (413 beyond) */
     int32_t max_running, max_queue;
@@ -29,6 +37,9 @@ typedef struct srv_config {
     double drain_timeout_s;
     brisk_sampler_params sampling;   /* server-wide defaults a request overrides */
 } srv_config;
+
+/* --stream-quantum: every write of a stream is a multiple of this many bytes */
+#define SRV_STREAM_PAD 512
 
 bool srv_available(void);
 /* Serve until a signal; 0 after a clean drain, 1 when the server could not

@@ -32,12 +32,17 @@ bool srv_stop_push(srv_stop *s, const char *text, size_t len, const char **out, 
     s->held_len += len;
     /* the earliest match of any stop string ends generation there */
     size_t first = s->held_len;
+    int which = -1;
     for (int k = 0; k < s->n; k++) {
         const char *m = memmem(s->held, s->held_len, s->text[k], strlen(s->text[k]));
-        if (m && (size_t)(m - s->held) < first) first = (size_t)(m - s->held);
+        if (m && (size_t)(m - s->held) < first) {
+            first = (size_t)(m - s->held);
+            which = k;
+        }
     }
     if (first < s->held_len) {
         s->hit = true;
+        s->which = which;
         *out = s->held;
         *out_len = first;
         s->held_len = 0;   /* the caller reads *out before the next call, which returns early */

@@ -14,6 +14,7 @@ typedef struct srv_stop {
     char *held;            /* bytes not yet released */
     size_t held_len, held_cap;
     bool hit;              /* a stop string matched: nothing more is released */
+    int which;             /* after a hit: the index of the string that matched (the earliest match) */
 } srv_stop;
 
 void srv_stop_init(srv_stop *s, char *const *text, int n);

@@ -52,6 +52,13 @@ let ctext = "";
 for await (const ch of cs) ctext += ch.choices[0]?.text ?? "";
 check("completions stream", ctext === c.choices[0].text, { ctext, want: c.choices[0].text });
 
+// echo with prompt logprobs and max_tokens 0 (what evaluation harnesses send); brisk's usage.brisk rides along
+const e = await client.completions.create({ model: "x", prompt: "import os\n", max_tokens: 0, echo: true, logprobs: 1, temperature: 0 });
+check("echo", e.choices[0].text === "import os\n" && e.choices[0].logprobs.token_logprobs[0] === null &&
+      e.choices[0].logprobs.tokens.length === e.usage.prompt_tokens && e.usage.completion_tokens === 0 &&
+      e.choices[0].logprobs.token_logprobs.slice(1).every((v) => v <= 0), e.choices[0]);
+check("usage.brisk", c.usage.brisk && c.usage.brisk.flops > 0 && c.usage.brisk.sampled_tokens === 6, c.usage);
+
 // models
 const models = await client.models.list();
 check("models", models.data.length === 1 && models.data[0].id === "tiny", models.data);
