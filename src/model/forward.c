@@ -52,6 +52,14 @@ struct brisk_forward {
      * slot's position: a sequence whose slots were compacted (positions
      * increasing, not consecutive) is attended the same way. */
     int32_t *vis, *vsink, *vlo;
+    /* the same masks for the model's windowed layers (hparams.swa_window) */
+    int32_t *vsink_swa, *vlo_swa;
+    int32_t window_swa, sink_swa;                /* their window (the model's, or the context's when tighter) */
+    brisk_rope rope, rope_swa;                   /* the model's RoPE with this context's factors (LongRoPE) */
+    float *rope_cache_swa;                       /* [n_batch][n_rot], windowed layers (NULL: same as rope_cache) */
+    float *qkv;                                  /* fused QKV output, [n_batch][qdim + 2 kvdim] (NULL: none) */
+    int32_t qkv_dim;
+    float *gelu_lut;                             /* GeGLU: F16 input -> gelu (ggml's table, rounded to F16) */
     int n_threads;
     double min_parallel_macs;                    /* PARALLEL_MIN_MACS, or BRISK_PARALLEL_MIN_MACS (tests: 0) */
     struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
@@ -109,18 +117,35 @@ static void quant_worker(void *ctx, int ith, int nth) {
  * thread it was ~2% of a 2-thread F16 prefill profile during which the other
  * thread waited. */
 typedef struct swiglu_task {
-    void (*fn)(float *h, const float *g, const float *u, int64_t n);   /* f->swiglu */
-    float *g;         /* [rows][n], overwritten with the result */
-    const float *u;   /* [rows][n] */
-    int64_t n;
+    void (*fn)(float *h, const float *g, const float *u, int64_t n);   /* f->swiglu (SwiGLU) */
+    const float *gelu_lut;   /* GeGLU instead: ggml's F16 GELU table */
+    float *h;         /* [rows][n] result (may be g) */
+    const float *g;   /* [rows] with g_stride */
+    const float *u;
+    int64_t n, g_stride;   /* u has g's stride */
     int32_t rows;
 } swiglu_task;
+
+/* llama.cpp's GELU (ggml_vec_geglu_f32 with GGML_GELU_FP16): 0 below -10,
+ * the identity above 10, else the tanh GELU of x rounded to F16, looked up
+ * in a table whose entries are rounded to F16 too. */
+static void geglu_row(const float *lut, float *h, const float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        h[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * u[i] : lut[brisk_fp32_to_fp16(x)] * u[i];
+    }
+}
 
 static void swiglu_worker(void *ctx, int ith, int nth) {
     const swiglu_task *t = ctx;
     int64_t lo, hi;
     brisk_split_range(t->rows, ith, nth, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) t->fn(t->g + r * t->n, t->g + r * t->n, t->u + r * t->n, t->n);
+    for (int64_t r = lo; r < hi; r++) {
+        float *h = t->h + r * t->n;
+        const float *g = t->g + r * t->g_stride, *u = t->u + r * t->g_stride;
+        if (t->gelu_lut) geglu_row(t->gelu_lut, h, g, u, t->n);
+        else t->fn(h, g, u, t->n);
+    }
 }
 
 typedef struct mm_job {
@@ -325,11 +350,12 @@ typedef struct attn_task {
     const float *kt;     /* K of the batch's one sequence, widened and transposed, or NULL */
     int32_t kt_len;      /* visible entries (cached slots) in kt (its row stride is f->kt_stride) */
     int32_t kt_skip0, kt_skip1;   /* windowed attention: entries no token of the batch sees, not widened */
+    const int32_t *vsink, *vlo;   /* this layer's window masks (f->vsink/vlo, or the windowed layers' set) */
+    bool windowed;
+    float scale;                  /* multiplier of q.k (divided by the softcap when there is one) */
+    float softcap;                /* 0, or scores become softcap * tanh(q.k * scale) */
 } attn_task;
 
-/* Windowed attention: the first position past the sinks a token at pos no
- * longer sees is f->sink, the first it sees again is window_lo (no gap: lo <= sink). */
-static inline int32_t window_lo(const brisk_forward *f, int32_t pos) { return f->window > 0 ? pos - f->window + 1 : 0; }
 
 /* One sequence of several tokens: widen its K once per layer into kt (exact
  * F16 -> F32), 16 positions of one dimension contiguous as in the cache, so
@@ -436,7 +462,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
     int32_t anc_tok = -1;   /* the token whose ancestors anc holds */
     const int hd = hp->head_dim, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
     const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = at->scale, softcap = at->softcap;
     const brisk_attn_kernels *g = f->ak;
     float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
     /* items round robin: an item's work grows with its token's position, so
@@ -460,7 +486,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
         float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
         memset(o, 0, (size_t)m * hd * sizeof(float));
         for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
-        const int32_t vsink = f->vsink[t], wlo = f->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
+        const int32_t vsink = at->vsink[t], wlo = at->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
         for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
             const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
             if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
@@ -496,6 +522,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
             const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
             for (int h = 0; h < m; h++) {
                 attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+                if (softcap != 0.0f)   /* as ggml's flash attention: tanh of the scaled score, times the cap */
+                    for (int32_t i = 0; i < n; i++) kq[h][i] = softcap * tanhf(kq[h][i]);
                 for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
                 /* four independent max chains (max is exact in any order; ties
                  * between 0 and -0 give the same exp below) */
@@ -560,6 +588,11 @@ static void attn_worker(void *ctx, int ith, int nth) {
 void brisk_forward_set_window(brisk_forward *f, int32_t window, int32_t sink) {
     f->window = window;
     f->sink = window > 0 ? sink : 0;
+    /* the model's windowed layers keep their own window, or this one when it is tighter */
+    const int32_t w = f->m->hp.swa_window;
+    const bool ctx_tighter = f->window > 0 && f->window < w;
+    f->window_swa = ctx_tighter ? f->window : w;
+    f->sink_swa = ctx_tighter ? f->sink : 0;
 }
 
 /* ---- init ----------------------------------------------------------------------------- */
@@ -591,7 +624,15 @@ static bool alloc_scratch(brisk_forward *f) {
     f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
     f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
     f->g = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
-    f->u = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
+    f->u = xcalloc_track(f, nb * (size_t)hp->n_ff * (hp->fused_up ? 2 : 1), sizeof(float), &ok);
+    if (hp->fused_qkv) f->qkv = xcalloc_track(f, nb * (size_t)f->qkv_dim, sizeof(float), &ok);
+    if (hp->swa_window) {
+        f->vsink_swa = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+        f->vlo_swa = xcalloc_track(f, nb, sizeof(int32_t), &ok);
+    }
+    if (hp->ai->act == BRISK_ACT_GEGLU) f->gelu_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
+    if (f->rope_swa.freq_base != f->rope.freq_base || f->rope_swa.freq_scale != f->rope.freq_scale)
+        f->rope_cache_swa = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
     f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
     for (int i = 0; i < MM_MAX_JOBS; i++) f->xq[i] = xcalloc_track(f, f->xq_cap, 1, &ok);
     f->xs_stride = (size_t)brisk_act_sums_len(f->maxdim);
@@ -634,6 +675,11 @@ static void scratch_shape(brisk_forward *f, const brisk_model_data *m, int32_t n
     f->qdim = hp->n_head * hp->head_dim;
     f->kvdim = hp->n_head_kv * hp->head_dim;
     f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, hp->n_ff), f->qdim);
+    f->qkv_dim = f->qdim + 2 * f->kvdim;
+    /* LongRoPE (phi3): the long factors when this context reaches past the original length, as llama.cpp */
+    f->rope = hp->rope;
+    f->rope_swa = hp->rope_swa;
+    if (hp->rope_long && n_ctx > hp->rope_n_ctx_orig) f->rope.freq_factors = f->rope_swa.freq_factors = hp->rope_long;
 }
 
 bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ctx, int n_threads, size_t *bytes) {
@@ -682,9 +728,9 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     /* every matmul's weights must have a kernel in the table */
     for (int il = 0; il < hp->n_layer; il++) {
         const brisk_layer *L = &m->w.layers[il];
-        const brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        const brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv};
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
-            if (!f->k->vec_dot[ws[i]->type] || !f->k->quantize_act[brisk_qtype_get(ws[i]->type)->act_type]) {
+            if (ws[i]->data && (!f->k->vec_dot[ws[i]->type] || !f->k->quantize_act[brisk_qtype_get(ws[i]->type)->act_type])) {
                 brisk_forward_free(f);
                 return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "blk.%d: no kernel for weight type %s", il, brisk_qtype_name(ws[i]->type));
             }
@@ -698,6 +744,13 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         return brisk_fail(err, BRISK_ERR_NOMEM, "forward: cannot allocate scratch for batch %d", n_batch);
     }
     for (uint32_t h = 0; h < 65536; h++) f->f16_lut[h] = brisk_fp16_to_fp32((uint16_t)h);
+    if (f->gelu_lut)   /* ggml_table_gelu_f16: the tanh GELU of every F16 value, rounded to F16 */
+        for (uint32_t h = 0; h < 65536; h++) {
+            const float x = f->f16_lut[h];
+            const float y = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
+            f->gelu_lut[h] = brisk_fp16_to_fp32(brisk_fp32_to_fp16(y));
+        }
+    brisk_forward_set_window(f, 0, 0);
     *out = f;
     return BRISK_OK;
 }
@@ -711,6 +764,7 @@ void brisk_forward_free(brisk_forward *f) {
         free(f->xs[i]);
     }
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
+    free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
     free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather);
     free(f);
 }
@@ -801,15 +855,209 @@ static int32_t entries_below(const brisk_kv *kv, const brisk_forward *f, const b
 
 /* Windowed attention's mask per token, from positions to visible entries:
  * positions sink .. window_lo - 1 are masked. */
-static void set_window_masks(brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b) {
+static void window_masks(const brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b, int32_t window, int32_t sink,
+                         int32_t *vsink, int32_t *vlo) {
     for (int32_t t = 0; t < b->n; t++) {
-        if (f->window <= 0) {
-            f->vsink[t] = f->vlo[t] = 0;
+        if (window <= 0) {
+            vsink[t] = vlo[t] = 0;
             continue;
         }
-        f->vsink[t] = entries_below(kv, f, b, t, f->sink);
-        f->vlo[t] = entries_below(kv, f, b, t, window_lo(f, b->pos[t]));
+        vsink[t] = entries_below(kv, f, b, t, sink);
+        vlo[t] = entries_below(kv, f, b, t, b->pos[t] - window + 1);
     }
+}
+
+static void set_window_masks(brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b) {
+    window_masks(f, kv, b, f->window, f->sink, f->vsink, f->vlo);
+    if (f->vsink_swa) window_masks(f, kv, b, f->window_swa, f->sink_swa, f->vsink_swa, f->vlo_swa);
+}
+
+/* ---- layer stages ---------------------------------------------------------------------- */
+
+static void scale_rows(float *x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* x becomes c * tanh(x / c), as llama.cpp's final-logit softcap (scale by 1/c, tanh, scale by c). */
+static void softcap_rows(float *x, int64_t n, float c) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = c * tanhf(x[i] * inv);
+}
+
+/* A projection's optional per-tensor scale and bias over rows of n outputs
+ * (stride apart), in llama.cpp's order: attention projections and the
+ * logits scale first (build_lora_mm), the FFN matrices add the bias first. */
+static void affine_rows(float *y, int32_t rows, int64_t n, int64_t stride, const void *bias, brisk_wscale s, bool bias_first) {
+    const float *bv = bias;
+    if (!bv && !s.on) return;
+    for (int32_t t = 0; t < rows; t++) {
+        float *r = y + (size_t)t * (size_t)stride;
+        if (bias_first && bv)
+            for (int64_t i = 0; i < n; i++) r[i] += bv[i];
+        if (s.on)
+            for (int64_t i = 0; i < n; i++) r[i] *= s.v;
+        if (!bias_first && bv)
+            for (int64_t i = 0; i < n; i++) r[i] += bv[i];
+    }
+}
+
+/* RMSNorm of one row, then the optional norm bias. */
+static void norm_row(float *out, const float *x, const brisk_weight *w, const brisk_weight *bias, int64_t n, float eps) {
+    brisk_rmsnorm(out, x, w->data, n, eps);
+    if (bias->data) {
+        const float *bv = bias->data;
+        for (int64_t i = 0; i < n; i++) out[i] += bv[i];
+    }
+}
+
+/* After a sublayer wrote its output to f->xn: its post-norm, the residual
+ * scale, and the residual add into f->x. */
+static void residual_add(brisk_forward *f, int32_t T, const brisk_weight *post_norm) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t d = hp->n_embd;
+    if (post_norm->data)
+        for (int32_t t = 0; t < T; t++) brisk_rmsnorm(f->xn + (size_t)t * d, f->xn + (size_t)t * d, post_norm->data, d, hp->norm_eps);
+    if (hp->residual_scale != 0.0f) scale_rows(f->xn, (int64_t)T * d, hp->residual_scale);
+    for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
+}
+
+/* Q/K norm: per head when the weight has head_dim entries, else over the whole projection. */
+static void qk_norm(float *x, const brisk_weight *w, int n_heads, int hd, float eps) {
+    if (w->cols == hd)
+        for (int h = 0; h < n_heads; h++) brisk_rmsnorm(x + h * hd, x + h * hd, w->data, hd, eps);
+    else
+        brisk_rmsnorm(x, x, w->data, (int64_t)n_heads * hd, eps);
+}
+
+/* Norm -> Q, K, V -> q/k norms -> RoPE -> K/V into the cache -> attention ->
+ * output projection -> post-norm -> residual. */
+static void run_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
+    const float *ain = f->x;
+    if (L->attn_norm.data) {
+        for (int32_t t = 0; t < T; t++)
+            norm_row(f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->attn_norm, &L->attn_norm_b, d, hp->norm_eps);
+        ain = f->xn;
+    }
+    if (L->wqkv.data) {
+        matmul1(f, ain, T, &L->wqkv, f->qkv, f->qkv_dim);
+        affine_rows(f->qkv, T, f->qkv_dim, f->qkv_dim, L->bqkv.data, L->s_qkv, false);
+        for (int32_t t = 0; t < T; t++) {
+            const float *r = f->qkv + (size_t)t * f->qkv_dim;
+            memcpy(f->q + (size_t)t * f->qdim, r, (size_t)f->qdim * sizeof(float));
+            memcpy(f->kc + (size_t)t * f->kvdim, r + f->qdim, (size_t)f->kvdim * sizeof(float));
+            memcpy(f->vc + (size_t)t * f->kvdim, r + f->qdim + f->kvdim, (size_t)f->kvdim * sizeof(float));
+        }
+        affine_rows(f->q, T, f->qdim, f->qdim, L->bq.data, (brisk_wscale){0}, false);
+        affine_rows(f->kc, T, f->kvdim, f->kvdim, L->bk.data, (brisk_wscale){0}, false);
+        affine_rows(f->vc, T, f->kvdim, f->kvdim, L->bv.data, (brisk_wscale){0}, false);
+    } else {
+        const brisk_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+        float *outs[3] = {f->q, f->kc, f->vc};
+        const int64_t strides[3] = {f->qdim, f->kvdim, f->kvdim};
+        /* without scales the biases are added inside the matmul (the same sums) */
+        const bool scaled = L->s_q.on || L->s_k.on || L->s_v.on;
+        const float *bias[3] = {L->bq.data, L->bk.data, L->bv.data};
+        matmul(f, ain, T, 3, ws, outs, strides, scaled ? NULL : bias);
+        if (scaled) {
+            affine_rows(f->q, T, f->qdim, f->qdim, L->bq.data, L->s_q, false);
+            affine_rows(f->kc, T, f->kvdim, f->kvdim, L->bk.data, L->s_k, false);
+            affine_rows(f->vc, T, f->kvdim, f->kvdim, L->bv.data, L->s_v, false);
+        }
+    }
+    const float *rcache = L->rope_swa && f->rope_cache_swa ? f->rope_cache_swa : f->rope_cache;
+    const brisk_rope *rope = L->rope_swa ? &f->rope_swa : &f->rope;
+    for (int32_t t = 0; t < T; t++) {
+        float *q = f->q + (size_t)t * f->qdim, *k = f->kc + (size_t)t * f->kvdim;
+        if (L->q_norm.data) {
+            qk_norm(q, &L->q_norm, hp->n_head, hd, hp->norm_eps);
+            qk_norm(k, &L->k_norm, hp->n_head_kv, hd, hp->norm_eps);
+        }
+        if (L->rope) {
+            const float *rc = rcache + (size_t)t * f->rope.n_rot;
+            brisk_rope_apply(rope, rc, q, hp->n_head, hd);
+            brisk_rope_apply(rope, rc, k, hp->n_head_kv, hd);
+        }
+        if (hp->q_scale != 1.0f) scale_rows(q, f->qdim, hp->q_scale);
+        const float *v = f->vc + (size_t)t * f->kvdim;
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            uint16_t *kd = brisk_kv_k(kv, il, b->seq[t], f->slot[t], h), *vd = brisk_kv_v(kv, il, b->seq[t], f->slot[t], h);
+            for (int i = 0; i < hd; i++) {
+                kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[h * hd + i]);   /* K is stored transposed */
+                vd[i] = brisk_fp32_to_fp16(v[h * hd + i]);
+            }
+        }
+    }
+    const bool swa_layer = L->window > 0 && f->vsink_swa;
+    attn_task at = {.f = f, .kv = kv, .b = b, .layer = il, .vsink = swa_layer ? f->vsink_swa : f->vsink,
+                    .vlo = swa_layer ? f->vlo_swa : f->vlo, .windowed = swa_layer ? f->window_swa > 0 : f->window > 0,
+                    .scale = hp->attn_softcap != 0.0f ? hp->kq_scale / hp->attn_softcap : hp->kq_scale, .softcap = hp->attn_softcap};
+    /* Several tokens of one sequence, short enough: widen its K once for
+     * all the batch's queries (tree batches too: kt serves their cached
+     * positions), so each K element is converted once, not once per
+     * token. One token reads the cache's transposed K directly. */
+    if (f->kt && T >= 2) {
+        int32_t len = 0;
+        bool one = true;
+        for (int32_t t = 0; t < T; t++) {
+            one = one && b->seq[t] == b->seq[0];
+            len = f->vis[t] + 1 > len ? f->vis[t] + 1 : len;
+        }
+        if (one && len <= f->kt_cap) {
+            at.kt = f->kt;
+            at.kt_len = len;
+            at.kt_skip0 = at.kt_skip1 = 0;
+            if (at.windowed) {   /* the gap no token of the batch sees, in whole 64-entry tiles */
+                int32_t lo = INT32_MAX, sink = 0;
+                for (int32_t t = 0; t < T; t++) {
+                    lo = BRISK_MIN(lo, at.vlo[t]);
+                    sink = BRISK_MAX(sink, at.vsink[t]);
+                }
+                at.kt_skip0 = (sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
+                at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
+            }
+            run_step(f, kt_worker, &at, (double)len * f->kvdim);
+        }
+    }
+    double attn_macs = 0.0;   /* q.k and p.v over every attended position */
+    for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (f->vis[t] + 1) * hp->n_head * hd;
+    run_step(f, attn_worker, &at, attn_macs);
+    matmul1(f, f->att, T, &L->wo, f->xn, d);
+    affine_rows(f->xn, T, d, d, L->bo.data, L->s_o, false);
+    residual_add(f, T, &L->post_attn_norm);
+}
+
+/* Norm -> gate, up -> SwiGLU / GeGLU -> down -> post-norm -> residual. */
+static void run_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t d = hp->n_embd;
+    const int64_t ff = hp->n_ff;
+    const float *fin = f->x;
+    if (L->ffn_norm.data) {
+        for (int32_t t = 0; t < T; t++)
+            norm_row(f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->ffn_norm, &L->ffn_norm_b, d, hp->norm_eps);
+        fin = f->xn;
+    }
+    swiglu_task sw = {.fn = f->swiglu, .gelu_lut = f->gelu_lut, .h = f->g, .n = ff, .rows = T};
+    if (hp->fused_up) {   /* one [gate | up] matrix: its rows' halves */
+        matmul1(f, fin, T, &L->w_up, f->u, 2 * ff);
+        affine_rows(f->u, T, 2 * ff, 2 * ff, L->b_up.data, L->s_up, true);
+        sw.g = f->u, sw.u = f->u + ff, sw.g_stride = 2 * ff;
+    } else {
+        const brisk_weight *ws[2] = {&L->w_gate, &L->w_up};
+        float *outs[2] = {f->g, f->u};
+        const int64_t strides[2] = {ff, ff};
+        matmul(f, fin, T, 2, ws, outs, strides, NULL);
+        affine_rows(f->g, T, ff, ff, L->b_gate.data, L->s_gate, true);
+        affine_rows(f->u, T, ff, ff, L->b_up.data, L->s_up, true);
+        sw.g = f->g, sw.u = f->u, sw.g_stride = ff;
+    }
+    if (T < 4) swiglu_worker(&sw, 0, 1);   /* as the activation quantizer: a pool step costs more */
+    else brisk_pool_run(f->pool, swiglu_worker, &sw);
+    matmul1(f, f->g, T, &L->w_down, f->xn, d);
+    affine_rows(f->xn, T, d, d, L->b_down.data, L->s_down, true);
+    residual_add(f, T, &L->post_ffn_norm);
 }
 
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
@@ -824,90 +1072,21 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
 
     const brisk_model_data *m = f->m;
     const brisk_hparams *hp = &m->hp;
-    const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
+    const int32_t T = b->n, d = hp->n_embd;
 
-    /* embeddings */
+    /* embeddings (times the architecture's embedding scale) */
     const brisk_to_float_fn emb = brisk_qtype_to_float(m->w.tok_embd.type);
     for (int32_t t = 0; t < T; t++)
         emb((const uint8_t *)m->w.tok_embd.data + (size_t)b->token[t] * m->w.tok_embd.row_bytes, f->x + (size_t)t * d, d);
-    for (int32_t t = 0; t < T; t++) brisk_rope_cache(&hp->rope, b->pos[t], f->rope_cache + (size_t)t * hp->rope.n_rot);
+    if (hp->embd_scale != 1.0f) scale_rows(f->x, (int64_t)T * d, hp->embd_scale);
+    for (int32_t t = 0; t < T; t++) brisk_rope_cache(&f->rope, b->pos[t], f->rope_cache + (size_t)t * f->rope.n_rot);
+    if (f->rope_cache_swa)
+        for (int32_t t = 0; t < T; t++) brisk_rope_cache(&f->rope_swa, b->pos[t], f->rope_cache_swa + (size_t)t * f->rope.n_rot);
 
     for (int32_t il = 0; il < hp->n_layer; il++) {
         const brisk_layer *L = &m->w.layers[il];
-        for (int32_t t = 0; t < T; t++)
-            brisk_rmsnorm(f->xn + (size_t)t * d, f->x + (size_t)t * d, L->attn_norm.data, d, hp->norm_eps);
-        {
-            const brisk_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
-            float *outs[3] = {f->q, f->kc, f->vc};
-            const int64_t strides[3] = {f->qdim, f->kvdim, f->kvdim};
-            const float *bias[3] = {L->bq.data, L->bk.data, L->bv.data};
-            matmul(f, f->xn, T, 3, ws, outs, strides, bias);
-        }
-        for (int32_t t = 0; t < T; t++) {
-            float *q = f->q + (size_t)t * f->qdim, *k = f->kc + (size_t)t * f->kvdim;
-            if (L->q_norm.data) {
-                for (int h = 0; h < hp->n_head; h++) brisk_rmsnorm(q + h * hd, q + h * hd, L->q_norm.data, hd, hp->norm_eps);
-                for (int h = 0; h < hp->n_head_kv; h++) brisk_rmsnorm(k + h * hd, k + h * hd, L->k_norm.data, hd, hp->norm_eps);
-            }
-            const float *rc = f->rope_cache + (size_t)t * hp->rope.n_rot;
-            brisk_rope_apply(&hp->rope, rc, q, hp->n_head, hd);
-            brisk_rope_apply(&hp->rope, rc, k, hp->n_head_kv, hd);
-            const float *v = f->vc + (size_t)t * f->kvdim;
-            for (int h = 0; h < hp->n_head_kv; h++) {
-                uint16_t *kd = brisk_kv_k(kv, il, b->seq[t], f->slot[t], h), *vd = brisk_kv_v(kv, il, b->seq[t], f->slot[t], h);
-                for (int i = 0; i < hd; i++) {
-                    kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[h * hd + i]);   /* K is stored transposed */
-                    vd[i] = brisk_fp32_to_fp16(v[h * hd + i]);
-                }
-            }
-        }
-        attn_task at = {.f = f, .kv = kv, .b = b, .layer = il};
-        /* Several tokens of one sequence, short enough: widen its K once for
-         * all the batch's queries (tree batches too: kt serves their cached
-         * positions), so each K element is converted once, not once per
-         * token. One token reads the cache's transposed K directly. */
-        if (f->kt && T >= 2) {
-            int32_t len = 0;
-            bool one = true;
-            for (int32_t t = 0; t < T; t++) {
-                one = one && b->seq[t] == b->seq[0];
-                len = f->vis[t] + 1 > len ? f->vis[t] + 1 : len;
-            }
-            if (one && len <= f->kt_cap) {
-                at.kt = f->kt;
-                at.kt_len = len;
-                at.kt_skip0 = at.kt_skip1 = 0;
-                if (f->window > 0) {   /* the gap no token of the batch sees, in whole 64-entry tiles */
-                    int32_t lo = INT32_MAX, sink = 0;
-                    for (int32_t t = 0; t < T; t++) {
-                        lo = BRISK_MIN(lo, f->vlo[t]);
-                        sink = BRISK_MAX(sink, f->vsink[t]);
-                    }
-                    at.kt_skip0 = (sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
-                    at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
-                }
-                run_step(f, kt_worker, &at, (double)len * f->kvdim);
-            }
-        }
-        double attn_macs = 0.0;   /* q.k and p.v over every attended position */
-        for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (f->vis[t] + 1) * hp->n_head * hd;
-        run_step(f, attn_worker, &at, attn_macs);
-        matmul1(f, f->att, T, &L->wo, f->xn, d);
-        for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
-
-        for (int32_t t = 0; t < T; t++)
-            brisk_rmsnorm(f->xn + (size_t)t * d, f->x + (size_t)t * d, L->ffn_norm.data, d, hp->norm_eps);
-        {
-            const brisk_weight *ws[2] = {&L->w_gate, &L->w_up};
-            float *outs[2] = {f->g, f->u};
-            const int64_t strides[2] = {hp->n_ff, hp->n_ff};
-            matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
-        }
-        swiglu_task sw = {.fn = f->swiglu, .g = f->g, .u = f->u, .n = hp->n_ff, .rows = T};
-        if (T < 4) swiglu_worker(&sw, 0, 1);   /* as the activation quantizer: a pool step costs more */
-        else brisk_pool_run(f->pool, swiglu_worker, &sw);
-        matmul1(f, f->g, T, &L->w_down, f->xn, d);
-        for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
+        run_attention_block(f, kv, b, il, L);
+        run_ffn_block(f, L, T);
     }
 
     /* the sequences now hold these tokens (their ids and positions recorded
@@ -918,9 +1097,15 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     int32_t n_out = 0;
     for (int32_t t = 0; t < T; t++)
         if (b->want[t]) {
-            brisk_rmsnorm(f->xn + (size_t)n_out * d, f->x + (size_t)t * d, m->w.output_norm.data, d, hp->norm_eps);
+            norm_row(f->xn + (size_t)n_out * d, f->x + (size_t)t * d, &m->w.output_norm, &m->w.output_norm_b, d, hp->norm_eps);
             n_out++;
         }
-    if (n_out) matmul1(f, f->xn, n_out, &m->w.output, out, hp->n_vocab);
+    if (n_out) {
+        const int64_t nv = hp->n_vocab;
+        matmul1(f, f->xn, n_out, &m->w.output, out, nv);
+        affine_rows(out, n_out, nv, nv, m->w.output_b.data, m->w.s_output, false);
+        if (hp->logit_scale != 0.0f) scale_rows(out, (int64_t)n_out * nv, 1.0f / hp->logit_scale);
+        if (hp->final_softcap != 0.0f) softcap_rows(out, (int64_t)n_out * nv, hp->final_softcap);
+    }
     return BRISK_OK;
 }
