@@ -15,9 +15,9 @@ static const char *const qwen3_unused[] = {"cls.output.weight", "cls.output.bias
 #define POST BRISK_NORM_POST
 
 static const brisk_arch_info arch_table[] = {
-    {.name = "llama", .rope_factors = true, .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+    {.name = "llama", .ffn_scales = true, .rope_factors = true, .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD},
-    {.name = "mistral3", .rope_factors = true, .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+    {.name = "mistral3", .ffn_scales = true, .rope_factors = true, .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD},
     {.name = "smollm3", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD, .nope = BRISK_NOPE_EVERY_4TH},
@@ -25,7 +25,7 @@ static const brisk_arch_info arch_table[] = {
      .attn_scale = BRISK_ASCALE_KEY, .granite_scales = true},
     {.name = "qwen2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD},
-    {.name = "qwen3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+    {.name = "qwen3", .ffn_scales = true, .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD, .unused_heads = qwen3_unused},
     {.name = "gemma", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_GEGLU,
      .attn_scale = BRISK_ASCALE_HEAD, .q_prescale = true, .embd_scale_sqrt = true},

@@ -60,6 +60,10 @@ typedef struct brisk_arch_info {
     uint32_t swa_pattern_default;          /* without a pattern key: layer il is windowed when il % n < n - 1 */
     bool swa_rope_scale_inherit;           /* windowed layers keep the rope frequency scale (else 1) */
     brisk_nope_rule nope;
+    /* llama.cpp binds every FFN matrix's .scale tensor but only some graphs
+     * apply it (build_ffn gets NULL in the others): true = applied. Where it
+     * is false the scales are bound and, as in the reference, not applied. */
+    bool ffn_scales;
     bool rope_factors;                     /* applies rope_freqs.weight (Llama 3) / rope_factors_long|short.weight (LongRoPE) */
     /* Tensors llama.cpp binds for this architecture but never applies in the
      * forward pass (classifier heads), as name suffixes; bound and counted as

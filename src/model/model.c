@@ -204,6 +204,7 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if (!hp->fused_up && (st = bind_scale(b, NAME("ffn_gate.scale"), &L->s_gate, err))) return st;
     if ((st = bind_scale(b, NAME("ffn_up.scale"), &L->s_up, err))) return st;
     if ((st = bind_scale(b, NAME("ffn_down.scale"), &L->s_down, err))) return st;
+    if (!ai->ffn_scales) L->s_gate.on = L->s_up.on = L->s_down.on = false;   /* llama.cpp's graph ignores them (arch.h) */
     if (!hp->fused_up && (st = bind_input_scale(b, NAME("ffn_gate.input_scale"), err))) return st;
     if ((st = bind_input_scale(b, NAME("ffn_up.input_scale"), err))) return st;
     if ((st = bind_input_scale(b, NAME("ffn_down.input_scale"), err))) return st;
