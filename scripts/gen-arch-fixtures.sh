@@ -17,7 +17,7 @@ set -euo pipefail
 out="${1:?usage: gen-arch-fixtures.sh OUT_DIR [ARCH...]}"
 shift
 archs=("$@")
-[ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4)
+[ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4 glm4 starcoder2)
 peer="${BRISK_PEER_DIR:-$HOME/.cache/brisk-peer}/bin"
 seed="${BRISK_ARCH_SEED:-42}"
 for tool in test-llama-archs llama-quantize peer-logits; do

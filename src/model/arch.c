@@ -42,6 +42,10 @@ static const brisk_arch_info arch_table[] = {
     {.name = "exaone4", .rope_factors = true, .rope_layout = BRISK_ROPE_NEOX, .attn_norm = POST, .ffn_norm = POST, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD, .swa = BRISK_SWA_IF_64_LAYERS, .swa_window_default = 4096, .swa_pattern_default = 4,
      .swa_rope_scale_inherit = true, .nope = BRISK_NOPE_FULL_LAYERS},
+    {.name = "glm4", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE | POST, .ffn_norm = PRE | POST, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .mrope_sections = true},
+    {.name = "starcoder2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .layer_norm = true, .act = BRISK_ACT_GELU,
+     .attn_scale = BRISK_ASCALE_HEAD},
 };
 
 #undef PRE

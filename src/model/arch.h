@@ -19,6 +19,7 @@ enum { BRISK_NORM_PRE = 1, BRISK_NORM_POST = 2 };
 typedef enum brisk_ffn_act {
     BRISK_ACT_SWIGLU,        /* silu(gate) * up */
     BRISK_ACT_GEGLU,         /* gelu(gate) * up, llama.cpp's tanh GELU through its F16 table */
+    BRISK_ACT_GELU,          /* gelu(up), no gate matrix (starcoder2) */
 } brisk_ffn_act;
 
 /* How the attention scale (multiplier of q.k) is chosen. */
@@ -47,6 +48,7 @@ typedef struct brisk_arch_info {
     const char *name;
     brisk_rope_layout rope_layout;
     uint8_t attn_norm, ffn_norm;           /* BRISK_NORM_PRE | BRISK_NORM_POST */
+    bool layer_norm;                       /* the pre-norms and the output norm are LayerNorm (mean and variance, optional bias), not RMSNorm */
     brisk_ffn_act act;
     brisk_attn_scale_rule attn_scale;
     int32_t gemma_27b_layers;              /* BRISK_ASCALE_GEMMA: the layer count of the 27B size */
@@ -64,6 +66,11 @@ typedef struct brisk_arch_info {
      * apply it (build_ffn gets NULL in the others): true = applied. Where it
      * is false the scales are bound and, as in the reference, not applied. */
     bool ffn_scales;
+    /* M-RoPE when ARCH.rope.dimension_sections has its first two sections
+     * (GLM-4V). For text every section's position is the token's (the
+     * fourth's is 0), so it is NEOX rotation; files whose rotated pairs reach
+     * the fourth section are refused. */
+    bool mrope_sections;
     bool rope_factors;                     /* applies rope_freqs.weight (Llama 3) / rope_factors_long|short.weight (LongRoPE) */
     /* Tensors llama.cpp binds for this architecture but never applies in the
      * forward pass (classifier heads), as name suffixes; bound and counted as

@@ -130,6 +130,13 @@ typedef struct swiglu_task {
  * the identity above 10, else the tanh GELU of x rounded to F16, looked up
  * in a table whose entries are rounded to F16 too. */
 static void geglu_row(const float *lut, float *h, const float *g, const float *u, int64_t n) {
+    if (!u) {   /* GELU without a gate (ggml_vec_gelu_f32) */
+        for (int64_t i = 0; i < n; i++) {
+            const float x = g[i];
+            h[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x : lut[brisk_fp32_to_fp16(x)];
+        }
+        return;
+    }
     for (int64_t i = 0; i < n; i++) {
         const float x = g[i];
         h[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * u[i] : lut[brisk_fp32_to_fp16(x)] * u[i];
@@ -142,7 +149,7 @@ static void swiglu_worker(void *ctx, int ith, int nth) {
     brisk_split_range(t->rows, ith, nth, &lo, &hi);
     for (int64_t r = lo; r < hi; r++) {
         float *h = t->h + r * t->n;
-        const float *g = t->g + r * t->g_stride, *u = t->u + r * t->g_stride;
+        const float *g = t->g + r * t->g_stride, *u = t->u ? t->u + r * t->g_stride : NULL;
         if (t->gelu_lut) geglu_row(t->gelu_lut, h, g, u, t->n);
         else t->fn(h, g, u, t->n);
     }
@@ -630,7 +637,7 @@ static bool alloc_scratch(brisk_forward *f) {
         f->vsink_swa = xcalloc_track(f, nb, sizeof(int32_t), &ok);
         f->vlo_swa = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     }
-    if (hp->ai->act == BRISK_ACT_GEGLU) f->gelu_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
+    if (hp->ai->act == BRISK_ACT_GEGLU || hp->ai->act == BRISK_ACT_GELU) f->gelu_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
     if (f->rope_swa.freq_base != f->rope.freq_base || f->rope_swa.freq_scale != f->rope.freq_scale)
         f->rope_cache_swa = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
     f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
@@ -901,9 +908,28 @@ static void affine_rows(float *y, int32_t rows, int64_t n, int64_t stride, const
     }
 }
 
-/* RMSNorm of one row, then the optional norm bias. */
-static void norm_row(float *out, const float *x, const brisk_weight *w, const brisk_weight *bias, int64_t n, float eps) {
-    brisk_rmsnorm(out, x, w->data, n, eps);
+/* LayerNorm as ggml_norm: the mean (a double sum, rounded to float), the
+ * centred values, their mean square (a double sum), then the scale. */
+static void layernorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)x[i];
+    const float mean = (float)sum / (float)n;
+    double var = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float c = x[i] - mean;
+        out[i] = c;
+        var += (double)(c * c);
+    }
+    const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) out[i] *= scale;
+    if (w)
+        for (int64_t i = 0; i < n; i++) out[i] *= w[i];
+}
+
+/* The architecture's norm of one row (RMSNorm, or LayerNorm), then the optional norm bias. */
+static void norm_row(const brisk_hparams *hp, float *out, const float *x, const brisk_weight *w, const brisk_weight *bias, int64_t n) {
+    if (hp->ai->layer_norm) layernorm(out, x, w->data, n, hp->norm_eps);
+    else brisk_rmsnorm(out, x, w->data, n, hp->norm_eps);
     if (bias->data) {
         const float *bv = bias->data;
         for (int64_t i = 0; i < n; i++) out[i] += bv[i];
@@ -937,7 +963,7 @@ static void run_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_
     const float *ain = f->x;
     if (L->attn_norm.data) {
         for (int32_t t = 0; t < T; t++)
-            norm_row(f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->attn_norm, &L->attn_norm_b, d, hp->norm_eps);
+            norm_row(hp, f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->attn_norm, &L->attn_norm_b, d);
         ain = f->xn;
     }
     if (L->wqkv.data) {
@@ -1036,7 +1062,7 @@ static void run_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
     const float *fin = f->x;
     if (L->ffn_norm.data) {
         for (int32_t t = 0; t < T; t++)
-            norm_row(f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->ffn_norm, &L->ffn_norm_b, d, hp->norm_eps);
+            norm_row(hp, f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->ffn_norm, &L->ffn_norm_b, d);
         fin = f->xn;
     }
     swiglu_task sw = {.fn = f->swiglu, .gelu_lut = f->gelu_lut, .h = f->g, .n = ff, .rows = T};
@@ -1044,6 +1070,10 @@ static void run_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
         matmul1(f, fin, T, &L->w_up, f->u, 2 * ff);
         affine_rows(f->u, T, 2 * ff, 2 * ff, L->b_up.data, L->s_up, true);
         sw.g = f->u, sw.u = f->u + ff, sw.g_stride = 2 * ff;
+    } else if (!L->w_gate.data) {   /* GELU(up), no gate */
+        matmul1(f, fin, T, &L->w_up, f->g, ff);
+        affine_rows(f->g, T, ff, ff, L->b_up.data, L->s_up, true);
+        sw.g = f->g, sw.u = NULL, sw.g_stride = ff;
     } else {
         const brisk_weight *ws[2] = {&L->w_gate, &L->w_up};
         float *outs[2] = {f->g, f->u};
@@ -1097,7 +1127,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     int32_t n_out = 0;
     for (int32_t t = 0; t < T; t++)
         if (b->want[t]) {
-            norm_row(f->xn + (size_t)n_out * d, f->x + (size_t)t * d, &m->w.output_norm, &m->w.output_norm_b, d, hp->norm_eps);
+            norm_row(hp, f->xn + (size_t)n_out * d, f->x + (size_t)t * d, &m->w.output_norm, &m->w.output_norm_b, d);
             n_out++;
         }
     if (n_out) {

@@ -195,17 +195,18 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if ((st = bind_vector(b, NAME("ffn_norm.weight"), d, pre_ffn, &L->ffn_norm, err))) return st;
     if ((st = bind_vector(b, NAME("ffn_norm.bias"), d, false, &L->ffn_norm_b, err))) return st;
     if ((st = bind_vector(b, NAME("post_ffw_norm.weight"), d, ai->ffn_norm & BRISK_NORM_POST, &L->post_ffn_norm, err))) return st;
-    if (!hp->fused_up && (st = bind_matrix(b, NAME("ffn_gate.weight"), d, ff, true, &L->w_gate, err))) return st;
+    const bool gated = !hp->fused_up && ai->act != BRISK_ACT_GELU;
+    if (gated && (st = bind_matrix(b, NAME("ffn_gate.weight"), d, ff, true, &L->w_gate, err))) return st;
     if ((st = bind_matrix(b, NAME("ffn_up.weight"), d, hp->fused_up ? 2 * ff : ff, true, &L->w_up, err))) return st;
     if ((st = bind_matrix(b, NAME("ffn_down.weight"), ff, d, true, &L->w_down, err))) return st;
-    if (!hp->fused_up && (st = bind_vector(b, NAME("ffn_gate.bias"), ff, false, &L->b_gate, err))) return st;
+    if (gated && (st = bind_vector(b, NAME("ffn_gate.bias"), ff, false, &L->b_gate, err))) return st;
     if ((st = bind_vector(b, NAME("ffn_up.bias"), hp->fused_up ? 2 * ff : ff, false, &L->b_up, err))) return st;
     if ((st = bind_vector(b, NAME("ffn_down.bias"), d, false, &L->b_down, err))) return st;
-    if (!hp->fused_up && (st = bind_scale(b, NAME("ffn_gate.scale"), &L->s_gate, err))) return st;
+    if (gated && (st = bind_scale(b, NAME("ffn_gate.scale"), &L->s_gate, err))) return st;
     if ((st = bind_scale(b, NAME("ffn_up.scale"), &L->s_up, err))) return st;
     if ((st = bind_scale(b, NAME("ffn_down.scale"), &L->s_down, err))) return st;
     if (!ai->ffn_scales) L->s_gate.on = L->s_up.on = L->s_down.on = false;   /* llama.cpp's graph ignores them (arch.h) */
-    if (!hp->fused_up && (st = bind_input_scale(b, NAME("ffn_gate.input_scale"), err))) return st;
+    if (gated && (st = bind_input_scale(b, NAME("ffn_gate.input_scale"), err))) return st;
     if ((st = bind_input_scale(b, NAME("ffn_up.input_scale"), err))) return st;
     if ((st = bind_input_scale(b, NAME("ffn_down.input_scale"), err))) return st;
 #undef NAME
@@ -239,7 +240,7 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     brisk_status st;
     hp->fused_qkv = brisk_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
     const brisk_gguf_tensor *up0 = brisk_gguf_find_tensor(g, "blk.0.ffn_up.weight");
-    hp->fused_up = !brisk_gguf_find_tensor(g, "blk.0.ffn_gate.weight") && up0 && up0->n_dims == 2 && up0->ne[1] == 2 * (int64_t)hp->n_ff;
+    hp->fused_up = ai->act != BRISK_ACT_GELU && !brisk_gguf_find_tensor(g, "blk.0.ffn_gate.weight") && up0 && up0->n_dims == 2 && up0->ne[1] == 2 * (int64_t)hp->n_ff;
 
     float scale = 1.0f / sqrtf((float)hp->head_dim);
     if (ai->attn_scale == BRISK_ASCALE_GEMMA && hp->n_layer == ai->gemma_27b_layers)
@@ -260,6 +261,30 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
         if (e != 0.0f) hp->embd_scale = e;
         if ((st = get_nonneg_f32(g, a, "residual_scale", &hp->residual_scale, err))) return st;
         if ((st = get_nonneg_f32(g, a, "logit_scale", &hp->logit_scale, err))) return st;
+    }
+
+    if (ai->mrope_sections) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+        const brisk_gguf_kv *kv = brisk_gguf_find(g, key);
+        if (kv) {
+            const brisk_gguf_type et = kv->value.type == BRISK_GGUF_ARRAY ? kv->value.v.arr.elem_type : kv->value.type;
+            if (kv->value.type != BRISK_GGUF_ARRAY || kv->value.v.arr.count != 4 || (et != BRISK_GGUF_INT32 && et != BRISK_GGUF_UINT32))
+                return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': expected 4 integers", key);
+            int64_t sec[4], sum = 0;
+            for (int i = 0; i < 4; i++) {
+                sec[i] = brisk_gguf_arr_int(&kv->value, (uint64_t)i);
+                if (sec[i] < 0 || sec[i] > 65536) return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': section %d = %lld out of range", key, i, (long long)sec[i]);
+                sum += sec[i];
+            }
+            if (sec[0] > 0 && sec[1] > 0) {
+                if (sum > hp->rope.n_rot) return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': sections add up to %lld > %d rotated dims", key, (long long)sum, hp->rope.n_rot);
+                for (int64_t k = 0; k < hp->rope.n_rot / 2; k++)
+                    if (k % sum >= sec[0] + sec[1] + sec[2])
+                        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "'%s': rotated pair %lld falls in the fourth (vision) section", key, (long long)k);
+                hp->rope.layout = BRISK_ROPE_NEOX;
+            }
+        }
     }
 
     /* sliding window: its size, and which layers (a pattern array, or every
@@ -377,8 +402,9 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.attention.value_length %d != key_length %d", a, hp->head_dim_v, hp->head_dim);
 
     hp->norm_eps = 1e-5f;
-    if ((st = get_arch_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->norm_eps, true, NULL, err))) return st;
-    if (!(hp->norm_eps > 0 && hp->norm_eps < 1)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.layer_norm_rms_epsilon: %g out of range", a, hp->norm_eps);
+    const char *eps_key = ai->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    if ((st = get_arch_f32(g, a, eps_key, &hp->norm_eps, true, NULL, err))) return st;
+    if (!(hp->norm_eps > 0 && hp->norm_eps < 1)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.%s: %g out of range", a, eps_key, hp->norm_eps);
 
     /* RoPE: layout from the architecture, the rest from metadata (llama.cpp defaults). */
     brisk_rope *r = &hp->rope;
