@@ -76,6 +76,9 @@ typedef struct brisk_arch_info {
      * forward pass (classifier heads), as name suffixes; bound and counted as
      * read, never used. NULL-terminated, or NULL. */
     const char *const *unused_heads;
+    /* Metadata keys (ARCH.suffix) of features this row does not implement:
+     * a file where one is present and nonzero is refused. NULL-terminated, or NULL. */
+    const char *const *unsupported_nonzero;
 } brisk_arch_info;
 
 /* The table entry of an architecture name, or NULL. */

@@ -238,6 +238,19 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     const brisk_arch_info *ai = hp->ai;
     const char *a = ai->name;
     brisk_status st;
+    if (ai->unsupported_nonzero)
+        for (const char *const *k = ai->unsupported_nonzero; *k; k++) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.%s", a, *k);
+            const brisk_gguf_kv *kv = brisk_gguf_find(g, key);
+            if (!kv) continue;
+            float fv = 0.0f;
+            uint32_t uv = 0;
+            bool nonzero = true;   /* a value of another type is refused too */
+            if (brisk_gguf_get_f32(g, key, &fv, NULL, NULL) == BRISK_OK) nonzero = fv != 0.0f;
+            else if (brisk_gguf_get_u32(g, key, &uv, NULL, NULL) == BRISK_OK) nonzero = uv != 0;
+            if (nonzero) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s is set: this %s feature is not supported", key, a);
+        }
     hp->fused_qkv = brisk_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
     const brisk_gguf_tensor *up0 = brisk_gguf_find_tensor(g, "blk.0.ffn_up.weight");
     hp->fused_up = ai->act != BRISK_ACT_GELU && !brisk_gguf_find_tensor(g, "blk.0.ffn_gate.weight") && up0 && up0->n_dims == 2 && up0->ne[1] == 2 * (int64_t)hp->n_ff;
