@@ -8,8 +8,10 @@
  *    F32, Q8_0 and Q4_K_M, generated now by scripts/gen-arch-fixtures.sh
  *    (BRISK_ARCH_SEED picks the weights), checked the same way; and the "test"
  *    tokenizer against llama-tokenize.
- * 3. A tensor nothing reads is refused: a committed model with one extra
- *    tensor must fail to load, naming it.
+ * 3. Copies of the committed model with one defect each (a tensor nothing
+ *    reads, a window pattern of the wrong length, NaN or negative softcaps,
+ *    a zero window) are refused with a message naming it; one relabelled
+ *    tokenizer "none" loads, gives the same logits, and refuses text.
  * Thresholds (issue #16): mean KL(ref || brisk) <= 1e-4 for F32 and Q8_0,
  * <= 1e-3 for Q4_K_M; top-1 agreement >= 98% (63 of 64 positions). */
 #include "test.h"
@@ -117,20 +119,35 @@ static int run_dir(const char *dir, int both_isas) {
     return checked;
 }
 
-/* A copy of src with one extra tensor nothing reads: loading it must fail and
- * name the tensor. */
-static void check_unused_refused(const char *src) {
+/* One hostile (or re-labelled) copy of a model: what to change. */
+typedef struct variant {
+    const char *what;
+    const char *extra_tensor;      /* a tensor nothing reads, or NULL */
+    const char *key;               /* a metadata key to set, or NULL */
+    int kind;                      /* 0: f32 value, 1: u32 array of n, 2: string, 3: u32 value */
+    float f;
+    uint32_t n;
+    const char *str;
+    const char *expect;            /* a substring of the refusal; NULL: the copy must load */
+} variant;
+
+/* src copied with v's change into path; false (and a failed check) when it cannot be written. */
+static int write_variant(const char *src, const char *path, const variant *v) {
     brisk_error err = {0};
     brisk_gguf *g = NULL;
     brisk_gguf_writer *w = NULL;
-    char path[256], cmd[1024], errp[256];
-    snprintf(path, sizeof path, "/tmp/brisk-archs-%d-extra.gguf", (int)getpid());
-    snprintf(errp, sizeof errp, "/tmp/brisk-archs-%d-extra.err", (int)getpid());
     brisk_status st = brisk_gguf_open(src, &g, &err);
     CHECKF(st == BRISK_OK, "%s: %s", src, err.msg);
-    if (st) return;
+    if (st) return 0;
     st = brisk_gguf_writer_init(&w, 32, &err);
     if (!st) st = brisk_gguf_writer_copy_kv(w, g, &err);
+    if (!st && v->key) {
+        static const uint32_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        if (v->kind == 0) st = brisk_gguf_writer_set_f32(w, v->key, v->f);
+        if (v->kind == 1) st = brisk_gguf_writer_set_arr(w, v->key, BRISK_GGUF_UINT32, ones, v->n);
+        if (v->kind == 2) st = brisk_gguf_writer_set_str(w, v->key, v->str);
+        if (v->kind == 3) st = brisk_gguf_writer_set_u32(w, v->key, v->n);
+    }
     for (uint64_t i = 0; !st && i < g->n_tensors; i++) {
         const brisk_gguf_tensor *t = &g->tensors[i];
         char name[256];
@@ -139,27 +156,82 @@ static void check_unused_refused(const char *src) {
     }
     static const float extra[256];
     const int64_t ne[1] = {256};
-    if (!st) st = brisk_gguf_writer_add_tensor(w, "blk.0.attn_mystery.weight", 0 /* F32 */, 1, ne, extra, sizeof extra, &err);
+    if (!st && v->extra_tensor) st = brisk_gguf_writer_add_tensor(w, v->extra_tensor, 0 /* F32 */, 1, ne, extra, sizeof extra, &err);
     if (!st) st = brisk_gguf_writer_write(w, path, &err);
-    CHECKF(st == BRISK_OK, "writing %s: %s", path, err.msg);
+    CHECKF(st == BRISK_OK, "%s: writing %s: %s", v->what, path, err.msg);
     brisk_gguf_writer_free(w);
     brisk_gguf_close(g);
-    if (st) return;
-    snprintf(cmd, sizeof cmd, "%s logits -m '%s' --tokens tests/data/archs/tokens64.i32 -o /dev/null -t 1 2>'%s'", BRISK_CLI_PATH, path,
-             errp);
-    const int rc = system(cmd);
-    CHECKF(rc != 0, "a model with an unused tensor loaded");
-    char msg[1024] = {0};
-    FILE *f = fopen(errp, "r");
-    if (f) {
-        size_t n = fread(msg, 1, sizeof msg - 1, f);
-        msg[n] = 0;
-        fclose(f);
+    return st == BRISK_OK;
+}
+
+/* Each variant of the committed gemma2 model: refused with a message naming
+ * what is wrong, or (expect NULL) loaded and giving the reference logits. */
+static void check_variants(const char *dir) {
+    static const variant vs[] = {
+        {.what = "a tensor nothing reads", .extra_tensor = "blk.0.attn_mystery.weight", .expect = "'blk.0.attn_mystery.weight'"},
+        {.what = "window pattern of 3 layers", .key = "gemma2.attention.sliding_window_pattern", .kind = 1, .n = 3,
+         .expect = "3 entries for 2 layers"},
+        {.what = "attention softcap NaN", .key = "gemma2.attn_logit_softcapping", .kind = 0, .f = NAN, .expect = "attn_logit_softcapping"},
+        {.what = "final softcap -1", .key = "gemma2.final_logit_softcapping", .kind = 0, .f = -1.0f, .expect = "final_logit_softcapping"},
+        {.what = "sliding window 0", .key = "gemma2.attention.sliding_window", .kind = 3, .n = 0, .expect = "sliding_window: 0"},
+        {.what = "tokenizer none (ids only)", .key = "tokenizer.ggml.model", .kind = 2, .str = "none", .expect = NULL},
+    };
+    char src[1100], path[256], errp[256], out[256], cmd[2048];
+    snprintf(src, sizeof src, "%s/gemma2-Q4_K_M.gguf", dir);
+    snprintf(path, sizeof path, "/tmp/brisk-archs-%d-variant.gguf", (int)getpid());
+    snprintf(errp, sizeof errp, "/tmp/brisk-archs-%d-variant.err", (int)getpid());
+    snprintf(out, sizeof out, "/tmp/brisk-archs-%d-variant.f32", (int)getpid());
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        const variant *v = &vs[i];
+        if (!write_variant(src, path, v)) continue;
+        if (snprintf(cmd, sizeof cmd, "%s logits -m '%s' --tokens '%s/tokens64.i32' -o '%s' -t 1 2>'%s'", BRISK_CLI_PATH, path, dir, out,
+                     errp) >= (int)sizeof cmd)
+            continue;
+        const int rc = system(cmd);
+        char msg[1024] = {0};
+        FILE *f = fopen(errp, "r");
+        if (f) {
+            const size_t n = fread(msg, 1, sizeof msg - 1, f);
+            msg[n] = 0;
+            fclose(f);
+        }
+        if (v->expect) {
+            CHECKF(rc != 0, "%s: loaded", v->what);
+            CHECKF(strstr(msg, v->expect) != NULL, "%s: the refusal does not say '%s': %s", v->what, v->expect, msg);
+            printf("%-28s refused: %s", v->what, msg);
+        } else {
+            CHECKF(rc == 0, "%s: failed: %s", v->what, msg);
+            char ref[1100];
+            snprintf(ref, sizeof ref, "%s/gemma2-Q4_K_M.logits.f32", dir);
+            size_t nr = 0, ng = 0;
+            float *r = read_f32(ref, &nr), *g = read_f32(out, &ng);
+            CHECKF(r && g && nr == ng && nr % 64 == 0, "%s: logits %zu floats vs %zu", v->what, ng, nr);
+            if (r && g && nr == ng && nr % 64 == 0) {
+                double kl;
+                int top1;
+                compare(r, g, 64, (int)(nr / 64), &kl, &top1);
+                CHECKF(kl <= 1e-3 && top1 >= 63, "%s: KL %.3e, top-1 %d/64", v->what, kl, top1);
+                printf("%-28s loads: KL %.3e, top-1 %d/64\n", v->what, kl, top1);
+            }
+            free(r);
+            free(g);
+            /* and text cannot be tokenized without a vocabulary, with a clear error */
+            if (snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p 'hello' 2>'%s' >/dev/null", BRISK_CLI_PATH, path, errp) < (int)sizeof cmd) {
+                const int trc = system(cmd);
+                f = fopen(errp, "r");
+                msg[0] = 0;
+                if (f) {
+                    const size_t n = fread(msg, 1, sizeof msg - 1, f);
+                    msg[n] = 0;
+                    fclose(f);
+                }
+                CHECKF(trc != 0 && strstr(msg, "no vocabulary"), "tokenize without a vocabulary: rc %d, %s", trc, msg);
+            }
+        }
     }
-    CHECKF(strstr(msg, "blk.0.attn_mystery.weight") && strstr(msg, "not used"), "the refusal does not name the tensor: %s", msg);
-    printf("extra tensor refused: %s", msg);
     remove(path);
     remove(errp);
+    remove(out);
 }
 
 /* brisk tokenize --ids against llama-tokenize on a test-vocabulary model. */
@@ -192,9 +264,8 @@ int main(void) {
     test_source("tests/data/archs", committed, sizeof committed);
     test_source("scripts/gen-arch-fixtures.sh", script, sizeof script);
     test_count("committed arch fixtures (tests/data/archs)", run_dir(committed, 1));
+    check_variants(committed);
     char model[1100];
-    snprintf(model, sizeof model, "%s/gemma2-Q4_K_M.gguf", committed);
-    check_unused_refused(model);
 
     const char *peer_env = getenv("BRISK_PEER_DIR");
     char peer_bin[1024], probe[1100];
