@@ -11,13 +11,18 @@
 #   3. peer-logits writes llama.cpp's logits for tokens64.i32 (64 ids in
 #      [0, 128), seed 16) evaluated as one 64-token batch, 2 threads.
 #
+# An ARCH of the form synth:SHAPE takes the F32 model from `brisk synth
+# --shape SHAPE` instead (real-shaped tiny models with what the fixtures lack,
+# e.g. phi3-tiny's fused QKV; $BRISK, default build/brisk, must be built).
+#
 # Output: OUT_DIR/tokens64.i32 and ARCH-TYPE.gguf + ARCH-TYPE.logits.f32 for
 # TYPE in F32 Q8_0 Q4_K_M. BRISK_ARCH_SEED (default 42) picks the weights.
 set -euo pipefail
 out="${1:?usage: gen-arch-fixtures.sh OUT_DIR [ARCH...]}"
 shift
 archs=("$@")
-[ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4 glm4 starcoder2)
+[ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4 glm4 starcoder2
+                                 synth:phi3-tiny synth:gemma2-tiny synth:gemma3-tiny)
 peer="${BRISK_PEER_DIR:-$HOME/.cache/brisk-peer}/bin"
 seed="${BRISK_ARCH_SEED:-42}"
 for tool in test-llama-archs llama-quantize peer-logits; do
@@ -32,11 +37,19 @@ random.seed(16)
 ids = [random.randrange(0, 128) for _ in range(64)]
 open(sys.argv[1], "wb").write(struct.pack("<64i", *ids))
 PY
+root="$(cd "$(dirname "$0")/.." && pwd)"
+brisk="${BRISK:-$root/build/brisk}"
 for arch in "${archs[@]}"; do
-  "$peer/test-llama-archs" -a "$arch" -o "$work" -d 0.4 -s "$seed" >"$work/log" 2>&1 ||
-    { echo "gen-arch-fixtures: test-llama-archs -a $arch failed:" >&2; tail -5 "$work/log" >&2; exit 1; }
-  [ -f "$work/$arch-dense.gguf" ] || { echo "gen-arch-fixtures: no $arch-dense.gguf" >&2; exit 1; }
-  mv "$work/$arch-dense.gguf" "$out/$arch-F32.gguf"
+  if [ "${arch#synth:}" != "$arch" ]; then
+    arch="${arch#synth:}"
+    "$brisk" synth --shape "$arch" --type F32 --seed "$seed" -o "$out/$arch-F32.gguf" >"$work/log" 2>&1 ||
+      { echo "gen-arch-fixtures: brisk synth --shape $arch failed:" >&2; tail -5 "$work/log" >&2; exit 1; }
+  else
+    "$peer/test-llama-archs" -a "$arch" -o "$work" -d 0.4 -s "$seed" >"$work/log" 2>&1 ||
+      { echo "gen-arch-fixtures: test-llama-archs -a $arch failed:" >&2; tail -5 "$work/log" >&2; exit 1; }
+    [ -f "$work/$arch-dense.gguf" ] || { echo "gen-arch-fixtures: no $arch-dense.gguf" >&2; exit 1; }
+    mv "$work/$arch-dense.gguf" "$out/$arch-F32.gguf"
+  fi
   for t in Q8_0 Q4_K_M; do
     "$peer/llama-quantize" "$out/$arch-F32.gguf" "$out/$arch-$t.gguf" "$t" >"$work/log" 2>&1 ||
       { echo "gen-arch-fixtures: llama-quantize $arch $t failed" >&2; tail -5 "$work/log" >&2; exit 1; }

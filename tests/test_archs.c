@@ -5,7 +5,8 @@
  *    tokens64.i32 against llama.cpp's logits for the same file, with the best
  *    kernels and with BRISK_FORCE_REF=1.
  * 2. With the peer (~/.cache/brisk-peer, or BRISK_PEER_DIR): every family in
- *    F32, Q8_0 and Q4_K_M, generated now by scripts/gen-arch-fixtures.sh
+ *    F32, Q8_0 and Q4_K_M, plus brisk synth's phi3-tiny (fused QKV),
+ *    gemma2-tiny and gemma3-tiny, generated now by scripts/gen-arch-fixtures.sh
  *    (BRISK_ARCH_SEED picks the weights), checked the same way; and the "test"
  *    tokenizer against llama-tokenize.
  * 3. Copies of the committed model with one defect each (a tensor nothing
@@ -278,7 +279,7 @@ int main(void) {
     }
     char dir[] = "/tmp/brisk-archs-XXXXXX", cmd[4096];
     CHECK(mkdtemp(dir) != NULL);
-    snprintf(cmd, sizeof cmd, "'%s' '%s'", script, dir);
+    snprintf(cmd, sizeof cmd, "BRISK='%s' '%s' '%s'", BRISK_CLI_PATH, script, dir);
     const int rc = system(cmd);
     CHECKF(rc == 0, "%s failed (rc %d)", script, rc);
     if (rc == 0) {

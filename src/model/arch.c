@@ -43,7 +43,7 @@ static const brisk_arch_info arch_table[] = {
      .swa = BRISK_SWA_ALWAYS, .swa_window_default = 4096, .swa_pattern_default = 2, .swa_rope_scale_inherit = true},
     {.name = "gemma3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE | POST, .ffn_norm = PRE | POST, .act = BRISK_ACT_GEGLU,
      .attn_scale = BRISK_ASCALE_GEMMA, .gemma_27b_layers = 62, .q_prescale = true, .embd_scale_sqrt = true,
-     .final_softcap = true, .swa = BRISK_SWA_IF_KEY, .swa_pattern_default = 6},
+     .final_softcap = true, .swa = BRISK_SWA_IF_KEY, .swa_pattern_default = 6, .swa_rope_base_default = 10000.0f},
     /* post-norm only (no norm before the sublayers) */
     {.name = "olmo2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = POST, .ffn_norm = POST, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD, .swa = BRISK_SWA_IF_KEY, .swa_pattern_default = 4},

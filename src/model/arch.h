@@ -61,6 +61,7 @@ typedef struct brisk_arch_info {
     uint32_t swa_window_default;           /* BRISK_SWA_ALWAYS: the window without the key */
     uint32_t swa_pattern_default;          /* without a pattern key: layer il is windowed when il % n < n - 1 */
     bool swa_rope_scale_inherit;           /* windowed layers keep the rope frequency scale (else 1) */
+    float swa_rope_base_default;           /* their base without rope.freq_base_swa (0: the global base) */
     brisk_nope_rule nope;
     /* llama.cpp binds every FFN matrix's .scale tensor but only some graphs
      * apply it (build_ffn gets NULL in the others): true = applied. Where it

@@ -314,7 +314,7 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     hp->swa_window = swa ? (int32_t)window : 0;
     hp->rope_swa = hp->rope;
     if (swa) {
-        float base = hp->rope.freq_base;
+        float base = ai->swa_rope_base_default != 0.0f ? ai->swa_rope_base_default : hp->rope.freq_base;
         if ((st = get_arch_f32(g, a, "rope.freq_base_swa", &base, false, NULL, err))) return st;
         if (!(base > 1.0f) || !isfinite(base))
             return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.freq_base_swa: %g out of range (a finite number > 1)", a, base);
