@@ -238,6 +238,11 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     const brisk_arch_info *ai = hp->ai;
     const char *a = ai->name;
     brisk_status st;
+    uint32_t n_expert = 0;
+    if ((st = get_arch_u32(g, a, "expert_count", &n_expert, false, NULL, err))) return st;
+    if (n_expert > 0 || brisk_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight"))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s with experts (%s.expert_count = %u): mixture-of-experts models are not supported yet", a, a,
+                          n_expert);
     if (ai->unsupported_nonzero)
         for (const char *const *k = ai->unsupported_nonzero; *k; k++) {
             char key[128];
