@@ -10,20 +10,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-typedef struct arch_desc {
-    const char *name;
-    brisk_arch arch;
-    brisk_rope_layout rope_layout;
-} arch_desc;
-
-/* Every supported architecture and the variant data it implies; everything
- * else (biases, q/k norms, tied output, rope scaling) is read from the file. */
-static const arch_desc arch_table[] = {
-    {"llama", BRISK_ARCH_LLAMA, BRISK_ROPE_NORMAL},
-    {"qwen2", BRISK_ARCH_QWEN2, BRISK_ROPE_NEOX},
-    {"qwen3", BRISK_ARCH_QWEN3, BRISK_ROPE_NEOX},
-};
-
 /* ---- metadata helpers ------------------------------------------------------------ */
 
 static brisk_status get_arch_u32(const brisk_gguf *g, const char *arch, const char *suffix, uint32_t *out,
@@ -81,13 +67,20 @@ typedef struct binder {
     brisk_model_data *m;
     float *arena;          /* F32 copies of 1-D vectors */
     size_t arena_used, arena_cap;
+    uint8_t *used;         /* [n_tensors]: 1 once a tensor is bound (every one must be) */
 } binder;
+
+static const brisk_gguf_tensor *find_tensor(binder *b, const char *name) {
+    const brisk_gguf_tensor *t = brisk_gguf_find_tensor(b->m->gguf, name);
+    if (t) b->used[t - b->m->gguf->tensors] = 1;
+    return t;
+}
 
 /* Bind a matrix of shape [rows][cols]; a missing optional tensor leaves w zeroed. */
 static brisk_status bind_matrix(binder *b, const char *name, int64_t cols, int64_t rows, bool required,
                                 brisk_weight *w, brisk_error *err) {
     memset(w, 0, sizeof *w);
-    const brisk_gguf_tensor *t = brisk_gguf_find_tensor(b->m->gguf, name);
+    const brisk_gguf_tensor *t = find_tensor(b, name);
     if (!t) return required ? brisk_fail(err, BRISK_ERR_FORMAT, "missing tensor '%s'", name) : BRISK_OK;
     if (t->n_dims > 2 || t->ne[0] != cols || t->ne[1] != rows)
         return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': shape [%lld, %lld] (n_dims %u), expected [%lld, %lld]",
@@ -110,7 +103,7 @@ static brisk_status bind_matrix(binder *b, const char *name, int64_t cols, int64
 /* Bind a 1-D vector of n elements and convert it to F32 in the arena. */
 static brisk_status bind_vector(binder *b, const char *name, int64_t n, bool required, brisk_weight *w, brisk_error *err) {
     memset(w, 0, sizeof *w);
-    const brisk_gguf_tensor *t = brisk_gguf_find_tensor(b->m->gguf, name);
+    const brisk_gguf_tensor *t = find_tensor(b, name);
     if (!t) return required ? brisk_fail(err, BRISK_ERR_FORMAT, "missing tensor '%s'", name) : BRISK_OK;
     if (t->n_dims != 1 || t->ne[0] != n)
         return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': shape [%lld] (n_dims %u), expected [%lld]",
@@ -132,36 +125,245 @@ static brisk_status bind_vector(binder *b, const char *name, int64_t n, bool req
     return BRISK_OK;
 }
 
+/* A per-tensor weight scale NAME.scale of shape [1], when the file has one. */
+static brisk_status bind_scale(binder *b, const char *name, brisk_wscale *s, brisk_error *err) {
+    brisk_weight w;
+    brisk_status st = bind_vector(b, name, 1, false, &w, err);
+    if (st) return st;
+    s->on = w.data != NULL;
+    s->v = s->on ? *(const float *)w.data : 1.0f;
+    if (s->on && !isfinite(s->v)) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': scale %g is not finite", name, s->v);
+    return BRISK_OK;
+}
+
+/* NAME.input_scale ([1]): the activation scale of FP8/NVFP4 checkpoints.
+ * llama.cpp binds it and never applies it (its graph computes in F32), so
+ * it cannot change a result: it is read, checked to be a number, and left. */
+static brisk_status bind_input_scale(binder *b, const char *name, brisk_error *err) {
+    brisk_wscale unused;
+    return bind_scale(b, name, &unused, err);
+}
+
+/* A Q/K norm: per head ([head_dim], qwen3, gemma3) or over the whole
+ * projection ([heads * head_dim], olmo2); the file's shape says which. */
+static brisk_status bind_qk_norm(binder *b, const char *name, int64_t head_dim, int64_t whole, brisk_weight *w, brisk_error *err) {
+    const brisk_gguf_tensor *t = brisk_gguf_find_tensor(b->m->gguf, name);
+    const int64_t n = t && t->n_dims == 1 && t->ne[0] == whole ? whole : head_dim;
+    return bind_vector(b, name, n, false, w, err);
+}
+
 static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *err) {
     const brisk_hparams *hp = &b->m->hp;
+    const brisk_arch_info *ai = hp->ai;
     const int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim,
                   vd = (int64_t)hp->n_head_kv * hp->head_dim_v, od = (int64_t)hp->n_head * hp->head_dim_v;
+    const int64_t ff = hp->n_ff;
     char name[96];
     brisk_status st;
 #define NAME(s) (snprintf(name, sizeof name, "blk.%d." s, il), name)
-    if ((st = bind_vector(b, NAME("attn_norm.weight"), d, true, &L->attn_norm, err))) return st;
-    if ((st = bind_matrix(b, NAME("attn_q.weight"), d, qd, true, &L->wq, err))) return st;
-    if ((st = bind_matrix(b, NAME("attn_k.weight"), d, kd, true, &L->wk, err))) return st;
-    if ((st = bind_matrix(b, NAME("attn_v.weight"), d, vd, true, &L->wv, err))) return st;
-    if ((st = bind_matrix(b, NAME("attn_output.weight"), od, d, true, &L->wo, err))) return st;
+    const bool pre_attn = ai->attn_norm & BRISK_NORM_PRE, pre_ffn = ai->ffn_norm & BRISK_NORM_PRE;
+    if ((st = bind_vector(b, NAME("attn_norm.weight"), d, pre_attn, &L->attn_norm, err))) return st;
+    if ((st = bind_vector(b, NAME("attn_norm.bias"), d, false, &L->attn_norm_b, err))) return st;
+    if ((st = bind_vector(b, NAME("post_attention_norm.weight"), d, ai->attn_norm & BRISK_NORM_POST, &L->post_attn_norm, err))) return st;
+    if (hp->fused_qkv) {
+        if ((st = bind_matrix(b, NAME("attn_qkv.weight"), d, qd + kd + vd, true, &L->wqkv, err))) return st;
+        if ((st = bind_vector(b, NAME("attn_qkv.bias"), qd + kd + vd, false, &L->bqkv, err))) return st;
+        if ((st = bind_scale(b, NAME("attn_qkv.scale"), &L->s_qkv, err))) return st;
+        if ((st = bind_input_scale(b, NAME("attn_qkv.input_scale"), err))) return st;
+    } else {
+        if ((st = bind_matrix(b, NAME("attn_q.weight"), d, qd, true, &L->wq, err))) return st;
+        if ((st = bind_matrix(b, NAME("attn_k.weight"), d, kd, true, &L->wk, err))) return st;
+        if ((st = bind_matrix(b, NAME("attn_v.weight"), d, vd, true, &L->wv, err))) return st;
+    }
+    /* separate biases may come with a fused matrix too (llama.cpp concatenates them) */
     if ((st = bind_vector(b, NAME("attn_q.bias"), qd, false, &L->bq, err))) return st;
     if ((st = bind_vector(b, NAME("attn_k.bias"), kd, false, &L->bk, err))) return st;
     if ((st = bind_vector(b, NAME("attn_v.bias"), vd, false, &L->bv, err))) return st;
-    if ((st = bind_vector(b, NAME("attn_q_norm.weight"), hp->head_dim, hp->qk_norm, &L->q_norm, err))) return st;
-    if ((st = bind_vector(b, NAME("attn_k_norm.weight"), hp->head_dim, hp->qk_norm, &L->k_norm, err))) return st;
-    if ((st = bind_vector(b, NAME("ffn_norm.weight"), d, true, &L->ffn_norm, err))) return st;
-    if ((st = bind_matrix(b, NAME("ffn_gate.weight"), d, hp->n_ff, true, &L->w_gate, err))) return st;
-    if ((st = bind_matrix(b, NAME("ffn_up.weight"), d, hp->n_ff, true, &L->w_up, err))) return st;
-    if ((st = bind_matrix(b, NAME("ffn_down.weight"), hp->n_ff, d, true, &L->w_down, err))) return st;
+    if ((st = bind_scale(b, NAME("attn_q.scale"), &L->s_q, err))) return st;
+    if ((st = bind_scale(b, NAME("attn_k.scale"), &L->s_k, err))) return st;
+    if ((st = bind_scale(b, NAME("attn_v.scale"), &L->s_v, err))) return st;
+    if ((st = bind_input_scale(b, NAME("attn_q.input_scale"), err))) return st;
+    if ((st = bind_input_scale(b, NAME("attn_k.input_scale"), err))) return st;
+    if ((st = bind_input_scale(b, NAME("attn_v.input_scale"), err))) return st;
+    if ((st = bind_qk_norm(b, NAME("attn_q_norm.weight"), hp->head_dim, qd, &L->q_norm, err))) return st;
+    if ((st = bind_qk_norm(b, NAME("attn_k_norm.weight"), hp->head_dim, kd, &L->k_norm, err))) return st;
+    if ((st = bind_matrix(b, NAME("attn_output.weight"), od, d, true, &L->wo, err))) return st;
+    if ((st = bind_vector(b, NAME("attn_output.bias"), d, false, &L->bo, err))) return st;
+    if ((st = bind_scale(b, NAME("attn_output.scale"), &L->s_o, err))) return st;
+    if ((st = bind_input_scale(b, NAME("attn_output.input_scale"), err))) return st;
+
+    if ((st = bind_vector(b, NAME("ffn_norm.weight"), d, pre_ffn, &L->ffn_norm, err))) return st;
+    if ((st = bind_vector(b, NAME("ffn_norm.bias"), d, false, &L->ffn_norm_b, err))) return st;
+    if ((st = bind_vector(b, NAME("post_ffw_norm.weight"), d, ai->ffn_norm & BRISK_NORM_POST, &L->post_ffn_norm, err))) return st;
+    const bool gated = !hp->fused_up && ai->act != BRISK_ACT_GELU;
+    if (gated && (st = bind_matrix(b, NAME("ffn_gate.weight"), d, ff, true, &L->w_gate, err))) return st;
+    if ((st = bind_matrix(b, NAME("ffn_up.weight"), d, hp->fused_up ? 2 * ff : ff, true, &L->w_up, err))) return st;
+    if ((st = bind_matrix(b, NAME("ffn_down.weight"), ff, d, true, &L->w_down, err))) return st;
+    if (gated && (st = bind_vector(b, NAME("ffn_gate.bias"), ff, false, &L->b_gate, err))) return st;
+    if ((st = bind_vector(b, NAME("ffn_up.bias"), hp->fused_up ? 2 * ff : ff, false, &L->b_up, err))) return st;
+    if ((st = bind_vector(b, NAME("ffn_down.bias"), d, false, &L->b_down, err))) return st;
+    if (gated && (st = bind_scale(b, NAME("ffn_gate.scale"), &L->s_gate, err))) return st;
+    if ((st = bind_scale(b, NAME("ffn_up.scale"), &L->s_up, err))) return st;
+    if ((st = bind_scale(b, NAME("ffn_down.scale"), &L->s_down, err))) return st;
+    if (!ai->ffn_scales) L->s_gate.on = L->s_up.on = L->s_down.on = false;   /* llama.cpp's graph ignores them (arch.h) */
+    if (gated && (st = bind_input_scale(b, NAME("ffn_gate.input_scale"), err))) return st;
+    if ((st = bind_input_scale(b, NAME("ffn_up.input_scale"), err))) return st;
+    if ((st = bind_input_scale(b, NAME("ffn_down.input_scale"), err))) return st;
 #undef NAME
-    if (hp->qkv_bias && (!L->bq.data || !L->bk.data || !L->bv.data))
-        return brisk_fail(err, BRISK_ERR_FORMAT, "blk.%d: architecture %s needs attn_q/k/v.bias", il, hp->arch_name);
     if (!!L->bq.data != !!L->bk.data || !!L->bk.data != !!L->bv.data)
         return brisk_fail(err, BRISK_ERR_FORMAT, "blk.%d: attention biases must be all present or all absent", il);
+    if (!!L->q_norm.data != !!L->k_norm.data)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "blk.%d: attn_q_norm and attn_k_norm must both be present or both absent", il);
+    if (L->bqkv.data && L->bq.data)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "blk.%d: both attn_qkv.bias and attn_q/k/v.bias", il);
     return BRISK_OK;
 }
 
 /* ---- hyperparameters ------------------------------------------------------------------ */
+
+/* An optional float key that must be finite and >= 0 (0: off). */
+static brisk_status get_nonneg_f32(const brisk_gguf *g, const char *a, const char *suffix, float *out, brisk_error *err) {
+    *out = 0.0f;
+    brisk_status st = get_arch_f32(g, a, suffix, out, false, NULL, err);
+    if (st) return st;
+    if (!(*out >= 0.0f) || !isfinite(*out)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.%s: %g out of range (a finite number >= 0)", a, suffix, *out);
+    return BRISK_OK;
+}
+
+/* What the architecture's table row asks of the metadata: scales, softcaps,
+ * the sliding window and its RoPE, fused projections. */
+static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
+    const brisk_gguf *g = m->gguf;
+    brisk_hparams *hp = &m->hp;
+    const brisk_arch_info *ai = hp->ai;
+    const char *a = ai->name;
+    brisk_status st;
+    uint32_t n_expert = 0;
+    if ((st = get_arch_u32(g, a, "expert_count", &n_expert, false, NULL, err))) return st;
+    if (n_expert > 0 || brisk_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight"))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s with experts (%s.expert_count = %u): mixture-of-experts models are not supported yet", a, a,
+                          n_expert);
+    if (ai->unsupported_nonzero)
+        for (const char *const *k = ai->unsupported_nonzero; *k; k++) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.%s", a, *k);
+            const brisk_gguf_kv *kv = brisk_gguf_find(g, key);
+            if (!kv) continue;
+            float fv = 0.0f;
+            uint32_t uv = 0;
+            bool nonzero = true;   /* a value of another type is refused too */
+            if (brisk_gguf_get_f32(g, key, &fv, NULL, NULL) == BRISK_OK) nonzero = fv != 0.0f;
+            else if (brisk_gguf_get_u32(g, key, &uv, NULL, NULL) == BRISK_OK) nonzero = uv != 0;
+            if (nonzero) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s is set: this %s feature is not supported", key, a);
+        }
+    hp->fused_qkv = brisk_gguf_find_tensor(g, "blk.0.attn_qkv.weight") != NULL;
+    const brisk_gguf_tensor *up0 = brisk_gguf_find_tensor(g, "blk.0.ffn_up.weight");
+    hp->fused_up = ai->act != BRISK_ACT_GELU && !brisk_gguf_find_tensor(g, "blk.0.ffn_gate.weight") && up0 && up0->n_dims == 2 && up0->ne[1] == 2 * (int64_t)hp->n_ff;
+
+    float scale = 1.0f / sqrtf((float)hp->head_dim);
+    if (ai->attn_scale == BRISK_ASCALE_GEMMA && hp->n_layer == ai->gemma_27b_layers)
+        scale = 1.0f / sqrtf((float)(hp->n_embd / hp->n_head));   /* the 27B sizes (gemma_pytorch's config) */
+    if (ai->attn_scale == BRISK_ASCALE_KEY) {
+        float key = 0.0f;
+        if ((st = get_nonneg_f32(g, a, "attention.scale", &key, err))) return st;
+        if (key != 0.0f) scale = key;
+    }
+    hp->kq_scale = ai->q_prescale ? 1.0f : scale;
+    hp->q_scale = ai->q_prescale ? scale : 1.0f;
+    if (ai->attn_softcap && (st = get_nonneg_f32(g, a, "attn_logit_softcapping", &hp->attn_softcap, err))) return st;
+    if (ai->final_softcap && (st = get_nonneg_f32(g, a, "final_logit_softcapping", &hp->final_softcap, err))) return st;
+    hp->embd_scale = ai->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : 1.0f;
+    if (ai->granite_scales) {
+        float e = 0.0f;
+        if ((st = get_nonneg_f32(g, a, "embedding_scale", &e, err))) return st;
+        if (e != 0.0f) hp->embd_scale = e;
+        if ((st = get_nonneg_f32(g, a, "residual_scale", &hp->residual_scale, err))) return st;
+        if ((st = get_nonneg_f32(g, a, "logit_scale", &hp->logit_scale, err))) return st;
+    }
+
+    if (ai->mrope_sections) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", a);
+        const brisk_gguf_kv *kv = brisk_gguf_find(g, key);
+        if (kv) {
+            const brisk_gguf_type et = kv->value.type == BRISK_GGUF_ARRAY ? kv->value.v.arr.elem_type : kv->value.type;
+            if (kv->value.type != BRISK_GGUF_ARRAY || kv->value.v.arr.count != 4 || (et != BRISK_GGUF_INT32 && et != BRISK_GGUF_UINT32))
+                return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': expected 4 integers", key);
+            int64_t sec[4], sum = 0;
+            for (int i = 0; i < 4; i++) {
+                sec[i] = brisk_gguf_arr_int(&kv->value, (uint64_t)i);
+                if (sec[i] < 0 || sec[i] > 65536) return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': section %d = %lld out of range", key, i, (long long)sec[i]);
+                sum += sec[i];
+            }
+            if (sec[0] > 0 && sec[1] > 0) {
+                if (sum > hp->rope.n_rot) return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': sections add up to %lld > %d rotated dims", key, (long long)sum, hp->rope.n_rot);
+                for (int64_t k = 0; k < hp->rope.n_rot / 2; k++)
+                    if (k % sum >= sec[0] + sec[1] + sec[2])
+                        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "'%s': rotated pair %lld falls in the fourth (vision) section", key, (long long)k);
+                hp->rope.layout = BRISK_ROPE_NEOX;
+            }
+        }
+    }
+
+    /* sliding window: its size, and which layers (a pattern array, or every
+     * layer but each n-th) */
+    bool swa = false;
+    uint32_t window = ai->swa_window_default;
+    bool found = false;
+    if (ai->swa != BRISK_SWA_NONE && (st = get_arch_u32(g, a, "attention.sliding_window", &window, false, &found, err))) return st;
+    if (ai->swa == BRISK_SWA_ALWAYS) swa = true;
+    if (ai->swa == BRISK_SWA_IF_KEY) swa = found && window > 0;
+    if (ai->swa == BRISK_SWA_IF_64_LAYERS) swa = hp->n_layer == 64;
+    if (swa && (window < 1 || window > INT32_MAX))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.sliding_window: %u out of range", a, window);
+    hp->swa_window = swa ? (int32_t)window : 0;
+    hp->rope_swa = hp->rope;
+    if (swa) {
+        float base = ai->swa_rope_base_default != 0.0f ? ai->swa_rope_base_default : hp->rope.freq_base;
+        if ((st = get_arch_f32(g, a, "rope.freq_base_swa", &base, false, NULL, err))) return st;
+        if (!(base > 1.0f) || !isfinite(base))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.freq_base_swa: %g out of range (a finite number > 1)", a, base);
+        hp->rope_swa.freq_base = base;
+        if (!ai->swa_rope_scale_inherit) hp->rope_swa.freq_scale = 1.0f;
+    }
+    return BRISK_OK;
+}
+
+/* Per-layer data: which layers are windowed (ARCH.attention.sliding_window_pattern:
+ * an array of per-layer flags, or n = every layer but each n-th), and which rotate. */
+static brisk_status set_layer_plan(brisk_model_data *m, brisk_error *err) {
+    brisk_hparams *hp = &m->hp;
+    const brisk_arch_info *ai = hp->ai;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", ai->name);
+    const brisk_gguf_kv *kv = hp->swa_window ? brisk_gguf_find(m->gguf, key) : NULL;
+    uint32_t n_pattern = ai->swa_pattern_default;
+    const bool per_layer = kv && kv->value.type == BRISK_GGUF_ARRAY;
+    if (per_layer) {
+        const brisk_gguf_type et = kv->value.v.arr.elem_type;
+        if (et != BRISK_GGUF_BOOL && et != BRISK_GGUF_UINT32 && et != BRISK_GGUF_INT32 && et != BRISK_GGUF_UINT8 && et != BRISK_GGUF_INT8)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': expected an array of flags, found arr[%s]", key, brisk_gguf_type_name(et));
+        if (kv->value.v.arr.count != (uint64_t)hp->n_layer)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "'%s': %llu entries for %d layers", key, (unsigned long long)kv->value.v.arr.count,
+                              hp->n_layer);
+    } else if (kv) {
+        brisk_status st = brisk_gguf_get_u32(m->gguf, key, &n_pattern, NULL, err);
+        if (st) return st;
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        brisk_layer *L = &m->w.layers[il];
+        bool windowed = false;
+        if (hp->swa_window)
+            windowed = per_layer ? brisk_gguf_arr_int(&kv->value, (uint64_t)il) != 0
+                                 : n_pattern == 0 || (uint32_t)il % n_pattern < n_pattern - 1;
+        L->window = windowed ? hp->swa_window : 0;
+        L->rope_swa = windowed;
+        L->rope = true;
+        if (ai->nope == BRISK_NOPE_EVERY_4TH) L->rope = (il + 1) % 4 != 0;
+        if (ai->nope == BRISK_NOPE_FULL_LAYERS && hp->swa_window) L->rope = windowed;
+    }
+    return BRISK_OK;
+}
 
 static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     const brisk_gguf *g = m->gguf;
@@ -171,16 +373,16 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     bool found = false;
     if ((st = brisk_gguf_get_str(g, "general.architecture", &arch, &found, err))) return st;
     if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "missing metadata key 'general.architecture'");
-    const arch_desc *ad = NULL;
-    for (size_t i = 0; i < BRISK_ARRAY_LEN(arch_table); i++)
-        if (brisk_str_eq(arch, arch_table[i].name)) ad = &arch_table[i];
-    if (!ad) {
+    const brisk_arch_info *ai = brisk_arch_find(arch.ptr, arch.len);
+    if (!ai) {
+        char names[256];
+        brisk_arch_names(names, sizeof names);
         int n = arch.len > 64 ? 64 : (int)arch.len;
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (supported: llama, qwen2, qwen3)", n, arch.ptr);
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (supported: %s)", n, arch.ptr, names);
     }
-    hp->arch = ad->arch;
-    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", ad->name);
-    const char *a = ad->name;
+    hp->ai = ai;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", ai->name);
+    const char *a = ai->name;
 
     uint32_t v;
     if ((st = get_arch_u32(g, a, "embedding_length", &v, true, NULL, err))) return st;
@@ -218,12 +420,13 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.attention.value_length %d != key_length %d", a, hp->head_dim_v, hp->head_dim);
 
     hp->norm_eps = 1e-5f;
-    if ((st = get_arch_f32(g, a, "attention.layer_norm_rms_epsilon", &hp->norm_eps, true, NULL, err))) return st;
-    if (!(hp->norm_eps > 0 && hp->norm_eps < 1)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.layer_norm_rms_epsilon: %g out of range", a, hp->norm_eps);
+    const char *eps_key = ai->layer_norm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+    if ((st = get_arch_f32(g, a, eps_key, &hp->norm_eps, true, NULL, err))) return st;
+    if (!(hp->norm_eps > 0 && hp->norm_eps < 1)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.%s: %g out of range", a, eps_key, hp->norm_eps);
 
     /* RoPE: layout from the architecture, the rest from metadata (llama.cpp defaults). */
     brisk_rope *r = &hp->rope;
-    r->layout = ad->rope_layout;
+    r->layout = ai->rope_layout;
     v = (uint32_t)hp->head_dim;
     if ((st = get_arch_u32(g, a, "rope.dimension_count", &v, false, NULL, err))) return st;
     r->n_rot = (int)v;
@@ -291,10 +494,30 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
                           (long long)te->ne[0], (long long)te->ne[1], hp->n_embd);
     hp->n_vocab = (int32_t)te->ne[1];
 
-    hp->qkv_bias = hp->arch == BRISK_ARCH_QWEN2;
-    hp->qk_norm = hp->arch == BRISK_ARCH_QWEN3;
     hp->tied_output = brisk_gguf_find_tensor(g, "output.weight") == NULL;
-    return BRISK_OK;
+    return read_arch_hparams(m, err);
+}
+
+/* Every tensor of the file must be bound: one nothing reads would be a part
+ * of the model silently dropped (a bias, a scale, a norm this code does not
+ * know), so the load fails naming them (the first few and the count). */
+static brisk_status check_all_used(binder *b, brisk_error *err) {
+    const brisk_gguf *g = b->m->gguf;
+    char list[384];
+    size_t n = 0;
+    uint64_t count = 0;
+    list[0] = 0;
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        if (b->used[i]) continue;
+        if (count++ < 4 && n < sizeof list) {
+            const brisk_str nm = g->tensors[i].name;
+            const int w = snprintf(list + n, sizeof list - n, "%s'%.*s'", n ? ", " : "", (int)(nm.len > 64 ? 64 : nm.len), nm.ptr);
+            if (w > 0) n += (size_t)w;
+        }
+    }
+    if (!count) return BRISK_OK;
+    return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%llu tensor(s) of this %s file are not used by brisk's %s graph: %s%s",
+                      (unsigned long long)count, b->m->hp.arch_name, b->m->hp.arch_name, list, count > 4 ? ", ..." : "");
 }
 
 /* ---- repacking for the packed GEMM -------------------------------------------------------
@@ -338,8 +561,9 @@ static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
     brisk_status st;
     for (int il = 0; il < m->hp.n_layer; il++) {
         brisk_layer *L = &m->w.layers[il];
-        brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv};
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++) {
+            if (!ws[i]->data) continue;
             if ((st = pack_weight(ws[i], true, err))) return st;
             if (ws[i]->packed) m->packed_bytes += (size_t)(ws[i]->rows / BRISK_GEMM_ROWS) * ws[i]->packed_group_bytes;
         }
@@ -358,18 +582,19 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
     }
     m->gguf = g;
     m->header_hash = brisk_gguf_header_hash(g);
+    binder b = {.m = m};
     brisk_status st = read_hparams(m, err);
     if (st) goto fail;
     brisk_hparams *hp = &m->hp;
 
-    /* every layer has at least 9 tensors: refuse a block_count the file cannot back before sizing anything from it */
-    if ((uint64_t)hp->n_layer * 9 + 2 > m->gguf->n_tensors) {
+    /* every layer has at least 5 tensors (fused QKV and up: norm, qkv, output, up, down): refuse a
+     * block_count the file cannot back before sizing anything from it */
+    if ((uint64_t)hp->n_layer * 5 + 2 > m->gguf->n_tensors) {
         st = brisk_fail(err, BRISK_ERR_FORMAT, "%s.block_count: %d layers need at least %llu tensors, the file has %llu", hp->arch_name,
-                        hp->n_layer, (unsigned long long)hp->n_layer * 9 + 2, (unsigned long long)m->gguf->n_tensors);
+                        hp->n_layer, (unsigned long long)hp->n_layer * 5 + 2, (unsigned long long)m->gguf->n_tensors);
         goto fail;
     }
-    /* F32 arena for every 1-D vector: per layer 2 norms + 3 biases + 2 head norms, plus output norm and rope freqs */
-    binder b = {.m = m};
+    /* F32 arena for every 1-D vector (norms, biases, scales, rope factors) */
     /* sized from the file's own 1-D tensors (only those can be bound as
      * vectors), so a hostile head or layer count cannot ask for more than
      * the file holds */
@@ -378,26 +603,44 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
         if (m->gguf->tensors[i].n_dims == 1) b.arena_cap += (size_t)m->gguf->tensors[i].ne[0];
     m->norm_f32 = b.arena = malloc(b.arena_cap * sizeof(float));
     m->w.layers = calloc((size_t)hp->n_layer, sizeof(brisk_layer));
-    if (!b.arena || !m->w.layers) {
+    b.used = calloc((size_t)m->gguf->n_tensors + 1, 1);
+    if (!b.arena || !m->w.layers || !b.used) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory for %d layers", hp->n_layer);
         goto fail;
     }
     if ((st = bind_matrix(&b, "token_embd.weight", hp->n_embd, hp->n_vocab, true, &m->w.tok_embd, err))) goto fail;
     if ((st = bind_vector(&b, "output_norm.weight", hp->n_embd, true, &m->w.output_norm, err))) goto fail;
+    if ((st = bind_vector(&b, "output_norm.bias", hp->n_embd, false, &m->w.output_norm_b, err))) goto fail;
     if (hp->tied_output) {
         m->w.output = m->w.tok_embd;
     } else if ((st = bind_matrix(&b, "output.weight", hp->n_embd, hp->n_vocab, true, &m->w.output, err))) {
         goto fail;
     }
-    brisk_weight freqs;
-    if ((st = bind_vector(&b, "rope_freqs.weight", hp->rope.n_rot / 2, false, &freqs, err))) goto fail;
-    hp->rope.freq_factors = freqs.data;
+    if ((st = bind_vector(&b, "output.bias", hp->n_vocab, false, &m->w.output_b, err))) goto fail;
+    if ((st = bind_scale(&b, "output.scale", &m->w.s_output, err))) goto fail;
+    if (hp->ai->rope_factors) {
+        /* a fixed table of frequency divisors (Llama 3), or LongRoPE's short
+         * and long tables, the long one for contexts past the original length */
+        brisk_weight freqs, fshort, flong;
+        if ((st = bind_vector(&b, "rope_freqs.weight", hp->rope.n_rot / 2, false, &freqs, err))) goto fail;
+        if ((st = bind_vector(&b, "rope_factors_short.weight", hp->rope.n_rot / 2, false, &fshort, err))) goto fail;
+        if ((st = bind_vector(&b, "rope_factors_long.weight", hp->rope.n_rot / 2, false, &flong, err))) goto fail;
+        hp->rope.freq_factors = freqs.data ? freqs.data : fshort.data;
+        hp->rope_long = freqs.data ? NULL : flong.data;
+        hp->rope_swa.freq_factors = hp->rope.freq_factors;
+    }
     for (int il = 0; il < hp->n_layer; il++)
         if ((st = bind_layer(&b, il, &m->w.layers[il], err))) goto fail;
+    if ((st = set_layer_plan(m, err))) goto fail;
+    if (hp->ai->unused_heads)
+        for (const char *const *u = hp->ai->unused_heads; *u; u++) (void)find_tensor(&b, *u);
+    if ((st = check_all_used(&b, err))) goto fail;
     if ((st = pack_weights(m, err))) goto fail;
+    free(b.used);
     *out = m;
     return BRISK_OK;
 fail:
+    free(b.used);
     brisk_model_data_free(m);
     return st;
 }
@@ -408,7 +651,7 @@ void brisk_model_data_free(brisk_model_data *m) {
         for (int il = 0; il < m->hp.n_layer; il++) {
             brisk_layer *L = &m->w.layers[il];
             free(L->wq.packed); free(L->wk.packed); free(L->wv.packed); free(L->wo.packed);
-            free(L->w_gate.packed); free(L->w_up.packed); free(L->w_down.packed);
+            free(L->w_gate.packed); free(L->w_up.packed); free(L->w_down.packed); free(L->wqkv.packed);
         }
     free(m->w.output.packed);
     brisk_gguf_close(m->gguf);

@@ -1,18 +1,19 @@
 /* model: hyperparameters and weights read from a GGUF file, and the forward
- * pass over a batch. Architecture differences are data (the flags in
- * brisk_hparams), never a copied forward function. A loaded model is
+ * pass over a batch. Architecture differences are data (the architecture's
+ * row in arch.c, the values in brisk_hparams, and which optional tensors a
+ * layer holds), never a copied forward function. Every tensor of the file is
+ * bound to the graph, or the load fails naming the ones nothing reads. A loaded model is
  * immutable: weights are zero-copy views into the read-only mapping. */
 #ifndef BRISK_MODEL_H
 #define BRISK_MODEL_H
 
 #include "base/base.h"
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "ops/ops.h"
 
-typedef enum brisk_arch { BRISK_ARCH_LLAMA, BRISK_ARCH_QWEN2, BRISK_ARCH_QWEN3 } brisk_arch;
-
 typedef struct brisk_hparams {
-    brisk_arch arch;
+    const brisk_arch_info *ai;   /* the architecture's table row (arch.c) */
     char arch_name[32];
     int32_t n_vocab;
     int32_t n_embd;          /* model width d */
@@ -24,10 +25,20 @@ typedef struct brisk_hparams {
     int32_t n_ff;            /* feed-forward width */
     int32_t n_ctx_train;
     float norm_eps;          /* RMSNorm epsilon */
-    bool qkv_bias;           /* Q/K/V projections carry biases (qwen2) */
-    bool qk_norm;            /* per-head RMSNorm of Q and K before RoPE (qwen3) */
     bool tied_output;        /* logits use token_embd (no output.weight) */
+    bool fused_qkv;          /* one attn_qkv matrix [q | k | v] (phi3) */
+    bool fused_up;           /* ffn_up holds [gate | up] (2 n_ff rows) and there is no ffn_gate (phi3, glm4) */
+    float kq_scale;          /* multiplier of q.k inside attention (1 when q_prescale) */
+    float q_scale;           /* q_prescale: Q is multiplied by this before attention; else 1 */
+    float attn_softcap;      /* 0: none; else scores become c * tanh(s / c) */
+    float final_softcap;     /* 0: none; else logits become c * tanh(l / c) */
+    float embd_scale;        /* 1: none; the embeddings are multiplied by it */
+    float residual_scale;    /* 0: none; each sublayer's output is multiplied by it before the residual add */
+    float logit_scale;       /* 0: none; logits are multiplied by 1 / logit_scale (granite) */
+    int32_t swa_window;      /* the windowed layers' window (0: no layer is windowed) */
     brisk_rope rope;         /* layout, base, scaling; freq_factors points into the file */
+    brisk_rope rope_swa;     /* the windowed layers' RoPE (rope.freq_base_swa) */
+    const float *rope_long;  /* LongRoPE factors (phi3): used instead of freq_factors past rope_n_ctx_orig, or NULL */
     int32_t rope_n_ctx_orig;
 } brisk_hparams;
 
@@ -44,19 +55,37 @@ typedef struct brisk_weight {
     size_t packed_group_bytes;   /* bytes per group of 16 packed rows */
 } brisk_weight;
 
+/* A matrix's per-tensor weight scale (NAME.scale, shape [1]): applied to the
+ * product as llama.cpp does (projections: times the scale, then the bias;
+ * FFN matrices: the bias, then times the scale). */
+typedef struct brisk_wscale {
+    bool on;
+    float v;
+} brisk_wscale;
+
 typedef struct brisk_layer {
-    brisk_weight attn_norm;                 /* [d] F32 */
+    brisk_weight attn_norm, attn_norm_b;    /* [d] F32 (BRISK_NORM_PRE) */
     brisk_weight wq, wk, wv, wo;            /* [n_head*hd][d], [n_kv*hd][d] x2, [d][n_head*hd_v] */
-    brisk_weight bq, bk, bv;                /* biases (qkv_bias), F32 */
-    brisk_weight q_norm, k_norm;            /* [hd] (qk_norm) */
-    brisk_weight ffn_norm;                  /* [d] */
-    brisk_weight w_gate, w_up, w_down;      /* [n_ff][d], [n_ff][d], [d][n_ff] */
+    brisk_weight wqkv;                      /* fused_qkv: [(n_head + 2 n_kv) hd][d] */
+    brisk_weight bq, bk, bv, bo, bqkv;      /* optional biases, F32 */
+    brisk_weight q_norm, k_norm;            /* optional: [hd] (per head) or [n_head*hd] / [n_kv*hd] (whole projection) */
+    brisk_weight post_attn_norm;            /* [d] (BRISK_NORM_POST) */
+    brisk_weight ffn_norm, ffn_norm_b;      /* [d] */
+    brisk_weight w_gate, w_up, w_down;      /* [n_ff][d], [n_ff][d] (fused_up: [2 n_ff][d], no gate), [d][n_ff] */
+    brisk_weight b_gate, b_up, b_down;      /* optional biases */
+    brisk_weight post_ffn_norm;             /* [d] */
+    brisk_wscale s_q, s_k, s_v, s_qkv, s_o, s_gate, s_up, s_down;
+    int32_t window;                         /* sliding window of this layer (0: full attention) */
+    bool rope;                              /* false: NoPE (no rotation) */
+    bool rope_swa;                          /* rotates with hparams.rope_swa */
 } brisk_layer;
 
 typedef struct brisk_model_weights {
     brisk_weight tok_embd;                  /* [n_vocab][d] */
-    brisk_weight output_norm;               /* [d] */
+    brisk_weight output_norm, output_norm_b; /* [d] */
     brisk_weight output;                    /* [n_vocab][d]; == tok_embd when tied */
+    brisk_weight output_b;                  /* optional [n_vocab] */
+    brisk_wscale s_output;
     brisk_layer *layers;                    /* [n_layer] */
 } brisk_model_weights;
 

@@ -16,17 +16,46 @@
 
 static const brisk_synth_shape shapes[] = {
     /* tiny shapes for golden tests of features shared/golden lacks */
-    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0},
-    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16},
-    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0},
+    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16, false, false, false, 0, 0, 0, NULL},
+    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0, false, false, false, 0, 0, 0, NULL},
     /* real model shapes (hyperparameters from their published configs) */
-    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0},
-    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0},
-    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0},
-    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0},
-    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0},
-    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0},
-    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0},
+    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {.name = "gemma-2-2b", .arch = "gemma2", .n_vocab = 256000, .n_embd = 2304, .n_layer = 26, .n_head = 8, .n_head_kv = 4, .head_dim = 256,
+     .n_ff = 9216, .n_ctx = 8192, .rope_base = 1e4f, .norm_eps = 1e-6f, .tied_output = true, .post_norms = true, .swa_window = 4096,
+     .attn_softcap = 50.0f, .final_softcap = 30.0f},
+    {.name = "gemma-3-1b", .arch = "gemma3", .n_vocab = 262144, .n_embd = 1152, .n_layer = 26, .n_head = 4, .n_head_kv = 1, .head_dim = 256,
+     .n_ff = 6912, .n_ctx = 32768, .rope_base = 1e6f, .norm_eps = 1e-6f, .tied_output = true, .qk_norm = true, .post_norms = true,
+     .swa_window = 512},
+    {.name = "phi-3-mini", .arch = "phi3", .n_vocab = 32064, .n_embd = 3072, .n_layer = 32, .n_head = 32, .n_head_kv = 32, .head_dim = 96,
+     .n_ff = 8192, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .fused_qkv = true, .fused_up = true,
+     .control_text = "<|endoftext|>"},
+    /* tiny shapes of the other families (fuzz seeds, quick checks) */
+    {.name = "gemma2-tiny", .arch = "gemma2", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
+     .n_ff = 384, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-6f, .tied_output = true, .post_norms = true, .swa_window = 16,
+     .attn_softcap = 50.0f, .final_softcap = 30.0f},
+    {.name = "gemma3-tiny", .arch = "gemma3", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 1, .head_dim = 32,
+     .n_ff = 384, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-6f, .tied_output = true, .qk_norm = true, .post_norms = true,
+     .swa_window = 16},
+    /* micro shapes: fuzz seeds under libFuzzer's 64 KiB input limit (fuzz/corpus/fuzz_model) */
+    {.name = "gemma2-micro", .arch = "gemma2", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 16,
+     .n_ff = 64, .n_ctx = 256, .rope_base = 1e4f, .norm_eps = 1e-6f, .tied_output = true, .post_norms = true, .swa_window = 4,
+     .attn_softcap = 50.0f, .final_softcap = 30.0f},
+    {.name = "gemma3-micro", .arch = "gemma3", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 16,
+     .n_ff = 64, .n_ctx = 256, .rope_base = 1e6f, .norm_eps = 1e-6f, .tied_output = true, .qk_norm = true, .post_norms = true,
+     .swa_window = 4},
+    {.name = "phi3-micro", .arch = "phi3", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 2, .head_dim = 16,
+     .n_ff = 64, .n_ctx = 256, .rope_base = 1e4f, .norm_eps = 1e-5f, .fused_qkv = true, .fused_up = true,
+     .control_text = "<|endoftext|>"},
+    {.name = "phi3-tiny", .arch = "phi3", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 4, .head_dim = 32,
+     .n_ff = 384, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .fused_qkv = true, .fused_up = true,
+     .control_text = "<|endoftext|>"},
+    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
 };
 
 const brisk_synth_shape *brisk_synth_shapes(void) { return shapes; }
@@ -89,9 +118,13 @@ static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
     if (s->llama3_rope_freqs) ADD(T_FREQS, s->head_dim / 2, 1, "rope_freqs.weight");
     for (int l = 0; l < s->n_layer; l++) {
         ADD(T_NORM, d, 1, "blk.%d.attn_norm.weight", l);
-        ADD(T_MATRIX, d, qd, "blk.%d.attn_q.weight", l);
-        ADD(T_MATRIX, d, kd, "blk.%d.attn_k.weight", l);
-        ADD(T_MATRIX, d, kd, "blk.%d.attn_v.weight", l);
+        if (s->fused_qkv) {
+            ADD(T_MATRIX, d, qd + 2 * kd, "blk.%d.attn_qkv.weight", l);
+        } else {
+            ADD(T_MATRIX, d, qd, "blk.%d.attn_q.weight", l);
+            ADD(T_MATRIX, d, kd, "blk.%d.attn_k.weight", l);
+            ADD(T_MATRIX, d, kd, "blk.%d.attn_v.weight", l);
+        }
         if (s->qkv_bias) {
             ADD(T_BIAS, qd, 1, "blk.%d.attn_q.bias", l);
             ADD(T_BIAS, kd, 1, "blk.%d.attn_k.bias", l);
@@ -102,10 +135,16 @@ static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
             ADD(T_NORM, s->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
         }
         ADD(T_MATRIX, qd, d, "blk.%d.attn_output.weight", l);
+        if (s->post_norms) ADD(T_NORM, d, 1, "blk.%d.post_attention_norm.weight", l);
         ADD(T_NORM, d, 1, "blk.%d.ffn_norm.weight", l);
-        ADD(T_MATRIX, d, s->n_ff, "blk.%d.ffn_gate.weight", l);
-        ADD(T_MATRIX, d, s->n_ff, "blk.%d.ffn_up.weight", l);
+        if (s->fused_up) {
+            ADD(T_MATRIX, d, 2 * (int64_t)s->n_ff, "blk.%d.ffn_up.weight", l);
+        } else {
+            ADD(T_MATRIX, d, s->n_ff, "blk.%d.ffn_gate.weight", l);
+            ADD(T_MATRIX, d, s->n_ff, "blk.%d.ffn_up.weight", l);
+        }
         ADD(T_MATRIX, s->n_ff, d, "blk.%d.ffn_down.weight", l);
+        if (s->post_norms) ADD(T_NORM, d, 1, "blk.%d.post_ffw_norm.weight", l);
     }
 #undef ADD
     return n;
@@ -148,7 +187,8 @@ static void llama3_freqs(const brisk_synth_shape *s, float *out) {
     }
 }
 
-static brisk_status write_vocab(brisk_gguf_writer *w, int32_t n_vocab, brisk_error *err) {
+static brisk_status write_vocab(brisk_gguf_writer *w, const brisk_synth_shape *s, brisk_error *err) {
+    const int32_t n_vocab = s->n_vocab;
     char **tok = calloc((size_t)n_vocab, sizeof *tok);
     float *scores = malloc((size_t)n_vocab * sizeof *scores);
     int32_t *types = malloc((size_t)n_vocab * sizeof *types);
@@ -160,11 +200,12 @@ static brisk_status write_vocab(brisk_gguf_writer *w, int32_t n_vocab, brisk_err
         else if (i == 1) snprintf(buf, sizeof buf, "<s>");
         else if (i == 2) snprintf(buf, sizeof buf, "</s>");
         else if (i < 259) snprintf(buf, sizeof buf, "<0x%02X>", i - 3);
+        else if (i == 259 && s->control_text) snprintf(buf, sizeof buf, "%s", s->control_text);
         else snprintf(buf, sizeof buf, "\xe2\x96\x81t%d", i);   /* "▁t<id>" */
         tok[i] = strdup(buf);
         if (!tok[i]) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory for vocabulary"); goto done; }
         scores[i] = i < 259 ? 0.0f : -(float)i;
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : 1;   /* unknown, control, byte, normal */
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : i < 259 ? 6 : i == 259 && s->control_text ? 3 : 1;   /* unknown, control, byte, normal */
     }
     if ((st = brisk_gguf_writer_set_str(w, "tokenizer.ggml.model", "llama")) ||
         (st = brisk_gguf_writer_set_arr(w, "tokenizer.ggml.tokens", BRISK_GGUF_STRING, tok, (uint64_t)n_vocab)) ||
@@ -223,9 +264,15 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
             goto done;
         }
     }
+    if ((s->swa_window && (st = SETU("attention.sliding_window", s->swa_window))) ||
+        (s->attn_softcap != 0.0f && (st = SETF("attn_logit_softcapping", s->attn_softcap))) ||
+        (s->final_softcap != 0.0f && (st = SETF("final_logit_softcapping", s->final_softcap)))) {
+        brisk_fail(err, st, "synth: cannot store metadata");
+        goto done;
+    }
 #undef SETU
 #undef SETF
-    if ((st = write_vocab(w, s->n_vocab, err))) goto done;
+    if ((st = write_vocab(w, s, err))) goto done;
 
     synth_rng rng = {.s = seed};
     int64_t max_cols = 0;

@@ -8,7 +8,7 @@
 
 typedef struct brisk_synth_shape {
     const char *name;
-    const char *arch;           /* "llama", "qwen2", "qwen3" */
+    const char *arch;           /* general.architecture (a row of arch.c) */
     int32_t n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx;
     float rope_base, norm_eps;
     bool tied_output;
@@ -18,6 +18,12 @@ typedef struct brisk_synth_shape {
     const char *rope_scaling;   /* NULL, "linear" or "yarn" */
     float rope_scaling_factor;
     int32_t rope_orig_ctx;
+    bool post_norms;            /* post_attention_norm / post_ffw_norm (gemma2, gemma3) */
+    bool fused_qkv;             /* one attn_qkv matrix (phi3) */
+    bool fused_up;              /* ffn_up holds [gate | up], no ffn_gate (phi3) */
+    int32_t swa_window;         /* ARCH.attention.sliding_window, 0: none written */
+    float attn_softcap, final_softcap;   /* 0: not written */
+    const char *control_text;   /* token 259 is this control token (llama.cpp's phi3 vocabulary wants <|endoftext|>), or NULL */
 } brisk_synth_shape;
 
 /* The table of known shapes; NULL-terminated by name. */

@@ -205,6 +205,17 @@ brisk_status brisk_tokenize(const brisk_vocab *v, const char *text, size_t len, 
         case BRISK_VOCAB_WPM:
             st = brisk_wpm_tokenize(v, s, fr->len, &out, err);
             break;
+        case BRISK_VOCAB_TEST:
+            /* llama.cpp's test tokenizer: each 5-byte chunk, hashed (h = 31 h + byte), modulo the vocabulary */
+            for (size_t pos = 0; st == BRISK_OK && pos < fr->len; pos += 5) {
+                uint64_t h = 0;
+                for (size_t i = pos; i < fr->len && i < pos + 5; i++) h = h * 31 + (uint8_t)s[i];
+                st = brisk_ivec_push(&out, (int32_t)(h % (uint64_t)v->n_tokens), err);
+            }
+            break;
+        case BRISK_VOCAB_NONE:
+            st = brisk_fail(err, BRISK_ERR_UNSUPPORTED, "this model has no vocabulary (tokenizer.ggml.model 'none'): text cannot be tokenized, give token ids");
+            break;
         }
         prev_special = false;
     }

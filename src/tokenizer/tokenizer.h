@@ -27,6 +27,8 @@ typedef enum brisk_vocab_type {
     BRISK_VOCAB_SPM = 1,   /* tokenizer.ggml.model = "llama" */
     BRISK_VOCAB_BPE = 2,   /* "gpt2", "gemma4" */
     BRISK_VOCAB_WPM = 3,   /* "bert" */
+    BRISK_VOCAB_TEST = 4,  /* "test": llama.cpp's test fixtures (5-byte chunks hashed to ids, pieces are hex ids) */
+    BRISK_VOCAB_NONE = 5,  /* "none" / "no_vocab": ids only, text cannot be tokenized */
 } brisk_vocab_type;
 
 /* Token attributes (a bit set, as llama.cpp's llama_token_attr). */

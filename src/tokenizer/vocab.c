@@ -53,6 +53,12 @@ static uint8_t byte_token_value(const char *t, size_t n) {
 
 /* Render token id with special = true into b (appending). */
 static brisk_status render_piece(const brisk_vocab *v, int32_t id, brisk_bbuf *b, brisk_error *err) {
+    if (v->type == BRISK_VOCAB_TEST) {   /* llama.cpp's test vocabulary detokenizes an id as its hex digits */
+        char hex[16];
+        const int n = snprintf(hex, sizeof hex, "%x", (unsigned)id);
+        return brisk_bbuf_append(b, hex, (size_t)n, err);
+    }
+    if (v->type == BRISK_VOCAB_NONE) return BRISK_OK;   /* no text at all */
     const char *t = brisk_strtab_text(&v->strs, id);
     size_t n = brisk_strtab_len(&v->strs, id);
     uint32_t a = v->attr[id];
@@ -436,6 +442,36 @@ static brisk_status load_merges(brisk_vocab *v, const brisk_gguf *g, brisk_error
     return st;
 }
 
+/* "none" without a token list: ARCH.vocab_size placeholder tokens, as
+ * llama.cpp's dummy vocabulary (ids only; their text is never shown). */
+static brisk_status dummy_tokens(brisk_vocab *v, const brisk_gguf *g, brisk_error *err) {
+    brisk_str arch = {0};
+    bool found = false;
+    brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch, &found, err);
+    if (st != BRISK_OK) return st;
+    char key[96];
+    snprintf(key, sizeof key, "%.*s.vocab_size", (int)BRISK_MIN(arch.len, 64), found ? arch.ptr : "");
+    uint32_t n = 0;
+    if ((st = brisk_gguf_get_u32(g, key, &n, &found, err)) != BRISK_OK) return st;
+    if (!found || n == 0 || n > BRISK_VOCAB_MAX_TOKENS)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "tokenizer.ggml.model 'none' without tokens needs %s in 1..%d", key, BRISK_VOCAB_MAX_TOKENS);
+    if ((st = brisk_strtab_reserve(&v->strs, n, (size_t)n * 16, err)) != BRISK_OK) return st;
+    for (uint32_t i = 0; i < n; i++) {
+        char t[32];
+        int32_t id;
+        const int len = snprintf(t, sizeof t, "[EMPTY_%u]", i);
+        if ((st = brisk_strtab_append(&v->strs, t, (size_t)len, &id, err)) != BRISK_OK) return st;
+        if ((size_t)len > v->max_token_len) v->max_token_len = (size_t)len;
+    }
+    v->n_tokens = (int32_t)n;
+    v->score = calloc(n, sizeof *v->score);
+    v->attr = malloc(n * sizeof *v->attr);
+    v->eog = calloc(n, 1);
+    if (!v->score || !v->attr || !v->eog) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate token tables");
+    for (uint32_t i = 0; i < n; i++) v->attr[i] = BRISK_TOKEN_NORMAL;
+    return BRISK_OK;
+}
+
 brisk_status brisk_vocab_load(const brisk_gguf *g, brisk_vocab **out, brisk_error *err) {
     *out = NULL;
     brisk_vocab *v = calloc(1, sizeof *v);
@@ -492,6 +528,13 @@ brisk_status brisk_vocab_load(const brisk_gguf *g, brisk_vocab **out, brisk_erro
         snprintf(v->pre_name, sizeof v->pre_name, "%s", brisk_pretok_name(def));
         st = brisk_pretok_compile(&v->pre, def, err);
         if (st != BRISK_OK) goto fail;
+    } else if (brisk_str_eq(model, "test")) {
+        /* llama.cpp's test-llama-archs fixtures: no special tokens, no BOS */
+        v->type = BRISK_VOCAB_TEST;
+        snprintf(v->pre_name, sizeof v->pre_name, "test");
+    } else if (brisk_str_eq(model, "none") || brisk_str_eq(model, "no_vocab")) {
+        v->type = BRISK_VOCAB_NONE;
+        snprintf(v->pre_name, sizeof v->pre_name, "none");
     } else {
         st = brisk_fail(err, BRISK_ERR_UNSUPPORTED, "tokenizer.ggml.model: unsupported tokenizer '%.*s'",
                         (int)BRISK_MIN(model.len, 64), model.ptr);
@@ -500,7 +543,7 @@ brisk_status brisk_vocab_load(const brisk_gguf *g, brisk_vocab **out, brisk_erro
     st = read_bool(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix, err);
     if (st != BRISK_OK) goto fail;
 
-    st = load_tokens(v, g, err);
+    st = v->type == BRISK_VOCAB_NONE && !brisk_gguf_find(g, "tokenizer.ggml.tokens") ? dummy_tokens(v, g, err) : load_tokens(v, g, err);
     if (st != BRISK_OK) goto fail;
     if (v->type == BRISK_VOCAB_BPE) {
         st = load_merges(v, g, err);
@@ -599,7 +642,14 @@ fail:
 int32_t brisk_vocab_size(const brisk_vocab *v) { return v->n_tokens; }
 brisk_vocab_type brisk_vocab_get_type(const brisk_vocab *v) { return v->type; }
 const char *brisk_vocab_type_name(const brisk_vocab *v) {
-    return v->type == BRISK_VOCAB_SPM ? "SPM" : v->type == BRISK_VOCAB_BPE ? "BPE" : "WPM";
+    switch (v->type) {
+    case BRISK_VOCAB_SPM: return "SPM";
+    case BRISK_VOCAB_BPE: return "BPE";
+    case BRISK_VOCAB_WPM: return "WPM";
+    case BRISK_VOCAB_TEST: return "TEST";
+    case BRISK_VOCAB_NONE: return "NONE";
+    }
+    return "?";
 }
 const char *brisk_vocab_pre_name(const brisk_vocab *v) { return v->pre_name; }
 int32_t brisk_vocab_bos(const brisk_vocab *v) { return v->bos; }

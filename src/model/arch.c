@@ -1,0 +1,78 @@
+/* arch: the architecture table (see arch.h). Each row is llama.cpp's graph
+ * for that family (src/models/NAME.cpp in the peer) written down as data;
+ * docs/MODELS.md says how each row was checked. Optional tensors (biases,
+ * per-tensor scales, q/k norms, fused projections) are not listed: the loader
+ * binds whichever the file holds and the forward pass applies them, as
+ * llama.cpp does. */
+#include "model/arch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const qwen3_unused[] = {"cls.output.weight", "cls.output.bias", NULL};
+/* Mistral's attention temperature (Q scaled by a log of the position) */
+static const char *const mistral3_unsupported[] = {"attention.temperature_scale", NULL};
+/* GLM-4's multi-token-prediction layers (counted in block_count, not run) */
+static const char *const glm4_unsupported[] = {"nextn_predict_layers", NULL};
+
+#define PRE BRISK_NORM_PRE
+#define POST BRISK_NORM_POST
+
+static const brisk_arch_info arch_table[] = {
+    /* pre-norm decoders with SwiGLU */
+    {.name = "llama", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .ffn_scales = true, .rope_factors = true},
+    {.name = "mistral3", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .ffn_scales = true, .rope_factors = true, .unsupported_nonzero = mistral3_unsupported},
+    {.name = "smollm3", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .nope = BRISK_NOPE_EVERY_4TH},
+    {.name = "granite", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_KEY, .granite_scales = true, .rope_factors = true},
+    {.name = "qwen2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD},
+    {.name = "qwen3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .ffn_scales = true, .unused_heads = qwen3_unused},
+    {.name = "phi3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .q_prescale = true, .rope_factors = true},
+    /* Gemma: GeGLU, embeddings times sqrt(d), Q scaled before attention */
+    {.name = "gemma", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_GEGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .q_prescale = true, .embd_scale_sqrt = true},
+    {.name = "gemma2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE | POST, .ffn_norm = PRE | POST, .act = BRISK_ACT_GEGLU,
+     .attn_scale = BRISK_ASCALE_GEMMA, .gemma_27b_layers = 46, .q_prescale = true, .embd_scale_sqrt = true,
+     .attn_softcap = true, .final_softcap = true,
+     .swa = BRISK_SWA_ALWAYS, .swa_window_default = 4096, .swa_pattern_default = 2, .swa_rope_scale_inherit = true},
+    {.name = "gemma3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE | POST, .ffn_norm = PRE | POST, .act = BRISK_ACT_GEGLU,
+     .attn_scale = BRISK_ASCALE_GEMMA, .gemma_27b_layers = 62, .q_prescale = true, .embd_scale_sqrt = true,
+     .final_softcap = true, .swa = BRISK_SWA_IF_KEY, .swa_pattern_default = 6, .swa_rope_base_default = 10000.0f},
+    /* post-norm only (no norm before the sublayers) */
+    {.name = "olmo2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = POST, .ffn_norm = POST, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .swa = BRISK_SWA_IF_KEY, .swa_pattern_default = 4},
+    {.name = "exaone4", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = POST, .ffn_norm = POST, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .rope_factors = true, .nope = BRISK_NOPE_FULL_LAYERS,
+     .swa = BRISK_SWA_IF_64_LAYERS, .swa_window_default = 4096, .swa_pattern_default = 4, .swa_rope_scale_inherit = true},
+    /* pre and post norms, fused gate+up */
+    {.name = "glm4", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE | POST, .ffn_norm = PRE | POST, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .mrope_sections = true, .unsupported_nonzero = glm4_unsupported},
+    /* LayerNorm and a plain GELU FFN, biases everywhere */
+    {.name = "starcoder2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .layer_norm = true,
+     .act = BRISK_ACT_GELU, .attn_scale = BRISK_ASCALE_HEAD},
+};
+
+#undef PRE
+#undef POST
+
+const brisk_arch_info *brisk_arch_find(const char *name, size_t len) {
+    for (size_t i = 0; i < sizeof arch_table / sizeof arch_table[0]; i++)
+        if (strlen(arch_table[i].name) == len && !memcmp(arch_table[i].name, name, len)) return &arch_table[i];
+    return NULL;
+}
+
+void brisk_arch_names(char *buf, size_t cap) {
+    size_t n = 0;
+    if (cap) buf[0] = 0;
+    for (size_t i = 0; i < sizeof arch_table / sizeof arch_table[0] && n < cap; i++) {
+        const int w = snprintf(buf + n, cap - n, "%s%s", i ? ", " : "", arch_table[i].name);
+        if (w < 0) break;
+        n += (size_t)w;
+    }
+}

@@ -1,0 +1,90 @@
+/* arch: every supported architecture described as data (the table is in
+ * arch.c). model.c reads the hyperparameters and binds the tensors an entry
+ * names; forward.c runs one layer loop whose stages are switched on and off
+ * by these fields and by which optional tensors the file holds. Nothing
+ * outside arch.c compares architecture names. */
+#ifndef BRISK_ARCH_H
+#define BRISK_ARCH_H
+
+#include "ops/ops.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a sublayer (attention, FFN) normalizes: before it (its input), after
+ * it (its output, before the residual add), or both. */
+enum { BRISK_NORM_PRE = 1, BRISK_NORM_POST = 2 };
+
+typedef enum brisk_ffn_act {
+    BRISK_ACT_SWIGLU,        /* silu(gate) * up */
+    BRISK_ACT_GEGLU,         /* gelu(gate) * up, llama.cpp's tanh GELU through its F16 table */
+    BRISK_ACT_GELU,          /* gelu(up), no gate matrix (starcoder2) */
+} brisk_ffn_act;
+
+/* How the attention scale (multiplier of q.k) is chosen. */
+typedef enum brisk_attn_scale_rule {
+    BRISK_ASCALE_HEAD,       /* 1/sqrt(head_dim) */
+    BRISK_ASCALE_KEY,        /* ARCH.attention.scale when present and nonzero, else 1/sqrt(head_dim) */
+    BRISK_ASCALE_GEMMA,      /* 1/sqrt(head_dim); the 27B size (gemma_27b_layers layers) uses 1/sqrt(n_embd/n_head) */
+} brisk_attn_scale_rule;
+
+/* Which layers skip RoPE. */
+typedef enum brisk_nope_rule {
+    BRISK_NOPE_NONE,
+    BRISK_NOPE_EVERY_4TH,    /* SmolLM3: layers 3, 7, 11, ... attend without positions */
+    BRISK_NOPE_FULL_LAYERS,  /* EXAONE 4: with a sliding window, only the windowed layers rotate */
+} brisk_nope_rule;
+
+/* When the architecture uses a sliding window on some layers. */
+typedef enum brisk_swa_rule {
+    BRISK_SWA_NONE,          /* never (the key is ignored, as llama.cpp does) */
+    BRISK_SWA_IF_KEY,        /* when ARCH.attention.sliding_window is present and > 0 */
+    BRISK_SWA_ALWAYS,        /* always: the window key overrides swa_window_default */
+    BRISK_SWA_IF_64_LAYERS,  /* only the 64-layer size (EXAONE 4 32B), as llama.cpp */
+} brisk_swa_rule;
+
+typedef struct brisk_arch_info {
+    const char *name;
+    brisk_rope_layout rope_layout;
+    uint8_t attn_norm, ffn_norm;           /* BRISK_NORM_PRE | BRISK_NORM_POST */
+    bool layer_norm;                       /* the pre-norms and the output norm are LayerNorm (mean and variance, optional bias), not RMSNorm */
+    brisk_ffn_act act;
+    brisk_attn_scale_rule attn_scale;
+    int32_t gemma_27b_layers;              /* BRISK_ASCALE_GEMMA: the layer count of the 27B size */
+    bool q_prescale;                       /* Q is multiplied by the scale before attention, which then scales by 1 (gemma, phi3) */
+    bool embd_scale_sqrt;                  /* embeddings times sqrt(n_embd) (gemma) */
+    bool granite_scales;                   /* embedding_scale, residual_scale, logit_scale (granite) */
+    bool attn_softcap;                     /* reads attn_logit_softcapping: s = c * tanh(s / c) */
+    bool final_softcap;                    /* reads final_logit_softcapping for the logits */
+    brisk_swa_rule swa;
+    uint32_t swa_window_default;           /* BRISK_SWA_ALWAYS: the window without the key */
+    uint32_t swa_pattern_default;          /* without a pattern key: layer il is windowed when il % n < n - 1 */
+    bool swa_rope_scale_inherit;           /* windowed layers keep the rope frequency scale (else 1) */
+    float swa_rope_base_default;           /* their base without rope.freq_base_swa (0: the global base) */
+    brisk_nope_rule nope;
+    /* llama.cpp binds every FFN matrix's .scale tensor but only some graphs
+     * apply it (build_ffn gets NULL in the others): true = applied. Where it
+     * is false the scales are bound and, as in the reference, not applied. */
+    bool ffn_scales;
+    /* M-RoPE when ARCH.rope.dimension_sections has its first two sections
+     * (GLM-4V). For text every section's position is the token's (the
+     * fourth's is 0), so it is NEOX rotation; files whose rotated pairs reach
+     * the fourth section are refused. */
+    bool mrope_sections;
+    bool rope_factors;                     /* applies rope_freqs.weight (Llama 3) / rope_factors_long|short.weight (LongRoPE) */
+    /* Tensors llama.cpp binds for this architecture but never applies in the
+     * forward pass (classifier heads), as name suffixes; bound and counted as
+     * read, never used. NULL-terminated, or NULL. */
+    const char *const *unused_heads;
+    /* Metadata keys (ARCH.suffix) of features this row does not implement:
+     * a file where one is present and nonzero is refused. NULL-terminated, or NULL. */
+    const char *const *unsupported_nonzero;
+} brisk_arch_info;
+
+/* The table entry of an architecture name, or NULL. */
+const brisk_arch_info *brisk_arch_find(const char *name, size_t len);
+/* "llama, qwen2, ...": every supported name, for error messages, into buf. */
+void brisk_arch_names(char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,235 @@
+/* attention: causal attention of a batch's tokens over the paged KV cache,
+ * per (token, KV head), with llama.cpp's tiled flash-attention numerics (see
+ * brisk_fwd_attn_worker), optional score softcap and window masks. */
+#include "model/forward_impl.h"
+
+#include <math.h>
+#include <string.h>
+
+
+/* One sequence of several tokens: widen its K once per layer into kt (exact
+ * F16 -> F32), 16 positions of one dimension contiguous as in the cache, so
+ * each K row serves all the batch's queries without a conversion per query.
+ * kt_widen does dimensions [lo, hi) of all KV heads. */
+static void kt_widen(const attn_task *at, int64_t lo, int64_t hi) {
+    const brisk_forward *f = at->f;
+    const brisk_kv *kv = at->kv;
+    const int32_t seq = at->b->seq[0], hd = kv->head_dim;
+    for (int64_t e = lo; e < hi; e++) {
+        const int32_t h = (int32_t)(e / hd), i = (int32_t)(e - (int64_t)h * hd);
+        float *dst = (float *)at->kt + (size_t)e * (size_t)f->kt_stride;
+        for (int32_t p = 0; p < at->kt_len; p += 16) {   /* 16 positions (half a KV block) at a time */
+            if (p >= at->kt_skip0 && p + 16 <= at->kt_skip1) continue;
+            const uint16_t *src = brisk_kv_k(kv, at->layer, seq, p, h) + (size_t)i * BRISK_KV_BLOCK;
+            const int32_t n = at->kt_len - p < 16 ? at->kt_len - p : 16;
+            for (int32_t l = 0; l < n; l++) dst[p + l] = f->f16_lut[src[l]];
+        }
+    }
+}
+
+/* The widening as its own step, split over (kv head, dimension) rows: all of
+ * the batch's tokens read every KV head's rows. */
+void brisk_fwd_kt_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    int64_t lo, hi;
+    brisk_split_range((int64_t)at->f->kvdim, ith, nth, &lo, &hi);
+    kt_widen(at, lo, hi);
+}
+
+/* A tree token's position j (base <= j <= its own position) is held in slot
+ * anc[j - base]; cached positions j < base in slot j. */
+static inline int32_t slot_of(int32_t j, int32_t base, const int32_t *anc) { return j < base ? j : anc[j - base]; }
+
+/* K rows of positions j.. j+n-1 (head kvh) copied in position order into the
+ * 16-row scratch kg (row l: head_dim elements) for one kq16 call; rows
+ * n..15 are zero (their scores are discarded). */
+static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t kvh, int hd, int32_t j, int32_t n, int32_t base,
+                       const int32_t *anc) {
+    for (int32_t l = 0; l < 16; l++) {
+        if (l < n) {
+            const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, slot_of(j + l, base, anc), kvh);
+            for (int i = 0; i < hd; i++) kg[(size_t)l * hd + i] = kr[(size_t)i * BRISK_KV_BLOCK];
+        } else memset(kg + (size_t)l * hd, 0, (size_t)hd * sizeof(uint16_t));
+    }
+}
+
+/* Causal attention for (token, head) pairs, with the numerics of llama.cpp's
+ * CPU flash attention for prompt batches (ggml_compute_forward_flash_attn_ext_tiled):
+ * F32 throughout (K/V widened from the F16 cache), KV processed in tiles of
+ * ATTN_TILE positions aligned to absolute position 0, an online softmax per
+ * tile (running max M and unnormalised sum S, exp: brisk_expf, glibc's expf
+ * bit for bit on x86-64), and the weighted sum of V
+ * divided by S at the end. Matching those roundings matters: the quantized
+ * golden models amplify tiny attention differences (llama.cpp's own flash and
+ * non-flash paths differ by KL 1.4e-4 on llama-tiny-Q8_0). Tiles are fixed by
+ * position, so the result does not depend on the batch. */
+#define ATTN_HEADS 8   /* query heads of one KV head processed together (they share every K and V row) */
+
+/* One (token, query head) of brisk_fwd_attn_worker's group: the scores of tile j0..j0+n-1
+ * from group position j on (what the kq_multi kernels did not cover: a tree
+ * token's own branch), into kq: gathered into rows for kq16, the last partial
+ * group through kq16 as well, and the scalar loop without a kernel table. */
+static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_t kvh, int32_t j0, int32_t j, int32_t n,
+                        int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
+    const brisk_forward *f = at->f;
+    const brisk_attn_kernels *g = f->ak;
+    const int hd = f->m->hp.head_dim;
+    if ((hd % 2) == 0)   /* groups of 16 positions, gathered into rows */
+        for (; j + 16 <= n; j += 16) {
+            gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
+            g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
+        }
+    if ((hd % 2) == 0 && j < n) {
+        /* the last partial group of 16: its rows gathered, the rest zero, one
+         * kq16 (each lane is the scalar loop's exact chain) instead of n - j
+         * serial dot products */
+        const int32_t left = n - j;
+        float part[16];
+        gather_k16(kg, at, seq, kvh, hd, j0 + j, left, base, anc);
+        g->kq16(q, kg, (size_t)hd, hd, scale, part);
+        memcpy(kq + j, part, (size_t)left * sizeof(float));
+        j = n;
+    }
+    for (; j < n; j++) {
+        const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, slot_of(j0 + j, base, anc), kvh);
+        float s = 0.0f;
+        for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
+        kq[j] = s * scale;
+    }
+}
+
+/* Work items are (token, KV head, up to ATTN_HEADS of its query heads): the
+ * heads run side by side through every tile, so each K and V row is read and
+ * widened once for all of them, and their independent chains fill the
+ * pipeline. Every head's arithmetic is still the one-head loop's, in its order. */
+void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    brisk_forward *f = at->f;
+    const brisk_hparams *hp = &f->m->hp;
+    int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
+    uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
+    int32_t anc_tok = -1;   /* the token whose ancestors anc holds */
+    const int hd = hp->head_dim, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
+    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
+    const float scale = at->scale, softcap = at->softcap;
+    const brisk_attn_kernels *g = f->ak;
+    float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
+    /* items round robin: an item's work grows with its token's position, so
+     * contiguous ranges gave the last thread ~3x the first one's in a prefill */
+    const int64_t n_items = (int64_t)at->b->n * n_kv * chunks;
+    for (int64_t item = ith; item < n_items; item += nth) {
+        const int32_t t = (int32_t)(item / (n_kv * chunks)), r = (int32_t)(item % (n_kv * chunks));
+        const int32_t kvh = r / chunks, h0 = kvh * gqa + (r % chunks) * per;
+        const int m = gqa - (r % chunks) * per < per ? gqa - (r % chunks) * per : per;
+        const int32_t seq = at->b->seq[t], n_vis = f->vis[t] + 1;   /* entries it attends to, itself last */
+        /* A tree token reads its ancestors' rows (wherever the batch put them)
+         * in position order, so every operation is the one a chain decode of
+         * its path performs: same tiles, same kernels, same order. */
+        const bool direct = f->direct[t];
+        const int32_t base = direct ? n_vis : f->tbase[t];
+        if (!direct && anc_tok != t) {
+            for (int32_t u = t; u >= 0; u = f->par[u]) anc[f->vis[u] - base] = f->slot[u];
+            anc_tok = t;
+        }
+        const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
+        float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
+        memset(o, 0, (size_t)m * hd * sizeof(float));
+        for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
+        const int32_t vsink = at->vsink[t], wlo = at->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
+        for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
+            const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
+            if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
+            int32_t j = 0;
+            if (at->kt) {
+                /* kt holds the cached positions (a tree token's own branch comes
+                 * after base): their groups, all heads in one call; when the
+                 * whole tile is cached its last partial group too (kt has room
+                 * past it: the lanes past n are computed and ignored) */
+                int32_t ng = 0;
+                while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
+                if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_stride) ng++;
+                if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
+                                      kq[0], ATTN_TILE);
+                j = 16 * ng < n ? 16 * ng : n;
+            } else {
+                /* straight from the cache's transposed K: the cached groups,
+                 * a block's (up to two) per call, all heads; when the whole
+                 * tile is cached its last partial group too (the block has
+                 * the slots: the lanes past n are computed and ignored) */
+                while (j < n) {
+                    const int32_t p = j0 + j, in_block = BRISK_KV_BLOCK - p % BRISK_KV_BLOCK;
+                    int32_t ng = 0;
+                    while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
+                    if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
+                    if (!ng) break;
+                    g->kq_multi_h(q, (size_t)hd, m, brisk_kv_k(at->kv, at->layer, seq, p, kvh), BRISK_KV_BLOCK, ng, hd, scale, kq[0] + j,
+                                  ATTN_TILE);
+                    j += 16 * ng;
+                }
+                j = j < n ? j : n;
+            }
+            const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
+            for (int h = 0; h < m; h++) {
+                attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+                if (softcap != 0.0f)   /* as ggml's flash attention: tanh of the scaled score, times the cap */
+                    for (int32_t i = 0; i < n; i++) kq[h][i] = softcap * tanhf(kq[h][i]);
+                for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
+                /* four independent max chains (max is exact in any order; ties
+                 * between 0 and -0 give the same exp below) */
+                float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
+                int32_t i = 0;
+                for (; i + 4 <= n; i += 4)
+                    for (int l = 0; l < 4; l++) m4[l] = kq[h][i + l] > m4[l] ? kq[h][i + l] : m4[l];
+                for (; i < n; i++) m4[0] = kq[h][i] > m4[0] ? kq[h][i] : m4[0];
+                for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
+                const float Mnew = M[h] > tile_max ? M[h] : tile_max;
+                if (Mnew > M[h]) {
+                    const float ms = brisk_expf(M[h] - Mnew);
+                    float *oh = o + (size_t)h * hd;
+                    for (int e = 0; e < hd; e++) oh[e] *= ms;
+                    S[h] *= ms;
+                }
+                M[h] = Mnew;
+            }
+            for (int h = 0; h < m; h++) f->exp_sub(kq[h], n, M[h]);
+            /* each head's sum in position order; four heads' chains side by
+             * side in registers (the add latency bounds one chain) */
+            for (int h = 0; h < m; h += 4) {
+                const float *k0 = kq[h], *k1 = kq[h + 1 < m ? h + 1 : h], *k2 = kq[h + 2 < m ? h + 2 : h], *k3 = kq[h + 3 < m ? h + 3 : h];
+                double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+                for (int32_t i = 0; i < n; i++) {
+                    s0 += k0[i];
+                    s1 += k1[i];
+                    s2 += k2[i];
+                    s3 += k3[i];
+                }
+                const double sums[4] = {s0, s1, s2, s3};
+                for (int l = 0; l < 4 && h + l < m; l++) S[h + l] += (float)sums[l];
+            }
+            for (int32_t i = 0; i < n; i++) {
+                if (i == mask0 && mask1 > mask0) {   /* masked rows add nothing (not even a signed zero) */
+                    i = mask1 - 1;
+                    continue;
+                }
+                if (j0 + i < base) {
+                    /* cached positions: the rest of this KV block (rows row apart) in one call */
+                    const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
+                    int32_t len = n - i < blk_left ? n - i : blk_left;
+                    len = base - at_pos < len ? base - at_pos : len;
+                    if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
+                    const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, at_pos, kvh);
+                    g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, (size_t)hd, len, hd);
+                    i += len - 1;
+                    continue;
+                }
+                const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, slot_of(j0 + i, base, anc), kvh);
+                for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hd, kq[h][i], vr, hd);
+            }
+        }
+        for (int h = 0; h < m; h++) {
+            const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+            float *oh = o + (size_t)h * hd;
+            for (int e = 0; e < hd; e++) oh[e] *= inv;
+        }
+    }
+}

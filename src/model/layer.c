@@ -1,0 +1,284 @@
+/* layer: the stages of one transformer layer as the architecture table and
+ * the file's optional tensors ask (norms before and/or after each sublayer,
+ * fused or separate projections with their scales and biases, Q/K norms,
+ * RoPE or NoPE, SwiGLU / GeGLU / GELU, residual scales), the embeddings and
+ * the logits (scales, softcap). */
+#include "model/forward_impl.h"
+#include "quant/quant.h"
+
+#include <math.h>
+#include <string.h>
+
+/* llama.cpp's GELU (ggml_vec_geglu_f32 with GGML_GELU_FP16): 0 below -10,
+ * the identity above 10, else the tanh GELU of x rounded to F16, looked up
+ * in a table whose entries are rounded to F16 too. */
+static void geglu_row(const float *lut, float *h, const float *g, const float *u, int64_t n) {
+    if (!u) {   /* GELU without a gate (ggml_vec_gelu_f32) */
+        for (int64_t i = 0; i < n; i++) {
+            const float x = g[i];
+            h[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x : lut[brisk_fp32_to_fp16(x)];
+        }
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        h[i] = x <= -10.0f ? 0.0f : x >= 10.0f ? x * u[i] : lut[brisk_fp32_to_fp16(x)] * u[i];
+    }
+}
+
+void brisk_fwd_swiglu_worker(void *ctx, int ith, int nth) {
+    const swiglu_task *t = ctx;
+    int64_t lo, hi;
+    brisk_split_range(t->rows, ith, nth, &lo, &hi);
+    for (int64_t r = lo; r < hi; r++) {
+        float *h = t->h + r * t->n;
+        const float *g = t->g + r * t->g_stride, *u = t->u ? t->u + r * t->g_stride : NULL;
+        if (t->gelu_lut) geglu_row(t->gelu_lut, h, g, u, t->n);
+        else t->fn(h, g, u, t->n);
+    }
+}
+/* ---- layer stages ---------------------------------------------------------------------- */
+
+static void scale_rows(float *x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* x becomes c * tanh(x / c), as llama.cpp's final-logit softcap (scale by 1/c, tanh, scale by c). */
+static void softcap_rows(float *x, int64_t n, float c) {
+    const float inv = 1.0f / c;
+    for (int64_t i = 0; i < n; i++) x[i] = c * tanhf(x[i] * inv);
+}
+
+/* A projection's optional per-tensor scale and bias over rows of n outputs
+ * (stride apart), in llama.cpp's order: attention projections and the
+ * logits scale first (build_lora_mm), the FFN matrices add the bias first. */
+static void affine_rows(float *y, int32_t rows, int64_t n, int64_t stride, const void *bias, brisk_wscale s, bool bias_first) {
+    const float *bv = bias;
+    if (!bv && !s.on) return;
+    for (int32_t t = 0; t < rows; t++) {
+        float *r = y + (size_t)t * (size_t)stride;
+        if (bias_first && bv)
+            for (int64_t i = 0; i < n; i++) r[i] += bv[i];
+        if (s.on)
+            for (int64_t i = 0; i < n; i++) r[i] *= s.v;
+        if (!bias_first && bv)
+            for (int64_t i = 0; i < n; i++) r[i] += bv[i];
+    }
+}
+
+/* LayerNorm as ggml_norm: the mean (a double sum, rounded to float), the
+ * centred values, their mean square (a double sum), then the scale. */
+static void layernorm(float *out, const float *x, const float *w, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)x[i];
+    const float mean = (float)sum / (float)n;
+    double var = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        const float c = x[i] - mean;
+        out[i] = c;
+        var += (double)(c * c);
+    }
+    const float scale = 1.0f / sqrtf((float)(var / (double)n) + eps);
+    for (int64_t i = 0; i < n; i++) out[i] *= scale;
+    if (w)
+        for (int64_t i = 0; i < n; i++) out[i] *= w[i];
+}
+
+/* The architecture's norm of one row (RMSNorm, or LayerNorm), then the optional norm bias. */
+static void norm_row(const brisk_hparams *hp, float *out, const float *x, const brisk_weight *w, const brisk_weight *bias, int64_t n) {
+    if (hp->ai->layer_norm) layernorm(out, x, w->data, n, hp->norm_eps);
+    else brisk_rmsnorm(out, x, w->data, n, hp->norm_eps);
+    if (bias->data) {
+        const float *bv = bias->data;
+        for (int64_t i = 0; i < n; i++) out[i] += bv[i];
+    }
+}
+
+/* After a sublayer wrote its output to f->xn: its post-norm, the residual
+ * scale, and the residual add into f->x. */
+static void residual_add(brisk_forward *f, int32_t T, const brisk_weight *post_norm) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t d = hp->n_embd;
+    if (post_norm->data)
+        for (int32_t t = 0; t < T; t++) brisk_rmsnorm(f->xn + (size_t)t * d, f->xn + (size_t)t * d, post_norm->data, d, hp->norm_eps);
+    if (hp->residual_scale != 0.0f) scale_rows(f->xn, (int64_t)T * d, hp->residual_scale);
+    for (size_t i = 0; i < (size_t)T * d; i++) f->x[i] += f->xn[i];
+}
+
+/* Q/K norm: per head when the weight has head_dim entries, else over the whole projection. */
+static void qk_norm(float *x, const brisk_weight *w, int n_heads, int hd, float eps) {
+    if (w->cols == hd)
+        for (int h = 0; h < n_heads; h++) brisk_rmsnorm(x + h * hd, x + h * hd, w->data, hd, eps);
+    else
+        brisk_rmsnorm(x, x, w->data, (int64_t)n_heads * hd, eps);
+}
+
+/* Norm -> Q, K, V -> q/k norms -> RoPE -> K/V into the cache -> attention ->
+ * output projection -> post-norm -> residual. */
+void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
+    const float *ain = f->x;
+    if (L->attn_norm.data) {
+        for (int32_t t = 0; t < T; t++)
+            norm_row(hp, f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->attn_norm, &L->attn_norm_b, d);
+        ain = f->xn;
+    }
+    if (L->wqkv.data) {
+        brisk_fwd_matmul1(f, ain, T, &L->wqkv, f->qkv, f->qkv_dim);
+        affine_rows(f->qkv, T, f->qkv_dim, f->qkv_dim, L->bqkv.data, L->s_qkv, false);
+        for (int32_t t = 0; t < T; t++) {
+            const float *r = f->qkv + (size_t)t * f->qkv_dim;
+            memcpy(f->q + (size_t)t * f->qdim, r, (size_t)f->qdim * sizeof(float));
+            memcpy(f->kc + (size_t)t * f->kvdim, r + f->qdim, (size_t)f->kvdim * sizeof(float));
+            memcpy(f->vc + (size_t)t * f->kvdim, r + f->qdim + f->kvdim, (size_t)f->kvdim * sizeof(float));
+        }
+        affine_rows(f->q, T, f->qdim, f->qdim, L->bq.data, (brisk_wscale){0}, false);
+        affine_rows(f->kc, T, f->kvdim, f->kvdim, L->bk.data, (brisk_wscale){0}, false);
+        affine_rows(f->vc, T, f->kvdim, f->kvdim, L->bv.data, (brisk_wscale){0}, false);
+    } else {
+        const brisk_weight *ws[3] = {&L->wq, &L->wk, &L->wv};
+        float *outs[3] = {f->q, f->kc, f->vc};
+        const int64_t strides[3] = {f->qdim, f->kvdim, f->kvdim};
+        /* without scales the biases are added inside the matmul (the same sums) */
+        const bool scaled = L->s_q.on || L->s_k.on || L->s_v.on;
+        const float *bias[3] = {L->bq.data, L->bk.data, L->bv.data};
+        brisk_fwd_matmul(f, ain, T, 3, ws, outs, strides, scaled ? NULL : bias);
+        if (scaled) {
+            affine_rows(f->q, T, f->qdim, f->qdim, L->bq.data, L->s_q, false);
+            affine_rows(f->kc, T, f->kvdim, f->kvdim, L->bk.data, L->s_k, false);
+            affine_rows(f->vc, T, f->kvdim, f->kvdim, L->bv.data, L->s_v, false);
+        }
+    }
+    const float *rcache = L->rope_swa && f->rope_cache_swa ? f->rope_cache_swa : f->rope_cache;
+    const brisk_rope *rope = L->rope_swa ? &f->rope_swa : &f->rope;
+    for (int32_t t = 0; t < T; t++) {
+        float *q = f->q + (size_t)t * f->qdim, *k = f->kc + (size_t)t * f->kvdim;
+        if (L->q_norm.data) {
+            qk_norm(q, &L->q_norm, hp->n_head, hd, hp->norm_eps);
+            qk_norm(k, &L->k_norm, hp->n_head_kv, hd, hp->norm_eps);
+        }
+        if (L->rope) {
+            const float *rc = rcache + (size_t)t * f->rope.n_rot;
+            brisk_rope_apply(rope, rc, q, hp->n_head, hd);
+            brisk_rope_apply(rope, rc, k, hp->n_head_kv, hd);
+        }
+        if (hp->q_scale != 1.0f) scale_rows(q, f->qdim, hp->q_scale);
+        const float *v = f->vc + (size_t)t * f->kvdim;
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            uint16_t *kd = brisk_kv_k(kv, il, b->seq[t], f->slot[t], h), *vd = brisk_kv_v(kv, il, b->seq[t], f->slot[t], h);
+            for (int i = 0; i < hd; i++) {
+                kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[h * hd + i]);   /* K is stored transposed */
+                vd[i] = brisk_fp32_to_fp16(v[h * hd + i]);
+            }
+        }
+    }
+    const bool swa_layer = L->window > 0 && f->vsink_swa;
+    attn_task at = {.f = f, .kv = kv, .b = b, .layer = il, .vsink = swa_layer ? f->vsink_swa : f->vsink,
+                    .vlo = swa_layer ? f->vlo_swa : f->vlo, .windowed = swa_layer ? f->window_swa > 0 : f->window > 0,
+                    .scale = hp->attn_softcap != 0.0f ? hp->kq_scale / hp->attn_softcap : hp->kq_scale, .softcap = hp->attn_softcap};
+    /* Several tokens of one sequence, short enough: widen its K once for
+     * all the batch's queries (tree batches too: kt serves their cached
+     * positions), so each K element is converted once, not once per
+     * token. One token reads the cache's transposed K directly. */
+    if (f->kt && T >= 2) {
+        int32_t len = 0;
+        bool one = true;
+        for (int32_t t = 0; t < T; t++) {
+            one = one && b->seq[t] == b->seq[0];
+            len = f->vis[t] + 1 > len ? f->vis[t] + 1 : len;
+        }
+        if (one && len <= f->kt_cap) {
+            at.kt = f->kt;
+            at.kt_len = len;
+            at.kt_skip0 = at.kt_skip1 = 0;
+            if (at.windowed) {   /* the gap no token of the batch sees, in whole 64-entry tiles */
+                int32_t lo = INT32_MAX, sink = 0;
+                for (int32_t t = 0; t < T; t++) {
+                    lo = BRISK_MIN(lo, at.vlo[t]);
+                    sink = BRISK_MAX(sink, at.vsink[t]);
+                }
+                at.kt_skip0 = (sink + ATTN_TILE - 1) / ATTN_TILE * ATTN_TILE;
+                at.kt_skip1 = lo / ATTN_TILE * ATTN_TILE;
+            }
+            brisk_fwd_run_step(f, brisk_fwd_kt_worker, &at, (double)len * f->kvdim);
+        }
+    }
+    double attn_macs = 0.0;   /* q.k and p.v over every attended position */
+    for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (f->vis[t] + 1) * hp->n_head * hd;
+    brisk_fwd_run_step(f, brisk_fwd_attn_worker, &at, attn_macs);
+    brisk_fwd_matmul1(f, f->att, T, &L->wo, f->xn, d);
+    affine_rows(f->xn, T, d, d, L->bo.data, L->s_o, false);
+    residual_add(f, T, &L->post_attn_norm);
+}
+
+/* Norm -> gate, up -> SwiGLU / GeGLU -> down -> post-norm -> residual. */
+void brisk_fwd_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t d = hp->n_embd;
+    const int64_t ff = hp->n_ff;
+    const float *fin = f->x;
+    if (L->ffn_norm.data) {
+        for (int32_t t = 0; t < T; t++)
+            norm_row(hp, f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->ffn_norm, &L->ffn_norm_b, d);
+        fin = f->xn;
+    }
+    swiglu_task sw = {.fn = f->swiglu, .gelu_lut = f->gelu_lut, .h = f->g, .n = ff, .rows = T};
+    if (hp->fused_up) {   /* one [gate | up] matrix: its rows' halves */
+        brisk_fwd_matmul1(f, fin, T, &L->w_up, f->u, 2 * ff);
+        affine_rows(f->u, T, 2 * ff, 2 * ff, L->b_up.data, L->s_up, true);
+        sw.g = f->u, sw.u = f->u + ff, sw.g_stride = 2 * ff;
+    } else if (!L->w_gate.data) {   /* GELU(up), no gate */
+        brisk_fwd_matmul1(f, fin, T, &L->w_up, f->g, ff);
+        affine_rows(f->g, T, ff, ff, L->b_up.data, L->s_up, true);
+        sw.g = f->g, sw.u = NULL, sw.g_stride = ff;
+    } else {
+        const brisk_weight *ws[2] = {&L->w_gate, &L->w_up};
+        float *outs[2] = {f->g, f->u};
+        const int64_t strides[2] = {ff, ff};
+        brisk_fwd_matmul(f, fin, T, 2, ws, outs, strides, NULL);
+        affine_rows(f->g, T, ff, ff, L->b_gate.data, L->s_gate, true);
+        affine_rows(f->u, T, ff, ff, L->b_up.data, L->s_up, true);
+        sw.g = f->g, sw.u = f->u, sw.g_stride = ff;
+    }
+    if (T < 4) brisk_fwd_swiglu_worker(&sw, 0, 1);   /* as the activation quantizer: a pool step costs more */
+    else brisk_pool_run(f->pool, brisk_fwd_swiglu_worker, &sw);
+    brisk_fwd_matmul1(f, f->g, T, &L->w_down, f->xn, d);
+    affine_rows(f->xn, T, d, d, L->b_down.data, L->s_down, true);
+    residual_add(f, T, &L->post_ffn_norm);
+}
+
+/* Embedding rows (times the architecture's embedding scale) and the RoPE
+ * caches of the batch's positions. */
+void brisk_fwd_embed(brisk_forward *f, const brisk_fwd_batch *b) {
+    const brisk_model_data *m = f->m;
+    const brisk_hparams *hp = &m->hp;
+    const int32_t T = b->n, d = hp->n_embd;
+    const brisk_to_float_fn emb = brisk_qtype_to_float(m->w.tok_embd.type);
+    for (int32_t t = 0; t < T; t++)
+        emb((const uint8_t *)m->w.tok_embd.data + (size_t)b->token[t] * m->w.tok_embd.row_bytes, f->x + (size_t)t * d, d);
+    if (hp->embd_scale != 1.0f) scale_rows(f->x, (int64_t)T * d, hp->embd_scale);
+    for (int32_t t = 0; t < T; t++) brisk_rope_cache(&f->rope, b->pos[t], f->rope_cache + (size_t)t * f->rope.n_rot);
+    if (f->rope_cache_swa)
+        for (int32_t t = 0; t < T; t++) brisk_rope_cache(&f->rope_swa, b->pos[t], f->rope_cache_swa + (size_t)t * f->rope.n_rot);
+}
+
+/* The output norm of the tokens that want logits, the output matrix, its
+ * scale and bias, the logit scale and the final softcap: [n_want][n_vocab]. */
+void brisk_fwd_logits(brisk_forward *f, const brisk_fwd_batch *b, float *out) {
+    const brisk_model_data *m = f->m;
+    const brisk_hparams *hp = &m->hp;
+    const int32_t d = hp->n_embd;
+    int32_t n_out = 0;
+    for (int32_t t = 0; t < b->n; t++)
+        if (b->want[t]) {
+            norm_row(hp, f->xn + (size_t)n_out * d, f->x + (size_t)t * d, &m->w.output_norm, &m->w.output_norm_b, d);
+            n_out++;
+        }
+    if (!n_out) return;
+    const int64_t nv = hp->n_vocab;
+    brisk_fwd_matmul1(f, f->xn, n_out, &m->w.output, out, nv);
+    affine_rows(out, n_out, nv, nv, m->w.output_b.data, m->w.s_output, false);
+    if (hp->logit_scale != 0.0f) scale_rows(out, (int64_t)n_out * nv, 1.0f / hp->logit_scale);
+    if (hp->final_softcap != 0.0f) softcap_rows(out, (int64_t)n_out * nv, hp->final_softcap);
+}

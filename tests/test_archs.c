@@ -1,0 +1,293 @@
+/* The architectures of src/model/arch.c against llama.cpp, on llama.cpp's own
+ * test-llama-archs fixtures (tiny random-weight models, tokenizer "test").
+ *
+ * 1. tests/data/archs (committed, no peer needed): `brisk logits` on
+ *    tokens64.i32 against llama.cpp's logits for the same file, with the best
+ *    kernels and with BRISK_FORCE_REF=1.
+ * 2. With the peer (~/.cache/brisk-peer, or BRISK_PEER_DIR): every family in
+ *    F32, Q8_0 and Q4_K_M, plus brisk synth's phi3-tiny (fused QKV),
+ *    gemma2-tiny and gemma3-tiny, generated now by scripts/gen-arch-fixtures.sh
+ *    (BRISK_ARCH_SEED picks the weights), checked the same way; and the "test"
+ *    tokenizer against llama-tokenize.
+ * 3. Copies of the committed model with one defect each (a tensor nothing
+ *    reads, a window pattern of the wrong length, NaN or negative softcaps,
+ *    a zero window) are refused with a message naming it; one relabelled
+ *    tokenizer "none" loads, gives the same logits, and refuses text.
+ * Thresholds (issue #16): mean KL(ref || brisk) <= 1e-4 for F32 and Q8_0,
+ * <= 1e-3 for Q4_K_M; top-1 agreement >= 98% (63 of 64 positions). */
+#include "test.h"
+
+#include "base/base.h"
+#include "gguf/gguf.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+
+static float *read_f32(const char *path, size_t *n) {
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    float *buf = NULL;
+    long sz = -1;
+    if (fseek(f, 0, SEEK_END) == 0 && (sz = ftell(f)) > 0 && sz % (long)sizeof(float) == 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (buf = malloc((size_t)sz)) && fread(buf, 1, (size_t)sz, f) == (size_t)sz) {
+        *n = (size_t)sz / sizeof(float);
+    } else {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* mean KL(ref || got) over rows, and how many rows agree on the argmax */
+static void compare(const float *ref, const float *got, int rows, int vocab, double *kl_mean, int *top1) {
+    double kl = 0.0;
+    *top1 = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *a = ref + (size_t)r * vocab, *b = got + (size_t)r * vocab;
+        double ma = a[0], mb = b[0];
+        int ia = 0, ib = 0;
+        for (int v = 1; v < vocab; v++) {
+            if (a[v] > ma) { ma = a[v]; ia = v; }
+            if (b[v] > mb) { mb = b[v]; ib = v; }
+        }
+        double sa = 0, sb = 0;
+        for (int v = 0; v < vocab; v++) { sa += exp(a[v] - ma); sb += exp(b[v] - mb); }
+        const double la = log(sa), lb = log(sb);
+        double k = 0;
+        for (int v = 0; v < vocab; v++) {
+            const double lpa = a[v] - ma - la, lpb = b[v] - mb - lb;
+            k += exp(lpa) * (lpa - lpb);
+        }
+        kl += k;
+        *top1 += ia == ib;
+    }
+    *kl_mean = kl / rows;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    const size_t ls = strlen(s), lt = strlen(tail);
+    return ls >= lt && !strcmp(s + ls - lt, tail);
+}
+
+/* One model (dir/stem.gguf) through the CLI against dir/stem.logits.f32. */
+static void check_model(const char *dir, const char *stem, int force_ref) {
+    if (strlen(dir) > 1000 || strlen(stem) > 64) return;
+    char model[1100], ref_path[1100], tokens[1100], out[1100], errp[256], cmd[8192];
+    snprintf(model, sizeof model, "%s/%s.gguf", dir, stem);
+    snprintf(ref_path, sizeof ref_path, "%s/%s.logits.f32", dir, stem);
+    snprintf(tokens, sizeof tokens, "%s/tokens64.i32", dir);
+    snprintf(out, sizeof out, "/tmp/brisk-archs-%d-%s.f32", (int)getpid(), stem);
+    snprintf(errp, sizeof errp, "/tmp/brisk-archs-%d.err", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s %s logits -m '%s' --tokens '%s' -o '%s' -t 2 2>'%s'", force_ref ? "BRISK_FORCE_REF=1" : "",
+             BRISK_CLI_PATH, model, tokens, out, errp);
+    const int rc = system(cmd);
+    CHECKF(rc == 0, "%s: brisk logits failed (rc %d): see %s", stem, rc, errp);
+    if (rc != 0) return;
+    size_t nr = 0, ng = 0;
+    float *ref = read_f32(ref_path, &nr), *got = read_f32(out, &ng);
+    remove(out);
+    CHECKF(ref && got && nr == ng && nr % 64 == 0, "%s: logits %zu floats vs reference %zu (%s)", stem, ng, nr, ref_path);
+    if (ref && got && nr == ng && nr % 64 == 0) {
+        double kl;
+        int top1;
+        compare(ref, got, 64, (int)(nr / 64), &kl, &top1);
+        const double limit = ends_with(stem, "-Q4_K_M") ? 1e-3 : 1e-4;
+        printf("%-18s %-4s KL %.3e (limit %.0e)  top-1 %d/64\n", stem, force_ref ? "ref" : "best", kl, limit, top1);
+        CHECKF(kl <= limit, "%s: mean KL %.3e > %.0e", stem, kl, limit);
+        CHECKF(top1 >= 63, "%s: top-1 agreement %d/64 < 63", stem, top1);
+    }
+    free(ref);
+    free(got);
+}
+
+/* Every NAME.gguf of dir that has NAME.logits.f32; returns how many. */
+static int run_dir(const char *dir, int both_isas) {
+    static char models[128][TEST_NAME_MAX];
+    const int nm = test_list(dir, ".gguf", models, 128);
+    CHECKF(nm > 0, "%s: no models", dir);
+    int checked = 0;
+    for (int i = 0; i < nm; i++) {
+        char ref[TEST_NAME_MAX + 1100];
+        if (snprintf(ref, sizeof ref, "%s/%s.logits.f32", dir, models[i]) >= (int)sizeof ref) continue;
+        CHECKF(test_exists(ref), "%s: %s.gguf has no reference logits", dir, models[i]);
+        if (!test_exists(ref)) continue;
+        check_model(dir, models[i], 0);
+        if (both_isas) check_model(dir, models[i], 1);
+        checked++;
+    }
+    return checked;
+}
+
+/* One hostile (or re-labelled) copy of a model: what to change. */
+typedef struct variant {
+    const char *what;
+    const char *extra_tensor;      /* a tensor nothing reads, or NULL */
+    const char *key;               /* a metadata key to set, or NULL */
+    int kind;                      /* 0: f32 value, 1: u32 array of n, 2: string, 3: u32 value */
+    float f;
+    uint32_t n;
+    const char *str;
+    const char *expect;            /* a substring of the refusal; NULL: the copy must load */
+} variant;
+
+/* src copied with v's change into path; false (and a failed check) when it cannot be written. */
+static int write_variant(const char *src, const char *path, const variant *v) {
+    brisk_error err = {0};
+    brisk_gguf *g = NULL;
+    brisk_gguf_writer *w = NULL;
+    brisk_status st = brisk_gguf_open(src, &g, &err);
+    CHECKF(st == BRISK_OK, "%s: %s", src, err.msg);
+    if (st) return 0;
+    st = brisk_gguf_writer_init(&w, 32, &err);
+    if (!st) st = brisk_gguf_writer_copy_kv(w, g, &err);
+    if (!st && v->key) {
+        static const uint32_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        if (v->kind == 0) st = brisk_gguf_writer_set_f32(w, v->key, v->f);
+        if (v->kind == 1) st = brisk_gguf_writer_set_arr(w, v->key, BRISK_GGUF_UINT32, ones, v->n);
+        if (v->kind == 2) st = brisk_gguf_writer_set_str(w, v->key, v->str);
+        if (v->kind == 3) st = brisk_gguf_writer_set_u32(w, v->key, v->n);
+    }
+    for (uint64_t i = 0; !st && i < g->n_tensors; i++) {
+        const brisk_gguf_tensor *t = &g->tensors[i];
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+        st = brisk_gguf_writer_add_tensor_borrowed(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes, &err);
+    }
+    static const float extra[256];
+    const int64_t ne[1] = {256};
+    if (!st && v->extra_tensor) st = brisk_gguf_writer_add_tensor(w, v->extra_tensor, 0 /* F32 */, 1, ne, extra, sizeof extra, &err);
+    if (!st) st = brisk_gguf_writer_write(w, path, &err);
+    CHECKF(st == BRISK_OK, "%s: writing %s: %s", v->what, path, err.msg);
+    brisk_gguf_writer_free(w);
+    brisk_gguf_close(g);
+    return st == BRISK_OK;
+}
+
+/* Each variant of the committed gemma2 model: refused with a message naming
+ * what is wrong, or (expect NULL) loaded and giving the reference logits. */
+static void check_variants(const char *dir) {
+    static const variant vs[] = {
+        {.what = "a tensor nothing reads", .extra_tensor = "blk.0.attn_mystery.weight", .expect = "'blk.0.attn_mystery.weight'"},
+        {.what = "window pattern of 3 layers", .key = "gemma2.attention.sliding_window_pattern", .kind = 1, .n = 3,
+         .expect = "3 entries for 2 layers"},
+        {.what = "attention softcap NaN", .key = "gemma2.attn_logit_softcapping", .kind = 0, .f = NAN, .expect = "attn_logit_softcapping"},
+        {.what = "final softcap -1", .key = "gemma2.final_logit_softcapping", .kind = 0, .f = -1.0f, .expect = "final_logit_softcapping"},
+        {.what = "sliding window 0", .key = "gemma2.attention.sliding_window", .kind = 3, .n = 0, .expect = "sliding_window: 0"},
+        {.what = "tokenizer none (ids only)", .key = "tokenizer.ggml.model", .kind = 2, .str = "none", .expect = NULL},
+    };
+    char src[1100], path[256], errp[256], out[256], cmd[2048];
+    snprintf(src, sizeof src, "%s/gemma2-Q4_K_M.gguf", dir);
+    snprintf(path, sizeof path, "/tmp/brisk-archs-%d-variant.gguf", (int)getpid());
+    snprintf(errp, sizeof errp, "/tmp/brisk-archs-%d-variant.err", (int)getpid());
+    snprintf(out, sizeof out, "/tmp/brisk-archs-%d-variant.f32", (int)getpid());
+    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+        const variant *v = &vs[i];
+        if (!write_variant(src, path, v)) continue;
+        if (snprintf(cmd, sizeof cmd, "%s logits -m '%s' --tokens '%s/tokens64.i32' -o '%s' -t 1 2>'%s'", BRISK_CLI_PATH, path, dir, out,
+                     errp) >= (int)sizeof cmd)
+            continue;
+        const int rc = system(cmd);
+        char msg[1024] = {0};
+        FILE *f = fopen(errp, "r");
+        if (f) {
+            const size_t n = fread(msg, 1, sizeof msg - 1, f);
+            msg[n] = 0;
+            fclose(f);
+        }
+        if (v->expect) {
+            CHECKF(rc != 0, "%s: loaded", v->what);
+            CHECKF(strstr(msg, v->expect) != NULL, "%s: the refusal does not say '%s': %s", v->what, v->expect, msg);
+            printf("%-28s refused: %s", v->what, msg);
+        } else {
+            CHECKF(rc == 0, "%s: failed: %s", v->what, msg);
+            char ref[1100];
+            snprintf(ref, sizeof ref, "%s/gemma2-Q4_K_M.logits.f32", dir);
+            size_t nr = 0, ng = 0;
+            float *r = read_f32(ref, &nr), *g = read_f32(out, &ng);
+            CHECKF(r && g && nr == ng && nr % 64 == 0, "%s: logits %zu floats vs %zu", v->what, ng, nr);
+            if (r && g && nr == ng && nr % 64 == 0) {
+                double kl;
+                int top1;
+                compare(r, g, 64, (int)(nr / 64), &kl, &top1);
+                CHECKF(kl <= 1e-3 && top1 >= 63, "%s: KL %.3e, top-1 %d/64", v->what, kl, top1);
+                printf("%-28s loads: KL %.3e, top-1 %d/64\n", v->what, kl, top1);
+            }
+            free(r);
+            free(g);
+            /* and text cannot be tokenized without a vocabulary, with a clear error */
+            if (snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p 'hello' 2>'%s' >/dev/null", BRISK_CLI_PATH, path, errp) < (int)sizeof cmd) {
+                const int trc = system(cmd);
+                f = fopen(errp, "r");
+                msg[0] = 0;
+                if (f) {
+                    const size_t n = fread(msg, 1, sizeof msg - 1, f);
+                    msg[n] = 0;
+                    fclose(f);
+                }
+                CHECKF(trc != 0 && strstr(msg, "no vocabulary"), "tokenize without a vocabulary: rc %d, %s", trc, msg);
+            }
+        }
+    }
+    remove(path);
+    remove(errp);
+    remove(out);
+}
+
+/* brisk tokenize --ids against llama-tokenize on a test-vocabulary model. */
+static void check_test_tokenizer(const char *peer_bin, const char *model) {
+    static const char *const texts[] = {"hello world, this is a test", "a", "0123456789abcdef", "caf\xc3\xa9 \xe2\x82\xac\n\ttabs"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        char cmd[2048], ref[4096] = {0}, got[4096] = {0};
+        if (snprintf(cmd, sizeof cmd, "'%s/llama-tokenize' -m '%s' -p '%s' --ids --log-disable 2>/dev/null | tail -1 | tr -d '[],'",
+                     peer_bin, model, texts[i]) >= (int)sizeof cmd)
+            continue;
+        FILE *p = popen(cmd, "r");
+        if (p) {
+            if (!fgets(ref, sizeof ref, p)) ref[0] = 0;
+            pclose(p);
+        }
+        if (snprintf(cmd, sizeof cmd, "%s tokenize -m '%s' -p '%s' --ids 2>&1", BRISK_CLI_PATH, model, texts[i]) >= (int)sizeof cmd) continue;
+        p = popen(cmd, "r");
+        if (p) {
+            if (!fgets(got, sizeof got, p)) got[0] = 0;
+            pclose(p);
+        }
+        ref[strcspn(ref, "\n")] = 0;
+        got[strcspn(got, "\n")] = 0;
+        CHECKF(ref[0] && !strcmp(ref, got), "test tokenizer on text %zu: llama.cpp '%s', brisk '%s'", i, ref, got);
+    }
+}
+
+int main(void) {
+    char committed[1024], script[1024];
+    test_source("tests/data/archs", committed, sizeof committed);
+    test_source("scripts/gen-arch-fixtures.sh", script, sizeof script);
+    test_count("committed arch fixtures (tests/data/archs)", run_dir(committed, 1));
+    check_variants(committed);
+    char model[1100];
+
+    const char *peer_env = getenv("BRISK_PEER_DIR");
+    char peer_bin[1024], probe[1100];
+    snprintf(peer_bin, sizeof peer_bin, "%s/bin", peer_env && *peer_env ? peer_env : "");
+    if (!(peer_env && *peer_env)) snprintf(peer_bin, sizeof peer_bin, "%s/.cache/brisk-peer/bin", getenv("HOME") ? getenv("HOME") : "");
+    snprintf(probe, sizeof probe, "%s/test-llama-archs", peer_bin);
+    if (!test_exists(probe)) {
+        printf("SKIP generated arch fixtures: %s is absent (only the committed set ran)\n", probe);
+        return test_finish();
+    }
+    char dir[] = "/tmp/brisk-archs-XXXXXX", cmd[4096];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(cmd, sizeof cmd, "BRISK='%s' '%s' '%s'", BRISK_CLI_PATH, script, dir);
+    const int rc = system(cmd);
+    CHECKF(rc == 0, "%s failed (rc %d)", script, rc);
+    if (rc == 0) {
+        test_count("generated arch fixtures (every family, F32 / Q8_0 / Q4_K_M)", run_dir(dir, 1));
+        snprintf(model, sizeof model, "%s/llama-F32.gguf", dir);
+        check_test_tokenizer(peer_bin, model);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    return test_finish();
+}
