@@ -39,6 +39,7 @@ int brisk_cmd_template(int argc, char **argv);
 int brisk_cmd_bench(int argc, char **argv);
 int brisk_cmd_batched_bench(int argc, char **argv);
 int brisk_cmd_serve(int argc, char **argv);
+int brisk_cmd_maskbench(int argc, char **argv);
 
 /* ---- options.c: the option table ---------------------------------------------- */
 

@@ -26,6 +26,7 @@ static const cli_command commands[] = {
     {"bench", brisk_cmd_bench, "prefill and decode tokens/s like llama-bench, with the decode roofline"},
     {"batched-bench", brisk_cmd_batched_bench, "many sequences at once, like llama-batched-bench (S_PP, S_TG)"},
     {"serve", brisk_cmd_serve, "an OpenAI-compatible HTTP server with a web chat page"},
+    {"maskbench", brisk_cmd_maskbench, "MaskBench: JSON-schema token masks, speed and correctness"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
