@@ -105,7 +105,8 @@ typedef struct bench {
     uint32_t *mask;
 } bench;
 
-static void per_schema_line(const bench *b, int64_t index, json_t *item, const char *result, const char *error, double ttfm) {
+static void per_schema_line(const bench *b, int64_t index, json_t *item, const char *result, const char *error, double ttfm,
+                            double tbm_max) {
     if (!b->per_schema) return;
     json_t *o = json_object();
     json_object_set_new(o, "index", json_integer(index));
@@ -114,6 +115,7 @@ static void per_schema_line(const bench *b, int64_t index, json_t *item, const c
     json_object_set_new(o, "result", json_string(result));
     if (error) json_object_set_new(o, "error", json_string(error));
     if (ttfm >= 0) json_object_set_new(o, "ttfm_us", json_real(ttfm));
+    if (tbm_max >= 0) json_object_set_new(o, "tbm_max_us", json_real(tbm_max));
     char *s = json_dumps(o, JSON_COMPACT);
     if (s) fprintf(stderr, "%s\n", s);
     free(s);
@@ -133,7 +135,7 @@ static void run_schema(bench *b, totals *t, int64_t index, json_t *item) {
     cst_nfa_free(n);
     if (st != BRISK_OK) {
         t->compile_error++;
-        per_schema_line(b, index, item, "compile_error", err.msg, -1);
+        per_schema_line(b, index, item, "compile_error", err.msg, -1, -1);
         return;
     }
     const int32_t start = cst_start(g);
@@ -141,6 +143,7 @@ static void run_schema(bench *b, totals *t, int64_t index, json_t *item) {
     const double ttfm = (brisk_time_now() - t0) * 1e6;
     dpush(&t->ttfm, ttfm);
     int64_t val_err = 0, inval_err = 0;
+    double tbm_max = 0;
     bool timed_out = false;
     char why[256] = "";
     for (size_t i = 0; i < json_array_size(tests) && !timed_out; i++) {
@@ -161,7 +164,9 @@ static void run_schema(bench *b, totals *t, int64_t index, json_t *item) {
             const double m0 = brisk_time_now();
             if (!(i == 0 && k == 0)) {
                 cst_mask(g, s, b->mask);
-                dpush(&t->tbm, (brisk_time_now() - m0) * 1e6);
+                const double us = (brisk_time_now() - m0) * 1e6;
+                dpush(&t->tbm, us);
+                if (us > tbm_max) tbm_max = us;
             }
             t->tokens++;
             const int32_t tok = k < n_ids ? ids[k] : b->eos;
@@ -188,12 +193,12 @@ static void run_schema(bench *b, totals *t, int64_t index, json_t *item) {
     t->invalidation_error += inval_err;
     if (timed_out) {
         t->timeout++;
-        per_schema_line(b, index, item, "timeout", NULL, ttfm);
+        per_schema_line(b, index, item, "timeout", NULL, ttfm, tbm_max);
     } else if (val_err || inval_err) {
-        per_schema_line(b, index, item, inval_err ? "invalidation_error" : "validation_error", why, ttfm);
+        per_schema_line(b, index, item, inval_err ? "invalidation_error" : "validation_error", why, ttfm, tbm_max);
     } else {
         t->passing++;
-        per_schema_line(b, index, item, "pass", NULL, ttfm);
+        per_schema_line(b, index, item, "pass", NULL, ttfm, tbm_max);
     }
 }
 

@@ -20,6 +20,9 @@ struct cst_vocab {
     int32_t *skip;         /* [n_nodes] the first node after the subtree */
     int32_t *tok;          /* [n_nodes] a token whose bytes end here, -1 */
     int32_t *dup;          /* [n_vocab] the next token with the same bytes, -1 */
+    uint64_t *sub;         /* [n_nodes][4] the bytes of the node's descendants (a 256-bit set) */
+    int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
+    int32_t *order;        /* tokens in trie preorder (duplicates included) */
     uint8_t *pieces;
     uint32_t *off;
     int32_t *eos;
@@ -41,6 +44,7 @@ static int cmp_tok(const void *a, const void *b) {
 void cst_vocab_free(cst_vocab *v) {
     if (!v) return;
     free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
+    free(v->sub); free(v->tok_lo); free(v->order);
     free(v->pieces); free(v->off); free(v->eos);
     free(v);
 }
@@ -82,7 +86,10 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
     v->depth = malloc(max_nodes);
     v->skip = malloc(max_nodes * sizeof *v->skip);
     v->tok = malloc(max_nodes * sizeof *v->tok);
-    if (!v->byte || !v->depth || !v->skip || !v->tok) goto oom;
+    v->tok_lo = malloc((max_nodes + 1) * sizeof *v->tok_lo);
+    v->order = malloc((size_t)(n_tok ? n_tok : 1) * sizeof *v->order);
+    if (!v->byte || !v->depth || !v->skip || !v->tok || !v->tok_lo || !v->order) goto oom;
+    int32_t n_order = 0;
     /* preorder: the path of open nodes; a node's subtree ends when it is popped */
     int32_t path[257];
     int32_t depth = 0, nn = 1;
@@ -101,8 +108,10 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
             v->byte[nn] = p[i];
             v->depth[nn] = (uint8_t)(i + 1);
             v->tok[nn] = -1;
+            v->tok_lo[nn] = n_order;
             path[++depth] = nn++;
         }
+        v->order[n_order++] = t;
         const int32_t node = path[depth];
         if (v->tok[node] < 0) {
             v->tok[node] = t;
@@ -117,6 +126,23 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
     while (depth > 0) v->skip[path[depth--]] = nn;
     v->skip[0] = nn;
     v->n_nodes = nn;
+    v->tok_lo[0] = 0;
+    v->tok_lo[nn] = n_order;
+    /* descendants' bytes, children before parents (reverse preorder) */
+    v->sub = calloc((size_t)nn * 4, sizeof *v->sub);
+    if (!v->sub) goto oom;
+    {
+        int32_t stack_depth[257];
+        (void)stack_depth;
+        for (int32_t i = nn - 1; i >= 1; i--) {
+            /* the parent of i is the closest earlier node one level up */
+            int32_t p2 = i - 1;
+            while (v->depth[p2] >= v->depth[i]) p2--;
+            uint64_t *ps = v->sub + (size_t)p2 * 4, *is = v->sub + (size_t)i * 4;
+            for (int k = 0; k < 4; k++) ps[k] |= is[k];
+            ps[v->byte[i] >> 6] |= 1ull << (v->byte[i] & 63);
+        }
+    }
     free(order);
     *out = v;
     return BRISK_OK;
@@ -159,7 +185,6 @@ typedef struct frame {
 
 typedef struct cset {
     int32_t off, n;            /* frames in g->fpool */
-    int32_t *trans;            /* [256] lazily */
     int32_t ready_off, ready_n;   /* expansion in g->rpool; ready_n < 0: not computed */
     int8_t accepting;          /* -1 unknown */
     uint32_t *mask;
@@ -190,6 +215,9 @@ struct cst_grammar {
     /* csets */
     cset *cs;
     int32_t n_cs, cap_cs;
+    int32_t *T;                /* [n_cs][256] byte transitions: UNKNOWN, CST_DEAD or a cset */
+    uint64_t *SL;              /* [n_cs][4] bytes known to lead back to the same cset */
+    int64_t cap_T, cap_SL;
     int32_t *fpool;
     int64_t n_fpool, cap_fpool;
     int32_t *rpool;
@@ -243,10 +271,9 @@ void cst_grammar_free(cst_grammar *g) {
     for (int32_t i = 0; i < g->n_ds; i++) free(g->ds[i].trans);
     free(g->ds); free(g->pool); free(g->calls); free(g->ds_hash.slot);
     free(g->fr); free(g->fr_hash.slot);
-    for (int32_t i = 0; i < g->n_cs; i++) {
-        free(g->cs[i].trans);
-        free(g->cs[i].mask);
-    }
+    for (int32_t i = 0; i < g->n_cs; i++) free(g->cs[i].mask);
+    free(g->T);
+    free(g->SL);
     free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
     free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf);
     free(g);
@@ -489,11 +516,15 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     int32_t id = ihash_find(g, &g->cs_hash, cs_key, f, n, hv, &slot);
     if (id >= 0) return id;
     if (!budget(g) || !grow32((void **)&g->cs, &g->cap_cs, g->n_cs + 1, sizeof *g->cs, &g->bytes) ||
+        !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * 256, sizeof *g->T, &g->bytes) ||
+        !grow((void **)&g->SL, &g->cap_SL, ((int64_t)g->n_cs + 1) * 4, sizeof *g->SL, &g->bytes) ||
         !grow((void **)&g->fpool, &g->cap_fpool, g->n_fpool + n, sizeof *g->fpool, &g->bytes)) {
         g->over = true;
         return CST_DEAD;
     }
     id = g->n_cs++;
+    for (int i = 0; i < 256; i++) g->T[(size_t)id * 256 + (size_t)i] = UNKNOWN;
+    memset(g->SL + (size_t)id * 4, 0, 4 * sizeof *g->SL);
     cset *c = &g->cs[id];
     memset(c, 0, sizeof *c);
     c->off = (int32_t)g->n_fpool;
@@ -577,24 +608,17 @@ static int32_t cs_step(cst_grammar *g, int32_t c, uint8_t b) {
     return cs_intern(g, g->fbuf, (int32_t)m);
 }
 
-static inline int32_t cs_trans(cst_grammar *g, int32_t c, uint8_t b) {
-    const int32_t *t = g->cs[c].trans;
-    if (t && t[b] != UNKNOWN) return t[b];
-    if (!t) {
-        int32_t *nt = malloc(256 * sizeof *nt);
-        if (!nt || !budget(g)) {
-            free(nt);
-            g->over = true;
-            return CST_DEAD;
-        }
-        for (int i = 0; i < 256; i++) nt[i] = UNKNOWN;
-        g->cs[c].trans = nt;
-        g->bytes += 256 * sizeof *nt;
-    }
+static int32_t cs_trans_slow(cst_grammar *g, int32_t c, uint8_t b) {
     const int32_t r = cs_step(g, c, b);
     if (g->over) return CST_DEAD;
-    g->cs[c].trans[b] = r;   /* g->cs may have moved: index again */
+    g->T[(size_t)c * 256 + b] = r;
+    if (r == c) g->SL[(size_t)c * 4 + (b >> 6)] |= 1ull << (b & 63);
     return r;
+}
+
+static inline int32_t cs_trans(cst_grammar *g, int32_t c, uint8_t b) {
+    const int32_t r = g->T[(size_t)c * 256 + b];
+    return r != UNKNOWN ? r : cs_trans_slow(g, c, b);
 }
 
 brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, brisk_error *err) {
@@ -623,6 +647,62 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
         return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
     }
     memcpy(g->final, n->final, (size_t)ns);
+    /* keep only edges into states from which the rule can still end: no prefix the grammar allows is a dead end */
+    uint8_t *useful = calloc((size_t)ns + 1, 1), *prod = calloc((size_t)n->n_rules, 1);
+    int32_t *roff = calloc((size_t)ns + 2, sizeof *roff), *work = malloc(((size_t)ns + 1) * sizeof *work);
+    int64_t *redge = malloc((size_t)(n->n_e ? n->n_e : 1) * sizeof *redge);
+    if (!useful || !prod || !roff || !work || !redge) {
+        free(useful); free(prod); free(roff); free(work); free(redge);
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < n->n_e; i++) roff[n->e[i].to + 1]++;
+    for (int32_t i = 0; i < ns; i++) roff[i + 1] += roff[i];
+    {
+        int32_t *rfill = malloc(((size_t)ns + 1) * sizeof *rfill);
+        if (!rfill) {
+            free(useful); free(prod); free(roff); free(work); free(redge);
+            cst_grammar_free(g);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+        }
+        memcpy(rfill, roff, (size_t)ns * sizeof *rfill);
+        for (int64_t i = 0; i < n->n_e; i++) redge[rfill[n->e[i].to]++] = i;
+        free(rfill);
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        int32_t wn = 0;
+        for (int32_t i = 0; i < ns; i++)
+            if (n->final[i] || useful[i]) {
+                useful[i] = 1;
+                work[wn++] = i;
+            }
+        while (wn > 0) {
+            const int32_t t = work[--wn];
+            for (int32_t k = roff[t]; k < roff[t + 1]; k++) {
+                const cst_edge *e = &n->e[redge[k]];
+                if (useful[e->from] || (e->kind == CST_E_CALL && !prod[e->rule])) continue;
+                useful[e->from] = 1;
+                work[wn++] = e->from;
+            }
+        }
+        for (int32_t r = 0; r < n->n_rules; r++)
+            if (!prod[r] && useful[n->rule_start[r]]) prod[r] = 1, changed = true;
+    }
+    free(roff); free(work); free(redge);
+    if (!prod[0]) {
+        free(useful); free(prod);
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the grammar accepts nothing (an unsatisfiable schema or grammar)");
+    }
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n->n_e; i++) {
+        const cst_edge *e = &n->e[i];
+        if (!useful[e->to] || (e->kind == CST_E_CALL && !prod[e->rule])) continue;
+        n->e[kept++] = *e;
+    }
+    n->n_e = kept;
+    free(useful); free(prod);
     for (int64_t i = 0; i < n->n_e; i++) g->adj_off[n->e[i].from + 1]++;
     for (int32_t i = 0; i < ns; i++) g->adj_off[i + 1] += g->adj_off[i];
     int32_t *fill = malloc(((size_t)ns + 1) * sizeof *fill);
@@ -690,7 +770,8 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     int32_t path[257];
     path[0] = c;
     const uint8_t *byte = v->byte, *depth = v->depth;
-    const int32_t *skip = v->skip, *tok = v->tok, *dup = v->dup;
+    const int32_t *skip = v->skip, *tok = v->tok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
+    const uint64_t *sub = v->sub;
     for (int32_t i = 1; i < v->n_nodes;) {
         const int32_t dp = depth[i];
         const int32_t s = cs_trans(g, path[dp - 1], byte[i]);
@@ -700,6 +781,16 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         }
         path[dp] = s;
         for (int32_t t = tok[i]; t >= 0; t = dup[t]) allowed[t >> 5] |= 1u << (t & 31);
+        /* every descendant byte loops back to s: the whole subtree stays alive */
+        const uint64_t *sb = sub + (size_t)i * 4, *sl = g->SL + (size_t)s * 4;
+        if (skip[i] > i + 1 && !(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
+            for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
+                const int32_t t = order[k];
+                allowed[t >> 5] |= 1u << (t & 31);
+            }
+            i = skip[i];
+            continue;
+        }
         i++;
     }
     if (g->over) {

@@ -70,6 +70,8 @@ cst_frag cst_copy(cst_nfa *n, cst_frag f);
 /* f repeated min..max times (max < 0: unbounded); f must be the latest fragment made. Large repeats turn f
  * into a rule and repeat calls to it. */
 cst_frag cst_repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max);
+/* the same, always copied in place (for fragments that will be intersected) */
+cst_frag cst_repeat_inline(cst_nfa *n, cst_frag f, int32_t min, int32_t max);
 cst_frag cst_opt(cst_nfa *n, cst_frag f);
 /* the strings both a and b accept (neither may call rules); a and b stay as unused states */
 cst_frag cst_intersect(cst_nfa *n, cst_frag a, cst_frag b);

@@ -225,7 +225,11 @@ cst_frag cst_as_call(cst_nfa *n, cst_frag f) {
     return cst_frag_close(n, m, s, e);
 }
 
-cst_frag cst_repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max) {
+static cst_frag repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max, bool inline_only);
+cst_frag cst_repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max) { return repeat(n, f, min, max, false); }
+cst_frag cst_repeat_inline(cst_nfa *n, cst_frag f, int32_t min, int32_t max) { return repeat(n, f, min, max, true); }
+
+static cst_frag repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max, bool inline_only) {
     cst_mark m = {f.s_lo, f.e_lo};
     if (max == 0) {
         const int32_t s = cst_state(n);
@@ -233,7 +237,7 @@ cst_frag cst_repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max) {
     }
     if (min == 1 && max == 1) return f;
     const int64_t copies = max < 0 ? min + 1 : max;
-    if (copies > 1 && (int64_t)(f.s_hi - f.s_lo) * copies > REPEAT_INLINE_STATES) f = cst_as_call(n, f);
+    if (!inline_only && copies > 1 && (int64_t)(f.s_hi - f.s_lo) * copies > REPEAT_INLINE_STATES) f = cst_as_call(n, f);
     const cst_frag body = f;
     const int32_t start = cst_state(n);
     int32_t cur = start;

@@ -297,7 +297,7 @@ static cst_frag parse_seq(rx *r) {
             if (peek(r) == '?') r->i++;   /* lazy: the same language */
             if (max >= 0 && max < min) { rx_fail(r, "a {n,m} quantifier with m < n"); break; }
             if (min > REGEX_MAX_COUNT || max > REGEX_MAX_COUNT) { rx_fail(r, "a repeat count above 10000"); break; }
-            f = cst_repeat(r->n, f, (int32_t)min, (int32_t)max);
+            f = cst_repeat_inline(r->n, f, (int32_t)min, (int32_t)max);
         }
         if (np == 64) {
             /* fold what we have into one part, so long literals need no big array */

@@ -526,7 +526,20 @@ static const struct { const char *name, *re; } formats[] = {
     {"ipv4", "^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"},
     {"hostname", "^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"},
     {"uri", "^[A-Za-z][A-Za-z0-9+.-]*:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*$"},
+    {"uri-reference", "^[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=%]*$"},
+    {"json-pointer", "^(?:/(?:[^~/]|~[01])*)*$"},
 };
+
+/* the formats of the 2020-12 vocabulary: one of these we cannot check fails closed; any other name is an
+ * annotation (validators ignore unknown formats) */
+static bool standard_format(const char *name) {
+    static const char *const names[] = {"date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+                                        "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference",
+                                        "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+    for (size_t i = 0; i < BRISK_ARRAY_LEN(names); i++)
+        if (!strcmp(name, names[i])) return true;
+    return false;
+}
 
 static const char *format_re(const char *name) {
     for (size_t i = 0; i < BRISK_ARRAY_LEN(formats); i++)
@@ -1145,12 +1158,13 @@ static cst_frag compile_string(sc *c, json_t *s, const char *ptr) {
         }
     if ((x = json_object_get(s, "format"))) {
         const char *re = json_is_string(x) ? format_re(json_string_value(x)) : NULL;
-        if (!re) {
+        if (!re && json_is_string(x) && !standard_format(json_string_value(x))) {
+            /* an unknown format: an annotation */
+        } else if (!re) {
             sc_fail(c, BRISK_ERR_UNSUPPORTED, "JSON Schema keyword 'format' at '%s': format '%.100s' is not supported", ptr[0] ? ptr : "#",
                     json_is_string(x) ? json_string_value(x) : "?");
             return cst_never(c->n);
-        }
-        if (npat < 8) {
+        } else if (npat < 8) {
             pats[npat] = re;
             plen[npat++] = strlen(re);
         }
@@ -1167,7 +1181,7 @@ static cst_frag compile_string(sc *c, json_t *s, const char *ptr) {
     }
     if (min > 0 || max >= 0 || !have) {
         cst_frag ch = cst_json_char(c->n);
-        cst_frag len = cst_repeat(c->n, ch, (int32_t)min, (int32_t)max);
+        cst_frag len = have ? cst_repeat_inline(c->n, ch, (int32_t)min, (int32_t)max) : cst_repeat(c->n, ch, (int32_t)min, (int32_t)max);
         content = have ? cst_intersect(c->n, content, len) : len;
     }
     parts[np++] = content;
