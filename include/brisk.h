@@ -467,7 +467,8 @@ typedef struct brisk_mask {
 void brisk_sampler_set_mask(brisk_sampler *s, const brisk_mask *m);
 
 /* ---- constrained decoding (src/constrain, docs/CONSTRAIN.md) -----------------------------------
- * A constraint compiles a JSON Schema, a regular expression, a GBNF grammar (llama.cpp's format) or a
+ * JSON output allows up to 20 whitespace characters between two tokens (a model cannot stall in
+ * whitespace), properties in the schema's order. A constraint compiles a JSON Schema, a regular expression, a GBNF grammar (llama.cpp's format) or a
  * finite set of strings against a model's vocabulary; brisk_constraint_mask plugs it into a sampler's
  * mask stage, so only tokens that keep the output inside the language can be drawn, and an end-of-
  * generation token only once the output is complete. Masks are computed lazily and cached per parser
@@ -477,6 +478,7 @@ typedef enum brisk_constraint_kind {
     BRISK_CONSTRAINT_REGEX = 2,         /* src: a regular expression (ECMAScript subset) the whole output matches */
     BRISK_CONSTRAINT_GBNF = 3,          /* src: a GBNF grammar; its rule "root" is the output */
     BRISK_CONSTRAINT_CHOICE = 4,        /* src: "A,B,C": the output is one of them (a comma in one is written \\,) */
+    BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT = 5,   /* as JSON_SCHEMA, whitespace only as json.dumps writes it (", " ": ") */
 } brisk_constraint_kind;
 typedef struct brisk_constraint brisk_constraint;
 brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m, brisk_constraint_kind kind, const char *src,

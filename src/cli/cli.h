@@ -75,6 +75,8 @@ typedef enum cli_opt_id {
     /* serve */
     CLI_O_HOST, CLI_O_PORT, CLI_O_KV_SIZE, CLI_O_MAX_RUNNING, CLI_O_MAX_QUEUE, CLI_O_ALIAS, CLI_O_API_KEY, CLI_O_MAX_BODY,
     CLI_O_MAX_PROMPT_TOKENS, CLI_O_CONN_LIMIT, CLI_O_PER_IP_LIMIT, CLI_O_TIMEOUT, CLI_O_HTTP_THREADS, CLI_O_DRAIN_TIMEOUT,
+    /* constrained decoding (run, chat) */
+    CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -174,6 +176,11 @@ size_t cli_edit_distance(const char *a, const char *b);
  * read can block (stat, then open O_NONBLOCK and fstat the descriptor). More
  * than cap bytes is refused with a message naming the cap and
  * --max-input-bytes. Errors are BRISK_ERR_IO / BRISK_ERR_CAPACITY / NOMEM. */
+/* constraint_flags.c: the constraint named by --grammar, --grammar-file, --json-schema, --json-schema-file,
+ * --regex or --choice (at most one), or *out = NULL when none is given. */
+brisk_status cli_constraint(const cli_args *a, const brisk_model *m, brisk_constraint **out, brisk_error *err);
+bool cli_constraint_given(const cli_args *a);
+
 brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint8_t **out, size_t *len, brisk_error *err);
 
 /* An output file written atomically: a temporary file beside the target

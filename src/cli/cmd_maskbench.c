@@ -128,7 +128,7 @@ static void run_schema(bench *b, totals *t, int64_t index, json_t *item) {
     const double t0 = brisk_time_now();
     cst_nfa *n = cst_nfa_new();
     brisk_error err = {0};
-    cst_schema_opts o = {.compact = b->compact};
+    cst_schema_opts o = {.compact = b->compact, .max_ws = CST_DEFAULT_MAX_WS};
     cst_grammar *g = NULL;
     brisk_status st = n ? cst_schema_compile_json(n, schema, &o, &err) : brisk_fail(&err, BRISK_ERR_NOMEM, "out of memory");
     if (st == BRISK_OK) st = cst_grammar_new(n, b->vocab, &g, &err);

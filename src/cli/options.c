@@ -243,6 +243,17 @@ static const cli_opt table[CLI_O_COUNT] = {
                             .help = "HTTP threads (event-driven: each serves many connections)"},
     [CLI_O_DRAIN_TIMEOUT] = {{"--drain-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "30",
                              .help = "on SIGTERM or SIGINT, seconds to let running requests finish before they are cancelled"},
+
+    [CLI_O_GRAMMAR] = {{"--grammar"}, .type = CLI_T_STR, .meta = "GBNF",
+                       .help = "constrain the output to a GBNF grammar (llama.cpp's format; rule 'root')"},
+    [CLI_O_GRAMMAR_FILE] = {{"--grammar-file"}, .type = CLI_T_PATH, .meta = "FILE", .help = "the same, from a .gbnf file"},
+    [CLI_O_JSON_SCHEMA] = {{"-j", "--json-schema"}, .type = CLI_T_STR, .meta = "SCHEMA",
+                           .help = "constrain the output to JSON valid under a JSON Schema (unsupported keywords are errors)"},
+    [CLI_O_JSON_SCHEMA_FILE] = {{"--json-schema-file"}, .type = CLI_T_PATH, .meta = "FILE", .help = "the same, from a file"},
+    [CLI_O_REGEX] = {{"--regex"}, .type = CLI_T_STR, .meta = "RE",
+                     .help = "constrain the output to match a regular expression as a whole (ECMAScript subset)"},
+    [CLI_O_CHOICE] = {{"--choice"}, .type = CLI_T_STR, .meta = "A,B,C",
+                      .help = "the output is exactly one of the comma-separated strings (write a comma in one as \\,)"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};

@@ -125,8 +125,9 @@ brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m,
     }
     brisk_status st;
     switch (kind) {
-    case BRISK_CONSTRAINT_JSON_SCHEMA: {
-        cst_schema_opts o = {0};
+    case BRISK_CONSTRAINT_JSON_SCHEMA:
+    case BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT: {
+        cst_schema_opts o = {.compact = kind == BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT, .max_ws = CST_DEFAULT_MAX_WS};
         st = cst_schema_compile(n, src, len, &o, err);
         break;
     }

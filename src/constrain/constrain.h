@@ -117,6 +117,7 @@ cst_frag cst_regex(cst_nfa *n, const char *re, size_t len, cst_charmode mode, bo
  * not supported. Used to check enum values and property names against patterns. */
 int cst_regex_match(const char *re, size_t re_len, const char *text, size_t len);
 
+#define CST_DEFAULT_MAX_WS 20   /* whitespace characters between two JSON tokens at most */
 typedef struct cst_schema_opts {
     bool compact;        /* no whitespace but json.dumps' ", " and ": " */
     int32_t max_ws;      /* whitespace run limit in flexible mode (0: unlimited) */

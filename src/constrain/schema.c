@@ -35,6 +35,7 @@ typedef struct sc {
     int32_t n_refs, cap_refs;
     int32_t any_rule;
     int depth;
+    bool ref_siblings;            /* 2019-09 and later: keywords beside $ref apply too (draft-04..07 ignore them) */
     json_t *keep;                 /* merged schemas, owned here until the end */
 } sc;
 
@@ -228,11 +229,27 @@ static cst_frag lit(sc *c, const char *s) { return cst_bytes(c->n, s, strlen(s))
 static cst_frag ws(sc *c) {
     if (c->o.compact) return cst_empty(c->n);
     cst_mark m = cst_mark_here(c->n);
-    const int32_t s = cst_state(c->n);
-    cst_range(c->n, s, ' ', ' ', s);
-    cst_range(c->n, s, '\t', '\n', s);
-    cst_range(c->n, s, '\r', '\r', s);
-    return cst_frag_close(c->n, m, s, s);
+    if (c->o.max_ws <= 0) {
+        const int32_t s = cst_state(c->n);
+        cst_range(c->n, s, ' ', ' ', s);
+        cst_range(c->n, s, '\t', '\n', s);
+        cst_range(c->n, s, '\r', '\r', s);
+        return cst_frag_close(c->n, m, s, s);
+    }
+    /* at most max_ws characters: a model cannot stall in whitespace */
+    const int32_t start = cst_state(c->n);
+    int32_t cur = start;
+    const int32_t end = cst_state(c->n);
+    for (int32_t k = 0; k < c->o.max_ws; k++) {
+        const int32_t nx = cst_state(c->n);
+        cst_eps(c->n, cur, end);
+        cst_range(c->n, cur, ' ', ' ', nx);
+        cst_range(c->n, cur, '\t', '\n', nx);
+        cst_range(c->n, cur, '\r', '\r', nx);
+        cur = nx;
+    }
+    cst_eps(c->n, cur, end);
+    return cst_frag_close(c->n, m, start, end);
 }
 
 static cst_frag punct(sc *c, const char *p, const char *compact) {
@@ -1258,7 +1275,7 @@ static json_t *deref(sc *c, json_t *s, const char *ptr) {
         if (!r || !json_is_string(r)) return s;
         json_t *t = resolve_ptr(c, json_string_value(r), ptr);
         if (!t) return NULL;
-        if (json_object_size(s) > 1) {
+        if (json_object_size(s) > 1 && c->ref_siblings) {
             /* siblings: the target merged with them */
             json_t *sib = json_deep_copy(s);
             json_object_del(sib, "$ref");
@@ -1655,7 +1672,7 @@ static cst_frag compile(sc *c, json_t *s, const char *ptr) {
         } else {
             json_t *sib = json_copy(s);
             json_object_del(sib, "$ref");
-            const bool plain = only_annotations(sib);
+            const bool plain = !c->ref_siblings || only_annotations(sib);
             json_decref(sib);
             if (plain) {
                 out = compile_ref(c, json_string_value(ref), ptr);
@@ -1817,6 +1834,9 @@ brisk_status cst_schema_compile_json(cst_nfa *n, json_t *root, const cst_schema_
     sc c = {.n = n, .root = root, .err = err, .any_rule = -1};
     if (o) c.o = *o;
     c.keep = json_array();
+    json_t *sv = json_is_object(root) ? json_object_get(root, "$schema") : NULL;
+    const char *draft = json_is_string(sv) ? json_string_value(sv) : "";
+    c.ref_siblings = !(strstr(draft, "draft-03") || strstr(draft, "draft-04") || strstr(draft, "draft-06") || strstr(draft, "draft-07"));
     const int32_t r0 = cst_rule_reserve(n);
     cst_frag f = compile(&c, root, "");
     brisk_status st = BRISK_OK;
