@@ -17,8 +17,10 @@ struct cst_vocab {
     int32_t n_nodes;
     uint8_t *byte;         /* [n_nodes] the edge byte into the node (node 0 is the root) */
     uint8_t *depth;        /* [n_nodes] */
+    uint8_t *multi;        /* [n_nodes] 1: more tokens than tok[] with these bytes (follow dup) */
     int32_t *skip;         /* [n_nodes] the first node after the subtree */
     int32_t *tok;          /* [n_nodes] a token whose bytes end here, -1 */
+    int32_t *wtok;         /* [n_nodes] the same with n_vocab for none (the walk's spare bit) */
     int32_t *dup;          /* [n_vocab] the next token with the same bytes, -1 */
     uint64_t *sub;         /* [n_nodes][4] the bytes of the node's descendants (a 256-bit set) */
     int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
@@ -44,12 +46,14 @@ static int cmp_tok(const void *a, const void *b) {
 void cst_vocab_free(cst_vocab *v) {
     if (!v) return;
     free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
-    free(v->sub); free(v->tok_lo); free(v->order);
+    free(v->sub); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
     free(v->pieces); free(v->off); free(v->eos);
     free(v);
 }
 
 int32_t cst_vocab_n(const cst_vocab *v) { return v->n_vocab; }
+int32_t cst_vocab_nodes(const cst_vocab *v);
+int32_t cst_vocab_nodes(const cst_vocab *v) { return v->n_nodes; }
 
 brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_t *off, const int32_t *eos, int32_t n_eos,
                            cst_vocab **out, brisk_error *err) {
@@ -86,9 +90,10 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
     v->depth = malloc(max_nodes);
     v->skip = malloc(max_nodes * sizeof *v->skip);
     v->tok = malloc(max_nodes * sizeof *v->tok);
+    v->multi = calloc(max_nodes, 1);
     v->tok_lo = malloc((max_nodes + 1) * sizeof *v->tok_lo);
     v->order = malloc((size_t)(n_tok ? n_tok : 1) * sizeof *v->order);
-    if (!v->byte || !v->depth || !v->skip || !v->tok || !v->tok_lo || !v->order) goto oom;
+    if (!v->byte || !v->depth || !v->skip || !v->tok || !v->tok_lo || !v->order || !v->multi) goto oom;
     int32_t n_order = 0;
     /* preorder: the path of open nodes; a node's subtree ends when it is popped */
     int32_t path[257];
@@ -119,6 +124,7 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
             int32_t last = v->tok[node];
             while (v->dup[last] >= 0) last = v->dup[last];
             v->dup[last] = t;
+            v->multi[node] = 1;   /* the walk follows dup only where this says so */
         }
         prev = p;
         prev_len = len;
@@ -128,6 +134,9 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
     v->n_nodes = nn;
     v->tok_lo[0] = 0;
     v->tok_lo[nn] = n_order;
+    v->wtok = malloc((size_t)nn * sizeof *v->wtok);
+    if (!v->wtok) goto oom;
+    for (int32_t i = 0; i < nn; i++) v->wtok[i] = v->tok[i] >= 0 ? v->tok[i] : n_vocab;
     /* descendants' bytes, children before parents (reverse preorder) */
     v->sub = calloc((size_t)nn * 4, sizeof *v->sub);
     if (!v->sub) goto oom;
@@ -215,7 +224,10 @@ struct cst_grammar {
     /* csets */
     cset *cs;
     int32_t n_cs, cap_cs;
-    int32_t *T;                /* [n_cs][256] byte transitions: UNKNOWN, CST_DEAD or a cset */
+    int32_t *T;                /* [n_cs][n_cls] byte-class transitions: UNKNOWN, CST_DEAD or a cset */
+    uint8_t cls[256];          /* byte -> class: bytes no edge tells apart share one (and one transition) */
+    int32_t n_cls;
+    uint64_t cls_bytes[256][4];   /* the bytes of each class */
     uint64_t *SL;              /* [n_cs][4] bytes known to lead back to the same cset */
     int64_t cap_T, cap_SL;
     int32_t *fpool;
@@ -233,6 +245,8 @@ struct cst_grammar {
     int32_t *fbuf;
     int64_t cap_fbuf;
     int32_t start;
+    uint32_t *scratch;         /* the walk's mask, one spare word */
+    size_t scratch_words;
     size_t bytes;
     bool over;                 /* the memory budget ran out */
     int64_t masks_computed, masks_cached;
@@ -275,7 +289,7 @@ void cst_grammar_free(cst_grammar *g) {
     free(g->T);
     free(g->SL);
     free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
-    free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf);
+    free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch);
     free(g);
 }
 
@@ -399,17 +413,18 @@ static int32_t rule_dstart(cst_grammar *g, int32_t r) {
 
 static int32_t ds_trans(cst_grammar *g, int32_t d, uint8_t b) {
     if (!g->ds[d].trans) {
-        int32_t *t = malloc(256 * sizeof *t);
+        int32_t *t = malloc((size_t)g->n_cls * sizeof *t);
         if (!t || !budget(g)) {
             free(t);
             g->over = true;
             return CST_DEAD;
         }
-        for (int i = 0; i < 256; i++) t[i] = UNKNOWN;
+        for (int i = 0; i < g->n_cls; i++) t[i] = UNKNOWN;
         g->ds[d].trans = t;
-        g->bytes += 256 * sizeof *t;
+        g->bytes += (size_t)g->n_cls * sizeof *t;
     }
-    int32_t r = g->ds[d].trans[b];
+    const int k_cls = g->cls[b];
+    int32_t r = g->ds[d].trans[k_cls];
     if (r != UNKNOWN) return r;
     g->gen++;
     int32_t n = 0;
@@ -425,7 +440,7 @@ static int32_t ds_trans(cst_grammar *g, int32_t d, uint8_t b) {
     }
     r = ds_intern_closure(g, n);
     if (g->over) return CST_DEAD;
-    g->ds[d].trans[b] = r;
+    g->ds[d].trans[k_cls] = r;
     return r;
 }
 
@@ -516,14 +531,14 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     int32_t id = ihash_find(g, &g->cs_hash, cs_key, f, n, hv, &slot);
     if (id >= 0) return id;
     if (!budget(g) || !grow32((void **)&g->cs, &g->cap_cs, g->n_cs + 1, sizeof *g->cs, &g->bytes) ||
-        !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * 256, sizeof *g->T, &g->bytes) ||
+        !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * g->n_cls, sizeof *g->T, &g->bytes) ||
         !grow((void **)&g->SL, &g->cap_SL, ((int64_t)g->n_cs + 1) * 4, sizeof *g->SL, &g->bytes) ||
         !grow((void **)&g->fpool, &g->cap_fpool, g->n_fpool + n, sizeof *g->fpool, &g->bytes)) {
         g->over = true;
         return CST_DEAD;
     }
     id = g->n_cs++;
-    for (int i = 0; i < 256; i++) g->T[(size_t)id * 256 + (size_t)i] = UNKNOWN;
+    for (int i = 0; i < g->n_cls; i++) g->T[(size_t)id * (size_t)g->n_cls + (size_t)i] = UNKNOWN;
     memset(g->SL + (size_t)id * 4, 0, 4 * sizeof *g->SL);
     cset *c = &g->cs[id];
     memset(c, 0, sizeof *c);
@@ -611,13 +626,15 @@ static int32_t cs_step(cst_grammar *g, int32_t c, uint8_t b) {
 static int32_t cs_trans_slow(cst_grammar *g, int32_t c, uint8_t b) {
     const int32_t r = cs_step(g, c, b);
     if (g->over) return CST_DEAD;
-    g->T[(size_t)c * 256 + b] = r;
-    if (r == c) g->SL[(size_t)c * 4 + (b >> 6)] |= 1ull << (b & 63);
+    const int k = g->cls[b];
+    g->T[(size_t)c * (size_t)g->n_cls + (size_t)k] = r;
+    if (r == c)
+        for (int w = 0; w < 4; w++) g->SL[(size_t)c * 4 + (size_t)w] |= g->cls_bytes[k][w];
     return r;
 }
 
 static inline int32_t cs_trans(cst_grammar *g, int32_t c, uint8_t b) {
-    const int32_t r = g->T[(size_t)c * 256 + b];
+    const int32_t r = g->T[(size_t)c * (size_t)g->n_cls + g->cls[b]];
     return r != UNKNOWN ? r : cs_trans_slow(g, c, b);
 }
 
@@ -703,6 +720,22 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
     }
     n->n_e = kept;
     free(useful); free(prod);
+    {
+        bool cut[257] = {false};
+        cut[0] = true;
+        for (int64_t i = 0; i < n->n_e; i++) {
+            if (n->e[i].kind != CST_E_RANGE) continue;
+            cut[n->e[i].lo] = true;
+            cut[n->e[i].hi + 1] = true;
+        }
+        int k = -1;
+        for (int b = 0; b < 256; b++) {
+            if (cut[b]) k++;
+            g->cls[b] = (uint8_t)k;
+            g->cls_bytes[k][b >> 6] |= 1ull << (b & 63);
+        }
+        g->n_cls = k + 1;
+    }
     for (int64_t i = 0; i < n->n_e; i++) g->adj_off[n->e[i].from + 1]++;
     for (int32_t i = 0; i < ns; i++) g->adj_off[i + 1] += g->adj_off[i];
     int32_t *fill = malloc(((size_t)ns + 1) * sizeof *fill);
@@ -767,32 +800,64 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         return true;
     }
     memset(allowed, 0, words * sizeof *allowed);
+    /* the walk writes a scratch mask with one spare word: nodes without a token set bit n_vocab, so the
+     * loop has no branch on it */
+    const size_t sw = words + 1;
+    if (g->scratch_words < sw) {
+        uint32_t *sc = realloc(g->scratch, sw * sizeof *sc);
+        if (!sc) { g->over = true; memset(allowed, 0, words * sizeof *allowed); set_eos(g, allowed); return false; }
+        g->scratch = sc;
+        g->scratch_words = sw;
+    }
+    uint32_t *acc = g->scratch;
+    memset(acc, 0, sw * sizeof *acc);
     int32_t path[257];
+    const int32_t *row[257];
     path[0] = c;
+    const size_t ncls = (size_t)g->n_cls;
+    const uint8_t *cls = g->cls;
+    row[0] = g->T + (size_t)c * ncls;
     const uint8_t *byte = v->byte, *depth = v->depth;
-    const int32_t *skip = v->skip, *tok = v->tok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
+    const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
+    const uint8_t *multi = v->multi;
     const uint64_t *sub = v->sub;
     for (int32_t i = 1; i < v->n_nodes;) {
         const int32_t dp = depth[i];
-        const int32_t s = cs_trans(g, path[dp - 1], byte[i]);
+        int32_t s = row[dp - 1][cls[byte[i]]];
+        if (s == UNKNOWN) {
+            s = cs_trans_slow(g, path[dp - 1], byte[i]);
+            /* g->T may have moved */
+            for (int32_t k = 0; k < dp; k++) row[k] = g->T + (size_t)path[k] * ncls;
+            if (g->over) break;
+        }
         if (s < 0) {
             i = skip[i];
             continue;
         }
         path[dp] = s;
-        for (int32_t t = tok[i]; t >= 0; t = dup[t]) allowed[t >> 5] |= 1u << (t & 31);
+        row[dp] = g->T + (size_t)s * ncls;
+        const int32_t t0 = tok[i];
+        acc[t0 >> 5] |= 1u << (t0 & 31);
+        if (multi[i])
+            for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
         /* every descendant byte loops back to s: the whole subtree stays alive */
-        const uint64_t *sb = sub + (size_t)i * 4, *sl = g->SL + (size_t)s * 4;
-        if (skip[i] > i + 1 && !(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
-            for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
-                const int32_t t = order[k];
-                allowed[t >> 5] |= 1u << (t & 31);
+        const uint64_t *sl = g->SL + (size_t)s * 4;
+        if (skip[i] > i + 1 && (sl[0] | sl[1] | sl[2] | sl[3])) {
+            const uint64_t *sb = sub + (size_t)i * 4;
+            if (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
+                for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
+                    const int32_t t = order[k];
+                    acc[t >> 5] |= 1u << (t & 31);
+                }
+                i = skip[i];
+                continue;
             }
-            i = skip[i];
-            continue;
         }
         i++;
     }
+    memcpy(allowed, acc, words * sizeof *allowed);
+    /* the spare bit (n_vocab) must not leak into the last word */
+    if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
     if (g->over) {
         memset(allowed, 0, words * sizeof *allowed);
         set_eos(g, allowed);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NFA_MAX_STATES (4 << 20)      /* a grammar over this many states is refused, not built */
+#define NFA_MAX_STATES (1 << 20)      /* a grammar over this many states is refused, not built */
 #define REPEAT_INLINE_STATES 4096     /* a repeat copies its body while the copies stay under this */
 
 cst_nfa *cst_nfa_new(void) { return calloc(1, sizeof(cst_nfa)); }
@@ -237,6 +237,11 @@ static cst_frag repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max, bool in
     }
     if (min == 1 && max == 1) return f;
     const int64_t copies = max < 0 ? min + 1 : max;
+    /* refuse before copying what cannot fit */
+    if (inline_only && (int64_t)(f.s_hi - f.s_lo) * copies > NFA_MAX_STATES) {
+        cst_nfa_set_error(n, "the grammar needs more than %d automaton states (a repeat of %lld copies)", NFA_MAX_STATES, (long long)copies);
+        return cst_frag_close(n, m, f.start, f.end);
+    }
     if (!inline_only && copies > 1 && (int64_t)(f.s_hi - f.s_lo) * copies > REPEAT_INLINE_STATES) f = cst_as_call(n, f);
     const cst_frag body = f;
     const int32_t start = cst_state(n);
