@@ -339,6 +339,16 @@ static void test_schema_tables(const cst_vocab *bv) {
         {"{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#\"}},\"additionalProperties\":false}", "{\"next\": {\"next\": {}}}", "{\"next\": 1}"},
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"minProperties\":1}", "{\"a\": 1}", "{}"},
         {"true", "[{\"x\": [null]}]", "[1,]"},
+        {"{\"not\":{\"type\":\"string\"}}", "null", "\"a\""},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}},\"b\":{\"type\":\"integer\"}}}", "{\"b\": 1}", "{\"a\": 1}"},
+        {"{\"type\":\"object\",\"minProperties\":1}", "{\"x\": 1}", "{}"},
+        {"{\"type\":\"integer\",\"not\":false}", "7", "7.5"},
+        /* oneOf rewritten to exclusive branches: both keys match both branches, a string matches both */
+        {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"a\": 1}", "{\"a\": 1, \"b\": 2}"},
+        {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"b\": 1}", "\"x\""},
+        {"{\"oneOf\":[{\"enum\":[\"a\",\"b\",1]},{\"enum\":[\"b\",\"c\"]}]}", "\"c\"", "\"b\""},
+        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":2}},\"required\":[\"k\"]}]}",
+         "{\"k\": 2}", "{\"k\": 3}"},
         {"{\"type\":\"string\",\"format\":\"my-own-format\"}", "\"anything\"", "1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -352,10 +362,12 @@ static void test_schema_tables(const cst_vocab *bv) {
     }
     /* fail closed: the error names the keyword and where it is */
     static const struct { const char *schema, *kw, *ptr; } errs[] = {
-        {"{\"properties\":{\"a\":{\"not\":{\"type\":\"string\"}}}}", "'not'", "/properties/a"},
+        {"{\"properties\":{\"a\":{\"not\":{\"required\":[\"x\"]}}}}", "'not'", "/properties/a"},
         {"{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\",\"multipleOf\":3}}}", "'multipleOf'", "/properties/b"},
         {"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems'", "#"},
         {"{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":1}}", "'if'", "#"},
+        {"{\"type\":\"number\",\"not\":{\"type\":\"integer\"}}", "'not'", "#"},
+        {"{\"not\":{\"enum\":[1]}}", "'not'", "#"},
         {"{\"type\":\"string\",\"pattern\":\"(?=x)\"}", "'pattern'", "#"},
         {"{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"required\":[\"a\"]}]}", "'oneOf'", "#"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "'$ref'", "#"},

@@ -220,9 +220,12 @@ cst_frag cst_as_call(cst_nfa *n, cst_frag f) {
     cst_eps(n, f.end, end);
     const int32_t r = cst_rule_reserve(n);
     cst_rule_define(n, r, (cst_frag){f.start, end, f.s_lo, n->n_states, f.e_lo, n->n_e});
+    /* the calling fragment is just its two states: copying it must not copy the body */
+    (void)m;
+    cst_mark cm = cst_mark_here(n);
     const int32_t s = cst_state(n), e = cst_state(n);
     cst_call(n, s, r, e);
-    return cst_frag_close(n, m, s, e);
+    return cst_frag_close(n, cm, s, e);
 }
 
 static cst_frag repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max, bool inline_only);

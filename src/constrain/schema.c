@@ -966,7 +966,9 @@ static cst_frag compile_object(sc *c, json_t *s, const char *ptr) {
         extra = 3;   /* keys matching the pattern (additional keys are left out: stricter) */
     }
     json_t *minp = json_object_get(s, "minProperties"), *maxp = json_object_get(s, "maxProperties");
-    if (minp && (!json_is_integer(minp) || json_integer_value(minp) > n_req)) { unsupported(c, "minProperties", ptr); goto fail; }
+    /* minProperties: up to the required count it holds by itself; 1 also by refusing the empty object */
+    const bool need_one = minp && json_is_integer(minp) && json_integer_value(minp) == 1 && n_req == 0;
+    if (minp && !need_one && (!json_is_integer(minp) || json_integer_value(minp) > n_req)) { unsupported(c, "minProperties", ptr); goto fail; }
     if (maxp && (!json_is_integer(maxp) || extra || json_integer_value(maxp) < np)) {
         if (!(json_is_integer(maxp) && !extra && json_integer_value(maxp) >= np)) { unsupported(c, "maxProperties", ptr); goto fail; }
     }
@@ -1029,7 +1031,7 @@ static cst_frag compile_object(sc *c, json_t *s, const char *ptr) {
         cst_frag w1 = ws(c);
         cst_frag close = lit(c, "}");
         cst_eps(c->n, w1.end, close.start);
-        cst_eps(c->n, E[np], w1.start);
+        if (!need_one) cst_eps(c->n, E[np], w1.start);
         cst_eps(c->n, N[np], w1.start);
         free(E);
         free(N);
@@ -1547,6 +1549,150 @@ static bool disjoint(sc *c, json_t *a, json_t *b, const char *ptr) {
 
 /* ---- the main dispatch ------------------------------------------------------------------------- */
 
+/* Does s constrain instances of type bit t (a keyword of t's kind, enum/const, or a composition)? */
+static bool constrains_type(json_t *s, int t) {
+    static const char *const str_kw[] = {"minLength", "maxLength", "pattern", "format", "__patterns"};
+    static const char *const num_kw[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+    static const char *const obj_kw[] = {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
+                                         "maxProperties", "dependentRequired", "propertyNames", "dependencies", "dependentSchemas",
+                                         "unevaluatedProperties"};
+    static const char *const arr_kw[] = {"items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+                                         "unevaluatedItems"};
+    static const char *const any_kw[] = {"enum", "const", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref", "__never"};
+    const char *k;
+    json_t *x;
+    json_object_foreach(s, k, x) {
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(any_kw); i++) if (!strcmp(k, any_kw[i])) return true;
+        if (t == T_STR) for (size_t i = 0; i < BRISK_ARRAY_LEN(str_kw); i++) if (!strcmp(k, str_kw[i])) return true;
+        if (t & (T_NUM | T_INT)) for (size_t i = 0; i < BRISK_ARRAY_LEN(num_kw); i++) if (!strcmp(k, num_kw[i])) return true;
+        if (t == T_OBJ) for (size_t i = 0; i < BRISK_ARRAY_LEN(obj_kw); i++) if (!strcmp(k, obj_kw[i])) return true;
+        if (t == T_ARR) for (size_t i = 0; i < BRISK_ARRAY_LEN(arr_kw); i++) if (!strcmp(k, arr_kw[i])) return true;
+    }
+    return false;
+}
+
+static json_t *with_type(sc *c, json_t *s, const char *type, const char *ptr) {
+    json_t *t = json_pack("{s:s}", "type", type);
+    json_t *m = merge(c, s, t, ptr, 0);
+    json_decref(t);
+    return m;
+}
+
+/* oneOf whose branches are not provably exclusive, rewritten per instance type into branches that are:
+ * a type that two branches accept whole is impossible; a type one branch accepts whole and another in
+ * part needs a complement (refused); object branches are made exclusive by forbidding, in each, a key
+ * every other branch requires (stricter than oneOf, never looser). NULL: refused. */
+static json_t *oneof_rewrite(sc *c, json_t **br, size_t nb, const char *ptr) {
+    static const int tbits[6] = {T_NULL, T_BOOL, T_OBJ, T_ARR, T_STR, T_NUM | T_INT};
+    static const char *const tname[6] = {"null", "boolean", "object", "array", "string", "number"};
+    json_t **d = calloc(nb, sizeof *d);
+    json_t *out = json_array();
+    if (!d || !out) { free(d); json_decref(out); return NULL; }
+    bool ok = true;
+    for (size_t i = 0; i < nb && ok; i++) {
+        d[i] = deref(c, br[i], ptr);
+        if (!d[i] || !json_is_object(d[i])) ok = false;
+    }
+    /* all branches finite: the values exactly one branch allows */
+    bool finite = ok;
+    for (size_t i = 0; i < nb && finite; i++) {
+        if (!json_object_get(d[i], "enum") && !json_object_get(d[i], "const")) finite = false;
+        const char *k;
+        json_t *x;
+        json_object_foreach(d[i], k, x) if (known_keyword(k) && strcmp(k, "enum") && strcmp(k, "const") && strcmp(k, "type")) finite = false;
+    }
+    if (finite) {
+        json_t *vals = json_array(), *from = json_array();
+        for (size_t i = 0; i < nb && ok; i++) {
+            json_t *vs = values_of(d[i]);
+            for (size_t k = 0; k < json_array_size(vs); k++) {
+                json_t *v = json_array_get(vs, k);
+                const int r = enum_value_ok(c, d[i], v, ptr);
+                if (r < 0) { ok = false; break; }
+                if (!r) continue;
+                json_array_append(vals, v);
+                json_array_append_new(from, json_integer((json_int_t)i));
+            }
+            json_decref(vs);
+        }
+        json_t *keep_vals = json_array();
+        for (size_t k = 0; k < json_array_size(vals) && ok; k++) {
+            size_t branches_with = 0;
+            json_int_t last = -1;
+            for (size_t q = 0; q < json_array_size(vals); q++)
+                if (json_equal(json_array_get(vals, k), json_array_get(vals, q)) && json_integer_value(json_array_get(from, q)) != last) {
+                    branches_with++;
+                    last = json_integer_value(json_array_get(from, q));
+                }
+            bool seen = false;
+            for (size_t q = 0; q < json_array_size(keep_vals); q++)
+                if (json_equal(json_array_get(keep_vals, q), json_array_get(vals, k))) seen = true;
+            if (branches_with == 1 && !seen) json_array_append(keep_vals, json_array_get(vals, k));
+        }
+        json_decref(vals);
+        json_decref(from);
+        free(d);
+        if (!ok) { json_decref(keep_vals); json_decref(out); return NULL; }
+        if (json_array_size(keep_vals)) json_array_append_new(out, json_pack("{s:o}", "enum", keep_vals));
+        else json_decref(keep_vals);
+        return out;
+    }
+    for (int ti = 0; ti < 6 && ok && !bad(c); ti++) {
+        const int t = tbits[ti];
+        size_t n_all = 0, n_some = 0, first_all = 0;
+        size_t *some = calloc(nb, sizeof *some);
+        if (!some) { ok = false; break; }
+        for (size_t i = 0; i < nb; i++) {
+            const int tv = types_or_values(c, d[i], ptr);
+            if (tv < 0 || !(tv & t)) continue;
+            if (constrains_type(d[i], t)) some[n_some++] = i;
+            else if (n_all++ == 0) first_all = i;
+        }
+        if (n_all >= 2 || (n_all == 0 && n_some == 0)) { free(some); continue; }   /* impossible, or nobody's */
+        if (n_all == 1 && n_some > 0) { ok = false; free(some); break; }
+        if (n_all == 1) {
+            json_t *b = with_type(c, d[first_all], tname[ti], ptr);
+            if (!b) ok = false; else json_array_append_new(out, b);
+            free(some);
+            continue;
+        }
+        for (size_t a = 0; a < n_some && ok; a++) {
+            json_t *b = with_type(c, d[some[a]], tname[ti], ptr);
+            if (!b) { ok = false; break; }
+            for (size_t z = 0; z < n_some && ok && b; z++) {
+                if (z == a) continue;
+                json_t *o = with_type(c, d[some[z]], tname[ti], ptr);
+                if (!o) { ok = false; break; }
+                if (!disjoint(c, b, o, ptr)) {
+                    /* objects: forbid a key the other requires and this one does not */
+                    const char *key = NULL;
+                    json_t *r = json_object_get(o, "required");
+                    for (size_t q = 0; t == T_OBJ && q < json_array_size(r) && !key; q++) {
+                        json_t *nm = json_array_get(r, q);
+                        if (json_is_string(nm) && !requires(b, json_string_value(nm))) key = json_string_value(nm);
+                    }
+                    if (!key) ok = false;
+                    else {
+                        json_t *forbid = json_pack("{s:{s:b}}", "properties", key, 0);
+                        json_t *nb2 = merge(c, b, forbid, ptr, 0);
+                        json_decref(forbid);
+                        json_decref(b);
+                        b = nb2;
+                        if (!b) ok = false;
+                    }
+                }
+                json_decref(o);
+            }
+            if (ok && b) json_array_append_new(out, b);
+            else json_decref(b);
+        }
+        free(some);
+    }
+    free(d);
+    if (!ok || bad(c)) { json_decref(out); return NULL; }
+    return out;
+}
+
 static cst_frag compile_ref(sc *c, const char *ref, const char *ptr) {
     int32_t i = 0;
     for (; i < c->n_refs; i++)
@@ -1600,6 +1746,7 @@ static cst_frag compile_alternatives(sc *c, json_t *s, json_t *list, const char 
     json_t *sib = json_copy(s);
     json_object_del(sib, kw);
     const bool plain = only_annotations(sib);
+    size_t nb_out = 0;
     json_t **branches = calloc(nb, sizeof *branches);
     if (!branches) { json_decref(sib); sc_fail(c, BRISK_ERR_NOMEM, "out of memory"); return cst_never(c->n); }
     char cp[1024], idx[24];
@@ -1610,26 +1757,48 @@ static cst_frag compile_alternatives(sc *c, json_t *s, json_t *list, const char 
         branches[i] = plain ? json_incref(b) : merge(c, sib, b, cp, 0);
     }
     if (!bad(c) && !strcmp(kw, "oneOf")) {
-        for (size_t i = 0; i < nb && !bad(c); i++) {
+        size_t bi = 0, bj = 0;
+        bool exclusive = true;
+        for (size_t i = 0; i < nb && exclusive && !bad(c); i++) {
             json_t *di = deref(c, branches[i], ptr);
-            for (size_t j = i + 1; j < nb && di && !bad(c); j++) {
+            for (size_t j = i + 1; j < nb && di && exclusive && !bad(c); j++) {
                 json_t *dj = deref(c, branches[j], ptr);
-                if (dj && !disjoint(c, di, dj, ptr)) {
-                    sc_fail(c, BRISK_ERR_UNSUPPORTED, "JSON Schema keyword 'oneOf' at '%s': branches %zu and %zu may both match (only provably exclusive branches are supported)",
-                            ptr[0] ? ptr : "#", i, j);
+                if (dj && !disjoint(c, di, dj, ptr)) { exclusive = false; bi = i; bj = j; }
+            }
+        }
+        if (!exclusive && !bad(c)) {
+            /* rewrite into branches that exclude each other by construction, or refuse */
+            json_t *rw = oneof_rewrite(c, branches, nb, ptr);
+            if (rw) {
+                for (size_t i = 0; i < nb; i++) json_decref(branches[i]);
+                free(branches);
+                const size_t n2 = json_array_size(rw);
+                branches = calloc(n2 ? n2 : 1, sizeof *branches);
+                if (!branches) { json_decref(rw); json_decref(sib); sc_fail(c, BRISK_ERR_NOMEM, "out of memory"); return cst_never(c->n); }
+                for (size_t i = 0; i < n2; i++) branches[i] = json_incref(json_array_get(rw, i));
+                json_decref(rw);
+                if (n2 == 0) {
+                    free(branches);
+                    json_decref(sib);
+                    return cst_never(c->n);
                 }
+                nb_out = n2;
+            } else if (!bad(c)) {
+                sc_fail(c, BRISK_ERR_UNSUPPORTED, "JSON Schema keyword 'oneOf' at '%s': branches %zu and %zu may both match (only provably exclusive branches are supported)",
+                        ptr[0] ? ptr : "#", bi, bj);
             }
         }
     }
-    cst_frag *alts = malloc(nb * sizeof *alts);
+    const size_t nb_final = nb_out ? nb_out : nb;
+    cst_frag *alts = malloc(nb_final * sizeof *alts);
     int32_t na = 0;
-    for (size_t i = 0; i < nb && alts && !bad(c); i++) {
+    for (size_t i = 0; i < nb_final && alts && !bad(c); i++) {
         snprintf(idx, sizeof idx, "%zu", i);
         child_ptr(cp, sizeof cp, ptr, kw, idx);
         if (json_is_false(branches[i])) continue;
         alts[na++] = compile_value_or_any(c, branches[i], cp);
     }
-    for (size_t i = 0; i < nb; i++) json_decref(branches[i]);
+    for (size_t i = 0; i < nb_final; i++) json_decref(branches[i]);
     free(branches);
     json_decref(sib);
     cst_frag f = na && !bad(c) ? cst_alt(c->n, m, alts, na) : cst_never(c->n);
@@ -1652,6 +1821,48 @@ static cst_frag compile(sc *c, json_t *s, const char *ptr) {
     cst_frag out;
     const char *k;
     json_t *x;
+    json_t *notv = json_object_get(s, "not");
+    if (notv) {
+        /* not: nothing ({} or true), everything (false), or some types */
+        if (json_is_false(notv) || (json_is_object(notv) && json_object_get(notv, "not") && json_object_size(notv) == 1 &&
+                                    (json_is_true(json_object_get(notv, "not")) || (json_is_object(json_object_get(notv, "not")) && only_annotations(json_object_get(notv, "not")))))) {
+            json_t *rest = json_copy(s);
+            json_object_del(rest, "not");
+            keep(c, rest);
+            c->depth--;
+            return compile(c, rest, ptr);
+        }
+        if (json_is_true(notv) || (json_is_object(notv) && only_annotations(notv))) {
+            c->depth--;
+            return cst_never(c->n);
+        }
+        bool only_type = json_is_object(notv) && json_object_get(notv, "type");
+        if (only_type) {
+            json_object_foreach(notv, k, x) if (strcmp(k, "type") && known_keyword(k)) only_type = false;
+        }
+        if (only_type) {
+            const int mine = types_of(c, s, ptr), theirs = types_of(c, notv, ptr);
+            if (mine < 0 || theirs < 0) { c->depth--; return cst_never(c->n); }
+            /* "number" minus "integer" is not a type list: refused below */
+            if (!((theirs & T_INT) && !(theirs & T_NUM) && (mine & T_NUM))) {
+                const int left = mine & ~theirs;
+                json_t *rest = json_copy(s);
+                json_object_del(rest, "not");
+                json_t *arr = json_array();
+                static const char *tn[] = {"null", "boolean", "object", "array", "string", "integer", "number"};
+                for (int i = 0; i < 7; i++) {
+                    if (!(left & (1 << i))) continue;
+                    if (i == 5 && (left & T_NUM)) continue;
+                    json_array_append_new(arr, json_string(tn[i]));
+                }
+                if (json_array_size(arr) == 0) json_object_set_new(rest, "__never", json_true());
+                json_object_set_new(rest, "type", arr);
+                keep(c, rest);
+                c->depth--;
+                return compile(c, rest, ptr);
+            }
+        }
+    }
     json_object_foreach(s, k, x) {
         if (!strcmp(k, "not") || !strcmp(k, "if") || !strcmp(k, "then") || !strcmp(k, "else") || !strcmp(k, "$dynamicRef") ||
             !strcmp(k, "$recursiveRef")) {
