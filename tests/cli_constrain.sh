@@ -79,7 +79,7 @@ if [ -f "$tpl" ]; then
 fi
 
 # errors
-"$brisk" run -m "$model" -p x --json-schema '{"properties":{"a":{"not":{}}}}' >/dev/null 2>"$tmp/err"
+"$brisk" run -m "$model" -p x --json-schema '{"properties":{"a":{"not":{"required":["x"]}}}}' >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc -eq 1 ] && grep -q "'not'" "$tmp/err" && grep -q "/properties/a" "$tmp/err" && ok || bad "unsupported keyword rc=$rc: $(cat "$tmp/err")"
 "$brisk" run -m "$model" -p x --json-schema '{"type":' >/dev/null 2>"$tmp/err"
