@@ -343,6 +343,9 @@ static void test_schema_tables(const cst_vocab *bv) {
         {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}},\"b\":{\"type\":\"integer\"}}}", "{\"b\": 1}", "{\"a\": 1}"},
         {"{\"type\":\"object\",\"minProperties\":1}", "{\"x\": 1}", "{}"},
         {"{\"type\":\"integer\",\"not\":false}", "7", "7.5"},
+        /* an anyOf branch whose type contradicts its siblings' allows nothing (MaskBench dev line 3109) */
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"anyOf\":[{\"type\":\"string\"}]}],\"not\":{\"type\":\"object\"}}", "\"a\"", "{}"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"anyOf\":[{\"type\":\"string\"}]}],\"not\":{\"type\":\"object\"}}", "\"a\"", "[]"},
         /* oneOf rewritten to exclusive branches: both keys match both branches, a string matches both */
         {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"a\": 1}", "{\"a\": 1, \"b\": 2}"},
         {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"b\": 1}", "\"x\""},

@@ -587,7 +587,7 @@ static bool known_keyword(const char *k) {
         "maxContains", "minLength", "maxLength", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
         "exclusiveMaximum", "multipleOf", "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "$ref",
         "$dynamicRef", "$recursiveRef", "minProperties", "maxProperties", "dependentRequired", "dependentSchemas",
-        "dependencies", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "__patterns",
+        "dependencies", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "__patterns", "__never",
     };
     for (size_t i = 0; i < BRISK_ARRAY_LEN(names); i++)
         if (!strcmp(k, names[i])) return true;
