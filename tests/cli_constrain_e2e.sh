@@ -5,7 +5,7 @@
 # independent validator (npm ajv@8.17.1 with ajv-formats@3.0.1 and ajv-draft-04@1.0.0, pinned,
 # installed under the build tree on first use). Every complete output must validate; an output cut
 # by the token limit is counted and reported (the issue counts it as a failure; see validate.mjs).
-# BRISK_CONSTRAIN_E2E_N schemas (default 40; the acceptance run uses all 200). Skips (77) without
+# BRISK_CONSTRAIN_E2E_N schemas (default 40, 10 with BRISK_TEST_QUICK; the acceptance run uses all 200). Skips (77) without
 # node/npm or the registry.
 set -u
 brisk="$1"
@@ -14,6 +14,8 @@ model="$root/models/pycode-target-f16.gguf"
 schemas="$root/tests/data/constrain/e2e-schemas.jsonl"
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp" 2>/dev/null' EXIT
 count="${BRISK_CONSTRAIN_E2E_N:-40}"
+# the sanitizer run (BRISK_TEST_QUICK) keeps 10
+[ -n "${BRISK_TEST_QUICK:-}" ] && [ -z "${BRISK_CONSTRAIN_E2E_N:-}" ] && count=10
 command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; }
 command -v python3 >/dev/null || { echo "SKIP: python3 absent"; exit 77; }
 [ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
