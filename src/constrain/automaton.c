@@ -816,7 +816,9 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     path[0] = c;
     const size_t ncls = (size_t)g->n_cls;
     const uint8_t *cls = g->cls;
-    row[0] = g->T + (size_t)c * ncls;
+    const int32_t *T = g->T;
+    const uint64_t *SL = g->SL;
+    row[0] = T + (size_t)c * ncls;
     const uint8_t *byte = v->byte, *depth = v->depth;
     const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
     const uint8_t *multi = v->multi;
@@ -827,7 +829,9 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         if (s == UNKNOWN) {
             s = cs_trans_slow(g, path[dp - 1], byte[i]);
             /* g->T may have moved */
-            for (int32_t k = 0; k < dp; k++) row[k] = g->T + (size_t)path[k] * ncls;
+            T = g->T;
+            SL = g->SL;
+            for (int32_t k = 0; k < dp; k++) row[k] = T + (size_t)path[k] * ncls;
             if (g->over) break;
         }
         if (s < 0) {
@@ -835,14 +839,14 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
             continue;
         }
         path[dp] = s;
-        row[dp] = g->T + (size_t)s * ncls;
+        row[dp] = T + (size_t)s * ncls;
         const int32_t t0 = tok[i];
         acc[t0 >> 5] |= 1u << (t0 & 31);
         if (multi[i])
             for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
         /* every descendant byte loops back to s: the whole subtree stays alive */
-        const uint64_t *sl = g->SL + (size_t)s * 4;
-        if (skip[i] > i + 1 && (sl[0] | sl[1] | sl[2] | sl[3])) {
+        const uint64_t *sl = SL + (size_t)s * 4;
+        if (skip[i] > i + 2 && (sl[0] | sl[1] | sl[2] | sl[3])) {
             const uint64_t *sb = sub + (size_t)i * 4;
             if (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
                 for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
