@@ -346,6 +346,10 @@ static void test_schema_tables(const cst_vocab *bv) {
         /* an anyOf branch whose type contradicts its siblings' allows nothing (MaskBench dev line 3109) */
         {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"anyOf\":[{\"type\":\"string\"}]}],\"not\":{\"type\":\"object\"}}", "\"a\"", "{}"},
         {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"anyOf\":[{\"type\":\"string\"}]}],\"not\":{\"type\":\"object\"}}", "\"a\"", "[]"},
+        /* dependencies (array form): a needs b, c needs a */
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},\"c\":{}},\"dependencies\":{\"a\":[\"b\"],\"c\":[\"a\"]}}",
+         "{\"a\": 1, \"b\": \"x\", \"c\": 2}", "{\"b\": \"x\", \"c\": 2}"},
+        {"{\"type\":\"object\",\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"b\": 1}", "{\"a\": 1}"},
         /* oneOf rewritten to exclusive branches: both keys match both branches, a string matches both */
         {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"a\": 1}", "{\"a\": 1, \"b\": 2}"},
         {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"b\": 1}", "\"x\""},
@@ -371,6 +375,7 @@ static void test_schema_tables(const cst_vocab *bv) {
         {"{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":1}}", "'if'", "#"},
         {"{\"type\":\"number\",\"not\":{\"type\":\"integer\"}}", "'not'", "#"},
         {"{\"not\":{\"enum\":[1]}}", "'not'", "#"},
+        {"{\"type\":\"object\",\"dependencies\":{\"a\":{\"required\":[\"b\"]}}}", "'dependencies'", "#"},
         {"{\"type\":\"string\",\"pattern\":\"(?=x)\"}", "'pattern'", "#"},
         {"{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"required\":[\"a\"]}]}", "'oneOf'", "#"},
         {"{\"$ref\":\"http://example.com/s.json\"}", "'$ref'", "#"},

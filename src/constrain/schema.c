@@ -1410,6 +1410,14 @@ static json_t *merge(sc *c, json_t *a, json_t *b, const char *ptr, int depth) {
             json_decref(ex);
             json_decref(ey);
             json_object_set_new(out, "enum", inter);
+        } else if (!strcmp(k, "anyOf") && json_is_array(x) && json_is_array(y) &&
+                   json_array_size(x) * json_array_size(y) <= 64) {
+            /* two alternations: every pair of branches */
+            json_t *cross = json_array();
+            for (size_t i = 0; i < json_array_size(x); i++)
+                for (size_t j = 0; j < json_array_size(y); j++)
+                    json_array_append_new(cross, json_pack("{s:[OO]}", "allOf", json_array_get(x, i), json_array_get(y, j)));
+            json_object_set_new(out, "anyOf", cross);
         } else if (!strcmp(k, "anyOf") || !strcmp(k, "oneOf")) {
             unsupported(c, "allOf", ptr);   /* two alternations in one allOf */
             goto fail;
@@ -1873,6 +1881,32 @@ static cst_frag compile(sc *c, json_t *s, const char *ptr) {
             return cst_never(c->n);
         }
     }
+    /* dependentRequired (and draft-04..07 dependencies with arrays): a -> [b...] is "a absent, or a and b...
+     * present", an anyOf per dependency */
+    json_t *deps = json_object_get(s, "dependentRequired");
+    const char *deps_kw = "dependentRequired";
+    if (!deps) { deps = json_object_get(s, "dependencies"); deps_kw = "dependencies"; }
+    if (deps && json_is_object(deps) && json_object_size(deps) <= 4) {
+        bool arrays = true;
+        json_object_foreach(deps, k, x) if (!json_is_array(x)) arrays = false;
+        if (arrays) {
+            json_t *rest = json_copy(s);
+            json_object_del(rest, "dependentRequired");
+            json_object_del(rest, "dependencies");
+            json_t *all = json_array();
+            json_array_append_new(all, rest);
+            json_object_foreach(deps, k, x) {
+                json_t *req = json_pack("[s]", k);
+                for (size_t i = 0; i < json_array_size(x); i++) json_array_append(req, json_array_get(x, i));
+                json_array_append_new(all, json_pack("{s:[{s:{s:b}},{s:o}]}", "anyOf", "properties", k, 0, "required", req));
+            }
+            json_t *wrapped = json_pack("{s:o}", "allOf", all);
+            keep(c, wrapped);
+            c->depth--;
+            return compile(c, wrapped, ptr);
+        }
+    }
+    (void)deps_kw;
     json_t *ref = json_object_get(s, "$ref");
     if (json_object_get(s, "__never")) {
         out = cst_never(c->n);
