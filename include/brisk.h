@@ -466,6 +466,35 @@ typedef struct brisk_mask {
 /* m is copied; NULL removes the mask. The callbacks must stay valid while set. */
 void brisk_sampler_set_mask(brisk_sampler *s, const brisk_mask *m);
 
+/* ---- constrained decoding (src/constrain, docs/CONSTRAIN.md) -----------------------------------
+ * JSON output allows up to 20 whitespace characters between two tokens (a model cannot stall in
+ * whitespace), properties in the schema's order. A constraint compiles a JSON Schema, a regular expression, a GBNF grammar (llama.cpp's format) or a
+ * finite set of strings against a model's vocabulary; brisk_constraint_mask plugs it into a sampler's
+ * mask stage, so only tokens that keep the output inside the language can be drawn, and an end-of-
+ * generation token only once the output is complete. Masks are computed lazily and cached per parser
+ * state. A constraint belongs to one sampler (one sequence) at a time; it is not thread-safe. */
+typedef enum brisk_constraint_kind {
+    BRISK_CONSTRAINT_JSON_SCHEMA = 1,   /* src: a JSON Schema; an unsupported keyword is BRISK_ERR_UNSUPPORTED naming it */
+    BRISK_CONSTRAINT_REGEX = 2,         /* src: a regular expression (ECMAScript subset) the whole output matches */
+    BRISK_CONSTRAINT_GBNF = 3,          /* src: a GBNF grammar; its rule "root" is the output */
+    BRISK_CONSTRAINT_CHOICE = 4,        /* src: "A,B,C": the output is one of them (a comma in one is written \\,) */
+    BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT = 5,   /* as JSON_SCHEMA, whitespace only as json.dumps writes it (", " ": ") */
+} brisk_constraint_kind;
+typedef struct brisk_constraint brisk_constraint;
+brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m, brisk_constraint_kind kind, const char *src,
+                                   size_t len, brisk_error *err);
+void brisk_constraint_free(brisk_constraint *c);   /* NULL is a no-op */
+/* The mask for brisk_sampler_set_mask. Set it after the prompt's tokens went through brisk_sampler_accept:
+ * from then on every accepted token advances the constraint (a sampler reset resets it). */
+brisk_mask brisk_constraint_mask(brisk_constraint *c);
+/* Advance by one token; false when the token was not allowed (the constraint then allows only end tokens). */
+bool brisk_constraint_accept(brisk_constraint *c, int32_t token);
+/* The output so far is complete (an end token is allowed, or was accepted). */
+bool brisk_constraint_complete(brisk_constraint *c);
+void brisk_constraint_reset(brisk_constraint *c);
+/* Is text, from the start, a complete output of the constraint? (independent of the current state) */
+bool brisk_constraint_matches(brisk_constraint *c, const char *text, size_t len);
+
 /* DRY's sequence breakers from text, as llama.cpp derives them from its --dry-sequence-breaker strings: for
  * every token whose text (detokenized alone) contains a breaker, the token by itself; for every token whose
  * text ends with a proper prefix of a breaker, the token followed by the rest of the breaker tokenized (at

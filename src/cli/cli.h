@@ -40,6 +40,7 @@ int brisk_cmd_bench(int argc, char **argv);
 int brisk_cmd_batched_bench(int argc, char **argv);
 int brisk_cmd_serve(int argc, char **argv);
 int brisk_cmd_quantize(int argc, char **argv);
+int brisk_cmd_maskbench(int argc, char **argv);
 
 /* ---- options.c: the option table ---------------------------------------------- */
 
@@ -81,6 +82,8 @@ typedef enum cli_opt_id {
     /* brisk serve, session 8 */
     CLI_O_API_KEY_FILE, CLI_O_CORS_ORIGINS, CLI_O_LOG_PROMPTS, CLI_O_QUEUE_TIMEOUT, CLI_O_HEADER_TIMEOUT, CLI_O_SERVE_SPEC,
     CLI_O_STREAM_QUANTUM, CLI_O_KV_DIR,
+    /* constrained decoding (run, chat) */
+    CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -180,6 +183,11 @@ size_t cli_edit_distance(const char *a, const char *b);
  * read can block (stat, then open O_NONBLOCK and fstat the descriptor). More
  * than cap bytes is refused with a message naming the cap and
  * --max-input-bytes. Errors are BRISK_ERR_IO / BRISK_ERR_CAPACITY / NOMEM. */
+/* constraint_flags.c: the constraint named by --grammar, --grammar-file, --json-schema, --json-schema-file,
+ * --regex or --choice (at most one), or *out = NULL when none is given. */
+brisk_status cli_constraint(const cli_args *a, const brisk_model *m, brisk_constraint **out, brisk_error *err);
+bool cli_constraint_given(const cli_args *a);
+
 brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint8_t **out, size_t *len, brisk_error *err);
 
 /* An output file written atomically: a temporary file beside the target

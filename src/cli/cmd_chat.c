@@ -29,6 +29,9 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_IGNORE_EOS}, {.id = CLI_O_COLOR}, {.id = CLI_O_CONVERSATION, .help = "accepted (chat is conversation mode)"},
     {.id = CLI_O_MAX_INPUT, .help = "largest input line (and -f/--chat-template file), in bytes (K, M, G suffixes)"},
     {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_HEADING, .heading = "constrained decoding (every reply; docs/CONSTRAIN.md; at most one):"},
+    {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
+    {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
     {.id = CLI_O_END},
 };
 
@@ -71,6 +74,7 @@ typedef struct chat {
     cli_stop stop;        /* -r */
     cli_eog *eog;         /* --ignore-eos, or NULL */
     cli_stdout_state out; /* CLOSED or FAILED ends the chat */
+    brisk_constraint *cons;   /* every reply is constrained from its start, or NULL */
 } chat;
 
 static brisk_status oom(brisk_error *err) {
@@ -153,10 +157,13 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
     if ((st = brisk_text_stream_init(c->model, &ts, err))) goto done;
     interrupted = 0;
     cli_stop_reset(&c->stop);
+    if (c->cons) brisk_constraint_reset(c->cons);
     for (int64_t k = 0; (c->n_predict < 0 || k < c->n_predict) && !interrupted; k++) {
         const float *logits = brisk_get_logits(c->ctx, 0);
         int32_t tok = brisk_sampler_sample(c->smp, c->eog ? cli_eog_mask(c->eog, logits) : logits);
         if (!c->eog && brisk_token_is_eog(c->model, tok)) break;
+        /* the chat's sampler records no history, so the constraint is advanced here */
+        if (c->cons) brisk_constraint_accept(c->cons, tok);
         const char *piece;
         size_t plen;
         if ((st = brisk_text_stream_push(ts, tok, &piece, &plen, err))) goto done;
@@ -286,6 +293,10 @@ int brisk_cmd_chat(int argc, char **argv) {
     uint8_t *first_file = NULL;
     if (!model_path) { rc = cli_usage(C, "-m MODEL is required (see brisk chat --help)"); goto out_args; }
     if (a.s[CLI_O_PROMPT] && a.s[CLI_O_FILE]) { rc = cli_usage(C, "give at most one of -p PROMPT or -f FILE"); goto out_args; }
+    if (a.i[CLI_O_IGNORE_EOS] && cli_constraint_given(&a)) {
+        rc = cli_usage(C, "--ignore-eos is not available with a constraint (it ends with an end-of-generation token)");
+        goto out_args;
+    }
     for (int k = 0; k < a.n_list[CLI_O_REVERSE]; k++)
         if (!a.list[CLI_O_REVERSE][k][0]) { rc = cli_usage(C, "%s: an empty reverse prompt", a.given[CLI_O_REVERSE]); goto out_args; }
     if (a.s[CLI_O_SYSTEM]) {
@@ -352,6 +363,13 @@ int brisk_cmd_chat(int argc, char **argv) {
     cli_sampler_params(&a, &sp);
     if (cli_sampler_dry(&a, c.model, c.n_ctx, &sp, &dry_brk, &err)) goto fail;
     if (brisk_sampler_init(&c.smp, &sp, info.n_vocab, &err)) goto fail;
+    if (cli_constraint(&a, c.model, &c.cons, &err)) goto fail;
+    if (c.cons) {
+        brisk_mask mk = brisk_constraint_mask(c.cons);
+        mk.accept = NULL;   /* advanced by reply() itself */
+        mk.reset = NULL;
+        brisk_sampler_set_mask(c.smp, &mk);
+    }
     fprintf(stderr, "brisk chat: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(c.smp));
     if (a.i[CLI_O_IGNORE_EOS]) {
         if (cli_eog_init(&eog, c.model, info.n_vocab, &err)) goto fail;
@@ -446,6 +464,7 @@ done:
     json_decref(c.messages);
     brisk_template_free(c.tpl);
     brisk_sampler_free(c.smp);
+    brisk_constraint_free(c.cons);
     brisk_context_free(c.ctx);
     brisk_model_free(c.model);
 out_args:

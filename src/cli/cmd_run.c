@@ -35,6 +35,9 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_SPEC}, {.id = CLI_O_MODEL_DRAFT}, {.id = CLI_O_DRAFT_MAX}, {.id = CLI_O_DRAFT_WIDTH}, {.id = CLI_O_DRAFT_TREE}, {.id = CLI_O_DRAFT_WINDOW},
     {.id = CLI_O_DRAFT_SINK}, {.id = CLI_O_NGRAM_MIN}, {.id = CLI_O_NO_CALIBRATE}, {.id = CLI_O_SPEC_COMPARE}, {.id = CLI_O_SPEC_COST},
     {.id = CLI_O_SPEC_COST_REPS},
+    {.id = CLI_O_HEADING, .heading = "constrained decoding (docs/CONSTRAIN.md; at most one; works with --spec):"},
+    {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
+    {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
     {.id = CLI_O_END},
 };
 
@@ -143,6 +146,8 @@ static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx,
     return st;
 }
 
+static bool cache_path_given(const cli_args *a) { return a->set[CLI_O_PROMPT_CACHE]; }
+
 /* Options chat does not take, for -cnv: named in the error instead of being dropped. */
 static int check_conversation(const cli_args *a) {
     static const cli_opt_id run_only[] = {
@@ -198,6 +203,14 @@ int brisk_cmd_run(int argc, char **argv) {
         goto out_args;
     }
     if (a.i[CLI_O_IGNORE_EOS] && spec_on) { rc = cli_usage(C, "--ignore-eos is not available with --spec"); goto out_args; }
+    if (a.i[CLI_O_IGNORE_EOS] && cli_constraint_given(&a)) {
+        rc = cli_usage(C, "--ignore-eos is not available with a constraint (it ends with an end-of-generation token)");
+        goto out_args;
+    }
+    if (cache_path_given(&a) && cli_constraint_given(&a)) {
+        rc = cli_usage(C, "--prompt-cache is not available with a constraint");
+        goto out_args;
+    }
     if (a.set[CLI_O_SYSTEM] || a.set[CLI_O_CHAT_TEMPLATE]) {
         rc = cli_usage(C, "%s is used in conversation mode only (add -cnv, or use brisk chat)",
                        a.set[CLI_O_SYSTEM] ? a.given[CLI_O_SYSTEM] : a.given[CLI_O_CHAT_TEMPLATE]);
@@ -229,6 +242,7 @@ int brisk_cmd_run(int argc, char **argv) {
     brisk_sampler *smp = NULL;
     brisk_text_stream *ts = NULL;
     brisk_spec *spec = NULL;
+    brisk_constraint *cons = NULL;
     int32_t *ids = NULL, *gen = NULL, *gen_plain = NULL, *dry_brk = NULL;
     size_t n_ids = 0;
     cli_stop stop = {0};
@@ -291,6 +305,7 @@ int brisk_cmd_run(int argc, char **argv) {
     cli_sampler_params(&a, &sp);
     if (cli_sampler_dry(&a, model, brisk_context_n_ctx(ctx), &sp, &dry_brk, &err)) goto fail;
     if (brisk_sampler_init(&smp, &sp, info.n_vocab, &err)) goto fail;
+    if (cli_constraint(&a, model, &cons, &err)) goto fail;
     fprintf(stderr, "brisk run: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(smp));
     if (a.i[CLI_O_IGNORE_EOS] && cli_eog_init(&eog, model, info.n_vocab, &err)) goto fail;
     if (brisk_text_stream_init(model, &ts, &err)) goto fail;
@@ -335,6 +350,11 @@ int brisk_cmd_run(int argc, char **argv) {
         /* prefill in batches; only the last prompt token needs logits */
         if (prefill(ctx, ids, n_ids, &cache_reused, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
+    }
+    /* the constraint starts with the output: the prompt's tokens went through the sampler before it is set */
+    if (cons) {
+        const brisk_mask mk = brisk_constraint_mask(cons);
+        brisk_sampler_set_mask(smp, &mk);
     }
     if (cache_path) {
         fprintf(stderr, "brisk run: prompt cache: reused %d of %zu prompt tokens", cache_reused, n_ids);
@@ -431,9 +451,15 @@ int brisk_cmd_run(int argc, char **argv) {
         gen_plain = malloc((size_t)(n_predict + 1) * sizeof *gen_plain);
         if (!gen_plain) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
         if (brisk_seq_truncate(ctx, 0, 0, &err)) goto fail;
+        brisk_sampler_set_mask(smp, NULL);
         brisk_sampler_reset(smp);
         if (prefill(ctx, ids, n_ids, NULL, &err)) goto fail;
         for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
+        if (cons) {
+            brisk_constraint_reset(cons);
+            const brisk_mask mk = brisk_constraint_mask(cons);
+            brisk_sampler_set_mask(smp, &mk);
+        }
         clock_gettime(CLOCK_MONOTONIC, &c0);
         gen_out quiet = {0};
         if (plain_generate(model, ctx, smp, &quiet, (int32_t)n_ids, n_predict, gen_plain, &n_plain, &err)) goto fail;
@@ -463,6 +489,7 @@ fail_quiet:
     brisk_spec_free(spec);
     brisk_text_stream_free(ts);
     brisk_sampler_free(smp);
+    brisk_constraint_free(cons);
     brisk_context_free(ctx);
     brisk_model_free(draft);
     brisk_model_free(model);

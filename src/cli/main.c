@@ -27,6 +27,7 @@ static const cli_command commands[] = {
     {"batched-bench", brisk_cmd_batched_bench, "many sequences at once, like llama-batched-bench (S_PP, S_TG)"},
     {"serve", brisk_cmd_serve, "an OpenAI-compatible HTTP server with a web chat page"},
     {"quantize", brisk_cmd_quantize, "quantize a GGUF model, byte for byte as llama-quantize"},
+    {"maskbench", brisk_cmd_maskbench, "MaskBench: JSON-schema token masks, speed and correctness"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 

@@ -283,6 +283,16 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = "off",
                           .help = "speculative decoding for requests that do not choose (their \"spec\" field): off, ngram "
                                   "(prompt-lookup drafts) or auto (drafts only when the measured cost curve says they pay)"},
+    [CLI_O_GRAMMAR] = {{"--grammar"}, .type = CLI_T_STR, .meta = "GBNF",
+                       .help = "constrain the output to a GBNF grammar (llama.cpp's format; rule 'root')"},
+    [CLI_O_GRAMMAR_FILE] = {{"--grammar-file"}, .type = CLI_T_PATH, .meta = "FILE", .help = "the same, from a .gbnf file"},
+    [CLI_O_JSON_SCHEMA] = {{"-j", "--json-schema"}, .type = CLI_T_STR, .meta = "SCHEMA",
+                           .help = "constrain the output to JSON valid under a JSON Schema (unsupported keywords are errors)"},
+    [CLI_O_JSON_SCHEMA_FILE] = {{"--json-schema-file"}, .type = CLI_T_PATH, .meta = "FILE", .help = "the same, from a file"},
+    [CLI_O_REGEX] = {{"--regex"}, .type = CLI_T_STR, .meta = "RE",
+                     .help = "constrain the output to match a regular expression as a whole (ECMAScript subset)"},
+    [CLI_O_CHOICE] = {{"--choice"}, .type = CLI_T_STR, .meta = "A,B,C",
+                      .help = "the output is exactly one of the comma-separated strings (write a comma in one as \\,)"},
 };
 
 static const cli_use implicit[] = {{.id = CLI_O_HELP}, {.id = CLI_O_VERSION}, {.id = CLI_O_END}};

@@ -1,0 +1,195 @@
+/* api: brisk.h's constrained-decoding entry points over the internal engine, the finite-set front
+ * end, and the vocabulary's token bytes. */
+#include "constrain/constrain.h"
+/* only m->vocab is read: the token bytes need the tokenizer's own piece rendering */
+#include "engine/engine_impl.h"
+#include "tokenizer/tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+brisk_status cst_choice_compile(cst_nfa *n, const char *const *items, const size_t *lens, int32_t count, brisk_error *err) {
+    if (count <= 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "a choice needs at least one string");
+    const int32_t r = cst_rule_reserve(n);
+    cst_mark m = cst_mark_here(n);
+    cst_frag *alts = malloc((size_t)count * sizeof *alts);
+    if (!alts) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < count; i++) alts[i] = cst_bytes(n, items[i], lens[i]);
+    cst_frag f = cst_alt(n, m, alts, count);
+    free(alts);
+    if (cst_nfa_failed(n)) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s", cst_nfa_error(n));
+    cst_rule_define(n, r, f);
+    return BRISK_OK;
+}
+
+/* every token's bytes as the detokenizer renders them (control tokens: none); end tokens: the EOG set */
+brisk_status cst_vocab_from_tokenizer(const brisk_vocab *v, cst_vocab **out, brisk_error *err);
+brisk_status cst_vocab_from_tokenizer(const brisk_vocab *v, cst_vocab **out, brisk_error *err) {
+    const int32_t nv = brisk_vocab_size(v);
+    const size_t cap_piece = brisk_vocab_max_piece_len(v) + 1;
+    uint32_t *off = malloc(((size_t)nv + 1) * sizeof *off);
+    int32_t *eos = malloc((size_t)(nv ? nv : 1) * sizeof *eos);
+    char *piece = malloc(cap_piece);
+    uint8_t *pieces = NULL;
+    size_t n_bytes = 0, cap = 1 << 20;
+    pieces = malloc(cap);
+    brisk_status st = BRISK_OK;
+    if (!off || !eos || !piece || !pieces) { st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory"); goto done; }
+    int32_t n_eos = 0;
+    for (int32_t i = 0; i < nv; i++) {
+        off[i] = (uint32_t)n_bytes;
+        if (brisk_vocab_is_eog(v, i)) eos[n_eos++] = i;
+        size_t len = 0;
+        if (brisk_vocab_is_control(v, i) || brisk_token_to_piece(v, i, piece, cap_piece, &len, NULL) != BRISK_OK) len = 0;
+        if (n_bytes + len > cap) {
+            cap *= 2;
+            uint8_t *p = realloc(pieces, cap);
+            if (!p) { st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory"); goto done; }
+            pieces = p;
+        }
+        memcpy(pieces + n_bytes, piece, len);
+        n_bytes += len;
+    }
+    off[nv] = (uint32_t)n_bytes;
+    st = cst_vocab_new(nv, pieces, off, eos, n_eos, out, err);
+done:
+    free(off); free(eos); free(piece); free(pieces);
+    return st;
+}
+
+/* "A,B,C" with "\," for a comma and "\\" for a backslash inside an item */
+static brisk_status split_choices(const char *src, size_t len, char ***items, size_t **lens, int32_t *count, brisk_error *err) {
+    int32_t n = 1;
+    for (size_t i = 0; i < len; i++) {
+        if (src[i] == '\\' && i + 1 < len) { i++; continue; }
+        if (src[i] == ',') n++;
+    }
+    char **it = calloc((size_t)n, sizeof *it);
+    size_t *ln = calloc((size_t)n, sizeof *ln);
+    char *buf = malloc(len + 1);
+    if (!it || !ln || !buf) {
+        free(it); free(ln); free(buf);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    int32_t k = 0;
+    size_t start = 0, w = 0;
+    for (size_t i = 0; i <= len; i++) {
+        if (i == len || src[i] == ',') {
+            it[k] = buf + start;
+            ln[k] = w - start;
+            if (ln[k] == 0) {
+                free(it); free(ln); free(buf);
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "choice %d is empty (write a comma inside a choice as \\,)", k + 1);
+            }
+            k++;
+            start = w;
+            continue;
+        }
+        if (src[i] == '\\' && i + 1 < len) i++;
+        buf[w++] = src[i];
+    }
+    *items = it;
+    *lens = ln;
+    *count = k;
+    return BRISK_OK;
+}
+
+struct brisk_constraint {
+    cst_vocab *vocab;
+    cst_grammar *g;
+    int32_t state;
+    bool ended;       /* an end token was accepted */
+};
+
+static void mask_fill(void *user, uint32_t *allowed, int32_t n_vocab) {
+    brisk_constraint *c = user;
+    const int32_t nv = cst_vocab_n(c->vocab);
+    if (nv > n_vocab) return;   /* a vocabulary wider than the logits row: allow nothing */
+    if (c->ended) return;
+    cst_mask(c->g, c->state, allowed);
+}
+
+static void mask_accept(void *user, int32_t token) { brisk_constraint_accept(user, token); }
+static void mask_reset(void *user) { brisk_constraint_reset(user); }
+
+brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m, brisk_constraint_kind kind, const char *src,
+                                   size_t len, brisk_error *err) {
+    *out = NULL;
+    if (!m || !src) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "brisk_constraint_init: a model and a source are required");
+    brisk_constraint *c = calloc(1, sizeof *c);
+    cst_nfa *n = cst_nfa_new();
+    if (!c || !n) {
+        free(c);
+        cst_nfa_free(n);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    brisk_status st;
+    switch (kind) {
+    case BRISK_CONSTRAINT_JSON_SCHEMA:
+    case BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT: {
+        cst_schema_opts o = {.compact = kind == BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT, .max_ws = CST_DEFAULT_MAX_WS};
+        st = cst_schema_compile(n, src, len, &o, err);
+        break;
+    }
+    case BRISK_CONSTRAINT_REGEX: st = cst_regex_compile(n, src, len, err); break;
+    case BRISK_CONSTRAINT_GBNF: st = cst_gbnf_compile(n, src, len, err); break;
+    case BRISK_CONSTRAINT_CHOICE: {
+        char **items = NULL;
+        size_t *lens = NULL;
+        int32_t count = 0;
+        st = split_choices(src, len, &items, &lens, &count, err);
+        if (st == BRISK_OK) st = cst_choice_compile(n, (const char *const *)items, lens, count, err);
+        if (items) free(items[0]);
+        free(items);
+        free(lens);
+        break;
+    }
+    default: st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "unknown constraint kind %d", (int)kind);
+    }
+    if (st == BRISK_OK) st = cst_vocab_from_tokenizer(m->vocab, &c->vocab, err);
+    if (st == BRISK_OK) st = cst_grammar_new(n, c->vocab, &c->g, err);
+    cst_nfa_free(n);
+    if (st != BRISK_OK) {
+        brisk_constraint_free(c);
+        return st;
+    }
+    c->state = cst_start(c->g);
+    *out = c;
+    return BRISK_OK;
+}
+
+void brisk_constraint_free(brisk_constraint *c) {
+    if (!c) return;
+    cst_grammar_free(c->g);
+    cst_vocab_free(c->vocab);
+    free(c);
+}
+
+brisk_mask brisk_constraint_mask(brisk_constraint *c) {
+    return (brisk_mask){.user = c, .fill = mask_fill, .accept = mask_accept, .reset = mask_reset};
+}
+
+bool brisk_constraint_accept(brisk_constraint *c, int32_t token) {
+    if (c->ended) return false;
+    if (cst_is_eos(c->g, token)) {
+        if (!cst_accepting(c->g, c->state)) {
+            c->state = CST_DEAD;
+            return false;
+        }
+        c->ended = true;
+        return true;
+    }
+    c->state = cst_advance(c->g, c->state, token);
+    return c->state != CST_DEAD;
+}
+
+bool brisk_constraint_complete(brisk_constraint *c) { return c->ended || cst_accepting(c->g, c->state); }
+
+void brisk_constraint_reset(brisk_constraint *c) {
+    c->state = cst_start(c->g);
+    c->ended = false;
+}
+
+bool brisk_constraint_matches(brisk_constraint *c, const char *text, size_t len) {
+    return cst_accepting(c->g, cst_advance_bytes(c->g, cst_start(c->g), (const uint8_t *)text, len));
+}

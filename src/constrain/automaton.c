@@ -1,0 +1,904 @@
+/* automaton: the token engine (constrain.h has the design). Lazy subset construction per rule, a
+ * graph-structured stack of hash-consed frames, hash-consed configuration sets with lazily filled byte
+ * transition tables, and per-set masks computed by one walk of the vocabulary trie. */
+#include "constrain/nfa_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define UNKNOWN (-2)
+#define MAX_DEPTH 192                   /* stack frames; deeper nesting is rejected (stricter, never looser) */
+#define MEM_BUDGET ((size_t)1 << 30)    /* lazily built tables and masks; past it the grammar stops growing */
+
+/* ---- vocabulary trie --------------------------------------------------------------------------- */
+
+struct cst_vocab {
+    int32_t n_vocab;
+    int32_t n_nodes;
+    uint8_t *byte;         /* [n_nodes] the edge byte into the node (node 0 is the root) */
+    uint8_t *depth;        /* [n_nodes] */
+    uint8_t *multi;        /* [n_nodes] 1: more tokens than tok[] with these bytes (follow dup) */
+    int32_t *skip;         /* [n_nodes] the first node after the subtree */
+    int32_t *tok;          /* [n_nodes] a token whose bytes end here, -1 */
+    int32_t *wtok;         /* [n_nodes] the same with n_vocab for none (the walk's spare bit) */
+    int32_t *dup;          /* [n_vocab] the next token with the same bytes, -1 */
+    uint64_t *sub;         /* [n_nodes][4] the bytes of the node's descendants (a 256-bit set) */
+    int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
+    int32_t *order;        /* tokens in trie preorder (duplicates included) */
+    uint8_t *pieces;
+    uint32_t *off;
+    int32_t *eos;
+    int32_t n_eos;
+    int32_t max_len;
+};
+
+static const uint8_t *sort_pieces;
+static const uint32_t *sort_off;
+static int cmp_tok(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    const uint32_t lx = sort_off[x + 1] - sort_off[x], ly = sort_off[y + 1] - sort_off[y];
+    const int c = memcmp(sort_pieces + sort_off[x], sort_pieces + sort_off[y], lx < ly ? lx : ly);
+    if (c) return c;
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+void cst_vocab_free(cst_vocab *v) {
+    if (!v) return;
+    free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
+    free(v->sub); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
+    free(v->pieces); free(v->off); free(v->eos);
+    free(v);
+}
+
+int32_t cst_vocab_n(const cst_vocab *v) { return v->n_vocab; }
+int32_t cst_vocab_nodes(const cst_vocab *v);
+int32_t cst_vocab_nodes(const cst_vocab *v) { return v->n_nodes; }
+
+brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_t *off, const int32_t *eos, int32_t n_eos,
+                           cst_vocab **out, brisk_error *err) {
+    *out = NULL;
+    cst_vocab *v = calloc(1, sizeof *v);
+    int32_t *order = malloc((size_t)(n_vocab ? n_vocab : 1) * sizeof *order);
+    if (!v || !order) goto oom;
+    v->n_vocab = n_vocab;
+    const size_t total = off[n_vocab];
+    v->pieces = malloc(total ? total : 1);
+    v->off = malloc(((size_t)n_vocab + 1) * sizeof *v->off);
+    v->eos = malloc((size_t)(n_eos ? n_eos : 1) * sizeof *v->eos);
+    v->dup = malloc((size_t)(n_vocab ? n_vocab : 1) * sizeof *v->dup);
+    if (!v->pieces || !v->off || !v->eos || !v->dup) goto oom;
+    memcpy(v->pieces, pieces, total);
+    memcpy(v->off, off, ((size_t)n_vocab + 1) * sizeof *off);
+    memcpy(v->eos, eos, (size_t)n_eos * sizeof *eos);
+    v->n_eos = n_eos;
+    int32_t n_tok = 0;
+    size_t max_nodes = 1;
+    for (int32_t i = 0; i < n_vocab; i++) {
+        v->dup[i] = -1;
+        const uint32_t len = off[i + 1] - off[i];
+        if (len == 0) continue;
+        if (len > 255) return free(order), cst_vocab_free(v), brisk_fail(err, BRISK_ERR_UNSUPPORTED, "token %d is %u bytes long (at most 255)", i, len);
+        if ((int32_t)len > v->max_len) v->max_len = (int32_t)len;
+        order[n_tok++] = i;
+        max_nodes += len;
+    }
+    sort_pieces = pieces;
+    sort_off = off;
+    qsort(order, (size_t)n_tok, sizeof *order, cmp_tok);
+    v->byte = malloc(max_nodes);
+    v->depth = malloc(max_nodes);
+    v->skip = malloc(max_nodes * sizeof *v->skip);
+    v->tok = malloc(max_nodes * sizeof *v->tok);
+    v->multi = calloc(max_nodes, 1);
+    v->tok_lo = malloc((max_nodes + 1) * sizeof *v->tok_lo);
+    v->order = malloc((size_t)(n_tok ? n_tok : 1) * sizeof *v->order);
+    if (!v->byte || !v->depth || !v->skip || !v->tok || !v->tok_lo || !v->order || !v->multi) goto oom;
+    int32_t n_order = 0;
+    /* preorder: the path of open nodes; a node's subtree ends when it is popped */
+    int32_t path[257];
+    int32_t depth = 0, nn = 1;
+    v->byte[0] = 0; v->depth[0] = 0; v->tok[0] = -1;
+    path[0] = 0;
+    const uint8_t *prev = NULL;
+    uint32_t prev_len = 0;
+    for (int32_t k = 0; k < n_tok; k++) {
+        const int32_t t = order[k];
+        const uint8_t *p = pieces + off[t];
+        const uint32_t len = off[t + 1] - off[t];
+        uint32_t common = 0;
+        while (prev && common < len && common < prev_len && p[common] == prev[common]) common++;
+        while ((uint32_t)depth > common) v->skip[path[depth--]] = nn;
+        for (uint32_t i = common; i < len; i++) {
+            v->byte[nn] = p[i];
+            v->depth[nn] = (uint8_t)(i + 1);
+            v->tok[nn] = -1;
+            v->tok_lo[nn] = n_order;
+            path[++depth] = nn++;
+        }
+        v->order[n_order++] = t;
+        const int32_t node = path[depth];
+        if (v->tok[node] < 0) {
+            v->tok[node] = t;
+        } else {
+            int32_t last = v->tok[node];
+            while (v->dup[last] >= 0) last = v->dup[last];
+            v->dup[last] = t;
+            v->multi[node] = 1;   /* the walk follows dup only where this says so */
+        }
+        prev = p;
+        prev_len = len;
+    }
+    while (depth > 0) v->skip[path[depth--]] = nn;
+    v->skip[0] = nn;
+    v->n_nodes = nn;
+    v->tok_lo[0] = 0;
+    v->tok_lo[nn] = n_order;
+    v->wtok = malloc((size_t)nn * sizeof *v->wtok);
+    if (!v->wtok) goto oom;
+    for (int32_t i = 0; i < nn; i++) v->wtok[i] = v->tok[i] >= 0 ? v->tok[i] : n_vocab;
+    /* descendants' bytes, children before parents (reverse preorder) */
+    v->sub = calloc((size_t)nn * 4, sizeof *v->sub);
+    if (!v->sub) goto oom;
+    {
+        int32_t stack_depth[257];
+        (void)stack_depth;
+        for (int32_t i = nn - 1; i >= 1; i--) {
+            /* the parent of i is the closest earlier node one level up */
+            int32_t p2 = i - 1;
+            while (v->depth[p2] >= v->depth[i]) p2--;
+            uint64_t *ps = v->sub + (size_t)p2 * 4, *is = v->sub + (size_t)i * 4;
+            for (int k = 0; k < 4; k++) ps[k] |= is[k];
+            ps[v->byte[i] >> 6] |= 1ull << (v->byte[i] & 63);
+        }
+    }
+    free(order);
+    *out = v;
+    return BRISK_OK;
+oom:
+    free(order);
+    cst_vocab_free(v);
+    return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory building the vocabulary trie");
+}
+
+/* ---- hash tables of int sequences -------------------------------------------------------------- */
+
+typedef struct ihash {
+    int32_t *slot;     /* id or -1 */
+    uint32_t cap;      /* power of two */
+    uint32_t used;
+} ihash;
+
+static uint64_t hash_ints(const int32_t *a, int32_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    for (int32_t i = 0; i < n; i++) {
+        h ^= (uint32_t)a[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    return h;
+}
+
+/* ---- the grammar ------------------------------------------------------------------------------- */
+
+typedef struct dstate {
+    int32_t set_off, set_n;     /* NFA states, sorted, in g->pool */
+    int32_t *trans;             /* [256] lazily; UNKNOWN, CST_DEAD or a dstate */
+    int32_t calls_off, calls_n; /* (rule, return dstate) pairs in g->calls; calls_n < 0: not computed */
+    uint8_t accepting;
+} dstate;
+
+typedef struct frame {
+    int32_t d, parent, depth;
+} frame;
+
+typedef struct cset {
+    int32_t off, n;            /* frames in g->fpool */
+    int32_t ready_off, ready_n;   /* expansion in g->rpool; ready_n < 0: not computed */
+    int8_t accepting;          /* -1 unknown */
+    uint32_t *mask;
+} cset;
+
+struct cst_grammar {
+    const cst_vocab *v;
+    /* the NFA, frozen: CSR adjacency */
+    int32_t n_states;
+    uint8_t *final;
+    int32_t *adj_off;          /* [n_states + 1] */
+    cst_edge *adj;
+    int32_t n_rules;
+    int32_t *rule_start;       /* NFA states */
+    int32_t *rule_dstart;      /* dstate of each rule's start, -1 until needed */
+    /* dstates */
+    dstate *ds;
+    int32_t n_ds, cap_ds;
+    int32_t *pool;
+    int64_t n_pool, cap_pool;
+    int32_t *calls;
+    int64_t n_calls, cap_calls;
+    ihash ds_hash;
+    /* frames */
+    frame *fr;
+    int32_t n_fr, cap_fr;
+    ihash fr_hash;
+    /* csets */
+    cset *cs;
+    int32_t n_cs, cap_cs;
+    int32_t *T;                /* [n_cs][n_cls] byte-class transitions: UNKNOWN, CST_DEAD or a cset */
+    uint8_t cls[256];          /* byte -> class: bytes no edge tells apart share one (and one transition) */
+    int32_t n_cls;
+    uint64_t cls_bytes[256][4];   /* the bytes of each class */
+    uint64_t *SL;              /* [n_cs][4] bytes known to lead back to the same cset */
+    int64_t cap_T, cap_SL;
+    int32_t *fpool;
+    int64_t n_fpool, cap_fpool;
+    int32_t *rpool;
+    int64_t n_rpool, cap_rpool;
+    ihash cs_hash;
+    /* scratch */
+    uint32_t *mark;            /* NFA state generation marks */
+    uint32_t gen;
+    int32_t *stack, *buf;
+    int32_t *fmark;            /* frame marks for expansion */
+    int32_t cap_fmark;
+    uint32_t fgen;
+    int32_t *fbuf;
+    int64_t cap_fbuf;
+    int32_t start;
+    uint32_t *scratch;         /* the walk's mask, one spare word */
+    size_t scratch_words;
+    size_t bytes;
+    bool over;                 /* the memory budget ran out */
+    int64_t masks_computed, masks_cached;
+};
+
+static bool grow(void **p, int64_t *cap, int64_t need, size_t elem, size_t *bytes) {
+    if (need <= *cap) return true;
+    int64_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return false;
+    *bytes += (size_t)(c - *cap) * elem;
+    *p = q;
+    *cap = c;
+    return true;
+}
+static bool grow32(void **p, int32_t *cap, int32_t need, size_t elem, size_t *bytes) {
+    int64_t c = *cap;
+    const bool ok = grow(p, &c, need, elem, bytes);
+    *cap = (int32_t)c;
+    return ok;
+}
+
+static bool ihash_init(ihash *h) {
+    h->cap = 1024;
+    h->used = 0;
+    h->slot = malloc(h->cap * sizeof *h->slot);
+    if (!h->slot) return false;
+    memset(h->slot, 0xff, h->cap * sizeof *h->slot);
+    return true;
+}
+
+void cst_grammar_free(cst_grammar *g) {
+    if (!g) return;
+    free(g->final); free(g->adj_off); free(g->adj); free(g->rule_start); free(g->rule_dstart);
+    for (int32_t i = 0; i < g->n_ds; i++) free(g->ds[i].trans);
+    free(g->ds); free(g->pool); free(g->calls); free(g->ds_hash.slot);
+    free(g->fr); free(g->fr_hash.slot);
+    for (int32_t i = 0; i < g->n_cs; i++) free(g->cs[i].mask);
+    free(g->T);
+    free(g->SL);
+    free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
+    free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch);
+    free(g);
+}
+
+/* hash-consed lookup: key(i) gives an id's sequence; returns the id or -1 */
+typedef const int32_t *(*key_fn)(const cst_grammar *g, int32_t id, int32_t *n);
+
+static const int32_t *ds_key(const cst_grammar *g, int32_t id, int32_t *n) {
+    *n = g->ds[id].set_n;
+    return g->pool + g->ds[id].set_off;
+}
+static const int32_t *fr_key(const cst_grammar *g, int32_t id, int32_t *n) {
+    *n = 2;
+    return &g->fr[id].d;
+}
+static const int32_t *cs_key(const cst_grammar *g, int32_t id, int32_t *n) {
+    *n = g->cs[id].n;
+    return g->fpool + g->cs[id].off;
+}
+
+static int32_t ihash_find(const cst_grammar *g, const ihash *h, key_fn key, const int32_t *a, int32_t n, uint64_t hv,
+                          uint32_t *slot) {
+    uint32_t i = (uint32_t)hv & (h->cap - 1);
+    for (;;) {
+        const int32_t id = h->slot[i];
+        if (id < 0) {
+            *slot = i;
+            return -1;
+        }
+        int32_t kn;
+        const int32_t *k = key(g, id, &kn);
+        if (kn == n && !memcmp(k, a, (size_t)n * sizeof *a)) return id;
+        i = (i + 1) & (h->cap - 1);
+    }
+}
+
+static bool ihash_insert(cst_grammar *g, ihash *h, key_fn key, int32_t id, uint32_t slot) {
+    h->slot[slot] = id;
+    if (++h->used * 2 <= h->cap) return true;
+    const uint32_t cap = h->cap * 2;
+    int32_t *s = malloc(cap * sizeof *s);
+    if (!s) return false;
+    g->bytes += cap * sizeof *s / 2;
+    memset(s, 0xff, cap * sizeof *s);
+    for (uint32_t i = 0; i < h->cap; i++) {
+        const int32_t x = h->slot[i];
+        if (x < 0) continue;
+        int32_t kn;
+        const int32_t *k = key(g, x, &kn);
+        uint32_t j = (uint32_t)hash_ints(k, kn) & (cap - 1);
+        while (s[j] >= 0) j = (j + 1) & (cap - 1);
+        s[j] = x;
+    }
+    free(h->slot);
+    h->slot = s;
+    h->cap = cap;
+    return true;
+}
+
+static bool budget(cst_grammar *g) {
+    if (g->bytes > MEM_BUDGET) g->over = true;
+    return !g->over;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* epsilon closure of buf[0..n) (marked with g->gen) into a sorted set, then interned */
+static int32_t ds_intern_closure(cst_grammar *g, int32_t n) {
+    int32_t sp = 0;
+    for (int32_t i = 0; i < n; i++) g->stack[sp++] = g->buf[i];
+    while (sp > 0) {
+        const int32_t s = g->stack[--sp];
+        for (int32_t k = g->adj_off[s]; k < g->adj_off[s + 1]; k++) {
+            const cst_edge *e = &g->adj[k];
+            if (e->kind != CST_E_EPS || g->mark[e->to] == g->gen) continue;
+            g->mark[e->to] = g->gen;
+            g->buf[n++] = e->to;
+            g->stack[sp++] = e->to;
+        }
+    }
+    if (n == 0) return CST_DEAD;
+    qsort(g->buf, (size_t)n, sizeof *g->buf, cmp_i32);
+    const uint64_t hv = hash_ints(g->buf, n);
+    uint32_t slot;
+    int32_t id = ihash_find(g, &g->ds_hash, ds_key, g->buf, n, hv, &slot);
+    if (id >= 0) return id;
+    if (!budget(g) || !grow32((void **)&g->ds, &g->cap_ds, g->n_ds + 1, sizeof *g->ds, &g->bytes) ||
+        !grow((void **)&g->pool, &g->cap_pool, g->n_pool + n, sizeof *g->pool, &g->bytes)) {
+        g->over = true;
+        return CST_DEAD;
+    }
+    id = g->n_ds++;
+    dstate *d = &g->ds[id];
+    d->set_off = (int32_t)g->n_pool;
+    d->set_n = n;
+    d->trans = NULL;
+    d->calls_n = -1;
+    d->calls_off = 0;
+    d->accepting = 0;
+    memcpy(g->pool + g->n_pool, g->buf, (size_t)n * sizeof *g->buf);
+    g->n_pool += n;
+    for (int32_t i = 0; i < n; i++)
+        if (g->final[g->buf[i]]) d->accepting = 1;
+    if (!ihash_insert(g, &g->ds_hash, ds_key, id, slot)) g->over = true;
+    return id;
+}
+
+static int32_t ds_of_state(cst_grammar *g, int32_t s) {
+    g->gen++;
+    g->mark[s] = g->gen;
+    g->buf[0] = s;
+    return ds_intern_closure(g, 1);
+}
+
+static int32_t rule_dstart(cst_grammar *g, int32_t r) {
+    if (g->rule_dstart[r] == -1) g->rule_dstart[r] = ds_of_state(g, g->rule_start[r]);
+    return g->rule_dstart[r];
+}
+
+static int32_t ds_trans(cst_grammar *g, int32_t d, uint8_t b) {
+    if (!g->ds[d].trans) {
+        int32_t *t = malloc((size_t)g->n_cls * sizeof *t);
+        if (!t || !budget(g)) {
+            free(t);
+            g->over = true;
+            return CST_DEAD;
+        }
+        for (int i = 0; i < g->n_cls; i++) t[i] = UNKNOWN;
+        g->ds[d].trans = t;
+        g->bytes += (size_t)g->n_cls * sizeof *t;
+    }
+    const int k_cls = g->cls[b];
+    int32_t r = g->ds[d].trans[k_cls];
+    if (r != UNKNOWN) return r;
+    g->gen++;
+    int32_t n = 0;
+    const dstate ds = g->ds[d];
+    for (int32_t i = 0; i < ds.set_n; i++) {
+        const int32_t s = g->pool[ds.set_off + i];
+        for (int32_t k = g->adj_off[s]; k < g->adj_off[s + 1]; k++) {
+            const cst_edge *e = &g->adj[k];
+            if (e->kind != CST_E_RANGE || b < e->lo || b > e->hi || g->mark[e->to] == g->gen) continue;
+            g->mark[e->to] = g->gen;
+            g->buf[n++] = e->to;
+        }
+    }
+    r = ds_intern_closure(g, n);
+    if (g->over) return CST_DEAD;
+    g->ds[d].trans[k_cls] = r;
+    return r;
+}
+
+/* (rule, return dstate) for every rule some state of d calls */
+static void ds_calls(cst_grammar *g, int32_t d) {
+    if (g->ds[d].calls_n >= 0) return;
+    g->ds[d].calls_n = 0;
+    const int32_t off = g->ds[d].set_off, n = g->ds[d].set_n;
+    /* collect call edges, grouped by rule */
+    int32_t n_call = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t s = g->pool[off + i];
+        for (int32_t k = g->adj_off[s]; k < g->adj_off[s + 1]; k++)
+            if (g->adj[k].kind == CST_E_CALL) n_call++;
+    }
+    if (n_call == 0) return;
+    int32_t *pairs = malloc((size_t)n_call * 2 * sizeof *pairs);
+    if (!pairs) { g->over = true; return; }
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t s = g->pool[off + i];
+        for (int32_t k = g->adj_off[s]; k < g->adj_off[s + 1]; k++)
+            if (g->adj[k].kind == CST_E_CALL) {
+                pairs[2 * m] = g->adj[k].rule;
+                pairs[2 * m + 1] = g->adj[k].to;
+                m++;
+            }
+    }
+    qsort(pairs, (size_t)m, 2 * sizeof *pairs, cmp_i32);   /* by rule (first int of each pair) */
+    int32_t out[2 * 64];
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < m;) {
+        const int32_t rule = pairs[2 * i];
+        g->gen++;
+        int32_t k = 0;
+        for (; i < m && pairs[2 * i] == rule; i++) {
+            const int32_t t = pairs[2 * i + 1];
+            if (g->mark[t] == g->gen) continue;
+            g->mark[t] = g->gen;
+            g->buf[k++] = t;
+        }
+        const int32_t ret = ds_intern_closure(g, k);
+        if (ret == CST_DEAD) continue;
+        if (n_out == 64) break;   /* more than 64 distinct rules called from one place: the rest are dropped (stricter) */
+        out[2 * n_out] = rule;
+        out[2 * n_out + 1] = ret;
+        n_out++;
+    }
+    free(pairs);
+    if (!grow((void **)&g->calls, &g->cap_calls, g->n_calls + 2 * n_out, sizeof *g->calls, &g->bytes)) {
+        g->over = true;
+        return;
+    }
+    memcpy(g->calls + g->n_calls, out, (size_t)n_out * 2 * sizeof *out);
+    g->ds[d].calls_off = (int32_t)g->n_calls;
+    g->ds[d].calls_n = n_out;
+    g->n_calls += 2 * n_out;
+}
+
+static int32_t frame_intern(cst_grammar *g, int32_t d, int32_t parent, int32_t depth) {
+    const int32_t key[2] = {d, parent};
+    const uint64_t hv = hash_ints(key, 2);
+    uint32_t slot;
+    int32_t id = ihash_find(g, &g->fr_hash, fr_key, key, 2, hv, &slot);
+    if (id >= 0) return id;
+    if (!budget(g) || !grow32((void **)&g->fr, &g->cap_fr, g->n_fr + 1, sizeof *g->fr, &g->bytes) ||
+        !grow32((void **)&g->fmark, &g->cap_fmark, g->n_fr + 1, sizeof *g->fmark, &g->bytes)) {
+        g->over = true;
+        return -1;
+    }
+    id = g->n_fr++;
+    g->fr[id] = (frame){d, parent, depth};
+    g->fmark[id] = 0;
+    if (!ihash_insert(g, &g->fr_hash, fr_key, id, slot)) g->over = true;
+    return id;
+}
+
+/* sorted unique frames in fbuf[0..n) -> cset id */
+static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
+    if (n == 0) return CST_DEAD;
+    qsort(f, (size_t)n, sizeof *f, cmp_i32);
+    int32_t k = 1;
+    for (int32_t i = 1; i < n; i++)
+        if (f[i] != f[k - 1]) f[k++] = f[i];
+    n = k;
+    const uint64_t hv = hash_ints(f, n);
+    uint32_t slot;
+    int32_t id = ihash_find(g, &g->cs_hash, cs_key, f, n, hv, &slot);
+    if (id >= 0) return id;
+    if (!budget(g) || !grow32((void **)&g->cs, &g->cap_cs, g->n_cs + 1, sizeof *g->cs, &g->bytes) ||
+        !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * g->n_cls, sizeof *g->T, &g->bytes) ||
+        !grow((void **)&g->SL, &g->cap_SL, ((int64_t)g->n_cs + 1) * 4, sizeof *g->SL, &g->bytes) ||
+        !grow((void **)&g->fpool, &g->cap_fpool, g->n_fpool + n, sizeof *g->fpool, &g->bytes)) {
+        g->over = true;
+        return CST_DEAD;
+    }
+    id = g->n_cs++;
+    for (int i = 0; i < g->n_cls; i++) g->T[(size_t)id * (size_t)g->n_cls + (size_t)i] = UNKNOWN;
+    memset(g->SL + (size_t)id * 4, 0, 4 * sizeof *g->SL);
+    cset *c = &g->cs[id];
+    memset(c, 0, sizeof *c);
+    c->off = (int32_t)g->n_fpool;
+    c->n = n;
+    c->ready_n = -1;
+    c->accepting = -1;
+    memcpy(g->fpool + g->n_fpool, f, (size_t)n * sizeof *f);
+    g->n_fpool += n;
+    if (!ihash_insert(g, &g->cs_hash, cs_key, id, slot)) g->over = true;
+    return id;
+}
+
+static bool fbuf_push(cst_grammar *g, int64_t *n, int32_t x) {
+    if (!grow((void **)&g->fbuf, &g->cap_fbuf, *n + 1, sizeof *g->fbuf, &g->bytes)) {
+        g->over = true;
+        return false;
+    }
+    g->fbuf[(*n)++] = x;
+    return true;
+}
+
+/* The frames reachable from c's by calls (push) and completed rules (pop): those that may read a byte. */
+static void cs_expand(cst_grammar *g, int32_t c) {
+    if (g->cs[c].ready_n >= 0) return;
+    g->fgen++;
+    if (g->fgen == 0) {
+        memset(g->fmark, 0, (size_t)g->n_fr * sizeof *g->fmark);
+        g->fgen = 1;
+    }
+    /* fbuf: [0, top) the work stack; results go to rpool directly */
+    int64_t top = 0;
+    const int64_t r0 = g->n_rpool;
+    for (int32_t i = 0; i < g->cs[c].n; i++)
+        if (!fbuf_push(g, &top, g->fpool[g->cs[c].off + i])) return;
+    while (top > 0 && !g->over) {
+        const int32_t f = g->fbuf[--top];
+        if ((uint32_t)g->fmark[f] == g->fgen) continue;
+        g->fmark[f] = (int32_t)g->fgen;
+        if (!grow((void **)&g->rpool, &g->cap_rpool, g->n_rpool + 1, sizeof *g->rpool, &g->bytes)) { g->over = true; return; }
+        g->rpool[g->n_rpool++] = f;
+        const frame fr = g->fr[f];
+        ds_calls(g, fr.d);
+        const int32_t n_calls = g->ds[fr.d].calls_n, off = g->ds[fr.d].calls_off;
+        for (int32_t k = 0; k < n_calls && fr.depth + 1 < MAX_DEPTH; k++) {
+            const int32_t rule = g->calls[off + 2 * k], ret = g->calls[off + 2 * k + 1];
+            const int32_t below = frame_intern(g, ret, fr.parent, fr.depth);
+            const int32_t ds = rule_dstart(g, rule);
+            if (below < 0 || ds == CST_DEAD) continue;
+            const int32_t child = frame_intern(g, ds, below, fr.depth + 1);
+            if (child < 0) continue;
+            if (!fbuf_push(g, &top, child)) return;
+        }
+        if (g->ds[fr.d].accepting && fr.parent >= 0)
+            if (!fbuf_push(g, &top, fr.parent)) return;
+    }
+    if (g->over) return;
+    g->cs[c].ready_off = (int32_t)r0;
+    g->cs[c].ready_n = (int32_t)(g->n_rpool - r0);
+    int8_t acc = 0;
+    for (int64_t i = r0; i < g->n_rpool; i++) {
+        const frame fr = g->fr[g->rpool[i]];
+        if (fr.parent < 0 && g->ds[fr.d].accepting) acc = 1;
+    }
+    g->cs[c].accepting = acc;
+}
+
+static int32_t cs_step(cst_grammar *g, int32_t c, uint8_t b) {
+    cs_expand(g, c);
+    if (g->over) return CST_DEAD;
+    const int32_t off = g->cs[c].ready_off, n = g->cs[c].ready_n;
+    int64_t m = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const frame fr = g->fr[g->rpool[off + i]];
+        const int32_t d2 = ds_trans(g, fr.d, b);
+        if (d2 == CST_DEAD) continue;
+        const int32_t f2 = frame_intern(g, d2, fr.parent, fr.depth);
+        if (f2 < 0) continue;
+        if (!fbuf_push(g, &m, f2)) return CST_DEAD;
+    }
+    if (g->over) return CST_DEAD;
+    return cs_intern(g, g->fbuf, (int32_t)m);
+}
+
+static int32_t cs_trans_slow(cst_grammar *g, int32_t c, uint8_t b) {
+    const int32_t r = cs_step(g, c, b);
+    if (g->over) return CST_DEAD;
+    const int k = g->cls[b];
+    g->T[(size_t)c * (size_t)g->n_cls + (size_t)k] = r;
+    if (r == c)
+        for (int w = 0; w < 4; w++) g->SL[(size_t)c * 4 + (size_t)w] |= g->cls_bytes[k][w];
+    return r;
+}
+
+static inline int32_t cs_trans(cst_grammar *g, int32_t c, uint8_t b) {
+    const int32_t r = g->T[(size_t)c * (size_t)g->n_cls + g->cls[b]];
+    return r != UNKNOWN ? r : cs_trans_slow(g, c, b);
+}
+
+brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, brisk_error *err) {
+    *out = NULL;
+    if (n->failed) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s", n->err);
+    if (n->n_rules == 0 || n->rule_start[0] < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the grammar has no start rule");
+    for (int32_t r = 0; r < n->n_rules; r++)
+        if (n->rule_start[r] < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "rule %d is used but never defined", r);
+    cst_grammar *g = calloc(1, sizeof *g);
+    if (!g) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    g->v = v;
+    const int32_t ns = n->n_states;
+    g->n_states = ns;
+    g->final = malloc((size_t)ns + 1);
+    g->adj_off = calloc((size_t)ns + 1, sizeof *g->adj_off);
+    g->adj = malloc((size_t)(n->n_e ? n->n_e : 1) * sizeof *g->adj);
+    g->n_rules = n->n_rules;
+    g->rule_start = malloc((size_t)n->n_rules * sizeof *g->rule_start);
+    g->rule_dstart = malloc((size_t)n->n_rules * sizeof *g->rule_dstart);
+    g->mark = calloc((size_t)ns + 1, sizeof *g->mark);
+    g->stack = malloc(((size_t)ns + 1) * sizeof *g->stack);
+    g->buf = malloc(((size_t)ns + 1) * sizeof *g->buf);
+    if (!g->final || !g->adj_off || !g->adj || !g->rule_start || !g->rule_dstart || !g->mark || !g->stack || !g->buf ||
+        !ihash_init(&g->ds_hash) || !ihash_init(&g->fr_hash) || !ihash_init(&g->cs_hash)) {
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    memcpy(g->final, n->final, (size_t)ns);
+    /* keep only edges into states from which the rule can still end: no prefix the grammar allows is a dead end */
+    uint8_t *useful = calloc((size_t)ns + 1, 1), *prod = calloc((size_t)n->n_rules, 1);
+    int32_t *roff = calloc((size_t)ns + 2, sizeof *roff), *work = malloc(((size_t)ns + 1) * sizeof *work);
+    int64_t *redge = malloc((size_t)(n->n_e ? n->n_e : 1) * sizeof *redge);
+    if (!useful || !prod || !roff || !work || !redge) {
+        free(useful); free(prod); free(roff); free(work); free(redge);
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    for (int64_t i = 0; i < n->n_e; i++) roff[n->e[i].to + 1]++;
+    for (int32_t i = 0; i < ns; i++) roff[i + 1] += roff[i];
+    {
+        int32_t *rfill = malloc(((size_t)ns + 1) * sizeof *rfill);
+        if (!rfill) {
+            free(useful); free(prod); free(roff); free(work); free(redge);
+            cst_grammar_free(g);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+        }
+        memcpy(rfill, roff, (size_t)ns * sizeof *rfill);
+        for (int64_t i = 0; i < n->n_e; i++) redge[rfill[n->e[i].to]++] = i;
+        free(rfill);
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        int32_t wn = 0;
+        for (int32_t i = 0; i < ns; i++)
+            if (n->final[i] || useful[i]) {
+                useful[i] = 1;
+                work[wn++] = i;
+            }
+        while (wn > 0) {
+            const int32_t t = work[--wn];
+            for (int32_t k = roff[t]; k < roff[t + 1]; k++) {
+                const cst_edge *e = &n->e[redge[k]];
+                if (useful[e->from] || (e->kind == CST_E_CALL && !prod[e->rule])) continue;
+                useful[e->from] = 1;
+                work[wn++] = e->from;
+            }
+        }
+        for (int32_t r = 0; r < n->n_rules; r++)
+            if (!prod[r] && useful[n->rule_start[r]]) prod[r] = 1, changed = true;
+    }
+    free(roff); free(work); free(redge);
+    if (!prod[0]) {
+        free(useful); free(prod);
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the grammar accepts nothing (an unsatisfiable schema or grammar)");
+    }
+    int64_t kept = 0;
+    for (int64_t i = 0; i < n->n_e; i++) {
+        const cst_edge *e = &n->e[i];
+        if (!useful[e->to] || (e->kind == CST_E_CALL && !prod[e->rule])) continue;
+        n->e[kept++] = *e;
+    }
+    n->n_e = kept;
+    free(useful); free(prod);
+    {
+        bool cut[257] = {false};
+        cut[0] = true;
+        for (int64_t i = 0; i < n->n_e; i++) {
+            if (n->e[i].kind != CST_E_RANGE) continue;
+            cut[n->e[i].lo] = true;
+            cut[n->e[i].hi + 1] = true;
+        }
+        int k = -1;
+        for (int b = 0; b < 256; b++) {
+            if (cut[b]) k++;
+            g->cls[b] = (uint8_t)k;
+            g->cls_bytes[k][b >> 6] |= 1ull << (b & 63);
+        }
+        g->n_cls = k + 1;
+    }
+    for (int64_t i = 0; i < n->n_e; i++) g->adj_off[n->e[i].from + 1]++;
+    for (int32_t i = 0; i < ns; i++) g->adj_off[i + 1] += g->adj_off[i];
+    int32_t *fill = malloc(((size_t)ns + 1) * sizeof *fill);
+    if (!fill) {
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    memcpy(fill, g->adj_off, (size_t)ns * sizeof *fill);
+    for (int64_t i = 0; i < n->n_e; i++) g->adj[fill[n->e[i].from]++] = n->e[i];
+    free(fill);
+    memcpy(g->rule_start, n->rule_start, (size_t)n->n_rules * sizeof *g->rule_start);
+    for (int32_t r = 0; r < n->n_rules; r++) g->rule_dstart[r] = -1;
+    g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 14;
+    const int32_t d0 = rule_dstart(g, 0);
+    const int32_t f0 = d0 == CST_DEAD ? -1 : frame_intern(g, d0, -1, 0);
+    if (f0 < 0) {
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    int32_t one = f0;
+    g->start = cs_intern(g, &one, 1);
+    if (g->start == CST_DEAD) {
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
+    *out = g;
+    return BRISK_OK;
+}
+
+int32_t cst_start(cst_grammar *g) { return g->start; }
+
+bool cst_accepting(cst_grammar *g, int32_t c) {
+    if (c < 0) return false;
+    cs_expand(g, c);
+    return g->cs[c].accepting == 1;
+}
+
+bool cst_is_eos(const cst_grammar *g, int32_t tok) {
+    for (int32_t i = 0; i < g->v->n_eos; i++)
+        if (g->v->eos[i] == tok) return true;
+    return false;
+}
+
+static void set_eos(const cst_grammar *g, uint32_t *allowed) {
+    for (int32_t i = 0; i < g->v->n_eos; i++) {
+        const int32_t t = g->v->eos[i];
+        allowed[t >> 5] |= 1u << (t & 31);
+    }
+}
+
+bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
+    const cst_vocab *v = g->v;
+    const size_t words = ((size_t)v->n_vocab + 31) / 32;
+    if (c < 0 || g->over) {
+        memset(allowed, 0, words * sizeof *allowed);
+        set_eos(g, allowed);
+        return !g->over;
+    }
+    if (g->cs[c].mask) {
+        memcpy(allowed, g->cs[c].mask, words * sizeof *allowed);
+        g->masks_cached++;
+        return true;
+    }
+    memset(allowed, 0, words * sizeof *allowed);
+    /* the walk writes a scratch mask with one spare word: nodes without a token set bit n_vocab, so the
+     * loop has no branch on it */
+    const size_t sw = words + 1;
+    if (g->scratch_words < sw) {
+        uint32_t *sc = realloc(g->scratch, sw * sizeof *sc);
+        if (!sc) { g->over = true; memset(allowed, 0, words * sizeof *allowed); set_eos(g, allowed); return false; }
+        g->scratch = sc;
+        g->scratch_words = sw;
+    }
+    uint32_t *acc = g->scratch;
+    memset(acc, 0, sw * sizeof *acc);
+    int32_t path[257];
+    const int32_t *row[257];
+    path[0] = c;
+    const size_t ncls = (size_t)g->n_cls;
+    const uint8_t *cls = g->cls;
+    const int32_t *T = g->T;
+    const uint64_t *SL = g->SL;
+    row[0] = T + (size_t)c * ncls;
+    const uint8_t *byte = v->byte, *depth = v->depth;
+    const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
+    const uint8_t *multi = v->multi;
+    const uint64_t *sub = v->sub;
+    for (int32_t i = 1; i < v->n_nodes;) {
+        const int32_t dp = depth[i];
+        int32_t s = row[dp - 1][cls[byte[i]]];
+        if (s == UNKNOWN) {
+            s = cs_trans_slow(g, path[dp - 1], byte[i]);
+            /* g->T may have moved */
+            T = g->T;
+            SL = g->SL;
+            for (int32_t k = 0; k < dp; k++) row[k] = T + (size_t)path[k] * ncls;
+            if (g->over) break;
+        }
+        if (s < 0) {
+            i = skip[i];
+            continue;
+        }
+        path[dp] = s;
+        row[dp] = T + (size_t)s * ncls;
+        const int32_t t0 = tok[i];
+        acc[t0 >> 5] |= 1u << (t0 & 31);
+        if (multi[i])
+            for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
+        /* every descendant byte loops back to s: the whole subtree stays alive */
+        const uint64_t *sl = SL + (size_t)s * 4;
+        if (skip[i] > i + 2 && (sl[0] | sl[1] | sl[2] | sl[3])) {
+            const uint64_t *sb = sub + (size_t)i * 4;
+            if (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
+                for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
+                    const int32_t t = order[k];
+                    acc[t >> 5] |= 1u << (t & 31);
+                }
+                i = skip[i];
+                continue;
+            }
+        }
+        i++;
+    }
+    memcpy(allowed, acc, words * sizeof *allowed);
+    /* the spare bit (n_vocab) must not leak into the last word */
+    if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
+    if (g->over) {
+        memset(allowed, 0, words * sizeof *allowed);
+        set_eos(g, allowed);
+        return false;
+    }
+    if (cst_accepting(g, c)) set_eos(g, allowed);
+    g->masks_computed++;
+    uint32_t *m = malloc(words * sizeof *m);
+    if (m && budget(g)) {
+        memcpy(m, allowed, words * sizeof *m);
+        g->cs[c].mask = m;
+        g->bytes += words * sizeof *m;
+    } else {
+        free(m);
+    }
+    return true;
+}
+
+int32_t cst_advance_bytes(cst_grammar *g, int32_t c, const uint8_t *s, size_t len) {
+    for (size_t i = 0; i < len && c >= 0; i++) c = cs_trans(g, c, s[i]);
+    return c;
+}
+
+int32_t cst_advance(cst_grammar *g, int32_t c, int32_t tok) {
+    const cst_vocab *v = g->v;
+    if (c < 0 || tok < 0 || tok >= v->n_vocab) return CST_DEAD;
+    const uint32_t len = v->off[tok + 1] - v->off[tok];
+    if (len == 0) return CST_DEAD;
+    return cst_advance_bytes(g, c, v->pieces + v->off[tok], len);
+}
+
+void cst_grammar_stats(const cst_grammar *g, cst_stats *s) {
+    s->masks_computed = g->masks_computed;
+    s->masks_cached = g->masks_cached;
+    s->csets = g->n_cs;
+    s->frames = g->n_fr;
+    s->dfa_states = g->n_ds;
+    s->nfa_states = g->n_states;
+    s->bytes = g->bytes;
+}

@@ -1,0 +1,452 @@
+/* test_constrain: constrained decoding against independent truth.
+ *  - regular expressions against PCRE2 (search semantics, as JSON Schema's `pattern`), on a table of
+ *    patterns and every string up to length 4 over a small alphabet;
+ *  - JSON Schema against MaskBench's labelled instances (tests/data/constrain/maskbench-sample.jsonl):
+ *    no invalid instance is ever accepted, and most valid ones are;
+ *  - token masks against the brute-force definition (token t allowed iff its bytes keep the parse
+ *    alive; an end token iff the output is complete) on the bundled model's vocabulary, all tokens,
+ *    at every step of real instances;
+ *  - GBNF: llama.cpp's example grammars all compile; hand-made accept/reject tables;
+ *  - errors name the unsupported keyword and its JSON pointer; hostile inputs fail cleanly. */
+#include "constrain/constrain.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+#include "test.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <jansson.h>
+#include <pcre2.h>
+
+brisk_status cst_vocab_from_tokenizer(const brisk_vocab *v, cst_vocab **out, brisk_error *err);
+
+/* a vocabulary of the 256 single bytes (token i = byte i) and an end token 256 */
+static cst_vocab *byte_vocab(void) {
+    static uint8_t pieces[256];
+    static uint32_t off[258];
+    for (int i = 0; i < 256; i++) { pieces[i] = (uint8_t)i; off[i] = (uint32_t)i; }
+    off[256] = 256;
+    off[257] = 256;
+    const int32_t eos = 256;
+    cst_vocab *v = NULL;
+    brisk_error err = {0};
+    if (cst_vocab_new(257, pieces, off, &eos, 1, &v, &err)) return NULL;
+    return v;
+}
+
+static cst_grammar *compile_kind(const cst_vocab *v, const char *kind, const char *src, size_t len, brisk_error *err) {
+    cst_nfa *n = cst_nfa_new();
+    brisk_status st;
+    if (!strcmp(kind, "gbnf")) st = cst_gbnf_compile(n, src, len, err);
+    else if (!strcmp(kind, "regex")) st = cst_regex_compile(n, src, len, err);
+    else {
+        cst_schema_opts o = {.max_ws = CST_DEFAULT_MAX_WS};
+        st = cst_schema_compile(n, src, len, &o, err);
+    }
+    cst_grammar *g = NULL;
+    if (st == BRISK_OK) st = cst_grammar_new(n, v, &g, err);
+    cst_nfa_free(n);
+    return st == BRISK_OK ? g : NULL;
+}
+
+static bool matches(cst_grammar *g, const char *s) {
+    return cst_accepting(g, cst_advance_bytes(g, cst_start(g), (const uint8_t *)s, strlen(s)));
+}
+
+/* ---- regex vs PCRE2 ---------------------------------------------------------------------------- */
+
+static int pcre_search(pcre2_code *re, const char *s, size_t n) {
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    const int rc = pcre2_match(re, (PCRE2_SPTR)s, n, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc >= 0;
+}
+
+static void test_regex_vs_pcre(void) {
+    static const char *const patterns[] = {
+        "abc", "^abc$", "^a|b$", "^[a-c]+$", "^a{2,3}$", "^(ab|ba)*$", "^[^a]b?$", "^a.c$", "^\\d+$", "^\\w{1,2}\\s?$",
+        "b+", "^(?:a|bc){2}$", "^[a-c-]$", "^x?$", "^(a(b(c)?)?)?$", "a{0}b", "^[\\-a]+$", "c$", "^$", "^a+?b*?$",
+        "^(?:[ab]{2})+$", "^[a-c]{1,3}b$", "\\.", "^[\\d\\-]{2,}$", "^(?<n>a|b)c$",
+    };
+    const char alphabet[] = "abc1 -.x";
+    const int na = (int)strlen(alphabet);
+    int compared = 0, mismatches = 0;
+    for (size_t p = 0; p < sizeof patterns / sizeof patterns[0]; p++) {
+        int errcode;
+        PCRE2_SIZE erroff;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)patterns[p], PCRE2_ZERO_TERMINATED, PCRE2_UTF, &errcode, &erroff, NULL);
+        CHECKF(re != NULL, "PCRE2 rejects %s", patterns[p]);
+        if (!re) continue;
+        char s[8];
+        for (int len = 0; len <= 4; len++) {
+            int total = 1;
+            for (int k = 0; k < len; k++) total *= na;
+            for (int code = 0; code < total; code++) {
+                int c = code;
+                for (int k = 0; k < len; k++) { s[k] = alphabet[c % na]; c /= na; }
+                s[len] = 0;
+                const int want = pcre_search(re, s, (size_t)len);
+                const int got = cst_regex_match(patterns[p], strlen(patterns[p]), s, (size_t)len);
+                compared++;
+                if (got != want) {
+                    if (mismatches++ < 10) fprintf(stderr, "regex %s on '%s': brisk %d, PCRE2 %d\n", patterns[p], s, got, want);
+                }
+            }
+        }
+        pcre2_code_free(re);
+    }
+    CHECKF(mismatches == 0, "%d of %d regex verdicts differ from PCRE2", mismatches, compared);
+    /* unicode: '.' is one code point, classes of multibyte characters */
+    CHECK(cst_regex_match("^.$", 3, "\xc3\xa9", 2) == 1);
+    CHECK(cst_regex_match("^.$", 3, "\xe2\x82\xac", 3) == 1);
+    CHECK(cst_regex_match("^.$", 3, "ab", 2) == 0);
+    CHECK(cst_regex_match("^[\xc3\xa0-\xc3\xbf]+$", strlen("^[\xc3\xa0-\xc3\xbf]+$"), "\xc3\xa9\xc3\xa8", 4) == 1);
+    CHECK(cst_regex_match("^[\xc3\xa0-\xc3\xbf]+$", strlen("^[\xc3\xa0-\xc3\xbf]+$"), "\xc3\xa9z", 3) == 0);
+    CHECK(cst_regex_match("^\\u00e9$", 8, "\xc3\xa9", 2) == 1);
+    /* what is not supported is refused, not guessed */
+    CHECK(cst_regex_match("(?=a)a", 6, "a", 1) == -1);
+    CHECK(cst_regex_match("(a)\\1", 5, "aa", 2) == -1);
+    CHECK(cst_regex_match("a\\b", 3, "a", 1) == -1);
+    CHECK(cst_regex_match("a^b", 3, "a", 1) == -1);
+    CHECK(cst_regex_match("(", 1, "", 0) == -1);
+    CHECK(cst_regex_match("[b-a]", 5, "", 0) == -1);
+    CHECK(cst_regex_match("a{3,1}", 6, "", 0) == -1);
+}
+
+/* ---- JSON Schema vs MaskBench's labels ---------------------------------------------------------- */
+
+static void test_schema_maskbench(const cst_vocab *bv) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/data/constrain/maskbench-sample.jsonl", BRISK_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    CHECKF(f != NULL, "%s", path);
+    if (!f) return;
+    char *line = NULL;
+    size_t cap = 0;
+    int schemas = 0, compiled = 0, valid = 0, valid_ok = 0, invalid = 0, invalid_accepted = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_error_t je;
+        json_t *item = json_loads(line, JSON_ALLOW_NUL, &je);
+        CHECKF(item != NULL, "line %d: %s", schemas + 1, je.text);
+        if (!item) continue;
+        schemas++;
+        cst_nfa *n = cst_nfa_new();
+        brisk_error err = {0};
+        cst_schema_opts o = {.max_ws = CST_DEFAULT_MAX_WS};
+        cst_grammar *g = NULL;
+        if (cst_schema_compile_json(n, json_object_get(item, "schema"), &o, &err) == BRISK_OK &&
+            cst_grammar_new(n, bv, &g, &err) == BRISK_OK) {
+            compiled++;
+            json_t *tests = json_object_get(item, "tests");
+            for (size_t i = 0; i < json_array_size(tests); i++) {
+                json_t *t = json_array_get(tests, i);
+                size_t len = 0;
+                char *text = cst_json_dumps(json_object_get(t, "data"), &len);
+                if (!text) continue;
+                const bool ok = cst_accepting(g, cst_advance_bytes(g, cst_start(g), (const uint8_t *)text, len));
+                if (json_is_true(json_object_get(t, "valid"))) {
+                    valid++;
+                    valid_ok += ok;
+                } else {
+                    invalid++;
+                    if (ok) {
+                        invalid_accepted++;
+                        fprintf(stderr, "schema %lld accepts the invalid %s\n",
+                                (long long)json_integer_value(json_object_get(item, "index")), text);
+                    }
+                }
+                free(text);
+            }
+        } else {
+            /* a compile error must say what was not supported */
+            CHECKF(err.msg[0] != 0, "schema %lld: an error without a message", (long long)json_integer_value(json_object_get(item, "index")));
+        }
+        cst_grammar_free(g);
+        cst_nfa_free(n);
+        json_decref(item);
+    }
+    free(line);
+    fclose(f);
+    printf("maskbench sample: %d schemas, %d compiled; valid accepted %d of %d; invalid accepted %d of %d\n", schemas,
+           compiled, valid_ok, valid, invalid_accepted, invalid);
+    CHECK(schemas == 150);
+    CHECKF(invalid_accepted == 0, "%d invalid instances accepted", invalid_accepted);
+    CHECKF(compiled * 100 >= schemas * 85, "only %d of %d schemas compiled", compiled, schemas);
+    CHECKF(valid_ok * 100 >= valid * 90, "only %d of %d valid instances accepted", valid_ok, valid);
+}
+
+/* ---- masks vs brute force, on a real vocabulary ------------------------------------------------ */
+
+static int brute_check(cst_grammar *g, const cst_vocab *v, const brisk_vocab *tok, const char *text, int *steps) {
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    brisk_error err = {0};
+    brisk_tokenize_opts to = {0};
+    if (brisk_tokenize(tok, text, strlen(text), to, &ids, &n_ids, &err)) return -1;
+    const int32_t nv = cst_vocab_n(v);
+    uint32_t *mask = calloc(((size_t)nv + 31) / 32, sizeof *mask);
+    int bad = 0;
+    int32_t s = cst_start(g);
+    for (size_t k = 0; k <= n_ids && mask; k++) {
+        cst_mask(g, s, mask);
+        for (int32_t t = 0; t < nv; t++) {
+            const bool got = mask[t >> 5] >> (t & 31) & 1u;
+            const bool want = cst_is_eos(g, t) ? cst_accepting(g, s) : cst_advance(g, s, t) != CST_DEAD;
+            if (got != want && bad++ < 5) fprintf(stderr, "'%s' step %zu token %d: mask %d, brute force %d\n", text, k, t, got, want);
+        }
+        (*steps)++;
+        if (k < n_ids) {
+            s = cst_advance(g, s, ids[k]);
+            if (s == CST_DEAD) { bad++; fprintf(stderr, "'%s': token %zu not allowed\n", text, k); break; }
+        }
+    }
+    CHECKF(s == CST_DEAD || cst_accepting(g, s), "'%s' is not complete at its end", text);
+    free(mask);
+    free(ids);
+    return bad;
+}
+
+static void test_masks_brute_force(const char *path) {
+    brisk_gguf *gg = NULL;
+    brisk_vocab *tok = NULL;
+    cst_vocab *v = NULL;
+    brisk_error err = {0};
+    if (brisk_gguf_open(path, &gg, &err) || brisk_vocab_load(gg, &tok, &err) || cst_vocab_from_tokenizer(tok, &v, &err)) {
+        printf("SKIP masks vs brute force: %s\n", err.msg);
+        brisk_gguf_close(gg);
+        brisk_vocab_free(tok);
+        return;
+    }
+    brisk_gguf_close(gg);
+    static const struct { const char *kind, *src, *text; } cases[] = {
+        {"schema", "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":8},\"n\":{\"type\":\"integer\",\"minimum\":-3,\"maximum\":250},"
+                   "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b c\"]},\"maxItems\":3}},\"required\":[\"name\"]}",
+         "{\"name\": \"hi\\\"x\", \"n\": 42, \"tags\": [\"b c\", \"a\"]}"},
+        {"schema", "{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"number\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
+                   "\"required\":[\"v\"],\"additionalProperties\":false}},\"$ref\":\"#/$defs/node\"}",
+         "{\"v\": 1.5e3, \"kids\": [{\"v\": -2, \"kids\": []}, {\"v\": 0}]}"},
+        {"schema", "{}", "{\"a\": [1, {\"b\": null}], \"c\": \"\xc3\xa9t\xc3\xa9\\n\"}"},
+        {"schema", "{\"type\":\"string\",\"pattern\":\"^[a-z]+-[0-9]{2}$\"}", "\"abc-42\""},
+        {"schema", "{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-02-28T10:11:12.5Z\""},
+        {"gbnf", "root ::= \"SELECT \" cols \" FROM \" [a-z]+\ncols ::= [a-z]+ (\", \" [a-z]+)*", "SELECT a, bc FROM t"},
+        {"regex", "(def|class) [A-Za-z_][A-Za-z_0-9]*\\(\\):", "def foo_1():"},
+    };
+    int bad = 0, steps = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cst_grammar *g = compile_kind(v, cases[i].kind, cases[i].src, strlen(cases[i].src), &err);
+        CHECKF(g != NULL, "case %zu: %s", i, err.msg);
+        if (!g) continue;
+        bad += brute_check(g, v, tok, cases[i].text, &steps);
+        cst_grammar_free(g);
+    }
+    printf("masks vs brute force (%s): %d steps x %d tokens, %d mismatches\n", path, steps, cst_vocab_n(v), bad);
+    CHECK(bad == 0);
+    CHECK(steps > 40);
+    cst_vocab_free(v);
+    brisk_vocab_free(tok);
+}
+
+/* ---- GBNF ---------------------------------------------------------------------------------------- */
+
+static void test_gbnf(const cst_vocab *bv) {
+    static const char *const files[] = {"arithmetic", "c", "chess", "english", "japanese", "json", "json_arr", "list"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/data/constrain/gbnf/%s.gbnf", BRISK_SOURCE_DIR, files[i]);
+        uint8_t *text = NULL;
+        size_t len = 0;
+        brisk_error err = {0};
+        CHECKF(brisk_file_read(path, &text, &len, &err) == BRISK_OK, "%s", err.msg);
+        cst_grammar *g = text ? compile_kind(bv, "gbnf", (const char *)text, len, &err) : NULL;
+        CHECKF(g != NULL, "%s.gbnf: %s", files[i], err.msg);
+        if (g && !strcmp(files[i], "json")) {
+            CHECK(matches(g, "{\"a\": [1, 2.5, \"x\"], \"b\": null}"));
+            CHECK(matches(g, "{}"));
+            CHECK(!matches(g, "{\"a\": }"));
+            CHECK(!matches(g, "[1]"));   /* json.gbnf's root is an object */
+        }
+        if (g && !strcmp(files[i], "arithmetic")) {
+            CHECK(matches(g, "1+2*3=x\n"));
+            CHECK(matches(g, "(a+b)*c= 7\n"));
+            CHECK(!matches(g, "1+\n"));
+        }
+        if (g && !strcmp(files[i], "list")) CHECK(matches(g, "- one\n- two\n"));
+        cst_grammar_free(g);
+        free(text);
+    }
+    static const struct { const char *src, *yes, *no; } cases[] = {
+        {"root ::= \"a\" b{2,3}\nb ::= [xy]", "axyx", "ax"},
+        {"root ::= ( \"x\" | \"y\" )+ # comment\n", "xyyx", ""},
+        {"root ::= [^\\n]* \"\\n\"", "abc\n", "ab\nc\n"},
+        {"root ::= .? \"\\x41\\u00e9\"", "zA\xc3\xa9", "A"},
+        {"root ::=\n  ( \"a\"\n  | \"b\" )", "b", "c"},
+        {"root ::= expr\nexpr ::= \"(\" expr \")\" | \"x\"", "((x))", "((x)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "gbnf", cases[i].src, strlen(cases[i].src), &err);
+        CHECKF(g != NULL, "gbnf case %zu: %s", i, err.msg);
+        if (!g) continue;
+        CHECKF(matches(g, cases[i].yes), "gbnf case %zu rejects '%s'", i, cases[i].yes);
+        CHECKF(!matches(g, cases[i].no), "gbnf case %zu accepts '%s'", i, cases[i].no);
+        cst_grammar_free(g);
+    }
+    static const char *const bad[] = {"root ::= \"a", "root ::= [a-", "root ::= x", "x ::= \"a\"", "root ::= \"a\"\nroot ::= \"b\"",
+                                      "root ::= (\"a\"", "root := \"a\"", "root ::= \"a\"{3,1}", "root ::= \"\\q\"",
+                                      "root ::= \"a\"\n  | \"b\""};   /* as llama.cpp: a newline ends a rule outside parentheses */
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "gbnf", bad[i], strlen(bad[i]), &err);
+        CHECKF(g == NULL && strstr(err.msg, "GBNF"), "bad grammar %zu: '%s'", i, err.msg);
+        cst_grammar_free(g);
+    }
+}
+
+/* ---- hand-made schema tables, errors, serialization --------------------------------------------- */
+
+static void test_schema_tables(const cst_vocab *bv) {
+    static const struct { const char *schema, *yes, *no; } cases[] = {
+        {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120}", "-5", "121"},
+        {"{\"type\":\"integer\",\"minimum\":-5,\"maximum\":120}", "120", "-6"},
+        {"{\"type\":\"integer\",\"exclusiveMinimum\":0}", "1", "0"},
+        {"{\"type\":\"integer\",\"minimum\":0}", "123456789012345678901234", "-1"},
+        {"{\"type\":\"number\",\"minimum\":0,\"exclusiveMaximum\":10}", "9.99", "10.0"},
+        {"{\"type\":\"number\",\"minimum\":-1,\"maximum\":1}", "-0.5", "-1.5"},
+        {"{\"type\":\"number\",\"minimum\":-1,\"maximum\":1}", "1.0", "1.01"},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\xc3\xa9\xc3\xa9\"", "\"a\""},
+        {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}", "\"\\\"\\\\\"", "\"abcd\""},
+        {"{\"type\":\"string\",\"format\":\"date\"}", "\"2023-12-31\"", "\"2023-02-30\""},
+        {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", "\"123e4567\""},
+        {"{\"type\":\"string\",\"format\":\"email\"}", "\"a.b@ex-ample.org\"", "\"a@b\""},
+        {"{\"type\":\"string\",\"format\":\"ipv4\"}", "\"192.168.0.255\"", "\"256.1.1.1\""},
+        {"{\"enum\":[\"x\",1,null,[1,2],{\"k\":true}]}", "{\"k\": true}", "2"},
+        {"{\"const\":\"a\\u0000b\"}", "\"a\\u0000b\"", "\"ab\""},
+        {"{\"type\":[\"string\",\"null\"]}", "null", "1"},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}", "[1, 2, 3]", "[1]"},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}", "[1,2]", "[1, 2, 3, 4]"},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"string\"},{\"type\":\"integer\"}],\"items\":false}", "[\"a\", 1]", "[\"a\", 1, 2]"},
+        {"{\"type\":\"array\",\"items\":[{\"type\":\"string\"}],\"additionalItems\":{\"type\":\"boolean\"}}", "[\"a\", true]", "[\"a\", 1]"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}", "{\"a\": 1, \"z\": [2]}", "{\"z\": 1, \"a\": 1}"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}}}", "{\"b\": \"x\"}", "{\"a\": \"x\"}"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{}", "{\"b\": 1}"},
+        {"{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}}", "{\"x\": 1, \"y\": 2}", "{\"x\": \"1\"}"},
+        {"{\"type\":\"object\",\"patternProperties\":{\"^x-\":{\"type\":\"integer\"}},\"additionalProperties\":false}", "{\"x-a\": 1}", "{\"y\": 1}"},
+        {"{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"string\",\"maxLength\":1}]}", "\"a\"", "\"ab\""},
+        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"boolean\"}]}", "true", "\"a\""},
+        {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},{\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}",
+         "{\"a\": 1, \"b\": \"x\"}", "{\"a\": 1}"},
+        {"{\"allOf\":[{\"type\":\"integer\",\"minimum\":0},{\"maximum\":3}]}", "3", "4"},
+        {"{\"definitions\":{\"p\":{\"type\":\"integer\"}},\"type\":\"object\",\"properties\":{\"a\":{\"$ref\":\"#/definitions/p\"}}}", "{\"a\": 1}", "{\"a\": 1.5}"},
+        {"{\"type\":\"object\",\"properties\":{\"next\":{\"$ref\":\"#\"}},\"additionalProperties\":false}", "{\"next\": {\"next\": {}}}", "{\"next\": 1}"},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"],\"minProperties\":1}", "{\"a\": 1}", "{}"},
+        {"true", "[{\"x\": [null]}]", "[1,]"},
+        {"{\"not\":{\"type\":\"string\"}}", "null", "\"a\""},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"not\":{}},\"b\":{\"type\":\"integer\"}}}", "{\"b\": 1}", "{\"a\": 1}"},
+        {"{\"type\":\"object\",\"minProperties\":1}", "{\"x\": 1}", "{}"},
+        {"{\"type\":\"integer\",\"not\":false}", "7", "7.5"},
+        /* an anyOf branch whose type contradicts its siblings' allows nothing (MaskBench dev line 3109) */
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"anyOf\":[{\"type\":\"string\"}]}],\"not\":{\"type\":\"object\"}}", "\"a\"", "{}"},
+        {"{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"array\",\"anyOf\":[{\"type\":\"string\"}]}],\"not\":{\"type\":\"object\"}}", "\"a\"", "[]"},
+        /* dependencies (array form): a needs b, c needs a */
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"string\"},\"c\":{}},\"dependencies\":{\"a\":[\"b\"],\"c\":[\"a\"]}}",
+         "{\"a\": 1, \"b\": \"x\", \"c\": 2}", "{\"b\": \"x\", \"c\": 2}"},
+        {"{\"type\":\"object\",\"dependentRequired\":{\"a\":[\"b\"]}}", "{\"b\": 1}", "{\"a\": 1}"},
+        /* oneOf rewritten to exclusive branches: both keys match both branches, a string matches both */
+        {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"a\": 1}", "{\"a\": 1, \"b\": 2}"},
+        {"{\"oneOf\":[{\"required\":[\"a\"]},{\"required\":[\"b\"]}]}", "{\"b\": 1}", "\"x\""},
+        {"{\"oneOf\":[{\"enum\":[\"a\",\"b\",1]},{\"enum\":[\"b\",\"c\"]}]}", "\"c\"", "\"b\""},
+        {"{\"oneOf\":[{\"type\":\"integer\"},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"type\":\"object\",\"properties\":{\"k\":{\"const\":2}},\"required\":[\"k\"]}]}",
+         "{\"k\": 2}", "{\"k\": 3}"},
+        {"{\"type\":\"string\",\"format\":\"my-own-format\"}", "\"anything\"", "1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "schema", cases[i].schema, strlen(cases[i].schema), &err);
+        CHECKF(g != NULL, "schema case %zu: %s", i, err.msg);
+        if (!g) continue;
+        CHECKF(matches(g, cases[i].yes), "schema case %zu rejects %s", i, cases[i].yes);
+        CHECKF(!matches(g, cases[i].no), "schema case %zu accepts %s", i, cases[i].no);
+        cst_grammar_free(g);
+    }
+    /* fail closed: the error names the keyword and where it is */
+    static const struct { const char *schema, *kw, *ptr; } errs[] = {
+        {"{\"properties\":{\"a\":{\"not\":{\"required\":[\"x\"]}}}}", "'not'", "/properties/a"},
+        {"{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"integer\",\"multipleOf\":3}}}", "'multipleOf'", "/properties/b"},
+        {"{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"uniqueItems\":true}", "'uniqueItems'", "#"},
+        {"{\"if\":{\"type\":\"string\"},\"then\":{\"minLength\":1}}", "'if'", "#"},
+        {"{\"type\":\"number\",\"not\":{\"type\":\"integer\"}}", "'not'", "#"},
+        {"{\"not\":{\"enum\":[1]}}", "'not'", "#"},
+        {"{\"type\":\"object\",\"dependencies\":{\"a\":{\"required\":[\"b\"]}}}", "'dependencies'", "#"},
+        {"{\"type\":\"string\",\"pattern\":\"(?=x)\"}", "'pattern'", "#"},
+        {"{\"oneOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"required\":[\"a\"]}]}", "'oneOf'", "#"},
+        {"{\"$ref\":\"http://example.com/s.json\"}", "'$ref'", "#"},
+        {"{\"type\":\"string\",\"format\":\"ipv6\"}", "'format'", "#"},
+    };
+    for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "schema", errs[i].schema, strlen(errs[i].schema), &err);
+        CHECKF(g == NULL && err.status == BRISK_ERR_UNSUPPORTED && strstr(err.msg, errs[i].kw) && strstr(err.msg, errs[i].ptr),
+               "error case %zu: '%s'", i, err.msg);
+        cst_grammar_free(g);
+    }
+    /* malformed input: clear errors, no crash */
+    static const char *const hostile[] = {"", "{", "[]", "{\"type\":5}", "{\"type\":\"strin\"}", "{\"$ref\":\"#/nope\"}",
+                                          "{\"$ref\":\"#\"}", "{\"anyOf\":[]}", "{\"minLength\":-1,\"type\":\"string\"}",
+                                          "{\"type\":\"string\",\"pattern\":\"a{99999}\"}", "{\"enum\":7}"};
+    for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "schema", hostile[i], strlen(hostile[i]), &err);
+        CHECKF(g == NULL && err.msg[0], "hostile schema %zu ('%s') compiled or gave no message", i, hostile[i]);
+        cst_grammar_free(g);
+    }
+    /* deep nesting is refused, not a stack overflow */
+    {
+        const int depth = 5000;
+        char *deep = malloc((size_t)depth * 16 + 16), *p = deep;
+        for (int k = 0; k < depth; k++) p += sprintf(p, "{\"items\":");
+        p += sprintf(p, "{}");
+        for (int k = 0; k < depth; k++) *p++ = '}';
+        *p = 0;
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "schema", deep, strlen(deep), &err);
+        CHECKF(g == NULL && err.msg[0], "a schema nested %d deep: '%s'", depth, err.msg);
+        cst_grammar_free(g);
+        free(deep);
+    }
+}
+
+static void test_dumps(void) {
+    /* Python's json.dumps(json.loads(x), ensure_ascii=False), recorded */
+    static const struct { const char *in, *want; } cases[] = {
+        {"1e-5", "1e-05"}, {"1e16", "1e+16"}, {"1e15", "1000000000000000.0"}, {"100.0", "100.0"}, {"0.1", "0.1"},
+        {"1.5e-7", "1.5e-07"}, {"123456789012345.6", "123456789012345.6"}, {"-0.0", "-0.0"}, {"0.0001", "0.0001"},
+        {"2.5e+300", "2.5e+300"}, {"12", "12"}, {"[1, {\"a\":\"\\u00e9\\n\\u0001\"}]", "[1, {\"a\": \"\xc3\xa9\\n\\u0001\"}]"},
+        {"{\"b\":1,\"a\":[]}", "{\"b\": 1, \"a\": []}"}, {"\"\\/\"", "\"/\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_error_t je;
+        json_t *v = json_loads(cases[i].in, JSON_DECODE_ANY, &je);
+        size_t len = 0;
+        char *s = v ? cst_json_dumps(v, &len) : NULL;
+        CHECKF(s && !strcmp(s, cases[i].want), "dumps(%s) = %s, want %s", cases[i].in, s ? s : "(null)", cases[i].want);
+        free(s);
+        json_decref(v);
+    }
+}
+
+int main(void) {
+    cst_vocab *bv = byte_vocab();
+    CHECK(bv != NULL);
+    if (!bv) return test_finish();
+    test_regex_vs_pcre();
+    test_dumps();
+    test_schema_tables(bv);
+    test_gbnf(bv);
+    test_schema_maskbench(bv);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/models/pycode-target-f16.gguf", BRISK_SOURCE_DIR);
+    test_masks_brute_force(path);
+    /* the Llama 3 vocabulary (128,256 tokens) when the shared fixtures are there */
+    test_masks_brute_force(test_shared("vocab/ggml-vocab-llama-bpe.gguf", path, sizeof path));
+    cst_vocab_free(bv);
+    return test_finish();
+}
