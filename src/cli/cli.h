@@ -183,12 +183,12 @@ size_t cli_edit_distance(const char *a, const char *b);
  * read can block (stat, then open O_NONBLOCK and fstat the descriptor). More
  * than cap bytes is refused with a message naming the cap and
  * --max-input-bytes. Errors are BRISK_ERR_IO / BRISK_ERR_CAPACITY / NOMEM. */
+brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint8_t **out, size_t *len, brisk_error *err);
+
 /* constraint_flags.c: the constraint named by --grammar, --grammar-file, --json-schema, --json-schema-file,
  * --regex or --choice (at most one), or *out = NULL when none is given. */
 brisk_status cli_constraint(const cli_args *a, const brisk_model *m, brisk_constraint **out, brisk_error *err);
 bool cli_constraint_given(const cli_args *a);
-
-brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint8_t **out, size_t *len, brisk_error *err);
 
 /* An output file written atomically: a temporary file beside the target
  * (mkstemp in the same directory), fsync'd, then renamed over it. A target
