@@ -574,13 +574,17 @@ function report(file) {
     const ks = keys[sc] || Object.keys(rs[0]).filter(k => typeof rs[0][k] === "number" && k !== "time");
     console.log(`\n### ${sc}\n\n| server | run | ok | ${ks.join(" | ")} |\n|---|---|---|${ks.map(() => "---").join("|")}|`);
     for (const r of rs) console.log(`| ${r.label} | ${r.run ?? ""} | ${r.ok} | ${ks.map(k => r[k] ?? "").join(" | ")} |`);
-    // medians per server and, with two servers, the ratio of the first to the second
+    // medians per server, and the first server's over each other's
     const labels = [...new Set(rs.map(r => r.label))];
-    if (labels.length === 2)
+    if (labels.length >= 2) {
+      console.log("");
       for (const k of ks) {
         const m = labels.map(l => median(rs.filter(r => r.label === l && typeof r[k] === "number").map(r => r[k])));
-        if (m[0] !== null && m[1]) console.log(`\nmedian ${k}: ${labels[0]} ${round(m[0])}, ${labels[1]} ${round(m[1])}, ratio ${round(m[0] / m[1], 3)}`);
+        if (m[0] === null) continue;
+        const others = labels.slice(1).map((l, i) => m[i + 1] ? `${l} ${round(m[i + 1])} (ratio ${round(m[0] / m[i + 1], 3)})` : "").filter(Boolean);
+        if (others.length) console.log(`- median ${k}: ${labels[0]} ${round(m[0])}, ${others.join(", ")}`);
       }
+    }
   }
 }
 
