@@ -583,6 +583,14 @@ function report(file) {
         if (m[0] === null) continue;
         const others = labels.slice(1).map((l, i) => m[i + 1] ? `${l} ${round(m[i + 1])} (ratio ${round(m[0] / m[i + 1], 3)})` : "").filter(Boolean);
         if (others.length) console.log(`- median ${k}: ${labels[0]} ${round(m[0])}, ${others.join(", ")}`);
+        // runs of the same repetition ran back to back: their ratios, and the median of those
+        for (const l of labels.slice(1)) {
+          const pr = rs.filter(r => r.label === labels[0] && typeof r[k] === "number").map(a => {
+            const b = rs.find(r => r.label === l && r.run === a.run && typeof r[k] === "number" && r[k]);
+            return b ? a[k] / b[k] : null;
+          }).filter(x => x !== null);
+          if (pr.length > 1) console.log(`  - ${labels[0]}/${l} per run: ${pr.map(x => round(x, 3)).join(", ")}; median ${round(median(pr), 3)}`);
+        }
       }
     }
   }

@@ -7,7 +7,8 @@
 # table with the medians and brisk/llama-server ratios is printed at the end.
 #
 #   bench/serve-load.sh [--model GGUF] [--threads N] [--reps N] [--servers "brisk llama"]
-#                       [--out DIR] [--brisk PATH] [--peer PATH] [SCENARIO ...] [-- MJS-OPTIONS]
+#                       [--out DIR] [--brisk PATH] [--peer PATH] [--brisk-args "ARGS"]
+#                       [SCENARIO ...] [-- MJS-OPTIONS]
 #
 # Scenarios (default: throughput prefix): single throughput fairness prefix
 # sysprompt determinism overload disconnect slowloris keepalive. overload and
@@ -26,6 +27,7 @@ servers="brisk llama"
 out="/tmp/brisk-load/run-$(date +%Y%m%d-%H%M%S)"
 scenarios=()
 extra=()
+brisk_args=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --model) model="$2"; shift 2 ;;
@@ -35,8 +37,9 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --brisk) brisk="$2"; shift 2 ;;
     --peer) peer="$2"; shift 2 ;;
+    --brisk-args) read -r -a brisk_args <<<"$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     -*) echo "serve-load.sh: unknown option $1" >&2; exit 2 ;;
     *) scenarios+=("$1"); shift ;;
   esac
@@ -79,7 +82,7 @@ start_server() {
     [ "$sc" = overload ] && adm=(--max-running 8 --max-queue 16)
     [ "$sc" = disconnect ] && adm=(--max-running 8 --max-queue 0)
     # --kv-size 8192: the same KV memory as llama-server's -c 8192 (its KV is unified across slots)
-    "$brisk" serve -m "$model" -t "$threads" --host 127.0.0.1 --port "$port" -c 8192 --kv-size 8192 "${adm[@]}" >"$log" 2>&1 &
+    "$brisk" serve -m "$model" -t "$threads" --host 127.0.0.1 --port "$port" -c 8192 --kv-size 8192 "${adm[@]}" "${brisk_args[@]}" >"$log" 2>&1 &
   else
     # llama-server gives each slot -c / --parallel tokens: the prompts of the
     # prefix and system-prompt scenarios (1,104 and 1,540 tokens) need 2,048 a
