@@ -571,7 +571,7 @@ function report(file) {
     fairness: ["undisturbed_itl_p50_s", "disturbed_itl_p99_s", "ratio"],
   };
   for (const [sc, rs] of Object.entries(by)) {
-    const ks = keys[sc] || Object.keys(rs[0]).filter(k => typeof rs[0][k] === "number" && k !== "time");
+    const ks = keys[sc] || Object.keys(rs[0]).filter(k => typeof rs[0][k] === "number" && k !== "time" && k !== "run");
     console.log(`\n### ${sc}\n\n| server | run | ok | ${ks.join(" | ")} |\n|---|---|---|${ks.map(() => "---").join("|")}|`);
     for (const r of rs) console.log(`| ${r.label} | ${r.run ?? ""} | ${r.ok} | ${ks.map(k => r[k] ?? "").join(" | ")} |`);
     // medians per server, and the first server's over each other's
