@@ -101,7 +101,6 @@ function procStats(pid) {
 // ---- HTTP -----------------------------------------------------------------------------------------
 
 let baseUrl;
-const agent = new http.Agent({keepAlive: true, maxSockets: Infinity});
 
 function get(path) {
   return new Promise(resolve => {
@@ -119,7 +118,8 @@ function get(path) {
 
 // One completion request. body.stream decides the shape of the reply. With
 // opts.killAfter = k the client goes away (socket destroyed) after k events
-// with text; opts.onText(events) is called on each of them. Resolves to:
+// with text; opts.onText(r) is called on each of them, opts.onRequest(r) once
+// at the start (r.kill() ends the request from the client's side). Resolves to:
 // status, error (a socket error such as ECONNRESET), done ([DONE] seen or a
 // non-streamed body), texts per choice, logprobs per choice (the token
 // logprobs as the server printed them), usage, t0, ttft, itl (gaps), killed.
@@ -134,7 +134,7 @@ function complete(body, opts = {}) {
     const req = http.request(new URL("/v1/completions", baseUrl), {
       // a new connection per request by default: llama-server closes a kept-alive
       // connection after a stream, and reusing it would read as a reset
-      method: "POST", agent: opts.agent === undefined ? false : opts.agent,
+      method: "POST", agent: false,
       headers: {"Content-Type": "application/json", "Content-Length": Buffer.byteLength(payload)},
     }, res => {
       r.status = res.statusCode;
@@ -401,7 +401,7 @@ S.determinism = async o => {
 // rest get 429 (as plain JSON with Retry-After), no connection reset
 S.overload = async o => {
   const rs = await Promise.all(Array.from({length: o.burst}, (_, k) =>
-    complete(genBody(o, tokens(o, 900 + k, 16), {max_tokens: o["gen-tokens"]}), {agent: false})));
+    complete(genBody(o, tokens(o, 900 + k, 16), {max_tokens: o["gen-tokens"]}))));
   const done = rs.filter(r => r.status === 200 && r.done && !r.error).length;
   const rejected = rs.filter(r => r.status === 429);
   const proper429 = rejected.filter(r => r.json && r.json.error && r.json.error.code && r.headers["retry-after"]).length;
@@ -613,7 +613,6 @@ async function main() {
   if (o.out) fs.writeFileSync(o.out, JSON.stringify(out) + "\n");
   const line = JSON.stringify(out, (k, v) => k === "phases" || k === "b_output" || k === "text" ? undefined : v);
   console.log(line);
-  agent.destroy();
   process.exit(res.ok ? 0 : 1);
 }
 main().catch(e => { console.error("serve-load: " + (e.stack || e)); process.exit(2); });
