@@ -10,6 +10,11 @@
 #   libmicrohttpd-dev       HTTP for `brisk serve` (event-driven connections, suspend/resume streaming);
 #                           without it everything but serve builds
 #   curl                    tests/cli_serve.sh drives the server with it
+# and, for the serve tests that need a browser or promtool, best effort (those tests skip without them):
+#   chromium                tests/cli_serve_browser.sh drives the web chat page in it (headless,
+#                           through playwright-core's executablePath; the tests install the pinned
+#                           npm packages they use, openai and playwright-core, under the build tree)
+#   prometheus              promtool, which checks the /metrics text
 # and, for `make test-aarch64` (the NEON kernels under emulation), best effort:
 #   gcc-aarch64-linux-gnu   the cross compiler
 #   qemu-user               qemu-aarch64, which runs the aarch64 tests
@@ -19,6 +24,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake clang libclang-rt-14-dev libpcre2-dev libjansson-dev libmicrohttpd-dev curl)
 cross_pkgs=(gcc-aarch64-linux-gnu qemu-user libpcre2-dev:arm64 libjansson-dev:arm64)
+serve_test_pkgs=(chromium prometheus)
 
 missing_of() {
   local p
@@ -28,7 +34,8 @@ missing_of() {
 }
 mapfile -t missing < <(missing_of "${pkgs[@]}")
 mapfile -t cross_missing < <(missing_of "${cross_pkgs[@]}")
-[ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ] && exit 0
+mapfile -t serve_test_missing < <(missing_of "${serve_test_pkgs[@]}")
+[ ${#missing[@]} -eq 0 ] && [ ${#cross_missing[@]} -eq 0 ] && [ ${#serve_test_missing[@]} -eq 0 ] && exit 0
 
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -37,6 +44,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${missing[*]}"
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ ${#serve_test_missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${serve_test_missing[*]} (for the browser and /metrics tests of brisk serve)"
+  if ! { [ ${#missing[@]} -gt 0 ] || $sudo apt-get update -qq; } ||
+     ! $sudo apt-get install -y -qq --no-install-recommends "${serve_test_missing[@]}" >/dev/null; then
+    echo "bootstrap: WARNING: could not install ${serve_test_missing[*]}; the tests that need them will be skipped" >&2
+  fi
 fi
 if [ ${#cross_missing[@]} -gt 0 ]; then
   echo "bootstrap: installing ${cross_missing[*]} (for make test-aarch64)"

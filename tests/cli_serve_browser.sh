@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The web chat page in headless Chromium: Debian's /usr/bin/chromium driven by
+# playwright-core (pinned, installed under the build tree on first use), on a
+# synth smollm2-135m (written under the build tree on first use: slow enough,
+# about 70 tokens/s on one thread, for Stop to land mid-reply) with the Qwen3
+# template. tests/cli_serve_browser.mjs says what is checked. Skips (77)
+# without chromium, node/npm, the registry, or a build with libmicrohttpd.
+set -u
+brisk="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
+tmp="$(mktemp -d)"
+. "$root/tests/serve/lib.sh"
+trap cleanup EXIT
+[ -x /usr/bin/chromium ] || { echo "SKIP: /usr/bin/chromium absent (scripts/bootstrap.sh installs Debian's chromium)"; exit 77; }
+command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; }
+if "$brisk" serve -m "$root/models/pycode-target-f16.gguf" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
+  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
+fi
+builddir="$(cd "$(dirname "$brisk")" && pwd)"
+npmdir="$builddir/npm-playwright"
+if ! grep -qs '"version": "1.65.1"' "$npmdir/node_modules/playwright-core/package.json"; then
+  mkdir -p "$npmdir"
+  if ! timeout 300 npm install --no-save --no-audit --no-fund --prefix "$npmdir" playwright-core@1.65.1 >"$tmp/npm.log" 2>&1; then
+    echo "SKIP: npm install playwright-core@1.65.1 failed (registry unreachable?): $(tail -3 "$tmp/npm.log")"; exit 77
+  fi
+fi
+model="$builddir/serve-browser/smollm2-135m-q8_0.gguf"
+if [ ! -f "$model" ]; then
+  mkdir -p "$(dirname "$model")"
+  "$brisk" synth --shape smollm2-135m --type Q8_0 -o "$model" >/dev/null 2>"$tmp/synth.err" || { echo "FAIL: brisk synth: $(tail -3 "$tmp/synth.err")"; exit 1; }
+fi
+start main -m "$model" --chat-template "$tpl" -c 2048 -np 1 --max-queue 0 || exit 1
+timeout 240 node "$root/tests/cli_serve_browser.mjs" "$npmdir/node_modules" "http://127.0.0.1:$port_main"
+rc=$?
+kill -TERM "$pid_main"
+wait "$pid_main"; r=$?
+[ $r -eq 0 ] || { echo "FAIL: the server exited $r: $(tail -5 "$tmp/main.err")"; rc=1; }
+exit $rc
