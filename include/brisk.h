@@ -608,6 +608,12 @@ typedef struct brisk_sched_params {
     int32_t n_ubatch;    /* tokens per forward pass (-ub), <= the context's n_batch; 0 = min(n_batch, the context's) */
     int32_t max_running; /* sequences (slots) running at once, <= n_seq; 0 = n_seq */
     int32_t max_queue;   /* requests waiting at most; a full queue refuses with BRISK_ERR_CAPACITY; 0 = 1024 */
+    /* Stall-bounded chunked prefill (as Sarathi-Serve): while requests decode, the prompt tokens of a step may
+     * add at most max_stall times the step's estimated decode-only time (from the measured pass costs), so a
+     * decoding stream's inter-token time stays within (1 + max_stall) of its undisturbed one while a long
+     * prompt is prefilled. At least one prompt token per step is computed, so prompts always progress.
+     * 0 = no limit (prompt chunks fill n_batch); the limit applies only once both costs have been measured. */
+    double max_stall;
 } brisk_sched_params;
 brisk_sched_params brisk_sched_default_params(void);
 

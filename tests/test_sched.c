@@ -916,6 +916,68 @@ static void test_prompt_logits(void) {
     printf("prompt logits: bitwise the one-pass logits, in 16-token passes, cached or not\n");
 }
 
+/* ---- stall-bounded prefill (max_stall) ----------------------------------------------------------- */
+
+/* A long prompt arriving while a request decodes: with a tiny max_stall every step that decodes
+ * computes exactly one prompt token (the floor that keeps prompts moving) once both costs are
+ * measured; with max_stall 0 the prompt fills the step. Both outputs equal the request alone. */
+static void test_stall(void) {
+    enum { LONG = 200 };
+    int32_t pa[20], pb[LONG];
+    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    rec alone[2], out[2][2];
+    for (int k = 0; k < 2; k++) {
+        brisk_context *c = new_ctx(256, 512, 64, 2);
+        brisk_sched *s = new_sched(c, 64, 64, 0);
+        rec_init(&alone[k], 1, true);
+        job j = {.prompt = k ? pb : pa, .n_prompt = k ? LONG : 20, .max_tokens = MAX_GEN, .n = 1, .out = &alone[k]};
+        add_job(s, &j);
+        drain(s, NULL);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    brisk_error err = {0};
+    for (int mode = 0; mode < 2; mode++) {
+        brisk_context *c = new_ctx(256, 512, 64, 2);
+        brisk_sched_params sp = brisk_sched_default_params();
+        sp.n_batch = 64;
+        sp.max_stall = mode ? 1e-9 : 0.0;
+        brisk_sched *s = NULL;
+        CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+        rec_init(out[mode], 2, true);
+        job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = MAX_GEN, .n = 1, .out = &out[mode][0]};
+        add_job(s, &ja);
+        brisk_sched_info info;
+        for (int i = 0; i < 3; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);   /* A's prompt, then it decodes */
+        job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = MAX_GEN, .n = 1, .out = &out[mode][1]};
+        add_job(s, &jb);
+        int max_pf = 0, steps_shared = 0;
+        while (brisk_sched_pending(s) > 0) {
+            const int32_t a_before = out[mode][0].n;
+            CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+            if (out[mode][0].n > a_before && info.n_prefill > 0) {   /* A decoded beside B's prompt */
+                steps_shared++;
+                if (info.n_prefill > max_pf) max_pf = info.n_prefill;
+            }
+        }
+        if (mode) CHECKF(max_pf == 1 && steps_shared >= 20, "max_stall ~0: %d prompt tokens at most per decoding step over %d steps", max_pf, steps_shared);
+        else CHECKF(max_pf > 1, "max_stall 0: the prompt fills the step (%d tokens)", max_pf);
+        CHECK(rec_same(&out[mode][0], &alone[0]) && rec_same(&out[mode][1], &alone[1]));
+        rec_free(out[mode], 2);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    rec_free(alone, 1);
+    rec_free(&alone[1], 1);
+    brisk_sched_params bad = brisk_sched_default_params();
+    bad.max_stall = -1.0;
+    brisk_context *c = new_ctx(256, 512, 64, 2);
+    brisk_sched *s = NULL;
+    CHECK(brisk_sched_init(&s, c, &bad, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "max_stall"));
+    brisk_context_free(c);
+}
+
 static bool load(const char *rel) {
     char path[1024];
     brisk_error err = {0};
@@ -936,6 +998,7 @@ int main(void) {
     test_errors();
     test_accounting();
     test_prompt_logits();
+    test_stall();
     test_invariance("qwen2-tiny-Q4_0", NULL);
     test_pool();
     test_threads();

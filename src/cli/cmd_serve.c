@@ -33,7 +33,7 @@ static const cli_use serve_uses[] = {
      .help = "tokens per request (prompt + completion); 0 = the model's training context. Never divided by -np"},
     {.id = CLI_O_KV_SIZE}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
     {.id = CLI_O_HEADING, .heading = "admission"},
-    {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_PROMPT_TOKENS},
+    {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_STALL}, {.id = CLI_O_MAX_PROMPT_TOKENS},
     {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC}, {.id = CLI_O_KV_DIR},
     {.id = CLI_O_HEADING, .heading = "HTTP"},
     {.id = CLI_O_HOST}, {.id = CLI_O_PORT}, {.id = CLI_O_API_KEY}, {.id = CLI_O_API_KEY_FILE}, {.id = CLI_O_CORS_ORIGINS},
@@ -216,7 +216,7 @@ int brisk_cmd_serve(int argc, char **argv) {
     srv_config cfg = {
         .host = a.s[CLI_O_HOST], .port = (int)a.i[CLI_O_PORT], .alias = alias, .api_keys = keys, .n_api_keys = n_keys,
         .cors_origins = a.s[CLI_O_CORS_ORIGINS], .log_prompts = a.i[CLI_O_LOG_PROMPTS] != 0,
-        .queue_timeout_s = a.f[CLI_O_QUEUE_TIMEOUT], .header_timeout_s = a.f[CLI_O_HEADER_TIMEOUT],
+        .queue_timeout_s = a.f[CLI_O_QUEUE_TIMEOUT], .max_stall = a.f[CLI_O_MAX_STALL], .header_timeout_s = a.f[CLI_O_HEADER_TIMEOUT],
         .spec = (int)a.i[CLI_O_SERVE_SPEC], .stream_quantum_ms = a.f[CLI_O_STREAM_QUANTUM], .kv_dir = a.s[CLI_O_KV_DIR],
         .fingerprint = fingerprint, .max_body = (size_t)a.i[CLI_O_MAX_BODY], .max_running = max_running,
         .max_queue = (int32_t)a.i[CLI_O_MAX_QUEUE], .n_ctx = cp.n_ctx_seq,

@@ -98,6 +98,9 @@ struct brisk_sched {
     const brisk_model *model;
     int32_t n_vocab, n_vocab_tokens, n_ctx, n_seq;
     int32_t n_batch, n_ubatch, n_outputs, max_running, max_queue;
+    double max_stall;       /* see brisk_sched_params */
+    double prefill_tok_s;   /* measured seconds per prompt token in a pass (EMA), 0 until measured */
+    int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
 
     pthread_mutex_t mu;
     sched_req *q_head, *q_tail;
@@ -157,7 +160,7 @@ brisk_sched_request brisk_sched_default_request(void) {
 }
 
 brisk_sched_params brisk_sched_default_params(void) {
-    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0};
+    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0};
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------- */
@@ -172,6 +175,8 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_running %d out of range [1, %d] (the context's sequences)",
                           p->max_running, n_seq);
     if (p->max_queue < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_queue %d must not be negative", p->max_queue);
+    if (!(p->max_stall >= 0.0 && p->max_stall <= 1e6))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_stall %g out of range [0, 1e6]", p->max_stall);
     const int32_t n_batch = p->n_batch > 0 ? p->n_batch : ctx_batch;
     const int32_t n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : BRISK_MIN(n_batch, ctx_batch);
     if (n_ubatch > ctx_batch)
@@ -208,6 +213,7 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     s->n_outputs = brisk_context_n_outputs_max(c);
     s->max_running = p->max_running > 0 ? p->max_running : n_seq;
     s->max_queue = p->max_queue > 0 ? p->max_queue : SCHED_DEFAULT_QUEUE;
+    s->max_stall = p->max_stall;
     s->next_id = 1;
     if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
@@ -715,6 +721,15 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
         rows += 1 + e->k;
         *need += blocks_for(ch->kv_len, ch->kv_len + 1 + e->k);
     }
+    /* the step's prompt allowance, set by its first pass that decodes: max_stall times the decode-only pass */
+    if (s->step_pf_left < 0 && n > 0 && s->max_stall > 0.0 && s->prefill_tok_s > 0.0) {
+        const double dec = brisk_spec_policy_cost(s->policy, n);
+        if (dec > 0.0) {
+            const double allow = s->max_stall * dec / s->prefill_tok_s;
+            s->step_pf_left = allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)allow);
+        }
+    }
+    if (s->step_pf_left >= 0) room = BRISK_MIN(room, n + s->step_pf_left);
     /* prefill chunks, oldest first */
     for (int32_t i = 0; i < s->n_running && n < room; i++) {
         sched_req *r = s->running[i];
@@ -866,6 +881,25 @@ static void after_pass(brisk_sched *s) {
 
 /* ---- the step ------------------------------------------------------------------------------------------ */
 
+/* The seconds per prompt token, from a pass that computed prompt tokens: its time less what its decode
+ * tokens (and drafts) would cost alone; one outlier is clipped to [1/2, 2]x the estimate. Spends the step's
+ * prompt allowance. */
+static void observe_prefill(brisk_sched *s, double dt) {
+    int32_t n_dec = 0, n_pf = 0;
+    for (int32_t i = 0; i < s->n_ent; i++) {
+        if (s->ent[i].decode) n_dec += 1 + s->ent[i].k;
+        else n_pf += s->ent[i].n;
+    }
+    if (s->step_pf_left >= 0) s->step_pf_left = BRISK_MAX(0, s->step_pf_left - n_pf);
+    if (n_pf == 0) return;
+    const double dec = n_dec > 0 ? brisk_spec_policy_cost(s->policy, n_dec) : 0.0;
+    if (n_dec > 0 && !(dec > 0.0)) return;
+    const double per = (dt - dec) / n_pf;
+    if (!(per > 0.0)) return;
+    const double c = s->prefill_tok_s;
+    s->prefill_tok_s = c > 0.0 ? 0.7 * c + 0.3 * fmax(0.5 * c, fmin(2.0 * c, per)) : per;
+}
+
 brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_error *err) {
     brisk_sched_info local;
     brisk_sched_info *in = info ? info : &local;
@@ -875,6 +909,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     take_cancels_and_admit(s);
     int32_t budget = s->n_batch;
     bool progressed = false;
+    s->step_pf_left = -1;
     while (budget > 0 && s->n_running > 0) {
         int32_t need;
         const int32_t n = build_pass(s, BRISK_MIN(s->n_ubatch, budget), progressed, &need);
@@ -901,6 +936,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
             continue;
         }
         brisk_spec_policy_observe(s->policy, n, brisk_n_logits(s->c), dt);
+        observe_prefill(s, dt);
         budget -= n;
         progressed = true;
         account_pass(s, n);
