@@ -5,7 +5,7 @@
  * exports a table with the same signatures, and is checked against ref by
  * tests/test_kernels.c. dispatch.c picks the best table the CPU runs;
  * BRISK_ISA=NAME in the environment (read once) forces one (ref, avx2,
- * avx512, neon, neon-dotprod, neon-i8mm), so every table can be run and
+ * avx2-vnni, avx512, neon, neon-dotprod, neon-i8mm), so every table can be run and
  * benchmarked on one machine; BRISK_FORCE_REF=1 is BRISK_ISA=ref.
  *
  * A matmul row is: quantize the activation row once with
@@ -66,6 +66,7 @@ int brisk_kernels_all(const brisk_kernels **out, int max);
 /* ISA tables, defined only in builds that compile that ISA's files; callers
  * go through brisk_kernels_best/all, which check the CPU first. */
 const brisk_kernels *brisk_kernels_avx2(void);
+const brisk_kernels *brisk_kernels_avx2_vnni(void);      /* AVX2 + AVX-VNNI (VEX vpdpbusd) */
 const brisk_kernels *brisk_kernels_avx512(void);         /* AVX-512 F/BW/VL/DQ + VNNI (+ AVX2's needs) */
 const brisk_kernels *brisk_kernels_neon(void);           /* aarch64, baseline ARMv8-A */
 const brisk_kernels *brisk_kernels_neon_dotprod(void);   /* aarch64 + dotprod (SDOT) */
@@ -194,9 +195,13 @@ const brisk_attn_kernels *brisk_attn_avx2(void);
 const brisk_attn_kernels *brisk_attn_avx512(void);
 const brisk_attn_kernels *brisk_attn_neon(void);
 
-/* The packed-GEMM table for this CPU, or NULL (no ISA support, BRISK_FORCE_REF=1, or BRISK_ISA naming another table). */
+/* The packed-GEMM table of brisk_kernels_best's table (avx512, avx2-vnni, avx2), or NULL (ref, NEON). */
 const brisk_gemm_kernels *brisk_gemm_best(void);
 const brisk_gemm_kernels *brisk_gemm_avx512(void);
+const brisk_gemm_kernels *brisk_gemm_avx2(void);
+const brisk_gemm_kernels *brisk_gemm_avx2_vnni(void);
+/* The packed-GEMM tables of every kernel table this CPU can run (tests, benchmarks). */
+int brisk_gemm_all(const brisk_gemm_kernels **out, int max);
 
 /* Whether brisk_pack_rows knows the type; the bytes of one packed group of
  * BRISK_GEMM_ROWS rows of cols elements (0: that width cannot be packed); the
