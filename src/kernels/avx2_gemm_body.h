@@ -232,6 +232,72 @@ INL void q8_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 
 DEFINE_GEMM(gemm_q8_0, q8_0_tile, 1, 32)
 
+/* ---- Q5_0 (LANES, like Q8_0) -------------------------------------------------------------
+ * value = nibble | 16*bit (0..31), q = value - 16: lane c = -16*sum(y chunk) + sum value*y;
+ * the -16 term is the Q8_0 act sum (-128*sum) shifted right by 3 (exact: a multiple of 128).
+ * Chunk c is elements 4c..4c+3 (the low nibbles of line c, or the high ones of line c - 4);
+ * its 5th bits are the 64-bit mask at 32 + 8c, bit 4r+k for element k of row r, so a half's
+ * 32 bits expand to its 32 bytes. */
+
+#define Q50_GROUP (G * sizeof(brisk_block_q5_0))
+
+/* Bit i of m -> 0x10 in byte i (0 where clear), for i in 0..31. */
+INL __m256i bits_to_16(uint32_t m) {
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    const __m256i v = _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int32_t)m), spread), bit);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, bit), _mm256_set1_epi8(0x10));
+}
+
+INL void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf) {
+    __m256 acc[2][MAX_TT][8];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++)
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) acc[hh][t][c] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q50_GROUP;
+        prefetch_ahead(blk, Q50_GROUP, pf, tt <= 2);
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            const __m256 dw = load_f16x8(blk + 16 * h);
+            __m256 d[MAX_TT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) d[t] = _mm256_mul_ps(dw, _mm256_set1_ps(act_scale(sums + (size_t)t * ss, nb, b)));
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 96 + 64 * (c & 3) + 32 * h));
+                const __m256i nib = c < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                uint32_t mk;
+                memcpy(&mk, blk + 32 + 8 * c + 4 * h, 4);
+                const __m256i w = _mm256_or_si256(nib, bits_to_16(mk));
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const brisk_block_q8_0 *y = (const brisk_block_q8_0 *)(act + (size_t)t * as) + b;
+                    const __m256i init = _mm256_srai_epi32(_mm256_set1_epi32(sums[(size_t)t * ss + 8 * b + c]), 3);
+#if AVX2_GEMM_VNNI
+                    const __m256i lane = _mm256_dpbusd_avx_epi32(init, w, bc32(y->qs + 4 * c));
+#else
+                    const __m256i lane = _mm256_add_epi32(init, chain_end(_mm256_maddubs_epi16(w, bc32(y->qs + 4 * c))));
+#endif
+                    acc[hh][t][c] = _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(lane), acc[hh][t][c]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), hsum8_lanes(acc[hh][t]));
+}
+
+DEFINE_GEMM(gemm_q5_0, q5_0_tile, 1, 32)
+
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ---------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
  * acc = fma((float)isum, dw*dy, acc); the min chain (accm = fma((float)imin,
@@ -329,6 +395,106 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 }
 
 DEFINE_GEMM(gemm_q4_k, q4_k_tile, 3, BRISK_QK_K)
+
+/* ---- Q5_K (LANES with 32-element sub-block scales plus the min term, against Q8_K) -----------
+ * Lane m is the chunks 8j+m (elements 32j+4m.., sub-block j = 0..7), chunk by chunk
+ * scaled by sc[j] (D fits int16: AVX2 vpmaddwd against (sc, sc), VNNI vpdpwssd against sc
+ * zero-extended, as Q6_K), lane by lane so one int32 accumulator per token is live; the 5th
+ * bits come from the 64-bit mask per (lane, sub-block), 32 bits per half. The min term is
+ * done in float as in avx512_gemm.c (integers under 2^24: exact): summ = sum_j m_j * (bsums
+ * pair j), mins = fma(-(dy*dmin), summ, mins); result hsum8(acc) + mins. */
+
+#define Q5K_GROUP (G * (sizeof(brisk_block_q5_k) + 4))
+
+INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf) {
+    (void)sums, (void)ss;
+    __m256 acc[2][MAX_TT][8], mins[2][MAX_TT];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) {
+            mins[hh][t] = _mm256_setzero_ps();
+            #pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) acc[hh][t][m] = _mm256_setzero_ps();
+        }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q5K_GROUP;
+        prefetch_ahead(blk, 320, pf, tt <= 2);   /* the nibble and mask lines one by one with their loads */
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            const __m256 dw = load_f16x8(blk + 16 * h), mw = load_f16x8(blk + 32 + 16 * h);
+            __m256 d[MAX_TT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) {
+                const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
+                d[t] = _mm256_mul_ps(_mm256_set1_ps(y->d), dw);
+                float bsp[8];   /* bsums[2j] + bsums[2j+1], as float (exact) */
+                _mm256_storeu_ps(bsp, _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1))));
+                __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+                #pragma GCC unroll 4
+                for (int j = 0; j < 8; j += 2) {
+                    s0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(load_u8x8(blk + 192 + 16 * j + 8 * h)), _mm256_set1_ps(bsp[j]), s0);
+                    s1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(load_u8x8(blk + 208 + 16 * j + 8 * h)), _mm256_set1_ps(bsp[j + 1]), s1);
+                }
+                /* (-dy) * dmin, as ref: negation is exact, so this is -(dy * dmin) */
+                mins[hh][t] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(-y->d), mw), _mm256_add_ps(s0, s1), mins[hh][t]);
+            }
+            __m256i sc[8];
+            #pragma GCC unroll 8
+            for (int j = 0; j < 8; j++) {
+                const __m256i s32 = load_u8x8(blk + 64 + 16 * j + 8 * h);
+#if AVX2_GEMM_VNNI
+                sc[j] = s32;
+#else
+                sc[j] = _mm256_or_si256(s32, _mm256_slli_epi32(s32, 16));
+#endif
+            }
+            #pragma GCC unroll 1
+            for (int m = 0; m < 8; m++) {
+                __m256i L[MAX_TT];
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) L[t] = _mm256_setzero_si256();
+                const uint8_t *mk = blk + 2368 + 64 * m;
+                prefetch_ahead(mk, 64, pf && hh == 0, tt <= 2);
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const uint8_t *line = blk + 320 + 64 * (8 * c + m);
+                    prefetch_ahead(line, 64, pf && hh == 0, tt <= 2);
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
+                    uint32_t b0, b1;
+                    memcpy(&b0, mk + 16 * c + 4 * h, 4);
+                    memcpy(&b1, mk + 16 * c + 8 + 4 * h, 4);
+                    const __m256i w0 = _mm256_or_si256(_mm256_and_si256(v, m4), bits_to_16(b0));
+                    const __m256i w1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bits_to_16(b1));
+                    #pragma GCC unroll 16
+                    for (int t = 0; t < tt; t++) {
+                        const int8_t *q8 = ((const brisk_block_q8_k *)(act + (size_t)t * as) + b)->qs + 64 * c + 4 * m;
+#if AVX2_GEMM_VNNI
+                        const __m256i D0 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w0, bc32(q8));
+                        const __m256i D1 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w1, bc32(q8 + 32));
+                        L[t] = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(L[t], D0, sc[2 * c]), D1, sc[2 * c + 1]);
+#else
+                        L[t] = _mm256_add_epi32(L[t], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w0, bc32(q8)), sc[2 * c]),
+                                                                       _mm256_madd_epi16(_mm256_maddubs_epi16(w1, bc32(q8 + 32)), sc[2 * c + 1])));
+#endif
+                    }
+                }
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) acc[hh][t][m] = _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(L[t]), acc[hh][t][m]);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++)
+            _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), _mm256_add_ps(hsum8_lanes(acc[hh][t]), mins[hh][t]));
+}
+
+DEFINE_GEMM(gemm_q5_k, q5_k_tile, 4, BRISK_QK_K)
 
 /* ---- Q6_K (LANES with 16-element sub-block scales, against Q8_K) --------------------------
  * Chunk j (elements 4j..4j+3) belongs to lane m = j % 8, scaled by sc[2(j/8) + (m >= 4)]
@@ -453,7 +619,9 @@ static const brisk_gemm_kernels table = {
     .gemm = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
         [BRISK_Q_Q8_0] = gemm_q8_0,
+        [BRISK_Q_Q5_0] = gemm_q5_0,
         [BRISK_Q_Q4_K] = gemm_q4_k,
+        [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q6_K] = gemm_q6_k,
     },
     .act_sums = {
