@@ -2,7 +2,12 @@
 # vs-llamacpp: brisk bench against llama-bench on the same synthetic models,
 # the same threads, alternating runs, one table of brisk/llama.cpp ratios.
 #
-#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-m "shape ..."] [-T "type ..."]
+#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-m "shape ..."] [-T "type ..."] [-I ISA]
+#
+# -I ISA runs brisk with that kernel table (brisk bench --isa: ref, avx2,
+# avx2-vnni, avx512, ...); for avx2 and avx2-vnni the peer is the AVX2-only
+# llama.cpp build (bin-avx2/ of the peer directory, ../shared/tools/peer/setup.sh),
+# so both sides run without AVX-512. PEER=dir overrides the peer either way.
 #
 # Models come from `brisk synth` (random weights in a real model's shapes) in
 # $BRISK_BENCH_CACHE (default ~/.cache/brisk-bench, outside the repository).
@@ -15,17 +20,25 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BRISK=${BRISK:-$ROOT/build/brisk}   # make build
-PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
+PEER_DIR=$HOME/.cache/brisk-peer
+QUANTIZE=${QUANTIZE:-$PEER_DIR/bin/llama-quantize}   # bin-avx2/ has no llama-quantize; the files are the same
 CACHE=${BRISK_BENCH_CACHE:-$HOME/.cache/brisk-bench}
 REPS=3 THREADS=2 NP=512 NG=128
 SHAPES="llama-3.2-1b qwen2.5-0.5b"
 TYPES="Q4_0 Q4_K_M Q8_0 F16"
-while getopts "r:t:p:n:m:T:" o; do
+ISA=
+while getopts "r:t:p:n:m:T:I:" o; do
   case $o in
     r) REPS=$OPTARG ;; t) THREADS=$OPTARG ;; p) NP=$OPTARG ;; n) NG=$OPTARG ;;
-    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; *) sed -n '2,14p' "$0"; exit 2 ;;
+    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; I) ISA=$OPTARG ;; *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
+case $ISA in
+  avx2|avx2-vnni) PEER=${PEER:-$PEER_DIR/bin-avx2} ;;
+  *) PEER=${PEER:-$PEER_DIR/bin} ;;
+esac
+ISA_ARGS=()
+[ -z "$ISA" ] || ISA_ARGS=(--isa "$ISA")
 [ -x "$BRISK" ] || { echo "vs-llamacpp: $BRISK not built (run make build, or set BRISK=path/to/brisk)" >&2; exit 1; }
 [ -x "$PEER/llama-bench" ] || { echo "vs-llamacpp: no llama-bench in $PEER (run ../shared/tools/peer/setup.sh)" >&2; exit 1; }
 export LD_LIBRARY_PATH="$PEER${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -43,7 +56,7 @@ model() {
       local src; src=$(model "$shape" F16)
       local need=$(( $(stat -c %s "$src") / 1048576 / 3 + 256 ))
       [ "$(free_mib)" -gt "$need" ] || { echo "vs-llamacpp: need ${need} MiB free in $CACHE" >&2; exit 1; }
-      "$PEER/llama-quantize" "$src" "$f.tmp" Q4_K_M >"$OUT/quantize.log" 2>&1 || { cat "$OUT/quantize.log" >&2; exit 1; }
+      LD_LIBRARY_PATH="$(dirname "$QUANTIZE")" "$QUANTIZE" "$src" "$f.tmp" Q4_K_M >"$OUT/quantize.log" 2>&1 || { cat "$OUT/quantize.log" >&2; exit 1; }
       mv "$f.tmp" "$f"
     else
       "$BRISK" synth --shape "$shape" --type "$type" -o "$f.tmp" 2>"$OUT/synth.log" || { cat "$OUT/synth.log" >&2; exit 1; }
@@ -55,12 +68,13 @@ model() {
 
 echo "# brisk vs llama.cpp: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, threads $THREADS, $REPS repetitions"
 echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet -- src || echo '+dirty'), peer $({ "$PEER/llama-bench" --version 2>&1 || true; } | grep -m1 -o 'version: [^ ]*' || echo unknown)"
+echo "# brisk kernels: ${ISA:-best for this CPU}; peer: $PEER"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for shape in $SHAPES; do
   for type in $TYPES; do
     f=$(model "$shape" "$type")
     for r in $(seq 1 "$REPS"); do
-      "$BRISK" bench -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/brisk-$shape-$type-$r.json" 2>"$OUT/err" \
+      "$BRISK" bench -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json "${ISA_ARGS[@]}" >"$OUT/brisk-$shape-$type-$r.json" 2>"$OUT/err" \
         || { cat "$OUT/err" >&2; exit 1; }
       "$PEER/llama-bench" -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/peer-$shape-$type-$r.json" 2>"$OUT/err" \
         || { cat "$OUT/err" >&2; exit 1; }
