@@ -298,6 +298,78 @@ INL void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 
 DEFINE_GEMM(gemm_q5_0, q5_0_tile, 1, 32)
 
+/* ---- Q4_1 and Q5_1 (LANES plus the min term, against Q8_1) -------------------------------
+ * Lane c (elements 4c..4c+3) = sum value*y with value = nibble (| 16*bit for Q5_1, from
+ * the masks as Q5_0), unsigned: no offset; acc[c] = fma(dw*dy, (float)lane, acc[c]); per
+ * block mins = fma(m, s, mins) (s = the activation's d * sum); result hsum8(acc) + mins. */
+
+INL void q41_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, float *out, int64_t os, int tt, int h0, int nh,
+                  bool pf, const bool five) {
+    const size_t group = G * (five ? sizeof(brisk_block_q5_1) : sizeof(brisk_block_q4_1)), lines = five ? 128 : 64;
+    __m256 acc[2][MAX_TT][8], mins[2][MAX_TT];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) {
+            mins[hh][t] = _mm256_setzero_ps();
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) acc[hh][t][c] = _mm256_setzero_ps();
+        }
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * group;
+        prefetch_ahead(blk, group, pf, tt <= 2);
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            const __m256 dw = load_f16x8(blk + 16 * h), mw = load_f16x8(blk + 32 + 16 * h);
+            __m256 d[MAX_TT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) {
+                const brisk_block_q8_1 *y = (const brisk_block_q8_1 *)(act + (size_t)t * as) + b;
+                d[t] = _mm256_mul_ps(dw, _mm256_set1_ps(_cvtsh_ss(y->d)));
+                mins[hh][t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(_cvtsh_ss(y->s)), mins[hh][t]);
+            }
+            #pragma GCC unroll 8
+            for (int c = 0; c < 8; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + lines + 64 * (c & 3) + 32 * h));
+                __m256i w = c < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                if (five) {
+                    uint32_t mk;
+                    memcpy(&mk, blk + 64 + 8 * c + 4 * h, 4);
+                    w = _mm256_or_si256(w, bits_to_16(mk));
+                }
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const brisk_block_q8_1 *y = (const brisk_block_q8_1 *)(act + (size_t)t * as) + b;
+                    const __m256i lane = chain_end(chain_add(_mm256_setzero_si256(), w, bc32(y->qs + 4 * c)));
+                    acc[hh][t][c] = _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(lane), acc[hh][t][c]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++)
+            _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), _mm256_add_ps(hsum8_lanes(acc[hh][t]), mins[hh][t]));
+}
+
+INL void q4_1_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf) {
+    (void)sums, (void)ss;
+    q41_tile(nb, wp, act, as, out, os, tt, h0, nh, pf, false);
+}
+
+INL void q5_1_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf) {
+    (void)sums, (void)ss;
+    q41_tile(nb, wp, act, as, out, os, tt, h0, nh, pf, true);
+}
+
+DEFINE_GEMM(gemm_q4_1, q4_1_tile, 1, 32)
+DEFINE_GEMM(gemm_q5_1, q5_1_tile, 1, 32)
+
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ---------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
  * acc = fma((float)isum, dw*dy, acc); the min chain (accm = fma((float)imin,
@@ -620,6 +692,8 @@ static const brisk_gemm_kernels table = {
         [BRISK_Q_Q4_0] = gemm_q4_0,
         [BRISK_Q_Q8_0] = gemm_q8_0,
         [BRISK_Q_Q5_0] = gemm_q5_0,
+        [BRISK_Q_Q4_1] = gemm_q4_1,
+        [BRISK_Q_Q5_1] = gemm_q5_1,
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q6_K] = gemm_q6_k,
