@@ -175,7 +175,10 @@ INL void q4_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), acc[hh][t]);
 }
 
-DEFINE_GEMM(gemm_q4_0, q4_0_tile, 4, 32)
+#ifndef Q4_0_TT
+#define Q4_0_TT 4
+#endif
+DEFINE_GEMM(gemm_q4_0, q4_0_tile, Q4_0_TT, 32)
 
 /* ---- Q8_0 ------------------------------------------------------------------------------ */
 
@@ -230,7 +233,10 @@ INL void q8_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), hsum8_lanes(acc[hh][t]));
 }
 
-DEFINE_GEMM(gemm_q8_0, q8_0_tile, 1, 32)
+#ifndef Q8_0_TT
+#define Q8_0_TT 4
+#endif
+DEFINE_GEMM(gemm_q8_0, q8_0_tile, Q8_0_TT, 32)
 
 /* ---- Q5_0 (LANES, like Q8_0) -------------------------------------------------------------
  * value = nibble | 16*bit (0..31), q = value - 16: lane c = -16*sum(y chunk) + sum value*y;
@@ -269,21 +275,29 @@ INL void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
             __m256 d[MAX_TT];
             #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) d[t] = _mm256_mul_ps(dw, _mm256_set1_ps(act_scale(sums + (size_t)t * ss, nb, b)));
+#if AVX2_GEMM_VNNI
+            int32_t init[MAX_TT][8];   /* -16 * sum(y chunk c): vpdpbusd starts from it */
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++)
+                _mm256_storeu_si256((__m256i *)init[t], _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(sums + (size_t)t * ss + 8 * b)), 3));
+#endif
             #pragma GCC unroll 8
             for (int c = 0; c < 8; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 96 + 64 * (c & 3) + 32 * h));
                 const __m256i nib = c < 4 ? _mm256_and_si256(v, m4) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 uint32_t mk;
                 memcpy(&mk, blk + 32 + 8 * c + 4 * h, 4);
-                const __m256i w = _mm256_or_si256(nib, bits_to_16(mk));
+                const __m256i w = _mm256_or_si256(nib, bits_to_16(mk));   /* the value, 0..31 */
+#if !AVX2_GEMM_VNNI   /* q = value - 16 as |q| and y with q's sign, as Q8_0: no offset term */
+                const __m256i q = _mm256_sub_epi8(w, _mm256_set1_epi8(16)), aq = _mm256_sign_epi8(q, q);
+#endif
                 #pragma GCC unroll 16
                 for (int t = 0; t < tt; t++) {
                     const brisk_block_q8_0 *y = (const brisk_block_q8_0 *)(act + (size_t)t * as) + b;
-                    const __m256i init = _mm256_srai_epi32(_mm256_set1_epi32(sums[(size_t)t * ss + 8 * b + c]), 3);
 #if AVX2_GEMM_VNNI
-                    const __m256i lane = _mm256_dpbusd_avx_epi32(init, w, bc32(y->qs + 4 * c));
+                    const __m256i lane = _mm256_dpbusd_avx_epi32(_mm256_set1_epi32(init[t][c]), w, bc32(y->qs + 4 * c));
 #else
-                    const __m256i lane = _mm256_add_epi32(init, chain_end(_mm256_maddubs_epi16(w, bc32(y->qs + 4 * c))));
+                    const __m256i lane = chain_end(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(bc32(y->qs + 4 * c), q)));
 #endif
                     acc[hh][t][c] = _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(lane), acc[hh][t][c]);
                 }
@@ -296,7 +310,10 @@ INL void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), hsum8_lanes(acc[hh][t]));
 }
 
-DEFINE_GEMM(gemm_q5_0, q5_0_tile, 1, 32)
+#ifndef Q5_0_TT
+#define Q5_0_TT 4
+#endif
+DEFINE_GEMM(gemm_q5_0, q5_0_tile, Q5_0_TT, 32)
 
 /* ---- Q4_1 and Q5_1 (LANES plus the min term, against Q8_1) -------------------------------
  * Lane c (elements 4c..4c+3) = sum value*y with value = nibble (| 16*bit for Q5_1, from
@@ -367,8 +384,14 @@ INL void q5_1_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     q41_tile(nb, wp, act, as, out, os, tt, h0, nh, pf, true);
 }
 
-DEFINE_GEMM(gemm_q4_1, q4_1_tile, 1, 32)
-DEFINE_GEMM(gemm_q5_1, q5_1_tile, 1, 32)
+#ifndef Q4_1_TT
+#define Q4_1_TT 4
+#endif
+DEFINE_GEMM(gemm_q4_1, q4_1_tile, Q4_1_TT, 32)
+#ifndef Q5_1_TT
+#define Q5_1_TT 4
+#endif
+DEFINE_GEMM(gemm_q5_1, q5_1_tile, Q5_1_TT, 32)
 
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ---------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
@@ -466,7 +489,10 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), _mm256_sub_ps(acc[hh][t], accm[hh][t]));
 }
 
-DEFINE_GEMM(gemm_q4_k, q4_k_tile, 3, BRISK_QK_K)
+#ifndef Q4_K_TT
+#define Q4_K_TT 4
+#endif
+DEFINE_GEMM(gemm_q4_k, q4_k_tile, Q4_K_TT, BRISK_QK_K)
 
 /* ---- Q5_K (LANES with 32-element sub-block scales plus the min term, against Q8_K) -----------
  * Lane m is the chunks 8j+m (elements 32j+4m.., sub-block j = 0..7), chunk by chunk
@@ -566,7 +592,10 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
             _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), _mm256_add_ps(hsum8_lanes(acc[hh][t]), mins[hh][t]));
 }
 
-DEFINE_GEMM(gemm_q5_k, q5_k_tile, 4, BRISK_QK_K)
+#ifndef Q5_K_TT
+#define Q5_K_TT 4
+#endif
+DEFINE_GEMM(gemm_q5_k, q5_k_tile, Q5_K_TT, BRISK_QK_K)
 
 /* ---- Q6_K (LANES with 16-element sub-block scales, against Q8_K) --------------------------
  * Chunk j (elements 4j..4j+3) belongs to lane m = j % 8, scaled by sc[2(j/8) + (m >= 4)]
@@ -665,7 +694,10 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), hsum8_lanes(acc[hh][t]));
 }
 
-DEFINE_GEMM(gemm_q6_k, q6_k_tile, 4, BRISK_QK_K)
+#ifndef Q6_K_TT
+#define Q6_K_TT 4
+#endif
+DEFINE_GEMM(gemm_q6_k, q6_k_tile, Q6_K_TT, BRISK_QK_K)
 
 /* ---- activation sums (the spec: brisk_act_sums_q8_0_ref) ------------------------------- */
 
