@@ -55,6 +55,9 @@ INL float act_scale(const int32_t *row_sums, int64_t nb, int64_t b) {
 /* 8 rows' fp16 scales (16 bytes at p) widened exactly. */
 INL __m256 load_f16x8(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 
+/* The 8 rows' byte values at p (scales or mins of one sub-block) as dwords. */
+INL __m256i load_u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
+
 /* An integer dot-product chain: chain_add adds, per dword, the 4 products
  * u8 * s8 (VNNI: into int32; AVX2: as two int16 pair sums, bounded by the
  * caller); chain_end gives the int32 per dword. */
@@ -393,6 +396,92 @@ DEFINE_GEMM(gemm_q4_1, q4_1_tile, Q4_1_TT, 32)
 #endif
 DEFINE_GEMM(gemm_q5_1, q5_1_tile, Q5_1_TT, 32)
 
+/* ---- Q2_K (SCALAR per 128-element half, against Q8_K) -------------------------------------
+ * Half H of the block: isum = sum over bit pair s and 16-element group g of (sc[8H+2s+g] & 15)
+ * * dot(group), acc = fma((float)isum, dw*dy, acc); imin = sum_j (sc[j] >> 4) * bsums[j]
+ * (j = 8H..8H+7, in float: every product and partial sum an integer under 2^24, so exact),
+ * accm = fma((float)imin, dminw*dy, accm); result acc - accm, as ref. Line k = 8H + 4g + i
+ * holds qs bytes 32H + 4(4g + i).., whose bit pair s is element 128H + 32s + 4(4g + i)... The
+ * 4-line dots fit int16 (<= 16 * 3 * 128): AVX2 vpmaddwd / VNNI vpdpwssd against the scale. */
+
+#define Q2K_GROUP (G * sizeof(brisk_block_q2_k))
+
+INL void q2_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf) {
+    (void)sums, (void)ss;
+    __m256 acc[2][MAX_TT], accm[2][MAX_TT];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) acc[hh][t] = accm[hh][t] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi32(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q2K_GROUP;
+        prefetch_ahead(blk, Q2K_GROUP, pf, tt <= 2);
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            const __m256 dw = load_f16x8(blk + 16 * h), mw = load_f16x8(blk + 32 + 16 * h);
+            #pragma GCC unroll 1
+            for (int H = 0; H < 2; H++) {
+                __m256i isum[MAX_TT];
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) isum[t] = _mm256_setzero_si256();
+                #pragma GCC unroll 4
+                for (int sp = 0; sp < 4; sp++)
+                    #pragma GCC unroll 2
+                    for (int g = 0; g < 2; g++) {
+                        __m256i ch[MAX_TT];
+                        #pragma GCC unroll 16
+                        for (int t = 0; t < tt; t++) ch[t] = _mm256_setzero_si256();
+                        #pragma GCC unroll 4
+                        for (int i = 0; i < 4; i++) {
+                            const int k = 8 * H + 4 * g + i;
+                            const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 320 + 64 * k + 32 * h));
+                            const __m256i q = _mm256_and_si256(_mm256_srli_epi16(v, 2 * sp), m3);
+                            #pragma GCC unroll 16
+                            for (int t = 0; t < tt; t++) {
+                                const int8_t *q8 = ((const brisk_block_q8_k *)(act + (size_t)t * as) + b)->qs + 128 * H + 32 * sp + 16 * g + 4 * i;
+                                ch[t] = chain_add(ch[t], q, bc32(q8));
+                            }
+                        }
+                        const __m256i sc = _mm256_and_si256(load_u8x8(blk + 64 + 16 * (8 * H + 2 * sp + g) + 8 * h), m15);
+                        #pragma GCC unroll 16
+                        for (int t = 0; t < tt; t++) {
+#if AVX2_GEMM_VNNI
+                            isum[t] = _mm256_dpwssd_avx_epi32(isum[t], ch[t], sc);
+#else
+                            isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(ch[t], _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16))));
+#endif
+                        }
+                    }
+                __m256 mn[8];
+                #pragma GCC unroll 8
+                for (int j = 0; j < 8; j++) mn[j] = _mm256_cvtepi32_ps(_mm256_srli_epi32(load_u8x8(blk + 64 + 16 * (8 * H + j) + 8 * h), 4));
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
+                    const __m256 dy = _mm256_set1_ps(y->d);
+                    acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, dy), acc[hh][t]);
+                    __m256 imin = _mm256_setzero_ps();
+                    #pragma GCC unroll 8
+                    for (int j = 0; j < 8; j++) imin = _mm256_fmadd_ps(mn[j], _mm256_set1_ps((float)y->bsums[8 * H + j]), imin);
+                    accm[hh][t] = _mm256_fmadd_ps(imin, _mm256_mul_ps(mw, dy), accm[hh][t]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), _mm256_sub_ps(acc[hh][t], accm[hh][t]));
+}
+
+#ifndef Q2_K_TT
+#define Q2_K_TT 4
+#endif
+DEFINE_GEMM(gemm_q2_k, q2_k_tile, Q2_K_TT, BRISK_QK_K)
+
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ---------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
  * acc = fma((float)isum, dw*dy, acc); the min chain (accm = fma((float)imin,
@@ -404,9 +493,6 @@ DEFINE_GEMM(gemm_q5_1, q5_1_tile, Q5_1_TT, 32)
  * avx512_gemm.c (every product and sum an integer under 2^24: exact). */
 
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
-
-/* The 8 rows' byte values at p (scales or mins of one sub-block) as dwords. */
-INL __m256i load_u8x8(const uint8_t *p) { return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)); }
 
 INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
                    int64_t os, int tt, int h0, int nh, bool pf) {
@@ -726,6 +812,7 @@ static const brisk_gemm_kernels table = {
         [BRISK_Q_Q5_0] = gemm_q5_0,
         [BRISK_Q_Q4_1] = gemm_q4_1,
         [BRISK_Q_Q5_1] = gemm_q5_1,
+        [BRISK_Q_Q2_K] = gemm_q2_k,
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q6_K] = gemm_q6_k,

@@ -102,7 +102,10 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *        the nibbles as Q4_0's 4 chunk lines.
  *   Q4_1 (320 bytes per block): d[16], m[16], then Q4_0's 4 chunk lines.
  *   Q5_1 (384 bytes per block): d[16], m[16], Q5_0's 8 masks (64 bytes), then Q4_0's 4 chunk lines.
- *        (Q4_1 and Q5_1 are packed only for the avx2 and avx2-vnni tables.)
+ *   Q2_K (1344 bytes per 256-element block, as canonical): d[16], dmin[16], the scale bytes
+ *        sc[j][16] (j = 0..15, as in the block: scale low nibble, min high), then chunk
+ *        k = 0..15: qs[4k..4k+3] of rows 0..15.
+ *        (Q4_1, Q5_1 and Q2_K are packed only for the avx2 and avx2-vnni tables.)
  *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
  *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
  *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.

@@ -13,7 +13,7 @@
 #define G BRISK_GEMM_ROWS
 
 bool brisk_pack_supported(uint32_t type) {
-    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q5_1 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
+    return type == BRISK_Q_Q2_K || type == BRISK_Q_Q4_0 || type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q5_1 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
            type == BRISK_Q_Q6_K || type == BRISK_Q_F16;
 }
 
@@ -24,6 +24,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q5_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_0);
         case BRISK_Q_Q4_1: return (size_t)(cols / 32) * G * sizeof(brisk_block_q4_1);
         case BRISK_Q_Q5_1: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_1);
+        case BRISK_Q_Q2_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q2_k);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
         case BRISK_Q_Q5_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q5_k) + 4);
         case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
@@ -107,6 +108,17 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             }
             if (five) memcpy(o + 64, masks, sizeof masks);
             o += (size_t)G * block;
+        }
+    } else if (type == BRISK_Q_Q2_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q2_k *x = (const brisk_block_q2_k *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                memcpy(o + 32 + 2 * r, &x->dmin, 2);
+                for (int j = 0; j < 16; j++) o[64 + 16 * j + r] = x->scales[j];
+                for (int k = 0; k < 16; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+            }
+            o += (size_t)G * sizeof(brisk_block_q2_k);
         }
     } else if (type == BRISK_Q_Q4_K) {
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
