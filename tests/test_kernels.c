@@ -691,7 +691,7 @@ static void test_packed_gemm(const brisk_gemm_kernels *g) {
         }
     }
     static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q4_1, BRISK_Q_Q5_0, BRISK_Q_Q5_1, BRISK_Q_Q8_0,
-                                        BRISK_Q_Q2_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_F16};
+                                        BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_F16};
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};   /* weight blocks */
     static const int32_t ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 17};
     const int R = BRISK_GEMM_ROWS;

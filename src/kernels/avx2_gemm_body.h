@@ -482,6 +482,91 @@ INL void q2_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 #endif
 DEFINE_GEMM(gemm_q2_k, q2_k_tile, Q2_K_TT, BRISK_QK_K)
 
+/* ---- Q3_K (LANES with 16-element signed sub-block scales, against Q8_K) -------------------
+ * Element 32g + 4m + i (group g = 4H + s, lane m) is bit pair s of qs byte 32H + 4m + i
+ * (line 8H + m) minus 4 unless bit 4H + s of hmask byte 4m + i (line m) is set; q is in
+ * -4..3, taken as |q| and y with q's sign (y is never -128 in Q8_K). Lane by lane as
+ * Q6_K: lane m adds sc[2g + (m >= 4)] * (4-product sum) over the 8 groups, then
+ * acc[m] = fma(dy*dw, (float)lane, acc[m]); hsum8. */
+
+#define Q3K_GROUP (G * (sizeof(brisk_block_q3_k) + 4))
+
+INL void q3_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf) {
+    (void)sums, (void)ss;
+    __m256 acc[2][MAX_TT][8];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++)
+            #pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) acc[hh][t][m] = _mm256_setzero_ps();
+    const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q3K_GROUP;
+        prefetch_ahead(blk, Q3K_GROUP, pf, tt <= 2);
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            __m256i sc[16];   /* as Q6_K: (sc, sc) int16 pairs (AVX2), sc zero-extended from 16 bits (VNNI) */
+            #pragma GCC unroll 16
+            for (int j = 0; j < 16; j++) {
+                const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * j + 8 * h)));
+#if AVX2_GEMM_VNNI
+                sc[j] = _mm256_and_si256(s32, _mm256_set1_epi32(0xffff));
+#else
+                sc[j] = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s32, 16));
+#endif
+            }
+            const __m256 dw = load_f16x8(blk + 16 * h);
+            #pragma GCC unroll 1
+            for (int m = 0; m < 8; m++) {
+                __m256i L[MAX_TT];
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) L[t] = _mm256_setzero_si256();
+                const __m256i hm = _mm256_loadu_si256((const __m256i *)(blk + 1312 + 64 * m + 32 * h));
+                #pragma GCC unroll 2
+                for (int H = 0; H < 2; H++) {
+                    const __m256i ql = _mm256_loadu_si256((const __m256i *)(blk + 288 + 64 * (8 * H + m) + 32 * h));
+                    #pragma GCC unroll 4
+                    for (int sp = 0; sp < 4; sp++) {
+                        const int g = 4 * H + sp, hb = 4 * H + sp;   /* hmask bit hb -> 4 */
+                        const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(ql, 2 * sp), m3);
+                        const __m256i hi = _mm256_and_si256(hb >= 2 ? _mm256_srli_epi16(hm, hb - 2) : _mm256_slli_epi16(hm, 2 - hb), b4);
+                        const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), b4), aq = _mm256_sign_epi8(q, q);
+                        const __m256i scale = sc[2 * g + (m >= 4)];
+                        #pragma GCC unroll 16
+                        for (int t = 0; t < tt; t++) {
+                            const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
+                            const __m256i yv = _mm256_sign_epi8(bc32(y->qs + 32 * g + 4 * m), q);
+#if AVX2_GEMM_VNNI
+                            L[t] = _mm256_dpwssd_avx_epi32(L[t], _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aq, yv), scale);
+#else
+                            L[t] = _mm256_add_epi32(L[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, yv), scale));
+#endif
+                        }
+                    }
+                }
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
+                    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(y->d), dw);
+                    acc[hh][t][m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(L[t]), acc[hh][t][m]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), hsum8_lanes(acc[hh][t]));
+}
+
+#ifndef Q3_K_TT
+#define Q3_K_TT 4
+#endif
+DEFINE_GEMM(gemm_q3_k, q3_k_tile, Q3_K_TT, BRISK_QK_K)
+
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ---------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
  * acc = fma((float)isum, dw*dy, acc); the min chain (accm = fma((float)imin,
@@ -813,6 +898,7 @@ static const brisk_gemm_kernels table = {
         [BRISK_Q_Q4_1] = gemm_q4_1,
         [BRISK_Q_Q5_1] = gemm_q5_1,
         [BRISK_Q_Q2_K] = gemm_q2_k,
+        [BRISK_Q_Q3_K] = gemm_q3_k,
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q6_K] = gemm_q6_k,

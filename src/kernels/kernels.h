@@ -105,7 +105,10 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *   Q2_K (1344 bytes per 256-element block, as canonical): d[16], dmin[16], the scale bytes
  *        sc[j][16] (j = 0..15, as in the block: scale low nibble, min high), then chunk
  *        k = 0..15: qs[4k..4k+3] of rows 0..15.
- *        (Q4_1, Q5_1 and Q2_K are packed only for the avx2 and avx2-vnni tables.)
+ *   Q3_K (1824 bytes per 256-element block, 64 more than canonical): d[16], the unpacked
+ *        signed 6-bit scales sc[j][16] (int8, j = 0..15), then chunk k = 0..15: qs[4k..4k+3]
+ *        of rows 0..15, then chunk k = 0..7: hmask[4k..4k+3] of rows 0..15.
+ *        (Q4_1, Q5_1, Q2_K and Q3_K are packed only for the avx2 and avx2-vnni tables.)
  *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
  *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
  *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.

@@ -13,7 +13,7 @@
 #define G BRISK_GEMM_ROWS
 
 bool brisk_pack_supported(uint32_t type) {
-    return type == BRISK_Q_Q2_K || type == BRISK_Q_Q4_0 || type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q5_1 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
+    return type == BRISK_Q_Q2_K || type == BRISK_Q_Q3_K || type == BRISK_Q_Q4_0 || type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q5_1 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
            type == BRISK_Q_Q6_K || type == BRISK_Q_F16;
 }
 
@@ -25,6 +25,7 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q4_1: return (size_t)(cols / 32) * G * sizeof(brisk_block_q4_1);
         case BRISK_Q_Q5_1: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_1);
         case BRISK_Q_Q2_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q2_k);
+        case BRISK_Q_Q3_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q3_k) + 4);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
         case BRISK_Q_Q5_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q5_k) + 4);
         case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
@@ -119,6 +120,19 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                 for (int k = 0; k < 16; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
             }
             o += (size_t)G * sizeof(brisk_block_q2_k);
+        }
+    } else if (type == BRISK_Q_Q3_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q3_k *x = (const brisk_block_q3_k *)(s + (size_t)r * row_bytes) + b;
+                int8_t sc[16];
+                brisk_q3_k_scales(x->scales, sc);
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int j = 0; j < 16; j++) o[32 + 16 * j + r] = (uint8_t)sc[j];
+                for (int k = 0; k < 16; k++) memcpy(o + 288 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+                for (int k = 0; k < 8; k++) memcpy(o + 1312 + 64 * k + 4 * r, x->hmask + 4 * k, 4);
+            }
+            o += (size_t)G * (sizeof(brisk_block_q3_k) + 4);
         }
     } else if (type == BRISK_Q_Q4_K) {
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
