@@ -77,6 +77,12 @@ INL __m256i chain_end(__m256i c) {
 #endif
 }
 
+/* VNNI's lane accumulators chain vpdpwssd after vpdpwssd (Q3_K, Q5_K, Q6_K): at
+ * one or two tokens that latency chain is the critical path, so decode tiles
+ * split it in two and add the halves at the end (exact: integers). AVX2's chain
+ * is of single-cycle adds and stays whole. */
+#define VNNI_SPLIT(tt) (AVX2_GEMM_VNNI && (tt) <= 2)
+
 /* ---- prefetch (as avx512_gemm.c: to L2 PF_AHEAD ahead in the tile that pulls
  * the weights from DRAM, and at decode also to L1 PF_NEAR ahead) ---------------- */
 
@@ -521,9 +527,9 @@ INL void q3_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
             const __m256 dw = load_f16x8(blk + 16 * h);
             #pragma GCC unroll 1
             for (int m = 0; m < 8; m++) {
-                __m256i L[MAX_TT];
+                __m256i L[MAX_TT], L2[MAX_TT];   /* L2: a second chain at decode (see VNNI_SPLIT) */
                 #pragma GCC unroll 16
-                for (int t = 0; t < tt; t++) L[t] = _mm256_setzero_si256();
+                for (int t = 0; t < tt; t++) L[t] = L2[t] = _mm256_setzero_si256();
                 const __m256i hm = _mm256_loadu_si256((const __m256i *)(blk + 1312 + 64 * m + 32 * h));
                 #pragma GCC unroll 2
                 for (int H = 0; H < 2; H++) {
@@ -540,7 +546,8 @@ INL void q3_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                             const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
                             const __m256i yv = _mm256_sign_epi8(bc32(y->qs + 32 * g + 4 * m), q);
 #if AVX2_GEMM_VNNI
-                            L[t] = _mm256_dpwssd_avx_epi32(L[t], _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aq, yv), scale);
+                            if (VNNI_SPLIT(tt) && (sp & 1)) L2[t] = _mm256_dpwssd_avx_epi32(L2[t], _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aq, yv), scale);
+                            else L[t] = _mm256_dpwssd_avx_epi32(L[t], _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aq, yv), scale);
 #else
                             L[t] = _mm256_add_epi32(L[t], _mm256_madd_epi16(_mm256_maddubs_epi16(aq, yv), scale));
 #endif
@@ -551,6 +558,7 @@ INL void q3_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 for (int t = 0; t < tt; t++) {
                     const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
                     const __m256 d = _mm256_mul_ps(_mm256_set1_ps(y->d), dw);
+                    if (VNNI_SPLIT(tt)) L[t] = _mm256_add_epi32(L[t], L2[t]);
                     acc[hh][t][m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(L[t]), acc[hh][t][m]);
                 }
             }
@@ -723,9 +731,9 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
             }
             #pragma GCC unroll 1
             for (int m = 0; m < 8; m++) {
-                __m256i L[MAX_TT];
+                __m256i L[MAX_TT], L2[MAX_TT];   /* L2: a second chain at decode (see VNNI_SPLIT) */
                 #pragma GCC unroll 16
-                for (int t = 0; t < tt; t++) L[t] = _mm256_setzero_si256();
+                for (int t = 0; t < tt; t++) L[t] = L2[t] = _mm256_setzero_si256();
                 const uint8_t *mk = blk + 2368 + 64 * m;
                 prefetch_ahead(mk, 64, pf && hh == 0, tt <= 2);
                 #pragma GCC unroll 4
@@ -744,7 +752,12 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 #if AVX2_GEMM_VNNI
                         const __m256i D0 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w0, bc32(q8));
                         const __m256i D1 = _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w1, bc32(q8 + 32));
-                        L[t] = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(L[t], D0, sc[2 * c]), D1, sc[2 * c + 1]);
+                        if (VNNI_SPLIT(tt)) {
+                            L[t] = _mm256_dpwssd_avx_epi32(L[t], D0, sc[2 * c]);
+                            L2[t] = _mm256_dpwssd_avx_epi32(L2[t], D1, sc[2 * c + 1]);
+                        } else {
+                            L[t] = _mm256_dpwssd_avx_epi32(_mm256_dpwssd_avx_epi32(L[t], D0, sc[2 * c]), D1, sc[2 * c + 1]);
+                        }
 #else
                         L[t] = _mm256_add_epi32(L[t], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(w0, bc32(q8)), sc[2 * c]),
                                                                        _mm256_madd_epi16(_mm256_maddubs_epi16(w1, bc32(q8 + 32)), sc[2 * c + 1])));
@@ -752,7 +765,10 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                     }
                 }
                 #pragma GCC unroll 16
-                for (int t = 0; t < tt; t++) acc[hh][t][m] = _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(L[t]), acc[hh][t][m]);
+                for (int t = 0; t < tt; t++) {
+                    if (VNNI_SPLIT(tt)) L[t] = _mm256_add_epi32(L[t], L2[t]);
+                    acc[hh][t][m] = _mm256_fmadd_ps(d[t], _mm256_cvtepi32_ps(L[t]), acc[hh][t][m]);
+                }
             }
         }
     }
@@ -779,6 +795,11 @@ DEFINE_GEMM(gemm_q5_k, q5_k_tile, Q5_K_TT, BRISK_QK_K)
 
 #define Q6K_GROUP (G * sizeof(brisk_block_q6_k))
 
+/* The VNNI form from two tokens up: at one token vpdpbusd + vpdpwssd was no faster than
+ * vpmaddubsw + vpmaddwd + vpaddd on Zen 4 (gemm-micro T=1, under load: 41-43 vs 42-45
+ * GMAC/s; T=2: 63-66 vs 56-57; T=24: 89-91 vs 76), so avx2-vnni decodes one token as avx2. */
+#define Q6_VNNI(tt) (AVX2_GEMM_VNNI && (tt) >= 2)
+
 INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
                    int64_t os, int tt, int h0, int nh, bool pf) {
     (void)sums, (void)ss;
@@ -800,11 +821,8 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
             #pragma GCC unroll 16
             for (int j = 0; j < 16; j++) {
                 const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * j + 8 * h)));
-#if AVX2_GEMM_VNNI
-                sc[j] = _mm256_and_si256(s32, _mm256_set1_epi32(0xffff));
-#else
-                sc[j] = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s32, 16));
-#endif
+                if (Q6_VNNI(tt)) sc[j] = _mm256_and_si256(s32, _mm256_set1_epi32(0xffff));
+                else sc[j] = _mm256_or_si256(_mm256_and_si256(s32, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s32, 16));
             }
             const __m256 dw = load_f16x8(blk + 16 * h);
             #pragma GCC unroll 1
@@ -835,19 +853,16 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                             const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
                             const __m256i yv = bc32(y->qs + 4 * (16 * x + k));
 #if AVX2_GEMM_VNNI
-                            L[t] = _mm256_dpwssd_avx_epi32(L[t], _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w[x], yv), sc[j]);
-#else
-                            L[t] = _mm256_add_epi32(L[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w[x], yv), sc[j]));
+                            if (Q6_VNNI(tt)) L[t] = _mm256_dpwssd_avx_epi32(L[t], _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), w[x], yv), sc[j]);
+                            else
 #endif
+                                L[t] = _mm256_add_epi32(L[t], _mm256_madd_epi16(_mm256_maddubs_epi16(w[x], yv), sc[j]));
                         }
                     }
                 }
                 /* (sc[2m], sc[2m+1]) as the two int16 halves of each dword */
-#if AVX2_GEMM_VNNI
-                const __m256i pair = _mm256_or_si256(sc[2 * m], _mm256_slli_epi32(sc[2 * m + 1], 16));
-#else
-                const __m256i pair = _mm256_blend_epi16(sc[2 * m], sc[2 * m + 1], 0xaa);
-#endif
+                const __m256i pair = Q6_VNNI(tt) ? _mm256_or_si256(sc[2 * m], _mm256_slli_epi32(sc[2 * m + 1], 16))
+                                                 : _mm256_blend_epi16(sc[2 * m], sc[2 * m + 1], 0xaa);
                 #pragma GCC unroll 16
                 for (int t = 0; t < tt; t++) {
                     const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
