@@ -624,14 +624,19 @@ static void test_packed_gemm(const brisk_gemm_kernels *g) {
     for (uint32_t at = 0; at < BRISK_Q_TYPE_LIMIT; at++) {
         if (!g->quantize_act[at]) continue;
         for (size_t ni = 0; ni < BRISK_ARRAY_LEN(block_counts); ni++) {
-            const int64_t n = block_counts[ni] * 32;
+            const int64_t be = brisk_qtype_get(at)->block_elems, n = block_counts[ni] * (be > 32 ? be : 32);   /* Q8_K: 256 */
             size_t ab = 0;
             brisk_qtype_row_bytes(at, n, &ab);
             float *x = malloc(sizeof(float) * (size_t)n);
             uint8_t *q1 = malloc(ab), *q2 = malloc(ab);
             if (!x || !q1 || !q2) { CHECK(!"out of memory"); return; }
-            for (int kind = 0; kind < 4; kind++) {
+            for (int kind = 0; kind < 5; kind++) {
                 fill_floats(x, n, kind % 3);
+                if (kind == 4) {   /* finite edge blocks: all zeros (first 256), then magnitude ties of both signs */
+                    for (int64_t j = 0; j < n && j < 256; j++) x[j] = 0.0f;
+                    if (n >= 512) x[260] = -9.0f, x[300] = 9.0f, x[400] = -9.0f;
+                    if (n >= 768) x[600] = 9.0f, x[610] = -9.0f;
+                }
                 if (kind == 3) {   /* special blocks: zeros, a NaN, an inf, a huge value, a -0 */
                     for (int j = 0; j < 32; j++) x[j] = 0.0f;
                     if (n >= 64) x[40] = NAN;
