@@ -13,7 +13,9 @@
  * vec_dot whatever the tile, the half or the batch:
  *   Q4_0 (SCALAR): isum = -8*sum(y) + sum nibble*y; acc = fma((float)isum, dw*dy, acc).
  *   Q8_0 (LANES):  lane c = sum w*y of chunk c; acc[c] = fma(dw*dy, (float)lane, acc[c]); hsum8.
- *   Q4_K (SCALAR per pair of sub-blocks), Q6_K (LANES with the -32 term per lane): as ref.c.
+ *   Q5_0, Q4_1, Q5_1, Q3_K, Q5_K, Q6_K (LANES, with their offset or min terms) and Q2_K,
+ *   Q4_K (SCALAR per 128- or 64-element part, with a separate min chain): as ref.c, each
+ *   section below saying how.
  *
  * Integer products. AVX-VNNI: vpdpbusd adds 4 u8*s8 products per dword.
  * AVX2: vpmaddubsw gives int16 pair sums, several of them are added as int16
@@ -21,8 +23,10 @@
  * |y| <= 128 give pairs <= 3840, and at most 8 are added), and vpmaddwd
  * widens them to int32 (against 1, or against a sub-block scale in both
  * halves of the dword, which multiplies the pair sum by the scale exactly).
- * Q8_0 weights are signed: AVX2 takes |w| and y with w's sign (vpsignb),
- * which needs y != -128; the activation quantizers give [-127, 127].
+ * Signed weights (Q8_0; Q5_0 on AVX2; Q3_K): |w| and y with w's sign (vpsignb),
+ * which needs y != -128; the activation quantizers (Q8_0, Q8_K) give [-127, 127].
+ *
+ * The table also carries AVX2 Q8_0 and Q8_K activation quantizers, byte-identical to ref's.
  *
  * Registers: 16 ymm, so a token tile holds fewer tokens than AVX-512's; at
  * prefill the two row halves are done one after the other (the second pass
