@@ -2,7 +2,16 @@
 # vs-llamacpp: brisk bench against llama-bench on the same synthetic models,
 # the same threads, alternating runs, one table of brisk/llama.cpp ratios.
 #
-#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-m "shape ..."] [-T "type ..."]
+#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-m "shape ..."] [-T "type ..."] [-I ISA]
+#
+# -I ISA runs brisk with that kernel table (brisk bench --isa: ref, avx2,
+# avx2-vnni, avx512, ...); -I "avx2 avx2-vnni" runs each in every repetition
+# (one row each, all against the same peer runs). When every ISA named is avx2
+# or avx2-vnni the peer is the AVX2-only llama.cpp build (bin-avx2/ of the
+# peer directory, ../shared/tools/peer/setup.sh), so neither side uses
+# AVX-512. PEER=dir overrides the peer either way. Besides the ratio of means,
+# the table gives the ratio of the best repetitions, which load from other
+# processes disturbs less.
 #
 # Models come from `brisk synth` (random weights in a real model's shapes) in
 # $BRISK_BENCH_CACHE (default ~/.cache/brisk-bench, outside the repository).
@@ -15,17 +24,24 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BRISK=${BRISK:-$ROOT/build/brisk}   # make build
-PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
+PEER_DIR=$HOME/.cache/brisk-peer
+QUANTIZE=${QUANTIZE:-$PEER_DIR/bin/llama-quantize}   # bin-avx2/ has no llama-quantize; the files are the same
 CACHE=${BRISK_BENCH_CACHE:-$HOME/.cache/brisk-bench}
 REPS=3 THREADS=2 NP=512 NG=128
 SHAPES="llama-3.2-1b qwen2.5-0.5b"
 TYPES="Q4_0 Q4_K_M Q8_0 F16"
-while getopts "r:t:p:n:m:T:" o; do
+ISA=
+while getopts "r:t:p:n:m:T:I:" o; do
   case $o in
     r) REPS=$OPTARG ;; t) THREADS=$OPTARG ;; p) NP=$OPTARG ;; n) NG=$OPTARG ;;
-    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; *) sed -n '2,14p' "$0"; exit 2 ;;
+    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; I) ISA=$OPTARG ;; *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
+ONLY_AVX2=0
+for i in $ISA; do case $i in avx2|avx2-vnni) ONLY_AVX2=1 ;; *) ONLY_AVX2=0; break ;; esac; done
+if [ "$ONLY_AVX2" = 1 ]; then PEER=${PEER:-$PEER_DIR/bin-avx2}; else PEER=${PEER:-$PEER_DIR/bin}; fi
+TOOLS=brisk   # one per ISA: brisk (the best table) or brisk-ISA
+[ -z "$ISA" ] || TOOLS=$(for i in $ISA; do printf 'brisk-%s ' "$i"; done)
 [ -x "$BRISK" ] || { echo "vs-llamacpp: $BRISK not built (run make build, or set BRISK=path/to/brisk)" >&2; exit 1; }
 [ -x "$PEER/llama-bench" ] || { echo "vs-llamacpp: no llama-bench in $PEER (run ../shared/tools/peer/setup.sh)" >&2; exit 1; }
 export LD_LIBRARY_PATH="$PEER${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -43,7 +59,7 @@ model() {
       local src; src=$(model "$shape" F16)
       local need=$(( $(stat -c %s "$src") / 1048576 / 3 + 256 ))
       [ "$(free_mib)" -gt "$need" ] || { echo "vs-llamacpp: need ${need} MiB free in $CACHE" >&2; exit 1; }
-      "$PEER/llama-quantize" "$src" "$f.tmp" Q4_K_M >"$OUT/quantize.log" 2>&1 || { cat "$OUT/quantize.log" >&2; exit 1; }
+      LD_LIBRARY_PATH="$(dirname "$QUANTIZE")" "$QUANTIZE" "$src" "$f.tmp" Q4_K_M >"$OUT/quantize.log" 2>&1 || { cat "$OUT/quantize.log" >&2; exit 1; }
       mv "$f.tmp" "$f"
     else
       "$BRISK" synth --shape "$shape" --type "$type" -o "$f.tmp" 2>"$OUT/synth.log" || { cat "$OUT/synth.log" >&2; exit 1; }
@@ -55,13 +71,18 @@ model() {
 
 echo "# brisk vs llama.cpp: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, threads $THREADS, $REPS repetitions"
 echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet -- src || echo '+dirty'), peer $({ "$PEER/llama-bench" --version 2>&1 || true; } | grep -m1 -o 'version: [^ ]*' || echo unknown)"
+echo "# brisk kernels: ${ISA:-best for this CPU}; peer: $PEER"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for shape in $SHAPES; do
   for type in $TYPES; do
     f=$(model "$shape" "$type")
     for r in $(seq 1 "$REPS"); do
-      "$BRISK" bench -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/brisk-$shape-$type-$r.json" 2>"$OUT/err" \
-        || { cat "$OUT/err" >&2; exit 1; }
+      for tool in $TOOLS; do
+        isa_args=()
+        [ "$tool" = brisk ] || isa_args=(--isa "${tool#brisk-}")
+        "$BRISK" bench -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json "${isa_args[@]}" >"$OUT/$tool-$shape-$type-$r.json" 2>"$OUT/err" \
+          || { cat "$OUT/err" >&2; exit 1; }
+      done
       "$PEER/llama-bench" -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/peer-$shape-$type-$r.json" 2>"$OUT/err" \
         || { cat "$OUT/err" >&2; exit 1; }
     done
@@ -69,9 +90,10 @@ for shape in $SHAPES; do
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$OUT" "$SHAPES" "$TYPES" "$REPS" "$NP" "$NG" <<'EOF'
+python3 - "$OUT" "$SHAPES" "$TYPES" "$REPS" "$NP" "$NG" "$TOOLS" <<'EOF'
 import json, statistics, sys
 out, shapes, types, reps, np_, ng = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5], sys.argv[6]
+tools = sys.argv[7].split()
 def samples(tool, shape, type_, key):
     v = []
     for r in range(1, reps + 1):
@@ -82,20 +104,22 @@ def samples(tool, shape, type_, key):
 def ms(v):
     return (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0)
 print()
-print(f"| model | brisk pp{np_} t/s | llama.cpp pp{np_} t/s | pp ratio | brisk tg{ng} t/s | llama.cpp tg{ng} t/s | tg ratio |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+print(f"| model | brisk pp{np_} t/s | llama.cpp pp{np_} t/s | pp ratio | pp best/best | brisk tg{ng} t/s | llama.cpp tg{ng} t/s | tg ratio | tg best/best |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 roof = []
 for s in shapes:
     for t in types:
-        row = [f"{s} {t}"]
-        for key in ("pp", "tg"):
-            b, p = ms(samples("brisk", s, t, key)), ms(samples("peer", s, t, key))
-            row += [f"{b[0]:.2f} ± {b[1]:.2f}", f"{p[0]:.2f} ± {p[1]:.2f}", f"**{b[0] / p[0]:.2f}**"]
-        print("| " + " | ".join(row) + " |")
-        for r in range(1, reps + 1):
-            for o in json.load(open(f"{out}/brisk-{s}-{t}-{r}.json")):
-                if "roofline_pct" in o:
-                    roof.append((s, t, o["read_bandwidth_gbs"], o["roofline_ts"], o["avg_ts"], o["roofline_pct"]))
+        for tool in tools:
+            row = [f"{s} {t}" + (f" ({tool[6:]})" if tool != "brisk" else "")]
+            for key in ("pp", "tg"):
+                bv, pv = samples(tool, s, t, key), samples("peer", s, t, key)
+                b, p = ms(bv), ms(pv)
+                row += [f"{b[0]:.2f} ± {b[1]:.2f}", f"{p[0]:.2f} ± {p[1]:.2f}", f"**{b[0] / p[0]:.2f}**", f"{max(bv) / max(pv):.2f}"]
+            print("| " + " | ".join(row) + " |")
+            for r in range(1, reps + 1):
+                for o in json.load(open(f"{out}/{tool}-{s}-{t}-{r}.json")):
+                    if "roofline_pct" in o:
+                        roof.append((f"{s} {t}" + (f" ({tool[6:]})" if tool != "brisk" else ""), o["read_bandwidth_gbs"], o["roofline_ts"], o["avg_ts"], o["roofline_pct"]))
 print()
 # Two views of the roofline. Conservative: the mean tg against the best read
 # bandwidth any repetition measured. Per repetition: each run's tg against the
@@ -103,13 +127,12 @@ print()
 # with its neighbours), the median of those.
 print("| model | best read GB/s | roofline tg t/s | brisk tg t/s | % of roofline (best read) | % per repetition (median; each) |")
 print("| --- | ---: | ---: | ---: | ---: | --- |")
-for s in shapes:
-    for t in types:
-        rs = [x for x in roof if x[0] == s and x[1] == t]
+for name in dict.fromkeys(x[0] for x in roof):
+        rs = [x for x in roof if x[0] == name]
         if rs:
-            bw = max(x[2] for x in rs); ts = statistics.mean(x[4] for x in rs)
-            rt = max(x[3] for x in rs)   # the roofline at the best bandwidth (bytes per token are the same every run)
-            each = [x[5] for x in rs]
-            print(f"| {s} {t} | {bw:.1f} | {rt:.1f} | {ts:.2f} | {100 * ts / rt:.1f}% | {statistics.median(each):.1f}% ("
+            bw = max(x[1] for x in rs); ts = statistics.mean(x[3] for x in rs)
+            rt = max(x[2] for x in rs)   # the roofline at the best bandwidth (bytes per token are the same every run)
+            each = [x[4] for x in rs]
+            print(f"| {name} | {bw:.1f} | {rt:.1f} | {ts:.2f} | {100 * ts / rt:.1f}% | {statistics.median(each):.1f}% ("
                   + ", ".join(f"{e:.1f}" for e in each) + ") |")
 EOF

@@ -541,7 +541,7 @@ static void test_attention(const brisk_attn_kernels *g) {
 }
 
 /* BRISK_ISA=name in a child (read once per process): the named table when
- * this CPU runs it, without the packed GEMM unless it is avx512's; a table
+ * this CPU runs it, with the packed GEMM only for avx512, avx2-vnni and avx2; a table
  * this build or CPU lacks, or an unknown name, is refused by brisk_isa_check
  * with the tables usable here. want: 0 = accepted, else the status. */
 static int isa_child(const char *name, const char **isa_out) {
@@ -590,7 +590,7 @@ static void test_isa_env(void) {
         bool usable = false;
         for (int j = 0; j < n_all && j < 8; j++) usable = usable || !strcmp(all[j]->isa, names[i]);
 #if defined(__x86_64__)
-        const bool built = !strcmp(names[i], "ref") || !strcmp(names[i], "avx2") || !strcmp(names[i], "avx512");
+        const bool built = !strcmp(names[i], "ref") || !strncmp(names[i], "avx2", 4) || !strcmp(names[i], "avx512");
 #elif defined(__aarch64__)
         const bool built = !strcmp(names[i], "ref") || !strncmp(names[i], "neon", 4);
 #else
@@ -600,7 +600,9 @@ static void test_isa_env(void) {
         snprintf(want, sizeof want, "%s|", names[i]);
         if (usable) {
             CHECKF(rc[i] == 0 && !strncmp(got[i], want, strlen(want)), "BRISK_ISA=%s: rc %d, got '%s'", names[i], rc[i], got[i]);
-            CHECKF(!strstr(got[i], "|1|") || !strcmp(names[i], "avx512"), "BRISK_ISA=%s kept the packed GEMM", names[i]);
+            /* the packed GEMM goes with avx512, avx2-vnni and avx2 (its own table each), with no other */
+            const bool packs = !strcmp(names[i], "avx512") || !strncmp(names[i], "avx2", 4);
+            CHECKF(!!strstr(got[i], "|1|") == packs, "BRISK_ISA=%s: packed GEMM %s", names[i], packs ? "missing" : "kept");
         } else if (built)
             CHECKF(rc[i] == (-BRISK_ERR_UNSUPPORTED & 0x7f) && strstr(got[i], "this CPU cannot run it"), "BRISK_ISA=%s: rc %d, '%s'",
                    names[i], rc[i], got[i]);
@@ -616,25 +618,25 @@ static void test_isa_env(void) {
 /* The packed GEMM: 16 rows packed, n_tok activation rows, every output
  * bit-identical to ref's vec_dot on the canonical rows; act_sums against the
  * portable version; outputs beyond the tile left alone (NaN sentinels). */
-static void test_packed_gemm(void) {
-    const brisk_gemm_kernels *g = brisk_gemm_best();
-    if (!g) {
-        printf("packed gemm: no table on this CPU (or forced ref); skipped\n");
-        return;
-    }
+static void test_packed_gemm(const brisk_gemm_kernels *g) {
     const brisk_kernels *ref = brisk_kernels_ref();
     /* the table's own activation quantizers: byte-identical to ref's, specials included */
     for (uint32_t at = 0; at < BRISK_Q_TYPE_LIMIT; at++) {
         if (!g->quantize_act[at]) continue;
         for (size_t ni = 0; ni < BRISK_ARRAY_LEN(block_counts); ni++) {
-            const int64_t n = block_counts[ni] * 32;
+            const int64_t be = brisk_qtype_get(at)->block_elems, n = block_counts[ni] * (be > 32 ? be : 32);   /* Q8_K: 256 */
             size_t ab = 0;
             brisk_qtype_row_bytes(at, n, &ab);
             float *x = malloc(sizeof(float) * (size_t)n);
             uint8_t *q1 = malloc(ab), *q2 = malloc(ab);
             if (!x || !q1 || !q2) { CHECK(!"out of memory"); return; }
-            for (int kind = 0; kind < 4; kind++) {
+            for (int kind = 0; kind < 5; kind++) {
                 fill_floats(x, n, kind % 3);
+                if (kind == 4) {   /* finite edge blocks: all zeros (first 256), then magnitude ties of both signs */
+                    for (int64_t j = 0; j < n && j < 256; j++) x[j] = 0.0f;
+                    if (n >= 512) x[260] = -9.0f, x[300] = 9.0f, x[400] = -9.0f;
+                    if (n >= 768) x[600] = 9.0f, x[610] = -9.0f;
+                }
                 if (kind == 3) {   /* special blocks: zeros, a NaN, an inf, a huge value, a -0 */
                     for (int j = 0; j < 32; j++) x[j] = 0.0f;
                     if (n >= 64) x[40] = NAN;
@@ -693,7 +695,8 @@ static void test_packed_gemm(void) {
             free(w); free(a); free(side); free(x); free(out);
         }
     }
-    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q5_0, BRISK_Q_Q8_0, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_F16};
+    static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q4_1, BRISK_Q_Q5_0, BRISK_Q_Q5_1, BRISK_Q_Q8_0,
+                                        BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_F16};
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};   /* weight blocks */
     static const int32_t ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 17};
     const int R = BRISK_GEMM_ROWS;
@@ -760,7 +763,7 @@ static void test_packed_gemm(void) {
             }
             free(w); free(pk); free(a); free(sums); free(sref); free(x); free(out);
         }
-        printf("packed gemm %s: %d shapes bit-identical to ref\n", brisk_qtype_name(wt), shapes);
+        printf("packed gemm %s %s: %d shapes bit-identical to ref\n", g->isa, brisk_qtype_name(wt), shapes);
     }
 }
 
@@ -860,7 +863,12 @@ int main(void) {
     test_quantize_act(tables, ntables);
     test_dots(tables, ntables);
     test_dot_2x2(tables, ntables);
-    test_packed_gemm();
+    {
+        const brisk_gemm_kernels *gt[8];
+        const int n_gt = brisk_gemm_all(gt, 8);
+        if (n_gt == 0) printf("packed gemm: no table on this CPU (or forced ref); skipped\n");
+        for (int i = 0; i < n_gt && i < 8; i++) test_packed_gemm(gt[i]);
+    }
     test_expf(tables, ntables);
     return test_finish();
 }

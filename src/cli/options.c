@@ -210,7 +210,7 @@ static const cli_opt table[CLI_O_COUNT] = {
                                "off (the baseline), ngram (n-gram drafts whenever they match) or auto (drafts only when the "
                                "measured cost curve says they pay)"},
     [CLI_O_ISA] = {{"--isa"}, .type = CLI_T_STR, .meta = "NAME",
-                   .help = "kernel table to run: ref, avx2, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
+                   .help = "kernel table to run: ref, avx2, avx2-vnni, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
                            "one this CPU lacks is refused); default: the best this CPU runs"},
 
     [CLI_O_HOST] = {{"--host"}, .type = CLI_T_STR, .meta = "ADDR", .def = "127.0.0.1",

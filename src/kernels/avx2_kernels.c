@@ -398,33 +398,37 @@ static void swiglu(float *h, const float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
 }
 
-static const brisk_kernels avx2_table = {
-    .isa = "avx2",
-    .exp_sub = exp_sub,
-    .swiglu = swiglu,
-    .vec_dot = {
-        [BRISK_Q_F32] = dot_f32,
-        [BRISK_Q_F16] = dot_f16,
-        [BRISK_Q_BF16] = dot_bf16,
-        [BRISK_Q_Q4_0] = dot_q4_0,
-        [BRISK_Q_Q4_1] = dot_q4_1,
-        [BRISK_Q_Q5_0] = dot_q5_0,
-        [BRISK_Q_Q5_1] = dot_q5_1,
-        [BRISK_Q_Q8_0] = dot_q8_0,
-        [BRISK_Q_Q2_K] = dot_q2_k,
-        [BRISK_Q_Q3_K] = dot_q3_k,
-        [BRISK_Q_Q4_K] = dot_q4_k,
-        [BRISK_Q_Q5_K] = dot_q5_k,
-        [BRISK_Q_Q6_K] = dot_q6_k,
+/* The avx2 and avx2-vnni tables share every kernel: AVX-VNNI pays off in the
+ * packed GEMM (avx2_vnni_gemm.c), which the forward pass prefers to these. */
+#define AVX2_TABLE_ENTRIES \
+    .exp_sub = exp_sub, \
+    .swiglu = swiglu, \
+    .vec_dot = { \
+        [BRISK_Q_F32] = dot_f32, \
+        [BRISK_Q_F16] = dot_f16, \
+        [BRISK_Q_BF16] = dot_bf16, \
+        [BRISK_Q_Q4_0] = dot_q4_0, \
+        [BRISK_Q_Q4_1] = dot_q4_1, \
+        [BRISK_Q_Q5_0] = dot_q5_0, \
+        [BRISK_Q_Q5_1] = dot_q5_1, \
+        [BRISK_Q_Q8_0] = dot_q8_0, \
+        [BRISK_Q_Q2_K] = dot_q2_k, \
+        [BRISK_Q_Q3_K] = dot_q3_k, \
+        [BRISK_Q_Q4_K] = dot_q4_k, \
+        [BRISK_Q_Q5_K] = dot_q5_k, \
+        [BRISK_Q_Q6_K] = dot_q6_k, \
+    }, \
+    .quantize_act = { \
+        [BRISK_Q_F32] = brisk_f32_quantize, \
+        [BRISK_Q_F16] = brisk_f16_quantize, \
+        [BRISK_Q_BF16] = brisk_bf16_quantize, \
+        [BRISK_Q_Q8_0] = brisk_q8_0_quantize_x86, \
+        [BRISK_Q_Q8_1] = brisk_q8_1_quantize_x86, \
+        [BRISK_Q_Q8_K] = brisk_q8_k_quantize, \
     },
-    .quantize_act = {
-        [BRISK_Q_F32] = brisk_f32_quantize,
-        [BRISK_Q_F16] = brisk_f16_quantize,
-        [BRISK_Q_BF16] = brisk_bf16_quantize,
-        [BRISK_Q_Q8_0] = brisk_q8_0_quantize_x86,
-        [BRISK_Q_Q8_1] = brisk_q8_1_quantize_x86,
-        [BRISK_Q_Q8_K] = brisk_q8_k_quantize,
-    },
-};
+
+static const brisk_kernels avx2_table = {.isa = "avx2", AVX2_TABLE_ENTRIES};
+static const brisk_kernels avx2_vnni_table = {.isa = "avx2-vnni", AVX2_TABLE_ENTRIES};
 
 const brisk_kernels *brisk_kernels_avx2(void) { return &avx2_table; }
+const brisk_kernels *brisk_kernels_avx2_vnni(void) { return &avx2_vnni_table; }

@@ -22,7 +22,9 @@ static bool has_avx2(const brisk_cpu_features *f) { return f->avx2 && f->fma && 
 static bool has_avx512_vnni(const brisk_cpu_features *f) {
     return f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni && has_avx2(f);
 }
-#define BRISK_ISA_CHOICES {"avx512", brisk_kernels_avx512, has_avx512_vnni}, {"avx2", brisk_kernels_avx2, has_avx2},
+static bool has_avx2_vnni(const brisk_cpu_features *f) { return has_avx2(f) && f->avxvnni; }
+#define BRISK_ISA_CHOICES {"avx512", brisk_kernels_avx512, has_avx512_vnni}, {"avx2-vnni", brisk_kernels_avx2_vnni, has_avx2_vnni}, \
+                          {"avx2", brisk_kernels_avx2, has_avx2},
 #elif defined(BRISK_ARCH_ARM64)
 static bool has_neon(const brisk_cpu_features *f) { return f->neon; }
 static bool has_neon_dotprod(const brisk_cpu_features *f) { return f->neon && f->dotprod; }
@@ -101,14 +103,30 @@ int brisk_kernels_all(const brisk_kernels **out, int max) {
 
 /* ---- packed GEMM ---- */
 
-const brisk_gemm_kernels *brisk_gemm_best(void) {
-    const brisk_cpu_features *f = brisk_cpu_features_get();
-    if (f->force_ref) return NULL;
+/* The packed-GEMM table that goes with a kernel table, by its ISA (NULL: none). */
+static const brisk_gemm_kernels *gemm_for(const brisk_kernels *k) {
 #if defined(BRISK_ARCH_X86)
-    /* the packed set goes with the AVX-512 table: another forced table runs without it */
-    if (has_avx512_vnni(f) && (!f->isa[0] || !strcmp(f->isa, "avx512") || !forced_choice(f))) return brisk_gemm_avx512();
+    if (!strcmp(k->isa, "avx512")) return brisk_gemm_avx512();
+    if (!strcmp(k->isa, "avx2-vnni")) return brisk_gemm_avx2_vnni();
+    if (!strcmp(k->isa, "avx2")) return brisk_gemm_avx2();
 #endif
+    (void)k;
     return NULL;
+}
+
+const brisk_gemm_kernels *brisk_gemm_best(void) { return gemm_for(brisk_kernels_best()); }
+
+int brisk_gemm_all(const brisk_gemm_kernels **out, int max) {
+    const brisk_kernels *k[16];
+    const int nk = brisk_kernels_all(k, 16);
+    int count = 0;
+    for (int i = 0; i < nk && i < 16; i++) {
+        const brisk_gemm_kernels *g = gemm_for(k[i]);
+        if (!g) continue;
+        if (count < max) out[count] = g;
+        count++;
+    }
+    return count;
 }
 
 /* ---- attention ---- */
@@ -118,7 +136,7 @@ const brisk_gemm_kernels *brisk_gemm_best(void) {
 static const brisk_attn_kernels *attn_for(const brisk_kernels *k) {
 #if defined(BRISK_ARCH_X86)
     if (!strcmp(k->isa, "avx512")) return brisk_attn_avx512();
-    if (!strcmp(k->isa, "avx2")) return brisk_attn_avx2();
+    if (!strncmp(k->isa, "avx2", 4)) return brisk_attn_avx2();   /* avx2 and avx2-vnni */
 #elif defined(BRISK_ARCH_ARM64)
     if (!strncmp(k->isa, "neon", 4)) return brisk_attn_neon();
 #endif

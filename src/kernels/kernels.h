@@ -5,7 +5,7 @@
  * exports a table with the same signatures, and is checked against ref by
  * tests/test_kernels.c. dispatch.c picks the best table the CPU runs;
  * BRISK_ISA=NAME in the environment (read once) forces one (ref, avx2,
- * avx512, neon, neon-dotprod, neon-i8mm), so every table can be run and
+ * avx2-vnni, avx512, neon, neon-dotprod, neon-i8mm), so every table can be run and
  * benchmarked on one machine; BRISK_FORCE_REF=1 is BRISK_ISA=ref.
  *
  * A matmul row is: quantize the activation row once with
@@ -66,6 +66,7 @@ int brisk_kernels_all(const brisk_kernels **out, int max);
 /* ISA tables, defined only in builds that compile that ISA's files; callers
  * go through brisk_kernels_best/all, which check the CPU first. */
 const brisk_kernels *brisk_kernels_avx2(void);
+const brisk_kernels *brisk_kernels_avx2_vnni(void);      /* AVX2 + AVX-VNNI (VEX vpdpbusd) */
 const brisk_kernels *brisk_kernels_avx512(void);         /* AVX-512 F/BW/VL/DQ + VNNI (+ AVX2's needs) */
 const brisk_kernels *brisk_kernels_neon(void);           /* aarch64, baseline ARMv8-A */
 const brisk_kernels *brisk_kernels_neon_dotprod(void);   /* aarch64 + dotprod (SDOT) */
@@ -99,6 +100,15 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  *   Q5_0 (352 bytes per block): d[16], then for chunk c = 0..7 (elements 4c.. for c < 4, else
  *        16+4(c-4)..) a 64-bit mask with bit 4r+k = the 5th bit of that element k of row r, then
  *        the nibbles as Q4_0's 4 chunk lines.
+ *   Q4_1 (320 bytes per block): d[16], m[16], then Q4_0's 4 chunk lines.
+ *   Q5_1 (384 bytes per block): d[16], m[16], Q5_0's 8 masks (64 bytes), then Q4_0's 4 chunk lines.
+ *   Q2_K (1344 bytes per 256-element block, as canonical): d[16], dmin[16], the scale bytes
+ *        sc[j][16] (j = 0..15, as in the block: scale low nibble, min high), then chunk
+ *        k = 0..15: qs[4k..4k+3] of rows 0..15.
+ *   Q3_K (1824 bytes per 256-element block, 64 more than canonical): d[16], the unpacked
+ *        signed 6-bit scales sc[j][16] (int8, j = 0..15), then chunk k = 0..15: qs[4k..4k+3]
+ *        of rows 0..15, then chunk k = 0..7: hmask[4k..4k+3] of rows 0..15.
+ *        (Q4_1, Q5_1, Q2_K and Q3_K are packed only for the avx2 and avx2-vnni tables.)
  *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
  *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
  *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.
@@ -194,9 +204,13 @@ const brisk_attn_kernels *brisk_attn_avx2(void);
 const brisk_attn_kernels *brisk_attn_avx512(void);
 const brisk_attn_kernels *brisk_attn_neon(void);
 
-/* The packed-GEMM table for this CPU, or NULL (no ISA support, BRISK_FORCE_REF=1, or BRISK_ISA naming another table). */
+/* The packed-GEMM table of brisk_kernels_best's table (avx512, avx2-vnni, avx2), or NULL (ref, NEON). */
 const brisk_gemm_kernels *brisk_gemm_best(void);
 const brisk_gemm_kernels *brisk_gemm_avx512(void);
+const brisk_gemm_kernels *brisk_gemm_avx2(void);
+const brisk_gemm_kernels *brisk_gemm_avx2_vnni(void);
+/* The packed-GEMM tables of every kernel table this CPU can run (tests, benchmarks). */
+int brisk_gemm_all(const brisk_gemm_kernels **out, int max);
 
 /* Whether brisk_pack_rows knows the type; the bytes of one packed group of
  * BRISK_GEMM_ROWS rows of cols elements (0: that width cannot be packed); the

@@ -13,7 +13,7 @@
 #define G BRISK_GEMM_ROWS
 
 bool brisk_pack_supported(uint32_t type) {
-    return type == BRISK_Q_Q4_0 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
+    return type == BRISK_Q_Q2_K || type == BRISK_Q_Q3_K || type == BRISK_Q_Q4_0 || type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q5_1 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
            type == BRISK_Q_Q6_K || type == BRISK_Q_F16;
 }
 
@@ -22,6 +22,10 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q4_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q4_0);
         case BRISK_Q_Q8_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q8_0);
         case BRISK_Q_Q5_0: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_0);
+        case BRISK_Q_Q4_1: return (size_t)(cols / 32) * G * sizeof(brisk_block_q4_1);
+        case BRISK_Q_Q5_1: return (size_t)(cols / 32) * G * sizeof(brisk_block_q5_1);
+        case BRISK_Q_Q2_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q2_k);
+        case BRISK_Q_Q3_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q3_k) + 4);
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
         case BRISK_Q_Q5_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q5_k) + 4);
         case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
@@ -39,6 +43,15 @@ static void pack_k4_row(uint8_t *o, int r, uint16_t d, uint16_t dmin, const uint
     memcpy(o + 32 + 2 * r, &dmin, 2);
     for (int j = 0; j < 8; j++) brisk_k4_scale_min(j, scales, o + 64 + 16 * j + r, o + 192 + 16 * j + r);
     for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, qs + 4 * k, 4);
+}
+
+/* The 5th-bit masks of one block of Q5_0/Q5_1 (kernels.h): for chunk c = 0..7 (elements
+ * 4c..4c+3), bit 4r+k = the 5th bit of element 4c+k of row r, from each row's qh. */
+static void add_q5_masks(uint64_t masks[8], int r, const uint8_t qh_bytes[4]) {
+    uint32_t qh;
+    memcpy(&qh, qh_bytes, 4);
+    for (int c = 0; c < 8; c++)
+        for (int k = 0; k < 4; k++) masks[c] |= (uint64_t)((qh >> (4 * c + k)) & 1) << (4 * r + k);
 }
 
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols) {
@@ -81,6 +94,45 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             }
             memcpy(o + 32, masks, sizeof masks);
             o += (size_t)G * sizeof(brisk_block_q5_0);
+        }
+    } else if (type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_1) {
+        const bool five = type == BRISK_Q_Q5_1;
+        const size_t block = five ? sizeof(brisk_block_q5_1) : sizeof(brisk_block_q4_1), lines = five ? 128 : 64;
+        for (int64_t b = 0; b < nb; b++) {
+            uint64_t masks[8] = {0};
+            for (int r = 0; r < G; r++) {
+                const uint8_t *x = s + (size_t)r * row_bytes + (size_t)b * block;   /* d, m, (qh,) qs */
+                memcpy(o + 2 * r, x, 2);
+                memcpy(o + 32 + 2 * r, x + 2, 2);
+                if (five) add_q5_masks(masks, r, x + 4);
+                for (int c = 0; c < 4; c++) memcpy(o + lines + 64 * c + 4 * r, x + block - 16 + 4 * c, 4);
+            }
+            if (five) memcpy(o + 64, masks, sizeof masks);
+            o += (size_t)G * block;
+        }
+    } else if (type == BRISK_Q_Q2_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q2_k *x = (const brisk_block_q2_k *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                memcpy(o + 32 + 2 * r, &x->dmin, 2);
+                for (int j = 0; j < 16; j++) o[64 + 16 * j + r] = x->scales[j];
+                for (int k = 0; k < 16; k++) memcpy(o + 320 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+            }
+            o += (size_t)G * sizeof(brisk_block_q2_k);
+        }
+    } else if (type == BRISK_Q_Q3_K) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_q3_k *x = (const brisk_block_q3_k *)(s + (size_t)r * row_bytes) + b;
+                int8_t sc[16];
+                brisk_q3_k_scales(x->scales, sc);
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int j = 0; j < 16; j++) o[32 + 16 * j + r] = (uint8_t)sc[j];
+                for (int k = 0; k < 16; k++) memcpy(o + 288 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+                for (int k = 0; k < 8; k++) memcpy(o + 1312 + 64 * k + 4 * r, x->hmask + 4 * k, 4);
+            }
+            o += (size_t)G * (sizeof(brisk_block_q3_k) + 4);
         }
     } else if (type == BRISK_Q_Q4_K) {
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
