@@ -268,10 +268,10 @@ static const cli_opt table[CLI_O_COUNT] = {
                             .help = "allow these browser origins (comma-separated, or *) to call the API; CORS is off unless given"},
     [CLI_O_LOG_PROMPTS] = {{"--log-prompts"}, .type = CLI_T_FLAG,
                            .help = "write each request's prompt text to the log (otherwise only its token counts)"},
-    [CLI_O_MAX_STALL] = {{"--max-stall"}, .type = CLI_T_FLOAT, .meta = "F", .lo = 0, .hi = 1000, .def = "1",
+    [CLI_O_MAX_STALL] = {{"--max-stall"}, .type = CLI_T_FLOAT, .meta = "F", .lo = 0, .hi = 1000, .def = "0",
                          .help = "while requests decode, a step's prompt tokens may add at most F times the decode time "
                                  "(measured), so streams keep their pace while a long prompt is read: inter-token time "
-                                 "<= (1 + F) x undisturbed; 0 = no limit (prompt chunks fill -b)"},
+                                 "<= (1 + F) x undisturbed; 0 = no limit (prompt chunks fill -b). Experimental: see docs/SERVER.md"},
     [CLI_O_QUEUE_TIMEOUT] = {{"--queue-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "600",
                              .help = "a request not given a slot within S seconds gets 503 queue_timeout (0 = wait forever)"},
     [CLI_O_HEADER_TIMEOUT] = {{"--header-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0.1, .hi = 3600, .def = "10",

@@ -99,7 +99,8 @@ struct brisk_sched {
     int32_t n_vocab, n_vocab_tokens, n_ctx, n_seq;
     int32_t n_batch, n_ubatch, n_outputs, max_running, max_queue;
     double max_stall;       /* see brisk_sched_params */
-    double prefill_tok_s;   /* measured seconds per prompt token in a pass (EMA), 0 until measured */
+    double prefill_tok_s;   /* measured seconds per prompt token in a pure prefill pass (EMA), 0 until measured */
+    double pf_allow;        /* prompt tokens a decoding step may add (max_stall's controller), 0 until set */
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
 
     pthread_mutex_t mu;
@@ -725,8 +726,8 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
     if (s->step_pf_left < 0 && n > 0 && s->max_stall > 0.0 && s->prefill_tok_s > 0.0) {
         const double dec = brisk_spec_policy_cost(s->policy, n);
         if (dec > 0.0) {
-            const double allow = s->max_stall * dec / s->prefill_tok_s;
-            s->step_pf_left = allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)allow);
+            if (!(s->pf_allow > 0.0)) s->pf_allow = BRISK_MAX(1.0, s->max_stall * dec / s->prefill_tok_s);
+            s->step_pf_left = s->pf_allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)s->pf_allow);
         }
     }
     if (s->step_pf_left >= 0) room = BRISK_MIN(room, n + s->step_pf_left);
@@ -881,9 +882,11 @@ static void after_pass(brisk_sched *s) {
 
 /* ---- the step ------------------------------------------------------------------------------------------ */
 
-/* The seconds per prompt token, from a pass that computed prompt tokens: its time less what its decode
- * tokens (and drafts) would cost alone; one outlier is clipped to [1/2, 2]x the estimate. Spends the step's
- * prompt allowance. */
+/* After a pass: spends the step's prompt allowance and learns. A pure prefill pass gives the seconds per
+ * prompt token (EMA; one outlier clipped to [1/2, 2]x), which sets the first allowance. Prompt tokens beside
+ * decodes cost more each than in a large pass (the pass changes shape; a late chunk attends to more
+ * positions), so the allowance is then steered by what mixed passes really cost: their time over the
+ * decode-only estimate against max_stall times that estimate, a damped multiplicative step. */
 static void observe_prefill(brisk_sched *s, double dt) {
     int32_t n_dec = 0, n_pf = 0;
     for (int32_t i = 0; i < s->n_ent; i++) {
@@ -892,12 +895,16 @@ static void observe_prefill(brisk_sched *s, double dt) {
     }
     if (s->step_pf_left >= 0) s->step_pf_left = BRISK_MAX(0, s->step_pf_left - n_pf);
     if (n_pf == 0) return;
-    const double dec = n_dec > 0 ? brisk_spec_policy_cost(s->policy, n_dec) : 0.0;
-    if (n_dec > 0 && !(dec > 0.0)) return;
-    const double per = (dt - dec) / n_pf;
-    if (!(per > 0.0)) return;
-    const double c = s->prefill_tok_s;
-    s->prefill_tok_s = c > 0.0 ? 0.7 * c + 0.3 * fmax(0.5 * c, fmin(2.0 * c, per)) : per;
+    if (n_dec == 0) {
+        const double per = dt / n_pf, c = s->prefill_tok_s;
+        if (per > 0.0) s->prefill_tok_s = c > 0.0 ? 0.7 * c + 0.3 * fmax(0.5 * c, fmin(2.0 * c, per)) : per;
+        return;
+    }
+    const double dec = brisk_spec_policy_cost(s->policy, n_dec);
+    if (!(dec > 0.0) || !(s->pf_allow > 0.0) || s->max_stall <= 0.0) return;
+    const double extra = dt - dec, target = s->max_stall * dec;
+    const double r = extra > 0.0 ? fmax(0.5, fmin(2.0, target / extra)) : 2.0;
+    s->pf_allow = fmax(1.0, fmin((double)s->n_batch, s->pf_allow * sqrt(r)));
 }
 
 brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_error *err) {
