@@ -3,32 +3,11 @@
  * fail with a status and a message. When it succeeds, a walk of up to 64 steps follows the first
  * allowed byte chosen by the input's own bytes, and every mask is checked against the brute-force
  * definition (byte b allowed iff advancing by it leaves the parse alive; the end token iff complete). */
-#include "constrain/constrain.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, "fuzz_schema: check failed: %s (line %d)\n", #cond, __LINE__);    \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
-
-static cst_vocab *vocab;
+#define FUZZ_NAME "fuzz_schema"
+#include "constrain_fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    if (!vocab) {
-        static uint8_t pieces[256];
-        static uint32_t off[258];
-        for (int i = 0; i < 256; i++) { pieces[i] = (uint8_t)i; off[i] = (uint32_t)i; }
-        off[256] = off[257] = 256;
-        const int32_t eos = 256;
-        brisk_error e = {0};
-        FUZZ_CHECK(cst_vocab_new(257, pieces, off, &eos, 1, &vocab, &e) == BRISK_OK);
-    }
+    cst_vocab *vocab = fuzz_byte_vocab();
     brisk_error err = {0};
     cst_nfa *n = cst_nfa_new();
     FUZZ_CHECK(n != NULL);
@@ -41,26 +20,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(err.status == st && err.msg[0]);
         return 0;
     }
-    uint32_t mask[(257 + 31) / 32];
-    int32_t s = cst_start(g);
-    for (int step = 0; step < 64 && s != CST_DEAD; step++) {
-        cst_mask(g, s, mask);
-        int allowed = 0, pick = -1;
-        const int want_pick = size ? data[step % size] : 0;
-        for (int t = 0; t < 256; t++) {
-            const int got = (int)(mask[t >> 5] >> (t & 31) & 1u);
-            const int want = cst_advance(g, s, t) != CST_DEAD;
-            FUZZ_CHECK(got == want);
-            if (got) {
-                if (pick < 0 || t <= want_pick) pick = t;
-                allowed++;
-            }
-        }
-        FUZZ_CHECK((int)(mask[256 >> 5] >> (256 & 31) & 1u) == (int)cst_accepting(g, s));
-        if (!allowed) break;
-        s = cst_advance(g, s, pick);
-        FUZZ_CHECK(s != CST_DEAD);
-    }
-    cst_grammar_free(g);
+    fuzz_walk_masks(g, data, size);
     return 0;
 }
