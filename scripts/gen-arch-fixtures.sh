@@ -11,6 +11,10 @@
 #   3. peer-logits writes llama.cpp's logits for tokens64.i32 (64 ids in
 #      [0, 128), seed 16) evaluated as one 64-token batch, 2 threads.
 #
+# An ARCH of the form NAME-moe takes test-llama-archs' mixture-of-experts
+# model of NAME (NAME-moe.gguf) instead of the dense one; its files are
+# NAME-moe-TYPE.gguf.
+#
 # An ARCH of the form synth:SHAPE takes the F32 model from `brisk synth
 # --shape SHAPE` instead (real-shaped tiny models with what the fixtures lack,
 # e.g. phi3-tiny's fused QKV; $BRISK, default build/brisk, must be built).
@@ -22,7 +26,8 @@ out="${1:?usage: gen-arch-fixtures.sh OUT_DIR [ARCH...]}"
 shift
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4 glm4 starcoder2
-                                 synth:phi3-tiny synth:gemma2-tiny synth:gemma3-tiny)
+                                 synth:phi3-tiny synth:gemma2-tiny synth:gemma3-tiny
+                                 qwen3moe-moe olmoe-moe qwen2moe-moe llama-moe granitemoe-moe)
 peer="${BRISK_PEER_DIR:-$HOME/.cache/brisk-peer}/bin"
 seed="${BRISK_ARCH_SEED:-42}"
 for tool in test-llama-archs llama-quantize peer-logits; do
@@ -45,10 +50,12 @@ for arch in "${archs[@]}"; do
     "$brisk" synth --shape "$arch" --type F32 --seed "$seed" -o "$out/$arch-F32.gguf" >"$work/log" 2>&1 ||
       { echo "gen-arch-fixtures: brisk synth --shape $arch failed:" >&2; tail -5 "$work/log" >&2; exit 1; }
   else
-    "$peer/test-llama-archs" -a "$arch" -o "$work" -d 0.4 -s "$seed" >"$work/log" 2>&1 ||
-      { echo "gen-arch-fixtures: test-llama-archs -a $arch failed:" >&2; tail -5 "$work/log" >&2; exit 1; }
-    [ -f "$work/$arch-dense.gguf" ] || { echo "gen-arch-fixtures: no $arch-dense.gguf" >&2; exit 1; }
-    mv "$work/$arch-dense.gguf" "$out/$arch-F32.gguf"
+    base="${arch%-moe}" kind=dense
+    [ "$base" = "$arch" ] || kind=moe
+    "$peer/test-llama-archs" -a "$base" -o "$work" -d 0.4 -s "$seed" >"$work/log" 2>&1 ||
+      { echo "gen-arch-fixtures: test-llama-archs -a $base failed:" >&2; tail -5 "$work/log" >&2; exit 1; }
+    [ -f "$work/$base-$kind.gguf" ] || { echo "gen-arch-fixtures: no $base-$kind.gguf" >&2; exit 1; }
+    mv "$work/$base-$kind.gguf" "$out/$arch-F32.gguf"
   fi
   for t in Q8_0 Q4_K_M; do
     "$peer/llama-quantize" "$out/$arch-F32.gguf" "$out/$arch-$t.gguf" "$t" >"$work/log" 2>&1 ||

@@ -44,6 +44,22 @@ typedef enum brisk_swa_rule {
     BRISK_SWA_IF_64_LAYERS,  /* only the 64-layer size (EXAONE 4 32B), as llama.cpp */
 } brisk_swa_rule;
 
+/* Whether the FFN is a mixture of experts (ARCH.expert_count > 0 with
+ * ffn_gate_inp and the 3-D ffn_{gate,up,down}_exps tensors). */
+typedef enum brisk_moe_rule {
+    BRISK_MOE_NEVER,         /* dense only: expert_count > 0 is refused */
+    BRISK_MOE_OPTIONAL,      /* dense, or experts when expert_count > 0 (llama: Mixtral) */
+    BRISK_MOE_ALWAYS,        /* experts are required */
+} brisk_moe_rule;
+
+/* The shared expert of an MoE layer (a dense SwiGLU FFN every token runs,
+ * added to the routed experts' sum). */
+typedef enum brisk_shexp_rule {
+    BRISK_SHEXP_NONE,        /* none (shared-expert tensors are refused as unused) */
+    BRISK_SHEXP_GATED,       /* always, times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe); width expert_shared_feed_forward_length, else feed_forward_length */
+    BRISK_SHEXP_IF_KEY,      /* ungated, when expert_shared_feed_forward_length > 0 (granitemoe) */
+} brisk_shexp_rule;
+
 typedef struct brisk_arch_info {
     const char *name;
     brisk_rope_layout rope_layout;
@@ -80,6 +96,14 @@ typedef struct brisk_arch_info {
     /* Metadata keys (ARCH.suffix) of features this row does not implement:
      * a file where one is present and nonzero is refused. NULL-terminated, or NULL. */
     const char *const *unsupported_nonzero;
+    /* Mixture of experts (llama.cpp's build_moe_ffn as each family calls
+     * it): softmax over the router logits, the expert_used_count largest,
+     * SwiGLU experts, their outputs weighted and summed in that order. */
+    brisk_moe_rule moe;
+    bool moe_norm_w;                       /* the selected weights are divided by their sum (clamped >= 2^-14) */
+    bool moe_exp_scales;                   /* ffn_*_exps.scale ([n_expert], one per expert) are applied; else bound and ignored, as llama.cpp */
+    bool moe_ff_key;                       /* expert width from expert_feed_forward_length (default feed_forward_length / expert_used_count); else feed_forward_length */
+    brisk_shexp_rule shexp;
 } brisk_arch_info;
 
 /* The table entry of an architecture name, or NULL. */

@@ -53,8 +53,20 @@ static bool alloc_scratch(brisk_forward *f) {
     f->kc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
     f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
     f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
-    f->g = xcalloc_track(f, nb * (size_t)hp->n_ff, sizeof(float), &ok);
-    f->u = xcalloc_track(f, nb * (size_t)hp->n_ff * (hp->fused_up ? 2 : 1), sizeof(float), &ok);
+    const size_t ffm = (size_t)brisk_fwd_ff_max(hp);
+    f->g = xcalloc_track(f, nb * ffm, sizeof(float), &ok);
+    f->u = xcalloc_track(f, nb * ffm * (hp->fused_up ? 2 : 1), sizeof(float), &ok);
+    if (hp->n_expert > 0) {
+        const size_t ku = nb * (size_t)hp->n_expert_used, d = (size_t)hp->n_embd;
+        f->moe_logits = xcalloc_track(f, nb * (size_t)hp->n_expert, sizeof(float), &ok);
+        f->moe_sel = xcalloc_track(f, ku, sizeof(int32_t), &ok);
+        f->moe_w = xcalloc_track(f, ku, sizeof(float), &ok);
+        f->moe_start = xcalloc_track(f, (size_t)hp->n_expert + 1, sizeof(int32_t), &ok);
+        f->moe_list = xcalloc_track(f, ku, sizeof(int32_t), &ok);
+        f->moe_x = xcalloc_track(f, nb * d, sizeof(float), &ok);
+        f->moe_y = xcalloc_track(f, nb * d, sizeof(float), &ok);
+        f->moe_out = xcalloc_track(f, ku * d, sizeof(float), &ok);
+    }
     if (hp->fused_qkv) f->qkv = xcalloc_track(f, nb * (size_t)f->qkv_dim, sizeof(float), &ok);
     if (hp->swa_window) {
         f->vsink_swa = xcalloc_track(f, nb, sizeof(int32_t), &ok);
@@ -104,7 +116,7 @@ static void scratch_shape(brisk_forward *f, const brisk_model_data *m, int32_t n
     f->n_ctx = n_ctx;
     f->qdim = hp->n_head * hp->head_dim;
     f->kvdim = hp->n_head_kv * hp->head_dim;
-    f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, hp->n_ff), f->qdim);
+    f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, brisk_fwd_ff_max(hp)), f->qdim);
     f->qkv_dim = f->qdim + 2 * f->kvdim;
     /* LongRoPE (phi3): the long factors when this context reaches past the original length, as llama.cpp */
     f->rope = hp->rope;
@@ -158,9 +170,11 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
     /* every matmul's weights must have a kernel in the table */
     for (int il = 0; il < hp->n_layer; il++) {
         const brisk_layer *L = &m->w.layers[il];
-        const brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv};
+        const brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
+                                    &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
+                                    L->moe.gate, L->moe.up, L->moe.down};   /* every expert has its tensor's type */
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
-            if (ws[i]->data && (!f->k->vec_dot[ws[i]->type] || !f->k->quantize_act[brisk_qtype_get(ws[i]->type)->act_type])) {
+            if (ws[i] && ws[i]->data && (!f->k->vec_dot[ws[i]->type] || !f->k->quantize_act[brisk_qtype_get(ws[i]->type)->act_type])) {
                 brisk_forward_free(f);
                 return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "blk.%d: no kernel for weight type %s", il, brisk_qtype_name(ws[i]->type));
             }
@@ -195,6 +209,7 @@ void brisk_forward_free(brisk_forward *f) {
     }
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
     free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
+    free(f->moe_logits); free(f->moe_sel); free(f->moe_w); free(f->moe_start); free(f->moe_list); free(f->moe_x); free(f->moe_y); free(f->moe_out);
     free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather);
     free(f);
 }

@@ -63,6 +63,14 @@ struct brisk_forward {
     float *qkv;                                  /* fused QKV output, [n_batch][qdim + 2 kvdim] (NULL: none) */
     int32_t qkv_dim;
     float *gelu_lut;                             /* GeGLU: F16 input -> gelu (ggml's table, rounded to F16) */
+    /* mixture of experts (hparams.n_expert > 0; NULL otherwise) */
+    float *moe_logits;                           /* [n_batch][n_expert] router logits, then probabilities */
+    int32_t *moe_sel;                            /* [n_batch][n_expert_used] chosen experts, best first */
+    float *moe_w;                                /* [n_batch][n_expert_used] their weights */
+    int32_t *moe_start, *moe_list;               /* [n_expert + 1] / [n_batch * n_expert_used]: (token, rank) pairs by expert */
+    float *moe_x;                                /* [n_batch][n_embd] one expert's gathered input rows */
+    float *moe_y;                                /* [n_batch][n_embd] its output rows (and the shared expert's) */
+    float *moe_out;                              /* [n_batch * n_expert_used][n_embd] every (token, rank) output */
     int n_threads;
     double min_parallel_macs;                    /* PARALLEL_MIN_MACS, or BRISK_PARALLEL_MIN_MACS (tests: 0) */
     struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
@@ -71,6 +79,12 @@ struct brisk_forward {
     size_t bytes;
     bool dry;                                    /* planning only: count bytes, allocate nothing */
 };
+
+/* The widest FFN row the scratch holds: the dense FFN, an expert, the shared expert. */
+static inline int32_t brisk_fwd_ff_max(const brisk_hparams *hp) {
+    const int32_t a = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
+    return a > hp->n_ff_shexp ? a : hp->n_ff_shexp;
+}
 
 /* ---- parallel steps ------------------------------------------------------------------ */
 

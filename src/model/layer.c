@@ -212,7 +212,129 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     residual_add(f, T, &L->post_attn_norm);
 }
 
-/* Norm -> gate, up -> SwiGLU / GeGLU -> down -> post-norm -> residual. */
+/* One SwiGLU FFN of width ff over n rows of x into out ([n][d]): an expert
+ * (with its scales, each a product's multiplier, or 0: none) or the shared
+ * expert. Each row's result depends on that row only (brisk_fwd_matmul is
+ * batch-invariant), so a token gets the same bits whichever tokens share
+ * the expert with it. */
+static void swiglu_ffn(brisk_forward *f, const float *x, int32_t n, const brisk_weight *gate, const brisk_weight *up, const brisk_weight *down,
+                       const float *s_gate, const float *s_up, const float *s_down, float *out) {
+    const int64_t ff = up->rows, d = down->rows;
+    const brisk_weight *ws[2] = {gate, up};
+    float *outs[2] = {f->g, f->u};
+    const int64_t strides[2] = {ff, ff};
+    brisk_fwd_matmul(f, x, n, 2, ws, outs, strides, NULL);
+    /* llama.cpp (build_lora_mm_id): the up product times its scale, then the gate's */
+    if (s_up) scale_rows(f->u, (int64_t)n * ff, *s_up);
+    if (s_gate) scale_rows(f->g, (int64_t)n * ff, *s_gate);
+    swiglu_task sw = {.fn = f->swiglu, .h = f->g, .g = f->g, .u = f->u, .n = ff, .g_stride = ff, .rows = n};
+    if (n < 4) brisk_fwd_swiglu_worker(&sw, 0, 1);
+    else brisk_pool_run(f->pool, brisk_fwd_swiglu_worker, &sw);
+    brisk_fwd_matmul1(f, f->g, n, down, out, d);
+    if (s_down) scale_rows(out, (int64_t)n * d, *s_down);
+}
+
+/* The router (llama.cpp's build_moe_ffn with softmax gating): the logits'
+ * softmax, the n_expert_used largest probabilities (ties: the lower expert
+ * first) in descending order, optionally divided by their sum; then the
+ * (token, rank) pairs listed by expert, in token order. */
+static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, int32_t T) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t E = hp->n_expert, K = hp->n_expert_used;
+    brisk_fwd_matmul1(f, fin, T, &L->moe.router, f->moe_logits, E);
+    for (int32_t e = 0; e <= E; e++) f->moe_start[e] = 0;
+    for (int32_t t = 0; t < T; t++) {
+        float *p = f->moe_logits + (size_t)t * E;
+        float mx = p[0];
+        for (int32_t e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+        double sum = 0.0;
+        for (int32_t e = 0; e < E; e++) {
+            p[e] = expf(p[e] - mx);
+            sum += (double)p[e];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int32_t e = 0; e < E; e++) p[e] *= inv;
+        int32_t *sel = f->moe_sel + (size_t)t * K;
+        float *w = f->moe_w + (size_t)t * K;
+        for (int32_t k = 0; k < K; k++) {   /* K passes: E * K comparisons, no allocation */
+            int32_t best = -1;
+            for (int32_t e = 0; e < E; e++) {
+                bool taken = false;
+                for (int32_t j = 0; j < k && !taken; j++) taken = sel[j] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            sel[k] = best;
+            w[k] = p[best];
+        }
+        if (hp->ai->moe_norm_w) {
+            double ws = 0.0;
+            for (int32_t k = 0; k < K; k++) ws += (double)w[k];
+            float wsum = (float)ws;
+            if (!(wsum >= 6.103515625e-5f)) wsum = 6.103515625e-5f;   /* llama.cpp's clamp: the smallest normal F16 */
+            for (int32_t k = 0; k < K; k++) w[k] /= wsum;
+        }
+        for (int32_t k = 0; k < K; k++) f->moe_start[sel[k] + 1]++;
+    }
+    for (int32_t e = 0; e < E; e++) f->moe_start[e + 1] += f->moe_start[e];
+    /* moe_logits is free again: it holds each expert's fill count while listing */
+    int32_t *fill = (int32_t *)f->moe_logits;
+    for (int32_t e = 0; e < E; e++) fill[e] = f->moe_start[e];
+    for (int32_t t = 0; t < T; t++)
+        for (int32_t k = 0; k < K; k++) f->moe_list[fill[f->moe_sel[(size_t)t * K + k]]++] = t * K + k;
+}
+
+/* Mixture of experts: route, then one batch of matmuls per expert over the
+ * tokens routed to it (prefill reads each chosen expert once for all its
+ * tokens; decode reads only the chosen experts), each (token, rank) output
+ * kept apart, and per token the weighted sum in rank order (as llama.cpp
+ * adds its expert views), plus the shared expert. The sum's order depends
+ * on the token's own routing only, so results are batch-invariant. */
+static void moe_ffn(brisk_forward *f, const brisk_layer *L, const float *fin, int32_t T) {
+    const brisk_hparams *hp = &f->m->hp;
+    const brisk_experts *x = &L->moe;
+    const int32_t E = hp->n_expert, K = hp->n_expert_used, d = hp->n_embd;
+    moe_route(f, L, fin, T);
+    for (int32_t e = 0; e < E; e++) {
+        const int32_t a = f->moe_start[e], n = f->moe_start[e + 1] - a;
+        if (n == 0) continue;
+        for (int32_t i = 0; i < n; i++)
+            memcpy(f->moe_x + (size_t)i * d, fin + (size_t)(f->moe_list[a + i] / K) * d, (size_t)d * sizeof(float));
+        swiglu_ffn(f, f->moe_x, n, &x->gate[e], &x->up[e], &x->down[e], x->s_gate ? x->s_gate + e : NULL, x->s_up ? x->s_up + e : NULL,
+                   x->s_down ? x->s_down + e : NULL, f->moe_y);
+        for (int32_t i = 0; i < n; i++)
+            memcpy(f->moe_out + (size_t)f->moe_list[a + i] * d, f->moe_y + (size_t)i * d, (size_t)d * sizeof(float));
+    }
+    const bool shared = x->sh_up.data != NULL;
+    if (shared) {
+        swiglu_ffn(f, fin, T, &x->sh_gate, &x->sh_up, &x->sh_down, NULL, NULL, NULL, f->moe_y);
+        if (x->sh_gate_inp.data) {   /* qwen2moe: times sigmoid(g . x), computed as llama.cpp does: silu(s) / s */
+            const float *gv = x->sh_gate_inp.data;
+            for (int32_t t = 0; t < T; t++) {
+                const float *r = fin + (size_t)t * d;
+                float s = 0.0f;
+                for (int32_t i = 0; i < d; i++) s += gv[i] * r[i];
+                const float gate = s / (1.0f + expf(-s)) / s;
+                scale_rows(f->moe_y + (size_t)t * d, d, gate);
+            }
+        }
+    }
+    for (int32_t t = 0; t < T; t++) {   /* fin may be f->xn: every read of it is done */
+        float *o = f->xn + (size_t)t * d;
+        const float *w = f->moe_w + (size_t)t * K;
+        const float *y = f->moe_out + (size_t)t * K * d;
+        for (int32_t i = 0; i < d; i++) o[i] = y[i] * w[0];
+        for (int32_t k = 1; k < K; k++) {
+            const float *yk = y + (size_t)k * d;
+            for (int32_t i = 0; i < d; i++) o[i] += yk[i] * w[k];
+        }
+        if (shared) {
+            const float *sh = f->moe_y + (size_t)t * d;
+            for (int32_t i = 0; i < d; i++) o[i] += sh[i];
+        }
+    }
+}
+
+/* Norm -> gate, up -> SwiGLU / GeGLU -> down (or the experts) -> post-norm -> residual. */
 void brisk_fwd_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
     const brisk_hparams *hp = &f->m->hp;
     const int32_t d = hp->n_embd;
@@ -222,6 +344,11 @@ void brisk_fwd_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
         for (int32_t t = 0; t < T; t++)
             norm_row(hp, f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->ffn_norm, &L->ffn_norm_b, d);
         fin = f->xn;
+    }
+    if (L->moe.gate) {
+        moe_ffn(f, L, fin, T);
+        residual_add(f, T, &L->post_ffn_norm);
+        return;
     }
     swiglu_task sw = {.fn = f->swiglu, .gelu_lut = f->gelu_lut, .h = f->g, .n = ff, .rows = T};
     if (hp->fused_up) {   /* one [gate | up] matrix: its rows' halves */

@@ -152,6 +152,90 @@ static brisk_status bind_qk_norm(binder *b, const char *name, int64_t head_dim, 
     return bind_vector(b, name, n, false, w, err);
 }
 
+/* A 3-D expert tensor [n_expert][rows][cols] as n_expert matrix views. */
+static brisk_status bind_expert_matrices(binder *b, const char *name, int64_t cols, int64_t rows, brisk_weight *w, brisk_error *err) {
+    const int64_t n_expert = b->m->hp.n_expert;
+    const brisk_gguf_tensor *t = find_tensor(b, name);
+    if (!t) return brisk_fail(err, BRISK_ERR_FORMAT, "missing tensor '%s'", name);
+    if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': shape [%lld, %lld, %lld] (n_dims %u), expected [%lld, %lld, %lld]", name,
+                          (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], t->n_dims, (long long)cols, (long long)rows,
+                          (long long)n_expert);
+    const brisk_qtype_info *q = brisk_qtype_get(t->type);
+    if (!q || t->type == BRISK_Q_Q8_1 || t->type == BRISK_Q_Q8_K)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "tensor '%s': weight type %s (%u) is not supported for matrices", name,
+                          brisk_qtype_name(t->type), t->type);
+    size_t row_bytes = 0;
+    if (!brisk_qtype_row_bytes(t->type, cols, &row_bytes))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': row of %lld is not whole %s blocks", name, (long long)cols, q->name);
+    for (int64_t e = 0; e < n_expert; e++)
+        w[e] = (brisk_weight){.data = (const uint8_t *)t->data + (size_t)e * (size_t)rows * row_bytes, .type = t->type, .cols = cols,
+                              .rows = rows, .row_bytes = row_bytes};
+    b->m->n_params += (uint64_t)(cols * rows * n_expert);
+    b->m->weight_bytes += t->nbytes;
+    return BRISK_OK;
+}
+
+/* An expert tensor's per-expert scales NAME.scale ([n_expert], finite), or NULL. */
+static brisk_status bind_expert_scales(binder *b, const char *name, const float **out, brisk_error *err) {
+    brisk_weight w;
+    *out = NULL;
+    brisk_status st = bind_vector(b, name, b->m->hp.n_expert, false, &w, err);
+    if (st || !w.data) return st;
+    const float *v = w.data;
+    for (int32_t e = 0; e < b->m->hp.n_expert; e++)
+        if (!isfinite(v[e])) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': expert %d's scale %g is not finite", name, e, v[e]);
+    *out = v;
+    return BRISK_OK;
+}
+
+/* The MoE FFN of layer il: router, experts (with their scales, applied or
+ * not as the family's graph does), the shared expert and its gate. */
+static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error *err) {
+    const brisk_hparams *hp = &b->m->hp;
+    const brisk_arch_info *ai = hp->ai;
+    const int64_t d = hp->n_embd, ff = hp->n_ff_exp, n_expert = hp->n_expert;
+    brisk_experts *x = &L->moe;
+    char name[96];
+    brisk_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d." s, il), name)
+    if ((st = bind_matrix(b, NAME("ffn_gate_inp.weight"), d, n_expert, true, &x->router, err))) return st;
+    x->gate = calloc((size_t)n_expert * 3, sizeof(brisk_weight));
+    if (!x->gate) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory for %lld experts", (long long)n_expert);
+    x->up = x->gate + n_expert;
+    x->down = x->up + n_expert;
+    if ((st = bind_expert_matrices(b, NAME("ffn_gate_exps.weight"), d, ff, x->gate, err))) return st;
+    if ((st = bind_expert_matrices(b, NAME("ffn_up_exps.weight"), d, ff, x->up, err))) return st;
+    if ((st = bind_expert_matrices(b, NAME("ffn_down_exps.weight"), ff, d, x->down, err))) return st;
+    static const char *const parts[3] = {"gate", "up", "down"};
+    const float **scales[3] = {&x->s_gate, &x->s_up, &x->s_down};
+    for (int i = 0; i < 3; i++) {
+        snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.scale", il, parts[i]);
+        if ((st = bind_expert_scales(b, name, scales[i], err))) return st;
+        if (!ai->moe_exp_scales) *scales[i] = NULL;   /* bound; the family's graph does not apply them (arch.h) */
+        const float *unused;
+        snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.input_scale", il, parts[i]);
+        if ((st = bind_expert_scales(b, name, &unused, err))) return st;
+    }
+    if (hp->n_ff_shexp > 0) {
+        const int64_t sf = hp->n_ff_shexp;
+        if ((st = bind_matrix(b, NAME("ffn_gate_shexp.weight"), d, sf, true, &x->sh_gate, err))) return st;
+        if ((st = bind_matrix(b, NAME("ffn_up_shexp.weight"), d, sf, true, &x->sh_up, err))) return st;
+        if ((st = bind_matrix(b, NAME("ffn_down_shexp.weight"), sf, d, true, &x->sh_down, err))) return st;
+        if (ai->shexp == BRISK_SHEXP_GATED && (st = bind_vector(b, NAME("ffn_gate_inp_shexp.weight"), d, true, &x->sh_gate_inp, err))) return st;
+        /* llama.cpp binds these and calls build_ffn without them (qwen2moe, granitemoe) */
+        for (int i = 0; i < 3; i++) {
+            brisk_wscale unused;
+            snprintf(name, sizeof name, "blk.%d.ffn_%s_shexp.scale", il, parts[i]);
+            if ((st = bind_scale(b, name, &unused, err))) return st;
+            snprintf(name, sizeof name, "blk.%d.ffn_%s_shexp.input_scale", il, parts[i]);
+            if ((st = bind_input_scale(b, name, err))) return st;
+        }
+    }
+#undef NAME
+    return BRISK_OK;
+}
+
 static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *err) {
     const brisk_hparams *hp = &b->m->hp;
     const brisk_arch_info *ai = hp->ai;
@@ -195,6 +279,10 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if ((st = bind_vector(b, NAME("ffn_norm.weight"), d, pre_ffn, &L->ffn_norm, err))) return st;
     if ((st = bind_vector(b, NAME("ffn_norm.bias"), d, false, &L->ffn_norm_b, err))) return st;
     if ((st = bind_vector(b, NAME("post_ffw_norm.weight"), d, ai->ffn_norm & BRISK_NORM_POST, &L->post_ffn_norm, err))) return st;
+    if (hp->n_expert > 0) {
+        if ((st = bind_experts(b, il, L, err))) return st;
+        goto checks;
+    }
     const bool gated = !hp->fused_up && ai->act != BRISK_ACT_GELU;
     if (gated && (st = bind_matrix(b, NAME("ffn_gate.weight"), d, ff, true, &L->w_gate, err))) return st;
     if ((st = bind_matrix(b, NAME("ffn_up.weight"), d, hp->fused_up ? 2 * ff : ff, true, &L->w_up, err))) return st;
@@ -209,6 +297,7 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if (gated && (st = bind_input_scale(b, NAME("ffn_gate.input_scale"), err))) return st;
     if ((st = bind_input_scale(b, NAME("ffn_up.input_scale"), err))) return st;
     if ((st = bind_input_scale(b, NAME("ffn_down.input_scale"), err))) return st;
+checks:
 #undef NAME
     if (!!L->bq.data != !!L->bk.data || !!L->bk.data != !!L->bv.data)
         return brisk_fail(err, BRISK_ERR_FORMAT, "blk.%d: attention biases must be all present or all absent", il);
@@ -230,6 +319,53 @@ static brisk_status get_nonneg_f32(const brisk_gguf *g, const char *a, const cha
     return BRISK_OK;
 }
 
+/* Mixture of experts: how many experts, how many each token uses, their
+ * widths (llama.cpp's keys and defaults for the family, arch.h). */
+static brisk_status read_moe_hparams(brisk_model_data *m, brisk_error *err) {
+    const brisk_gguf *g = m->gguf;
+    brisk_hparams *hp = &m->hp;
+    const brisk_arch_info *ai = hp->ai;
+    const char *a = ai->name;
+    brisk_status st;
+    uint32_t n_expert = 0;
+    if ((st = get_arch_u32(g, a, "expert_count", &n_expert, false, NULL, err))) return st;
+    const bool router = brisk_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight") != NULL;
+    if (ai->moe == BRISK_MOE_NEVER && (n_expert > 0 || router))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s with experts (%s.expert_count = %u): brisk runs %s only as a dense model", a, a,
+                          n_expert, a);
+    if (ai->moe == BRISK_MOE_ALWAYS && n_expert == 0)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_count is missing or 0: a %s model has experts", a, a);
+    if (n_expert == 0) {
+        if (router) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor 'blk.0.ffn_gate_inp.weight' (an expert router) but no %s.expert_count", a);
+        return BRISK_OK;
+    }
+    if (n_expert > 1024) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_count: %u out of range [1, 1024]", a, n_expert);
+    uint32_t n_used = 0;
+    if ((st = get_arch_u32(g, a, "expert_used_count", &n_used, true, NULL, err))) return st;
+    if (n_used < 1 || n_used > n_expert)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_used_count: %u out of range [1, expert_count %u]", a, n_used, n_expert);
+    uint32_t groups = 0;   /* llama.cpp's build_moe_ffn routes by groups whenever there are more than one */
+    if ((st = get_arch_u32(g, a, "expert_group_count", &groups, false, NULL, err))) return st;
+    if (groups > 1) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.expert_group_count = %u: grouped expert routing is not supported", a, groups);
+    hp->n_expert = (int32_t)n_expert;
+    hp->n_expert_used = (int32_t)n_used;
+    uint32_t v = 0;
+    hp->n_ff_exp = hp->n_ff;
+    if (ai->moe_ff_key) {
+        if ((st = get_arch_u32(g, a, "expert_feed_forward_length", &v, false, NULL, err))) return st;
+        hp->n_ff_exp = v ? (int32_t)v : hp->n_ff / hp->n_expert_used;
+    }
+    if (hp->n_ff_exp < 1 || hp->n_ff_exp > (1 << 22))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_feed_forward_length: %d out of range", a, hp->n_ff_exp);
+    v = 0;
+    if (ai->shexp != BRISK_SHEXP_NONE && (st = get_arch_u32(g, a, "expert_shared_feed_forward_length", &v, false, NULL, err))) return st;
+    if (ai->shexp == BRISK_SHEXP_GATED) hp->n_ff_shexp = v ? (int32_t)v : hp->n_ff;
+    if (ai->shexp == BRISK_SHEXP_IF_KEY) hp->n_ff_shexp = (int32_t)v;
+    if (hp->n_ff_shexp < 0 || hp->n_ff_shexp > (1 << 22))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_shared_feed_forward_length: %d out of range", a, hp->n_ff_shexp);
+    return BRISK_OK;
+}
+
 /* What the architecture's table row asks of the metadata: scales, softcaps,
  * the sliding window and its RoPE, fused projections. */
 static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
@@ -238,11 +374,7 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     const brisk_arch_info *ai = hp->ai;
     const char *a = ai->name;
     brisk_status st;
-    uint32_t n_expert = 0;
-    if ((st = get_arch_u32(g, a, "expert_count", &n_expert, false, NULL, err))) return st;
-    if (n_expert > 0 || brisk_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight"))
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s with experts (%s.expert_count = %u): mixture-of-experts models are not supported yet", a, a,
-                          n_expert);
+    if ((st = read_moe_hparams(m, err))) return st;
     if (ai->unsupported_nonzero)
         for (const char *const *k = ai->unsupported_nonzero; *k; k++) {
             char key[128];
@@ -561,11 +693,17 @@ static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
     brisk_status st;
     for (int il = 0; il < m->hp.n_layer; il++) {
         brisk_layer *L = &m->w.layers[il];
-        brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv};
+        brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
+                              &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down};
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++) {
             if (!ws[i]->data) continue;
             if ((st = pack_weight(ws[i], true, err))) return st;
             if (ws[i]->packed) m->packed_bytes += (size_t)(ws[i]->rows / BRISK_GEMM_ROWS) * ws[i]->packed_group_bytes;
+        }
+        for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++) {   /* gate, up, down of every expert */
+            brisk_weight *w = &L->moe.gate[e];
+            if ((st = pack_weight(w, true, err))) return st;
+            if (w->packed) m->packed_bytes += (size_t)(w->rows / BRISK_GEMM_ROWS) * w->packed_group_bytes;
         }
     }
     if ((st = pack_weight(&m->w.output, true, err))) return st;
@@ -652,6 +790,9 @@ void brisk_model_data_free(brisk_model_data *m) {
             brisk_layer *L = &m->w.layers[il];
             free(L->wq.packed); free(L->wk.packed); free(L->wv.packed); free(L->wo.packed);
             free(L->w_gate.packed); free(L->w_up.packed); free(L->w_down.packed); free(L->wqkv.packed);
+            free(L->moe.router.packed); free(L->moe.sh_gate.packed); free(L->moe.sh_up.packed); free(L->moe.sh_down.packed);
+            for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++) free(L->moe.gate[e].packed);
+            free(L->moe.gate);
         }
     free(m->w.output.packed);
     brisk_gguf_close(m->gguf);

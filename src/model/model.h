@@ -24,6 +24,10 @@ typedef struct brisk_hparams {
     int32_t head_dim_v;      /* attention.value_length */
     int32_t n_ff;            /* feed-forward width */
     int32_t n_ctx_train;
+    int32_t n_expert;        /* experts per MoE layer (0: dense) */
+    int32_t n_expert_used;   /* experts each token is routed to */
+    int32_t n_ff_exp;        /* an expert's feed-forward width */
+    int32_t n_ff_shexp;      /* the shared expert's width (0: none) */
     float norm_eps;          /* RMSNorm epsilon */
     bool tied_output;        /* logits use token_embd (no output.weight) */
     bool fused_qkv;          /* one attn_qkv matrix [q | k | v] (phi3) */
@@ -63,6 +67,16 @@ typedef struct brisk_wscale {
     float v;
 } brisk_wscale;
 
+/* A layer's mixture of experts: the router and each expert's matrices, as
+ * views into the file's 3-D tensors (expert e is slice e). */
+typedef struct brisk_experts {
+    brisk_weight router;                    /* ffn_gate_inp: [n_expert][d] */
+    brisk_weight *gate, *up, *down;         /* [n_expert] each: [n_ff_exp][d], [n_ff_exp][d], [d][n_ff_exp] */
+    const float *s_gate, *s_up, *s_down;    /* per-expert scales [n_expert] (arch moe_exp_scales), or NULL */
+    brisk_weight sh_gate, sh_up, sh_down;   /* the shared expert (sh_up.data NULL: none) */
+    brisk_weight sh_gate_inp;               /* [d]: the shared expert's sigmoid gate (qwen2moe), or absent */
+} brisk_experts;
+
 typedef struct brisk_layer {
     brisk_weight attn_norm, attn_norm_b;    /* [d] F32 (BRISK_NORM_PRE) */
     brisk_weight wq, wk, wv, wo;            /* [n_head*hd][d], [n_kv*hd][d] x2, [d][n_head*hd_v] */
@@ -75,6 +89,7 @@ typedef struct brisk_layer {
     brisk_weight b_gate, b_up, b_down;      /* optional biases */
     brisk_weight post_ffn_norm;             /* [d] */
     brisk_wscale s_q, s_k, s_v, s_qkv, s_o, s_gate, s_up, s_down;
+    brisk_experts moe;                      /* hparams.n_expert > 0: the FFN (w_gate/up/down stay empty) */
     int32_t window;                         /* sliding window of this layer (0: full attention) */
     bool rope;                              /* false: NoPE (no rotation) */
     bool rope_swa;                          /* rotates with hparams.rope_swa */
