@@ -9,7 +9,11 @@
 #      few units, where KL says something; the default 0.1 is nearly uniform);
 #   2. llama-quantize derives Q8_0 and Q4_K_M (llama.cpp's own type mixes);
 #   3. peer-logits writes llama.cpp's logits for tokens64.i32 (64 ids in
-#      [0, 128), seed 16) evaluated as one 64-token batch, 2 threads.
+#      [0, 128), seed 16) evaluated as one 64-token batch, 2 threads, with
+#      the peer's AVX2 libraries (bin-avx2) when they are there: on this
+#      machine the AVX-512 build disagrees with itself across ubatch sizes
+#      on some files (qwen3moe-moe Q4_K_M, seed 42: KL 1.6e-3 between its
+#      ubatch 1 and 512), the AVX2 build does not (docs/MODELS.md).
 #
 # An ARCH of the form NAME-moe takes test-llama-archs' mixture-of-experts
 # model of NAME (NAME-moe.gguf) instead of the dense one; its files are
@@ -27,8 +31,11 @@ shift
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4 glm4 starcoder2
                                  synth:phi3-tiny synth:gemma2-tiny synth:gemma3-tiny
-                                 qwen3moe-moe olmoe-moe qwen2moe-moe llama-moe granitemoe-moe)
+                                 qwen3moe-moe olmoe-moe qwen2moe-moe llama-moe granitemoe-moe
+                                 synth:qwen3moe-tiny synth:qwen2moe-tiny synth:olmoe-tiny synth:mixtral-tiny)
 peer="${BRISK_PEER_DIR:-$HOME/.cache/brisk-peer}/bin"
+peer_libs="$peer"
+[ -f "$peer/../bin-avx2/libggml-cpu.so" ] && peer_libs="$(cd "$peer/../bin-avx2" && pwd)"
 seed="${BRISK_ARCH_SEED:-42}"
 for tool in test-llama-archs llama-quantize peer-logits; do
   [ -x "$peer/$tool" ] || { echo "gen-arch-fixtures: $peer/$tool is missing (run ../shared/tools/peer/setup.sh)" >&2; exit 77; }
@@ -62,7 +69,7 @@ for arch in "${archs[@]}"; do
       { echo "gen-arch-fixtures: llama-quantize $arch $t failed" >&2; tail -5 "$work/log" >&2; exit 1; }
   done
   for t in F32 Q8_0 Q4_K_M; do
-    "$peer/peer-logits" "$out/$arch-$t.gguf" "$out/tokens64.i32" "$out/$arch-$t.logits.f32" 2 512 >"$work/log" 2>&1 ||
+    LD_LIBRARY_PATH="$peer_libs" "$peer/peer-logits" "$out/$arch-$t.gguf" "$out/tokens64.i32" "$out/$arch-$t.logits.f32" 2 512 >"$work/log" 2>&1 ||
       { echo "gen-arch-fixtures: peer-logits $arch $t failed" >&2; tail -5 "$work/log" >&2; exit 1; }
   done
   rm -f "$work"/*.gguf

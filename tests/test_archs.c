@@ -165,24 +165,36 @@ static int write_variant(const char *src, const char *path, const variant *v) {
     return st == BRISK_OK;
 }
 
-/* Each variant of the committed gemma2 model: refused with a message naming
- * what is wrong, or (expect NULL) loaded and giving the reference logits. */
-static void check_variants(const char *dir) {
-    static const variant vs[] = {
-        {.what = "a tensor nothing reads", .extra_tensor = "blk.0.attn_mystery.weight", .expect = "'blk.0.attn_mystery.weight'"},
-        {.what = "window pattern of 3 layers", .key = "gemma2.attention.sliding_window_pattern", .kind = 1, .n = 3,
-         .expect = "3 entries for 2 layers"},
-        {.what = "attention softcap NaN", .key = "gemma2.attn_logit_softcapping", .kind = 0, .f = NAN, .expect = "attn_logit_softcapping"},
-        {.what = "final softcap -1", .key = "gemma2.final_logit_softcapping", .kind = 0, .f = -1.0f, .expect = "final_logit_softcapping"},
-        {.what = "sliding window 0", .key = "gemma2.attention.sliding_window", .kind = 3, .n = 0, .expect = "sliding_window: 0"},
-        {.what = "tokenizer none (ids only)", .key = "tokenizer.ggml.model", .kind = 2, .str = "none", .expect = NULL},
-    };
+/* Hostile copies of the committed gemma2 model (and one relabelled copy that must load). */
+static const variant gemma2_variants[] = {
+    {.what = "a tensor nothing reads", .extra_tensor = "blk.0.attn_mystery.weight", .expect = "'blk.0.attn_mystery.weight'"},
+    {.what = "window pattern of 3 layers", .key = "gemma2.attention.sliding_window_pattern", .kind = 1, .n = 3,
+     .expect = "3 entries for 2 layers"},
+    {.what = "attention softcap NaN", .key = "gemma2.attn_logit_softcapping", .kind = 0, .f = NAN, .expect = "attn_logit_softcapping"},
+    {.what = "final softcap -1", .key = "gemma2.final_logit_softcapping", .kind = 0, .f = -1.0f, .expect = "final_logit_softcapping"},
+    {.what = "sliding window 0", .key = "gemma2.attention.sliding_window", .kind = 3, .n = 0, .expect = "sliding_window: 0"},
+    {.what = "tokenizer none (ids only)", .key = "tokenizer.ggml.model", .kind = 2, .str = "none", .expect = NULL},
+};
+
+/* Hostile copies of the committed MoE model (qwen3moe-tiny: 8 experts, 3 used). */
+static const variant moe_variants[] = {
+    {.what = "expert_used_count 0", .key = "qwen3moe.expert_used_count", .kind = 3, .n = 0, .expect = "expert_used_count: 0 out of range"},
+    {.what = "expert_used_count 9 of 8", .key = "qwen3moe.expert_used_count", .kind = 3, .n = 9, .expect = "expert_used_count: 9 out of range"},
+    {.what = "expert_count 4 (tensors hold 8)", .key = "qwen3moe.expert_count", .kind = 3, .n = 4, .expect = "ffn_gate_inp.weight"},
+    {.what = "expert_count 0", .key = "qwen3moe.expert_count", .kind = 3, .n = 0, .expect = "expert_count is missing or 0"},
+    {.what = "grouped routing", .key = "qwen3moe.expert_group_count", .kind = 3, .n = 2, .expect = "grouped expert routing"},
+    {.what = "a shared expert nothing reads", .extra_tensor = "blk.1.ffn_gate_inp_shexp.weight", .expect = "'blk.1.ffn_gate_inp_shexp.weight'"},
+};
+
+/* Each variant of a committed model (dir/stem.gguf): refused with a message
+ * naming what is wrong, or (expect NULL) loaded and giving the reference logits. */
+static void check_variants(const char *dir, const char *stem, const variant *vs, size_t n_vs) {
     char src[1100], path[256], errp[256], out[256], cmd[2048];
-    snprintf(src, sizeof src, "%s/gemma2-Q4_K_M.gguf", dir);
+    snprintf(src, sizeof src, "%s/%s.gguf", dir, stem);
     snprintf(path, sizeof path, "/tmp/brisk-archs-%d-variant.gguf", (int)getpid());
     snprintf(errp, sizeof errp, "/tmp/brisk-archs-%d-variant.err", (int)getpid());
     snprintf(out, sizeof out, "/tmp/brisk-archs-%d-variant.f32", (int)getpid());
-    for (size_t i = 0; i < sizeof vs / sizeof vs[0]; i++) {
+    for (size_t i = 0; i < n_vs; i++) {
         const variant *v = &vs[i];
         if (!write_variant(src, path, v)) continue;
         if (snprintf(cmd, sizeof cmd, "%s logits -m '%s' --tokens '%s/tokens64.i32' -o '%s' -t 1 2>'%s'", BRISK_CLI_PATH, path, dir, out,
@@ -203,7 +215,7 @@ static void check_variants(const char *dir) {
         } else {
             CHECKF(rc == 0, "%s: failed: %s", v->what, msg);
             char ref[1100];
-            snprintf(ref, sizeof ref, "%s/gemma2-Q4_K_M.logits.f32", dir);
+            snprintf(ref, sizeof ref, "%s/%s.logits.f32", dir, stem);
             size_t nr = 0, ng = 0;
             float *r = read_f32(ref, &nr), *g = read_f32(out, &ng);
             CHECKF(r && g && nr == ng && nr % 64 == 0, "%s: logits %zu floats vs %zu", v->what, ng, nr);
@@ -260,12 +272,43 @@ static void check_test_tokenizer(const char *peer_bin, const char *model) {
     }
 }
 
+/* A token's logits must not depend on which tokens share its batch (each
+ * expert's GEMM over its tokens gives every row the bits it has alone, and
+ * the per-token sum runs in the token's own top-k order): the 64 tokens as
+ * one batch, one at a time, and in batches of 5, on 2 threads with every
+ * step on the pool, give byte-identical logits. */
+static void check_batch_invariance(const char *dir, const char *stem) {
+    static const int batches[] = {64, 1, 5};
+    char out[3][256], cmd[2048];
+    for (int i = 0; i < 3; i++) {
+        snprintf(out[i], sizeof out[i], "/tmp/brisk-archs-%d-b%d.f32", (int)getpid(), batches[i]);
+        if (snprintf(cmd, sizeof cmd, "BRISK_PARALLEL_MIN_MACS=0 %s logits -m '%s/%s.gguf' --tokens '%s/tokens64.i32' -o '%s' -t 2 -b %d 2>/dev/null",
+                     BRISK_CLI_PATH, dir, stem, dir, out[i], batches[i]) >= (int)sizeof cmd)
+            return;
+        CHECKF(system(cmd) == 0, "%s: brisk logits -b %d failed", stem, batches[i]);
+    }
+    size_t n0 = 0;
+    float *a = read_f32(out[0], &n0);
+    for (int i = 1; i < 3; i++) {
+        size_t n = 0;
+        float *b = read_f32(out[i], &n);
+        CHECKF(a && b && n == n0 && !memcmp(a, b, n * sizeof(float)), "%s: logits with batch %d differ from batch 64", stem, batches[i]);
+        if (a && b && n == n0 && !memcmp(a, b, n * sizeof(float))) printf("%s: batch %d gives batch 64's logits, byte for byte\n", stem, batches[i]);
+        free(b);
+        remove(out[i]);
+    }
+    free(a);
+    remove(out[0]);
+}
+
 int main(void) {
     char committed[1024], script[1024];
     test_source("tests/data/archs", committed, sizeof committed);
     test_source("scripts/gen-arch-fixtures.sh", script, sizeof script);
     test_count("committed arch fixtures (tests/data/archs)", run_dir(committed, 1));
-    check_variants(committed);
+    check_variants(committed, "gemma2-Q4_K_M", gemma2_variants, sizeof gemma2_variants / sizeof gemma2_variants[0]);
+    check_variants(committed, "qwen3moe-tiny-Q4_K_M", moe_variants, sizeof moe_variants / sizeof moe_variants[0]);
+    check_batch_invariance(committed, "qwen3moe-tiny-Q4_K_M");
     char model[1100];
 
     const char *peer_env = getenv("BRISK_PEER_DIR");

@@ -16,16 +16,16 @@
 
 static const brisk_synth_shape shapes[] = {
     /* tiny shapes for golden tests of features shared/golden lacks */
-    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
-    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16, false, false, false, 0, 0, 0, NULL},
-    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0, false, false, false, 0, 0, 0, NULL},
+    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
     /* real model shapes (hyperparameters from their published configs) */
-    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
-    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
-    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
-    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
-    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
-    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
     {.name = "gemma-2-2b", .arch = "gemma2", .n_vocab = 256000, .n_embd = 2304, .n_layer = 26, .n_head = 8, .n_head_kv = 4, .head_dim = 256,
      .n_ff = 9216, .n_ctx = 8192, .rope_base = 1e4f, .norm_eps = 1e-6f, .tied_output = true, .post_norms = true, .swa_window = 4096,
      .attn_softcap = 50.0f, .final_softcap = 30.0f},
@@ -55,7 +55,24 @@ static const brisk_synth_shape shapes[] = {
     {.name = "phi3-tiny", .arch = "phi3", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 4, .head_dim = 32,
      .n_ff = 384, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .fused_qkv = true, .fused_up = true,
      .control_text = "<|endoftext|>"},
-    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL},
+    /* mixtures of experts: tiny ones with more experts than llama.cpp's fixtures (which route to 2 of 2), so
+     * top-k selection is checked, and real shapes */
+    {.name = "qwen3moe-tiny", .arch = "qwen3moe", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
+     .n_ff = 384, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-6f, .qk_norm = true, .n_expert = 8, .n_expert_used = 3, .n_ff_exp = 64},
+    {.name = "qwen2moe-tiny", .arch = "qwen2moe", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
+     .n_ff = 384, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-6f, .qkv_bias = true, .n_expert = 8, .n_expert_used = 2, .n_ff_exp = 64,
+     .n_ff_shexp = 96, .shexp_gate = true},
+    {.name = "olmoe-tiny", .arch = "olmoe", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 4, .head_dim = 32,
+     .n_ff = 64, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .qk_norm = true, .qk_norm_full = true, .n_expert = 8, .n_expert_used = 2},
+    {.name = "mixtral-tiny", .arch = "llama", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
+     .n_ff = 96, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-5f, .n_expert = 8, .n_expert_used = 2},
+    {.name = "olmoe-1b-7b", .arch = "olmoe", .n_vocab = 50304, .n_embd = 2048, .n_layer = 16, .n_head = 16, .n_head_kv = 16, .head_dim = 128,
+     .n_ff = 1024, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .qk_norm = true, .qk_norm_full = true, .n_expert = 64,
+     .n_expert_used = 8},
+    {.name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32, .n_head_kv = 4,
+     .head_dim = 128, .n_ff = 6144, .n_ctx = 40960, .rope_base = 1e6f, .norm_eps = 1e-6f, .qk_norm = true, .n_expert = 128,
+     .n_expert_used = 8, .n_ff_exp = 768},
+    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
 };
 
 const brisk_synth_shape *brisk_synth_shapes(void) { return shapes; }
@@ -106,12 +123,14 @@ typedef struct synth_tensor {
     char name[64];
     tensor_kind kind;
     int64_t cols, rows;   /* rows = 1 for vectors */
+    int64_t n3;           /* 3-D expert tensors: the expert count (rows per expert: rows); 0 otherwise */
 } synth_tensor;
 
 static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
     int n = 0;
     const int64_t d = s->n_embd, qd = (int64_t)s->n_head * s->head_dim, kd = (int64_t)s->n_head_kv * s->head_dim;
-#define ADD(kind_, c, r, ...) do { if (out) { snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); out[n].kind = kind_; out[n].cols = c; out[n].rows = r; } n++; } while (0)
+#define ADD(kind_, c, r, ...) do { if (out) { snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__); out[n].kind = kind_; out[n].cols = c; out[n].rows = r; out[n].n3 = 0; } n++; } while (0)
+#define ADD3(c, r, e, ...) do { ADD(T_MATRIX, c, r, __VA_ARGS__); if (out) out[n - 1].n3 = e; } while (0)
     ADD(T_EMBED, d, s->n_vocab, "token_embd.weight");
     ADD(T_NORM, d, 1, "output_norm.weight");
     if (!s->tied_output) ADD(T_MATRIX, d, s->n_vocab, "output.weight");
@@ -131,12 +150,26 @@ static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
             ADD(T_BIAS, kd, 1, "blk.%d.attn_v.bias", l);
         }
         if (s->qk_norm) {
-            ADD(T_NORM, s->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
-            ADD(T_NORM, s->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
+            ADD(T_NORM, s->qk_norm_full ? qd : s->head_dim, 1, "blk.%d.attn_q_norm.weight", l);
+            ADD(T_NORM, s->qk_norm_full ? kd : s->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
         }
         ADD(T_MATRIX, qd, d, "blk.%d.attn_output.weight", l);
         if (s->post_norms) ADD(T_NORM, d, 1, "blk.%d.post_attention_norm.weight", l);
         ADD(T_NORM, d, 1, "blk.%d.ffn_norm.weight", l);
+        if (s->n_expert > 0) {
+            const int64_t fe = s->n_ff_exp ? s->n_ff_exp : s->n_ff, ne = s->n_expert;
+            ADD(T_MATRIX, d, ne, "blk.%d.ffn_gate_inp.weight", l);
+            ADD3(d, fe, ne, "blk.%d.ffn_gate_exps.weight", l);
+            ADD3(d, fe, ne, "blk.%d.ffn_up_exps.weight", l);
+            ADD3(fe, d, ne, "blk.%d.ffn_down_exps.weight", l);
+            if (s->n_ff_shexp) {
+                if (s->shexp_gate) ADD(T_NORM, d, 1, "blk.%d.ffn_gate_inp_shexp.weight", l);
+                ADD(T_MATRIX, d, s->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l);
+                ADD(T_MATRIX, d, s->n_ff_shexp, "blk.%d.ffn_up_shexp.weight", l);
+                ADD(T_MATRIX, s->n_ff_shexp, d, "blk.%d.ffn_down_shexp.weight", l);
+            }
+            continue;
+        }
         if (s->fused_up) {
             ADD(T_MATRIX, d, 2 * (int64_t)s->n_ff, "blk.%d.ffn_up.weight", l);
         } else {
@@ -146,6 +179,7 @@ static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
         ADD(T_MATRIX, s->n_ff, d, "blk.%d.ffn_down.weight", l);
         if (s->post_norms) ADD(T_NORM, d, 1, "blk.%d.post_ffw_norm.weight", l);
     }
+#undef ADD3
 #undef ADD
     return n;
 }
@@ -164,7 +198,7 @@ bool brisk_synth_file_bytes(const brisk_synth_shape *s, uint32_t type, uint64_t 
     for (int i = 0; i < n && ok; i++) {
         size_t rb;
         ok = brisk_qtype_row_bytes(tensor_type(&ts[i], type), ts[i].cols, &rb);
-        total += (uint64_t)rb * (uint64_t)ts[i].rows + 32;
+        total += (uint64_t)rb * (uint64_t)ts[i].rows * (uint64_t)(ts[i].n3 ? ts[i].n3 : 1) + 32;
     }
     free(ts);
     *bytes = total;
@@ -270,6 +304,13 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
         brisk_fail(err, st, "synth: cannot store metadata");
         goto done;
     }
+    if (s->n_expert > 0 &&
+        ((st = SETU("expert_count", s->n_expert)) || (st = SETU("expert_used_count", s->n_expert_used)) ||
+         (s->n_ff_exp && (st = SETU("expert_feed_forward_length", s->n_ff_exp))) ||
+         (s->n_ff_shexp && (st = SETU("expert_shared_feed_forward_length", s->n_ff_shexp))))) {
+        brisk_fail(err, st, "synth: cannot store metadata");
+        goto done;
+    }
 #undef SETU
 #undef SETF
     if ((st = write_vocab(w, s, err))) goto done;
@@ -283,7 +324,8 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
         const synth_tensor *t = &ts[i];
         const uint32_t tt = tensor_type(t, type);
         size_t rb, total;
-        if (!brisk_qtype_row_bytes(tt, t->cols, &rb) || !brisk_mul_size(rb, (size_t)t->rows, &total)) {
+        const int64_t rows = t->rows * (t->n3 ? t->n3 : 1);   /* an expert tensor's experts one after the other */
+        if (!brisk_qtype_row_bytes(tt, t->cols, &rb) || !brisk_mul_size(rb, (size_t)rows, &total)) {
             st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "synth: tensor '%s' row of %lld is not whole %s blocks", t->name,
                             (long long)t->cols, brisk_qtype_name(tt));
             goto done;
@@ -292,7 +334,7 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
         qbuf = malloc(total ? total : 1);
         if (!qbuf) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: cannot allocate %zu bytes for '%s'", total, t->name); goto done; }
         const double std = t->kind == T_EMBED ? 0.1 : 1.0 / sqrt((double)t->cols);
-        for (int64_t r = 0; r < t->rows; r++) {
+        for (int64_t r = 0; r < rows; r++) {
             for (int64_t c = 0; c < t->cols; c++) {
                 const double g = rng_normal(&rng);
                 row[c] = (float)(t->kind == T_NORM ? 1.0 + 0.1 * g : t->kind == T_BIAS ? 0.1 * g : std * g);
@@ -300,8 +342,8 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
             if (t->kind == T_FREQS) llama3_freqs(s, row);
             brisk_qtype_from_float(tt)(row, (uint8_t *)qbuf + (size_t)r * rb, t->cols);
         }
-        const int64_t ne[2] = {t->cols, t->rows};
-        if ((st = brisk_gguf_writer_add_tensor(w, t->name, tt, t->rows > 1 ? 2 : 1, ne, qbuf, total, err))) goto done;
+        const int64_t ne[3] = {t->cols, t->rows, t->n3};
+        if ((st = brisk_gguf_writer_add_tensor(w, t->name, tt, t->n3 ? 3 : t->rows > 1 ? 2 : 1, ne, qbuf, total, err))) goto done;
         if (progress) progress(i + 1, n, ud);
     }
     if ((st = brisk_gguf_writer_write(w, path, err))) goto done;

@@ -24,6 +24,12 @@ typedef struct brisk_synth_shape {
     int32_t swa_window;         /* ARCH.attention.sliding_window, 0: none written */
     float attn_softcap, final_softcap;   /* 0: not written */
     const char *control_text;   /* token 259 is this control token (llama.cpp's phi3 vocabulary wants <|endoftext|>), or NULL */
+    /* mixture of experts (n_expert > 0): ffn_gate_inp and 3-D ffn_*_exps
+     * instead of the dense FFN, experts n_ff_exp wide (ARCH.expert_feed_forward_length) */
+    int32_t n_expert, n_expert_used, n_ff_exp;
+    int32_t n_ff_shexp;         /* a shared expert of this width (expert_shared_feed_forward_length), 0: none */
+    bool shexp_gate;            /* with its ffn_gate_inp_shexp vector (qwen2moe) */
+    bool qk_norm_full;          /* Q/K norms over the whole projection (olmoe), not per head */
 } brisk_synth_shape;
 
 /* The table of known shapes; NULL-terminated by name. */
