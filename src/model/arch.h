@@ -108,6 +108,9 @@ typedef struct brisk_arch_info {
 
 /* The table entry of an architecture name, or NULL. */
 const brisk_arch_info *brisk_arch_find(const char *name, size_t len);
+/* Why a known architecture without a row is not run (what it needs that
+ * brisk lacks), or NULL for names brisk knows nothing about. */
+const char *brisk_arch_missing_reason(const char *name, size_t len);
 /* "llama, qwen2, ...": every supported name, for error messages, into buf. */
 void brisk_arch_names(char *buf, size_t cap);
 

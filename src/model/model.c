@@ -510,6 +510,8 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
         char names[256];
         brisk_arch_names(names, sizeof names);
         int n = arch.len > 64 ? 64 : (int)arch.len;
+        const char *why = brisk_arch_missing_reason(arch.ptr, arch.len);
+        if (why) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%.*s' is not supported: %s", n, arch.ptr, why);
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (supported: %s)", n, arch.ptr, names);
     }
     hp->ai = ai;
