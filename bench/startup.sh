@@ -53,7 +53,7 @@ timed() {   # prints the wall seconds of "$@"
   t0=$(now)
   "$@" || { echo "startup: $1 failed:" >&2; cat "$OUT"/*.err >&2; exit 1; }
   t1=$(now)
-  echo "scale=4; ($t1 - $t0) / 1000000000" | bc
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f\n", (b - a) / 1e9 }'
 }
 
 echo "# startup: $(basename "$MODEL") ($(( $(stat -c %s "$MODEL") / 1048576 )) MiB), threads $THREADS, -c $CTX, $ROUNDS rounds"
@@ -68,7 +68,7 @@ for r in $(seq 1 "$ROUNDS"); do
   if [ $((r % 2)) = 1 ]; then b=$(timed run_brisk); p=$(timed run_peer)
   else p=$(timed run_peer); b=$(timed run_brisk); fi
   load=$(sed -n 's/.*brisk run: load \([0-9.]*\) ms.*/\1/p' "$OUT/brisk.err")
-  ratio=$(echo "scale=3; $b / $p" | bc)
+  ratio=$(awk -v b="$b" -v p="$p" 'BEGIN { printf "%.3f\n", b / p }')
   echo "$ratio" >>"$OUT/ratios"; echo "$b" >>"$OUT/b"; echo "$p" >>"$OUT/p"
   echo "| $r | $b | $load | $p | $ratio |"
 done
