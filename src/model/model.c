@@ -537,6 +537,7 @@ static brisk_status check_all_used(binder *b, brisk_error *err) {
  * not depend on the thread count. The worker that packs a matrix's last chunk
  * drops its canonical pages, so at most a few matrices are held twice. */
 #define PACK_CHUNK_GROUPS 16
+#define PACK_PER_LAYER 8   /* matrices per layer pack_weights may pack (its ws list) */
 
 typedef struct pack_job {
     brisk_weight *w;
@@ -642,11 +643,12 @@ static brisk_status pack_parallel_min_bytes(double *out, brisk_error *err) {
 
 static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
     brisk_status st = BRISK_OK;
-    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * 8 + 1, sizeof(pack_job))};
+    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * PACK_PER_LAYER + 1, sizeof(pack_job))};
     if (!pl.jobs) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory planning the repack");
     for (int il = 0; il < m->hp.n_layer && !st; il++) {
         brisk_layer *L = &m->w.layers[il];
         brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv};
+        _Static_assert(sizeof ws / sizeof ws[0] <= PACK_PER_LAYER, "pl.jobs holds PACK_PER_LAYER matrices per layer");
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws) && !st; i++)
             if (ws[i]->data) st = pack_alloc(ws[i], &pl, err);
     }
