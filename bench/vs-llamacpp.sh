@@ -2,7 +2,12 @@
 # vs-llamacpp: brisk bench against llama-bench on the same synthetic models,
 # the same threads, alternating runs, one table of brisk/llama.cpp ratios.
 #
-#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-m "shape ..."] [-T "type ..."] [-I ISA]
+#   bench/vs-llamacpp.sh [-r REPS] [-t THREADS] [-p N] [-n N] [-d DEPTH] [-m "shape ..."] [-T "type ..."] [-I ISA]
+#
+# -d DEPTH (llama-bench's --n-depth, e.g. 4096): pp and tg after DEPTH tokens
+# of context; brisk gets -d DEPTH and llama-bench -d DEPTH -fa 1 (flash
+# attention, which brisk's attention always is, and without which llama.cpp's
+# CPU attention at depth is not its best).
 #
 # -I ISA runs brisk with that kernel table (brisk bench --isa: ref, avx2,
 # avx2-vnni, avx512, ...); -I "avx2 avx2-vnni" runs each in every repetition
@@ -27,16 +32,19 @@ BRISK=${BRISK:-$ROOT/build/brisk}   # make build
 PEER_DIR=$HOME/.cache/brisk-peer
 QUANTIZE=${QUANTIZE:-$PEER_DIR/bin/llama-quantize}   # bin-avx2/ has no llama-quantize; the files are the same
 CACHE=${BRISK_BENCH_CACHE:-$HOME/.cache/brisk-bench}
-REPS=3 THREADS=2 NP=512 NG=128
+REPS=3 THREADS=2 NP=512 NG=128 DEPTH=0
 SHAPES="llama-3.2-1b qwen2.5-0.5b"
 TYPES="Q4_0 Q4_K_M Q8_0 F16"
 ISA=
-while getopts "r:t:p:n:m:T:I:" o; do
+while getopts "r:t:p:n:d:m:T:I:" o; do
   case $o in
-    r) REPS=$OPTARG ;; t) THREADS=$OPTARG ;; p) NP=$OPTARG ;; n) NG=$OPTARG ;;
-    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; I) ISA=$OPTARG ;; *) sed -n '2,20p' "$0"; exit 2 ;;
+    r) REPS=$OPTARG ;; t) THREADS=$OPTARG ;; p) NP=$OPTARG ;; n) NG=$OPTARG ;; d) DEPTH=$OPTARG ;;
+    m) SHAPES=$OPTARG ;; T) TYPES=$OPTARG ;; I) ISA=$OPTARG ;; *) sed -n '2,26p' "$0"; exit 2 ;;
   esac
 done
+case $DEPTH in ''|*[!0-9]*) echo "vs-llamacpp: -d $DEPTH: one depth, a non-negative integer" >&2; exit 2 ;; esac
+DEPTH_ARGS=() PEER_DEPTH_ARGS=()
+[ "$DEPTH" = 0 ] || { DEPTH_ARGS=(-d "$DEPTH"); PEER_DEPTH_ARGS=(-d "$DEPTH" -fa 1); }
 ONLY_AVX2=0
 for i in $ISA; do case $i in avx2|avx2-vnni) ONLY_AVX2=1 ;; *) ONLY_AVX2=0; break ;; esac; done
 if [ "$ONLY_AVX2" = 1 ]; then PEER=${PEER:-$PEER_DIR/bin-avx2}; else PEER=${PEER:-$PEER_DIR/bin}; fi
@@ -72,6 +80,7 @@ model() {
 echo "# brisk vs llama.cpp: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs, threads $THREADS, $REPS repetitions"
 echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --quiet -- src || echo '+dirty'), peer $({ "$PEER/llama-bench" --version 2>&1 || true; } | grep -m1 -o 'version: [^ ]*' || echo unknown)"
 echo "# brisk kernels: ${ISA:-best for this CPU}; peer: $PEER"
+[ "$DEPTH" = 0 ] || echo "# depth: $DEPTH tokens of context before every test (brisk -d $DEPTH, llama-bench -d $DEPTH -fa 1)"
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 for shape in $SHAPES; do
   for type in $TYPES; do
@@ -80,31 +89,35 @@ for shape in $SHAPES; do
       for tool in $TOOLS; do
         isa_args=()
         [ "$tool" = brisk ] || isa_args=(--isa "${tool#brisk-}")
-        "$BRISK" bench -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json "${isa_args[@]}" >"$OUT/$tool-$shape-$type-$r.json" 2>"$OUT/err" \
+        "$BRISK" bench -m "$f" -p "$NP" -n "$NG" "${DEPTH_ARGS[@]}" -t "$THREADS" -r 1 -o json "${isa_args[@]}" >"$OUT/$tool-$shape-$type-$r.json" 2>"$OUT/err" \
           || { cat "$OUT/err" >&2; exit 1; }
       done
-      "$PEER/llama-bench" -m "$f" -p "$NP" -n "$NG" -t "$THREADS" -r 1 -o json >"$OUT/peer-$shape-$type-$r.json" 2>"$OUT/err" \
+      "$PEER/llama-bench" -m "$f" -p "$NP" -n "$NG" "${PEER_DEPTH_ARGS[@]}" -t "$THREADS" -r 1 -o json >"$OUT/peer-$shape-$type-$r.json" 2>"$OUT/err" \
         || { cat "$OUT/err" >&2; exit 1; }
     done
   done
 done
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-python3 - "$OUT" "$SHAPES" "$TYPES" "$REPS" "$NP" "$NG" "$TOOLS" <<'EOF'
+python3 - "$OUT" "$SHAPES" "$TYPES" "$REPS" "$NP" "$NG" "$TOOLS" "$DEPTH" <<'EOF'
 import json, statistics, sys
 out, shapes, types, reps, np_, ng = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 tools = sys.argv[7].split()
+depth = int(sys.argv[8])
+at = f" @ d{depth}" if depth else ""
 def samples(tool, shape, type_, key):
     v = []
     for r in range(1, reps + 1):
         for o in json.load(open(f"{out}/{tool}-{shape}-{type_}-{r}.json")):
+            if o.get("n_depth", 0) != depth:
+                continue
             if (key == "pp" and o["n_prompt"] > 0 and o["n_gen"] == 0) or (key == "tg" and o["n_gen"] > 0 and o["n_prompt"] == 0):
                 v.append(o["avg_ts"])
     return v
 def ms(v):
     return (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0)
 print()
-print(f"| model | brisk pp{np_} t/s | llama.cpp pp{np_} t/s | pp ratio | pp best/best | brisk tg{ng} t/s | llama.cpp tg{ng} t/s | tg ratio | tg best/best |")
+print(f"| model | brisk pp{np_}{at} t/s | llama.cpp pp{np_}{at} t/s | pp ratio | pp best/best | brisk tg{ng}{at} t/s | llama.cpp tg{ng}{at} t/s | tg ratio | tg best/best |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 roof = []
 for s in shapes:

@@ -70,6 +70,7 @@ typedef enum cli_opt_id {
     CLI_O_ADD_GEN_PROMPT, CLI_O_VAR,
     /* llama-bench's own meanings (bench only) */
     CLI_O_BENCH_N_PROMPT, CLI_O_BENCH_N_GEN, CLI_O_BENCH_REPS, CLI_O_BENCH_FORMAT, CLI_O_NO_ROOFLINE,
+    CLI_O_BENCH_N_DEPTH,
     /* llama-batched-bench's (batched-bench only) */
     CLI_O_UBATCH, CLI_O_NPP, CLI_O_NTG, CLI_O_NPL, CLI_O_PPS, CLI_O_BB_FORMAT, CLI_O_BB_SPEC,
     CLI_O_ISA,

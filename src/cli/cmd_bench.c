@@ -5,12 +5,16 @@
  *       up to n_batch, logits for the last token only.
  *   tg: generate n tokens one at a time from an empty context (the first one
  *       is BOS, the rest random ids), logits every step.
+ *   -d N: both after N tokens of context (llama-bench's --n-depth): the
+ *       sequence is filled with N tokens first, untimed, once per depth, and
+ *       every warm-up and repetition runs at positions N.. and is truncated
+ *       back to N afterwards, so each starts from the same N cached tokens.
  * Each test runs once as warm-up, then REPS timed times; the result is the
  * mean ± sample stddev of the per-repetition tokens/s (llama-bench's avg_ts and
  * stddev_ts). The roofline is a streaming-read bandwidth measurement over a
  * buffer much larger than the last-level cache, with the same thread count,
  * divided by the bytes one decode step reads (every weight byte, plus the KV
- * cache at the mean context length of the tg run). */
+ * cache at the mean context length of the tg run, depth included). */
 #include "brisk.h"
 #include "cli/cli.h"
 
@@ -26,7 +30,7 @@
 
 static const cli_use bench_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_BENCH_N_PROMPT}, {.id = CLI_O_BENCH_N_GEN}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
-    {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
+    {.id = CLI_O_BENCH_N_DEPTH}, {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
     {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
     {.id = CLI_O_END},
 };
@@ -142,7 +146,7 @@ static double measure_read_bandwidth(int nth, int passes) {
 
 typedef struct bench_result {
     const char *name;    /* "pp" or "tg" */
-    int n_prompt, n_gen;
+    int n_prompt, n_gen, n_depth;
     double *ts;          /* tokens/s per repetition */
     double *ns;
     int reps;
@@ -154,11 +158,13 @@ static uint32_t rng_next(uint64_t *s) {
     return (uint32_t)(*s >> 33);
 }
 
-/* One run of the test; returns elapsed ns, 0 on error (message printed). */
-static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t bos, bool pp, int n, int n_batch, uint64_t *rng,
+/* One run of the test after the depth's `depth` cached tokens (the sequence is
+ * truncated back to them first); returns elapsed ns, 0 on error (message
+ * printed). The first token is BOS at any depth, as in llama-bench. */
+static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t bos, bool pp, int n, int n_batch, int depth, uint64_t *rng,
                          int32_t *tok, int32_t *pos, int32_t *seq, uint8_t *want) {
     brisk_error err = {0};
-    if (brisk_seq_truncate(c, 0, 0, &err)) {
+    if (brisk_seq_truncate(c, 0, depth, &err)) {
         fprintf(stderr, "brisk bench: %s\n", err.msg);
         return 0;
     }
@@ -169,7 +175,7 @@ static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t b
     for (int i = 0; i < n; i += step) {
         const int m = n - i < step ? n - i : step;
         for (int j = 0; j < m; j++) {
-            pos[j] = i + j;
+            pos[j] = depth + i + j;
             seq[j] = 0;
             want[j] = j == m - 1;
         }
@@ -191,6 +197,18 @@ static void stats(const double *v, int n, double *avg, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0.0;
 }
 
+/* llama-bench's test name: "pp512", "tg128", "tg128 @ d4096" */
+static void test_label(const bench_result *r, char *buf, size_t cap) {
+    const int w = snprintf(buf, cap, "%s%d", r->name, r->n_prompt + r->n_gen);
+    if (r->n_depth > 0 && w > 0 && (size_t)w < cap) snprintf(buf + w, cap - (size_t)w, " @ d%d", r->n_depth);
+}
+
+/* What one decode step of the tg test reads: every weight byte, plus K and V
+ * of its mean context (the depth and half the generated tokens). */
+static double bytes_per_token(const brisk_model_info *mi, double kv_row, const bench_result *r) {
+    return (double)mi->weight_bytes + kv_row * ((double)r->n_depth + (double)r->n_gen / 2.0);
+}
+
 static void json_str(const char *s) {
     putchar('"');
     for (; *s; s++) {
@@ -199,6 +217,36 @@ static void json_str(const char *s) {
         else putchar(*s);
     }
     putchar('"');
+}
+
+#define MAX_DEPTHS 16
+
+/* -d "0,4096,16384" -> out[0..*n); each in [0, 2^24]; false with a usage message. */
+static bool parse_depths(const char *s, int32_t *out, int *n) {
+    *n = 0;
+    char buf[256];
+    if (strlen(s) >= sizeof buf) {
+        cli_usage("bench", "-d: the list '%.32s...' is too long", s);
+        return false;
+    }
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *p = buf;;) {
+        char *comma = strchr(p, ',');
+        if (comma) *comma = 0;
+        int64_t v;
+        if (*n == MAX_DEPTHS) {
+            cli_usage("bench", "-d: at most %d depths", MAX_DEPTHS);
+            return false;
+        }
+        if (!*p) {
+            cli_usage("bench", "-d: an empty value in '%s'", s);
+            return false;
+        }
+        if (!cli_parse_int("bench", "-d", p, 0, 1 << 24, &v)) return false;
+        out[(*n)++] = (int32_t)v;
+        if (!comma) return true;
+        p = comma + 1;
+    }
 }
 
 int brisk_cmd_bench(int argc, char **argv) {
@@ -212,6 +260,14 @@ int brisk_cmd_bench(int argc, char **argv) {
     const bool json = a.i[CLI_O_BENCH_FORMAT] == 1, roofline = !a.i[CLI_O_NO_ROOFLINE];
     const int64_t n_prompt = a.i[CLI_O_BENCH_N_PROMPT], n_gen = a.i[CLI_O_BENCH_N_GEN], n_batch = a.i[CLI_O_BATCH];
     const int64_t reps = a.i[CLI_O_BENCH_REPS];
+    int32_t depths[MAX_DEPTHS];
+    int n_depths = 0;
+    if (!parse_depths(a.s[CLI_O_BENCH_N_DEPTH], depths, &n_depths)) {
+        cli_args_free(&a);
+        return CLI_EXIT_USAGE;
+    }
+    int64_t max_depth = 0;
+    for (int i = 0; i < n_depths; i++) max_depth = depths[i] > max_depth ? depths[i] : max_depth;
     int64_t threads = cli_threads(&a);
     cli_note_ngl(&a);
     /* the kernel table is chosen when the CPU's features are first read (at
@@ -235,9 +291,18 @@ int brisk_cmd_bench(int argc, char **argv) {
     brisk_model_info mi;
     brisk_model_get_info(model, &mi);
     brisk_context_params cp = brisk_context_default_params();
-    const int64_t need_ctx = (n_prompt > n_gen ? n_prompt : n_gen) + 1;
+    const int64_t longest = n_prompt > n_gen ? n_prompt : n_gen, need_ctx = max_depth + longest + 1;
+    /* the context holds the deepest depth plus the longest test: refuse one past what the model was trained for */
+    if (mi.n_ctx_train > 0 && max_depth + longest > mi.n_ctx_train) {
+        fprintf(stderr, "brisk bench: -d %lld + %s %lld = %lld tokens is over %s's training context (%d tokens)\n", (long long)max_depth,
+                n_prompt > n_gen ? "-p" : "-n", (long long)longest, (long long)(max_depth + longest), model_path, mi.n_ctx_train);
+        brisk_model_free(model);
+        return 1;
+    }
     cp.n_ctx_seq = (int32_t)need_ctx;
-    cp.n_batch = (int32_t)(n_batch < n_prompt ? n_batch : (n_prompt > 0 ? n_prompt : 1));
+    /* prompt passes and the depth fill go in batches of up to -b tokens */
+    const int64_t widest = n_prompt > max_depth ? n_prompt : max_depth;
+    cp.n_batch = (int32_t)(n_batch < widest ? n_batch : (widest > 0 ? widest : 1));
     cp.n_seq = 1;
     if (threads == 0) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -255,41 +320,48 @@ int brisk_cmd_bench(int argc, char **argv) {
     const size_t maxn = (size_t)need_ctx;
     int32_t *tok = malloc(maxn * sizeof *tok), *pos = malloc(maxn * sizeof *pos), *seq = malloc(maxn * sizeof *seq);
     uint8_t *want = malloc(maxn);
-    bench_result res[2];
+    bench_result res[2 * MAX_DEPTHS];
     int n_res = 0, rc = 0;
     uint64_t rng = 1234;
     const int32_t bos = brisk_token_bos(model);
     double bw = roofline && n_gen > 0 ? measure_read_bandwidth(nth, 6) : 0.0;   /* the rest after the tests */
-    for (int test = 0; test < 2 && tok && pos && seq && want; test++) {
-        const bool pp = test == 0;
-        const int n = (int)(pp ? n_prompt : n_gen);
-        if (n == 0) continue;
-        bench_result *r = &res[n_res];
-        *r = (bench_result){.name = pp ? "pp" : "tg", .n_prompt = pp ? n : 0, .n_gen = pp ? 0 : n, .reps = (int)reps};
-        r->ts = calloc((size_t)reps, sizeof(double));
-        r->ns = calloc((size_t)reps, sizeof(double));
-        if (!r->ts || !r->ns) { rc = 1; break; }
-        n_res++;
-        /* warm-up: llama-bench warms pp with one prompt pass and tg with one token */
-        if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, cp.n_batch, &rng, tok, pos, seq, want)) { rc = 1; break; }
-        for (int k = 0; k < reps; k++) {
-            const uint64_t dt = run_once(ctx, &mi, bos, pp, n, cp.n_batch, &rng, tok, pos, seq, want);
-            if (!dt) { rc = 1; break; }
-            r->ns[k] = (double)dt;
-            r->ts[k] = (double)n * 1e9 / (double)dt;
+    for (int di = 0; di < n_depths && rc == 0 && tok && pos && seq && want; di++) {
+        const int depth = depths[di];
+        if (depth > 0 && (n_prompt > 0 || n_gen > 0)) {
+            /* the context to test at: depth tokens (BOS, then random ids) prefilled untimed, as a prompt */
+            fprintf(stderr, "brisk bench: filling the context to depth %d (untimed)\n", depth);
+            if (!run_once(ctx, &mi, bos, true, depth, cp.n_batch, 0, &rng, tok, pos, seq, want)) { rc = 1; break; }
         }
-        stats(r->ts, r->reps, &r->avg_ts, &r->sd_ts);
-        stats(r->ns, r->reps, &r->avg_ns, &r->sd_ns);
+        for (int test = 0; test < 2; test++) {
+            const bool pp = test == 0;
+            const int n = (int)(pp ? n_prompt : n_gen);
+            if (n == 0) continue;
+            bench_result *r = &res[n_res];
+            *r = (bench_result){.name = pp ? "pp" : "tg", .n_prompt = pp ? n : 0, .n_gen = pp ? 0 : n, .n_depth = depth, .reps = (int)reps};
+            r->ts = calloc((size_t)reps, sizeof(double));
+            r->ns = calloc((size_t)reps, sizeof(double));
+            if (!r->ts || !r->ns) { rc = 1; break; }
+            n_res++;
+            /* warm-up: llama-bench warms pp with one prompt pass and tg with one token */
+            if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, cp.n_batch, depth, &rng, tok, pos, seq, want)) { rc = 1; break; }
+            for (int k = 0; k < reps; k++) {
+                const uint64_t dt = run_once(ctx, &mi, bos, pp, n, cp.n_batch, depth, &rng, tok, pos, seq, want);
+                if (!dt) { rc = 1; break; }
+                r->ns[k] = (double)dt;
+                r->ts[k] = (double)n * 1e9 / (double)dt;
+            }
+            stats(r->ts, r->reps, &r->avg_ts, &r->sd_ts);
+            stats(r->ns, r->reps, &r->avg_ns, &r->sd_ns);
+            if (rc) break;
+        }
     }
     if (!tok || !pos || !seq || !want) { fprintf(stderr, "brisk bench: out of memory\n"); rc = 1; }
 
-    /* roofline for decode: every weight byte plus the KV cache at the mean tg position */
-    double bytes_tok = 0.0;
+    /* roofline for decode: every weight byte plus the KV cache at the mean tg position (bytes_per_token) */
+    const double kv_row = 2.0 * mi.n_layer * mi.n_head_kv * mi.head_dim * 2.0;   /* K and V, F16 */
     if (roofline && rc == 0) {
         const double after = measure_read_bandwidth(nth, 6);
         bw = after > bw ? after : bw;
-        const double kv_row = 2.0 * mi.n_layer * mi.n_head_kv * mi.head_dim * 2.0;   /* K and V, F16 */
-        bytes_tok = (double)mi.weight_bytes + kv_row * (double)n_gen / 2.0;
     }
     const char *name = strrchr(model_path, '/');
     name = name ? name + 1 : model_path;
@@ -303,8 +375,8 @@ int brisk_cmd_bench(int argc, char **argv) {
             printf(",\n    \"model_size\": %zu,\n    \"model_n_params\": %llu,\n    \"backends\": \"CPU\",\n    \"isa\": ", mi.weight_bytes,
                    (unsigned long long)mi.n_params);
             json_str(isa);
-            printf(",\n    \"n_batch\": %d,\n    \"n_threads\": %d,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n", cp.n_batch, nth, r->n_prompt,
-                   r->n_gen);
+            printf(",\n    \"n_batch\": %d,\n    \"n_threads\": %d,\n    \"n_prompt\": %d,\n    \"n_gen\": %d,\n    \"n_depth\": %d,\n", cp.n_batch,
+                   nth, r->n_prompt, r->n_gen, r->n_depth);
             printf("    \"avg_ns\": %.0f,\n    \"stddev_ns\": %.0f,\n    \"avg_ts\": %.6f,\n    \"stddev_ts\": %.6f,\n", r->avg_ns, r->sd_ns,
                    r->avg_ts, r->sd_ts);
             printf("    \"samples_ns\": [");
@@ -313,7 +385,7 @@ int brisk_cmd_bench(int argc, char **argv) {
             for (int k = 0; k < r->reps; k++) printf("%s%.6f", k ? ", " : " ", r->ts[k]);
             printf(" ]");
             if (r->n_gen && bw > 0) {
-                const double roof = bw / bytes_tok;
+                const double bytes_tok = bytes_per_token(&mi, kv_row, r), roof = bw / bytes_tok;
                 printf(",\n    \"read_bandwidth_gbs\": %.3f,\n    \"bytes_per_token\": %.0f,\n    \"roofline_ts\": %.3f,\n"
                        "    \"roofline_pct\": %.2f", bw * 1e-9, bytes_tok, roof, 100.0 * r->avg_ts / roof);
             }
@@ -325,15 +397,19 @@ int brisk_cmd_bench(int argc, char **argv) {
         printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
         for (int i = 0; i < n_res; i++) {
             const bench_result *r = &res[i];
-            printf("| %s | %.2f MiB | %.2f B | %s | %d | %s%d | %.2f ± %.2f |\n", name, (double)mi.weight_bytes / 1048576.0,
-                   (double)mi.n_params * 1e-9, isa, nth, r->name, r->n_prompt + r->n_gen, r->avg_ts, r->sd_ts);
+            char test[48];
+            test_label(r, test, sizeof test);
+            printf("| %s | %.2f MiB | %.2f B | %s | %d | %s | %.2f ± %.2f |\n", name, (double)mi.weight_bytes / 1048576.0,
+                   (double)mi.n_params * 1e-9, isa, nth, test, r->avg_ts, r->sd_ts);
         }
         for (int i = 0; i < n_res; i++) {
             const bench_result *r = &res[i];
             if (!r->n_gen || bw <= 0) continue;
-            const double roof = bw / bytes_tok;
-            printf("\ndecode roofline: read bandwidth %.2f GB/s (%d threads) / %.1f MB per token = %.2f t/s; tg%d reaches %.1f%%\n",
-                   bw * 1e-9, nth, bytes_tok * 1e-6, roof, r->n_gen, 100.0 * r->avg_ts / roof);
+            const double bytes_tok = bytes_per_token(&mi, kv_row, r), roof = bw / bytes_tok;
+            char test[48];
+            test_label(r, test, sizeof test);
+            printf("\ndecode roofline: read bandwidth %.2f GB/s (%d threads) / %.1f MB per token = %.2f t/s; %s reaches %.1f%%\n",
+                   bw * 1e-9, nth, bytes_tok * 1e-6, roof, test, 100.0 * r->avg_ts / roof);
         }
     }
     for (int i = 0; i < n_res; i++) {

@@ -194,6 +194,9 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_BENCH_FORMAT] = {{"-o", "--output"}, .type = CLI_T_CHOICE, .meta = "FORMAT", .choices = "md|json", .def = "md",
                             .help = "md or json (llama-bench's field names); llama-bench's -o: a format, not a path"},
     [CLI_O_NO_ROOFLINE] = {{"--no-roofline"}, .type = CLI_T_FLAG, .help = "skip the bandwidth measurement"},
+    [CLI_O_BENCH_N_DEPTH] = {{"-d", "--n-depth"}, .type = CLI_T_STR, .meta = "LIST", .def = "0",
+                             .help = "context depths, comma-separated: pp and tg are timed after N tokens are already in the "
+                                     "KV cache (filled first, untimed; llama-bench's -d)"},
     [CLI_O_UBATCH] = {{"-ub", "--ubatch-size"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = 65536, .def = "512",
                       .help = "tokens per forward pass (the physical batch; -b is the logical one)"},
     [CLI_O_NPP] = {{"-npp"}, .type = CLI_T_STR, .meta = "LIST", .def = "128",

@@ -45,14 +45,28 @@ static void pack_k4_row(uint8_t *o, int r, uint16_t d, uint16_t dmin, const uint
     for (int k = 0; k < 32; k++) memcpy(o + 320 + 64 * k + 4 * r, qs + 4 * k, 4);
 }
 
-/* The 5th-bit masks of one block of Q5_0/Q5_1 (kernels.h): for chunk c = 0..7 (elements
- * 4c..4c+3), bit 4r+k = the 5th bit of element 4c+k of row r, from each row's qh. */
-static void add_q5_masks(uint64_t masks[8], int r, const uint8_t qh_bytes[4]) {
-    uint32_t qh;
-    memcpy(&qh, qh_bytes, 4);
-    for (int c = 0; c < 8; c++)
-        for (int k = 0; k < 4; k++) masks[c] |= (uint64_t)((qh >> (4 * c + k)) & 1) << (4 * r + k);
+/* Packing runs over every weight at load, so it works on 4-byte words (4 elements at
+ * a time) rather than element by element. */
+static inline uint32_t load32(const uint8_t *p) {
+    uint32_t w;
+    memcpy(&w, p, 4);
+    return w;
 }
+
+static inline void store32(uint8_t *p, uint32_t w) { memcpy(p, &w, 4); }
+
+/* The 5th-bit masks of one block of Q5_0/Q5_1 (kernels.h): for chunk c = 0..7 (elements
+ * 4c..4c+3), bit 4r+k = the 5th bit of element 4c+k of row r, from each row's qh: the
+ * nibble c of qh, in place. */
+static void add_q5_masks(uint64_t masks[8], int r, const uint8_t qh_bytes[4]) {
+    const uint32_t qh = load32(qh_bytes);
+    for (int c = 0; c < 8; c++) masks[c] |= (uint64_t)((qh >> (4 * c)) & 15) << (4 * r);
+}
+
+/* Bit j of each of the 4 bytes of w, as a nibble (byte i -> bit i). The multiply moves
+ * byte i's bit 8i to bit 24 + i; the other partial products land on distinct bits
+ * outside 24..27, so nothing carries into the nibble. */
+static inline uint32_t bit_j_of_bytes(uint32_t w, int j) { return (((w >> j) & 0x01010101u) * 0x01020408u) >> 24 & 15; }
 
 void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes, int64_t cols) {
     const int64_t nb = cols / 32;
@@ -72,8 +86,8 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             for (int r = 0; r < G; r++) {
                 const brisk_block_q8_0 *x = (const brisk_block_q8_0 *)(s + (size_t)r * row_bytes) + b;
                 memcpy(o + 2 * r, &x->d, 2);
-                for (int c = 0; c < 8; c++)
-                    for (int k = 0; k < 4; k++) o[32 + 64 * c + 4 * r + k] = (uint8_t)((int)x->qs[4 * c + k] + 128);
+                /* int8 + 128 as uint8 = the byte with its top bit flipped */
+                for (int c = 0; c < 8; c++) store32(o + 32 + 64 * c + 4 * r, load32((const uint8_t *)x->qs + 4 * c) ^ 0x80808080u);
             }
             o += (size_t)G * sizeof(brisk_block_q8_0);
         }
@@ -82,14 +96,8 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             uint64_t masks[8] = {0};
             for (int r = 0; r < G; r++) {
                 const brisk_block_q5_0 *x = (const brisk_block_q5_0 *)(s + (size_t)r * row_bytes) + b;
-                uint32_t qh;
-                memcpy(&qh, x->qh, 4);
                 memcpy(o + 2 * r, &x->d, 2);
-                for (int c = 0; c < 8; c++)
-                    for (int k = 0; k < 4; k++) {
-                        const int e = c < 4 ? 4 * c + k : 16 + 4 * (c - 4) + k;
-                        masks[c] |= (uint64_t)((qh >> e) & 1) << (4 * r + k);
-                    }
+                add_q5_masks(masks, r, x->qh);   /* chunk c's elements are 4c..4c+3 (c < 4) and 16 + 4(c-4).. = 4c.. too */
                 for (int c = 0; c < 4; c++) memcpy(o + 96 + 64 * c + 4 * r, x->qs + 4 * c, 4);
             }
             memcpy(o + 32, masks, sizeof masks);
@@ -148,9 +156,10 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
             for (int r = 0; r < G; r++) {
                 const brisk_block_q5_k *x = (const brisk_block_q5_k *)(s + (size_t)r * row_bytes) + b;
                 pack_k4_row(o, r, x->d, x->dmin, x->scales, x->qs);   /* the first 2368 bytes are Q4_K's layout */
-                for (int m = 0; m < 8; m++)
-                    for (int i = 0; i < 4; i++)
-                        for (int j = 0; j < 8; j++) masks[m][j] |= (uint64_t)((x->qh[4 * m + i] >> j) & 1) << (4 * r + i);
+                for (int m = 0; m < 8; m++) {
+                    const uint32_t w = load32(x->qh + 4 * m);
+                    for (int j = 0; j < 8; j++) masks[m][j] |= (uint64_t)bit_j_of_bytes(w, j) << (4 * r);
+                }
             }
             memcpy(o + 2368, masks, sizeof masks);
             o += (size_t)G * (sizeof(brisk_block_q5_k) + 4);
@@ -159,25 +168,26 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
         for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
             for (int r = 0; r < G; r++) {
                 const brisk_block_q6_k *x = (const brisk_block_q6_k *)(s + (size_t)r * row_bytes) + b;
-                uint8_t q[BRISK_QK_K];   /* 0..63 in element order, as ref unpacks them */
-                for (int h = 0; h < 2; h++) {
-                    const uint8_t *ql = x->ql + 64 * h, *qh = x->qh + 32 * h;
-                    for (int l = 0; l < 32; l++) {
-                        q[128 * h + l] = (uint8_t)((ql[l] & 0x0f) | (((qh[l] >> 0) & 3) << 4));
-                        q[128 * h + l + 32] = (uint8_t)((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4));
-                        q[128 * h + l + 64] = (uint8_t)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4));
-                        q[128 * h + l + 96] = (uint8_t)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4));
-                    }
-                }
+                /* Element e = 128h + 32s + l (as ref unpacks them) has its low nibble in
+                 * ql[64h + 32(s & 1) + l] (bits 4(s >> 1)..) and its high 2 bits in
+                 * qh[32h + l] (bits 2s..). Chunk k of the nibble lines holds elements
+                 * 4k.. (low nibbles) beside 128 + 4k.. (high nibbles); chunk k of the
+                 * 2-bit lines holds the high bits of 4k.., 64 + 4k.., 128 + 4k.., 192 + 4k... */
                 memcpy(o + 2 * r, &x->d, 2);
                 for (int j = 0; j < 16; j++) o[32 + 16 * j + r] = (uint8_t)x->scales[j];
-                for (int k = 0; k < 32; k++)
-                    for (int i = 0; i < 4; i++)
-                        o[288 + 64 * k + 4 * r + i] = (uint8_t)((q[4 * k + i] & 15) | ((q[128 + 4 * k + i] & 15) << 4));
-                for (int k = 0; k < 16; k++)
-                    for (int i = 0; i < 4; i++)
-                        o[288 + 2048 + 64 * k + 4 * r + i] = (uint8_t)((q[4 * k + i] >> 4) | ((q[64 + 4 * k + i] >> 4) << 2) |
-                                                                     ((q[128 + 4 * k + i] >> 4) << 4) | ((q[192 + 4 * k + i] >> 4) << 6));
+                for (int c = 0; c < 8; c++) {   /* k = 8 sub + c */
+                    const uint32_t l0 = load32(x->ql + 4 * c), l1 = load32(x->ql + 32 + 4 * c);
+                    const uint32_t l2 = load32(x->ql + 64 + 4 * c), l3 = load32(x->ql + 96 + 4 * c);
+                    uint8_t *line = o + 288 + 64 * c + 4 * r;
+                    store32(line, (l0 & 0x0f0f0f0fu) | (l2 & 0x0f0f0f0fu) << 4);                   /* sub 0 */
+                    store32(line + 512, (l1 & 0x0f0f0f0fu) | (l3 & 0x0f0f0f0fu) << 4);             /* sub 1 */
+                    store32(line + 1024, (l0 >> 4 & 0x0f0f0f0fu) | (l2 & 0xf0f0f0f0u));            /* sub 2 */
+                    store32(line + 1536, (l1 >> 4 & 0x0f0f0f0fu) | (l3 & 0xf0f0f0f0u));            /* sub 3 */
+                    const uint32_t h0 = load32(x->qh + 4 * c), h1 = load32(x->qh + 32 + 4 * c);
+                    const uint32_t m = 0x03030303u;
+                    store32(line + 2048, (h0 & m) | (h0 >> 4 & m) << 2 | (h1 & m) << 4 | (h1 >> 4 & m) << 6);
+                    store32(line + 2048 + 512, (h0 >> 2 & m) | (h0 >> 6 & m) << 2 | (h1 >> 2 & m) << 4 | (h1 >> 6 & m) << 6);
+                }
             }
             o += (size_t)G * sizeof(brisk_block_q6_k);
         }

@@ -1,9 +1,11 @@
 /* model: hyperparameters and tensor binding from GGUF (see model.h). */
 #include "model/model.h"
+#include "base/pool.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -662,11 +664,65 @@ static brisk_status check_all_used(binder *b, brisk_error *err) {
  * holds one copy of its weights. When the output matrix is the embedding
  * table (tied), the output matmul reads the packed copy and embedding lookups
  * fault single rows of the canonical table back in from the file. */
-static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_error *err) {
+/* One matrix to pack: its copy is allocated up front (serially), then the
+ * pool's workers fill it in chunks of PACK_CHUNK_GROUPS groups taken from one
+ * counter over all matrices, so a big matrix (the output) does not leave the
+ * other workers idle. Groups are packed independently, so the copy's bytes do
+ * not depend on the thread count. The worker that packs a matrix's last chunk
+ * drops its canonical pages, so at most a few matrices are held twice. */
+#define PACK_CHUNK_GROUPS 16
+#define PACK_PER_LAYER 12   /* matrices per layer pack_weights may pack (its ws list), besides the experts' */
+
+typedef struct pack_job {
+    brisk_weight *w;
+    int64_t groups, first_chunk;   /* chunks first_chunk .. first_chunk + ceil(groups / PACK_CHUNK_GROUPS) - 1 */
+    size_t src_group_bytes;
+    atomic_int_fast64_t chunks_left;
+} pack_job;
+
+typedef struct pack_plan {
+    pack_job *jobs;
+    int n_jobs;
+    int64_t n_chunks;
+    atomic_int_fast64_t next_chunk;
+} pack_plan;
+
+/* The canonical pages of w's packed rows back to the file (MADV_DONTNEED on the
+ * private read-only mapping: they would be read back if touched). */
+static void drop_canonical(const brisk_weight *w, size_t bytes) {
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0) return;
+    const uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    const uintptr_t hi = ((uintptr_t)w->data + bytes) / (uintptr_t)page * (uintptr_t)page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void pack_worker(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
+    pack_plan *pl = ctx;
+    int j = 0;   /* chunks are taken in increasing order, so each worker's job index only moves forward */
+    for (;;) {
+        const int64_t c = atomic_fetch_add_explicit(&pl->next_chunk, 1, memory_order_relaxed);
+        if (c >= pl->n_chunks) return;
+        while (j + 1 < pl->n_jobs && pl->jobs[j + 1].first_chunk <= c) j++;
+        pack_job *job = &pl->jobs[j];
+        brisk_weight *w = job->w;
+        const int64_t g0 = (c - job->first_chunk) * PACK_CHUNK_GROUPS;
+        const int64_t g1 = g0 + PACK_CHUNK_GROUPS < job->groups ? g0 + PACK_CHUNK_GROUPS : job->groups;
+        for (int64_t i = g0; i < g1; i++)
+            brisk_pack_rows(w->type, (uint8_t *)w->packed + (size_t)i * w->packed_group_bytes,
+                            (const uint8_t *)w->data + (size_t)i * job->src_group_bytes, w->row_bytes, w->cols);
+        if (atomic_fetch_sub_explicit(&job->chunks_left, 1, memory_order_acq_rel) == 1)
+            drop_canonical(w, (size_t)job->groups * job->src_group_bytes);
+    }
+}
+
+/* Allocate w's packed copy when the CPU's packed-GEMM table takes its type;
+ * the rows are written later by pack_worker. */
+static brisk_status pack_alloc(brisk_weight *w, pack_plan *pl, brisk_error *err) {
     const brisk_gemm_kernels *g = brisk_gemm_best();
     if (!g || !g->gemm[w->type] || !brisk_pack_supported(w->type) || w->rows < BRISK_GEMM_ROWS) return BRISK_OK;
     const int64_t groups = w->rows / BRISK_GEMM_ROWS;
-    const size_t src_gbytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes, bytes = (size_t)groups * src_gbytes;
     const size_t gbytes = brisk_pack_group_bytes(w->type, w->cols), pbytes = (size_t)groups * gbytes;
     if (gbytes == 0) return BRISK_OK;   /* a width this type's layout cannot pack (F16: cols % 16) */
     /* Copies of 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages
@@ -678,39 +734,78 @@ static brisk_status pack_weight(brisk_weight *w, bool drop_canonical, brisk_erro
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory repacking a %lld x %lld matrix", (long long)w->rows,
                               (long long)w->cols);
     if (pbytes >= huge) madvise(p, pbytes / huge * huge, MADV_HUGEPAGE);   /* advice only: failure is harmless */
-    for (int64_t i = 0; i < groups; i++)
-        brisk_pack_rows(w->type, p + (size_t)i * gbytes, (const uint8_t *)w->data + (size_t)i * src_gbytes, w->row_bytes, w->cols);
     w->packed = p;
     w->packed_group_bytes = gbytes;
-    if (drop_canonical) {
-        const long page = sysconf(_SC_PAGESIZE);
-        const uintptr_t lo = ((uintptr_t)w->data + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-        const uintptr_t hi = ((uintptr_t)w->data + bytes) / (uintptr_t)page * (uintptr_t)page;
-        if (page > 0 && hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    pack_job *job = &pl->jobs[pl->n_jobs++];
+    job->w = w;
+    job->groups = groups;
+    job->first_chunk = pl->n_chunks;
+    job->src_group_bytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes;
+    const int64_t chunks = (groups + PACK_CHUNK_GROUPS - 1) / PACK_CHUNK_GROUPS;
+    atomic_init(&job->chunks_left, chunks);
+    pl->n_chunks += chunks;
+    return BRISK_OK;
+}
+
+/* Threads for packing at load: $BRISK_THREADS when it is a valid count (the
+ * CLI's default for -t), else every CPU. Loading runs before any context, so
+ * it has no -t of its own; the pool is the shared one a context of that size
+ * then reuses. */
+static int pack_threads(void) {
+    const char *env = getenv("BRISK_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        const long v = strtol(env, &end, 10);
+        if (*end == 0 && v >= 1 && v <= 1024) return (int)v;
     }
+    return brisk_cpu_count();
+}
+
+/* Below this many packed bytes one thread packs (starting workers would cost more than they
+ * save); $BRISK_PACK_PARALLEL_MIN_BYTES overrides it (tests set 0, so the tiny models pack on
+ * the pool too). */
+static brisk_status pack_parallel_min_bytes(double *out, brisk_error *err) {
+    *out = (double)((size_t)8 << 20);
+    const char *env = getenv("BRISK_PACK_PARALLEL_MIN_BYTES");
+    if (!env) return BRISK_OK;
+    char *end = NULL;
+    *out = strtod(env, &end);
+    if (end == env || *end || !(*out >= 0.0))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_PACK_PARALLEL_MIN_BYTES='%s' is not a non-negative number", env);
     return BRISK_OK;
 }
 
 static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
-    brisk_status st;
-    for (int il = 0; il < m->hp.n_layer; il++) {
+    brisk_status st = BRISK_OK;
+    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * ((size_t)PACK_PER_LAYER + 3 * (size_t)m->hp.n_expert) + 1, sizeof(pack_job))};
+    if (!pl.jobs) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory planning the repack");
+    for (int il = 0; il < m->hp.n_layer && !st; il++) {
         brisk_layer *L = &m->w.layers[il];
         brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
                               &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down};
-        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++) {
-            if (!ws[i]->data) continue;
-            if ((st = pack_weight(ws[i], true, err))) return st;
-            if (ws[i]->packed) m->packed_bytes += (size_t)(ws[i]->rows / BRISK_GEMM_ROWS) * ws[i]->packed_group_bytes;
-        }
-        for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++) {   /* gate, up, down of every expert */
-            brisk_weight *w = &L->moe.gate[e];
-            if ((st = pack_weight(w, true, err))) return st;
-            if (w->packed) m->packed_bytes += (size_t)(w->rows / BRISK_GEMM_ROWS) * w->packed_group_bytes;
+        _Static_assert(sizeof ws / sizeof ws[0] <= PACK_PER_LAYER, "pl.jobs holds PACK_PER_LAYER matrices per layer");
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws) && !st; i++)
+            if (ws[i]->data) st = pack_alloc(ws[i], &pl, err);
+        for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert && !st; e++)   /* gate, up, down of every expert */
+            st = pack_alloc(&L->moe.gate[e], &pl, err);
+    }
+    if (!st) st = pack_alloc(&m->w.output, &pl, err);
+    /* on failure the copies allocated so far are freed with the model (brisk_model_data_free) */
+    for (int i = 0; i < pl.n_jobs; i++) m->packed_bytes += (size_t)pl.jobs[i].groups * pl.jobs[i].w->packed_group_bytes;
+    double min_bytes = 0.0;
+    if (!st && pl.n_chunks > 0 && (st = pack_parallel_min_bytes(&min_bytes, err)) == BRISK_OK) {
+        atomic_init(&pl.next_chunk, 0);
+        const int nth = pack_threads();
+        brisk_pool *pool = NULL;
+        if (nth < 2 || (double)m->packed_bytes < min_bytes) {
+            pack_worker(&pl, 0, 1);
+        } else if ((st = brisk_pool_acquire(&pool, nth, err)) == BRISK_OK) {
+            brisk_pool_run(pool, pack_worker, &pl);
+            brisk_pool_release(pool);
         }
     }
-    if ((st = pack_weight(&m->w.output, true, err))) return st;
-    if (m->w.output.packed) m->packed_bytes += (size_t)(m->w.output.rows / BRISK_GEMM_ROWS) * m->w.output.packed_group_bytes;
-    return BRISK_OK;
+    free(pl.jobs);
+    return st;
 }
 
 brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_error *err) {
