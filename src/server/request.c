@@ -226,7 +226,7 @@ static bool tool_calls_for_template(json_t *msg, size_t k, srv_error *e) {
 }
 
 /* The messages for the template: each content a string (an array of text
- * parts joined; null stays null for an assistant turn with tool calls), the
+ * parts joined; null stays null, or "" for an assistant turn with tool calls), the
  * other members copied as they are. */
 static bool get_messages(json_t *body, const srv_limits *lim, char **out, srv_error *e) {
     json_t *msgs = json_object_get(body, "messages");
@@ -259,7 +259,11 @@ static bool get_messages(json_t *body, const srv_limits *lim, char **out, srv_er
         json_t *content = json_object_get(m, "content");
         snprintf(p, sizeof p, "messages[%zu].content", k);
         if (!content || json_is_null(content)) {
-            if (json_object_set_new(copy, "content", json_null())) { json_decref(norm); return oom(e); }
+            /* an assistant turn that only calls tools: "" (as llama-server passes it), since templates such as
+             * Qwen3's test "'</think>' in message.content", which fails on null */
+            json_t *tc = json_object_get(m, "tool_calls");
+            const bool calls = json_is_array(tc) && json_array_size(tc) > 0;
+            if (json_object_set_new(copy, "content", calls ? json_string("") : json_null())) { json_decref(norm); return oom(e); }
             continue;
         }
         if (json_is_string(content)) continue;
