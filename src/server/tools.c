@@ -461,6 +461,7 @@ void srv_tools_parse(srv_tool_format f, const char *s, size_t n, bool final, cha
         size_t i = skip_ws(s, n, 0);
         static const char tag[] = "<|python_tag|>";
         if (n - i >= sizeof tag - 1 && memcmp(s + i, tag, sizeof tag - 1) == 0) i = skip_ws(s, n, i + sizeof tag - 1);
+        else if (!final && i < n && n - i < sizeof tag - 1 && memcmp(s + i, tag, n - i) == 0) i = n;   /* the tag's start: hold */
         if (i >= n) {
             if (!final) out->content_len = 0;   /* whitespace so far: a call may still come */
             return;
