@@ -409,12 +409,12 @@ static size_t scan_call(const char *s, size_t n, size_t i, bool final, srv_tool_
         const size_t v0 = i, v1 = scan_value(s, n, i, final, &vc, bad);
         if (*bad) return n;
         if (klen == 4 && memcmp(s + k0, "name", 4) == 0) {
-            if (s[v0] != '"') { *bad = true; return n; }
+            if (s[v0] != '"' || tc->name_off) { *bad = true; return n; }   /* not a string, or a second name */
             tc->name_off = v0 + 1;
             tc->name_len = vc ? v1 - 1 - (v0 + 1) : 0;
             tc->name_done = vc;
         } else if ((klen == 9 && memcmp(s + k0, "arguments", 9) == 0) || (klen == 10 && memcmp(s + k0, "parameters", 10) == 0)) {
-            if (s[v0] != '{') { *bad = true; return n; }
+            if (s[v0] != '{' || tc->args_off) { *bad = true; return n; }
             tc->args_off = v0;
             tc->args_len = v1 - v0;
             tc->args_done = vc;
@@ -529,8 +529,9 @@ void srv_tools_parse(srv_tool_format f, const char *s, size_t n, bool final, cha
                 if (memcmp(s + i, close, sizeof close - 1) != 0) { bad = true; break; }
                 i = skip_ws(s, n, i + sizeof close - 1);
                 if (i >= n) { all_done = true; break; }
-                if (n - i >= strlen(marker) && memcmp(s + i, marker, strlen(marker)) == 0) i += strlen(marker);
-                else if (memcmp(s + i, marker, n - i) == 0 && !final) break;
+                const size_t ml = strlen(marker);
+                if (n - i >= ml && memcmp(s + i, marker, ml) == 0) i += ml;
+                else if (n - i < ml && memcmp(s + i, marker, n - i) == 0 && !final) break;   /* the next marker's start */
                 else { bad = true; break; }
             }
         }
