@@ -30,7 +30,7 @@ npm_pin() {   # DIR CHECKFILE VERSION PACKAGES...
 npm_pin "$bdir/npm-openai" openai 6.49.0 openai@6.49.0
 npm_pin "$bdir/npm-ajv" ajv 8.17.1 ajv@8.17.1 ajv-formats@3.0.1 ajv-draft-04@1.0.0
 
-start hermes -m "$model" --chat-template "$data/Qwen-Qwen3-0.6B.jinja" -c 1024 -np 4 || exit 1
+start hermes -m "$model" --chat-template "$data/Qwen-Qwen3-0.6B.jinja" -c 4096 -np 4 || exit 1
 start llama3 -m "$model" --chat-template "$data/meta-llama-Llama-3.1-8B-Instruct.jinja" -c 2048 -np 4 || exit 1
 start mistral -m "$model" --chat-template "$data/mistralai-Mistral-Nemo-Instruct-2407.jinja" -c 1024 -np 4 || exit 1
 for n in hermes llama3 mistral; do
@@ -53,6 +53,32 @@ code=$(post '{"messages":[{"role":"user","content":"x"}],"response_format":{"typ
 # legacy completions take response_format too
 code=$(curl -s -o "$tmp/out" -w '%{http_code}' "$H/v1/completions" -d '{"prompt":"x = ","max_tokens":100,"temperature":0,"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"array","items":{"type":"integer"},"maxItems":3}}}}')
 [ "$code" = 200 ] && jcheck "$tmp/out" 'j["choices"][0]["finish_reason"] != "stop" or isinstance(json.loads(j["choices"][0]["text"]), list)' && ok || bad "curl: completions with a schema: $code $(cat "$tmp/out")"
+# hostile schemas and tools: a 400 naming what is wrong, or a valid answer; the server stays up
+rf() {   # SCHEMA-JSON -> $tmp/out, prints the HTTP code
+  python3 -c 'import json,sys; print(json.dumps({"messages":[{"role":"user","content":"x"}],"max_tokens":40,"temperature":0,
+    "response_format":{"type":"json_schema","json_schema":{"name":"a","schema":json.loads(sys.argv[1])}}}))' "$1" > "$tmp/b.json"
+  curl -s -m 30 -o "$tmp/out" -w '%{http_code}' "$H/v1/chat/completions" --data-binary @"$tmp/b.json"
+}
+deep=$(python3 -c 'import json
+s = {"type": "integer"}
+for i in range(300): s = {"type": "object", "properties": {"a": s}, "required": ["a"]}
+print(json.dumps(s))')
+[ "$(rf "$deep")" = 400 ] && jcheck "$tmp/out" '"/properties/a/properties/a" in j["error"]["message"]' && ok || bad "300-deep schema: $(head -c 300 "$tmp/out")"
+[ "$(rf "$(python3 -c 'import json; print(json.dumps({"enum": ["v%d" % i for i in range(5000)]}))')")" = 200 ] &&
+  jcheck "$tmp/out" 'j["choices"][0]["finish_reason"] != "stop" or json.loads(j["choices"][0]["message"]["content"]) in ["v%d" % i for i in range(5000)]' && ok || bad "5000-value enum: $(head -c 300 "$tmp/out")"
+[ "$(rf 'false')" = 400 ] && jcheck "$tmp/out" '"accepts nothing" in j["error"]["message"] and j["error"]["code"] == "invalid_schema"' && ok || bad "schema false: $(cat "$tmp/out")"
+[ "$(rf '{"$ref": "#"}')" = 400 ] && ok || bad "schema that only refers to itself: $(cat "$tmp/out")"
+[ "$(rf '{"$ref": "#/$defs/nope"}')" = 400 ] && jcheck "$tmp/out" '"does not resolve" in j["error"]["message"]' && ok || bad "dangling \$ref: $(cat "$tmp/out")"
+[ "$(rf '{"type": "string", "pattern": "(a|b|c|d)*x{1000}(y|z){500}"}')" = 200 ] && ok || bad "big pattern: $(head -c 300 "$tmp/out")"
+python3 -c 'import json; print(json.dumps({"messages":[{"role":"user","content":"x"}],"max_tokens":4,"tools":[{"type":"function","function":{"name":"f%d" % i}} for i in range(129)]}))' > "$tmp/b.json"
+code=$(curl -s -o "$tmp/out" -w '%{http_code}' "$H/v1/chat/completions" --data-binary @"$tmp/b.json")
+[ "$code" = 400 ] && jcheck "$tmp/out" 'j["error"]["param"] == "tools"' && ok || bad "129 tools: $code $(cat "$tmp/out")"
+python3 -c 'import json; print(json.dumps({"messages":[{"role":"user","content":"x"}],"max_tokens":60,"temperature":0,"tool_choice":"required","parallel_tool_calls":False,
+  "tools":[{"type":"function","function":{"name":"f%d" % i}} for i in range(127)] + [{"type":"function","function":{"name":"g","parameters":{"type":"object","properties":{"k":{"enum":list(range(100))}},"required":["k"]}}}]}))' > "$tmp/b.json"
+code=$(curl -s -m 60 -o "$tmp/out" -w '%{http_code}' "$H/v1/chat/completions" --data-binary @"$tmp/b.json")
+[ "$code" = 200 ] && jcheck "$tmp/out" 'j["choices"][0]["finish_reason"] == "length" or (j["choices"][0]["finish_reason"] == "tool_calls" and json.loads(j["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]).get("k", 0) in range(100))' && ok || bad "128 tools: $code $(head -c 400 "$tmp/out")"
+curl -s "$H/health" | grep -q ok && ok || bad "the server is down after the hostile schemas"
+
 # a template without a tool-call format: 400 for tools, unless tool_choice is "none"
 printf '%s' '{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}' > "$tmp/plain.jinja"
 start plain -m "$model" --chat-template "$tmp/plain.jinja" -c 512 -np 1 || exit 1
