@@ -230,10 +230,14 @@ static void test_tools_unit(void) {
         for (int32_t c = 0; c < p.n_calls && c < 2; c++)
             CHECKF(args_sent[c] == p.call[c].args_len && !memcmp(args[c], tc->text + p.call[c].args_off, args_sent[c]), "case %zu call %d: streamed args", i, c);
     }
-    CHECK(srv_tool_format_of("{{ '<tool_call>' }}", 17) == SRV_TOOLFMT_HERMES);
+    static const char hermes[] = "{{ '<tool_call>\\n{\"name\": \"' }}";
+    CHECK(srv_tool_format_of(hermes, strlen(hermes)) == SRV_TOOLFMT_HERMES);
+    CHECK(srv_tool_format_of("<tool_call>", 11) == SRV_TOOLFMT_NONE);   /* no JSON call shown */
     CHECK(srv_tool_format_of("[TOOL_CALLS]", 12) == SRV_TOOLFMT_MISTRAL);
     CHECK(srv_tool_format_of("<|start_header_id|> \"parameters\"", 32) == SRV_TOOLFMT_LLAMA3);
     CHECK(srv_tool_format_of("{{ messages }}", 14) == SRV_TOOLFMT_NONE);
+    CHECK(srv_tool_format_of("<tool_call>\n<function=f>", 24) == SRV_TOOLFMT_NONE);   /* Qwen3-Coder's XML calls */
+    CHECK(srv_tool_format_of("[TOOL_CALLS]f[ARGS]{}", 21) == SRV_TOOLFMT_NONE);       /* Mistral v11 */
     char id[48];
     srv_tool_call_id(SRV_TOOLFMT_MISTRAL, "chatcmpl-abc", 0, 1, id);
     CHECK(strlen(id) == 9);

@@ -20,7 +20,15 @@ static bool has(const char *s, size_t n, const char *what) {
 
 srv_tool_format srv_tool_format_of(const char *tpl, size_t len) {
     if (!tpl) return SRV_TOOLFMT_NONE;
-    if (has(tpl, len, "<tool_call>")) return SRV_TOOLFMT_HERMES;
+    /* XML-style calls (Qwen3-Coder's <function=...>, GLM's <arg_key>) and Mistral's newer
+     * [TOOL_CALLS]name[ARGS]{...} are other formats: not parsed here */
+    if (has(tpl, len, "<function=") || has(tpl, len, "<arg_key>") || has(tpl, len, "<parameter=") || has(tpl, len, "[ARGS]"))
+        return SRV_TOOLFMT_NONE;
+    /* Hermes writes a JSON object in the block: the template shows {"name": (its own calls, or the
+     * instructions' escaped example); Apriel's <tool_calls>[...] list is another format */
+    if (has(tpl, len, "<tool_call>") && (has(tpl, len, "{\"name\": ") || has(tpl, len, "{\\\"name\\\": ")) &&
+        !has(tpl, len, "<tool_calls>["))
+        return SRV_TOOLFMT_HERMES;
     if (has(tpl, len, "[TOOL_CALLS]")) return SRV_TOOLFMT_MISTRAL;
     if (has(tpl, len, "\"parameters\"") && (has(tpl, len, "<|eot_id|>") || has(tpl, len, "<|start_header_id|>")))
         return SRV_TOOLFMT_LLAMA3;

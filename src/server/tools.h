@@ -30,8 +30,10 @@ typedef enum srv_tool_format {
     SRV_TOOLFMT_MISTRAL,    /* [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral, Nemo) */
 } srv_tool_format;
 
-/* From the template's source: "<tool_call>" -> Hermes, "[TOOL_CALLS]" -> Mistral, a "parameters" key with
- * Llama 3's header tokens -> Llama 3; else none. */
+/* From the template's source: XML-style calls ("<function=", "<arg_key>", "<parameter=") or Mistral's
+ * "[ARGS]" -> none (other formats); else "<tool_call>" with a JSON call shown ({"name": ) and no
+ * "<tool_calls>[" list -> Hermes, "[TOOL_CALLS]" -> Mistral, a "parameters" key with Llama 3's header tokens
+ * -> Llama 3; else none. */
 srv_tool_format srv_tool_format_of(const char *tpl, size_t len);
 const char *srv_tool_format_name(srv_tool_format f);
 
