@@ -161,6 +161,18 @@ for (const [fmt, cl] of [["hermes", H], ["llama3", L], ["mistral", M]]) {
   checkCalls(`${fmt} after a tool result`, rc.choices[0].message, rc.choices[0].finish_reason, null);
 }
 
+// ---- include_usage with tool-call deltas: usage null on every chunk, then one usage chunk ----------------------
+{
+  const s = await H.chat.completions.create({ model: "m", messages: [{ role: "user", content: "Weather?" }], tools, tool_choice: "required",
+    parallel_tool_calls: false, max_tokens: 150, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const ch of s) chunks.push(ch);
+  const last = chunks[chunks.length - 1];
+  check("tools stream include_usage: the last chunk has usage and no choices", last.choices.length === 0 && last.usage && last.usage.completion_tokens > 0, last);
+  check("tools stream include_usage: usage null before", chunks.slice(0, -1).every(c => c.usage === null), chunks.slice(0, 2));
+  check("tools stream: a tool_calls finish", chunks.some(c => c.choices.length && c.choices[0].finish_reason === "tool_calls"), chunks.slice(-3));
+}
+
 // ---- constrained outputs do not depend on what runs beside them ---------------------------------------------------
 {
   const a = { model: "m", messages: user, max_tokens: 150, temperature: 0, response_format: { type: "json_schema", json_schema: { name: "a", schema: schemas[1] } } };
