@@ -120,6 +120,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int32_t k = 0; k < r.n_prompt_ids; k++) FUZZ_CHECK(r.prompt_ids[k] >= 0 && r.prompt_ids[k] < lim.n_vocab);
     for (int32_t k = 0; k < r.n_tokens; k++) FUZZ_CHECK(r.tokens[k] >= 0 && r.tokens[k] < lim.n_vocab);
     FUZZ_CHECK(r.top_logprobs >= 0 && r.top_logprobs <= lim.max_top_logprobs);
+    /* structured output and tools: a schema to compile exactly when one is asked for, a named tool among the tools */
+    FUZZ_CHECK((r.format == SRV_FORMAT_TEXT) == (r.schema_json == NULL));
+    FUZZ_CHECK((r.tools_json != NULL) == (r.n_tools > 0));
+    FUZZ_CHECK(r.tool_choice != SRV_TOOL_NAMED || (r.tool_named >= 0 && r.tool_named < r.n_tools));
+    FUZZ_CHECK(r.tool_choice == SRV_TOOL_NONE || r.n_tools > 0);
+    for (int32_t k = 0; k < r.n_tools; k++) FUZZ_CHECK(r.tool_names[k] && r.tool_names[k][0]);
     if (kind == SRV_CHAT || kind == SRV_APPLY_TEMPLATE) {
         FUZZ_CHECK(r.messages_json);
         json_t *m = json_loads(r.messages_json, 0, NULL);

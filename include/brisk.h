@@ -599,6 +599,10 @@ typedef struct brisk_sched_request {
     bool prompt_logits;
     brisk_sched_prompt_logits_fn on_prompt_logits;
     void *user;                     /* borrowed, passed back to the callbacks */
+    /* Constrained decoding: choice i's sampler gets the mask masks[i] (brisk_sampler_set_mask), set after the
+     * prompt went through it (brisk_constraint_mask gives one). The array is borrowed during brisk_sched_add
+     * only; each mask's callbacks and user must stay valid until that choice's finish callback. NULL: none. */
+    const brisk_mask *masks;
 } brisk_sched_request;
 /* One completion, greedy sampling, 16 tokens, speculation off; prompt and on_token to fill in. */
 brisk_sched_request brisk_sched_default_request(void);

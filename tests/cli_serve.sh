@@ -148,8 +148,10 @@ jcheck "$tmp/e" 'j["error"]["param"] == "messages[0].content"' && ok || bad "par
 err "out of range" 400 invalid_value "$U/v1/completions" -d '{"prompt": "x", "n": 1000}'
 err "bad token id" 400 invalid_value "$U/v1/completions" -d '{"prompt": [1, 99999]}'
 err "missing messages" 400 missing_required_parameter "$U/v1/chat/completions" -d '{}'
-err "response_format" 400 unsupported_parameter "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}'
-err "tools" 400 unsupported_parameter "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {"name": "f"}}]}'
+# structured output and tools are tested in cli_serve_constrain.sh; here their refusals keep OpenAI's shape
+err "response_format type" 400 invalid_value "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}'
+err "unsupported schema" 400 unsupported_schema "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": {"type": "integer", "multipleOf": 2}}}}'
+err "tool_choice without tools" 400 invalid_value "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}'
 err "context exceeded" 400 context_length_exceeded "$U/v1/completions" -d "$(python3 -c 'import json; print(json.dumps({"prompt": "x = 1\n" * 400}))')"
 err "unknown route" 404 not_found "$U/v2/nothing"
 err "wrong method" 405 method_not_allowed "$U/v1/completions"

@@ -9,6 +9,7 @@
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/stop.h"
+#include "server/tools.h"
 #include "test.h"
 
 #include <pthread.h>
@@ -158,9 +159,96 @@ static void test_request_unit(void) {
     CHECK(!strcmp(e.param, "prompt[1]") && !strcmp(e.code, "invalid_value"));
 }
 
+/* The tool-call parser on hand-written outputs of each format: the final split into content and calls, and
+ * what a stream sends (content and arguments, re-parsed after every byte) adds up to that split. */
+typedef struct tool_case {
+    srv_tool_format f;
+    const char *text;
+    const char *content;   /* the final content */
+    int32_t n_calls;
+    const char *name0, *args0, *name1, *args1;
+    bool cut;              /* a call cut short: the stream announced it, the end turns it into content */
+} tool_case;
+
+static void test_tools_unit(void) {
+    char *const names[] = {"add", "get_weather"};
+    static const tool_case cases[] = {
+        {SRV_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": \"}\"}}\n</tool_call>", "", 1, "add",
+         "{\"a\": 1, \"b\": \"}\"}", NULL, NULL, false},
+        {SRV_TOOLFMT_HERMES, "Let me see.\n\n<tool_call>\n{\"name\": \"add\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n"
+                             "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Z\u00fcrich\"}}\n</tool_call>",
+         "Let me see.", 2, "add", "{}", "get_weather", "{\"city\": \"Z\u00fcrich\"}", false},
+        {SRV_TOOLFMT_HERMES, "plain text < not a tag", "plain text < not a tag", 0, NULL, NULL, NULL, NULL, false},
+        {SRV_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>",
+         "<tool_call>\n{\"name\": \"rm\", \"arguments\": {}}\n</tool_call>", 0, NULL, NULL, NULL, NULL, false},   /* an unknown tool */
+        {SRV_TOOLFMT_HERMES, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1",
+         0, NULL, NULL, NULL, NULL, true},   /* cut */
+        {SRV_TOOLFMT_LLAMA3, "{\"name\": \"add\", \"parameters\": {\"a\": 2}}", "", 1, "add", "{\"a\": 2}", NULL, NULL, false},
+        {SRV_TOOLFMT_LLAMA3, "  <|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"u\": [1, {}]}}", "", 1, "get_weather",
+         "{\"u\": [1, {}]}", NULL, NULL, false},
+        {SRV_TOOLFMT_LLAMA3, "{\"x\": 1}", "{\"x\": 1}", 0, NULL, NULL, NULL, NULL, false},
+        {SRV_TOOLFMT_LLAMA3, "def f(): pass", "def f(): pass", 0, NULL, NULL, NULL, NULL, false},
+        {SRV_TOOLFMT_MISTRAL, "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1}, \"id\": \"abcDEF123\"}, {\"name\": \"add\", "
+                              "\"arguments\": {\"a\": 2}}]", "", 2, "add", "{\"a\": 1}", "add", "{\"a\": 2}", false},
+        {SRV_TOOLFMT_MISTRAL, "Hi [TOOL_CALLS] x", "Hi [TOOL_CALLS] x", 0, NULL, NULL, NULL, NULL, false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const tool_case *tc = &cases[i];
+        const size_t n = strlen(tc->text);
+        srv_tool_parse p;
+        srv_tools_parse(tc->f, tc->text, n, true, names, 2, &p);
+        CHECKF(p.n_calls == tc->n_calls, "case %zu: %d calls, want %d", i, p.n_calls, tc->n_calls);
+        CHECKF(p.content_len == strlen(tc->content) && !memcmp(tc->text, tc->content, p.content_len), "case %zu: content %.*s", i,
+               (int)p.content_len, tc->text);
+        for (int32_t k = 0; k < p.n_calls && k < 2; k++) {
+            const char *name = k ? tc->name1 : tc->name0, *args = k ? tc->args1 : tc->args0;
+            CHECKF(p.call[k].name_len == strlen(name) && !memcmp(tc->text + p.call[k].name_off, name, strlen(name)), "case %zu call %d name", i, k);
+            CHECKF(p.call[k].args_len == strlen(args) && !memcmp(tc->text + p.call[k].args_off, args, strlen(args)), "case %zu call %d args", i, k);
+        }
+        if (tc->cut) continue;
+        /* a stream: after every byte, send what the parse allows; at the end it must add up to the final split */
+        size_t sent = 0, args_sent[SRV_MAX_TOOL_CALLS] = {0};
+        int32_t started = 0;
+        char content[512] = "", args[2][256] = {"", ""};
+        for (size_t k = 0; k <= n; k++) {
+            srv_tool_parse q;
+            srv_tools_parse(tc->f, tc->text, k, k == n, names, 2, &q);
+            if (q.content_len > sent) {
+                memcpy(content + sent, tc->text + sent, q.content_len - sent);
+                sent = q.content_len;
+            }
+            for (int32_t c = 0; c < q.n_calls && c < 2; c++) {
+                if (c == started && q.call[c].name_done) started++;
+                if (c < started && q.call[c].args_len > args_sent[c]) {
+                    memcpy(args[c] + args_sent[c], tc->text + q.call[c].args_off + args_sent[c], q.call[c].args_len - args_sent[c]);
+                    args_sent[c] = q.call[c].args_len;
+                }
+            }
+        }
+        CHECKF(sent == p.content_len && !memcmp(content, tc->text, sent), "case %zu: streamed content %zu bytes, final %zu", i, sent, p.content_len);
+        CHECKF(started == p.n_calls, "case %zu: streamed %d calls, final %d", i, started, p.n_calls);
+        for (int32_t c = 0; c < p.n_calls && c < 2; c++)
+            CHECKF(args_sent[c] == p.call[c].args_len && !memcmp(args[c], tc->text + p.call[c].args_off, args_sent[c]), "case %zu call %d: streamed args", i, c);
+    }
+    static const char hermes[] = "{{ '<tool_call>\\n{\"name\": \"' }}";
+    CHECK(srv_tool_format_of(hermes, strlen(hermes)) == SRV_TOOLFMT_HERMES);
+    CHECK(srv_tool_format_of("<tool_call>", 11) == SRV_TOOLFMT_NONE);   /* no JSON call shown */
+    CHECK(srv_tool_format_of("[TOOL_CALLS]", 12) == SRV_TOOLFMT_MISTRAL);
+    CHECK(srv_tool_format_of("<|start_header_id|> \"parameters\"", 32) == SRV_TOOLFMT_LLAMA3);
+    CHECK(srv_tool_format_of("{{ messages }}", 14) == SRV_TOOLFMT_NONE);
+    CHECK(srv_tool_format_of("<tool_call>\n<function=f>", 24) == SRV_TOOLFMT_NONE);   /* Qwen3-Coder's XML calls */
+    CHECK(srv_tool_format_of("[TOOL_CALLS]f[ARGS]{}", 21) == SRV_TOOLFMT_NONE);       /* Mistral v11 */
+    char id[48];
+    srv_tool_call_id(SRV_TOOLFMT_MISTRAL, "chatcmpl-abc", 0, 1, id);
+    CHECK(strlen(id) == 9);
+    srv_tool_call_id(SRV_TOOLFMT_HERMES, "chatcmpl-abc", 0, 1, id);
+    CHECK(!strncmp(id, "call_", 5));
+}
+
 int main(void) {
     test_stop_unit();
     test_request_unit();
+    test_tools_unit();
     char path[1024];
     snprintf(path, sizeof path, "%s/models/pycode-target-f16.gguf", BRISK_SOURCE_DIR);
     if (access(path, R_OK) != 0) TEST_SKIP("%s absent", path);

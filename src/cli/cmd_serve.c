@@ -7,6 +7,7 @@
 #include "brisk.h"
 #include "cli/cli.h"
 #include "server/server.h"
+#include "server/tools.h"
 #include "template/template.h"
 
 #include <stdio.h>
@@ -236,6 +237,8 @@ int brisk_cmd_serve(int argc, char **argv) {
     cfg.sampling.freq_penalty = (float)a.f[CLI_O_FREQ_PENALTY];
     cfg.sampling.presence_penalty = (float)a.f[CLI_O_PRESENCE_PENALTY];
     cfg.sampling.seed = a.u[CLI_O_SEED];
+    cfg.tool_format = (int)srv_tool_format_of(tpl ? tpl_src : NULL, tpl_len);
+    if (tpl) fprintf(stderr, "brisk serve: tool calls: %s format (from the chat template)\n", srv_tool_format_name((srv_tool_format)cfg.tool_format));
     rc = srv_run(&cfg, model, ctx, tpl) ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
     goto out;
 fail:

@@ -422,6 +422,7 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     if (!q) return brisk_fail(err, BRISK_ERR_NOMEM, "request: out of memory");
     q->rq = *r;
     q->rq.prompt = NULL;
+    q->rq.masks = NULL;
     q->n_prompt = r->n_prompt;
     q->n_live = r->n;
     q->acct.n_prompt = r->n_prompt;
@@ -456,6 +457,7 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
             goto fail;
         }
         for (int32_t t = 0; t < r->n_prompt; t++) brisk_sampler_accept(ch->smp, r->prompt[t]);
+        if (r->masks) brisk_sampler_set_mask(ch->smp, &r->masks[i]);
         if (r->spec != BRISK_SCHED_SPEC_OFF &&
             (st = brisk_spec_seq_init(&ch->spec, r->spec == BRISK_SCHED_SPEC_NGRAM ? BRISK_SPEC_NGRAM : BRISK_SPEC_AUTO,
                                       r->spec_draft_max > 0 ? r->spec_draft_max : SCHED_DEFAULT_DRAFT, 0, s->n_vocab_tokens, err)))

@@ -12,6 +12,7 @@
 #include "base/base.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "server/tools.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -57,6 +58,8 @@ struct srv_job {
     bool spec_set;
     brisk_sched_spec spec;
     brisk_sampler_params sp;
+    srv_constraint **cst;     /* [n] or NULL: each choice's constraint (the inference thread's once submitted) */
+    brisk_mask *masks;        /* [n] their masks for brisk_sched_add */
     brisk_logit_bias *bias;
     int32_t n_bias;
     char **stop;
@@ -84,7 +87,22 @@ struct srv_job {
 
 srv_job *srv_job_new(const srv_job_params *p) {
     srv_job *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
+    if (!j) {
+        for (int32_t c = 0; p->constraints && c < p->n; c++) srv_constraint_free(p->constraints[c]);
+        return NULL;
+    }
+    j->n = p->n;
+    if (p->constraints) {
+        j->cst = calloc((size_t)p->n, sizeof *j->cst);
+        j->masks = calloc((size_t)p->n, sizeof *j->masks);
+        for (int32_t c = 0; c < p->n; c++) {
+            if (j->cst) j->cst[c] = p->constraints[c];
+            else srv_constraint_free(p->constraints[c]);
+        }
+        if (!j->cst || !j->masks) goto fail_early;
+        for (int32_t c = 0; c < p->n; c++)
+            if (j->cst[c]) j->masks[c] = srv_constraint_mask(j->cst[c]);
+    }
     pthread_mutex_init(&j->mu, NULL);
     j->refs = 1;
     j->n_prompt = p->n_prompt;
@@ -127,6 +145,13 @@ srv_job *srv_job_new(const srv_job_params *p) {
 fail:
     srv_job_unref(j);
     return NULL;
+fail_early:
+    if (j->cst)
+        for (int32_t c = 0; c < p->n; c++) srv_constraint_free(j->cst[c]);
+    free(j->cst);
+    free(j->masks);
+    free(j);
+    return NULL;
 }
 
 void srv_job_ref(srv_job *j) {
@@ -163,6 +188,10 @@ void srv_job_unref(srv_job *j) {
     free(j->prompt);
     free(j->plp);
     free(j->plp_top);
+    if (j->cst)
+        for (int32_t c = 0; c < j->n; c++) srv_constraint_free(j->cst[c]);
+    free(j->cst);
+    free(j->masks);
     pthread_mutex_destroy(&j->mu);
     free(j);
 }
@@ -714,6 +743,10 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     rq.on_token = sched_on_token;
     rq.on_logits = j->logprobs ? job_on_logits : NULL;
     rq.user = j;
+    if (j->cst) {
+        /* a choice without a constraint gets an empty mask (no fill: allows everything) */
+        rq.masks = j->masks;
+    }
     pthread_mutex_lock(&e->mu);
     srv_admit a = SRV_ADMIT_OK;
     if (e->draining || e->stop) a = SRV_ADMIT_DRAINING;

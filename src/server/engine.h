@@ -71,6 +71,9 @@ typedef struct srv_job_params {
     bool prompt_logprobs;      /* echo with logprobs: every prompt token's logprob (and top_logprobs alternatives) */
     bool spec_set;             /* spec is this job's own (else the engine's default) */
     brisk_sched_spec spec;
+    /* constrained decoding: choice i's constraint (NULL: none), n of them or NULL; the job takes them
+     * (freed with it, also when srv_job_new fails) */
+    struct srv_constraint **constraints;
     /* Called on the inference thread after new events are queued or the job
      * ends; must not block. user is the connection's. */
     void (*notify)(void *user);

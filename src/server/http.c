@@ -20,6 +20,7 @@
 #include "server/request.h"
 #include "server/response.h"
 #include "server/server.h"
+#include "server/tools.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -85,6 +86,8 @@ typedef struct conn {
     int32_t n_streamed;       /* /completion: tokens streamed so far */
     double quantum;           /* --stream-quantum in seconds, 0 = off (immutable once listed) */
     double next_tick;         /* with a quantum: when the next write is due (MHD thread, ticker reads under mu) */
+    bool tools;               /* chat with tool_choice auto, required or named: the output is parsed for calls */
+    struct tool_stream *ts;   /* streamed with tools: per choice, what was sent */
     int32_t *echo_ids;        /* echo: the prompt's tokens */
     int32_t n_echo_ids;
     /* pending output of a stream */
@@ -121,6 +124,13 @@ struct http_srv {
     int kv_inflight;          /* KV operations using the engine (under admit_mu): closing waits for 0 */
 };
 
+
+/* A streamed choice's tool-call deltas so far: content bytes sent, calls announced, argument bytes sent. */
+typedef struct tool_stream {
+    size_t content_sent;
+    int32_t started;
+    size_t args_sent[SRV_MAX_TOOL_CALLS];
+} tool_stream;
 
 static double now_s(void) {
     struct timespec ts;
@@ -432,6 +442,58 @@ static void log_request(conn *c, int status) {
     }
 }
 
+/* A streamed choice with tools: what its text so far says, sent as deltas (content, then each call's id and
+ * name, then its arguments in pieces); at its end (finish set) the rest and the finish reason, "tool_calls"
+ * when it called any. */
+static bool tool_stream_emit(conn *c, int32_t ch, srv_finish finish) {
+    srv_choice_acc *acc = &c->acc[ch];
+    tool_stream *ts = &c->ts[ch];
+    const char *text = acc->text ? acc->text : "";
+    const bool final = finish != SRV_FINISH_NONE;
+    srv_tool_parse tp;
+    srv_tools_parse((srv_tool_format)c->srv->cfg->tool_format, text, acc->len, final, c->req.tool_names, c->req.n_tools, &tp);
+    bool ok = true;
+    const bool iu = c->req.include_usage;
+    /* the role rides on the choice's first chunk */
+#define ROLE(d) do { if (!c->started[ch]) { json_object_set_new((d), "role", json_string("assistant")); c->started[ch] = true; } } while (0)
+    if (tp.content_len > ts->content_sent) {
+        json_t *d = json_pack("{s:s%}", "content", text + ts->content_sent, tp.content_len - ts->content_sent);
+        if (d) ROLE(d);
+        ok = d && out_event(c, srv_delta_chunk_json(&c->meta, ch, d, NULL, iu));
+        ts->content_sent = tp.content_len;
+    }
+    for (int32_t k = 0; ok && k < tp.n_calls; k++) {
+        const srv_tool_call *tc = &tp.call[k];
+        if (k == ts->started && tc->name_done) {
+            char id[48];
+            srv_tool_call_id((srv_tool_format)c->srv->cfg->tool_format, c->meta.id, ch, k, id);
+            json_t *d = json_pack("{s:[{s:i, s:s, s:s, s:{s:s%, s:s}}]}", "tool_calls", "index", k, "id", id, "type", "function",
+                                  "function", "name", text + tc->name_off, tc->name_len, "arguments", "");
+            if (d) ROLE(d);
+            ok = d && out_event(c, srv_delta_chunk_json(&c->meta, ch, d, NULL, iu));
+            ts->started++;
+        }
+        if (ok && k < ts->started && tc->args_len > ts->args_sent[k]) {
+            json_t *d = json_pack("{s:[{s:i, s:{s:s%}}]}", "tool_calls", "index", k, "function", "arguments",
+                                  text + tc->args_off + ts->args_sent[k], tc->args_len - ts->args_sent[k]);
+            ok = d && out_event(c, srv_delta_chunk_json(&c->meta, ch, d, NULL, iu));
+            ts->args_sent[k] = tc->args_len;
+        }
+    }
+#undef ROLE
+    if (ok && final) {
+        const char *why = tp.n_calls > 0 && finish == SRV_FINISH_STOP ? "tool_calls" : finish == SRV_FINISH_LENGTH ? "length" : "stop";
+        json_t *d = json_object();
+        if (d && !c->started[ch]) {
+            json_object_set_new(d, "role", json_string("assistant"));
+            json_object_set_new(d, "content", json_string(""));
+            c->started[ch] = true;
+        }
+        ok = d && out_event(c, srv_delta_chunk_json(&c->meta, ch, d, why, iu));
+    }
+    return ok;
+}
+
 /* Format the job's new events; false on out of memory. */
 static bool stream_pull(conn *c) {
     int32_t n = 0;
@@ -450,6 +512,10 @@ static bool stream_pull(conn *c) {
             char *js = srv_error_json(&err);
             ok = js && out_add(c, "data: ", 6) && out_add(c, js, strlen(js)) && out_add(c, "\n\n", 2);
             free(js);
+            continue;
+        }
+        if (c->tools) {
+            ok = srv_choice_add(&c->acc[e->choice], SRV_CHAT, e, NULL, false) && tool_stream_emit(c, e->choice, e->finish);
             continue;
         }
         const bool first = !c->started[e->choice];
@@ -582,6 +648,7 @@ static bool render(http_srv *s, const srv_request *r, char **text, size_t *len, 
     }
     json_t *vars = json_pack("{s:b, s:s, s:s}", "add_generation_prompt", r->kind == SRV_CHAT ? 1 : r->add_generation_prompt,
                              "bos_token", s->bos, "eos_token", s->eos);
+    if (vars && r->tools_json) json_object_set_new(vars, "tools", json_loads(r->tools_json, 0, NULL));
     char *vs = vars ? json_dumps(vars, JSON_COMPACT) : NULL;
     json_decref(vars);
     if (!vs) {
@@ -673,13 +740,37 @@ static enum MHD_Result do_generate(conn *c) {
     }
     const bool capped = want > room;
     if (capped) want = room;
-    srv_job_params jp = {.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
+    c->tools = r->kind == SRV_CHAT && r->tool_choice != SRV_TOOL_NONE;
+    if (c->tools && s->cfg->tool_format == SRV_TOOLFMT_NONE) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "unsupported_parameter", "tools",
+                    "the chat template shows no tool-call format this server parses (Llama 3 JSON, <tool_call> or [TOOL_CALLS]); "
+                    "send tool_choice \"none\", or start the server with --chat-template FILE of a template that has one");
+    }
+    /* constrained output: one constraint per choice (each keeps its own parser state), compiled here so an
+     * unsupported schema is a 400 before anything is queued */
+    srv_constraint **cst = NULL;
+    if (r->format != SRV_FORMAT_TEXT || r->tool_choice == SRV_TOOL_REQUIRED || r->tool_choice == SRV_TOOL_NAMED) {
+        if (!(cst = calloc((size_t)r->n, sizeof *cst))) {
+            free(ids);
+            return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        }
+        for (int32_t i = 0; i < r->n; i++)
+            if (!srv_constraint_new(&cst[i], s->model, r, r->tools_json, (srv_tool_format)s->cfg->tool_format, &e)) {
+                for (int32_t k = 0; k < i; k++) srv_constraint_free(cst[k]);
+                free(cst);
+                free(ids);
+                return send_error(c->srv, c->mc, &e);
+            }
+    }
+    srv_job_params jp = {.constraints = cst,.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
                          .n = r->n, .sampling = r->sampling, .ignore_eos = r->ignore_eos, .stop = r->stop,
                          .n_stop = r->n_stop, .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
                          .min_tokens = (int32_t)(r->min_tokens < want ? r->min_tokens : want), .spec_set = r->spec_set,
                          .prompt_logprobs = r->echo && r->logprobs,
                          .spec = r->spec, .notify = on_job_event, .user = c};
-    c->job = srv_job_new(&jp);
+    c->job = srv_job_new(&jp);   /* it owns the constraints now */
+    free(cst);
     if (r->echo) {
         c->echo_ids = ids;   /* the echo names every prompt token */
         c->n_echo_ids = (int32_t)n_ids;
@@ -691,7 +782,8 @@ static enum MHD_Result do_generate(conn *c) {
     c->n_acc = r->n;
     c->acc = calloc((size_t)r->n, sizeof *c->acc);
     c->started = calloc((size_t)r->n, sizeof *c->started);
-    if (!c->acc || !c->started) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
+    if (c->tools && c->stream) c->ts = calloc((size_t)r->n, sizeof *c->ts);
+    if (!c->acc || !c->started || (c->tools && c->stream && !c->ts)) return fail(c->srv, c->mc, 500, "server_error", "out_of_memory", NULL, "out of memory");
     meta_init(c, r->kind);
     /* admission, before any header */
     /* admit_mu (not mu: a job's notify takes mu under the job's mutex) keeps
@@ -772,6 +864,27 @@ static bool echo(conn *c) {
     return ok;
 }
 
+/* Tools, non-streamed: each choice's text parsed into content and message.tool_calls (finish reason
+ * "tool_calls" when it called any and ended by itself). */
+static bool apply_tool_calls(conn *c, json_t *o) {
+    json_t *choices = json_object_get(o, "choices");
+    for (int32_t i = 0; i < c->req.n; i++) {
+        const srv_choice_acc *acc = &c->acc[i];
+        const char *text = acc->text ? acc->text : "";
+        srv_tool_parse tp;
+        srv_tools_parse((srv_tool_format)c->srv->cfg->tool_format, text, acc->len, true, c->req.tool_names, c->req.n_tools, &tp);
+        if (tp.n_calls == 0) continue;
+        json_t *ch = json_array_get(choices, (size_t)i);
+        json_t *msg = json_object_get(ch, "message");
+        json_t *calls = srv_tool_calls_json((srv_tool_format)c->srv->cfg->tool_format, c->meta.id, i, text, &tp);
+        if (!calls) return false;
+        json_object_set_new(msg, "content", tp.content_len ? json_stringn(text, tp.content_len) : json_null());
+        json_object_set_new(msg, "tool_calls", calls);
+        if (acc->finish == SRV_FINISH_STOP) json_object_set_new(ch, "finish_reason", json_string("tool_calls"));
+    }
+    return true;
+}
+
 /* A non-streamed job's handler, called again after a resume. */
 static enum MHD_Result wait_generate(conn *c) {
     for (;;) {
@@ -807,6 +920,10 @@ static enum MHD_Result wait_generate(conn *c) {
             json_t *usage = usage_of(c);
             json_t *o = srv_completion_json(&c->meta, c->acc, c->req.n, usage);
             json_decref(usage);
+            if (o && c->tools && !apply_tool_calls(c, o)) {
+                json_decref(o);
+                o = NULL;
+            }
             return send_json(c->srv, c->mc, 200, o);
         }
         if (client_gone(c->mc)) {
@@ -1175,6 +1292,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     for (int32_t i = 0; c->acc && i < c->n_acc; i++) srv_choice_free(&c->acc[i]);
     free(c->acc);
     free(c->started);
+    free(c->ts);
     free(c->echo_ids);
     free(c->out);
     free(c->body);

@@ -195,8 +195,38 @@ static bool get_ids(json_t *a, const char *param, int32_t n_vocab, int32_t **out
 
 /* ---- messages ------------------------------------------------------------------------------- */
 
+/* An assistant message's tool_calls as templates expect them (transformers' convention): each
+ * function.arguments an object, where OpenAI's clients send it as a JSON string. */
+static bool tool_calls_for_template(json_t *msg, size_t k, srv_error *e) {
+    json_t *tc = json_object_get(msg, "tool_calls");
+    if (!tc || json_is_null(tc)) return true;
+    char p[80];
+    snprintf(p, sizeof p, "messages[%zu].tool_calls", k);
+    if (!json_is_array(tc)) return bad_type(e, p, "an array of tool calls");
+    json_t *copy = json_deep_copy(tc);
+    if (!copy || json_object_set_new(msg, "tool_calls", copy)) return oom(e);
+    for (size_t i = 0; i < json_array_size(copy); i++) {
+        json_t *c = json_array_get(copy, i);
+        snprintf(p, sizeof p, "messages[%zu].tool_calls[%zu].function", k, i);
+        json_t *fn = json_is_object(c) ? json_object_get(c, "function") : NULL;
+        if (!json_is_object(fn)) return bad_type(e, p, "an object");
+        json_t *name = json_object_get(fn, "name");
+        if (!json_is_string(name)) {
+            snprintf(p + strlen(p), sizeof p - strlen(p), ".name");
+            return bad_type(e, p, "a string");
+        }
+        json_t *args = json_object_get(fn, "arguments");
+        if (json_is_string(args)) {
+            json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), JSON_DECODE_ANY, NULL);
+            if (json_is_object(parsed)) json_object_set_new(fn, "arguments", parsed);
+            else json_decref(parsed);
+        }
+    }
+    return true;
+}
+
 /* The messages for the template: each content a string (an array of text
- * parts joined; null stays null for an assistant turn with tool calls), the
+ * parts joined; null stays null, or "" for an assistant turn with tool calls), the
  * other members copied as they are. */
 static bool get_messages(json_t *body, const srv_limits *lim, char **out, srv_error *e) {
     json_t *msgs = json_object_get(body, "messages");
@@ -225,10 +255,15 @@ static bool get_messages(json_t *body, const srv_limits *lim, char **out, srv_er
         if (!json_is_string(role) || json_string_length(role) == 0) { json_decref(norm); return bad_type(e, p, "a non-empty string"); }
         json_t *copy = json_copy(m);   /* shallow: members are shared, content replaced below */
         if (!copy || json_array_append_new(norm, copy)) { json_decref(norm); return oom(e); }
+        if (!tool_calls_for_template(copy, k, e)) { json_decref(norm); return false; }
         json_t *content = json_object_get(m, "content");
         snprintf(p, sizeof p, "messages[%zu].content", k);
         if (!content || json_is_null(content)) {
-            if (json_object_set_new(copy, "content", json_null())) { json_decref(norm); return oom(e); }
+            /* an assistant turn that only calls tools: "" (as llama-server passes it), since templates such as
+             * Qwen3's test "'</think>' in message.content", which fails on null */
+            json_t *tc = json_object_get(m, "tool_calls");
+            const bool calls = json_is_array(tc) && json_array_size(tc) > 0;
+            if (json_object_set_new(copy, "content", calls ? json_string("") : json_null())) { json_decref(norm); return oom(e); }
             continue;
         }
         if (json_is_string(content)) continue;
@@ -350,26 +385,145 @@ static bool get_logit_bias(json_t *body, const srv_limits *lim, srv_request *r, 
 }
 
 static bool unsupported(json_t *body, srv_error *e) {
-    json_t *rf = field(body, "response_format");
-    if (rf) {
-        json_t *t = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
-        if (!(json_is_string(t) && strcmp(json_string_value(t), "text") == 0)) {
-            srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "response_format",
-                          "'response_format' (structured output) comes with constrained decoding, which this server does not "
-                          "have yet; only {\"type\": \"text\"} is accepted");
-            return false;
-        }
-    }
-    json_t *tools = field(body, "tools");
-    if (tools && !(json_is_array(tools) && json_array_size(tools) == 0)) {
-        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "tools",
-                      "'tools' (function calling) comes with constrained decoding, which this server does not have yet");
-        return false;
-    }
     if (field(body, "suffix")) {
         srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "suffix", "'suffix' (fill in the middle) is not supported");
         return false;
     }
+    return true;
+}
+
+/* response_format: text (the default), json_object (any JSON object; llama.cpp's "schema" member there makes it
+ * a schema) or json_schema {"name", "schema", "strict"}. The schema is compiled against the vocabulary later
+ * (an unsupported keyword is a 400 then); here only its shape is checked. */
+static bool get_response_format(json_t *body, srv_request *r, srv_error *e) {
+    json_t *rf = field(body, "response_format");
+    if (!rf) return true;
+    if (!json_is_object(rf)) return bad_type(e, "response_format", "an object");
+    json_t *t = json_object_get(rf, "type");
+    if (!t) {
+        srv_error_set(e, 400, T_INVALID, "missing_required_parameter", "response_format.type", "'response_format.type' is required");
+        return false;
+    }
+    if (!json_is_string(t)) return bad_type(e, "response_format.type", "a string");
+    const char *ty = json_string_value(t);
+    json_t *schema = NULL;
+    if (strcmp(ty, "text") == 0) return true;
+    if (strcmp(ty, "json_object") == 0) {
+        schema = field(rf, "schema");
+        if (schema && !json_is_object(schema)) return bad_type(e, "response_format.schema", "a JSON Schema object");
+        r->format = schema ? SRV_FORMAT_JSON_SCHEMA : SRV_FORMAT_JSON_OBJECT;
+    } else if (strcmp(ty, "json_schema") == 0) {
+        json_t *js = json_object_get(rf, "json_schema");
+        if (!js || json_is_null(js)) {
+            srv_error_set(e, 400, T_INVALID, "missing_required_parameter", "response_format.json_schema",
+                          "'response_format.json_schema' is required with type 'json_schema'");
+            return false;
+        }
+        if (!json_is_object(js)) return bad_type(e, "response_format.json_schema", "an object");
+        json_t *name = field(js, "name");
+        if (name && !json_is_string(name)) return bad_type(e, "response_format.json_schema.name", "a string");
+        json_t *strict = field(js, "strict");
+        if (strict && !json_is_boolean(strict)) return bad_type(e, "response_format.json_schema.strict", "a boolean");
+        schema = field(js, "schema");
+        if (!schema) {
+            srv_error_set(e, 400, T_INVALID, "missing_required_parameter", "response_format.json_schema.schema",
+                          "'response_format.json_schema.schema' is required");
+            return false;
+        }
+        if (!json_is_object(schema) && !json_is_boolean(schema))
+            return bad_type(e, "response_format.json_schema.schema", "a JSON Schema (an object or a boolean)");
+        r->format = SRV_FORMAT_JSON_SCHEMA;
+    } else {
+        return bad_value(e, "response_format.type", "must be \"text\", \"json_object\" or \"json_schema\" (got \"%.40s\")", ty);
+    }
+    if (r->format == SRV_FORMAT_JSON_OBJECT) {
+        if (!(r->schema_json = strdup("{\"type\":\"object\"}"))) return oom(e);
+    } else if (!(r->schema_json = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY))) {
+        return oom(e);
+    }
+    return true;
+}
+
+/* A function name as OpenAI allows it: 1..64 of [A-Za-z0-9_-]. */
+static bool tool_name_ok(const char *s, size_t n) {
+    if (n < 1 || n > 64) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+/* tools [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}], tool_choice
+ * ("none", "auto", "required" or {"type": "function", "function": {"name"}}) and parallel_tool_calls. */
+static bool get_tools(json_t *body, srv_request *r, srv_error *e) {
+    json_t *tools = field(body, "tools");
+    json_t *choice = field(body, "tool_choice");
+    r->parallel_tool_calls = true;
+    if (!get_bool(body, "parallel_tool_calls", &r->parallel_tool_calls, e)) return false;
+    if (tools && !json_is_array(tools)) return bad_type(e, "tools", "an array of tools");
+    const size_t n = tools ? json_array_size(tools) : 0;
+    if (n > 128) return bad_value(e, "tools", "holds %zu tools; at most 128 are accepted", n);
+    if (n == 0) {
+        if (choice && !(json_is_string(choice) && strcmp(json_string_value(choice), "none") == 0)) {
+            srv_error_set(e, 400, T_INVALID, "invalid_value", "tool_choice", "'tool_choice' is only allowed when 'tools' are given");
+            return false;
+        }
+        return true;
+    }
+    if (!(r->tool_names = calloc(n, sizeof *r->tool_names))) return oom(e);
+    char p[64];
+    for (size_t k = 0; k < n; k++) {
+        json_t *t = json_array_get(tools, k);
+        snprintf(p, sizeof p, "tools[%zu]", k);
+        if (!json_is_object(t)) return bad_type(e, p, "an object");
+        json_t *ty = json_object_get(t, "type");
+        snprintf(p, sizeof p, "tools[%zu].type", k);
+        if (!json_is_string(ty) || strcmp(json_string_value(ty), "function") != 0) return bad_value(e, p, "must be \"function\"");
+        json_t *fn = json_object_get(t, "function");
+        snprintf(p, sizeof p, "tools[%zu].function", k);
+        if (!json_is_object(fn)) return bad_type(e, p, "an object");
+        json_t *name = json_object_get(fn, "name");
+        snprintf(p, sizeof p, "tools[%zu].function.name", k);
+        if (!json_is_string(name)) return bad_type(e, p, "a string");
+        if (!tool_name_ok(json_string_value(name), json_string_length(name)))
+            return bad_value(e, p, "must be 1 to 64 of the characters a-z A-Z 0-9 _ -");
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(r->tool_names[j], json_string_value(name)) == 0) return bad_value(e, p, "repeats the name of tools[%zu]", j);
+        json_t *params = field(fn, "parameters");
+        snprintf(p, sizeof p, "tools[%zu].function.parameters", k);
+        if (params && !json_is_object(params)) return bad_type(e, p, "a JSON Schema object");
+        json_t *desc = field(fn, "description");
+        snprintf(p, sizeof p, "tools[%zu].function.description", k);
+        if (desc && !json_is_string(desc)) return bad_type(e, p, "a string");
+        if (!(r->tool_names[k] = dup_str(name, NULL))) return oom(e);
+        r->n_tools++;
+    }
+    r->tool_choice = SRV_TOOL_AUTO;
+    if (choice) {
+        if (json_is_string(choice)) {
+            const char *c = json_string_value(choice);
+            if (strcmp(c, "none") == 0) r->tool_choice = SRV_TOOL_NONE;
+            else if (strcmp(c, "auto") == 0) r->tool_choice = SRV_TOOL_AUTO;
+            else if (strcmp(c, "required") == 0) r->tool_choice = SRV_TOOL_REQUIRED;
+            else return bad_value(e, "tool_choice", "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}} (got \"%.40s\")", c);
+        } else if (json_is_object(choice)) {
+            json_t *ty = json_object_get(choice, "type");
+            if (!json_is_string(ty) || strcmp(json_string_value(ty), "function") != 0)
+                return bad_value(e, "tool_choice.type", "must be \"function\"");
+            json_t *fn = json_object_get(choice, "function");
+            json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+            if (!json_is_string(name)) return bad_type(e, "tool_choice.function.name", "a string");
+            int32_t which = -1;
+            for (int32_t k = 0; k < r->n_tools; k++)
+                if (strcmp(r->tool_names[k], json_string_value(name)) == 0) which = k;
+            if (which < 0) return bad_value(e, "tool_choice.function.name", "names no tool of 'tools' (\"%.64s\")", json_string_value(name));
+            r->tool_choice = SRV_TOOL_NAMED;
+            r->tool_named = which;
+        } else {
+            return bad_type(e, "tool_choice", "a string or an object");
+        }
+    }
+    if (!(r->tools_json = json_dumps(tools, JSON_COMPACT))) return oom(e);
     return true;
 }
 
@@ -453,6 +607,33 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
     }
     if (!get_stop(body, lim, r, e)) return false;
     if (!get_logit_bias(body, lim, r, e)) return false;
+    if (kind == SRV_LLAMA && field(body, "response_format")) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "response_format", "'response_format' is a /v1 parameter");
+        return false;
+    }
+    if (!get_response_format(body, r, e)) return false;
+    if (kind == SRV_CHAT && !get_tools(body, r, e)) return false;
+    if (kind != SRV_CHAT && field(body, "tools")) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "tools", "'tools' is a /v1/chat/completions parameter");
+        return false;
+    }
+    const bool constrained = r->format != SRV_FORMAT_TEXT || r->tool_choice == SRV_TOOL_REQUIRED || r->tool_choice == SRV_TOOL_NAMED;
+    if (r->format != SRV_FORMAT_TEXT && r->tool_choice != SRV_TOOL_NONE) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "response_format",
+                      "'response_format' together with 'tools' is not supported (unless 'tool_choice' is \"none\")");
+        return false;
+    }
+    /* a constraint that is complete allows only end-of-generation tokens: banning them would leave nothing */
+    if (constrained && r->ignore_eos) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "ignore_eos",
+                      "'ignore_eos' cannot be combined with constrained output (response_format, or tool_choice required or named)");
+        return false;
+    }
+    if (constrained && r->min_tokens > 0) {
+        srv_error_set(e, 400, T_INVALID, "unsupported_parameter", "min_tokens",
+                      "'min_tokens' cannot be combined with constrained output (response_format, or tool_choice required or named)");
+        return false;
+    }
     return true;
 }
 
@@ -529,6 +710,7 @@ bool srv_request_parse(const uint8_t *body, size_t len, srv_kind kind, const srv
     }
     case SRV_APPLY_TEMPLATE:
         if (!get_messages(root, lim, &out->messages_json, e)) goto done;
+        if (!get_tools(root, out, e)) goto done;
         out->add_generation_prompt = true;
         if (!get_bool(root, "add_generation_prompt", &out->add_generation_prompt, e)) goto done;
         break;
@@ -556,6 +738,10 @@ void srv_request_free(srv_request *r) {
     for (int32_t k = 0; k < r->n_stop; k++) free(r->stop[k]);
     free(r->stop);
     free(r->tokens);
+    free(r->schema_json);
+    free(r->tools_json);
+    for (int32_t k = 0; k < r->n_tools; k++) free(r->tool_names[k]);
+    free(r->tool_names);
     const srv_kind kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

@@ -51,6 +51,19 @@ typedef struct srv_limits {
 } srv_limits;
 srv_limits srv_limits_default(int32_t n_vocab, int32_t max_n);
 
+typedef enum srv_format {
+    SRV_FORMAT_TEXT = 0,       /* response_format absent or {"type": "text"} */
+    SRV_FORMAT_JSON_OBJECT,    /* {"type": "json_object"}: any JSON object */
+    SRV_FORMAT_JSON_SCHEMA,    /* {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} */
+} srv_format;
+
+typedef enum srv_tool_choice {
+    SRV_TOOL_NONE = 0,         /* no tools, or "none": the tools are shown, never called */
+    SRV_TOOL_AUTO,             /* the model answers in text or calls tools (parsed from its output) */
+    SRV_TOOL_REQUIRED,         /* it must call some tool (enforced by a constraint) */
+    SRV_TOOL_NAMED,            /* it must call tool_named (enforced) */
+} srv_tool_choice;
+
 typedef struct srv_request {
     srv_kind kind;
     /* chat / apply-template: the messages as a JSON array for the template,
@@ -84,6 +97,17 @@ typedef struct srv_request {
     int32_t *tokens;        /* detokenize: malloc'd */
     int32_t n_tokens;
     bool add_generation_prompt;   /* apply-template */
+    /* structured output (response_format): the schema to enforce, compact JSON, malloc'd; NULL = free text */
+    srv_format format;
+    char *schema_json;
+    /* tools (chat, apply-template): the tools array as the template gets it (compact JSON, malloc'd; NULL =
+     * none), their names (tool_names[n_tools], malloc'd), tool_choice, and the named tool's index */
+    char *tools_json;
+    char **tool_names;
+    int32_t n_tools;
+    srv_tool_choice tool_choice;
+    int32_t tool_named;
+    bool parallel_tool_calls;
     char kv_name[72];       /* kv save / restore: a checked name (srv_kv_name_ok) */
 } srv_request;
 

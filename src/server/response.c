@@ -267,6 +267,18 @@ json_t *srv_chunk_json(const srv_resp_meta *meta, const srv_event *ev, bool firs
     return o;
 }
 
+json_t *srv_delta_chunk_json(const srv_resp_meta *meta, int32_t choice, json_t *delta, const char *finish, bool with_usage) {
+    json_t *o = base_object(meta, "chat.completion.chunk");
+    json_t *c = json_pack("{s:i, s:o, s:n, s:o}", "index", choice, "delta", delta ? delta : json_object(), "logprobs", "finish_reason",
+                          finish ? json_string(finish) : json_null());
+    if (!o || !c || json_object_set_new(o, "choices", json_pack("[o]", c))) {
+        json_decref(o);
+        return NULL;
+    }
+    if (with_usage) json_object_set_new(o, "usage", json_null());
+    return o;
+}
+
 json_t *srv_usage_chunk_json(const srv_resp_meta *meta, json_t *usage) {
     json_t *o = base_object(meta, meta->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
     if (!o) return NULL;

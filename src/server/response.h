@@ -53,6 +53,8 @@ json_t *srv_completion_json(const srv_resp_meta *meta, const srv_choice_acc *ch,
  * role). with_usage: add "usage": null. NULL when out of memory. */
 json_t *srv_chunk_json(const srv_resp_meta *meta, const srv_event *ev, bool first, bool with_usage, const brisk_model *m,
                        bool want_logprobs);
+/* A chat stream chunk of choice with delta (taken; NULL = {}) and finish (NULL = null): tool-call deltas. */
+json_t *srv_delta_chunk_json(const srv_resp_meta *meta, int32_t choice, json_t *delta, const char *finish, bool with_usage);
 /* The final usage chunk of include_usage: "choices": [] and the usage. */
 json_t *srv_usage_chunk_json(const srv_resp_meta *meta, json_t *usage);
 /* llama-server's /completion shapes: the final object (non-streamed, or the

@@ -37,6 +37,7 @@ typedef struct srv_config {
     unsigned http_threads;
     double drain_timeout_s;
     brisk_sampler_params sampling;   /* server-wide defaults a request overrides */
+    int tool_format;           /* srv_tool_format of the chat template (tools.h): how tool calls are written */
 } srv_config;
 
 /* --stream-quantum: every write of a stream is a multiple of this many bytes */
