@@ -301,6 +301,50 @@ static void test_gbnf(const cst_vocab *bv) {
     }
 }
 
+/* Repeats of fragments that match only the empty string, or may match it (fuzz_gbnf found the first:
+ * seven nested empty groups repeated {0,10000} twice ran the lazy tables out of memory, after which the
+ * end token's mask bit and cst_accepting disagreed). Each grammar either compiles to a small automaton
+ * whose byte masks equal the brute force, its end bit equal to cst_accepting, or is refused by name. */
+static void test_empty_repeats(const cst_vocab *bv) {
+    static const struct { const char *src, *yes, *no; bool refused; } cases[] = {
+        {"root ::= ((((((())))))){0,10000}{0,10000}", "", "a", false},
+        {"root ::= ((((((())))))){3,10000}{2,10000} \"b\"", "b", "", false},
+        {"root ::= (){0,10000}{0,10000}{0,10000} \"a\"{1,3}", "aaa", "aaaa", false},
+        {"root ::= (\"a\"?){0,100}{0,100}", "aaaaaaaaaa", "b", false},
+        {"root ::= (\"a\"?){0,10000}", "aaaa", "ab", false},
+        {"root ::= (\"a\"){0,10000}{0,10000}", "aaaa", "b", false},
+        {"root ::= (\"a\"?){0,10000}{0,10000}", "", "", true},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "gbnf", cases[i].src, strlen(cases[i].src), &err);
+        if (cases[i].refused) {
+            CHECKF(g == NULL && strstr(err.msg, "empty string"), "empty repeat %zu: '%s'", i, err.msg);
+            cst_grammar_free(g);
+            continue;
+        }
+        CHECKF(g != NULL, "empty repeat %zu: %s", i, err.msg);
+        if (!g) continue;
+        CHECKF(matches(g, cases[i].yes), "empty repeat %zu rejects '%s'", i, cases[i].yes);
+        CHECKF(!matches(g, cases[i].no), "empty repeat %zu accepts '%s'", i, cases[i].no);
+        /* masks along the accepted text, against the brute force */
+        int32_t s = cst_start(g);
+        for (size_t k = 0; s != CST_DEAD; k++) {
+            uint32_t mask[(257 + 31) / 32];
+            CHECKF(cst_mask(g, s, mask), "empty repeat %zu: the automaton ran out of its budget", i);
+            for (int t = 0; t < 256; t++)
+                CHECKF((int)(mask[t >> 5] >> (t & 31) & 1u) == (cst_advance(g, s, t) != CST_DEAD), "empty repeat %zu byte %d", i, t);
+            CHECKF((int)(mask[256 >> 5] & 1u) == (int)cst_accepting(g, s), "empty repeat %zu: end bit vs accepting at %zu", i, k);
+            if (!cases[i].yes[k]) break;
+            s = cst_advance(g, s, (uint8_t)cases[i].yes[k]);
+        }
+        cst_stats st;
+        cst_grammar_stats(g, &st);
+        CHECKF(st.frames < 1000000, "empty repeat %zu: %lld frames", i, (long long)st.frames);
+        cst_grammar_free(g);
+    }
+}
+
 /* ---- hand-made schema tables, errors, serialization --------------------------------------------- */
 
 static void test_schema_tables(const cst_vocab *bv) {
@@ -441,6 +485,7 @@ int main(void) {
     test_dumps();
     test_schema_tables(bv);
     test_gbnf(bv);
+    test_empty_repeats(bv);
     test_schema_maskbench(bv);
     char path[1024];
     snprintf(path, sizeof path, "%s/models/pycode-target-f16.gguf", BRISK_SOURCE_DIR);
