@@ -245,6 +245,170 @@ static void test_masks_brute_force(const char *path) {
     brisk_vocab_free(tok);
 }
 
+
+/* ---- the token budget ----------------------------------------------------------------------------- */
+
+/* cst_min_bytes against a breadth-first search over bytes (the byte vocabulary: every state's
+ * successors by all 256 bytes) on small grammars, at the start and along an instance. */
+static int32_t bfs_min_bytes(cst_grammar *g, int32_t s0, int32_t cap) {
+    int32_t *q = malloc(sizeof(int32_t) * 200000), *dq = malloc(sizeof(int32_t) * 200000);
+    int32_t n = 0, head = 0, found = -1;
+    uint8_t *seen = calloc(1 << 20, 1);
+    q[n] = s0; dq[n++] = 0;
+    while (head < n && found < 0) {
+        const int32_t s = q[head], d = dq[head++];
+        if (cst_accepting(g, s)) { found = d; break; }
+        if (d >= cap) continue;
+        for (int b = 0; b < 256 && n < 200000; b++) {
+            const int32_t t = cst_advance(g, s, b);
+            if (t < 0 || t >= (1 << 20) || seen[t]) continue;
+            seen[t] = 1;
+            q[n] = t; dq[n++] = d + 1;
+        }
+    }
+    free(q); free(dq); free(seen);
+    return found;
+}
+
+static void test_min_bytes(const cst_vocab *bv) {
+    static const struct { const char *kind, *src, *text; } cases[] = {
+        {"schema", "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":5},\"n\":{\"type\":\"integer\"}},\"required\":[\"name\",\"n\"]}",
+         "{\"name\": \"abcdef\", \"n\": 12}"},
+        {"schema", "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"},\"minItems\":1}}}},\"$ref\":\"#/$defs/t\"}",
+         "{\"k\": [{\"k\": [{}]}]}"},
+        {"schema", "{\"type\":\"array\",\"items\":{\"enum\":[\"abc\",\"de\",7]},\"minItems\":3}", "[\"abc\", 7, \"de\"]"},
+        {"gbnf", "root ::= \"(\" e \")\"\ne ::= t (\"+\" t)*\nt ::= \"x\" | \"[\" e \"]\"", "([[x+x]+x])"},
+        {"gbnf", "root ::= w{3,5} \"!\"\nw ::= [a-z]{2,4} \" \"", "ab cde fghi !"},
+        {"regex", "[a-z]{3}(-[0-9]{2,}){2}", "abc-12-345"},
+    };
+    int checked = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, cases[i].kind, cases[i].src, strlen(cases[i].src), &err);
+        CHECKF(g != NULL, "min bytes case %zu: %s", i, err.msg);
+        if (!g) continue;
+        int32_t s = cst_start(g);
+        for (size_t k = 0; s != CST_DEAD; k++) {
+            const int32_t want = bfs_min_bytes(g, s, 64);
+            CHECKF(want >= 0 && cst_min_bytes(g, s) == want, "min bytes case %zu at %zu: %d, breadth-first %d", i, k,
+                   cst_min_bytes(g, s), want);
+            checked++;
+            if (!cases[i].text[k]) break;
+            s = cst_advance(g, s, (uint8_t)cases[i].text[k]);
+        }
+        CHECKF(s != CST_DEAD && cst_min_bytes(g, s) == 0, "min bytes case %zu: the instance is not complete", i);
+        cst_grammar_free(g);
+    }
+    printf("min bytes vs breadth-first search: %d states\n", checked);
+}
+
+/* Generation under a budget with the bundled model's vocabulary: token pickers that never end by
+ * themselves (the end token only when nothing else is allowed) or pick uniformly, under a budget
+ * just above the shortest instance; every run must end with the end token within the budget, and the
+ * text be a complete instance. Far from the limit, masks equal the unbudgeted ones bit for bit. */
+static void test_token_budget(const char *path) {
+    brisk_model *m = NULL;
+    brisk_gguf *gg = NULL;
+    brisk_vocab *tok = NULL;
+    brisk_error err = {0};
+    if (brisk_model_load(path, &m, &err) || brisk_gguf_open(path, &gg, &err) || brisk_vocab_load(gg, &tok, &err)) {
+        printf("SKIP token budget: %s\n", err.msg);
+        brisk_model_free(m);
+        brisk_gguf_close(gg);
+        return;
+    }
+    brisk_gguf_close(gg);
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    const int32_t nv = info.n_vocab;
+    uint32_t *mask = malloc(((size_t)nv + 31) / 32 * 4), *mask2 = malloc(((size_t)nv + 31) / 32 * 4);
+    int32_t *allowed = malloc((size_t)nv * sizeof *allowed);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":12},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+        "\"minItems\":3},\"n\":{\"type\":\"number\"}},\"required\":[\"name\",\"tags\",\"n\"]}",
+        "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"k\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"}}},"
+        "\"required\":[\"v\"]}},\"$ref\":\"#/$defs/t\"}",
+        "{}",
+    };
+    uint64_t rng = 0x243F6A8885A308D3ull;
+    char text[8192];
+    int runs = 0, ended = 0, same_far = 0, steps_far = 0;
+    for (size_t si = 0; si < sizeof schemas / sizeof schemas[0]; si++) {
+        brisk_constraint *c = NULL, *plain = NULL;
+        if (brisk_constraint_init(&c, m, BRISK_CONSTRAINT_JSON_SCHEMA, schemas[si], strlen(schemas[si]), &err) ||
+            brisk_constraint_init(&plain, m, BRISK_CONSTRAINT_JSON_SCHEMA, schemas[si], strlen(schemas[si]), &err)) {
+            CHECKF(0, "budget schema %zu: %s", si, err.msg);
+            brisk_constraint_free(c);
+            continue;
+        }
+        const int32_t shortest = brisk_constraint_min_bytes(c);
+        CHECKF(shortest > 0 && shortest < 200, "budget schema %zu: shortest %d bytes", si, shortest);
+        for (int run = 0; run < 24; run++) {
+            const bool far = run >= 20;                  /* the last runs: a budget far away, masks compared */
+            const int64_t budget = far ? 1000000 : shortest + 1 + run % 4;
+            CHECK(brisk_constraint_set_token_budget(c, budget));
+            brisk_constraint_reset(c);
+            brisk_constraint_reset(plain);
+            const brisk_mask mk = brisk_constraint_mask(c), mp = brisk_constraint_mask(plain);
+            size_t len = 0;
+            bool got_end = false;
+            const int max_steps = far ? 60 : (int)budget;
+            for (int64_t step = 0; step < max_steps; step++) {
+                mk.fill(mk.user, mask, nv);
+                if (far) {
+                    mp.fill(mp.user, mask2, nv);
+                    steps_far++;
+                    same_far += !memcmp(mask, mask2, ((size_t)nv + 31) / 32 * 4);
+                }
+                int32_t n_allowed = 0, end_tok = -1;
+                for (int32_t t = 0; t < nv; t++)
+                    if (mask[t >> 5] >> (t & 31) & 1u) {
+                        if (brisk_token_is_eog(m, t)) end_tok = t;
+                        else allowed[n_allowed++] = t;
+                    }
+                if (n_allowed == 0) {
+                    CHECKF(end_tok >= 0, "budget schema %zu run %d: an empty mask at step %lld", si, run, (long long)step);
+                    got_end = end_tok >= 0;
+                    break;
+                }
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                /* half the runs stay in the longest tokens they may take, the others uniformly */
+                int32_t pick = allowed[(rng >> 33) % (uint64_t)n_allowed];
+                if (run % 2) {
+                    for (int tries = 0; tries < 8; tries++) {
+                        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                        const int32_t t = allowed[(rng >> 33) % (uint64_t)n_allowed];
+                        size_t a = 0, b = 0;
+                        char p1[256], p2[256];
+                        brisk_token_to_piece(tok, t, p1, sizeof p1, &a, NULL);
+                        brisk_token_to_piece(tok, pick, p2, sizeof p2, &b, NULL);
+                        if (a > b) pick = t;
+                    }
+                }
+                size_t plen = 0;
+                CHECK(brisk_token_to_piece(tok, pick, text + len, sizeof text - len - 1, &plen, NULL) == BRISK_OK);
+                len += plen;
+                CHECK(brisk_constraint_accept(c, pick));
+                if (far) CHECK(brisk_constraint_accept(plain, pick));
+            }
+            if (far) continue;
+            runs++;
+            ended += got_end;
+            CHECKF(got_end, "budget schema %zu run %d (budget %lld, shortest %d bytes): no end token within the budget", si, run,
+                   (long long)budget, shortest);
+            CHECKF(brisk_constraint_matches(c, text, len), "budget schema %zu run %d: '%.*s' is not complete", si, run, (int)len, text);
+        }
+        brisk_constraint_free(c);
+        brisk_constraint_free(plain);
+    }
+    printf("token budget: %d of %d runs ended within budgets of the shortest + 1..4 tokens; far budget: %d of %d masks identical\n",
+           ended, runs, same_far, steps_far);
+    CHECK(same_far == steps_far && steps_far > 0);
+    free(mask); free(mask2); free(allowed);
+    brisk_vocab_free(tok);
+    brisk_model_free(m);
+}
+
 /* ---- GBNF ---------------------------------------------------------------------------------------- */
 
 static void test_gbnf(const cst_vocab *bv) {
@@ -486,10 +650,12 @@ int main(void) {
     test_schema_tables(bv);
     test_gbnf(bv);
     test_empty_repeats(bv);
+    test_min_bytes(bv);
     test_schema_maskbench(bv);
     char path[1024];
     snprintf(path, sizeof path, "%s/models/pycode-target-f16.gguf", BRISK_SOURCE_DIR);
     test_masks_brute_force(path);
+    test_token_budget(path);
     /* the Llama 3 vocabulary (128,256 tokens) when the shared fixtures are there */
     test_masks_brute_force(test_shared("vocab/ggml-vocab-llama-bpe.gguf", path, sizeof path));
     cst_vocab_free(bv);

@@ -99,14 +99,38 @@ struct brisk_constraint {
     cst_grammar *g;
     int32_t state;
     bool ended;       /* an end token was accepted */
+    int64_t budget;   /* tokens the output may take, its end token included; -1: none */
+    int64_t used;     /* tokens accepted since the start (or the last reset) */
 };
+
+/* The budget rule (docs/CONSTRAIN.md): with r tokens left (this one included), a token is allowed only
+ * when the output can still end within them: itself, then the fewest bytes to completion one token per
+ * byte (the vocabulary has every single byte), then the end token: 1 + min_bytes(after) + 1 <= r. This
+ * keeps the invariant min_bytes + 1 <= r, so some token always fits. When nothing can fit any more (the
+ * budget was set late or is below the shortest output), tokens that bring the end closer by at least one
+ * byte are kept, so the output still heads for completion. */
+static void mask_with_budget(brisk_constraint *c, uint32_t *allowed, int32_t n_vocab) {
+    const int64_t left = c->budget - c->used;
+    const int32_t need = cst_min_bytes(c->g, c->state);
+    int64_t limit = left - 2;
+    if (need < INT32_MAX && limit < (int64_t)need - 1) limit = (int64_t)need - 1;
+    if (limit >= INT32_MAX || !cst_mask_within(c->g, c->state, (int32_t)limit, allowed)) {
+        cst_mask(c->g, c->state, allowed);
+        return;
+    }
+    /* a stack deeper than the parser allows can make the estimate unreachable: never hand the sampler an empty mask */
+    for (int32_t w = 0; w < (n_vocab + 31) / 32; w++)
+        if (allowed[w]) return;
+    cst_mask(c->g, c->state, allowed);
+}
 
 static void mask_fill(void *user, uint32_t *allowed, int32_t n_vocab) {
     brisk_constraint *c = user;
     const int32_t nv = cst_vocab_n(c->vocab);
     if (nv > n_vocab) return;   /* a vocabulary wider than the logits row: allow nothing */
     if (c->ended) return;
-    cst_mask(c->g, c->state, allowed);
+    if (c->budget >= 0) mask_with_budget(c, allowed, nv);
+    else cst_mask(c->g, c->state, allowed);
 }
 
 static void mask_accept(void *user, int32_t token) { brisk_constraint_accept(user, token); }
@@ -154,6 +178,7 @@ brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m,
         return st;
     }
     c->state = cst_start(c->g);
+    c->budget = -1;
     *out = c;
     return BRISK_OK;
 }
@@ -180,7 +205,26 @@ bool brisk_constraint_accept(brisk_constraint *c, int32_t token) {
         return true;
     }
     c->state = cst_advance(c->g, c->state, token);
+    c->used++;
     return c->state != CST_DEAD;
+}
+
+bool brisk_constraint_set_token_budget(brisk_constraint *c, int64_t n_tokens) {
+    if (n_tokens < 0) {
+        c->budget = -1;
+        return true;
+    }
+    if (!cst_vocab_all_bytes(c->vocab)) {
+        c->budget = -1;   /* one token per byte is not guaranteed: no bound can be promised, the masks stay as they are */
+        return false;
+    }
+    c->budget = n_tokens;
+    return true;
+}
+
+int32_t brisk_constraint_min_bytes(brisk_constraint *c) {
+    if (c->ended) return 0;
+    return cst_min_bytes(c->g, c->state);
 }
 
 bool brisk_constraint_complete(brisk_constraint *c) { return c->ended || cst_accepting(c->g, c->state); }
@@ -188,6 +232,7 @@ bool brisk_constraint_complete(brisk_constraint *c) { return c->ended || cst_acc
 void brisk_constraint_reset(brisk_constraint *c) {
     c->state = cst_start(c->g);
     c->ended = false;
+    c->used = 0;
 }
 
 bool brisk_constraint_matches(brisk_constraint *c, const char *text, size_t len) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #define UNKNOWN (-2)
+#define CST_FAR INT32_MAX   /* no way to the end (never met after pruning) */
 #define MAX_DEPTH 192                   /* stack frames; deeper nesting is rejected (stricter, never looser) */
 #define MEM_BUDGET ((size_t)1 << 30)    /* lazily built tables and masks; past it the grammar stops growing */
 
@@ -30,6 +31,7 @@ struct cst_vocab {
     int32_t *eos;
     int32_t n_eos;
     int32_t max_len;
+    bool all_bytes;        /* every single byte is a token of its own (so any byte string is tokenizable 1 byte : 1 token) */
 };
 
 static const uint8_t *sort_pieces;
@@ -52,6 +54,7 @@ void cst_vocab_free(cst_vocab *v) {
 }
 
 int32_t cst_vocab_n(const cst_vocab *v) { return v->n_vocab; }
+bool cst_vocab_all_bytes(const cst_vocab *v) { return v->all_bytes; }
 int32_t cst_vocab_nodes(const cst_vocab *v);
 int32_t cst_vocab_nodes(const cst_vocab *v) { return v->n_nodes; }
 
@@ -74,6 +77,12 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
     v->n_eos = n_eos;
     int32_t n_tok = 0;
     size_t max_nodes = 1;
+    {
+        uint64_t seen[4] = {0};
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (off[i + 1] - off[i] == 1) seen[pieces[off[i]] >> 6] |= 1ull << (pieces[off[i]] & 63);
+        v->all_bytes = !~seen[0] && !~seen[1] && !~seen[2] && !~seen[3];
+    }
     for (int32_t i = 0; i < n_vocab; i++) {
         v->dup[i] = -1;
         const uint32_t len = off[i + 1] - off[i];
@@ -185,17 +194,20 @@ typedef struct dstate {
     int32_t set_off, set_n;     /* NFA states, sorted, in g->pool */
     int32_t *trans;             /* [256] lazily; UNKNOWN, CST_DEAD or a dstate */
     int32_t calls_off, calls_n; /* (rule, return dstate) pairs in g->calls; calls_n < 0: not computed */
+    int32_t minb;               /* the fewest bytes that end the rule from here */
     uint8_t accepting;
 } dstate;
 
 typedef struct frame {
-    int32_t d, parent, depth;
+    int32_t d, parent, depth;   /* (d, parent) is the hash key */
+    int32_t minb;               /* the fewest bytes that end the whole parse: this rule's, then the parents' */
 } frame;
 
 typedef struct cset {
     int32_t off, n;            /* frames in g->fpool */
     int32_t ready_off, ready_n;   /* expansion in g->rpool; ready_n < 0: not computed */
     int8_t accepting;          /* -1 unknown */
+    int32_t max_after;         /* the largest cmin of a state one allowed token leads to; -1: not known */
     uint32_t *mask;
 } cset;
 
@@ -229,7 +241,9 @@ struct cst_grammar {
     int32_t n_cls;
     uint64_t cls_bytes[256][4];   /* the bytes of each class */
     uint64_t *SL;              /* [n_cs][4] bytes known to lead back to the same cset */
-    int64_t cap_T, cap_SL;
+    int32_t *cmin;             /* [n_cs] the fewest bytes to a complete output (min over the cset's frames) */
+    int64_t cap_T, cap_SL, cap_cmin;
+    int32_t *dist;             /* [n_states] the fewest bytes from an NFA state to its rule's end (calls at their rule's minimum) */
     int32_t *fpool;
     int64_t n_fpool, cap_fpool;
     int32_t *rpool;
@@ -288,6 +302,8 @@ void cst_grammar_free(cst_grammar *g) {
     for (int32_t i = 0; i < g->n_cs; i++) free(g->cs[i].mask);
     free(g->T);
     free(g->SL);
+    free(g->cmin);
+    free(g->dist);
     free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
     free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch);
     free(g);
@@ -391,10 +407,13 @@ static int32_t ds_intern_closure(cst_grammar *g, int32_t n) {
     d->calls_n = -1;
     d->calls_off = 0;
     d->accepting = 0;
+    d->minb = CST_FAR;
     memcpy(g->pool + g->n_pool, g->buf, (size_t)n * sizeof *g->buf);
     g->n_pool += n;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n; i++) {
         if (g->final[g->buf[i]]) d->accepting = 1;
+        if (g->dist[g->buf[i]] < d->minb) d->minb = g->dist[g->buf[i]];
+    }
     if (!ihash_insert(g, &g->ds_hash, ds_key, id, slot)) g->over = true;
     return id;
 }
@@ -512,7 +531,8 @@ static int32_t frame_intern(cst_grammar *g, int32_t d, int32_t parent, int32_t d
         return -1;
     }
     id = g->n_fr++;
-    g->fr[id] = (frame){d, parent, depth};
+    const int64_t mb = (int64_t)g->ds[d].minb + (parent >= 0 ? g->fr[parent].minb : 0);
+    g->fr[id] = (frame){d, parent, depth, mb < CST_FAR ? (int32_t)mb : CST_FAR};
     g->fmark[id] = 0;
     if (!ihash_insert(g, &g->fr_hash, fr_key, id, slot)) g->over = true;
     return id;
@@ -533,6 +553,7 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     if (!budget(g) || !grow32((void **)&g->cs, &g->cap_cs, g->n_cs + 1, sizeof *g->cs, &g->bytes) ||
         !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * g->n_cls, sizeof *g->T, &g->bytes) ||
         !grow((void **)&g->SL, &g->cap_SL, ((int64_t)g->n_cs + 1) * 4, sizeof *g->SL, &g->bytes) ||
+        !grow((void **)&g->cmin, &g->cap_cmin, (int64_t)g->n_cs + 1, sizeof *g->cmin, &g->bytes) ||
         !grow((void **)&g->fpool, &g->cap_fpool, g->n_fpool + n, sizeof *g->fpool, &g->bytes)) {
         g->over = true;
         return CST_DEAD;
@@ -546,6 +567,11 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     c->n = n;
     c->ready_n = -1;
     c->accepting = -1;
+    c->max_after = -1;
+    int32_t mb = CST_FAR;
+    for (int32_t i = 0; i < n; i++)
+        if (g->fr[f[i]].minb < mb) mb = g->fr[f[i]].minb;
+    g->cmin[id] = mb;
     memcpy(g->fpool + g->n_fpool, f, (size_t)n * sizeof *f);
     g->n_fpool += n;
     if (!ihash_insert(g, &g->cs_hash, cs_key, id, slot)) g->over = true;
@@ -636,6 +662,105 @@ static int32_t cs_trans_slow(cst_grammar *g, int32_t c, uint8_t b) {
 static inline int32_t cs_trans(cst_grammar *g, int32_t c, uint8_t b) {
     const int32_t r = g->T[(size_t)c * (size_t)g->n_cls + g->cls[b]];
     return r != UNKNOWN ? r : cs_trans_slow(g, c, b);
+}
+
+
+/* The fewest bytes from every NFA state to the end of its rule: a shortest-derivation fixpoint over the
+ * recursive transition network (a byte edge costs 1, an epsilon 0, a call its rule's own minimum, which
+ * is the distance of the rule's start). Dijkstra in the order of final distances: a call edge's cost is
+ * known once both its rule's start and its target are final, and it is then no smaller than either, so
+ * the order stays monotone (Knuth's generalization to grammars). */
+typedef struct heap_item { int32_t d, s; } heap_item;
+static void heap_push(heap_item *h, int64_t *n, heap_item x) {
+    int64_t i = (*n)++;
+    while (i > 0) {
+        const int64_t p = (i - 1) / 2;
+        if (h[p].d <= x.d) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+static heap_item heap_pop(heap_item *h, int64_t *n) {
+    const heap_item top = h[0], x = h[--(*n)];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1].d < h[c].d) c++;
+        if (h[c].d >= x.d) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = x;
+    return top;
+}
+
+static bool shortest_completions(cst_grammar *g) {
+    const int32_t ns = g->n_states, nr = g->n_rules;
+    const int64_t ne = g->adj_off[ns];
+    g->dist = malloc(((size_t)ns + 1) * sizeof *g->dist);
+    int32_t *rmin = malloc((size_t)nr * sizeof *rmin);
+    int32_t *in_off = calloc((size_t)ns + 2, sizeof *in_off), *call_off = calloc((size_t)nr + 2, sizeof *call_off);
+    int32_t *starts_off = calloc((size_t)ns + 2, sizeof *starts_off), *starts = malloc(((size_t)nr + 1) * sizeof *starts);
+    int64_t *in = malloc((size_t)(ne ? ne : 1) * sizeof *in), *calls = malloc((size_t)(ne ? ne : 1) * sizeof *calls);
+    uint8_t *done = calloc((size_t)ns + 1, 1);
+    heap_item *heap = malloc((size_t)(2 * ne + ns + 2) * sizeof *heap);
+    bool ok = g->dist && rmin && in_off && call_off && starts_off && starts && in && calls && done && heap;
+    if (ok) {
+        for (int64_t k = 0; k < ne; k++) {
+            in_off[g->adj[k].to + 2]++;
+            if (g->adj[k].kind == CST_E_CALL) call_off[g->adj[k].rule + 2]++;
+        }
+        for (int32_t r = 0; r < nr; r++) starts_off[g->rule_start[r] + 2]++;
+        for (int32_t i = 0; i < ns; i++) { in_off[i + 2] += in_off[i + 1]; starts_off[i + 2] += starts_off[i + 1]; }
+        for (int32_t r = 0; r < nr; r++) call_off[r + 2] += call_off[r + 1];
+        for (int64_t k = 0; k < ne; k++) {
+            in[in_off[g->adj[k].to + 1]++] = k;
+            if (g->adj[k].kind == CST_E_CALL) calls[call_off[g->adj[k].rule + 1]++] = k;
+        }
+        for (int32_t r = 0; r < nr; r++) starts[starts_off[g->rule_start[r] + 1]++] = r;
+        for (int32_t i = 0; i < ns; i++) g->dist[i] = CST_FAR;
+        for (int32_t r = 0; r < nr; r++) rmin[r] = CST_FAR;
+        int64_t hn = 0;
+        for (int32_t i = 0; i < ns; i++)
+            if (g->final[i]) { g->dist[i] = 0; heap_push(heap, &hn, (heap_item){0, i}); }
+        /* each edge pushes at most once per relaxation that lowers a distance: at most 2 per edge here */
+        while (hn > 0) {
+            const heap_item it = heap_pop(heap, &hn);
+            const int32_t t = it.s;
+            if (done[t] || it.d != g->dist[t]) continue;
+            done[t] = 1;
+#define RELAX(u, cand)                                                                              \
+    do {                                                                                            \
+        const int64_t c_ = (cand);                                                                  \
+        if (!done[u] && c_ < g->dist[u]) {                                                          \
+            g->dist[u] = (int32_t)c_;                                                               \
+            if (hn >= 2 * ne + ns + 1) { ok = false; break; }                                      \
+            heap_push(heap, &hn, (heap_item){(int32_t)c_, u});                                      \
+        }                                                                                           \
+    } while (0)
+            for (int32_t k = in_off[t]; k < in_off[t + 1] && ok; k++) {
+                const cst_edge *e = &g->adj[in[k]];
+                if (e->kind == CST_E_CALL) {
+                    if (rmin[e->rule] < CST_FAR) RELAX(e->from, (int64_t)it.d + rmin[e->rule]);
+                } else {
+                    RELAX(e->from, (int64_t)it.d + (e->kind == CST_E_RANGE));
+                }
+            }
+            for (int32_t k = starts_off[t]; k < starts_off[t + 1] && ok; k++) {
+                const int32_t r = starts[k];
+                rmin[r] = it.d;
+                for (int32_t j = call_off[r]; j < call_off[r + 1] && ok; j++) {
+                    const cst_edge *e = &g->adj[calls[j]];
+                    if (done[e->to]) RELAX(e->from, (int64_t)g->dist[e->to] + it.d);
+                }
+            }
+#undef RELAX
+        }
+    }
+    free(rmin); free(in_off); free(call_off); free(starts_off); free(starts); free(in); free(calls); free(done); free(heap);
+    return ok;
 }
 
 brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, brisk_error *err) {
@@ -748,7 +873,11 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
     free(fill);
     memcpy(g->rule_start, n->rule_start, (size_t)n->n_rules * sizeof *g->rule_start);
     for (int32_t r = 0; r < n->n_rules; r++) g->rule_dstart[r] = -1;
-    g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 14;
+    g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 18;
+    if (!shortest_completions(g)) {
+        cst_grammar_free(g);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    }
     const int32_t d0 = rule_dstart(g, 0);
     const int32_t f0 = d0 == CST_DEAD ? -1 : frame_intern(g, d0, -1, 0);
     if (f0 < 0) {
@@ -786,31 +915,13 @@ static void set_eos(const cst_grammar *g, uint32_t *allowed) {
     }
 }
 
-bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
+/* One walk of the vocabulary trie from cset c into acc (words + 1 words, the spare bit included),
+ * allowing a token only when the state it leads to can still complete within `limit` bytes (CST_FAR:
+ * every token). Returns the largest such completion over the tokens that stay alive (the max_after of
+ * c when limit is CST_FAR). False when the memory budget ran out. */
+static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c, int32_t limit, uint32_t *acc,
+                                                       int32_t *max_after) {
     const cst_vocab *v = g->v;
-    const size_t words = ((size_t)v->n_vocab + 31) / 32;
-    if (c < 0 || g->over) {
-        memset(allowed, 0, words * sizeof *allowed);
-        set_eos(g, allowed);
-        return !g->over;
-    }
-    if (g->cs[c].mask) {
-        memcpy(allowed, g->cs[c].mask, words * sizeof *allowed);
-        g->masks_cached++;
-        return true;
-    }
-    memset(allowed, 0, words * sizeof *allowed);
-    /* the walk writes a scratch mask with one spare word: nodes without a token set bit n_vocab, so the
-     * loop has no branch on it */
-    const size_t sw = words + 1;
-    if (g->scratch_words < sw) {
-        uint32_t *sc = realloc(g->scratch, sw * sizeof *sc);
-        if (!sc) { g->over = true; memset(allowed, 0, words * sizeof *allowed); set_eos(g, allowed); return false; }
-        g->scratch = sc;
-        g->scratch_words = sw;
-    }
-    uint32_t *acc = g->scratch;
-    memset(acc, 0, sw * sizeof *acc);
     int32_t path[257];
     const int32_t *row[257];
     path[0] = c;
@@ -818,11 +929,14 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     const uint8_t *cls = g->cls;
     const int32_t *T = g->T;
     const uint64_t *SL = g->SL;
+    const int32_t *cmin = g->cmin;
     row[0] = T + (size_t)c * ncls;
     const uint8_t *byte = v->byte, *depth = v->depth;
     const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
     const uint8_t *multi = v->multi;
     const uint64_t *sub = v->sub;
+    const int32_t none = v->n_vocab;
+    int32_t ma = 0;
     for (int32_t i = 1; i < v->n_nodes;) {
         const int32_t dp = depth[i];
         int32_t s = row[dp - 1][cls[byte[i]]];
@@ -831,6 +945,7 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
             /* g->T may have moved */
             T = g->T;
             SL = g->SL;
+            cmin = g->cmin;
             for (int32_t k = 0; k < dp; k++) row[k] = T + (size_t)path[k] * ncls;
             if (g->over) break;
         }
@@ -840,18 +955,26 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         }
         path[dp] = s;
         row[dp] = T + (size_t)s * ncls;
-        const int32_t t0 = tok[i];
+        const int32_t cm = cmin[s];
+        const bool fits = limit == CST_FAR || cm <= limit;
+        const int32_t t0 = fits ? tok[i] : none;
         acc[t0 >> 5] |= 1u << (t0 & 31);
-        if (multi[i])
+        if (t0 != none && cm > ma) ma = cm;
+        if (multi[i] && fits)
             for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
-        /* every descendant byte loops back to s: the whole subtree stays alive */
+        /* every descendant byte loops back to s: the whole subtree stays alive (and every token in it
+         * leads to s, so the limit decides for all of them at once) */
         const uint64_t *sl = SL + (size_t)s * 4;
         if (skip[i] > i + 2 && (sl[0] | sl[1] | sl[2] | sl[3])) {
             const uint64_t *sb = sub + (size_t)i * 4;
             if (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
-                for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
-                    const int32_t t = order[k];
-                    acc[t >> 5] |= 1u << (t & 31);
+                if (fits) {
+                    const int32_t e = tok_lo[skip[i]];
+                    if (tok_lo[i + 1] < e && cm > ma) ma = cm;
+                    for (int32_t k = tok_lo[i + 1]; k < e; k++) {
+                        const int32_t t = order[k];
+                        acc[t >> 5] |= 1u << (t & 31);
+                    }
                 }
                 i = skip[i];
                 continue;
@@ -859,16 +982,57 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         }
         i++;
     }
+    *max_after = ma;
+    return !g->over;
+}
+
+static bool scratch_ready(cst_grammar *g, size_t sw) {
+    if (g->scratch_words >= sw) return true;
+    uint32_t *sc = realloc(g->scratch, sw * sizeof *sc);
+    if (!sc) return false;
+    g->scratch = sc;
+    g->scratch_words = sw;
+    return true;
+}
+
+static void only_eos(cst_grammar *g, uint32_t *allowed, size_t words) {
+    memset(allowed, 0, words * sizeof *allowed);
+    set_eos(g, allowed);
+}
+
+bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
+    const cst_vocab *v = g->v;
+    const size_t words = ((size_t)v->n_vocab + 31) / 32;
+    if (c < 0 || g->over) {
+        only_eos(g, allowed, words);
+        return !g->over;
+    }
+    if (g->cs[c].mask) {
+        memcpy(allowed, g->cs[c].mask, words * sizeof *allowed);
+        g->masks_cached++;
+        return true;
+    }
+    /* the walk writes a scratch mask with one spare word: nodes without a token set bit n_vocab, so the
+     * loop has no branch on it */
+    const size_t sw = words + 1;
+    if (!scratch_ready(g, sw)) {
+        g->over = true;
+        only_eos(g, allowed, words);
+        return false;
+    }
+    uint32_t *acc = g->scratch;
+    memset(acc, 0, sw * sizeof *acc);
+    int32_t max_after = 0;
+    if (!walk(g, c, CST_FAR, acc, &max_after)) {
+        only_eos(g, allowed, words);
+        return false;
+    }
     memcpy(allowed, acc, words * sizeof *allowed);
     /* the spare bit (n_vocab) must not leak into the last word */
     if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
-    if (g->over) {
-        memset(allowed, 0, words * sizeof *allowed);
-        set_eos(g, allowed);
-        return false;
-    }
     if (cst_accepting(g, c)) set_eos(g, allowed);
     g->masks_computed++;
+    g->cs[c].max_after = max_after;
     uint32_t *m = malloc(words * sizeof *m);
     if (m && budget(g)) {
         memcpy(m, allowed, words * sizeof *m);
@@ -877,6 +1041,24 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     } else {
         free(m);
     }
+    return true;
+}
+
+int32_t cst_min_bytes(cst_grammar *g, int32_t c) { return c < 0 ? CST_FAR : g->cmin[c]; }
+
+bool cst_mask_within(cst_grammar *g, int32_t c, int32_t limit, uint32_t *allowed) {
+    if (!cst_mask(g, c, allowed)) return false;
+    if (c < 0 || limit == CST_FAR || g->cs[c].max_after <= limit) return true;   /* nothing to remove: the same mask */
+    const cst_vocab *v = g->v;
+    const size_t words = ((size_t)v->n_vocab + 31) / 32, sw = words + 1;
+    if (!scratch_ready(g, sw)) return true;   /* out of memory: the unrestricted mask (still exact for the grammar) */
+    uint32_t *acc = g->scratch;
+    memset(acc, 0, sw * sizeof *acc);
+    int32_t unused;
+    if (!walk(g, c, limit < 0 ? -1 : limit, acc, &unused)) return true;
+    memcpy(allowed, acc, words * sizeof *allowed);
+    if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
+    if (cst_accepting(g, c)) set_eos(g, allowed);
     return true;
 }
 
