@@ -229,6 +229,10 @@ static void test_masks_brute_force(const char *path) {
         {"schema", "{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-02-28T10:11:12.5Z\""},
         {"gbnf", "root ::= \"SELECT \" cols \" FROM \" [a-z]+\ncols ::= [a-z]+ (\", \" [a-z]+)*", "SELECT a, bc FROM t"},
         {"regex", "(def|class) [A-Za-z_][A-Za-z_0-9]*\\(\\):", "def foo_1():"},
+        /* length counters: the walk's chain shortcut (a subtree accepted whole while the counter lasts) */
+        {"schema", "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":20,\"maxLength\":40}},\"required\":[\"s\"]}",
+         "{\"s\": \"the quick brown fox jumps over it\"}"},
+        {"regex", "[a-z ]{10,60}x[0-9]{30}", "hello world of counters x012345678901234567890123456789"},
     };
     int bad = 0, steps = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -24,6 +24,9 @@ struct cst_vocab {
     int32_t *wtok;         /* [n_nodes] the same with n_vocab for none (the walk's spare bit) */
     int32_t *dup;          /* [n_vocab] the next token with the same bytes, -1 */
     uint64_t *sub;         /* [n_nodes][4] the bytes of the node's descendants (a 256-bit set) */
+    uint64_t *sub64;       /* [n_nodes] the same by byte group (grp[]): one load to rule most subtrees in or out */
+    uint8_t grp[256];      /* byte -> one of 64 groups; JSON's structural bytes and digits are groups of their own */
+    uint64_t grp_bytes[64][4];
     int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
     int32_t *order;        /* tokens in trie preorder (duplicates included) */
     uint8_t *pieces;
@@ -48,7 +51,7 @@ static int cmp_tok(const void *a, const void *b) {
 void cst_vocab_free(cst_vocab *v) {
     if (!v) return;
     free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
-    free(v->sub); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
+    free(v->sub); free(v->sub64); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
     free(v->pieces); free(v->off); free(v->eos);
     free(v);
 }
@@ -161,6 +164,34 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
             ps[v->byte[i] >> 6] |= 1ull << (v->byte[i] & 63);
         }
     }
+    /* byte groups: controls; every printable byte that ends or structures a JSON token or a number on its
+     * own, the other printable ones in pairs; continuation bytes; lead bytes */
+    {
+        static const char own[] = " \"\\,:{}[]-.+/0123456789e";
+        int next = 1;
+        for (int b = 0; b < 0x20; b++) v->grp[b] = 0;
+        for (int b = 0x20; b < 0x80; b++)
+            if (strchr(own, b)) v->grp[b] = (uint8_t)next++;
+        int pair = 0;
+        for (int b = 0x20; b < 0x80; b++) {
+            if (strchr(own, b)) continue;
+            v->grp[b] = (uint8_t)(next + pair / 2);
+            pair++;
+        }
+        next += (pair + 1) / 2;
+        for (int b = 0x80; b < 0xC0; b++) v->grp[b] = (uint8_t)next;
+        for (int b = 0xC0; b < 0x100; b++) v->grp[b] = (uint8_t)(next + 1);
+        for (int b = 0; b < 256; b++) v->grp_bytes[v->grp[b]][b >> 6] |= 1ull << (b & 63);
+    }
+    v->sub64 = calloc((size_t)nn, sizeof *v->sub64);
+    if (!v->sub64) goto oom;
+    for (int32_t i = 0; i < nn; i++) {
+        const uint64_t *sb = v->sub + (size_t)i * 4;
+        uint64_t m = 0;
+        for (int k = 0; k < 4; k++)
+            for (uint64_t w = sb[k]; w; w &= w - 1) m |= 1ull << v->grp[k * 64 + __builtin_ctzll(w)];
+        v->sub64[i] = m;
+    }
     free(order);
     *out = v;
     return BRISK_OK;
@@ -242,7 +273,8 @@ struct cst_grammar {
     uint64_t cls_bytes[256][4];   /* the bytes of each class */
     uint64_t *SL;              /* [n_cs][4] bytes known to lead back to the same cset */
     int32_t *cmin;             /* [n_cs] the fewest bytes to a complete output (min over the cset's frames) */
-    int64_t cap_T, cap_SL, cap_cmin;
+    uint64_t *SLg;             /* [n_cs][2] SL by byte group: the groups it meets, the groups it holds whole */
+    int64_t cap_T, cap_SL, cap_cmin, cap_SLg;
     int32_t *dist;             /* [n_states] the fewest bytes from an NFA state to its rule's end (calls at their rule's minimum) */
     int32_t *fpool;
     int64_t n_fpool, cap_fpool;
@@ -303,6 +335,7 @@ void cst_grammar_free(cst_grammar *g) {
     free(g->T);
     free(g->SL);
     free(g->cmin);
+    free(g->SLg);
     free(g->dist);
     free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
     free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch);
@@ -412,7 +445,7 @@ static int32_t ds_intern_closure(cst_grammar *g, int32_t n) {
     g->n_pool += n;
     for (int32_t i = 0; i < n; i++) {
         if (g->final[g->buf[i]]) d->accepting = 1;
-        if (g->dist[g->buf[i]] < d->minb) d->minb = g->dist[g->buf[i]];
+        if (g->dist && g->dist[g->buf[i]] < d->minb) d->minb = g->dist[g->buf[i]];
     }
     if (!ihash_insert(g, &g->ds_hash, ds_key, id, slot)) g->over = true;
     return id;
@@ -554,6 +587,7 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
         !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * g->n_cls, sizeof *g->T, &g->bytes) ||
         !grow((void **)&g->SL, &g->cap_SL, ((int64_t)g->n_cs + 1) * 4, sizeof *g->SL, &g->bytes) ||
         !grow((void **)&g->cmin, &g->cap_cmin, (int64_t)g->n_cs + 1, sizeof *g->cmin, &g->bytes) ||
+        !grow((void **)&g->SLg, &g->cap_SLg, ((int64_t)g->n_cs + 1) * 2, sizeof *g->SLg, &g->bytes) ||
         !grow((void **)&g->fpool, &g->cap_fpool, g->n_fpool + n, sizeof *g->fpool, &g->bytes)) {
         g->over = true;
         return CST_DEAD;
@@ -561,6 +595,7 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     id = g->n_cs++;
     for (int i = 0; i < g->n_cls; i++) g->T[(size_t)id * (size_t)g->n_cls + (size_t)i] = UNKNOWN;
     memset(g->SL + (size_t)id * 4, 0, 4 * sizeof *g->SL);
+    g->SLg[(size_t)id * 2] = g->SLg[(size_t)id * 2 + 1] = 0;
     cset *c = &g->cs[id];
     memset(c, 0, sizeof *c);
     c->off = (int32_t)g->n_fpool;
@@ -569,7 +604,7 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     c->accepting = -1;
     c->max_after = -1;
     int32_t mb = CST_FAR;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n && g->dist; i++)
         if (g->fr[f[i]].minb < mb) mb = g->fr[f[i]].minb;
     g->cmin[id] = mb;
     memcpy(g->fpool + g->n_fpool, f, (size_t)n * sizeof *f);
@@ -654,8 +689,23 @@ static int32_t cs_trans_slow(cst_grammar *g, int32_t c, uint8_t b) {
     if (g->over) return CST_DEAD;
     const int k = g->cls[b];
     g->T[(size_t)c * (size_t)g->n_cls + (size_t)k] = r;
-    if (r == c)
-        for (int w = 0; w < 4; w++) g->SL[(size_t)c * 4 + (size_t)w] |= g->cls_bytes[k][w];
+    if (r == c) {
+        uint64_t *sl = g->SL + (size_t)c * 4;
+        for (int w = 0; w < 4; w++) sl[w] |= g->cls_bytes[k][w];
+        uint64_t meets = 0, whole = 0;
+        for (int q = 0; q < 64; q++) {
+            const uint64_t *gb = g->v->grp_bytes[q];
+            bool any = false, all = true;
+            for (int w = 0; w < 4; w++) {
+                any |= (gb[w] & sl[w]) != 0;
+                all &= (gb[w] & ~sl[w]) == 0;
+            }
+            if (any) meets |= 1ull << q;
+            if (any && all) whole |= 1ull << q;
+        }
+        g->SLg[(size_t)c * 2] = meets;
+        g->SLg[(size_t)c * 2 + 1] = whole;
+    }
     return r;
 }
 
@@ -874,10 +924,6 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
     memcpy(g->rule_start, n->rule_start, (size_t)n->n_rules * sizeof *g->rule_start);
     for (int32_t r = 0; r < n->n_rules; r++) g->rule_dstart[r] = -1;
     g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 18;
-    if (!shortest_completions(g)) {
-        cst_grammar_free(g);
-        return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
-    }
     const int32_t d0 = rule_dstart(g, 0);
     const int32_t f0 = d0 == CST_DEAD ? -1 : frame_intern(g, d0, -1, 0);
     if (f0 < 0) {
@@ -928,13 +974,13 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
     const size_t ncls = (size_t)g->n_cls;
     const uint8_t *cls = g->cls;
     const int32_t *T = g->T;
-    const uint64_t *SL = g->SL;
+    const uint64_t *SL = g->SL, *SLg = g->SLg;
     const int32_t *cmin = g->cmin;
     row[0] = T + (size_t)c * ncls;
     const uint8_t *byte = v->byte, *depth = v->depth;
     const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
     const uint8_t *multi = v->multi;
-    const uint64_t *sub = v->sub;
+    const uint64_t *sub = v->sub, *sub64 = v->sub64;
     const int32_t none = v->n_vocab;
     int32_t ma = 0;
     for (int32_t i = 1; i < v->n_nodes;) {
@@ -945,6 +991,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
             /* g->T may have moved */
             T = g->T;
             SL = g->SL;
+            SLg = g->SLg;
             cmin = g->cmin;
             for (int32_t k = 0; k < dp; k++) row[k] = T + (size_t)path[k] * ncls;
             if (g->over) break;
@@ -964,10 +1011,13 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
             for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
         /* every descendant byte loops back to s: the whole subtree stays alive (and every token in it
          * leads to s, so the limit decides for all of them at once) */
-        const uint64_t *sl = SL + (size_t)s * 4;
-        if (skip[i] > i + 2 && (sl[0] | sl[1] | sl[2] | sl[3])) {
-            const uint64_t *sb = sub + (size_t)i * 4;
-            if (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
+        const uint64_t meets = SLg[(size_t)s * 2];
+        if (skip[i] > i + 2 && meets && !(sub64[i] & ~meets)) {
+            /* by groups first (one load): a group the loop bytes miss rules the subtree out, groups they
+             * hold whole rule it in; only a subtree in partly held groups needs the 256-bit test */
+            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)i * 4;
+            if (!(sub64[i] & ~SLg[(size_t)s * 2 + 1]) ||
+                (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3]))) {
                 if (fits) {
                     const int32_t e = tok_lo[skip[i]];
                     if (tok_lo[i + 1] < e && cm > ma) ma = cm;
@@ -1032,7 +1082,7 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
     if (cst_accepting(g, c)) set_eos(g, allowed);
     g->masks_computed++;
-    g->cs[c].max_after = max_after;
+    g->cs[c].max_after = g->dist ? max_after : -1;
     uint32_t *m = malloc(words * sizeof *m);
     if (m && budget(g)) {
         memcpy(m, allowed, words * sizeof *m);
@@ -1044,11 +1094,47 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     return true;
 }
 
-int32_t cst_min_bytes(cst_grammar *g, int32_t c) { return c < 0 ? CST_FAR : g->cmin[c]; }
+/* The shortest completions are computed on first use (only a budget needs them), then the states made so
+ * far get theirs: dstates from their NFA states, frames in id order (a parent is older than its child),
+ * csets from their frames. Masks cached before hold no max_after (-1). */
+static bool ensure_min_bytes(cst_grammar *g) {
+    if (g->dist) return true;
+    if (!shortest_completions(g)) {
+        free(g->dist);
+        g->dist = NULL;
+        return false;
+    }
+    for (int32_t d = 0; d < g->n_ds; d++) {
+        int32_t mb = CST_FAR;
+        for (int32_t i = 0; i < g->ds[d].set_n; i++)
+            if (g->dist[g->pool[g->ds[d].set_off + i]] < mb) mb = g->dist[g->pool[g->ds[d].set_off + i]];
+        g->ds[d].minb = mb;
+    }
+    for (int32_t f = 0; f < g->n_fr; f++) {
+        const frame fr = g->fr[f];
+        const int64_t mb = (int64_t)g->ds[fr.d].minb + (fr.parent >= 0 ? g->fr[fr.parent].minb : 0);
+        g->fr[f].minb = mb < CST_FAR ? (int32_t)mb : CST_FAR;
+    }
+    for (int32_t c = 0; c < g->n_cs; c++) {
+        int32_t mb = CST_FAR;
+        for (int32_t i = 0; i < g->cs[c].n; i++)
+            if (g->fr[g->fpool[g->cs[c].off + i]].minb < mb) mb = g->fr[g->fpool[g->cs[c].off + i]].minb;
+        g->cmin[c] = mb;
+    }
+    g->bytes += (size_t)g->n_states * sizeof *g->dist;
+    return true;
+}
+
+int32_t cst_min_bytes(cst_grammar *g, int32_t c) {
+    if (c < 0 || !ensure_min_bytes(g)) return CST_FAR;
+    return g->cmin[c];
+}
 
 bool cst_mask_within(cst_grammar *g, int32_t c, int32_t limit, uint32_t *allowed) {
+    if (!ensure_min_bytes(g)) return cst_mask(g, c, allowed);
     if (!cst_mask(g, c, allowed)) return false;
-    if (c < 0 || limit == CST_FAR || g->cs[c].max_after <= limit) return true;   /* nothing to remove: the same mask */
+    if (c < 0 || limit == CST_FAR || (g->cs[c].max_after >= 0 && g->cs[c].max_after <= limit))
+        return true;   /* nothing to remove: the same mask */
     const cst_vocab *v = g->v;
     const size_t words = ((size_t)v->n_vocab + 31) / 32, sw = words + 1;
     if (!scratch_ready(g, sw)) return true;   /* out of memory: the unrestricted mask (still exact for the grammar) */
