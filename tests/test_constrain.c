@@ -413,6 +413,113 @@ static void test_token_budget(const char *path) {
     brisk_model_free(m);
 }
 
+/* Token roles along real instances (the valid ones of the MaskBench sample), each tokenized and fed
+ * through a JSON Schema constraint; the per-byte roles go to a file that tests/data/constrain/
+ * json_roles.py checks against Python's own JSON scanners. */
+static void test_token_roles(const char *path) {
+    brisk_model *m = NULL;
+    brisk_gguf *gg = NULL;
+    brisk_vocab *tok = NULL;
+    brisk_error err = {0};
+    if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
+        printf("SKIP token roles: python3 absent (the reference)\n");
+        return;
+    }
+    if (brisk_model_load(path, &m, &err) || brisk_gguf_open(path, &gg, &err) || brisk_vocab_load(gg, &tok, &err)) {
+        printf("SKIP token roles: %s\n", err.msg);
+        brisk_model_free(m);
+        brisk_gguf_close(gg);
+        return;
+    }
+    brisk_gguf_close(gg);
+    char sample[1024], out_path[] = "/tmp/brisk-roles-XXXXXX";
+    snprintf(sample, sizeof sample, "%s/tests/data/constrain/maskbench-sample.jsonl", BRISK_SOURCE_DIR);
+    FILE *f = fopen(sample, "r");
+    const int fd = mkstemp(out_path);
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f && out);
+    char *line = NULL;
+    size_t cap = 0;
+    int instances = 0, schemas = 0, kinds[5] = {0};
+    while (f && out && getline(&line, &cap, f) > 0 && schemas < 60) {
+        json_t *item = json_loads(line, JSON_ALLOW_NUL, NULL);
+        if (!item) continue;
+        char *schema = json_dumps(json_object_get(item, "schema"), JSON_COMPACT);
+        brisk_constraint *c = NULL;
+        if (schema && brisk_constraint_init(&c, m, BRISK_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &err) == BRISK_OK) {
+            schemas++;
+            json_t *tests = json_object_get(item, "tests");
+            for (size_t i = 0; i < json_array_size(tests); i++) {
+                json_t *t = json_array_get(tests, i);
+                if (!json_is_true(json_object_get(t, "valid"))) continue;
+                size_t len = 0;
+                char *text = cst_json_dumps(json_object_get(t, "data"), &len);
+                int32_t *ids = NULL;
+                size_t n_ids = 0;
+                brisk_tokenize_opts to = {0};
+                if (text && brisk_tokenize(tok, text, len, to, &ids, &n_ids, &err) == BRISK_OK) {
+                    brisk_constraint_reset(c);
+                    char *roles = malloc(len + 1);
+                    size_t r = 0;
+                    bool ok = roles != NULL;
+                    for (size_t k = 0; k < n_ids && ok; k++) {
+                        ok = brisk_constraint_accept(c, ids[k]);
+                        uint8_t br[256];
+                        const size_t nb = brisk_constraint_last_token_roles(c, br, sizeof br);
+                        const brisk_token_role tr = brisk_constraint_last_token_role(c);
+                        kinds[tr]++;
+                        /* the token's role is its first byte that is not punctuation */
+                        brisk_token_role want = BRISK_ROLE_PUNCT;
+                        for (size_t b = 0; b < nb; b++)
+                            if (br[b] != BRISK_ROLE_PUNCT) { want = (brisk_token_role)br[b]; break; }
+                        CHECK(tr == want);
+                        for (size_t b = 0; b < nb && r < len; b++) roles[r++] = (char)('0' + br[b]);
+                    }
+                    if (ok && r == len) {
+                        for (size_t b = 0; b < len; b++) fprintf(out, "%02x", (uint8_t)text[b]);
+                        roles[r] = 0;
+                        fprintf(out, " %s\n", roles);
+                        instances++;
+                    }
+                    free(roles);
+                }
+                free(ids);
+                free(text);
+            }
+        }
+        brisk_constraint_free(c);
+        free(schema);
+        json_decref(item);
+    }
+    free(line);
+    if (f) fclose(f);
+    if (out) fclose(out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/data/constrain/json_roles.py %s", BRISK_SOURCE_DIR, out_path);
+    const int rc = system(cmd);
+    printf("token roles: %d instances under %d schemas (tokens: %d punctuation, %d key, %d string, %d scalar)\n", instances,
+           schemas, kinds[BRISK_ROLE_PUNCT], kinds[BRISK_ROLE_KEY], kinds[BRISK_ROLE_STRING], kinds[BRISK_ROLE_SCALAR]);
+    CHECKF(rc == 0, "json_roles.py: exit %d", rc);
+    CHECK(instances > 50 && kinds[BRISK_ROLE_KEY] > 0 && kinds[BRISK_ROLE_STRING] > 0 && kinds[BRISK_ROLE_SCALAR] > 0);
+    unlink(out_path);
+    /* GBNF output is plain text */
+    brisk_constraint *c = NULL;
+    const char *gb = "root ::= \"{\\\"a\\\": 1}\"";
+    if (brisk_constraint_init(&c, m, BRISK_CONSTRAINT_GBNF, gb, strlen(gb), &err) == BRISK_OK) {
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        brisk_tokenize_opts to = {0};
+        if (brisk_tokenize(tok, "{\"a\": 1}", 8, to, &ids, &n_ids, &err) == BRISK_OK && n_ids > 0) {
+            CHECK(brisk_constraint_accept(c, ids[0]));
+            CHECK(brisk_constraint_last_token_role(c) == BRISK_ROLE_TEXT);
+        }
+        free(ids);
+    }
+    brisk_constraint_free(c);
+    brisk_vocab_free(tok);
+    brisk_model_free(m);
+}
+
 /* ---- GBNF ---------------------------------------------------------------------------------------- */
 
 static void test_gbnf(const cst_vocab *bv) {
@@ -660,6 +767,7 @@ int main(void) {
     snprintf(path, sizeof path, "%s/models/pycode-target-f16.gguf", BRISK_SOURCE_DIR);
     test_masks_brute_force(path);
     test_token_budget(path);
+    test_token_roles(path);
     /* the Llama 3 vocabulary (128,256 tokens) when the shared fixtures are there */
     test_masks_brute_force(test_shared("vocab/ggml-vocab-llama-bpe.gguf", path, sizeof path));
     cst_vocab_free(bv);

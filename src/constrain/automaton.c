@@ -58,6 +58,11 @@ void cst_vocab_free(cst_vocab *v) {
 
 int32_t cst_vocab_n(const cst_vocab *v) { return v->n_vocab; }
 bool cst_vocab_all_bytes(const cst_vocab *v) { return v->all_bytes; }
+const uint8_t *cst_vocab_piece(const cst_vocab *v, int32_t tok, size_t *len) {
+    if (tok < 0 || tok >= v->n_vocab) { *len = 0; return v->pieces; }
+    *len = v->off[tok + 1] - v->off[tok];
+    return v->pieces + v->off[tok];
+}
 int32_t cst_vocab_nodes(const cst_vocab *v);
 int32_t cst_vocab_nodes(const cst_vocab *v) { return v->n_nodes; }
 

@@ -31,6 +31,8 @@ void cst_vocab_free(cst_vocab *v);
 int32_t cst_vocab_n(const cst_vocab *v);
 /* every single byte is a token of its own: any byte string can then be written one token per byte */
 bool cst_vocab_all_bytes(const cst_vocab *v);
+/* the bytes of token tok (len 0 for control tokens and ids out of range) */
+const uint8_t *cst_vocab_piece(const cst_vocab *v, int32_t tok, size_t *len);
 
 /* ---- the NFA builder (front ends write into it) ------------------------------------------------ */
 
