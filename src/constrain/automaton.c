@@ -818,6 +818,72 @@ static bool shortest_completions(cst_grammar *g) {
     return ok;
 }
 
+/* Parse positions one cset expansion can reach from a call of each rule without reading a byte: its
+ * start's epsilon closure through calls of rules that match the empty string (the shortest completions
+ * say which), each call reached counting itself and its rule's own width; a rule on the current path
+ * (recursion) counts 0, the parser's depth limit bounds it. Over EPS_WIDTH_MAX the grammar is refused. */
+#define EPS_WIDTH_MAX (1 << 18)
+static int64_t rule_eps_width(cst_grammar *g, int32_t r, int64_t *width, uint8_t *state, int32_t *stack, uint32_t *seen,
+                              uint32_t *gen, int depth) {
+    if (state[r] == 2) return width[r];
+    if (state[r] == 1 || depth > 512) return 0;
+    state[r] = 1;
+    /* the closure first (it uses seen[] and the stack), then the callees (which reuse them) */
+    int32_t sp = 0, n_calls = 0;
+    int32_t *calls = NULL;
+    int32_t cap = 0;
+    (*gen)++;
+    const uint32_t my = *gen;
+    stack[sp++] = g->rule_start[r];
+    seen[g->rule_start[r]] = my;
+    while (sp > 0) {
+        const int32_t s = stack[--sp];
+        for (int32_t k = g->adj_off[s]; k < g->adj_off[s + 1]; k++) {
+            const cst_edge *e = &g->adj[k];
+            if (e->kind == CST_E_RANGE) continue;
+            if (e->kind == CST_E_CALL) {
+                if (n_calls == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    int32_t *c2 = realloc(calls, (size_t)cap * sizeof *c2);
+                    if (!c2) { free(calls); state[r] = 2; return width[r] = (int64_t)1 << 40; }
+                    calls = c2;
+                }
+                calls[n_calls++] = e->rule;
+                if (g->dist[g->rule_start[e->rule]] != 0) continue;   /* cannot match nothing: the walk stops here */
+            }
+            if (seen[e->to] == my) continue;
+            seen[e->to] = my;
+            stack[sp++] = e->to;
+        }
+    }
+    int64_t w = 0;
+    for (int32_t i = 0; i < n_calls && w <= EPS_WIDTH_MAX; i++)
+        w += 1 + rule_eps_width(g, calls[i], width, state, stack, seen, gen, depth + 1);
+    free(calls);
+    state[r] = 2;
+    return width[r] = w;
+}
+
+static brisk_status check_eps_width(cst_grammar *g, brisk_error *err) {
+    if (!g->dist && !shortest_completions(g)) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    int64_t *width = calloc((size_t)g->n_rules, sizeof *width);
+    uint8_t *state = calloc((size_t)g->n_rules, 1);
+    int32_t *stack = malloc(((size_t)g->n_states + 1) * sizeof *stack);
+    uint32_t *seen = calloc((size_t)g->n_states + 1, sizeof *seen);
+    uint32_t gen = 0;
+    brisk_status st = BRISK_OK;
+    if (!width || !state || !stack || !seen) st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    for (int32_t r = 0; r < g->n_rules && st == BRISK_OK; r++) {
+        const int64_t w = rule_eps_width(g, r, width, state, stack, seen, &gen, 0);
+        if (w > EPS_WIDTH_MAX)
+            st = brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                            "the grammar nests repeats of parts that can match the empty string too deeply: %lld parse positions "
+                            "reachable at once (at most %d)", (long long)w, EPS_WIDTH_MAX);
+    }
+    free(width); free(state); free(stack); free(seen);
+    return st;
+}
+
 brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, brisk_error *err) {
     *out = NULL;
     if (n->failed) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s", n->err);
@@ -929,6 +995,15 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
     memcpy(g->rule_start, n->rule_start, (size_t)n->n_rules * sizeof *g->rule_start);
     for (int32_t r = 0; r < n->n_rules; r++) g->rule_dstart[r] = -1;
     g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 18;
+    if (n->call_repeats > 0) {
+        /* the builder checked each big repeat of a part that can match nothing against what it knew then;
+         * a rule used before its definition (GBNF) is only known now: check every rule again */
+        const brisk_status st = check_eps_width(g, err);
+        if (st != BRISK_OK) {
+            cst_grammar_free(g);
+            return st;
+        }
+    }
     const int32_t d0 = rule_dstart(g, 0);
     const int32_t f0 = d0 == CST_DEAD ? -1 : frame_intern(g, d0, -1, 0);
     if (f0 < 0) {

@@ -334,6 +334,7 @@ static cst_frag repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max, bool in
             return cst_frag_close(n, m, f.start, f.end);
         }
         f = cst_as_call(n, f);
+        n->call_repeats++;
     }
     const cst_frag body = f;
     const int32_t start = cst_state(n);

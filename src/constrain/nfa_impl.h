@@ -22,6 +22,7 @@ struct cst_nfa {
     uint8_t *rule_nullable;      /* 1: the rule provably matches the empty string (0: no or unknown) */
     int64_t *rule_width;         /* parse positions one expansion of the rule can reach without a byte */
     int32_t n_rules, cap_rules;
+    int32_t call_repeats;        /* big repeats made as chains of calls (the grammar then checks their width once built) */
     bool failed;
     char err[384];
 };
