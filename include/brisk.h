@@ -494,6 +494,29 @@ bool brisk_constraint_complete(brisk_constraint *c);
 void brisk_constraint_reset(brisk_constraint *c);
 /* Is text, from the start, a complete output of the constraint? (independent of the current state) */
 bool brisk_constraint_matches(brisk_constraint *c, const char *text, size_t len);
+/* Finish within a token budget: the output (its end token included) may take n_tokens tokens from the
+ * constraint's start or last reset; the constraint counts the tokens it accepts. Far from the limit the
+ * mask is unchanged; once the limit is near it keeps only tokens after which the output can still be
+ * completed in the tokens left (one token per byte at worst, then the end token), so a budget at least
+ * the shortest output's bytes + 1 always ends complete. n_tokens < 0 removes the budget. Returns false
+ * (and sets none) when the vocabulary lacks a token for some single byte: no bound can then be promised. */
+bool brisk_constraint_set_token_budget(brisk_constraint *c, int64_t n_tokens);
+/* The fewest bytes from the current state to a complete output (0: complete; INT32_MAX: dead). */
+int32_t brisk_constraint_min_bytes(brisk_constraint *c);
+/* What the last accepted token is in the output, for JSON Schema constraints (a streaming JSON lexer over
+ * the output bytes; exact, since the output is valid JSON): a byte of an object key (quotes included), of
+ * a string value, of a number or true/false/null, or punctuation and whitespace. A token's role is that
+ * of its first byte that is not punctuation or whitespace. GBNF, regex and choice outputs are TEXT. */
+typedef enum brisk_token_role {
+    BRISK_ROLE_TEXT = 0,
+    BRISK_ROLE_PUNCT = 1,     /* { } [ ] , : and whitespace */
+    BRISK_ROLE_KEY = 2,
+    BRISK_ROLE_STRING = 3,    /* a string value */
+    BRISK_ROLE_SCALAR = 4,    /* a number, true, false or null */
+} brisk_token_role;
+brisk_token_role brisk_constraint_last_token_role(const brisk_constraint *c);
+/* The role of each byte of the last accepted token (up to cap written); returns its byte count. */
+size_t brisk_constraint_last_token_roles(const brisk_constraint *c, uint8_t *roles, size_t cap);
 
 /* DRY's sequence breakers from text, as llama.cpp derives them from its --dry-sequence-breaker strings: for
  * every token whose text (detokenized alone) contains a breaker, the token by itself; for every token whose

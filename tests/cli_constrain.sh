@@ -34,6 +34,26 @@ printf '%s' "$schema" >"$tmp/schema.json"
 "$brisk" run -m "$model" -p 'record = ' -n 200 --temp 0 --no-display-prompt --json-schema-file "$tmp/schema.json" >"$tmp/out" 2>"$tmp/err" &&
   python3 -c "$check_json" "$tmp/out" && ok || bad "json-schema-file: $(cat "$tmp/out") $(tail -2 "$tmp/err")"
 
+# -n is the constraint's token budget: with a budget just above the shortest instance (in bytes, one
+# token per byte at worst, plus the end token) the output always ends complete, even at temperature 2
+budget_schema='{"type":"object","properties":{"name":{"type":"string","minLength":12},"tags":{"type":"array","items":{"type":"string"},"minItems":3},"n":{"type":"number"}},"required":["name","tags","n"]}'
+shortest="$(python3 -c 'import json; print(len(json.dumps({"name": "x" * 12, "tags": ["", "", ""], "n": 0}, separators=(",", ":"))))')"
+check_budget='
+import json, sys
+d = json.loads(open(sys.argv[1], encoding="utf-8").read())
+assert isinstance(d, dict) and list(d)[:3] == ["name", "tags", "n"], d
+assert isinstance(d["name"], str) and len(d["name"]) >= 12, d
+assert isinstance(d["tags"], list) and len(d["tags"]) >= 3 and all(isinstance(t, str) for t in d["tags"]), d
+assert type(d["n"]) in (int, float), d
+'
+for seed in 1 2 3 4 5 6 7 8; do
+  n=$((shortest + 1 + seed % 3))
+  "$brisk" run -m "$model" -p 'data = ' -n $n --temp 2 --seed $seed --no-display-prompt --json-schema "$budget_schema" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 0 ] && grep -q 'constrained output ended by an end-of-generation token' "$tmp/err" && python3 -c "$check_budget" "$tmp/out" 2>"$tmp/py" && ok ||
+    bad "token budget -n $n (shortest $shortest bytes) seed $seed rc=$rc: $(cat "$tmp/out") $(tail -2 "$tmp/py") $(tail -2 "$tmp/err")"
+done
+
 for seed in 1 2 3; do
   out="$("$brisk" run -m "$model" -p 'color = ' -n 20 --temp 1 --seed $seed --no-display-prompt --choice 'red,green,blue\,ish' 2>/dev/null)"
   case "$out" in red|green|"blue,ish") ok ;; *) bad "choice seed $seed gave '$out'" ;; esac

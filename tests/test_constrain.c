@@ -229,6 +229,10 @@ static void test_masks_brute_force(const char *path) {
         {"schema", "{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-02-28T10:11:12.5Z\""},
         {"gbnf", "root ::= \"SELECT \" cols \" FROM \" [a-z]+\ncols ::= [a-z]+ (\", \" [a-z]+)*", "SELECT a, bc FROM t"},
         {"regex", "(def|class) [A-Za-z_][A-Za-z_0-9]*\\(\\):", "def foo_1():"},
+        /* length counters: the walk's chain shortcut (a subtree accepted whole while the counter lasts) */
+        {"schema", "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":20,\"maxLength\":40}},\"required\":[\"s\"]}",
+         "{\"s\": \"the quick brown fox jumps over it\"}"},
+        {"regex", "[a-z ]{10,60}x[0-9]{30}", "hello world of counters x012345678901234567890123456789"},
     };
     int bad = 0, steps = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -243,6 +247,277 @@ static void test_masks_brute_force(const char *path) {
     CHECK(steps > 40);
     cst_vocab_free(v);
     brisk_vocab_free(tok);
+}
+
+
+/* ---- the token budget ----------------------------------------------------------------------------- */
+
+/* cst_min_bytes against a breadth-first search over bytes (the byte vocabulary: every state's
+ * successors by all 256 bytes) on small grammars, at the start and along an instance. */
+static int32_t bfs_min_bytes(cst_grammar *g, int32_t s0, int32_t cap) {
+    int32_t *q = malloc(sizeof(int32_t) * 200000), *dq = malloc(sizeof(int32_t) * 200000);
+    int32_t n = 0, head = 0, found = -1;
+    uint8_t *seen = calloc(1 << 20, 1);
+    q[n] = s0; dq[n++] = 0;
+    while (head < n && found < 0) {
+        const int32_t s = q[head], d = dq[head++];
+        if (cst_accepting(g, s)) { found = d; break; }
+        if (d >= cap) continue;
+        for (int b = 0; b < 256 && n < 200000; b++) {
+            const int32_t t = cst_advance(g, s, b);
+            if (t < 0 || t >= (1 << 20) || seen[t]) continue;
+            seen[t] = 1;
+            q[n] = t; dq[n++] = d + 1;
+        }
+    }
+    free(q); free(dq); free(seen);
+    return found;
+}
+
+static void test_min_bytes(const cst_vocab *bv) {
+    static const struct { const char *kind, *src, *text; } cases[] = {
+        {"schema", "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":5},\"n\":{\"type\":\"integer\"}},\"required\":[\"name\",\"n\"]}",
+         "{\"name\": \"abcdef\", \"n\": 12}"},
+        {"schema", "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"},\"minItems\":1}}}},\"$ref\":\"#/$defs/t\"}",
+         "{\"k\": [{\"k\": [{}]}]}"},
+        {"schema", "{\"type\":\"array\",\"items\":{\"enum\":[\"abc\",\"de\",7]},\"minItems\":3}", "[\"abc\", 7, \"de\"]"},
+        {"gbnf", "root ::= \"(\" e \")\"\ne ::= t (\"+\" t)*\nt ::= \"x\" | \"[\" e \"]\"", "([[x+x]+x])"},
+        {"gbnf", "root ::= w{3,5} \"!\"\nw ::= [a-z]{2,4} \" \"", "ab cde fghi !"},
+        {"regex", "[a-z]{3}(-[0-9]{2,}){2}", "abc-12-345"},
+    };
+    int checked = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, cases[i].kind, cases[i].src, strlen(cases[i].src), &err);
+        CHECKF(g != NULL, "min bytes case %zu: %s", i, err.msg);
+        if (!g) continue;
+        int32_t s = cst_start(g);
+        for (size_t k = 0; s != CST_DEAD; k++) {
+            const int32_t want = bfs_min_bytes(g, s, 64);
+            CHECKF(want >= 0 && cst_min_bytes(g, s) == want, "min bytes case %zu at %zu: %d, breadth-first %d", i, k,
+                   cst_min_bytes(g, s), want);
+            checked++;
+            if (!cases[i].text[k]) break;
+            s = cst_advance(g, s, (uint8_t)cases[i].text[k]);
+        }
+        CHECKF(s != CST_DEAD && cst_min_bytes(g, s) == 0, "min bytes case %zu: the instance is not complete", i);
+        cst_grammar_free(g);
+    }
+    printf("min bytes vs breadth-first search: %d states\n", checked);
+}
+
+/* Generation under a budget with the bundled model's vocabulary: token pickers that never end by
+ * themselves (the end token only when nothing else is allowed) or pick uniformly, under a budget
+ * just above the shortest instance; every run must end with the end token within the budget, and the
+ * text be a complete instance. Far from the limit, masks equal the unbudgeted ones bit for bit. */
+static void test_token_budget(const char *path) {
+    brisk_model *m = NULL;
+    brisk_gguf *gg = NULL;
+    brisk_vocab *tok = NULL;
+    brisk_error err = {0};
+    if (brisk_model_load(path, &m, &err) || brisk_gguf_open(path, &gg, &err) || brisk_vocab_load(gg, &tok, &err)) {
+        printf("SKIP token budget: %s\n", err.msg);
+        brisk_model_free(m);
+        brisk_gguf_close(gg);
+        return;
+    }
+    brisk_gguf_close(gg);
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    const int32_t nv = info.n_vocab;
+    uint32_t *mask = malloc(((size_t)nv + 31) / 32 * 4), *mask2 = malloc(((size_t)nv + 31) / 32 * 4);
+    int32_t *allowed = malloc((size_t)nv * sizeof *allowed);
+    static const char *const schemas[] = {
+        "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"minLength\":12},\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+        "\"minItems\":3},\"n\":{\"type\":\"number\"}},\"required\":[\"name\",\"tags\",\"n\"]}",
+        "{\"$defs\":{\"t\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"k\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/t\"}}},"
+        "\"required\":[\"v\"]}},\"$ref\":\"#/$defs/t\"}",
+        "{}",
+    };
+    uint64_t rng = 0x243F6A8885A308D3ull;
+    char text[8192];
+    int runs = 0, ended = 0, same_far = 0, steps_far = 0;
+    for (size_t si = 0; si < sizeof schemas / sizeof schemas[0]; si++) {
+        brisk_constraint *c = NULL, *plain = NULL;
+        if (brisk_constraint_init(&c, m, BRISK_CONSTRAINT_JSON_SCHEMA, schemas[si], strlen(schemas[si]), &err) ||
+            brisk_constraint_init(&plain, m, BRISK_CONSTRAINT_JSON_SCHEMA, schemas[si], strlen(schemas[si]), &err)) {
+            CHECKF(0, "budget schema %zu: %s", si, err.msg);
+            brisk_constraint_free(c);
+            continue;
+        }
+        const int32_t shortest = brisk_constraint_min_bytes(c);
+        CHECKF(shortest > 0 && shortest < 200, "budget schema %zu: shortest %d bytes", si, shortest);
+        for (int run = 0; run < 24; run++) {
+            const bool far = run >= 20;                  /* the last runs: a budget far away, masks compared */
+            const int64_t budget = far ? 1000000 : shortest + 1 + run % 4;
+            CHECK(brisk_constraint_set_token_budget(c, budget));
+            brisk_constraint_reset(c);
+            brisk_constraint_reset(plain);
+            const brisk_mask mk = brisk_constraint_mask(c), mp = brisk_constraint_mask(plain);
+            size_t len = 0;
+            bool got_end = false;
+            const int max_steps = far ? 60 : (int)budget;
+            for (int64_t step = 0; step < max_steps; step++) {
+                mk.fill(mk.user, mask, nv);
+                if (far) {
+                    mp.fill(mp.user, mask2, nv);
+                    steps_far++;
+                    same_far += !memcmp(mask, mask2, ((size_t)nv + 31) / 32 * 4);
+                }
+                int32_t n_allowed = 0, end_tok = -1;
+                for (int32_t t = 0; t < nv; t++)
+                    if (mask[t >> 5] >> (t & 31) & 1u) {
+                        if (brisk_token_is_eog(m, t)) end_tok = t;
+                        else allowed[n_allowed++] = t;
+                    }
+                if (n_allowed == 0) {
+                    CHECKF(end_tok >= 0, "budget schema %zu run %d: an empty mask at step %lld", si, run, (long long)step);
+                    got_end = end_tok >= 0;
+                    break;
+                }
+                rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                /* half the runs stay in the longest tokens they may take, the others uniformly */
+                int32_t pick = allowed[(rng >> 33) % (uint64_t)n_allowed];
+                if (run % 2) {
+                    for (int tries = 0; tries < 8; tries++) {
+                        rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+                        const int32_t t = allowed[(rng >> 33) % (uint64_t)n_allowed];
+                        size_t a = 0, b = 0;
+                        char p1[256], p2[256];
+                        brisk_token_to_piece(tok, t, p1, sizeof p1, &a, NULL);
+                        brisk_token_to_piece(tok, pick, p2, sizeof p2, &b, NULL);
+                        if (a > b) pick = t;
+                    }
+                }
+                size_t plen = 0;
+                CHECK(brisk_token_to_piece(tok, pick, text + len, sizeof text - len - 1, &plen, NULL) == BRISK_OK);
+                len += plen;
+                CHECK(brisk_constraint_accept(c, pick));
+                if (far) CHECK(brisk_constraint_accept(plain, pick));
+            }
+            if (far) continue;
+            runs++;
+            ended += got_end;
+            CHECKF(got_end, "budget schema %zu run %d (budget %lld, shortest %d bytes): no end token within the budget", si, run,
+                   (long long)budget, shortest);
+            CHECKF(brisk_constraint_matches(c, text, len), "budget schema %zu run %d: '%.*s' is not complete", si, run, (int)len, text);
+        }
+        brisk_constraint_free(c);
+        brisk_constraint_free(plain);
+    }
+    printf("token budget: %d of %d runs ended within budgets of the shortest + 1..4 tokens; far budget: %d of %d masks identical\n",
+           ended, runs, same_far, steps_far);
+    CHECK(same_far == steps_far && steps_far > 0);
+    free(mask); free(mask2); free(allowed);
+    brisk_vocab_free(tok);
+    brisk_model_free(m);
+}
+
+/* Token roles along real instances (the valid ones of the MaskBench sample), each tokenized and fed
+ * through a JSON Schema constraint; the per-byte roles go to a file that tests/data/constrain/
+ * json_roles.py checks against Python's own JSON scanners. */
+static void test_token_roles(const char *path) {
+    brisk_model *m = NULL;
+    brisk_gguf *gg = NULL;
+    brisk_vocab *tok = NULL;
+    brisk_error err = {0};
+    if (system("python3 -c 1 >/dev/null 2>&1") != 0) {
+        printf("SKIP token roles: python3 absent (the reference)\n");
+        return;
+    }
+    if (brisk_model_load(path, &m, &err) || brisk_gguf_open(path, &gg, &err) || brisk_vocab_load(gg, &tok, &err)) {
+        printf("SKIP token roles: %s\n", err.msg);
+        brisk_model_free(m);
+        brisk_gguf_close(gg);
+        return;
+    }
+    brisk_gguf_close(gg);
+    char sample[1024], out_path[] = "/tmp/brisk-roles-XXXXXX";
+    snprintf(sample, sizeof sample, "%s/tests/data/constrain/maskbench-sample.jsonl", BRISK_SOURCE_DIR);
+    FILE *f = fopen(sample, "r");
+    const int fd = mkstemp(out_path);
+    FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
+    CHECK(f && out);
+    char *line = NULL;
+    size_t cap = 0;
+    int instances = 0, schemas = 0, kinds[5] = {0};
+    while (f && out && getline(&line, &cap, f) > 0 && schemas < 60) {
+        json_t *item = json_loads(line, JSON_ALLOW_NUL, NULL);
+        if (!item) continue;
+        char *schema = json_dumps(json_object_get(item, "schema"), JSON_COMPACT);
+        brisk_constraint *c = NULL;
+        if (schema && brisk_constraint_init(&c, m, BRISK_CONSTRAINT_JSON_SCHEMA, schema, strlen(schema), &err) == BRISK_OK) {
+            schemas++;
+            json_t *tests = json_object_get(item, "tests");
+            for (size_t i = 0; i < json_array_size(tests); i++) {
+                json_t *t = json_array_get(tests, i);
+                if (!json_is_true(json_object_get(t, "valid"))) continue;
+                size_t len = 0;
+                char *text = cst_json_dumps(json_object_get(t, "data"), &len);
+                int32_t *ids = NULL;
+                size_t n_ids = 0;
+                brisk_tokenize_opts to = {0};
+                if (text && brisk_tokenize(tok, text, len, to, &ids, &n_ids, &err) == BRISK_OK) {
+                    brisk_constraint_reset(c);
+                    char *roles = malloc(len + 1);
+                    size_t r = 0;
+                    bool ok = roles != NULL;
+                    for (size_t k = 0; k < n_ids && ok; k++) {
+                        ok = brisk_constraint_accept(c, ids[k]);
+                        uint8_t br[256];
+                        const size_t nb = brisk_constraint_last_token_roles(c, br, sizeof br);
+                        const brisk_token_role tr = brisk_constraint_last_token_role(c);
+                        kinds[tr]++;
+                        /* the token's role is its first byte that is not punctuation */
+                        brisk_token_role want = BRISK_ROLE_PUNCT;
+                        for (size_t b = 0; b < nb; b++)
+                            if (br[b] != BRISK_ROLE_PUNCT) { want = (brisk_token_role)br[b]; break; }
+                        CHECK(tr == want);
+                        for (size_t b = 0; b < nb && r < len; b++) roles[r++] = (char)('0' + br[b]);
+                    }
+                    if (ok && r == len) {
+                        for (size_t b = 0; b < len; b++) fprintf(out, "%02x", (uint8_t)text[b]);
+                        roles[r] = 0;
+                        fprintf(out, " %s\n", roles);
+                        instances++;
+                    }
+                    free(roles);
+                }
+                free(ids);
+                free(text);
+            }
+        }
+        brisk_constraint_free(c);
+        free(schema);
+        json_decref(item);
+    }
+    free(line);
+    if (f) fclose(f);
+    if (out) fclose(out);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/data/constrain/json_roles.py %s", BRISK_SOURCE_DIR, out_path);
+    const int rc = system(cmd);
+    printf("token roles: %d instances under %d schemas (tokens: %d punctuation, %d key, %d string, %d scalar)\n", instances,
+           schemas, kinds[BRISK_ROLE_PUNCT], kinds[BRISK_ROLE_KEY], kinds[BRISK_ROLE_STRING], kinds[BRISK_ROLE_SCALAR]);
+    CHECKF(rc == 0, "json_roles.py: exit %d", rc);
+    CHECK(instances > 50 && kinds[BRISK_ROLE_KEY] > 0 && kinds[BRISK_ROLE_STRING] > 0 && kinds[BRISK_ROLE_SCALAR] > 0);
+    unlink(out_path);
+    /* GBNF output is plain text */
+    brisk_constraint *c = NULL;
+    const char *gb = "root ::= \"{\\\"a\\\": 1}\"";
+    if (brisk_constraint_init(&c, m, BRISK_CONSTRAINT_GBNF, gb, strlen(gb), &err) == BRISK_OK) {
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        brisk_tokenize_opts to = {0};
+        if (brisk_tokenize(tok, "{\"a\": 1}", 8, to, &ids, &n_ids, &err) == BRISK_OK && n_ids > 0) {
+            CHECK(brisk_constraint_accept(c, ids[0]));
+            CHECK(brisk_constraint_last_token_role(c) == BRISK_ROLE_TEXT);
+        }
+        free(ids);
+    }
+    brisk_constraint_free(c);
+    brisk_vocab_free(tok);
+    brisk_model_free(m);
 }
 
 /* ---- GBNF ---------------------------------------------------------------------------------------- */
@@ -297,6 +572,53 @@ static void test_gbnf(const cst_vocab *bv) {
         brisk_error err = {0};
         cst_grammar *g = compile_kind(bv, "gbnf", bad[i], strlen(bad[i]), &err);
         CHECKF(g == NULL && strstr(err.msg, "GBNF"), "bad grammar %zu: '%s'", i, err.msg);
+        cst_grammar_free(g);
+    }
+}
+
+/* Repeats of fragments that match only the empty string, or may match it (fuzz_gbnf found the first:
+ * seven nested empty groups repeated {0,10000} twice ran the lazy tables out of memory, after which the
+ * end token's mask bit and cst_accepting disagreed). Each grammar either compiles to a small automaton
+ * whose byte masks equal the brute force, its end bit equal to cst_accepting, or is refused by name. */
+static void test_empty_repeats(const cst_vocab *bv) {
+    static const struct { const char *src, *yes, *no; bool refused; } cases[] = {
+        {"root ::= ((((((())))))){0,10000}{0,10000}", "", "a", false},
+        {"root ::= ((((((())))))){3,10000}{2,10000} \"b\"", "b", "", false},
+        {"root ::= (){0,10000}{0,10000}{0,10000} \"a\"{1,3}", "aaa", "aaaa", false},
+        {"root ::= (\"a\"?){0,100}{0,100}", "aaaaaaaaaa", "b", false},
+        {"root ::= (\"a\"?){0,10000}", "aaaa", "ab", false},
+        {"root ::= (\"a\"){0,10000}{0,10000}", "aaaa", "b", false},
+        {"root ::= (\"a\"?){0,10000}{0,10000}", "", "", true},
+        /* the same through rules used before their definition: only the built grammar knows them */
+        {"root ::= y{0,10000}\ny ::= x{0,10000}\nx ::= \"a\"?", "", "", true},
+        {"root ::= y{0,40}\ny ::= x{0,40}\nx ::= \"a\"?", "aaaaa", "b", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        brisk_error err = {0};
+        cst_grammar *g = compile_kind(bv, "gbnf", cases[i].src, strlen(cases[i].src), &err);
+        if (cases[i].refused) {
+            CHECKF(g == NULL && strstr(err.msg, "the empty string"), "empty repeat %zu: '%s'", i, err.msg);
+            cst_grammar_free(g);
+            continue;
+        }
+        CHECKF(g != NULL, "empty repeat %zu: %s", i, err.msg);
+        if (!g) continue;
+        CHECKF(matches(g, cases[i].yes), "empty repeat %zu rejects '%s'", i, cases[i].yes);
+        CHECKF(!matches(g, cases[i].no), "empty repeat %zu accepts '%s'", i, cases[i].no);
+        /* masks along the accepted text, against the brute force */
+        int32_t s = cst_start(g);
+        for (size_t k = 0; s != CST_DEAD; k++) {
+            uint32_t mask[(257 + 31) / 32];
+            CHECKF(cst_mask(g, s, mask), "empty repeat %zu: the automaton ran out of its budget", i);
+            for (int t = 0; t < 256; t++)
+                CHECKF((int)(mask[t >> 5] >> (t & 31) & 1u) == (cst_advance(g, s, t) != CST_DEAD), "empty repeat %zu byte %d", i, t);
+            CHECKF((int)(mask[256 >> 5] & 1u) == (int)cst_accepting(g, s), "empty repeat %zu: end bit vs accepting at %zu", i, k);
+            if (!cases[i].yes[k]) break;
+            s = cst_advance(g, s, (uint8_t)cases[i].yes[k]);
+        }
+        cst_stats st;
+        cst_grammar_stats(g, &st);
+        CHECKF(st.frames < 1000000, "empty repeat %zu: %lld frames", i, (long long)st.frames);
         cst_grammar_free(g);
     }
 }
@@ -441,10 +763,14 @@ int main(void) {
     test_dumps();
     test_schema_tables(bv);
     test_gbnf(bv);
+    test_empty_repeats(bv);
+    test_min_bytes(bv);
     test_schema_maskbench(bv);
     char path[1024];
     snprintf(path, sizeof path, "%s/models/pycode-target-f16.gguf", BRISK_SOURCE_DIR);
     test_masks_brute_force(path);
+    test_token_budget(path);
+    test_token_roles(path);
     /* the Llama 3 vocabulary (128,256 tokens) when the shared fixtures are there */
     test_masks_brute_force(test_shared("vocab/ggml-vocab-llama-bpe.gguf", path, sizeof path));
     cst_vocab_free(bv);

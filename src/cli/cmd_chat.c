@@ -369,6 +369,9 @@ int brisk_cmd_chat(int argc, char **argv) {
         mk.accept = NULL;   /* advanced by reply() itself */
         mk.reset = NULL;
         brisk_sampler_set_mask(c.smp, &mk);
+        /* -n is every reply's token budget: near it, only tokens after which the reply can still end in time */
+        if (c.n_predict >= 0 && !brisk_constraint_set_token_budget(c.cons, c.n_predict))
+            fprintf(stderr, "brisk chat: the vocabulary lacks a token for some single byte: the constraint cannot plan to end within -n\n");
     }
     fprintf(stderr, "brisk chat: sampler seed: %llu\n", (unsigned long long)brisk_sampler_seed(c.smp));
     if (a.i[CLI_O_IGNORE_EOS]) {

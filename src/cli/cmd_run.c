@@ -102,6 +102,7 @@ static brisk_status load_prompt_cache(brisk_context *ctx, const char *path, bool
 typedef struct gen_out {
     brisk_text_stream *ts;
     cli_stop *stop;
+    bool ended;                /* generation ended with an end-of-generation token */
     cli_eog *eog;                /* --ignore-eos, or NULL */
     cli_stdout_state out;        /* CLOSED or FAILED ends generation */
     bool reverse_hit;
@@ -130,7 +131,7 @@ static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx,
         int32_t tok = brisk_sampler_sample(smp, g->eog ? cli_eog_mask(g->eog, logits) : logits);
         if (gen) gen[n_gen] = tok;
         n_gen++;
-        if (!g->eog && brisk_token_is_eog(model, tok)) break;
+        if (!g->eog && brisk_token_is_eog(model, tok)) { g->ended = true; break; }
         brisk_sampler_accept(smp, tok);
         const bool more = emit(g, tok, &st, err);
         if (st) break;
@@ -355,6 +356,9 @@ int brisk_cmd_run(int argc, char **argv) {
     if (cons) {
         const brisk_mask mk = brisk_constraint_mask(cons);
         brisk_sampler_set_mask(smp, &mk);
+        /* -n is the constraint's token budget: near it, only tokens after which the output can still end in time */
+        if (!brisk_constraint_set_token_budget(cons, n_predict))
+            fprintf(stderr, "brisk run: the vocabulary lacks a token for some single byte: the constraint cannot plan to end within -n\n");
     }
     if (cache_path) {
         fprintf(stderr, "brisk run: prompt cache: reused %d of %zu prompt tokens", cache_reused, n_ids);
@@ -389,7 +393,7 @@ int brisk_cmd_run(int argc, char **argv) {
             if (brisk_spec_step(spec, (int32_t)(n_predict - n_gen), gen + n_gen, &got, &err)) goto fail;
             for (int32_t j = 0; j < got && !done; j++) {
                 const int32_t tok = gen[n_gen++];
-                if (brisk_token_is_eog(model, tok)) { done = true; break; }
+                if (brisk_token_is_eog(model, tok)) { done = g.ended = true; break; }
                 brisk_status st = BRISK_OK;
                 if (!emit(&g, tok, &st, &err)) done = true;
                 if (st) goto fail;
@@ -418,6 +422,9 @@ int brisk_cmd_run(int argc, char **argv) {
             load_s * 1e3, n_ids, pp_s > 0 ? (double)n_ids / pp_s : 0.0, (long long)n_gen, tps,
             brisk_context_isa(ctx), brisk_context_n_ctx(ctx),
             g.reverse_hit ? " | stopped at a reverse prompt" : g.out == CLI_STDOUT_CLOSED ? " | stdout closed" : "");
+    if (cons)
+        fprintf(stderr, "brisk run: constrained output %s\n", g.ended ? "ended by an end-of-generation token"
+                : brisk_constraint_complete(cons) ? "complete but stopped by -n (no end token)" : "cut by -n (incomplete)");
     if (spec) {
         static const char *names[] = {"none", "draft", "ngram", "auto"};
         brisk_spec_stats ss;

@@ -94,19 +94,94 @@ static brisk_status split_choices(const char *src, size_t len, char ***items, si
     return BRISK_OK;
 }
 
+/* A streaming JSON lexer over the output bytes, for token roles: exact on JSON (a JSON Schema
+ * constraint only lets valid JSON through), so it needs no grammar: the container stack, whether an
+ * object wants a key, and whether a string or a scalar is open. */
+#define ROLE_STACK 256
+typedef struct json_lex {
+    uint8_t stack[ROLE_STACK];   /* '{' or '[' */
+    int32_t depth;               /* may exceed ROLE_STACK: deeper levels are then taken as arrays */
+    bool want_key;               /* in an object, the next string is a key */
+    bool in_string, escape;
+    uint8_t string_role;
+} json_lex;
+
+static uint8_t lex_byte(json_lex *l, uint8_t b) {
+    if (l->in_string) {
+        if (l->escape) l->escape = false;
+        else if (b == '\\') l->escape = true;
+        else if (b == '"') l->in_string = false;
+        return l->string_role;
+    }
+    const bool in_object = l->depth > 0 && l->depth <= ROLE_STACK && l->stack[l->depth - 1] == '{';
+    switch (b) {
+    case '{': case '[':
+        if (l->depth < ROLE_STACK) l->stack[l->depth] = b;
+        l->depth++;
+        l->want_key = b == '{';
+        return BRISK_ROLE_PUNCT;
+    case '}': case ']':
+        if (l->depth > 0) l->depth--;
+        l->want_key = false;
+        return BRISK_ROLE_PUNCT;
+    case ',':
+        l->want_key = in_object;
+        return BRISK_ROLE_PUNCT;
+    case ':':
+        l->want_key = false;
+        return BRISK_ROLE_PUNCT;
+    case ' ': case '\t': case '\n': case '\r':
+        return BRISK_ROLE_PUNCT;
+    case '"':
+        l->in_string = true;
+        l->string_role = in_object && l->want_key ? BRISK_ROLE_KEY : BRISK_ROLE_STRING;
+        return l->string_role;
+    default:
+        return BRISK_ROLE_SCALAR;   /* a number, true, false or null */
+    }
+}
+
 struct brisk_constraint {
     cst_vocab *vocab;
     cst_grammar *g;
     int32_t state;
     bool ended;       /* an end token was accepted */
+    int64_t budget;   /* tokens the output may take, its end token included; -1: none */
+    int64_t used;     /* tokens accepted since the start (or the last reset) */
+    bool json;        /* a JSON Schema constraint: roles from the lexer, else BRISK_ROLE_TEXT */
+    json_lex lex;
+    uint8_t last_roles[256];   /* per byte of the last accepted token */
+    size_t last_len;
 };
+
+/* The budget rule (docs/CONSTRAIN.md): with r tokens left (this one included), a token is allowed only
+ * when the output can still end within them: itself, then the fewest bytes to completion one token per
+ * byte (the vocabulary has every single byte), then the end token: 1 + min_bytes(after) + 1 <= r. This
+ * keeps the invariant min_bytes + 1 <= r, so some token always fits. When nothing can fit any more (the
+ * budget was set late or is below the shortest output), tokens that bring the end closer by at least one
+ * byte are kept, so the output still heads for completion. */
+static void mask_with_budget(brisk_constraint *c, uint32_t *allowed, int32_t n_vocab) {
+    const int64_t left = c->budget - c->used;
+    const int32_t need = cst_min_bytes(c->g, c->state);
+    int64_t limit = left - 2;
+    if (need < INT32_MAX && limit < (int64_t)need - 1) limit = (int64_t)need - 1;
+    if (limit >= INT32_MAX || !cst_mask_within(c->g, c->state, (int32_t)limit, allowed)) {
+        cst_mask(c->g, c->state, allowed);
+        return;
+    }
+    /* a stack deeper than the parser allows can make the estimate unreachable: never hand the sampler an empty mask */
+    for (int32_t w = 0; w < (n_vocab + 31) / 32; w++)
+        if (allowed[w]) return;
+    cst_mask(c->g, c->state, allowed);
+}
 
 static void mask_fill(void *user, uint32_t *allowed, int32_t n_vocab) {
     brisk_constraint *c = user;
     const int32_t nv = cst_vocab_n(c->vocab);
     if (nv > n_vocab) return;   /* a vocabulary wider than the logits row: allow nothing */
     if (c->ended) return;
-    cst_mask(c->g, c->state, allowed);
+    if (c->budget >= 0) mask_with_budget(c, allowed, nv);
+    else cst_mask(c->g, c->state, allowed);
 }
 
 static void mask_accept(void *user, int32_t token) { brisk_constraint_accept(user, token); }
@@ -154,6 +229,8 @@ brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m,
         return st;
     }
     c->state = cst_start(c->g);
+    c->budget = -1;
+    c->json = kind == BRISK_CONSTRAINT_JSON_SCHEMA || kind == BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT;
     *out = c;
     return BRISK_OK;
 }
@@ -180,7 +257,30 @@ bool brisk_constraint_accept(brisk_constraint *c, int32_t token) {
         return true;
     }
     c->state = cst_advance(c->g, c->state, token);
+    c->used++;
+    size_t len = 0;
+    const uint8_t *bytes = cst_vocab_piece(c->vocab, token, &len);
+    c->last_len = len;
+    for (size_t i = 0; i < len; i++) c->last_roles[i] = c->json ? lex_byte(&c->lex, bytes[i]) : (uint8_t)BRISK_ROLE_TEXT;
     return c->state != CST_DEAD;
+}
+
+bool brisk_constraint_set_token_budget(brisk_constraint *c, int64_t n_tokens) {
+    if (n_tokens < 0) {
+        c->budget = -1;
+        return true;
+    }
+    if (!cst_vocab_all_bytes(c->vocab)) {
+        c->budget = -1;   /* one token per byte is not guaranteed: no bound can be promised, the masks stay as they are */
+        return false;
+    }
+    c->budget = n_tokens;
+    return true;
+}
+
+int32_t brisk_constraint_min_bytes(brisk_constraint *c) {
+    if (c->ended) return 0;
+    return cst_min_bytes(c->g, c->state);
 }
 
 bool brisk_constraint_complete(brisk_constraint *c) { return c->ended || cst_accepting(c->g, c->state); }
@@ -188,8 +288,24 @@ bool brisk_constraint_complete(brisk_constraint *c) { return c->ended || cst_acc
 void brisk_constraint_reset(brisk_constraint *c) {
     c->state = cst_start(c->g);
     c->ended = false;
+    c->used = 0;
+    memset(&c->lex, 0, sizeof c->lex);
+    c->last_len = 0;
 }
 
 bool brisk_constraint_matches(brisk_constraint *c, const char *text, size_t len) {
     return cst_accepting(c->g, cst_advance_bytes(c->g, cst_start(c->g), (const uint8_t *)text, len));
+}
+
+brisk_token_role brisk_constraint_last_token_role(const brisk_constraint *c) {
+    if (!c->json) return BRISK_ROLE_TEXT;
+    for (size_t i = 0; i < c->last_len; i++)
+        if (c->last_roles[i] != BRISK_ROLE_PUNCT) return (brisk_token_role)c->last_roles[i];
+    return BRISK_ROLE_PUNCT;
+}
+
+size_t brisk_constraint_last_token_roles(const brisk_constraint *c, uint8_t *roles, size_t cap) {
+    const size_t n = c->last_len < cap ? c->last_len : cap;
+    if (roles) memcpy(roles, c->last_roles, n);
+    return c->last_len;
 }

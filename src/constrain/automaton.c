@@ -7,6 +7,7 @@
 #include <string.h>
 
 #define UNKNOWN (-2)
+#define CST_FAR INT32_MAX   /* no way to the end (never met after pruning) */
 #define MAX_DEPTH 192                   /* stack frames; deeper nesting is rejected (stricter, never looser) */
 #define MEM_BUDGET ((size_t)1 << 30)    /* lazily built tables and masks; past it the grammar stops growing */
 
@@ -23,6 +24,9 @@ struct cst_vocab {
     int32_t *wtok;         /* [n_nodes] the same with n_vocab for none (the walk's spare bit) */
     int32_t *dup;          /* [n_vocab] the next token with the same bytes, -1 */
     uint64_t *sub;         /* [n_nodes][4] the bytes of the node's descendants (a 256-bit set) */
+    uint64_t *sub64;       /* [n_nodes] the same by byte group (grp[]): one load to rule most subtrees in or out */
+    uint8_t grp[256];      /* byte -> one of 64 groups; JSON's structural bytes and digits are groups of their own */
+    uint64_t grp_bytes[64][4];
     int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
     int32_t *order;        /* tokens in trie preorder (duplicates included) */
     uint8_t *pieces;
@@ -30,6 +34,7 @@ struct cst_vocab {
     int32_t *eos;
     int32_t n_eos;
     int32_t max_len;
+    bool all_bytes;        /* every single byte is a token of its own (so any byte string is tokenizable 1 byte : 1 token) */
 };
 
 static const uint8_t *sort_pieces;
@@ -46,12 +51,18 @@ static int cmp_tok(const void *a, const void *b) {
 void cst_vocab_free(cst_vocab *v) {
     if (!v) return;
     free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
-    free(v->sub); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
+    free(v->sub); free(v->sub64); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
     free(v->pieces); free(v->off); free(v->eos);
     free(v);
 }
 
 int32_t cst_vocab_n(const cst_vocab *v) { return v->n_vocab; }
+bool cst_vocab_all_bytes(const cst_vocab *v) { return v->all_bytes; }
+const uint8_t *cst_vocab_piece(const cst_vocab *v, int32_t tok, size_t *len) {
+    if (tok < 0 || tok >= v->n_vocab) { *len = 0; return v->pieces; }
+    *len = v->off[tok + 1] - v->off[tok];
+    return v->pieces + v->off[tok];
+}
 int32_t cst_vocab_nodes(const cst_vocab *v);
 int32_t cst_vocab_nodes(const cst_vocab *v) { return v->n_nodes; }
 
@@ -74,6 +85,12 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
     v->n_eos = n_eos;
     int32_t n_tok = 0;
     size_t max_nodes = 1;
+    {
+        uint64_t seen[4] = {0};
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (off[i + 1] - off[i] == 1) seen[pieces[off[i]] >> 6] |= 1ull << (pieces[off[i]] & 63);
+        v->all_bytes = !~seen[0] && !~seen[1] && !~seen[2] && !~seen[3];
+    }
     for (int32_t i = 0; i < n_vocab; i++) {
         v->dup[i] = -1;
         const uint32_t len = off[i + 1] - off[i];
@@ -152,6 +169,34 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
             ps[v->byte[i] >> 6] |= 1ull << (v->byte[i] & 63);
         }
     }
+    /* byte groups: controls; every printable byte that ends or structures a JSON token or a number on its
+     * own, the other printable ones in pairs; continuation bytes; lead bytes */
+    {
+        static const char own[] = " \"\\,:{}[]-.+/0123456789e";
+        int next = 1;
+        for (int b = 0; b < 0x20; b++) v->grp[b] = 0;
+        for (int b = 0x20; b < 0x80; b++)
+            if (strchr(own, b)) v->grp[b] = (uint8_t)next++;
+        int pair = 0;
+        for (int b = 0x20; b < 0x80; b++) {
+            if (strchr(own, b)) continue;
+            v->grp[b] = (uint8_t)(next + pair / 2);
+            pair++;
+        }
+        next += (pair + 1) / 2;
+        for (int b = 0x80; b < 0xC0; b++) v->grp[b] = (uint8_t)next;
+        for (int b = 0xC0; b < 0x100; b++) v->grp[b] = (uint8_t)(next + 1);
+        for (int b = 0; b < 256; b++) v->grp_bytes[v->grp[b]][b >> 6] |= 1ull << (b & 63);
+    }
+    v->sub64 = calloc((size_t)nn, sizeof *v->sub64);
+    if (!v->sub64) goto oom;
+    for (int32_t i = 0; i < nn; i++) {
+        const uint64_t *sb = v->sub + (size_t)i * 4;
+        uint64_t m = 0;
+        for (int k = 0; k < 4; k++)
+            for (uint64_t w = sb[k]; w; w &= w - 1) m |= 1ull << v->grp[k * 64 + __builtin_ctzll(w)];
+        v->sub64[i] = m;
+    }
     free(order);
     *out = v;
     return BRISK_OK;
@@ -185,17 +230,20 @@ typedef struct dstate {
     int32_t set_off, set_n;     /* NFA states, sorted, in g->pool */
     int32_t *trans;             /* [256] lazily; UNKNOWN, CST_DEAD or a dstate */
     int32_t calls_off, calls_n; /* (rule, return dstate) pairs in g->calls; calls_n < 0: not computed */
+    int32_t minb;               /* the fewest bytes that end the rule from here */
     uint8_t accepting;
 } dstate;
 
 typedef struct frame {
-    int32_t d, parent, depth;
+    int32_t d, parent, depth;   /* (d, parent) is the hash key */
+    int32_t minb;               /* the fewest bytes that end the whole parse: this rule's, then the parents' */
 } frame;
 
 typedef struct cset {
     int32_t off, n;            /* frames in g->fpool */
     int32_t ready_off, ready_n;   /* expansion in g->rpool; ready_n < 0: not computed */
     int8_t accepting;          /* -1 unknown */
+    int32_t max_after;         /* the largest cmin of a state one allowed token leads to; -1: not known */
     uint32_t *mask;
 } cset;
 
@@ -229,7 +277,10 @@ struct cst_grammar {
     int32_t n_cls;
     uint64_t cls_bytes[256][4];   /* the bytes of each class */
     uint64_t *SL;              /* [n_cs][4] bytes known to lead back to the same cset */
-    int64_t cap_T, cap_SL;
+    int32_t *cmin;             /* [n_cs] the fewest bytes to a complete output (min over the cset's frames) */
+    uint64_t *SLg;             /* [n_cs][2] SL by byte group: the groups it meets, the groups it holds whole */
+    int64_t cap_T, cap_SL, cap_cmin, cap_SLg;
+    int32_t *dist;             /* [n_states] the fewest bytes from an NFA state to its rule's end (calls at their rule's minimum) */
     int32_t *fpool;
     int64_t n_fpool, cap_fpool;
     int32_t *rpool;
@@ -288,6 +339,9 @@ void cst_grammar_free(cst_grammar *g) {
     for (int32_t i = 0; i < g->n_cs; i++) free(g->cs[i].mask);
     free(g->T);
     free(g->SL);
+    free(g->cmin);
+    free(g->SLg);
+    free(g->dist);
     free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
     free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch);
     free(g);
@@ -391,10 +445,13 @@ static int32_t ds_intern_closure(cst_grammar *g, int32_t n) {
     d->calls_n = -1;
     d->calls_off = 0;
     d->accepting = 0;
+    d->minb = CST_FAR;
     memcpy(g->pool + g->n_pool, g->buf, (size_t)n * sizeof *g->buf);
     g->n_pool += n;
-    for (int32_t i = 0; i < n; i++)
+    for (int32_t i = 0; i < n; i++) {
         if (g->final[g->buf[i]]) d->accepting = 1;
+        if (g->dist && g->dist[g->buf[i]] < d->minb) d->minb = g->dist[g->buf[i]];
+    }
     if (!ihash_insert(g, &g->ds_hash, ds_key, id, slot)) g->over = true;
     return id;
 }
@@ -512,7 +569,8 @@ static int32_t frame_intern(cst_grammar *g, int32_t d, int32_t parent, int32_t d
         return -1;
     }
     id = g->n_fr++;
-    g->fr[id] = (frame){d, parent, depth};
+    const int64_t mb = (int64_t)g->ds[d].minb + (parent >= 0 ? g->fr[parent].minb : 0);
+    g->fr[id] = (frame){d, parent, depth, mb < CST_FAR ? (int32_t)mb : CST_FAR};
     g->fmark[id] = 0;
     if (!ihash_insert(g, &g->fr_hash, fr_key, id, slot)) g->over = true;
     return id;
@@ -533,6 +591,8 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     if (!budget(g) || !grow32((void **)&g->cs, &g->cap_cs, g->n_cs + 1, sizeof *g->cs, &g->bytes) ||
         !grow((void **)&g->T, &g->cap_T, ((int64_t)g->n_cs + 1) * g->n_cls, sizeof *g->T, &g->bytes) ||
         !grow((void **)&g->SL, &g->cap_SL, ((int64_t)g->n_cs + 1) * 4, sizeof *g->SL, &g->bytes) ||
+        !grow((void **)&g->cmin, &g->cap_cmin, (int64_t)g->n_cs + 1, sizeof *g->cmin, &g->bytes) ||
+        !grow((void **)&g->SLg, &g->cap_SLg, ((int64_t)g->n_cs + 1) * 2, sizeof *g->SLg, &g->bytes) ||
         !grow((void **)&g->fpool, &g->cap_fpool, g->n_fpool + n, sizeof *g->fpool, &g->bytes)) {
         g->over = true;
         return CST_DEAD;
@@ -540,12 +600,18 @@ static int32_t cs_intern(cst_grammar *g, int32_t *f, int32_t n) {
     id = g->n_cs++;
     for (int i = 0; i < g->n_cls; i++) g->T[(size_t)id * (size_t)g->n_cls + (size_t)i] = UNKNOWN;
     memset(g->SL + (size_t)id * 4, 0, 4 * sizeof *g->SL);
+    g->SLg[(size_t)id * 2] = g->SLg[(size_t)id * 2 + 1] = 0;
     cset *c = &g->cs[id];
     memset(c, 0, sizeof *c);
     c->off = (int32_t)g->n_fpool;
     c->n = n;
     c->ready_n = -1;
     c->accepting = -1;
+    c->max_after = -1;
+    int32_t mb = CST_FAR;
+    for (int32_t i = 0; i < n && g->dist; i++)
+        if (g->fr[f[i]].minb < mb) mb = g->fr[f[i]].minb;
+    g->cmin[id] = mb;
     memcpy(g->fpool + g->n_fpool, f, (size_t)n * sizeof *f);
     g->n_fpool += n;
     if (!ihash_insert(g, &g->cs_hash, cs_key, id, slot)) g->over = true;
@@ -628,14 +694,194 @@ static int32_t cs_trans_slow(cst_grammar *g, int32_t c, uint8_t b) {
     if (g->over) return CST_DEAD;
     const int k = g->cls[b];
     g->T[(size_t)c * (size_t)g->n_cls + (size_t)k] = r;
-    if (r == c)
-        for (int w = 0; w < 4; w++) g->SL[(size_t)c * 4 + (size_t)w] |= g->cls_bytes[k][w];
+    if (r == c) {
+        uint64_t *sl = g->SL + (size_t)c * 4;
+        for (int w = 0; w < 4; w++) sl[w] |= g->cls_bytes[k][w];
+        uint64_t meets = 0, whole = 0;
+        for (int q = 0; q < 64; q++) {
+            const uint64_t *gb = g->v->grp_bytes[q];
+            bool any = false, all = true;
+            for (int w = 0; w < 4; w++) {
+                any |= (gb[w] & sl[w]) != 0;
+                all &= (gb[w] & ~sl[w]) == 0;
+            }
+            if (any) meets |= 1ull << q;
+            if (any && all) whole |= 1ull << q;
+        }
+        g->SLg[(size_t)c * 2] = meets;
+        g->SLg[(size_t)c * 2 + 1] = whole;
+    }
     return r;
 }
 
 static inline int32_t cs_trans(cst_grammar *g, int32_t c, uint8_t b) {
     const int32_t r = g->T[(size_t)c * (size_t)g->n_cls + g->cls[b]];
     return r != UNKNOWN ? r : cs_trans_slow(g, c, b);
+}
+
+
+/* The fewest bytes from every NFA state to the end of its rule: a shortest-derivation fixpoint over the
+ * recursive transition network (a byte edge costs 1, an epsilon 0, a call its rule's own minimum, which
+ * is the distance of the rule's start). Dijkstra in the order of final distances: a call edge's cost is
+ * known once both its rule's start and its target are final, and it is then no smaller than either, so
+ * the order stays monotone (Knuth's generalization to grammars). */
+typedef struct heap_item { int32_t d, s; } heap_item;
+static void heap_push(heap_item *h, int64_t *n, heap_item x) {
+    int64_t i = (*n)++;
+    while (i > 0) {
+        const int64_t p = (i - 1) / 2;
+        if (h[p].d <= x.d) break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = x;
+}
+static heap_item heap_pop(heap_item *h, int64_t *n) {
+    const heap_item top = h[0], x = h[--(*n)];
+    int64_t i = 0;
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && h[c + 1].d < h[c].d) c++;
+        if (h[c].d >= x.d) break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n > 0) h[i] = x;
+    return top;
+}
+
+static bool shortest_completions(cst_grammar *g) {
+    const int32_t ns = g->n_states, nr = g->n_rules;
+    const int64_t ne = g->adj_off[ns];
+    g->dist = malloc(((size_t)ns + 1) * sizeof *g->dist);
+    int32_t *rmin = malloc((size_t)nr * sizeof *rmin);
+    int32_t *in_off = calloc((size_t)ns + 2, sizeof *in_off), *call_off = calloc((size_t)nr + 2, sizeof *call_off);
+    int32_t *starts_off = calloc((size_t)ns + 2, sizeof *starts_off), *starts = malloc(((size_t)nr + 1) * sizeof *starts);
+    int64_t *in = malloc((size_t)(ne ? ne : 1) * sizeof *in), *calls = malloc((size_t)(ne ? ne : 1) * sizeof *calls);
+    uint8_t *done = calloc((size_t)ns + 1, 1);
+    heap_item *heap = malloc((size_t)(2 * ne + ns + 2) * sizeof *heap);
+    bool ok = g->dist && rmin && in_off && call_off && starts_off && starts && in && calls && done && heap;
+    if (ok) {
+        for (int64_t k = 0; k < ne; k++) {
+            in_off[g->adj[k].to + 2]++;
+            if (g->adj[k].kind == CST_E_CALL) call_off[g->adj[k].rule + 2]++;
+        }
+        for (int32_t r = 0; r < nr; r++) starts_off[g->rule_start[r] + 2]++;
+        for (int32_t i = 0; i < ns; i++) { in_off[i + 2] += in_off[i + 1]; starts_off[i + 2] += starts_off[i + 1]; }
+        for (int32_t r = 0; r < nr; r++) call_off[r + 2] += call_off[r + 1];
+        for (int64_t k = 0; k < ne; k++) {
+            in[in_off[g->adj[k].to + 1]++] = k;
+            if (g->adj[k].kind == CST_E_CALL) calls[call_off[g->adj[k].rule + 1]++] = k;
+        }
+        for (int32_t r = 0; r < nr; r++) starts[starts_off[g->rule_start[r] + 1]++] = r;
+        for (int32_t i = 0; i < ns; i++) g->dist[i] = CST_FAR;
+        for (int32_t r = 0; r < nr; r++) rmin[r] = CST_FAR;
+        int64_t hn = 0;
+        for (int32_t i = 0; i < ns; i++)
+            if (g->final[i]) { g->dist[i] = 0; heap_push(heap, &hn, (heap_item){0, i}); }
+        /* each edge pushes at most once per relaxation that lowers a distance: at most 2 per edge here */
+        while (hn > 0) {
+            const heap_item it = heap_pop(heap, &hn);
+            const int32_t t = it.s;
+            if (done[t] || it.d != g->dist[t]) continue;
+            done[t] = 1;
+#define RELAX(u, cand)                                                                              \
+    do {                                                                                            \
+        const int64_t c_ = (cand);                                                                  \
+        if (!done[u] && c_ < g->dist[u]) {                                                          \
+            g->dist[u] = (int32_t)c_;                                                               \
+            if (hn >= 2 * ne + ns + 1) { ok = false; break; }                                      \
+            heap_push(heap, &hn, (heap_item){(int32_t)c_, u});                                      \
+        }                                                                                           \
+    } while (0)
+            for (int32_t k = in_off[t]; k < in_off[t + 1] && ok; k++) {
+                const cst_edge *e = &g->adj[in[k]];
+                if (e->kind == CST_E_CALL) {
+                    if (rmin[e->rule] < CST_FAR) RELAX(e->from, (int64_t)it.d + rmin[e->rule]);
+                } else {
+                    RELAX(e->from, (int64_t)it.d + (e->kind == CST_E_RANGE));
+                }
+            }
+            for (int32_t k = starts_off[t]; k < starts_off[t + 1] && ok; k++) {
+                const int32_t r = starts[k];
+                rmin[r] = it.d;
+                for (int32_t j = call_off[r]; j < call_off[r + 1] && ok; j++) {
+                    const cst_edge *e = &g->adj[calls[j]];
+                    if (done[e->to]) RELAX(e->from, (int64_t)g->dist[e->to] + it.d);
+                }
+            }
+#undef RELAX
+        }
+    }
+    free(rmin); free(in_off); free(call_off); free(starts_off); free(starts); free(in); free(calls); free(done); free(heap);
+    return ok;
+}
+
+/* Parse positions one cset expansion can reach from a call of each rule without reading a byte: its
+ * start's epsilon closure through calls of rules that match the empty string (the shortest completions
+ * say which), each call reached counting itself and its rule's own width; a rule on the current path
+ * (recursion) counts 0, the parser's depth limit bounds it. Over EPS_WIDTH_MAX the grammar is refused. */
+#define EPS_WIDTH_MAX (1 << 18)
+static int64_t rule_eps_width(cst_grammar *g, int32_t r, int64_t *width, uint8_t *state, int32_t *stack, uint32_t *seen,
+                              uint32_t *gen, int depth) {
+    if (state[r] == 2) return width[r];
+    if (state[r] == 1 || depth > 512) return 0;
+    state[r] = 1;
+    /* the closure first (it uses seen[] and the stack), then the callees (which reuse them) */
+    int32_t sp = 0, n_calls = 0;
+    int32_t *calls = NULL;
+    int32_t cap = 0;
+    (*gen)++;
+    const uint32_t my = *gen;
+    stack[sp++] = g->rule_start[r];
+    seen[g->rule_start[r]] = my;
+    while (sp > 0) {
+        const int32_t s = stack[--sp];
+        for (int32_t k = g->adj_off[s]; k < g->adj_off[s + 1]; k++) {
+            const cst_edge *e = &g->adj[k];
+            if (e->kind == CST_E_RANGE) continue;
+            if (e->kind == CST_E_CALL) {
+                if (n_calls == cap) {
+                    cap = cap ? cap * 2 : 16;
+                    int32_t *c2 = realloc(calls, (size_t)cap * sizeof *c2);
+                    if (!c2) { free(calls); state[r] = 2; return width[r] = (int64_t)1 << 40; }
+                    calls = c2;
+                }
+                calls[n_calls++] = e->rule;
+                if (g->dist[g->rule_start[e->rule]] != 0) continue;   /* cannot match nothing: the walk stops here */
+            }
+            if (seen[e->to] == my) continue;
+            seen[e->to] = my;
+            stack[sp++] = e->to;
+        }
+    }
+    int64_t w = 0;
+    for (int32_t i = 0; i < n_calls && w <= EPS_WIDTH_MAX; i++)
+        w += 1 + rule_eps_width(g, calls[i], width, state, stack, seen, gen, depth + 1);
+    free(calls);
+    state[r] = 2;
+    return width[r] = w;
+}
+
+static brisk_status check_eps_width(cst_grammar *g, brisk_error *err) {
+    if (!g->dist && !shortest_completions(g)) return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    int64_t *width = calloc((size_t)g->n_rules, sizeof *width);
+    uint8_t *state = calloc((size_t)g->n_rules, 1);
+    int32_t *stack = malloc(((size_t)g->n_states + 1) * sizeof *stack);
+    uint32_t *seen = calloc((size_t)g->n_states + 1, sizeof *seen);
+    uint32_t gen = 0;
+    brisk_status st = BRISK_OK;
+    if (!width || !state || !stack || !seen) st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+    for (int32_t r = 0; r < g->n_rules && st == BRISK_OK; r++) {
+        const int64_t w = rule_eps_width(g, r, width, state, stack, seen, &gen, 0);
+        if (w > EPS_WIDTH_MAX)
+            st = brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                            "the grammar nests repeats of parts that can match the empty string too deeply: %lld parse positions "
+                            "reachable at once (at most %d)", (long long)w, EPS_WIDTH_MAX);
+    }
+    free(width); free(state); free(stack); free(seen);
+    return st;
 }
 
 brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, brisk_error *err) {
@@ -748,7 +994,16 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
     free(fill);
     memcpy(g->rule_start, n->rule_start, (size_t)n->n_rules * sizeof *g->rule_start);
     for (int32_t r = 0; r < n->n_rules; r++) g->rule_dstart[r] = -1;
-    g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 14;
+    g->bytes = (size_t)n->n_e * sizeof *g->adj + (size_t)ns * 18;
+    if (n->call_repeats > 0) {
+        /* the builder checked each big repeat of a part that can match nothing against what it knew then;
+         * a rule used before its definition (GBNF) is only known now: check every rule again */
+        const brisk_status st = check_eps_width(g, err);
+        if (st != BRISK_OK) {
+            cst_grammar_free(g);
+            return st;
+        }
+    }
     const int32_t d0 = rule_dstart(g, 0);
     const int32_t f0 = d0 == CST_DEAD ? -1 : frame_intern(g, d0, -1, 0);
     if (f0 < 0) {
@@ -786,43 +1041,28 @@ static void set_eos(const cst_grammar *g, uint32_t *allowed) {
     }
 }
 
-bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
+/* One walk of the vocabulary trie from cset c into acc (words + 1 words, the spare bit included),
+ * allowing a token only when the state it leads to can still complete within `limit` bytes (CST_FAR:
+ * every token). Returns the largest such completion over the tokens that stay alive (the max_after of
+ * c when limit is CST_FAR). False when the memory budget ran out. */
+static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c, int32_t limit, uint32_t *acc,
+                                                       int32_t *max_after) {
     const cst_vocab *v = g->v;
-    const size_t words = ((size_t)v->n_vocab + 31) / 32;
-    if (c < 0 || g->over) {
-        memset(allowed, 0, words * sizeof *allowed);
-        set_eos(g, allowed);
-        return !g->over;
-    }
-    if (g->cs[c].mask) {
-        memcpy(allowed, g->cs[c].mask, words * sizeof *allowed);
-        g->masks_cached++;
-        return true;
-    }
-    memset(allowed, 0, words * sizeof *allowed);
-    /* the walk writes a scratch mask with one spare word: nodes without a token set bit n_vocab, so the
-     * loop has no branch on it */
-    const size_t sw = words + 1;
-    if (g->scratch_words < sw) {
-        uint32_t *sc = realloc(g->scratch, sw * sizeof *sc);
-        if (!sc) { g->over = true; memset(allowed, 0, words * sizeof *allowed); set_eos(g, allowed); return false; }
-        g->scratch = sc;
-        g->scratch_words = sw;
-    }
-    uint32_t *acc = g->scratch;
-    memset(acc, 0, sw * sizeof *acc);
     int32_t path[257];
     const int32_t *row[257];
     path[0] = c;
     const size_t ncls = (size_t)g->n_cls;
     const uint8_t *cls = g->cls;
     const int32_t *T = g->T;
-    const uint64_t *SL = g->SL;
+    const uint64_t *SL = g->SL, *SLg = g->SLg;
+    const int32_t *cmin = g->cmin;
     row[0] = T + (size_t)c * ncls;
     const uint8_t *byte = v->byte, *depth = v->depth;
     const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
     const uint8_t *multi = v->multi;
-    const uint64_t *sub = v->sub;
+    const uint64_t *sub = v->sub, *sub64 = v->sub64;
+    const int32_t none = v->n_vocab;
+    int32_t ma = 0;
     for (int32_t i = 1; i < v->n_nodes;) {
         const int32_t dp = depth[i];
         int32_t s = row[dp - 1][cls[byte[i]]];
@@ -831,6 +1071,8 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
             /* g->T may have moved */
             T = g->T;
             SL = g->SL;
+            SLg = g->SLg;
+            cmin = g->cmin;
             for (int32_t k = 0; k < dp; k++) row[k] = T + (size_t)path[k] * ncls;
             if (g->over) break;
         }
@@ -840,18 +1082,29 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         }
         path[dp] = s;
         row[dp] = T + (size_t)s * ncls;
-        const int32_t t0 = tok[i];
+        const int32_t cm = cmin[s];
+        const bool fits = limit == CST_FAR || cm <= limit;
+        const int32_t t0 = fits ? tok[i] : none;
         acc[t0 >> 5] |= 1u << (t0 & 31);
-        if (multi[i])
+        if (t0 != none && cm > ma) ma = cm;
+        if (multi[i] && fits)
             for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
-        /* every descendant byte loops back to s: the whole subtree stays alive */
-        const uint64_t *sl = SL + (size_t)s * 4;
-        if (skip[i] > i + 2 && (sl[0] | sl[1] | sl[2] | sl[3])) {
-            const uint64_t *sb = sub + (size_t)i * 4;
-            if (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3])) {
-                for (int32_t k = tok_lo[i + 1], e = tok_lo[skip[i]]; k < e; k++) {
-                    const int32_t t = order[k];
-                    acc[t >> 5] |= 1u << (t & 31);
+        /* every descendant byte loops back to s: the whole subtree stays alive (and every token in it
+         * leads to s, so the limit decides for all of them at once) */
+        const uint64_t meets = SLg[(size_t)s * 2];
+        if (skip[i] > i + 2 && meets && !(sub64[i] & ~meets)) {
+            /* by groups first (one load): a group the loop bytes miss rules the subtree out, groups they
+             * hold whole rule it in; only a subtree in partly held groups needs the 256-bit test */
+            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)i * 4;
+            if (!(sub64[i] & ~SLg[(size_t)s * 2 + 1]) ||
+                (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3]))) {
+                if (fits) {
+                    const int32_t e = tok_lo[skip[i]];
+                    if (tok_lo[i + 1] < e && cm > ma) ma = cm;
+                    for (int32_t k = tok_lo[i + 1]; k < e; k++) {
+                        const int32_t t = order[k];
+                        acc[t >> 5] |= 1u << (t & 31);
+                    }
                 }
                 i = skip[i];
                 continue;
@@ -859,16 +1112,57 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         }
         i++;
     }
+    *max_after = ma;
+    return !g->over;
+}
+
+static bool scratch_ready(cst_grammar *g, size_t sw) {
+    if (g->scratch_words >= sw) return true;
+    uint32_t *sc = realloc(g->scratch, sw * sizeof *sc);
+    if (!sc) return false;
+    g->scratch = sc;
+    g->scratch_words = sw;
+    return true;
+}
+
+static void only_eos(cst_grammar *g, uint32_t *allowed, size_t words) {
+    memset(allowed, 0, words * sizeof *allowed);
+    set_eos(g, allowed);
+}
+
+bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
+    const cst_vocab *v = g->v;
+    const size_t words = ((size_t)v->n_vocab + 31) / 32;
+    if (c < 0 || g->over) {
+        only_eos(g, allowed, words);
+        return !g->over;
+    }
+    if (g->cs[c].mask) {
+        memcpy(allowed, g->cs[c].mask, words * sizeof *allowed);
+        g->masks_cached++;
+        return true;
+    }
+    /* the walk writes a scratch mask with one spare word: nodes without a token set bit n_vocab, so the
+     * loop has no branch on it */
+    const size_t sw = words + 1;
+    if (!scratch_ready(g, sw)) {
+        g->over = true;
+        only_eos(g, allowed, words);
+        return false;
+    }
+    uint32_t *acc = g->scratch;
+    memset(acc, 0, sw * sizeof *acc);
+    int32_t max_after = 0;
+    if (!walk(g, c, CST_FAR, acc, &max_after)) {
+        only_eos(g, allowed, words);
+        return false;
+    }
     memcpy(allowed, acc, words * sizeof *allowed);
     /* the spare bit (n_vocab) must not leak into the last word */
     if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
-    if (g->over) {
-        memset(allowed, 0, words * sizeof *allowed);
-        set_eos(g, allowed);
-        return false;
-    }
     if (cst_accepting(g, c)) set_eos(g, allowed);
     g->masks_computed++;
+    g->cs[c].max_after = g->dist ? max_after : -1;
     uint32_t *m = malloc(words * sizeof *m);
     if (m && budget(g)) {
         memcpy(m, allowed, words * sizeof *m);
@@ -877,6 +1171,60 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     } else {
         free(m);
     }
+    return true;
+}
+
+/* The shortest completions are computed on first use (only a budget needs them), then the states made so
+ * far get theirs: dstates from their NFA states, frames in id order (a parent is older than its child),
+ * csets from their frames. Masks cached before hold no max_after (-1). */
+static bool ensure_min_bytes(cst_grammar *g) {
+    if (g->dist) return true;
+    if (!shortest_completions(g)) {
+        free(g->dist);
+        g->dist = NULL;
+        return false;
+    }
+    for (int32_t d = 0; d < g->n_ds; d++) {
+        int32_t mb = CST_FAR;
+        for (int32_t i = 0; i < g->ds[d].set_n; i++)
+            if (g->dist[g->pool[g->ds[d].set_off + i]] < mb) mb = g->dist[g->pool[g->ds[d].set_off + i]];
+        g->ds[d].minb = mb;
+    }
+    for (int32_t f = 0; f < g->n_fr; f++) {
+        const frame fr = g->fr[f];
+        const int64_t mb = (int64_t)g->ds[fr.d].minb + (fr.parent >= 0 ? g->fr[fr.parent].minb : 0);
+        g->fr[f].minb = mb < CST_FAR ? (int32_t)mb : CST_FAR;
+    }
+    for (int32_t c = 0; c < g->n_cs; c++) {
+        int32_t mb = CST_FAR;
+        for (int32_t i = 0; i < g->cs[c].n; i++)
+            if (g->fr[g->fpool[g->cs[c].off + i]].minb < mb) mb = g->fr[g->fpool[g->cs[c].off + i]].minb;
+        g->cmin[c] = mb;
+    }
+    g->bytes += (size_t)g->n_states * sizeof *g->dist;
+    return true;
+}
+
+int32_t cst_min_bytes(cst_grammar *g, int32_t c) {
+    if (c < 0 || !ensure_min_bytes(g)) return CST_FAR;
+    return g->cmin[c];
+}
+
+bool cst_mask_within(cst_grammar *g, int32_t c, int32_t limit, uint32_t *allowed) {
+    if (!ensure_min_bytes(g)) return cst_mask(g, c, allowed);
+    if (!cst_mask(g, c, allowed)) return false;
+    if (c < 0 || limit == CST_FAR || (g->cs[c].max_after >= 0 && g->cs[c].max_after <= limit))
+        return true;   /* nothing to remove: the same mask */
+    const cst_vocab *v = g->v;
+    const size_t words = ((size_t)v->n_vocab + 31) / 32, sw = words + 1;
+    if (!scratch_ready(g, sw)) return true;   /* out of memory: the unrestricted mask (still exact for the grammar) */
+    uint32_t *acc = g->scratch;
+    memset(acc, 0, sw * sizeof *acc);
+    int32_t unused;
+    if (!walk(g, c, limit < 0 ? -1 : limit, acc, &unused)) return true;
+    memcpy(allowed, acc, words * sizeof *allowed);
+    if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
+    if (cst_accepting(g, c)) set_eos(g, allowed);
     return true;
 }
 

@@ -29,6 +29,10 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
                            cst_vocab **out, brisk_error *err);
 void cst_vocab_free(cst_vocab *v);
 int32_t cst_vocab_n(const cst_vocab *v);
+/* every single byte is a token of its own: any byte string can then be written one token per byte */
+bool cst_vocab_all_bytes(const cst_vocab *v);
+/* the bytes of token tok (len 0 for control tokens and ids out of range) */
+const uint8_t *cst_vocab_piece(const cst_vocab *v, int32_t tok, size_t *len);
 
 /* ---- the NFA builder (front ends write into it) ------------------------------------------------ */
 
@@ -151,6 +155,13 @@ int32_t cst_start(cst_grammar *g);
 bool cst_mask(cst_grammar *g, int32_t state, uint32_t *allowed);
 /* the state after token tok (CST_DEAD when not allowed); end tokens are handled by the caller */
 int32_t cst_advance(cst_grammar *g, int32_t state, int32_t tok);
+/* The fewest bytes from state to a complete output (0: complete now), from a shortest-derivation fixpoint
+ * over the rules and the state's stack; INT32_MAX for CST_DEAD. */
+int32_t cst_min_bytes(cst_grammar *g, int32_t state);
+/* cst_mask, keeping only the tokens after which the output can still complete within `limit` bytes (the
+ * end tokens when complete). When no allowed token goes past the limit the mask is cst_mask's exactly
+ * (cached); otherwise one more trie walk, not cached. limit INT32_MAX: cst_mask. */
+bool cst_mask_within(cst_grammar *g, int32_t state, int32_t limit, uint32_t *allowed);
 int32_t cst_advance_bytes(cst_grammar *g, int32_t state, const uint8_t *s, size_t len);
 bool cst_accepting(cst_grammar *g, int32_t state);
 bool cst_is_eos(const cst_grammar *g, int32_t tok);

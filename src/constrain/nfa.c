@@ -10,6 +10,10 @@
 
 #define NFA_MAX_STATES (1 << 20)      /* a grammar over this many states is refused, not built */
 #define REPEAT_INLINE_STATES 4096     /* a repeat copies its body while the copies stay under this */
+/* Parse positions reachable without reading a byte (frames one cset expansion visits): a big repeat of a
+ * fragment that can match nothing is a chain of calls all reachable at once, and a repeat of such a
+ * repeat multiplies the chains. Past this the grammar is refused rather than built. */
+#define EPS_WIDTH_MAX (1 << 18)
 
 cst_nfa *cst_nfa_new(void) { return calloc(1, sizeof(cst_nfa)); }
 
@@ -19,6 +23,8 @@ void cst_nfa_free(cst_nfa *n) {
     free(n->e);
     free(n->rule_start);
     free(n->rule_end);
+    free(n->rule_nullable);
+    free(n->rule_width);
     free(n);
 }
 
@@ -190,11 +196,73 @@ int32_t cst_rule_reserve(cst_nfa *n) {
         int32_t *e = realloc(n->rule_end, (size_t)cap * sizeof *e);
         if (!e) { cst_nfa_set_error(n, "out of memory"); return 0; }
         n->rule_end = e;
+        uint8_t *nl = realloc(n->rule_nullable, (size_t)cap);
+        if (!nl) { cst_nfa_set_error(n, "out of memory"); return 0; }
+        n->rule_nullable = nl;
+        int64_t *w = realloc(n->rule_width, (size_t)cap * sizeof *w);
+        if (!w) { cst_nfa_set_error(n, "out of memory"); return 0; }
+        n->rule_width = w;
         n->cap_rules = cap;
     }
     n->rule_start[n->n_rules] = -1;
     n->rule_end[n->n_rules] = -1;
+    n->rule_nullable[n->n_rules] = 0;
+    n->rule_width[n->n_rules] = 0;
     return n->n_rules++;
+}
+
+/* What f reaches from its start without reading a byte (epsilon edges, and calls of rules known to match
+ * the empty string): whether its end (nullable), and how many parse positions (each call edge reached
+ * counts itself and the callee's own width). Calls of rules not yet defined count as non-nullable, so
+ * nullable is a proof and width a lower bound of what the runtime meets. */
+static void frag_eps_reach(cst_nfa *n, cst_frag f, bool *nullable, int64_t *width) {
+    *nullable = false;
+    *width = 0;
+    const int32_t ns = f.s_hi - f.s_lo;
+    if (n->failed || ns <= 0 || f.start < f.s_lo || f.start >= f.s_hi) return;
+    int32_t *deg = calloc((size_t)ns + 1, sizeof *deg), *fill = malloc((size_t)ns * sizeof *fill);
+    int32_t *stack = malloc((size_t)ns * sizeof *stack);
+    int64_t *adj = malloc((size_t)(f.e_hi > f.e_lo ? f.e_hi - f.e_lo : 1) * sizeof *adj);
+    uint8_t *seen = calloc((size_t)ns, 1);
+    if (!deg || !fill || !stack || !adj || !seen) {
+        cst_nfa_set_error(n, "out of memory");
+        goto done;
+    }
+    for (int64_t i = f.e_lo; i < f.e_hi; i++)
+        if (n->e[i].from >= f.s_lo && n->e[i].from < f.s_hi) deg[n->e[i].from - f.s_lo + 1]++;
+    for (int32_t i = 0; i < ns; i++) deg[i + 1] += deg[i];
+    memcpy(fill, deg, (size_t)ns * sizeof *fill);
+    for (int64_t i = f.e_lo; i < f.e_hi; i++)
+        if (n->e[i].from >= f.s_lo && n->e[i].from < f.s_hi) adj[fill[n->e[i].from - f.s_lo]++] = i;
+    int32_t sp = 0;
+    seen[f.start - f.s_lo] = 1;
+    stack[sp++] = f.start - f.s_lo;
+    while (sp > 0) {
+        const int32_t s = stack[--sp];
+        if (s + f.s_lo == f.end) *nullable = true;
+        for (int32_t k = deg[s]; k < deg[s + 1]; k++) {
+            const cst_edge *e = &n->e[adj[k]];
+            if (e->kind == CST_E_RANGE) continue;
+            if (e->kind == CST_E_CALL) {
+                *width += 1 + n->rule_width[e->rule];
+                if (*width > ((int64_t)1 << 40)) *width = (int64_t)1 << 40;
+                if (!n->rule_nullable[e->rule]) continue;
+            }
+            const int32_t t = e->to - f.s_lo;
+            if (t < 0 || t >= ns || seen[t]) continue;
+            seen[t] = 1;
+            stack[sp++] = t;
+        }
+    }
+done:
+    free(deg); free(fill); free(stack); free(adj); free(seen);
+}
+
+/* f matches at most the empty string: no edge of it reads a byte or calls a rule */
+static bool frag_eps_only(const cst_nfa *n, cst_frag f) {
+    for (int64_t i = f.e_lo; i < f.e_hi; i++)
+        if (n->e[i].kind != CST_E_EPS) return false;
+    return true;
 }
 
 void cst_rule_define(cst_nfa *n, int32_t rule, cst_frag body) {
@@ -202,6 +270,11 @@ void cst_rule_define(cst_nfa *n, int32_t rule, cst_frag body) {
     n->rule_start[rule] = body.start;
     n->rule_end[rule] = body.end;
     n->final[body.end] = 1;
+    bool nullable;
+    int64_t width;
+    frag_eps_reach(n, body, &nullable, &width);
+    n->rule_nullable[rule] = nullable;
+    n->rule_width[rule] = width;
 }
 
 bool cst_rule_defined(const cst_nfa *n, int32_t rule) { return !n->failed && n->rule_start[rule] >= 0; }
@@ -239,13 +312,30 @@ static cst_frag repeat(cst_nfa *n, cst_frag f, int32_t min, int32_t max, bool in
         return cst_frag_close(n, m, s, s);
     }
     if (min == 1 && max == 1) return f;
+    /* f matches only the empty string (or nothing): every repeat of it is f itself (plus the empty
+     * string when none is required). Copying it would only build chains of empty steps, and a repeat of
+     * such a chain made as calls multiplies them (all reachable at once at run time). */
+    if (frag_eps_only(n, f)) return min == 0 ? cst_opt(n, f) : f;
     const int64_t copies = max < 0 ? min + 1 : max;
     /* refuse before copying what cannot fit */
     if (inline_only && (int64_t)(f.s_hi - f.s_lo) * copies > NFA_MAX_STATES) {
         cst_nfa_set_error(n, "the grammar needs more than %d automaton states (a repeat of %lld copies)", NFA_MAX_STATES, (long long)copies);
         return cst_frag_close(n, m, f.start, f.end);
     }
-    if (!inline_only && copies > 1 && (int64_t)(f.s_hi - f.s_lo) * copies > REPEAT_INLINE_STATES) f = cst_as_call(n, f);
+    if (!inline_only && copies > 1 && (int64_t)(f.s_hi - f.s_lo) * copies > REPEAT_INLINE_STATES) {
+        bool nullable;
+        int64_t width;
+        frag_eps_reach(n, f, &nullable, &width);
+        /* made of calls, a repeat of a fragment that can match nothing reaches every copy at once */
+        if (nullable && copies * (1 + width) > EPS_WIDTH_MAX) {
+            cst_nfa_set_error(n, "a repeat of %lld copies of a part that can match the empty string and already holds %lld "
+                              "parse positions is too large (over %d positions reachable at once)",
+                              (long long)copies, (long long)width, EPS_WIDTH_MAX);
+            return cst_frag_close(n, m, f.start, f.end);
+        }
+        f = cst_as_call(n, f);
+        n->call_repeats++;
+    }
     const cst_frag body = f;
     const int32_t start = cst_state(n);
     int32_t cur = start;

@@ -19,7 +19,10 @@ struct cst_nfa {
     cst_edge *e;
     int64_t n_e, cap_e;
     int32_t *rule_start, *rule_end;
+    uint8_t *rule_nullable;      /* 1: the rule provably matches the empty string (0: no or unknown) */
+    int64_t *rule_width;         /* parse positions one expansion of the rule can reach without a byte */
     int32_t n_rules, cap_rules;
+    int32_t call_repeats;        /* big repeats made as chains of calls (the grammar then checks their width once built) */
     bool failed;
     char err[384];
 };

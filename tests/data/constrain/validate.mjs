@@ -2,9 +2,8 @@
 // PAIRS is {"index", "schema", "output", "cut"}; the output must parse as JSON and validate under the
 // schema with ajv (draft-04 through ajv-draft-04, 2019-09 and 2020-12 through their classes, draft-06/07
 // through the default class; formats from ajv-formats). Prints one line per failure and a summary.
-// Exit 1 when a complete output does not parse or validate, or when fewer than half the outputs are
-// complete (an output cut by the token limit is counted apart: the issue's acceptance counts it as a
-// failure; with the 4M-parameter bundled model at temperature 1 long strings and numbers are common).
+// Exit 1 when an output does not parse or validate, or was cut by the token limit (the issue's
+// acceptance counts a cut output as a failure).
 import { createRequire } from "module";
 import { readFileSync } from "fs";
 const [modules, pairsPath] = process.argv.slice(2);
@@ -23,8 +22,12 @@ for (const line of readFileSync(pairsPath, "utf8").split("\n")) {
   const s = typeof p.schema.$schema === "string" ? p.schema.$schema : "";
   const ajv = make(s.includes("draft-04") ? AjvDraft04 : s.includes("2020-12") ? Ajv2020 : s.includes("2019-09") ? Ajv2019 : Ajv);
   let validate;
-  try { validate = ajv.compile(p.schema); } catch (e) { skipped++; console.log(`schema ${p.index}: ajv cannot compile it (${e.message.slice(0, 120)})`); continue; }
-  if (p.cut) { cut++; console.log(`schema ${p.index}: cut by the token limit`); continue; }
+  try { validate = ajv.compile(p.schema); } catch (e) {
+    // a schema without $schema that uses draft-04's `id`: compile it as draft-04
+    try { validate = make(AjvDraft04).compile(p.schema); }
+    catch (e2) { skipped++; console.log(`schema ${p.index}: ajv cannot compile it (${e.message.slice(0, 120)})`); continue; }
+  }
+  if (p.cut) { cut++; console.log(`schema ${p.index}: FAIL cut by the token limit: ${p.output.slice(-120)}`); continue; }
   let doc;
   try { doc = JSON.parse(p.output); } catch (e) { failed++; console.log(`schema ${p.index}: FAIL not JSON: ${p.output.slice(0, 200)}`); continue; }
   if (validate(doc)) ok++;
@@ -32,4 +35,4 @@ for (const line of readFileSync(pairsPath, "utf8").split("\n")) {
 }
 const total = ok + failed + cut;
 console.log(`ajv: ${ok} valid, ${failed} invalid, ${cut} cut by the token limit (${total} outputs), ${skipped} schemas ajv cannot compile`);
-process.exit(failed || ok * 2 < total ? 1 : 0);
+process.exit(failed || cut ? 1 : 0);
