@@ -294,6 +294,36 @@ static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, 
         for (int32_t k = 0; k < K; k++) f->moe_list[fill[f->moe_sel[(size_t)t * K + k]]++] = t * K + k;
 }
 
+/* Decode: the token's K chosen experts in two parallel steps (gate and up of
+ * all K, then down of all K) instead of two per expert, each output the bits
+ * swiglu_ffn gives it alone (brisk_fwd_matmul_rows; the scales and SwiGLU
+ * are per row), into moe_out's row of each rank. */
+static void moe_decode_experts(brisk_forward *f, const brisk_layer *L, const float *fin) {
+    const brisk_experts *x = &L->moe;
+    const int32_t K = f->m->hp.n_expert_used;
+    const int64_t ff = f->m->hp.n_ff_exp, d = f->m->hp.n_embd;
+    const brisk_weight *ws[MM_ROW_JOBS];
+    float *outs[MM_ROW_JOBS];
+    int32_t rows[MM_ROW_JOBS] = {0};
+    for (int32_t k = 0; k < K; k++) {
+        const int32_t e = f->moe_sel[k];
+        ws[2 * k] = &x->gate[e], outs[2 * k] = f->g + (size_t)k * ff;
+        ws[2 * k + 1] = &x->up[e], outs[2 * k + 1] = f->u + (size_t)k * ff;
+    }
+    brisk_fwd_matmul_rows(f, fin, 1, 2 * K, ws, rows, outs);
+    for (int32_t k = 0; k < K; k++) {   /* llama.cpp's order: the up product's scale, then the gate's */
+        const int32_t e = f->moe_sel[k];
+        if (x->s_up) scale_rows(f->u + (size_t)k * ff, ff, x->s_up[e]);
+        if (x->s_gate) scale_rows(f->g + (size_t)k * ff, ff, x->s_gate[e]);
+    }
+    swiglu_task sw = {.fn = f->swiglu, .h = f->g, .g = f->g, .u = f->u, .n = ff, .g_stride = ff, .rows = K};
+    brisk_fwd_swiglu_worker(&sw, 0, 1);
+    for (int32_t k = 0; k < K; k++) ws[k] = &x->down[f->moe_sel[k]], outs[k] = f->moe_out + (size_t)k * d, rows[k] = k;
+    brisk_fwd_matmul_rows(f, f->g, K, K, ws, rows, outs);
+    for (int32_t k = 0; k < K; k++)
+        if (x->s_down) scale_rows(f->moe_out + (size_t)k * d, d, x->s_down[f->moe_sel[k]]);
+}
+
 /* Mixture of experts: route, then one batch of matmuls per expert over the
  * tokens routed to it (prefill reads each chosen expert once for all its
  * tokens; decode reads only the chosen experts), each (token, rank) output
@@ -305,7 +335,8 @@ static void moe_ffn(brisk_forward *f, const brisk_layer *L, const float *fin, in
     const brisk_experts *x = &L->moe;
     const int32_t E = hp->n_expert, K = hp->n_expert_used, d = hp->n_embd;
     moe_route(f, L, fin, T);
-    for (int32_t e = 0; e < E; e++) {
+    if (T == 1 && 2 * K <= MM_ROW_JOBS) moe_decode_experts(f, L, fin);   /* the scratch holds K rows (forward.c) */
+    else for (int32_t e = 0; e < E; e++) {
         const int32_t a = f->moe_start[e], n = f->moe_start[e + 1] - a;
         if (n == 0) continue;
         for (int32_t i = 0; i < n; i++)
