@@ -12,7 +12,9 @@
  * 3. Copies of the committed model with one defect each (a tensor nothing
  *    reads, a window pattern of the wrong length, NaN or negative softcaps,
  *    a zero window) are refused with a message naming it; one relabelled
- *    tokenizer "none" loads, gives the same logits, and refuses text.
+ *    tokenizer "none" loads, gives the same logits, and refuses text. The
+ *    committed glm4moe model's copies also check its router options and
+ *    NextN blocks against llama.cpp's logits for each copy (committed).
  * Thresholds (issue #16): mean KL(ref || brisk) <= 1e-4 for F32 and Q8_0,
  * <= 1e-3 for Q4_K_M; top-1 agreement >= 98% (63 of 64 positions). */
 #include "test.h"
