@@ -29,7 +29,7 @@ static const brisk_arch_info arch_table[] = {
      .attn_scale = BRISK_ASCALE_HEAD, .nope = BRISK_NOPE_EVERY_4TH},
     {.name = "granite", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_KEY, .granite_scales = true, .rope_factors = true},
-    /* mixtures of experts (build_moe_ffn), all with softmax routing */
+    /* mixtures of experts (build_moe_ffn) with softmax routing */
     {.name = "granitemoe", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_KEY, .granite_scales = true, .rope_factors = true,
      .moe = BRISK_MOE_ALWAYS, .moe_norm_w = true, .shexp = BRISK_SHEXP_IF_KEY},
@@ -39,6 +39,11 @@ static const brisk_arch_info arch_table[] = {
      .attn_scale = BRISK_ASCALE_HEAD, .moe = BRISK_MOE_ALWAYS, .moe_norm_w = true, .moe_exp_scales = true, .moe_ff_key = true},
     {.name = "olmoe", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD, .moe = BRISK_MOE_ALWAYS},
+    /* sigmoid routing with a selection bias, leading dense layers, shared experts */
+    {.name = "glm4moe", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .mrope_sections = true,
+     .moe = BRISK_MOE_ALWAYS, .moe_ff_key = true, .shexp = BRISK_SHEXP_COUNT, .moe_glm_router = true,
+     .ffn_norm_is_post_attention = true, .nextn_skip = true},
     {.name = "qwen2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD},
     {.name = "qwen3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
@@ -84,7 +89,6 @@ static const struct {
 } missing[] = {
     {"gpt-oss", "it needs MXFP4 expert weights, attention sinks and the clamped SwiGLU, which brisk does not implement yet"},
     {"deepseek2", "it needs multi-head latent attention (a compressed KV cache) and grouped expert routing, which brisk does not implement yet"},
-    {"glm4moe", "its sigmoid routing with expert bias and shared experts are not implemented yet"},
 };
 
 const char *brisk_arch_missing_reason(const char *name, size_t len) {

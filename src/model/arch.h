@@ -58,6 +58,7 @@ typedef enum brisk_shexp_rule {
     BRISK_SHEXP_NONE,        /* none (shared-expert tensors are refused as unused) */
     BRISK_SHEXP_GATED,       /* always, times sigmoid(ffn_gate_inp_shexp . x) (qwen2moe); width expert_shared_feed_forward_length, else feed_forward_length */
     BRISK_SHEXP_IF_KEY,      /* ungated, when expert_shared_feed_forward_length > 0 (granitemoe) */
+    BRISK_SHEXP_COUNT,       /* ungated, width expert_shared_count (required) x the expert width (glm4moe) */
 } brisk_shexp_rule;
 
 typedef struct brisk_arch_info {
@@ -104,6 +105,25 @@ typedef struct brisk_arch_info {
     bool moe_exp_scales;                   /* ffn_*_exps.scale ([n_expert], one per expert) are applied; else bound and ignored, as llama.cpp */
     bool moe_ff_key;                       /* expert width from expert_feed_forward_length (default feed_forward_length / expert_used_count); else feed_forward_length */
     brisk_shexp_rule shexp;
+    /* glm4moe's router (llama.cpp's build_moe_ffn as glm4-moe.cpp calls it):
+     * the gating function from expert_gating_func (1 softmax, 2 sigmoid;
+     * absent or 0: sigmoid), the per-layer selection bias exp_probs_b.bias
+     * (added to the probabilities to choose the experts, not to weight
+     * them), the weights divided by their sum when expert_weights_norm and
+     * multiplied by expert_weights_scale (0 or 1: not), and the first
+     * leading_dense_block_count layers dense. */
+    bool moe_glm_router;
+    /* The FFN's pre-norm is the tensor post_attention_norm (glm4moe), not
+     * ffn_norm; nothing normalizes the attention output. */
+    bool ffn_norm_is_post_attention;
+    /* ARCH.nextn_predict_layers (multi-token prediction) counts that many
+     * extra blocks after the trunk in block_count. llama.cpp runs them only
+     * in its MTP graph and, for plain inference, requests their tensors as
+     * skipped (TENSOR_SKIP: counted as present, never loaded). brisk does
+     * the same: the trunk is block_count - nextn_predict_layers layers, and
+     * every tensor named blk.N.* with N in the NextN range is accepted and
+     * never read. */
+    bool nextn_skip;
 } brisk_arch_info;
 
 /* The table entry of an architecture name, or NULL. */

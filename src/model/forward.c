@@ -47,6 +47,9 @@ static bool alloc_scratch(brisk_forward *f) {
     const brisk_hparams *hp = &f->m->hp;
     bool ok = true;
     const size_t nb = (size_t)f->n_batch;
+    /* g, u and the quantized inputs also hold one row per chosen expert of a
+     * decode token (layer.c's moe_decode_experts), whatever the batch size */
+    const size_t nbe = hp->n_expert && (size_t)hp->n_expert_used > nb ? (size_t)hp->n_expert_used : nb;
     f->x = xcalloc_track(f, nb * (size_t)hp->n_embd, sizeof(float), &ok);
     f->xn = xcalloc_track(f, nb * (size_t)f->maxdim, sizeof(float), &ok);
     f->q = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
@@ -54,8 +57,8 @@ static bool alloc_scratch(brisk_forward *f) {
     f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
     f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
     const size_t ffm = (size_t)brisk_fwd_ff_max(hp);
-    f->g = xcalloc_track(f, nb * ffm, sizeof(float), &ok);
-    f->u = xcalloc_track(f, nb * ffm * (hp->fused_up ? 2 : 1), sizeof(float), &ok);
+    f->g = xcalloc_track(f, nbe * ffm, sizeof(float), &ok);
+    f->u = xcalloc_track(f, nbe * ffm * (hp->fused_up ? 2 : 1), sizeof(float), &ok);
     if (hp->n_expert > 0) {
         const size_t ku = nb * (size_t)hp->n_expert_used, d = (size_t)hp->n_embd;
         f->moe_logits = xcalloc_track(f, nb * (size_t)hp->n_expert, sizeof(float), &ok);
@@ -75,10 +78,10 @@ static bool alloc_scratch(brisk_forward *f) {
     if (hp->ai->act == BRISK_ACT_GEGLU || hp->ai->act == BRISK_ACT_GELU) f->gelu_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
     if (f->rope_swa.freq_base != f->rope.freq_base || f->rope_swa.freq_scale != f->rope.freq_scale)
         f->rope_cache_swa = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
-    f->xq_cap = nb * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
+    f->xq_cap = nbe * ((size_t)f->maxdim * sizeof(float) + 64);   /* F32 is the widest activation format */
     for (int i = 0; i < MM_MAX_JOBS; i++) f->xq[i] = xcalloc_track(f, f->xq_cap, 1, &ok);
     f->xs_stride = (size_t)brisk_act_sums_len(f->maxdim);
-    for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nb * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
+    for (int i = 0; i < MM_MAX_JOBS; i++) f->xs[i] = f->gk ? xcalloc_track(f, nbe * f->xs_stride + 1, sizeof(int32_t), &ok) : NULL;
     f->rope_cache = xcalloc_track(f, nb * (size_t)hp->rope.n_rot, sizeof(float), &ok);
     f->f16_lut = xcalloc_track(f, 65536, sizeof(float), &ok);
     f->slot = xcalloc_track(f, nb, sizeof(int32_t), &ok);

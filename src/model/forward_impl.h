@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #define MM_MAX_JOBS 3
+#define MM_ROW_JOBS 16   /* jobs of one brisk_fwd_matmul_rows step (decode: gate and up of 8 experts) */
 
 
 /* A thread's share of a matmul's units, [lo, hi) packed in one atomic word
@@ -135,6 +136,14 @@ void brisk_fwd_run_step(brisk_forward *f, brisk_pool_fn fn, void *ctx, double ma
 void brisk_fwd_matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, const brisk_weight *const *w, float *const *out,
                       const int64_t *out_stride, const float *const *bias);
 void brisk_fwd_matmul1(brisk_forward *f, const float *x, int32_t n_tok, const brisk_weight *w, float *out, int64_t out_stride);
+/* One token's products with n (<= MM_ROW_JOBS) weights of the same cols in
+ * one parallel step, job j multiplying row x_row[j] of x ([rows][cols]) by
+ * w[j] into out[j]: each distinct row is quantized once per activation type,
+ * and every output gets the bits brisk_fwd_matmul gives it with n_tok 1
+ * (same quantizer, same per-unit kernel choice). Decode runs all selected
+ * experts of a token with two of these. */
+void brisk_fwd_matmul_rows(brisk_forward *f, const float *x, int32_t rows, int n, const brisk_weight *const *w, const int32_t *x_row,
+                           float *const *out);
 /* pool workers over an attn_task / swiglu_task */
 void brisk_fwd_kt_worker(void *ctx, int ith, int nth);
 void brisk_fwd_attn_worker(void *ctx, int ith, int nth);

@@ -234,45 +234,56 @@ static void swiglu_ffn(brisk_forward *f, const float *x, int32_t n, const brisk_
     if (s_down) scale_rows(out, (int64_t)n * d, *s_down);
 }
 
-/* The router (llama.cpp's build_moe_ffn with softmax gating): the logits'
- * softmax, the n_expert_used largest probabilities (ties: the lower expert
- * first) in descending order, optionally divided by their sum; then the
- * (token, rank) pairs listed by expert, in token order. */
+/* The router (llama.cpp's build_moe_ffn): the logits' softmax (max
+ * subtracted, summed in double) or sigmoid; the n_expert_used largest of
+ * those probabilities plus the selection bias when the layer has one (ties:
+ * the lower expert first), best first, each weighted by its unbiased
+ * probability; the weights optionally divided by their sum and scaled; then
+ * the (token, rank) pairs listed by expert, in token order. */
 static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, int32_t T) {
     const brisk_hparams *hp = &f->m->hp;
     const int32_t E = hp->n_expert, K = hp->n_expert_used;
+    const float *bias = L->moe.probs_bias.data;
     brisk_fwd_matmul1(f, fin, T, &L->moe.router, f->moe_logits, E);
     for (int32_t e = 0; e <= E; e++) f->moe_start[e] = 0;
     for (int32_t t = 0; t < T; t++) {
         float *p = f->moe_logits + (size_t)t * E;
-        float mx = p[0];
-        for (int32_t e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
-        double sum = 0.0;
-        for (int32_t e = 0; e < E; e++) {
-            p[e] = expf(p[e] - mx);
-            sum += (double)p[e];
+        if (hp->moe_sigmoid) {
+            for (int32_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));   /* ggml_vec_sigmoid_f32 */
+        } else {
+            float mx = p[0];
+            for (int32_t e = 1; e < E; e++) mx = p[e] > mx ? p[e] : mx;
+            double sum = 0.0;
+            for (int32_t e = 0; e < E; e++) {
+                p[e] = expf(p[e] - mx);
+                sum += (double)p[e];
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int32_t e = 0; e < E; e++) p[e] *= inv;
         }
-        const float inv = (float)(1.0 / sum);
-        for (int32_t e = 0; e < E; e++) p[e] *= inv;
         int32_t *sel = f->moe_sel + (size_t)t * K;
         float *w = f->moe_w + (size_t)t * K;
         for (int32_t k = 0; k < K; k++) {   /* K passes: E * K comparisons, no allocation */
             int32_t best = -1;
+            float best_v = 0.0f;
             for (int32_t e = 0; e < E; e++) {
                 bool taken = false;
                 for (int32_t j = 0; j < k && !taken; j++) taken = sel[j] == e;
-                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+                const float v = bias ? p[e] + bias[e] : p[e];
+                if (!taken && (best < 0 || v > best_v)) best = e, best_v = v;
             }
             sel[k] = best;
             w[k] = p[best];
         }
-        if (hp->ai->moe_norm_w) {
+        if (hp->moe_norm_w) {
             double ws = 0.0;
             for (int32_t k = 0; k < K; k++) ws += (double)w[k];
             float wsum = (float)ws;
             if (!(wsum >= 6.103515625e-5f)) wsum = 6.103515625e-5f;   /* llama.cpp's clamp: the smallest normal F16 */
             for (int32_t k = 0; k < K; k++) w[k] /= wsum;
         }
+        if (hp->moe_w_scale != 0.0f && hp->moe_w_scale != 1.0f)
+            for (int32_t k = 0; k < K; k++) w[k] *= hp->moe_w_scale;
         for (int32_t k = 0; k < K; k++) f->moe_start[sel[k] + 1]++;
     }
     for (int32_t e = 0; e < E; e++) f->moe_start[e + 1] += f->moe_start[e];
@@ -281,6 +292,36 @@ static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, 
     for (int32_t e = 0; e < E; e++) fill[e] = f->moe_start[e];
     for (int32_t t = 0; t < T; t++)
         for (int32_t k = 0; k < K; k++) f->moe_list[fill[f->moe_sel[(size_t)t * K + k]]++] = t * K + k;
+}
+
+/* Decode: the token's K chosen experts in two parallel steps (gate and up of
+ * all K, then down of all K) instead of two per expert, each output the bits
+ * swiglu_ffn gives it alone (brisk_fwd_matmul_rows; the scales and SwiGLU
+ * are per row), into moe_out's row of each rank. */
+static void moe_decode_experts(brisk_forward *f, const brisk_layer *L, const float *fin) {
+    const brisk_experts *x = &L->moe;
+    const int32_t K = f->m->hp.n_expert_used;
+    const int64_t ff = f->m->hp.n_ff_exp, d = f->m->hp.n_embd;
+    const brisk_weight *ws[MM_ROW_JOBS];
+    float *outs[MM_ROW_JOBS];
+    int32_t rows[MM_ROW_JOBS] = {0};
+    for (int32_t k = 0; k < K; k++) {
+        const int32_t e = f->moe_sel[k];
+        ws[2 * k] = &x->gate[e], outs[2 * k] = f->g + (size_t)k * ff;
+        ws[2 * k + 1] = &x->up[e], outs[2 * k + 1] = f->u + (size_t)k * ff;
+    }
+    brisk_fwd_matmul_rows(f, fin, 1, 2 * K, ws, rows, outs);
+    for (int32_t k = 0; k < K; k++) {   /* llama.cpp's order: the up product's scale, then the gate's */
+        const int32_t e = f->moe_sel[k];
+        if (x->s_up) scale_rows(f->u + (size_t)k * ff, ff, x->s_up[e]);
+        if (x->s_gate) scale_rows(f->g + (size_t)k * ff, ff, x->s_gate[e]);
+    }
+    swiglu_task sw = {.fn = f->swiglu, .h = f->g, .g = f->g, .u = f->u, .n = ff, .g_stride = ff, .rows = K};
+    brisk_fwd_swiglu_worker(&sw, 0, 1);
+    for (int32_t k = 0; k < K; k++) ws[k] = &x->down[f->moe_sel[k]], outs[k] = f->moe_out + (size_t)k * d, rows[k] = k;
+    brisk_fwd_matmul_rows(f, f->g, K, K, ws, rows, outs);
+    for (int32_t k = 0; k < K; k++)
+        if (x->s_down) scale_rows(f->moe_out + (size_t)k * d, d, x->s_down[f->moe_sel[k]]);
 }
 
 /* Mixture of experts: route, then one batch of matmuls per expert over the
@@ -294,7 +335,8 @@ static void moe_ffn(brisk_forward *f, const brisk_layer *L, const float *fin, in
     const brisk_experts *x = &L->moe;
     const int32_t E = hp->n_expert, K = hp->n_expert_used, d = hp->n_embd;
     moe_route(f, L, fin, T);
-    for (int32_t e = 0; e < E; e++) {
+    if (T == 1 && 2 * K <= MM_ROW_JOBS) moe_decode_experts(f, L, fin);   /* the scratch holds K rows (forward.c) */
+    else for (int32_t e = 0; e < E; e++) {
         const int32_t a = f->moe_start[e], n = f->moe_start[e + 1] - a;
         if (n == 0) continue;
         for (int32_t i = 0; i < n; i++)

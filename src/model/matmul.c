@@ -73,7 +73,7 @@ static bool range_take(mm_range *r, bool front, int64_t want, int64_t *a, int64_
 typedef struct mm_task {
     const brisk_kernels *k;
     const brisk_gemm_kernels *g;
-    mm_job jobs[MM_MAX_JOBS];
+    mm_job jobs[MM_ROW_JOBS];
     int n_jobs;
     int32_t n_tok;
     int32_t tok_block;   /* tokens per pass over the rows (mm_tok_block) */
@@ -229,3 +229,44 @@ void brisk_fwd_matmul1(brisk_forward *f, const float *x, int32_t n_tok, const br
     brisk_fwd_matmul(f, x, n_tok, 1, ws, outs, strides, NULL);
 }
 
+
+void brisk_fwd_matmul_rows(brisk_forward *f, const float *x, int32_t rows, int n, const brisk_weight *const *w, const int32_t *x_row,
+                           float *const *out) {
+    mm_task mt = {.k = f->k, .g = f->gk, .n_jobs = n, .n_tok = 1, .tok_block = 1};
+    uint32_t done_types[MM_MAX_JOBS];
+    size_t strides[MM_MAX_JOBS];
+    int n_done = 0;
+    double macs = 0.0;
+    for (int j = 0; j < n; j++) {
+        const uint32_t act = brisk_qtype_get(w[j]->type)->act_type;
+        int slot = -1;
+        for (int d = 0; d < n_done; d++)
+            if (done_types[d] == act) slot = d;
+        if (slot < 0) {   /* every row of x in this activation type, as brisk_fwd_matmul quantizes one */
+            slot = n_done;
+            done_types[n_done++] = act;
+            brisk_qtype_row_bytes(act, w[j]->cols, &strides[slot]);   /* validated at load */
+            const brisk_quantize_fn qf = f->gk && f->gk->quantize_act[act] ? f->gk->quantize_act[act] : f->k->quantize_act[act];
+            quant_task qt = {.quant = qf, .act = act, .x = x, .n = w[j]->cols, .rows = rows, .dst = f->xq[slot], .dst_stride = strides[slot]};
+            if (f->gk && f->gk->act_sums[act]) {
+                qt.sums_fn = f->gk->act_sums[act];
+                qt.sums = f->xs[slot];
+                qt.sums_stride = f->xs_stride;
+            }
+            quant_worker(&qt, 0, 1);   /* a few rows: quicker here than a pool step */
+        }
+        mt.jobs[j] = (mm_job){.w = w[j], .xq = f->xq[slot] + (size_t)x_row[j] * strides[slot], .xq_stride = strides[slot],
+                              .xs = f->xs[slot] ? f->xs[slot] + (size_t)x_row[j] * f->xs_stride : NULL, .xs_stride = f->xs_stride,
+                              .out = out[j], .out_stride = w[j]->rows};
+        mt.total_rows += (w[j]->rows + BRISK_GEMM_ROWS - 1) / BRISK_GEMM_ROWS;
+        macs += (double)w[j]->rows * (double)w[j]->cols;
+    }
+    const int nth = step_threads(f, macs);
+    mt.ranges = f->ranges;
+    for (int i = 0; i < nth; i++) {
+        int64_t lo, hi;
+        brisk_split_range(mt.total_rows, i, nth, &lo, &hi);
+        atomic_store_explicit(&f->ranges[i].lohi, (uint64_t)lo | ((uint64_t)hi << 32), memory_order_relaxed);
+    }
+    brisk_fwd_run_step(f, mm_worker, &mt, macs);
+}

@@ -219,6 +219,12 @@ static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error 
         snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.input_scale", il, parts[i]);
         if ((st = bind_expert_scales(b, name, &unused, err))) return st;
     }
+    if (ai->moe_glm_router) {   /* llama.cpp requires it (glm4-moe.cpp) */
+        if ((st = bind_vector(b, NAME("exp_probs_b.bias"), n_expert, true, &x->probs_bias, err))) return st;
+        const float *v = x->probs_bias.data;
+        for (int64_t e = 0; e < n_expert; e++)
+            if (!isfinite(v[e])) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': expert %lld's bias %g is not finite", name, (long long)e, v[e]);
+    }
     if (hp->n_ff_shexp > 0) {
         const int64_t sf = hp->n_ff_shexp;
         if ((st = bind_matrix(b, NAME("ffn_gate_shexp.weight"), d, sf, true, &x->sh_gate, err))) return st;
@@ -250,7 +256,8 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     const bool pre_attn = ai->attn_norm & BRISK_NORM_PRE, pre_ffn = ai->ffn_norm & BRISK_NORM_PRE;
     if ((st = bind_vector(b, NAME("attn_norm.weight"), d, pre_attn, &L->attn_norm, err))) return st;
     if ((st = bind_vector(b, NAME("attn_norm.bias"), d, false, &L->attn_norm_b, err))) return st;
-    if ((st = bind_vector(b, NAME("post_attention_norm.weight"), d, ai->attn_norm & BRISK_NORM_POST, &L->post_attn_norm, err))) return st;
+    if (!ai->ffn_norm_is_post_attention &&
+        (st = bind_vector(b, NAME("post_attention_norm.weight"), d, ai->attn_norm & BRISK_NORM_POST, &L->post_attn_norm, err))) return st;
     if (hp->fused_qkv) {
         if ((st = bind_matrix(b, NAME("attn_qkv.weight"), d, qd + kd + vd, true, &L->wqkv, err))) return st;
         if ((st = bind_vector(b, NAME("attn_qkv.bias"), qd + kd + vd, false, &L->bqkv, err))) return st;
@@ -278,10 +285,14 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if ((st = bind_scale(b, NAME("attn_output.scale"), &L->s_o, err))) return st;
     if ((st = bind_input_scale(b, NAME("attn_output.input_scale"), err))) return st;
 
-    if ((st = bind_vector(b, NAME("ffn_norm.weight"), d, pre_ffn, &L->ffn_norm, err))) return st;
-    if ((st = bind_vector(b, NAME("ffn_norm.bias"), d, false, &L->ffn_norm_b, err))) return st;
+    if (ai->ffn_norm_is_post_attention) {   /* glm4moe names the FFN's pre-norm so */
+        if ((st = bind_vector(b, NAME("post_attention_norm.weight"), d, true, &L->ffn_norm, err))) return st;
+    } else {
+        if ((st = bind_vector(b, NAME("ffn_norm.weight"), d, pre_ffn, &L->ffn_norm, err))) return st;
+        if ((st = bind_vector(b, NAME("ffn_norm.bias"), d, false, &L->ffn_norm_b, err))) return st;
+    }
     if ((st = bind_vector(b, NAME("post_ffw_norm.weight"), d, ai->ffn_norm & BRISK_NORM_POST, &L->post_ffn_norm, err))) return st;
-    if (hp->n_expert > 0) {
+    if (hp->n_expert > 0 && il >= hp->n_dense_lead) {
         if ((st = bind_experts(b, il, L, err))) return st;
         goto checks;
     }
@@ -318,6 +329,33 @@ static brisk_status get_nonneg_f32(const brisk_gguf *g, const char *a, const cha
     brisk_status st = get_arch_f32(g, a, suffix, out, false, NULL, err);
     if (st) return st;
     if (!(*out >= 0.0f) || !isfinite(*out)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.%s: %g out of range (a finite number >= 0)", a, suffix, *out);
+    return BRISK_OK;
+}
+
+/* glm4moe's router keys (arch.h moe_glm_router), with llama.cpp's defaults:
+ * sigmoid gating, no weight normalization, no weight scale, no dense layers. */
+static brisk_status read_glm_router_hparams(brisk_model_data *m, brisk_error *err) {
+    const brisk_gguf *g = m->gguf;
+    brisk_hparams *hp = &m->hp;
+    const char *a = hp->ai->name;
+    char key[128];
+    brisk_status st;
+    uint32_t gating = 0;
+    if ((st = get_arch_u32(g, a, "expert_gating_func", &gating, false, NULL, err))) return st;
+    if (gating != 0 && gating != 1 && gating != 2)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.expert_gating_func = %u: brisk supports 1 (softmax) and 2 (sigmoid)", a, gating);
+    hp->moe_sigmoid = gating != 1;   /* 0 (absent): sigmoid, as llama.cpp for this family */
+    bool norm = false;
+    snprintf(key, sizeof key, "%s.expert_weights_norm", a);
+    if ((st = brisk_gguf_get_bool(g, key, &norm, NULL, err))) return st;
+    hp->moe_norm_w = norm;
+    if ((st = get_arch_f32(g, a, "expert_weights_scale", &hp->moe_w_scale, false, NULL, err))) return st;
+    if (!isfinite(hp->moe_w_scale)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_weights_scale: %g is not finite", a, hp->moe_w_scale);
+    uint32_t lead = 0;
+    if ((st = get_arch_u32(g, a, "leading_dense_block_count", &lead, false, NULL, err))) return st;
+    if (lead > (uint32_t)hp->n_layer)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.leading_dense_block_count: %u out of range [0, block_count %d]", a, lead, hp->n_layer);
+    hp->n_dense_lead = (int32_t)lead;
     return BRISK_OK;
 }
 
@@ -359,8 +397,17 @@ static brisk_status read_moe_hparams(brisk_model_data *m, brisk_error *err) {
     }
     if (hp->n_ff_exp < 1 || hp->n_ff_exp > (1 << 22))
         return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_feed_forward_length: %d out of range", a, hp->n_ff_exp);
+    hp->moe_norm_w = ai->moe_norm_w;
+    if (ai->moe_glm_router && (st = read_glm_router_hparams(m, err))) return st;
     v = 0;
-    if (ai->shexp != BRISK_SHEXP_NONE && (st = get_arch_u32(g, a, "expert_shared_feed_forward_length", &v, false, NULL, err))) return st;
+    if (ai->shexp == BRISK_SHEXP_COUNT) {   /* llama.cpp requires the key (glm4-moe.cpp) */
+        if ((st = get_arch_u32(g, a, "expert_shared_count", &v, true, NULL, err))) return st;
+        if (v > 64) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_shared_count: %u out of range [0, 64]", a, v);
+        hp->n_ff_shexp = (int32_t)v * hp->n_ff_exp;
+    }
+    v = 0;
+    if ((ai->shexp == BRISK_SHEXP_GATED || ai->shexp == BRISK_SHEXP_IF_KEY) &&
+        (st = get_arch_u32(g, a, "expert_shared_feed_forward_length", &v, false, NULL, err))) return st;
     if (ai->shexp == BRISK_SHEXP_GATED) hp->n_ff_shexp = v ? (int32_t)v : hp->n_ff;
     if (ai->shexp == BRISK_SHEXP_IF_KEY) hp->n_ff_shexp = (int32_t)v;
     if (hp->n_ff_shexp < 0 || hp->n_ff_shexp > (1 << 22))
@@ -376,6 +423,12 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     const brisk_arch_info *ai = hp->ai;
     const char *a = ai->name;
     brisk_status st;
+    uint32_t nextn = 0;
+    if (ai->nextn_skip && (st = get_arch_u32(g, a, "nextn_predict_layers", &nextn, false, NULL, err))) return st;
+    if (nextn >= (uint32_t)hp->n_layer)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.nextn_predict_layers: %u leaves no layer of block_count %d to run", a, nextn, hp->n_layer);
+    hp->n_layer_nextn = (int32_t)nextn;
+    hp->n_layer -= (int32_t)nextn;
     if ((st = read_moe_hparams(m, err))) return st;
     if (ai->unsupported_nonzero)
         for (const char *const *k = ai->unsupported_nonzero; *k; k++) {
@@ -634,6 +687,32 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     return read_arch_hparams(m, err);
 }
 
+/* The NextN blocks' tensors: those llama.cpp requests for a block it skips
+ * (glm4-moe.cpp's list with TENSOR_SKIP, which also drops the per-tensor
+ * scales) are accepted and never read (arch.h nextn_skip); any other tensor
+ * of those blocks stays unused and is refused, as llama.cpp's tensor count
+ * refuses it. */
+static void accept_nextn_blocks(binder *b) {
+    static const char *const skipped[] = {
+        "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_qkv.weight", "attn_q.bias", "attn_k.bias",
+        "attn_v.bias", "attn_output.weight", "attn_q_norm.weight", "attn_k_norm.weight", "post_attention_norm.weight",
+        "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",   /* a dense block (below leading_dense_block_count) */
+        "ffn_gate_inp.weight", "exp_probs_b.bias", "ffn_gate_exps.weight", "ffn_up_exps.weight", "ffn_down_exps.weight",
+        "ffn_gate_shexp.weight", "ffn_up_shexp.weight", "ffn_down_shexp.weight",
+        "nextn.eh_proj.weight", "nextn.enorm.weight", "nextn.hnorm.weight", "nextn.embed_tokens.weight",
+        "nextn.shared_head_head.weight", "nextn.shared_head_norm.weight"};
+    const brisk_hparams *hp = &b->m->hp;
+    char name[96];
+    for (int32_t il = hp->n_layer; il < hp->n_layer + hp->n_layer_nextn; il++)
+        for (size_t i = 0; i < sizeof skipped / sizeof skipped[0]; i++) {
+            const bool dense_ffn = i >= 12 && i < 15, moe_ffn = i >= 15 && i < 23;
+            const bool shared = i >= 20 && i < 23;
+            if ((dense_ffn && il >= hp->n_dense_lead) || (moe_ffn && il < hp->n_dense_lead) || (shared && hp->n_ff_shexp == 0)) continue;
+            snprintf(name, sizeof name, "blk.%d.%s", il, skipped[i]);
+            (void)find_tensor(b, name);
+        }
+}
+
 /* Every tensor of the file must be bound: one nothing reads would be a part
  * of the model silently dropped (a bias, a scale, a norm this code does not
  * know), so the load fails naming them (the first few and the count). */
@@ -869,6 +948,7 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
     if ((st = set_layer_plan(m, err))) goto fail;
     if (hp->ai->unused_heads)
         for (const char *const *u = hp->ai->unused_heads; *u; u++) (void)find_tensor(&b, *u);
+    accept_nextn_blocks(&b);
     if ((st = check_all_used(&b, err))) goto fail;
     if ((st = pack_weights(m, err))) goto fail;
     free(b.used);

@@ -17,7 +17,8 @@ typedef struct brisk_hparams {
     char arch_name[32];
     int32_t n_vocab;
     int32_t n_embd;          /* model width d */
-    int32_t n_layer;
+    int32_t n_layer;         /* the layers run (block_count less the NextN blocks, arch.h nextn_skip) */
+    int32_t n_layer_nextn;   /* NextN blocks after them: their tensors are accepted, never read */
     int32_t n_head;          /* query heads */
     int32_t n_head_kv;       /* key/value heads (GQA/MQA when < n_head) */
     int32_t head_dim;        /* attention.key_length; may differ from n_embd / n_head */
@@ -28,6 +29,10 @@ typedef struct brisk_hparams {
     int32_t n_expert_used;   /* experts each token is routed to */
     int32_t n_ff_exp;        /* an expert's feed-forward width */
     int32_t n_ff_shexp;      /* the shared expert's width (0: none) */
+    int32_t n_dense_lead;    /* the first n layers have a dense FFN (glm4moe's leading_dense_block_count) */
+    bool moe_sigmoid;        /* router probabilities are sigmoid(logit), not the softmax */
+    bool moe_norm_w;         /* the selected weights are divided by their sum */
+    float moe_w_scale;       /* the selected weights are multiplied by it (0 or 1: not) */
     float norm_eps;          /* RMSNorm epsilon */
     bool tied_output;        /* logits use token_embd (no output.weight) */
     bool fused_qkv;          /* one attn_qkv matrix [q | k | v] (phi3) */
@@ -75,6 +80,7 @@ typedef struct brisk_experts {
     const float *s_gate, *s_up, *s_down;    /* per-expert scales [n_expert] (arch moe_exp_scales), or NULL */
     brisk_weight sh_gate, sh_up, sh_down;   /* the shared expert (sh_up.data NULL: none) */
     brisk_weight sh_gate_inp;               /* [d]: the shared expert's sigmoid gate (qwen2moe), or absent */
+    brisk_weight probs_bias;                /* [n_expert]: exp_probs_b.bias, added to choose the experts (glm4moe), or absent */
 } brisk_experts;
 
 typedef struct brisk_layer {
