@@ -70,7 +70,7 @@ if [ -f "$peer/bin/libllama.so" ] && [ -f "$peer/src/include/llama.h" ] && [ -f 
   : >"$tmp/verdicts"
   for gf in "$grammars"/*.gbnf; do
     g="$(basename "$gf" .gbnf)"
-    files="$(cd "$data" && ls outputs/$g.s*.txt negatives/$g.*.txt 2>/dev/null)"
+    files="$(cd "$data" && ls outputs/$g.s*.txt negatives/$g.*.txt variants/$g.s*.txt 2>/dev/null)"
     [ -n "$files" ] || continue
     # shellcheck disable=SC2086
     (cd "$data" && "$tmp/peer-grammar" "$vocab" "$gf" $files 2>/dev/null) | sed "s/^/$g /" >>"$tmp/verdicts"

@@ -11,7 +11,8 @@
 # must be refused) with scripts/peer/peer-grammar.c, linked to the peer's libllama.
 #
 # Writes: outputs/GRAMMAR.sSEED.txt (the generated text: stdout without the newline brisk adds),
-# cases.tsv (grammar, seed, prompt, n, file: what the test regenerates) and verdicts.txt (llama.cpp's
+# variants/ (edits of each output), cases.tsv (grammar, seed, prompt, sampling, n, file: what the test
+# regenerates) and verdicts.txt (llama.cpp's
 # line for every output and negative control).
 #
 # usage: scripts/peer/gen-gbnf-verdicts.sh [BRISK] [PEER_DIR]
@@ -70,10 +71,22 @@ for gf in "$grammars"/*.gbnf; do
   echo "$g: $kept outputs" >&2
 done
 
+# Variants of every output, for a byte-level comparison of the two implementations' verdicts
+# (tests/test_constrain_gbnf.c): cut by one byte, cut in half, with a control byte inserted in the
+# middle, with "}" or "\n" appended. Either verdict is possible; brisk's must equal llama.cpp's.
+rm -rf "$data/variants"; mkdir -p "$data/variants"
+for f in "$data"/outputs/*.txt; do
+  b="$(basename "$f" .txt)"; len="$(wc -c < "$f")"; half=$((len / 2))
+  head -c $((len - 1)) "$f" > "$data/variants/$b.cut1.txt"
+  head -c $half "$f" > "$data/variants/$b.half.txt"
+  { head -c $half "$f"; printf '\x01'; tail -c +$((half + 1)) "$f"; } > "$data/variants/$b.ctl.txt"
+  { cat "$f"; printf '}'; } > "$data/variants/$b.brace.txt"
+  { cat "$f"; printf '\n'; } > "$data/variants/$b.nl.txt"
+done
 : > "$data/verdicts.txt"
 for gf in "$grammars"/*.gbnf; do
   g="$(basename "$gf" .gbnf)"
-  files="$(cd "$data" && ls outputs/$g.s*.txt negatives/$g.*.txt 2>/dev/null || true)"
+  files="$(cd "$data" && ls outputs/$g.s*.txt negatives/$g.*.txt variants/$g.s*.txt 2>/dev/null || true)"
   [ -n "$files" ] || continue
   (cd "$data" && "$work/peer-grammar" "$vocab" "$gf" $files 2>/dev/null) | sed "s/^/$g /" >> "$data/verdicts.txt"
 done

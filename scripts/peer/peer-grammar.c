@@ -18,7 +18,8 @@
 //
 // The texts are tokenized with the given vocabulary (a byte-level BPE one such
 // as ggml-vocab-llama-bpe.gguf, so the token pieces concatenate back to the
-// exact bytes; this is checked). Which tokenization is used does not change
+// exact bytes; this is checked). A text that is not valid UTF-8 does not
+// tokenize back; it is fed one single-byte token per byte. Which tokenization is used does not change
 // the verdict: llama.cpp's grammar consumes the pieces' bytes, carrying a
 // partial UTF-8 sequence across tokens.
 //
@@ -51,6 +52,31 @@ static int token_allowed(struct llama_sampler *grammar, llama_token id) {
     return !isinf(cand.logit);
 }
 
+static llama_token byte_token[256];
+
+// The token of each single byte (a byte-level BPE vocabulary has all 256).
+static void find_byte_tokens(const struct llama_vocab *vocab) {
+    for (int b = 0; b < 256; b++) byte_token[b] = -1;
+    for (llama_token id = 0; id < llama_vocab_n_tokens(vocab); id++) {
+        char piece[8];
+        if (llama_token_to_piece(vocab, id, piece, sizeof piece, 0, true) == 1 && byte_token[(unsigned char)piece[0]] < 0)
+            byte_token[(unsigned char)piece[0]] = id;
+    }
+    for (int b = 1; b < 256; b++)
+        if (byte_token[b] < 0) { fprintf(stderr, "the vocabulary has no token for byte 0x%02x\n", b); exit(1); }
+}
+
+static int round_trips(const struct llama_vocab *vocab, const llama_token *toks, int n, const char *text, long len) {
+    long at = 0;
+    for (int i = 0; i < n; i++) {
+        char piece[256];
+        int pn = llama_token_to_piece(vocab, toks[i], piece, sizeof piece, 0, true);
+        if (pn < 0 || at + pn > len || memcmp(piece, text + at, (size_t)pn) != 0) return 0;
+        at += pn;
+    }
+    return at == len;
+}
+
 // Returns the byte offset of the refusal, or -1 when the text is accepted.
 static long verdict(const struct llama_vocab *vocab, const char *grammar_text, const char *text, long len) {
     struct llama_sampler *grammar = llama_sampler_init_grammar(vocab, grammar_text, "root");
@@ -59,12 +85,17 @@ static long verdict(const struct llama_vocab *vocab, const char *grammar_text, c
     llama_token *toks = malloc(sizeof *toks * (size_t)cap);
     int n = llama_tokenize(vocab, text, (int)len, toks, cap, false, false);
     if (n < 0) { fprintf(stderr, "tokenize failed\n"); exit(1); }
+    if (!round_trips(vocab, toks, n, text, len)) {
+        /* not valid UTF-8 (an edit cut a character): one single-byte token per byte */
+        for (long i = 0; i < len; i++) toks[i] = byte_token[(unsigned char)text[i]];
+        n = (int)len;
+    }
     long at = 0;
     for (int i = 0; i < n; i++) {
         char piece[256];
         int pn = llama_token_to_piece(vocab, toks[i], piece, sizeof piece, 0, true);
         if (pn < 0 || at + pn > len || memcmp(piece, text + at, (size_t)pn) != 0) {
-            fprintf(stderr, "the vocabulary does not tokenize the text back to its bytes (token %d at byte %ld)\n", i, at);
+            fprintf(stderr, "the vocabulary does not give the text back (token %d at byte %ld)\n", i, at);
             exit(1);
         }
         if (!token_allowed(grammar, toks[i])) { free(toks); llama_sampler_free(grammar); return at; }
@@ -88,6 +119,7 @@ int main(int argc, char **argv) {
     if (!model) { fprintf(stderr, "cannot load %s\n", argv[1]); return 1; }
     const struct llama_vocab *vocab = llama_model_get_vocab(model);
     if (!llama_vocab_is_eog(vocab, llama_vocab_eos(vocab))) { fprintf(stderr, "%s: no end-of-generation token\n", argv[1]); return 1; }
+    find_byte_tokens(vocab);
     long glen;
     char *grammar_text = read_file(argv[2], &glen);
     if (!grammar_text) return 1;
