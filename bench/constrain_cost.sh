@@ -1,44 +1,148 @@
 #!/usr/bin/env bash
-# bench/constrain_cost.sh [MODEL] [ROUNDS]: what a JSON-schema constraint adds to a decode step, brisk
-# beside llama.cpp's grammar sampler (llama-completion --json-schema) on the same schema and model,
-# runs alternating (brisk plain, brisk constrained, llama plain, llama constrained, ...). MODEL
-# defaults to a synthetic llama-3.2-1b Q4_0 written by `brisk synth` (128,256-token vocabulary).
-# Prints each run's generation tokens/s and, per engine, the constrained/plain ratio of the medians.
+# bench/constrain_cost.sh [MODEL] [ROUNDS] [THREADS]: what a JSON-schema constraint adds to a decode
+# step, brisk beside llama.cpp's grammar sampler (llama-completion --json-schema) on the same schema,
+# model and prompt, in alternating runs (brisk plain, brisk constrained, llama plain, llama
+# constrained, then the next round in the other order), greedy, 48 generated tokens each.
+#
+# MODEL defaults to a synthetic llama-3.2-1b Q4_0 carrying the Llama 3 vocabulary
+# (../shared/vocab/ggml-vocab-llama-bpe.gguf, 128,256 tokens): `brisk synth --vocab` when brisk has
+# that flag, otherwise `brisk synth` followed by a transplant of the vocabulary's tokenizer.* keys
+# into the synthetic file (same tensors; the shape's vocabulary size is Llama 3's).
+#
+# The decode step, prompt excluded:
+#   brisk: the "generated N tokens, X tokens/s" line (from the first sampled token to the last: N
+#          samples, N-1 decodes; the constraint's first mask is computed before it starts);
+#   llama.cpp: (eval time + sampling time) / (eval runs + 1), from common_perf_print (its "eval time"
+#          alone leaves out the grammar sampler, which it times as "sampling time").
+# Prints every run, then per engine the medians and constrained/plain ratio of the step time.
+# The schema has minItems so that greedy constrained output never ends before the 48 tokens.
+# BRISK_COST_PERF=1 adds a profile of one constrained brisk run (perf record, flat): the samples in
+# the mask stage (mask_apply and the constraint's mask_fill, mask_accept, cst_mask, cst_advance; not its
+# compilation) beside those in the whole generation (all samples of the run less those of the same
+# run with 1 token, which holds the load, the compilation and the prompt): less sensitive to the
+# load of other processes than wall-clock ratios.
 set -u
 root="$(cd "$(dirname "$0")/.." && pwd)"
 brisk="$root/build/brisk"
 peer="${BRISK_PEER:-$HOME/.cache/brisk-peer}/bin/llama-completion"
+vocab="${BRISK_VOCAB:-$root/../shared/vocab/ggml-vocab-llama-bpe.gguf}"
 model="${1:-}"
-rounds="${2:-3}"
+rounds="${2:-5}"
+threads="${3:-2}"
 n=48
 tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
-if [ -z "$model" ]; then
-  model="$tmp/l1b-q4_0.gguf"
-  "$brisk" synth --shape llama-3.2-1b --type Q4_0 -o "$model" >/dev/null || exit 1
-fi
 [ -x "$peer" ] || { echo "llama-completion not found at $peer"; exit 1; }
-schema='{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string","maxLength":20},"ok":{"type":"boolean"}},"required":["id","name"]}}'
+if [ -z "$model" ]; then
+  [ -f "$vocab" ] || { echo "the Llama 3 vocabulary is not at $vocab (set BRISK_VOCAB)"; exit 1; }
+  model="$tmp/l1b-q4_0-llama3.gguf"
+  if "$brisk" synth --help 2>&1 | grep -q -- '--vocab'; then
+    "$brisk" synth --shape llama-3.2-1b --type Q4_0 --vocab "$vocab" -o "$model" >/dev/null 2>&1 || exit 1
+  else
+    "$brisk" synth --shape llama-3.2-1b --type Q4_0 -o "$tmp/synth.gguf" >/dev/null 2>&1 || exit 1
+    python3 - "$tmp/synth.gguf" "$vocab" "$model" <<'PY' || exit 1
+# Rewrites a GGUF v3 file with its tokenizer.* keys replaced by another file's; tensors copied as is.
+import shutil, struct, sys
+SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def read_header(f):
+    magic, version, n_tensors, n_kv = struct.unpack('<4sIQQ', f.read(24))
+    if magic != b'GGUF' or version != 3: sys.exit(f'{f.name}: not a GGUF v3 file')
+    def value(t):
+        if t == 8:
+            n = f.read(8); return n + f.read(struct.unpack('<Q', n)[0])
+        if t == 9:
+            head = f.read(12); et, count = struct.unpack('<IQ', head)
+            if et == 8: return head + b''.join(value(8) for _ in range(count))
+            return head + f.read(SIZE[et] * count)
+        return f.read(SIZE[t])
+    kvs = []
+    for _ in range(n_kv):
+        klen, = struct.unpack('<Q', f.read(8)); key = f.read(klen)
+        t, = struct.unpack('<I', f.read(4)); kvs.append((key, t, value(t)))
+    return n_tensors, kvs
+src, vocab, out = sys.argv[1:4]
+with open(vocab, 'rb') as f: _, vocab_kvs = read_header(f)
+with open(src, 'rb') as f:
+    n_tensors, kvs = read_header(f)
+    info_start = f.tell()
+    for _ in range(n_tensors):
+        nlen, = struct.unpack('<Q', f.read(8)); f.read(nlen)
+        nd, = struct.unpack('<I', f.read(4)); f.read(8 * nd + 4 + 8)
+    info_end = f.tell(); f.seek(info_start); info = f.read(info_end - info_start)
+    align = next((struct.unpack('<I', v)[0] for k, t, v in kvs if k == b'general.alignment'), 32)
+    kvs = [kv for kv in kvs if not kv[0].startswith(b'tokenizer.')] + [kv for kv in vocab_kvs if kv[0].startswith(b'tokenizer.')]
+    with open(out, 'wb') as o:
+        o.write(struct.pack('<4sIQQ', b'GGUF', 3, n_tensors, len(kvs)))
+        for key, t, v in kvs: o.write(struct.pack('<Q', len(key)) + key + struct.pack('<I', t) + v)
+        o.write(info); o.write(b'\0' * (-o.tell() % align))
+        f.seek((info_end + align - 1) // align * align); shutil.copyfileobj(f, o, 1 << 24)
+PY
+    rm -f "$tmp/synth.gguf"
+  fi
+fi
+schema='{"type":"array","minItems":12,"items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string","maxLength":20},"ok":{"type":"boolean"}},"required":["id","name"]}}'
 prompt='items = '
-brisk_tps() { sed -n 's/.*generated \([0-9]*\) tokens, \([0-9.]*\) tokens\/s.*/\2/p' "$1"; }
-peer_tps() { grep -E "eval time" "$1" | grep -v prompt | sed -n 's/.*, *\([0-9.]*\) tokens per second.*/\1/p' | tail -1; }
+# ms per decode step
+brisk_step() {
+  local g; g="$(sed -n 's/.*generated \([0-9]*\) tokens, \([0-9.]*\) tokens\/s.*/\1 \2/p' "$1")"
+  [ -n "$g" ] && awk -v g="$g" 'BEGIN { split(g, a, " "); if (a[1] == '$n' && a[2] > 0) printf "%.3f", 1000 / a[2] }'
+}
+peer_step() {
+  local e s r
+  e="$(grep -E ' eval time' "$1" | grep -v prompt | sed -n 's/.*eval time = *\([0-9.]*\) ms \/ *\([0-9]*\) runs.*/\1 \2/p' | tail -1)"
+  s="$(sed -n 's/.* sampling time = *\([0-9.]*\) ms.*/\1/p' "$1" | tail -1)"
+  [ -n "$e" ] && [ -n "$s" ] && awk -v e="$e" -v s="$s" 'BEGIN { split(e, a, " "); if (a[2] + 1 == '$n') printf "%.3f", (a[1] + s) / (a[2] + 1) }'
+}
+run_one() {
+  case "$1" in
+    "brisk plain") "$brisk" run -m "$model" -p "$prompt" -n $n --temp 0 -t "$threads" --ignore-eos >/dev/null 2>"$tmp/e"; echo "$1 $(brisk_step "$tmp/e")" ;;
+    "brisk json")  "$brisk" run -m "$model" -p "$prompt" -n $n --temp 0 -t "$threads" --json-schema "$schema" >/dev/null 2>"$tmp/e"; echo "$1 $(brisk_step "$tmp/e")" ;;
+    "llama plain") "$peer" -m "$model" -p "$prompt" -n $n --temp 0 -t "$threads" -no-cnv --ignore-eos >/dev/null 2>"$tmp/e" </dev/null; echo "$1 $(peer_step "$tmp/e")" ;;
+    "llama json")  "$peer" -m "$model" -p "$prompt" -n $n --temp 0 -t "$threads" -no-cnv --json-schema "$schema" >/dev/null 2>"$tmp/e" </dev/null; echo "$1 $(peer_step "$tmp/e")" ;;
+  esac
+}
+echo "model $model, $rounds rounds, $threads threads, $n tokens; ms per decode step:"
 : >"$tmp/r"
 for r in $(seq "$rounds"); do
-  "$brisk" run -m "$model" -p "$prompt" -n $n --temp 0 -t 2 --ignore-eos >/dev/null 2>"$tmp/e"; echo "brisk plain $(brisk_tps "$tmp/e")" >>"$tmp/r"
-  "$brisk" run -m "$model" -p "$prompt" -n $n --temp 0 -t 2 --json-schema "$schema" >/dev/null 2>"$tmp/e"; echo "brisk json $(brisk_tps "$tmp/e")" >>"$tmp/r"
-  "$peer" -m "$model" -p "$prompt" -n $n --temp 0 -t 2 -no-cnv --ignore-eos >/dev/null 2>"$tmp/e" </dev/null; echo "llama plain $(peer_tps "$tmp/e")" >>"$tmp/r"
-  "$peer" -m "$model" -p "$prompt" -n $n --temp 0 -t 2 -no-cnv --json-schema "$schema" >/dev/null 2>"$tmp/e" </dev/null; echo "llama json $(peer_tps "$tmp/e")" >>"$tmp/r"
+  if [ $((r % 2)) -eq 1 ]; then order=("brisk plain" "brisk json" "llama plain" "llama json")
+  else order=("llama json" "llama plain" "brisk json" "brisk plain"); fi
+  for k in "${order[@]}"; do run_one "$k" | tee -a "$tmp/r"; done
 done
-cat "$tmp/r"
 python3 - "$tmp/r" <<'PY'
 import statistics, sys
 runs = {}
-for l in open(sys.argv[1]):
-    p = l.split()
-    if len(p) == 3 and p[2]:
+for line in open(sys.argv[1]):
+    p = line.split()
+    if len(p) == 3:
         runs.setdefault((p[0], p[1]), []).append(float(p[2]))
 for eng in ("brisk", "llama"):
     a, b = runs.get((eng, "plain")), runs.get((eng, "json"))
     if a and b:
         ma, mb = statistics.median(a), statistics.median(b)
-        print(f"{eng}: plain {ma:.2f} tok/s, constrained {mb:.2f} tok/s: a constrained step costs {ma / mb:.3f}x a plain one")
+        print(f"{eng}: step plain {ma:.2f} ms, constrained {mb:.2f} ms (medians of {len(a)}/{len(b)}): "
+              f"constrained/plain = {mb / ma:.3f}")
+    else:
+        print(f"{eng}: no complete runs")
 PY
+if [ "${BRISK_COST_PERF:-0}" = 1 ] && command -v perf >/dev/null; then
+  count() {   # count N OUT: perf samples of a constrained brisk run of N tokens, by symbol
+    perf record -q -F 1999 -o "$tmp/perf.data" "$brisk" run -m "$model" -p "$prompt" -n "$1" --temp 0 -t "$threads" \
+      --json-schema "$schema" >/dev/null 2>&1
+    perf report -i "$tmp/perf.data" --no-children --sort symbol -g none -n 2>/dev/null | grep -v '^#' |
+      awk 'NF >= 3 && $1 ~ /%$/ { print $4, $2 }' >"$2"
+  }
+  count $n "$tmp/full"; count 1 "$tmp/one"
+  python3 - "$tmp/full" "$tmp/one" <<'PY'
+import re, sys
+def load(f):
+    d = {}
+    for line in open(f):
+        sym, n = line.split()
+        d[sym] = d.get(sym, 0) + int(n)
+    return d
+full, one = load(sys.argv[1]), load(sys.argv[2])
+mask = re.compile(r'^(mask_apply|mask_fill|mask_accept|mask_reset|cst_mask|cst_advance\w*)$')
+gen = sum(full.values()) - sum(one.values())
+m = sum(v for k, v in full.items() if mask.match(k)) - sum(v for k, v in one.items() if mask.match(k))
+print(f"perf: generation {gen} samples, mask stage {m} samples: {100 * m / max(gen, 1):.2f}% of the generation")
+PY
+fi

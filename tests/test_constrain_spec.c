@@ -1,11 +1,18 @@
 /* test_constrain_spec: speculative sampling stays lossless under a constraint. The vocabulary is the
  * 256 single bytes; the constraint is the regular expression [a-m][n-z0-9]+, so the allowed set
- * changes after the first token and the drafts (drawn from an unconstrained draft distribution q)
- * are often disallowed. Two-sample chi-square tests (p > 0.01) compare the stochastic verifier's
- * tokens (k = 4 drafts) with plain constrained sampling: the first token (10,000 draws) and the
- * second given the first is the most likely one. Every token the verifier outputs must be allowed.
- * A mutation check (the residual step resampling from p) must fail. Logits are fixed pseudo-random
- * values (a seeded generator), so the test is deterministic. */
+ * changes after the first token and the drafts are often disallowed. Two-sample chi-square tests
+ * (p > 0.01) compare the verifier's tokens with plain constrained sampling: the first token (10,000
+ * draws) and the second given the first is the most likely one. Every token the verifier outputs
+ * must be allowed. Three verifiers:
+ *   - the chain verifier (k = 4 drafts) with drafts drawn from an unconstrained draft distribution q
+ *     (many disallowed drafts), at temperatures 1.0 and 0.7;
+ *   - the chain verifier with a constrained q (the draft model under the same mask: every draft
+ *     allowed, the acceptance path dominates);
+ *   - the tree verifier (n-gram trees: point-mass children, some disallowed), which the sampled
+ *     speculative loop uses for n-gram drafts.
+ * Mutations that must fail: the residual step resampling from p (chain and tree), and a verifier
+ * whose sampler has no mask (disallowed tokens come out). Logits are fixed pseudo-random values
+ * (a seeded generator), so the test is deterministic. */
 #include "constrain/constrain.h"
 #include "sample/sample.h"
 #include "spec/spec.h"
@@ -70,13 +77,37 @@ static double chi2(const int *r, const int *s, const float *ref, int *df_out) {
     return bins > 1 ? test_gamma_q((bins - 1) / 2.0, x / 2.0) : 1.0;
 }
 
+static int last_bad_tokens;
+
 static int32_t argmax(const float *p) {
     int32_t b = 0;
     for (int i = 1; i < V; i++) if (p[i] > p[b]) b = i;
     return b;
 }
 
-static double run(float temp, uint64_t seed_base, int n, bool broken, bool expect_pass) {
+typedef enum { CHAIN, CHAIN_MASKED_Q, TREE, CHAIN_UNMASKED } verifier;
+static const char *verifier_name[] = {"chain", "chain, constrained q", "tree", "chain, verifier without the mask"};
+
+/* q restricted to what the constraint allows in state st, renormalised */
+static void restrict_q(float *q, int32_t st) {
+    uint32_t allowed[(V + 31) / 32];
+    cst_mask(gram, st, allowed);
+    double z = 0;
+    for (int i = 0; i < V; i++) { if (!(allowed[i / 32] >> (i % 32) & 1)) q[i] = 0.0f; z += q[i]; }
+    for (int i = 0; i < V; i++) q[i] = (float)(q[i] / z);
+}
+
+/* an n-gram tree: children of the pending token, then children of node 0 (token a) */
+static int32_t tree_tokens[8], tree_parent[8], tree_rank[8], tree_depth[8];
+static int tree_make(int32_t a) {
+    const int32_t root_kids[3] = {'z', a, 'd'}, a_kids[3] = {'b', 'q', '5'};   /* 'z', 'b': disallowed there */
+    int n = 0;
+    for (int i = 0; i < 3; i++) { tree_tokens[n] = root_kids[i]; tree_parent[n] = -1; tree_rank[n] = i; tree_depth[n] = 1; n++; }
+    for (int i = 0; i < 3; i++) { tree_tokens[n] = a_kids[i]; tree_parent[n] = 1; tree_rank[n] = i; tree_depth[n] = 2; n++; }
+    return n;
+}
+
+static double run(verifier mode, float temp, uint64_t seed_base, int n, bool broken, bool expect_pass) {
     static float p0[V], p1[V], q0[V], q1[V], scratch[2 * V], qs[K * V];
     static int h1s[V], h1p[V], h2s[V], h2p[V];
     memset(h1s, 0, sizeof h1s); memset(h1p, 0, sizeof h1p); memset(h2s, 0, sizeof h2s); memset(h2p, 0, sizeof h2p);
@@ -95,6 +126,15 @@ static double run(float temp, uint64_t seed_base, int n, bool broken, bool expec
     if (brisk_sampler_init(&ds, &dp, V, &err)) return 0;
     brisk_sampler_dist(ds, D0, q0);
     brisk_sampler_dist(ds, D1, q1);
+    if (mode == CHAIN_MASKED_Q) {
+        restrict_q(q0, cst_start(gram));
+        restrict_q(q1, cst_advance(gram, cst_start(gram), 'a'));
+    }
+    const int n_tree = tree_make(a);
+    const float *tree_rows[8] = {L0, L1, L1, L1, L1, L1, L1};
+    const brisk_draft_tree tree = {.n = n_tree, .tokens = tree_tokens, .parent = tree_parent, .rank = tree_rank,
+                                   .depth = tree_depth, .match_len = 0};
+    int32_t path[8];
     s = make(temp, seed_base + 3, &ms);
     for (int i = 0; i < n; i++) {
         h1p[brisk_sampler_draw(s, p0, V)]++;
@@ -105,25 +145,33 @@ static double run(float temp, uint64_t seed_base, int n, bool broken, bool expec
     const brisk_verify_opts vo = {.greedy = false, .broken_residual = broken};
     int32_t drafts[K], out[K + 1];
     int n1 = 0, n2 = 0, bad_tokens = 0;
-    for (uint64_t it = 0; n1 < n || n2 < n; it++) {
+    /* the unmasked verifier seldom outputs a first: judged on the first token alone */
+    const bool first_only = mode == CHAIN_UNMASKED;
+    for (uint64_t it = 0; n1 < n || (n2 < n && !first_only); it++) {
         brisk_sampler *v = make(temp, seed_base + 1000 + it, &ms);
+        if (mode == CHAIN_UNMASKED) brisk_sampler_set_mask(v, NULL);
         drafts[0] = brisk_sampler_draw(ds, q0, V);
         for (int j = 1; j < K; j++) drafts[j] = brisk_sampler_draw(ds, q1, V);
         memcpy(qs, q0, sizeof q0);
         for (int j = 1; j < K; j++) memcpy(qs + j * V, q1, sizeof q1);
         brisk_draft d = {.n = K, .tokens = drafts, .q = qs, .match_len = 0};
         int32_t st = cst_start(gram);
-        int m = brisk_spec_verify(v, V, rows1, &d, &vo, scratch, out);
+        int m = mode == TREE ? brisk_spec_verify_tree(v, V, tree_rows, &tree, &vo, scratch, out, path)
+                             : brisk_spec_verify(v, V, rows1, &d, &vo, scratch, out);
         for (int j = 0; j < m && !broken; j++) {
             if (out[j] == 256) {   /* the end token: allowed only when the output is complete */
                 if (!cst_accepting(gram, st)) bad_tokens++;
                 break;
             }
             st = cst_advance(gram, st, out[j]);
-            if (st == CST_DEAD) bad_tokens++;
+            if (st == CST_DEAD) { bad_tokens++; break; }
         }
         if (n1 < n) { h1s[out[0]]++; n1++; }
-        if (out[0] == a && n2 < n) {
+        if (mode == TREE && out[0] == a && m < 2) {
+            /* a is a child of the root: it comes out only through node 1, unless the mutation kept
+             * the rejected child in p and drew it */
+            if (!broken) { CHECKF(false, "tree: the first token is a but the walk ended there"); break; }
+        } else if (out[0] == a && n2 < n) {
             int32_t t2;
             if (m >= 2) {
                 t2 = out[1];
@@ -140,9 +188,11 @@ static double run(float temp, uint64_t seed_base, int n, bool broken, bool expec
     }
     brisk_sampler_free(ds);
     int df1, df2;
-    const double pv1 = chi2(h1s, h1p, p0, &df1), pv2 = chi2(h2s, h2p, p1, &df2);
-    printf("temp %.1f%s: first token df %d p %.4f | second (first = most likely) df %d p %.4f | disallowed outputs %d\n", temp,
-           broken ? " [broken residual]" : "", df1, pv1, df2, pv2, bad_tokens);
+    const double pv1 = chi2(h1s, h1p, p0, &df1), pv2 = first_only ? 1.0 : chi2(h2s, h2p, p1, &df2);
+    if (first_only) df2 = 0;
+    printf("%s, temp %.1f%s: first token df %d p %.4f | second (first = most likely) df %d p %.4f | disallowed outputs %d\n",
+           verifier_name[mode], temp, broken ? " [broken residual]" : "", df1, pv1, df2, pv2, bad_tokens);
+    last_bad_tokens = bad_tokens;
     if (expect_pass) {
         CHECKF(pv1 > 0.01, "temp %.1f: first token p = %.4g", temp, pv1);
         CHECKF(pv2 > 0.01, "temp %.1f: second token p = %.4g", temp, pv2);
@@ -180,11 +230,22 @@ int main(void) {
         D1[i] = L1[i] + 2.0f * (r[3] - 0.5f) + (i >= 'n' && i <= 'z' ? 1.5f : 0.0f);
     }
     const int draws = test_quick() ? 3000 : 10000;
-    run(1.0f, (uint64_t)1 << 32, draws, false, true);
-    if (!test_quick()) run(0.7f, (uint64_t)2 << 32, draws, false, true);
-    const double pv = run(1.0f, (uint64_t)3 << 32, 40000, true, false);   /* decisive even in the quick run */
-    printf("mutation (broken residual): p = %.3g, must be < 1e-4\n", pv);
+    run(CHAIN, 1.0f, (uint64_t)1 << 32, draws, false, true);
+    if (!test_quick()) run(CHAIN, 0.7f, (uint64_t)2 << 32, draws, false, true);
+    run(CHAIN_MASKED_Q, 1.0f, (uint64_t)4 << 32, draws, false, true);
+    run(TREE, 1.0f, (uint64_t)5 << 32, draws, false, true);
+    if (!test_quick()) run(TREE, 0.7f, (uint64_t)6 << 32, draws, false, true);
+    /* the mutations: decisive even in the quick run */
+    double pv = run(CHAIN, 1.0f, (uint64_t)3 << 32, 40000, true, false);
+    printf("mutation (chain, broken residual): p = %.3g, must be < 1e-4\n", pv);
     CHECKF(pv < 1e-4, "the broken residual step went undetected (p = %.4g)", pv);
+    pv = run(TREE, 1.0f, (uint64_t)7 << 32, 40000, true, false);
+    printf("mutation (tree, broken residual): p = %.3g, must be < 1e-4\n", pv);
+    CHECKF(pv < 1e-4, "the tree's broken residual went undetected (p = %.4g)", pv);
+    pv = run(CHAIN_UNMASKED, 1.0f, (uint64_t)8 << 32, draws, false, false);
+    printf("mutation (verifier without the mask): p = %.3g, %d disallowed outputs, must be < 1e-4 and > 0\n", pv, last_bad_tokens);
+    CHECKF(pv < 1e-4 && last_bad_tokens > 0, "a verifier ignoring the constraint went undetected (p = %.4g, %d disallowed)", pv,
+           last_bad_tokens);
     cst_grammar_free(gram);
     cst_vocab_free(vocab);
     return test_finish();
