@@ -54,6 +54,12 @@ code=$(post '{"messages":[{"role":"user","content":"x"}],"response_format":{"typ
 # legacy completions take response_format too
 code=$(curl -s -o "$tmp/out" -w '%{http_code}' "$H/v1/completions" -d '{"prompt":"x = ","max_tokens":100,"temperature":0,"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"array","items":{"type":"integer"},"maxItems":3}}}}')
 [ "$code" = 200 ] && jcheck "$tmp/out" 'j["choices"][0]["finish_reason"] != "stop" or isinstance(json.loads(j["choices"][0]["text"]), list)' && ok || bad "curl: completions with a schema: $code $(cat "$tmp/out")"
+# max_tokens as the constraint's budget: sampled hot with a tight cap, every output still ends complete
+# (finish_reason stop, within the cap) and parses with its required keys
+for seed in 1 2 3 4 5; do
+  code=$(post '{"model":"m","messages":[{"role":"user","content":"data"}],"max_tokens":24,"temperature":1.5,"seed":'$seed',"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object","properties":{"name":{"type":"string"},"tags":{"type":"array","items":{"type":"string"}}},"required":["name","tags"]}}}}')
+  [ "$code" = 200 ] && jcheck "$tmp/out" 'j["choices"][0]["finish_reason"] == "stop" and j["usage"]["completion_tokens"] <= 24 and isinstance(json.loads(j["choices"][0]["message"]["content"])["name"], str) and isinstance(json.loads(j["choices"][0]["message"]["content"])["tags"], list)' && ok || bad "curl: tight max_tokens under a schema (seed $seed): $code $(cat "$tmp/out")"
+done
 # hostile schemas and tools: a 400 naming what is wrong, or a valid answer; the server stays up
 rf() {   # SCHEMA-JSON -> $tmp/out, prints the HTTP code
   python3 -c 'import json,sys; print(json.dumps({"messages":[{"role":"user","content":"x"}],"max_tokens":40,"temperature":0,

@@ -761,6 +761,8 @@ static enum MHD_Result do_generate(conn *c) {
                 free(cst);
                 free(ids);
                 return send_error(c->srv, c->mc, &e);
+            } else {
+                srv_constraint_set_budget(cst[i], want);
             }
     }
     srv_job_params jp = {.constraints = cst,.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,

@@ -119,6 +119,14 @@ static void mask_reset(void *user) {
         if (c->part[i].c) brisk_constraint_reset(c->part[i].c);
 }
 
+/* The request's token cap as the constraint's budget, so a constrained output ends complete instead of being
+ * cut by max_tokens (docs/CONSTRAIN.md, "Finishing within the token budget"). Only a constraint of one part
+ * takes it: the parts of a wrapped tool call each count their own tokens, so no part knows how many the
+ * others will take. */
+void srv_constraint_set_budget(srv_constraint *c, int64_t n_tokens) {
+    if (c && c->n_main == 1 && c->again < 0) brisk_constraint_set_token_budget(c->part[0].c, n_tokens);
+}
+
 brisk_mask srv_constraint_mask(srv_constraint *c) {
     return (brisk_mask){.user = c, .fill = mask_fill, .accept = mask_accept, .reset = mask_reset};
 }

@@ -41,6 +41,8 @@ const char *srv_tool_format_name(srv_tool_format f);
 typedef struct srv_constraint srv_constraint;
 /* What r asks to enforce (response_format's schema, or tool_choice required/named under format f); *out NULL
  * when nothing is. An unsupported schema is a 400 naming the parameter, the keyword and its pointer. */
+/* Finish within n_tokens (the request's cap), for a constraint of one part; others are left as they are. */
+void srv_constraint_set_budget(srv_constraint *c, int64_t n_tokens);
 bool srv_constraint_new(srv_constraint **out, const brisk_model *m, const srv_request *r, const char *tools_json,
                         srv_tool_format f, srv_error *e);
 brisk_mask srv_constraint_mask(srv_constraint *c);
