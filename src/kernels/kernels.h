@@ -212,6 +212,14 @@ typedef struct brisk_attn_kernels {
 } brisk_attn_kernels;
 
 const brisk_attn_kernels *brisk_attn_ref(void);
+/* avx512_attn_kv.c: the avx512 table's quantized-cache kernels */
+void brisk_avx512_kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                                size_t os);
+void brisk_avx512_kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                                size_t os);
+void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d);
+void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
 /* The table of the kernel table brisk_kernels_best runs (its ISA: the
  * AVX-512 one with the avx512 table, avx2's with avx2, NEON's with any neon
  * table, ref's with ref). Never NULL. */
