@@ -15,6 +15,7 @@ THREADS=${THREADS:-2}
 PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
+trap 'exit 1' INT TERM
 chunk_flag=()
 [ -n "$CHUNKS" ] && chunk_flag=(--chunks "$CHUNKS")
 
