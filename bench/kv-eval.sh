@@ -25,7 +25,7 @@ nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t 
 
 row() {   # engine label, then the command's output on stdin
     awk -v who="$1" -v t="$2" '
-        /^Mean PPL\(Q\) /   { ppl = $5 }
+        /^Mean PPL\(Q\) /   { ppl = $4 }
         /^Mean    KLD:/     { kld = $3 }
         /^99.0%   KLD:/     { k99 = $3 }
         /^Maximum KLD:/     { kmax = $3 }
@@ -34,15 +34,16 @@ row() {   # engine label, then the command's output on stdin
 }
 
 echo
-echo "| engine | K/V type | PPL | mean KLD | 99.0% KLD | max KLD | same top p |"
+echo "| engine | K/V types | PPL | mean KLD | 99.0% KLD | max KLD | same top p |"
 echo "|---|---|---:|---:|---:|---:|---:|"
-for t in f32 q8_0 q4_0; do
-    nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" -ctk "$t" -ctv "$t" \
-        --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null | row brisk "$t"
+for kv in f32/f32 q8_0/q8_0 q4_0/q4_0 q8_0/q4_0 q4_0/q8_0; do
+    k=${kv%/*} v=${kv#*/}
+    nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" -ctk "$k" -ctv "$v" \
+        --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null | row brisk "$kv"
 done
 if [ -x "$PEER/llama-perplexity" ]; then
     for t in f16 q8_0 q4_0; do
         LD_LIBRARY_PATH=$PEER nice "$PEER/llama-perplexity" -m "$MODEL" -c "$CTX" -t "$THREADS" -fa on -ctk "$t" -ctv "$t" \
-            --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>&1 | row llama.cpp "$t"
+            --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>&1 | row llama.cpp "$t/$t"
     done
 fi
