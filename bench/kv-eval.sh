@@ -43,7 +43,12 @@ for kv in f32/f32 q8_0/q8_0 q4_0/q4_0 q8_0/q4_0 q4_0/q8_0; do
 done
 if [ -x "$PEER/llama-perplexity" ]; then
     for t in f16 q8_0 q4_0; do
-        LD_LIBRARY_PATH=$PEER nice "$PEER/llama-perplexity" -m "$MODEL" -c "$CTX" -t "$THREADS" -fa on -ctk "$t" -ctv "$t" \
-            --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>&1 | row llama.cpp "$t/$t"
+        # llama-perplexity's asynchronous log now and then loses its closing block at exit: repeat such a run
+        for try in 1 2 3; do
+            LD_LIBRARY_PATH=$PEER nice "$PEER/llama-perplexity" -m "$MODEL" -c "$CTX" -t "$THREADS" -fa on -ctk "$t" -ctv "$t" \
+                --kl-divergence-base "$WORK/base.kld" --kl-divergence > "$WORK/peer.out" 2>&1 || true
+            grep -q '^Same top p' "$WORK/peer.out" && break
+        done
+        row llama.cpp "$t/$t" < "$WORK/peer.out"
     done
 fi
