@@ -130,7 +130,22 @@ typedef struct brisk_context_params {
      * for draft models only: verification keeps full attention. */
     int32_t attn_window;
     int32_t attn_sink;
+    /* KV cache storage types (brisk_cache_type), as llama.cpp's -ctk/-ctv:
+     * 0 = F16, the default. Rows are quantized when written; attention reads
+     * them in their type (docs/KV.md). */
+    int32_t type_k, type_v;
 } brisk_context_params;
+
+/* KV cache storage types (llama.cpp's names: f16, f32, q8_0, q4_0). */
+typedef enum brisk_cache_type {
+    BRISK_CACHE_F16 = 0,
+    BRISK_CACHE_F32 = 1,
+    BRISK_CACHE_Q8_0 = 2,   /* llama.cpp's block_q8_0: 8.5 bits per element */
+    BRISK_CACHE_Q4_0 = 3,   /* block_q4_0: 4.5 bits per element */
+} brisk_cache_type;
+/* The type named (case-insensitive), or -1; the name of a type ("?" if unknown). */
+int brisk_cache_type_parse(const char *name);
+const char *brisk_cache_type_name(int type);
 brisk_context_params brisk_context_default_params(void);
 
 /* The memory a context would take, computed without allocating. Every byte

@@ -85,6 +85,8 @@ typedef enum cli_opt_id {
     CLI_O_STREAM_QUANTUM, CLI_O_KV_DIR, CLI_O_MAX_STALL,
     /* constrained decoding (run, chat) */
     CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
+    /* the KV cache's storage types (kv_flags.c) and perplexity's KL divergence */
+    CLI_O_CACHE_TYPE_K, CLI_O_CACHE_TYPE_V, CLI_O_FLASH_ATTN, CLI_O_KLD_BASE, CLI_O_KLD,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -164,6 +166,9 @@ const char *cli_opt_name(cli_opt_id id);
 void cli_print_help(const cli_spec *spec, FILE *f);
 /* Print "brisk <cmd>: <message>" to stderr and return 2 (a usage error). */
 int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* kv_flags.c: -ctk/-ctv into cp->type_k/type_v (case-insensitive llama.cpp
+ * names); 0, or the exit code of a usage error naming the supported types. */
+int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp);
 
 /* ---- args.c: strict value parsing -------------------------------------------------
  * Each returns false after printing "brisk <cmd>: <flag>: <why>" to stderr. */

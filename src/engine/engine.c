@@ -147,6 +147,7 @@ brisk_context_params brisk_context_default_params(void) {
 /* The limits a context's parameters resolve to (0 = default), validated. */
 typedef struct ctx_shape {
     int32_t n_ctx, kv_tokens, n_seq, n_batch, n_outputs, n_threads;
+    brisk_kv_type type_k, type_v;
 } ctx_shape;
 
 static brisk_status resolve_params(const brisk_model *m, const brisk_context_params *p, ctx_shape *o, brisk_error *err) {
@@ -157,6 +158,17 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
     if (p->n_outputs_max < 0)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "output rows %d must not be negative", p->n_outputs_max);
     if (p->n_seq < 0 || p->n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences %d out of range [1, 4096]", p->n_seq);
+    for (int w = 0; w < 2; w++) {
+        const int32_t t = w ? p->type_v : p->type_k;
+        if (t < 0 || t >= BRISK_KV_N_TYPES)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache type %s = %d unknown (supported: f16, f32, q8_0, q4_0)",
+                              w ? "type_v" : "type_k", t);
+        if ((t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0) && hp->head_dim % 32)
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache type %s for %s needs a head size that is a multiple of 32, the model's is %d",
+                              brisk_kv_type_name(t), w ? "V" : "K", hp->head_dim);
+    }
+    o->type_k = (brisk_kv_type)p->type_k;
+    o->type_v = (brisk_kv_type)p->type_v;
     o->n_ctx = p->n_ctx_seq > 0 ? p->n_ctx_seq : hp->n_ctx_train;
     o->kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : o->n_ctx;
     o->n_seq = p->n_seq > 0 ? p->n_seq : 1;
@@ -223,7 +235,7 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     const brisk_hparams *hp = &m->data->hp;
     memset(out, 0, sizeof *out);
     out->weights = m->data->weight_bytes;
-    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv, hp->head_dim, sh->n_ctx, sh->kv_tokens, sh->n_seq, BRISK_KV_F16, BRISK_KV_F16, &out->kv))
+    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv, hp->head_dim, sh->n_ctx, sh->kv_tokens, sh->n_seq, sh->type_k, sh->type_v, &out->kv))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens and %d sequences overflows", sh->kv_tokens,
                           sh->n_seq);
     if (!brisk_forward_plan(m->data, sh->n_batch, sh->n_ctx, sh->n_threads, &out->scratch))
@@ -297,8 +309,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->model = m;
     c->n_batch = n_batch;
     c->n_outputs_max = sh.n_outputs;
-    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, sh.kv_tokens, n_seq, BRISK_KV_F16, BRISK_KV_F16,
-                            err)))
+    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, sh.kv_tokens, n_seq, sh.type_k, sh.type_v, err)))
         goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
@@ -357,6 +368,12 @@ int32_t brisk_context_n_batch(const brisk_context *c) { return c->n_batch; }
 int32_t brisk_context_n_outputs_max(const brisk_context *c) { return c->n_outputs_max; }
 int32_t brisk_context_n_seq(const brisk_context *c) { return c->kv->n_seq; }
 const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa(c->fwd); }
+
+_Static_assert((int)BRISK_CACHE_F16 == (int)BRISK_KV_F16 && (int)BRISK_CACHE_F32 == (int)BRISK_KV_F32 &&
+                   (int)BRISK_CACHE_Q8_0 == (int)BRISK_KV_Q8_0 && (int)BRISK_CACHE_Q4_0 == (int)BRISK_KV_Q4_0,
+               "public and KV cache type numbers");
+int brisk_cache_type_parse(const char *name) { return brisk_kv_type_parse(name); }
+const char *brisk_cache_type_name(int type) { return brisk_kv_type_name(type); }
 
 brisk_status brisk_decode(brisk_context *c, const brisk_batch *b, brisk_error *err) { return brisk_decode_tree(c, b, NULL, err); }
 

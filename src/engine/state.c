@@ -11,7 +11,7 @@
  *    12  u32  n_tokens: the sequence's length
  *    16  u64  the model's header hash (GGUF header, metadata, tensor table, file size)
  *    24  u64  the model's data hash (every tensor byte)
- *    32  u32  K storage type, 36 u32 V storage type (brisk_kv_type: 0 = F16)
+ *    32  u32  K storage type, 36 u32 V storage type (brisk_kv_type: 0 = F16, 1 = F32, 2 = Q8_0, 3 = Q4_0)
  *    40  u32  block size (BRISK_KV_BLOCK, 32)
  *    44  u32  n_layer, 48 u32 n_head_kv, 52 u32 head_dim
  *    56  u64  sampler section bytes (0 without one)
@@ -21,7 +21,7 @@
  *   tokens     n_tokens x i32, slot order
  *   positions  n_tokens x i32, increasing with the slot, each >= its slot (= it unless the sequence was compacted), < 2^30
  *   K          n_layer x n_tokens x (n_head_kv * head_dim) x u16: per layer, per
- *              token, its row (KV head after KV head), the F16 bits as stored
+ *              token, its row (KV head after KV head) in its storage type's row form (kv.h), as stored
  *   V          the same for V
  *   sampler    brisk_sampler_state_write's bytes (src/sample/sample.h)
  *   checksum   u64: brisk_hash64 of every byte before it
@@ -91,20 +91,34 @@ static void header_read(const uint8_t *p, state_header *h) {
  * 64 bits (a hostile header). kv_off: K's start; v_off: V's; smp_off: the
  * sampler's; sum_off: the checksum's; total: everything. */
 typedef struct state_layout {
-    uint64_t row_bytes, tok_off, pos_off, kv_off, v_off, smp_off, sum_off, total;
+    uint64_t k_row, v_row, tok_off, pos_off, kv_off, v_off, smp_off, sum_off, total;   /* k_row, v_row: bytes of one token's row */
 } state_layout;
 
 static bool mul_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_mul_overflow(a, b, out); }
 static bool add_u64(uint64_t a, uint64_t b, uint64_t *out) { return !__builtin_add_overflow(a, b, out); }
 
+/* Bytes of one token's row of n elements in storage type t (its row form,
+ * kv.h): false for an unknown type or a block type that does not divide. */
+static bool row_of(uint32_t t, uint64_t n, uint64_t *out) {
+    switch (t) {
+    case BRISK_KV_F16: return mul_u64(n, 2, out);
+    case BRISK_KV_F32: return mul_u64(n, 4, out);
+    case BRISK_KV_Q8_0: return n % 32 == 0 && mul_u64(n / 32, 34, out);
+    case BRISK_KV_Q4_0: return n % 32 == 0 && mul_u64(n / 32, 18, out);
+    default: return false;
+    }
+}
+
 static bool layout_of(const state_header *h, state_layout *l) {
-    uint64_t kv_bytes, tok_bytes;
+    uint64_t k_bytes, v_bytes, tok_bytes, k_head, v_head;   /* k_head, v_head: one KV head's bytes (blocks never straddle heads) */
     l->tok_off = STATE_HEADER;
-    return mul_u64((uint64_t)h->n_head_kv, (uint64_t)h->head_dim, &l->row_bytes) && mul_u64(l->row_bytes, 2, &l->row_bytes) &&
+    return row_of(h->k_type, h->head_dim, &k_head) && row_of(h->v_type, h->head_dim, &v_head) &&
+           mul_u64(k_head, (uint64_t)h->n_head_kv, &l->k_row) && mul_u64(v_head, (uint64_t)h->n_head_kv, &l->v_row) &&
            mul_u64((uint64_t)h->n_tokens, 4, &tok_bytes) && add_u64(l->tok_off, tok_bytes, &l->pos_off) &&
-           add_u64(l->pos_off, tok_bytes, &l->kv_off) && mul_u64(l->row_bytes, (uint64_t)h->n_tokens, &kv_bytes) &&
-           mul_u64(kv_bytes, (uint64_t)h->n_layer, &kv_bytes) && add_u64(l->kv_off, kv_bytes, &l->v_off) &&
-           add_u64(l->v_off, kv_bytes, &l->smp_off) && add_u64(l->smp_off, h->sampler_bytes, &l->sum_off) &&
+           add_u64(l->pos_off, tok_bytes, &l->kv_off) && mul_u64(l->k_row, (uint64_t)h->n_tokens, &k_bytes) &&
+           mul_u64(k_bytes, (uint64_t)h->n_layer, &k_bytes) && add_u64(l->kv_off, k_bytes, &l->v_off) &&
+           mul_u64(l->v_row, (uint64_t)h->n_tokens, &v_bytes) && mul_u64(v_bytes, (uint64_t)h->n_layer, &v_bytes) &&
+           add_u64(l->v_off, v_bytes, &l->smp_off) && add_u64(l->smp_off, h->sampler_bytes, &l->sum_off) &&
            add_u64(l->sum_off, 8, &l->total);
 }
 
@@ -161,8 +175,8 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
     *n_bytes = (size_t)l.total;
     if (!buf || cap < l.total)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: its state needs %" PRIu64 " bytes, the buffer has %zu", seq, l.total, cap);
-    uint16_t *row = malloc((size_t)l.row_bytes * 2);   /* K then V; the caller's buffer may be unaligned */
-    if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %" PRIu64 " bytes", l.row_bytes);
+    uint8_t *row = malloc((size_t)(l.k_row + l.v_row));   /* K then V */
+    if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %" PRIu64 " bytes", l.k_row + l.v_row);
     uint8_t *out = buf;
     state_header h = h0;
     h.total_bytes = l.total;
@@ -171,13 +185,13 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
         put_u32(out + l.tok_off + 4 * (size_t)i, (uint32_t)brisk_kv_slot_token(kv, seq, i));
         put_u32(out + l.pos_off + 4 * (size_t)i, (uint32_t)brisk_kv_slot_pos(kv, seq, i));
     }
-    const size_t rb = (size_t)l.row_bytes, row_elems = rb / 2;
+    const size_t krb = (size_t)l.k_row, vrb = (size_t)l.v_row;
     for (int32_t il = 0; il < kv->n_layer; il++)
         for (int32_t i = 0; i < s->len; i++) {
-            const size_t at = ((size_t)il * (size_t)s->len + (size_t)i) * rb;
-            brisk_kv_row_get(kv, il, seq, i, row, row + row_elems);
-            memcpy(out + l.kv_off + at, row, rb);
-            memcpy(out + l.v_off + at, row + row_elems, rb);
+            const size_t at = (size_t)il * (size_t)s->len + (size_t)i;
+            brisk_kv_row_get(kv, il, seq, i, row, row + krb);
+            memcpy(out + l.kv_off + at * krb, row, krb);
+            memcpy(out + l.v_off + at * vrb, row + krb, vrb);
         }
     free(row);
     if (smp) brisk_sampler_state_write(smp, out + l.smp_off);
@@ -208,7 +222,7 @@ brisk_status brisk_seq_state_get_alloc(const brisk_context *c, int32_t seq, cons
 
 /* ---- loading ------------------------------------------------------------------------------------ */
 
-static const char *kv_type_name(uint32_t t) { return t == BRISK_KV_F16 ? "F16" : "unknown"; }
+static const char *kv_type_name(uint32_t t) { return t < BRISK_KV_N_TYPES ? brisk_kv_type_name((int)t) : "unknown"; }
 
 /* Every check of a load, in the order that names the most useful difference
  * first; nothing here changes the context or the sampler. */
@@ -227,6 +241,9 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (h->reserved) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: reserved header field is %u, not 0", h->reserved);
     if (!(h->flags & STATE_FLAG_SAMPLER) && h->sampler_bytes)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: %" PRIu64 " sampler bytes without the sampler flag", h->sampler_bytes);
+    if (h->k_type >= BRISK_KV_N_TYPES || h->v_type >= BRISK_KV_N_TYPES)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown K/V storage types %u/%u (known: 0 f16, 1 f32, 2 q8_0, 3 q4_0)", h->k_type,
+                          h->v_type);
     if (!layout_of(h, l))
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: the header's sizes overflow (%u tokens, %u layers, %u heads of %u)", h->n_tokens,
                           h->n_layer, h->n_head_kv, h->head_dim);
@@ -300,19 +317,19 @@ brisk_status brisk_seq_state_set(brisk_context *c, int32_t seq, struct brisk_sam
     brisk_status st = state_check(c, seq, smp, p, len, &h, &l, err);
     if (st) return st;
     brisk_kv *kv = c->kv;
-    const size_t rb = (size_t)l.row_bytes, row_elems = rb / 2, n = h.n_tokens;
-    uint16_t *row = malloc(rb * 2);   /* the buffer may be unaligned */
-    if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %zu bytes", rb);
+    const size_t krb = (size_t)l.k_row, vrb = (size_t)l.v_row, n = h.n_tokens;
+    uint8_t *row = malloc(krb + vrb);
+    if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %zu bytes", krb + vrb);
     /* from here on it cannot fail: the blocks were counted above */
     brisk_kv_truncate(kv, seq, 0);
     st = brisk_kv_reserve(kv, seq, (int32_t)n, err);
     BRISK_ASSERT(st == BRISK_OK);
     for (int32_t il = 0; il < kv->n_layer; il++)
         for (size_t i = 0; i < n; i++) {
-            const size_t at = ((size_t)il * n + i) * rb;
-            memcpy(row, p + l.kv_off + at, rb);
-            memcpy(row + row_elems, p + l.v_off + at, rb);
-            brisk_kv_row_set(kv, il, seq, (int32_t)i, row, row + row_elems);
+            const size_t at = (size_t)il * n + i;
+            memcpy(row, p + l.kv_off + at * krb, krb);
+            memcpy(row + krb, p + l.v_off + at * vrb, vrb);
+            brisk_kv_row_set(kv, il, seq, (int32_t)i, row, row + krb);
         }
     free(row);
     for (size_t i = 0; i < n; i++)

@@ -3,6 +3,7 @@
  * Each output is one chain of a multiply then an add per element, in element
  * order (ISO C: no contraction into fused multiply-adds). */
 #include "kernels/kernels.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out) {
@@ -52,6 +53,70 @@ static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size
     for (int h = 0; h < m; h++) axpy_f16_rows(o + (size_t)h * os, p + (size_t)h * ps, v, stride, n, d);
 }
 
+/* ---- the quantized cache types (kv/kv.h's layouts) ---- */
+
+static inline float q8_0_k(const uint8_t *part, int d, int s, int i) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * 32);
+    return brisk_fp16_to_fp32(dd[(size_t)(i / 32) * 32 + (size_t)s]) * (float)(int8_t)part[(size_t)i * 32 + (size_t)s];
+}
+
+static inline float q4_0_k(const uint8_t *part, int d, int s, int i) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * 16);
+    const int q = (part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15;
+    return brisk_fp16_to_fp32(dd[(size_t)(i / 32) * 32 + (size_t)s]) * (float)(q - 8);
+}
+
+static void kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                          size_t os) {
+    for (int h = 0; h < m; h++)
+        for (int l = 0; l < 16 * ng; l++) {
+            const float *qh = q + (size_t)h * qs;
+            float s = 0.0f;
+            for (int i = 0; i < d; i++) s = s + qh[i] * q8_0_k(part, d, slot0 + l, i);
+            out[(size_t)h * os + (size_t)l] = s * scale;
+        }
+}
+
+static void kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                          size_t os) {
+    for (int h = 0; h < m; h++)
+        for (int l = 0; l < 16 * ng; l++) {
+            const float *qh = q + (size_t)h * qs;
+            float s = 0.0f;
+            for (int i = 0; i < d; i++) s = s + qh[i] * q4_0_k(part, d, slot0 + l, i);
+            out[(size_t)h * os + (size_t)l] = s * scale;
+        }
+}
+
+static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
+    for (int h = 0; h < m; h++)
+        for (int j = 0; j < n; j++)
+            for (int i = 0; i < d; i++) o[(size_t)h * os + i] = o[(size_t)h * os + i] + p[(size_t)h * ps + j] * v[(size_t)j * stride + i];
+}
+
+static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    for (int h = 0; h < m; h++)
+        for (int j = 0; j < n; j++) {
+            const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)(const void *)(v + (size_t)j * rb);
+            const float pj = p[(size_t)h * ps + j];
+            float *oh = o + (size_t)h * os;
+            for (int i = 0; i < d; i++) oh[i] = oh[i] + pj * (brisk_fp16_to_fp32(b[i / 32].d) * (float)b[i / 32].qs[i % 32]);
+        }
+}
+
+static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    for (int h = 0; h < m; h++)
+        for (int j = 0; j < n; j++) {
+            const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)(const void *)(v + (size_t)j * rb);
+            const float pj = p[(size_t)h * ps + j];
+            float *oh = o + (size_t)h * os;
+            for (int i = 0; i < d; i++) {
+                const int e = i % 32, q = e < 16 ? (b[i / 32].qs[e] & 15) : (b[i / 32].qs[e - 16] >> 4);
+                oh[i] = oh[i] + pj * (brisk_fp16_to_fp32(b[i / 32].d) * (float)(q - 8));
+            }
+        }
+}
+
 static const brisk_attn_kernels ref_table = {
     .isa = "ref",
     .kq16 = kq16,
@@ -61,6 +126,11 @@ static const brisk_attn_kernels ref_table = {
     .kq_multi_t = kq_multi_t,
     .kq_multi_h = kq_multi_h,
     .axpy_f16_rows_multi = axpy_f16_rows_multi,
+    .kq_multi_q8_0 = kq_multi_q8_0,
+    .kq_multi_q4_0 = kq_multi_q4_0,
+    .axpy_f32_rows_multi = axpy_f32_rows_multi,
+    .axpy_q8_0_rows_multi = axpy_q8_0_rows_multi,
+    .axpy_q4_0_rows_multi = axpy_q4_0_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_ref(void) { return &ref_table; }

@@ -4,6 +4,7 @@
  * positions of one dimension contiguous), so a key group is two F16 loads
  * widened exactly by vcvtph2ps. */
 #include "kernels/kernels.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 #include <immintrin.h>
@@ -172,6 +173,139 @@ static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size
     }
 }
 
+/* ---- the quantized KV cache (kv/kv.h's layouts): values dequantized exactly (d * q) ---- */
+
+/* 16 K values of dimension i from slot s0 (0 or 16) in two 8-lane halves. */
+static inline void k16_q8(const uint8_t *part, int i, int s0, __m256 dv0, __m256 dv1, __m256 *k0, __m256 *k1) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 32 + (size_t)s0));
+    *k0 = _mm256_mul_ps(dv0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
+    *k1 = _mm256_mul_ps(dv1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));
+}
+
+static inline void k16_q4(const uint8_t *part, int i, int s0, __m256 dv0, __m256 dv1, __m256 *k0, __m256 *k1) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 16));
+    if (s0) b = _mm_srli_epi16(b, 4);   /* slots 16..31: the high nibbles */
+    b = _mm_and_si128(b, _mm_set1_epi8(15));
+    const __m256i e8 = _mm256_set1_epi32(8);
+    *k0 = _mm256_mul_ps(dv0, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(b), e8)));
+    *k1 = _mm256_mul_ps(dv1, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)), e8)));
+}
+
+static inline __attribute__((always_inline)) void kq_q(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                                       float scale, float *out, size_t os, const bool Q4) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
+    for (int h0 = 0; h0 < m; h0 += 2) {
+        const int mm = m - h0 < 2 ? m - h0 : 2;
+        const float *q0 = q + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0);
+        for (int g = 0; g < ng; g++) {
+            const int s0 = slot0 + 16 * g;
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+            for (int i0 = 0; i0 < d; i0 += 32) {
+                const uint16_t *dg = dd + (size_t)(i0 / 32) * 32 + (size_t)s0;
+                const __m256 dv0 = load8h(dg), dv1 = load8h(dg + 8);
+                for (int i = i0; i < i0 + 32; i++) {
+                    __m256 k0, k1;
+                    if (Q4) k16_q4(part, i, s0 >= 16, dv0, dv1, &k0, &k1);
+                    else k16_q8(part, i, s0, dv0, dv1, &k0, &k1);
+                    const __m256 b0 = _mm256_set1_ps(q0[i]), b1 = _mm256_set1_ps(q1[i]);
+                    a00 = _mm256_add_ps(a00, _mm256_mul_ps(b0, k0));
+                    a01 = _mm256_add_ps(a01, _mm256_mul_ps(b0, k1));
+                    a10 = _mm256_add_ps(a10, _mm256_mul_ps(b1, k0));
+                    a11 = _mm256_add_ps(a11, _mm256_mul_ps(b1, k1));
+                }
+            }
+            const __m256 sc = _mm256_set1_ps(scale);
+            float *o = out + (size_t)h0 * os + 16 * g;
+            _mm256_storeu_ps(o, _mm256_mul_ps(a00, sc));
+            _mm256_storeu_ps(o + 8, _mm256_mul_ps(a01, sc));
+            if (mm > 1) {
+                _mm256_storeu_ps(o + os, _mm256_mul_ps(a10, sc));
+                _mm256_storeu_ps(o + os + 8, _mm256_mul_ps(a11, sc));
+            }
+        }
+    }
+}
+
+static void kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                          size_t os) {
+    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+}
+
+static void kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                          size_t os) {
+    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+}
+
+/* 16 V values of row v from dimension off (off % 32 is 0 or 16), exact. */
+static inline __attribute__((always_inline)) void v16(const uint8_t *v, int off, int T, __m256 *lo, __m256 *hi) {
+    if (T == 0) {   /* F32 */
+        const float *f = (const float *)(const void *)v + off;
+        *lo = _mm256_loadu_ps(f);
+        *hi = _mm256_loadu_ps(f + 8);
+    } else if (T == 1) {   /* Q8_0 */
+        const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)(const void *)v + off / 32;
+        const __m256 dv = _mm256_set1_ps(f16(b->d));
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)(b->qs + off % 32));
+        *lo = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
+        *hi = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(x, 8))));
+    } else {   /* Q4_0: element j low nibble, j + 16 high */
+        const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)(const void *)v + off / 32;
+        const __m256 dv = _mm256_set1_ps(f16(b->d));
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)b->qs);
+        if (off % 32) x = _mm_srli_epi16(x, 4);
+        x = _mm_and_si128(x, _mm_set1_epi8(15));
+        const __m256i e8 = _mm256_set1_epi32(8);
+        *lo = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(x), e8)));
+        *hi = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(x, 8)), e8)));
+    }
+}
+
+static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
+                                                         size_t rb, int n, int d, const int T) {
+    const int d16 = d & ~15;
+    for (int h0 = 0; h0 < m; h0 += 2) {
+        const int mm = m - h0 < 2 ? m - h0 : 2;
+        float *o0 = o + (size_t)h0 * os, *o1 = o0 + (mm > 1 ? os : 0);
+        const float *p0 = p + (size_t)h0 * ps, *p1 = p0 + (mm > 1 ? ps : 0);
+        for (int off = 0; off < d16; off += 16) {
+            __m256 a00 = _mm256_loadu_ps(o0 + off), a01 = _mm256_loadu_ps(o0 + off + 8);
+            __m256 a10 = _mm256_loadu_ps(o1 + off), a11 = _mm256_loadu_ps(o1 + off + 8);
+            for (int j = 0; j < n; j++) {
+                __m256 lo, hi;
+                v16(v + (size_t)j * rb, off, T, &lo, &hi);
+                const __m256 b0 = _mm256_set1_ps(p0[j]), b1 = _mm256_set1_ps(p1[j]);
+                a00 = _mm256_add_ps(a00, _mm256_mul_ps(b0, lo));
+                a01 = _mm256_add_ps(a01, _mm256_mul_ps(b0, hi));
+                a10 = _mm256_add_ps(a10, _mm256_mul_ps(b1, lo));
+                a11 = _mm256_add_ps(a11, _mm256_mul_ps(b1, hi));
+            }
+            if (mm > 1) {   /* o1 first: with one head it aliases o0, whose sums are the ones kept */
+                _mm256_storeu_ps(o1 + off, a10);
+                _mm256_storeu_ps(o1 + off + 8, a11);
+            }
+            _mm256_storeu_ps(o0 + off, a00);
+            _mm256_storeu_ps(o0 + off + 8, a01);
+        }
+        for (int h = h0; h < h0 + mm && d16 < d; h++)   /* F32's last dimensions (the block types have none) */
+            for (int j = 0; j < n; j++) {
+                const float *f = (const float *)(const void *)(v + (size_t)j * rb);
+                for (int i = d16; i < d; i++) o[(size_t)h * os + i] = o[(size_t)h * os + i] + p[(size_t)h * ps + j] * f[i];
+            }
+    }
+}
+
+static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
+    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0);
+}
+
+static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 1);
+}
+
+static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
+}
+
 static const brisk_attn_kernels avx2_attn = {
     .isa = "avx2",
     .kq16 = kq16,
@@ -181,6 +315,11 @@ static const brisk_attn_kernels avx2_attn = {
     .kq_multi_t = kq_multi_t,
     .kq_multi_h = kq_multi_h,
     .axpy_f16_rows_multi = axpy_f16_rows_multi,
+    .kq_multi_q8_0 = kq_multi_q8_0,
+    .kq_multi_q4_0 = kq_multi_q4_0,
+    .axpy_f32_rows_multi = axpy_f32_rows_multi,
+    .axpy_q8_0_rows_multi = axpy_q8_0_rows_multi,
+    .axpy_q4_0_rows_multi = axpy_q4_0_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_avx2(void) { return &avx2_attn; }

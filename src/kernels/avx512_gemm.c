@@ -1034,6 +1034,12 @@ static const brisk_attn_kernels attn_table = {
     .kq_multi_t = kq_multi_t,
     .kq_multi_h = kq_multi_h,
     .axpy_f16_rows_multi = axpy_f16_rows_multi,
+    /* the quantized KV cache (avx512_attn_kv.c) */
+    .kq_multi_q8_0 = brisk_avx512_kq_multi_q8_0,
+    .kq_multi_q4_0 = brisk_avx512_kq_multi_q4_0,
+    .axpy_f32_rows_multi = brisk_avx512_axpy_f32_rows_multi,
+    .axpy_q8_0_rows_multi = brisk_avx512_axpy_q8_0_rows_multi,
+    .axpy_q4_0_rows_multi = brisk_avx512_axpy_q4_0_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_avx512(void) { return &attn_table; }

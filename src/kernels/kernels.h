@@ -191,9 +191,35 @@ typedef struct brisk_attn_kernels {
      * over the same n V rows: each output exactly axpy_f16_rows's. */
     void (*axpy_f16_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint16_t *v, size_t stride,
                                 int n, int d);
+    /* ---- the quantized KV cache types (kv/kv.h's layouts, docs/KV.md) ----
+     * A table may leave these NULL: attention then uses ref's (the same bits).
+     * kq_multi_q8_0 / _q4_0: kq_multi_t over the K part of one (block, KV
+     * head) in Q8_0 / Q4_0, groups of 16 slots from slot0 (0 or 16; slot0 +
+     * 16 ng <= 32); each key element is dequantized exactly (d * q, F32) first,
+     * so each output is kq_multi_t's chain on the dequantized keys. */
+    void (*kq_multi_q8_0)(const float *q, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t out_stride);
+    void (*kq_multi_q4_0)(const float *q, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t out_stride);
+    /* axpy_f16_rows_multi over V rows in F32 / Q8_0 / Q4_0 row form (row j at
+     * v + j * row_bytes): o[i] = o[i] + p * v_j[i], v_j[i] dequantized exactly. */
+    void (*axpy_f32_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const float *v, size_t stride,
+                                int n, int d);
+    void (*axpy_q8_0_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v,
+                                 size_t row_bytes, int n, int d);
+    void (*axpy_q4_0_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v,
+                                 size_t row_bytes, int n, int d);
 } brisk_attn_kernels;
 
 const brisk_attn_kernels *brisk_attn_ref(void);
+/* avx512_attn_kv.c: the avx512 table's quantized-cache kernels */
+void brisk_avx512_kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                                size_t os);
+void brisk_avx512_kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                                size_t os);
+void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d);
+void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
 /* The table of the kernel table brisk_kernels_best runs (its ISA: the
  * AVX-512 one with the avx512 table, avx2's with avx2, NEON's with any neon
  * table, ref's with ref). Never NULL. */

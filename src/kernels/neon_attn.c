@@ -3,6 +3,7 @@
  * element (vmulq_f32 then vaddq_f32, never a fused vfmaq), in element order,
  * 4 floats a lane group; F16 keys and values widened exactly by FCVTL. */
 #include "kernels/kernels.h"
+#include "quant/blocks.h"
 #include "quant/quant.h"
 
 #include <arm_neon.h>
@@ -105,6 +106,131 @@ static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size
     for (int h = 0; h < m; h++) axpy_f16_rows(o + (size_t)h * os, p + (size_t)h * ps, v, stride, n, d);
 }
 
+/* ---- the quantized KV cache (kv/kv.h's layouts): values dequantized exactly (d * q) ---- */
+
+static inline float32x4_t cvt_lo16(int16x8_t x) { return vcvtq_f32_s32(vmovl_s16(vget_low_s16(x))); }
+static inline float32x4_t cvt_hi16(int16x8_t x) { return vcvtq_f32_s32(vmovl_s16(vget_high_s16(x))); }
+
+/* 16 codes as int16 halves: q8_0 from 16 signed bytes, q4_0 from 16 nibbles (high ones when hi) minus 8 */
+static inline void codes_q8(const uint8_t *p, int16x8_t *lo, int16x8_t *hi) {
+    const int8x16_t b = vld1q_s8((const int8_t *)(const void *)p);
+    *lo = vmovl_s8(vget_low_s8(b));
+    *hi = vmovl_s8(vget_high_s8(b));
+}
+
+static inline void codes_q4(const uint8_t *p, int high, int16x8_t *lo, int16x8_t *hi) {
+    uint8x16_t b = vld1q_u8(p);
+    b = high ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(15));
+    const int16x8_t e8 = vdupq_n_s16(8);
+    *lo = vsubq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(b))), e8);
+    *hi = vsubq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(b))), e8);
+}
+
+static inline __attribute__((always_inline)) void kq_q(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                                       float scale, float *out, size_t os, const bool Q4) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
+    for (int h0 = 0; h0 < m; h0 += 2) {
+        const int mm = m - h0 < 2 ? m - h0 : 2;
+        const float *q0 = q + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0);
+        for (int g = 0; g < ng; g++) {
+            const int s0 = slot0 + 16 * g;
+            float32x4_t a[2][4];
+            for (int h = 0; h < 2; h++)
+                for (int c = 0; c < 4; c++) a[h][c] = vdupq_n_f32(0.0f);
+            for (int i0 = 0; i0 < d; i0 += 32) {
+                const uint16_t *dg = dd + (size_t)(i0 / 32) * 32 + (size_t)s0;
+                const float32x4_t dv[4] = {load4h(dg), load4h(dg + 4), load4h(dg + 8), load4h(dg + 12)};
+                for (int i = i0; i < i0 + 32; i++) {
+                    int16x8_t lo, hi;
+                    if (Q4) codes_q4(part + (size_t)i * 16, s0 >= 16, &lo, &hi);
+                    else codes_q8(part + (size_t)i * 32 + (size_t)s0, &lo, &hi);
+                    const float32x4_t k[4] = {vmulq_f32(dv[0], cvt_lo16(lo)), vmulq_f32(dv[1], cvt_hi16(lo)), vmulq_f32(dv[2], cvt_lo16(hi)),
+                                              vmulq_f32(dv[3], cvt_hi16(hi))};
+                    const float32x4_t b0 = vdupq_n_f32(q0[i]), b1 = vdupq_n_f32(q1[i]);
+                    for (int c = 0; c < 4; c++) {
+                        a[0][c] = madd(a[0][c], b0, k[c]);
+                        a[1][c] = madd(a[1][c], b1, k[c]);
+                    }
+                }
+            }
+            const float32x4_t sc = vdupq_n_f32(scale);
+            for (int h = 0; h < mm; h++)
+                for (int c = 0; c < 4; c++) vst1q_f32(out + (size_t)(h0 + h) * os + 16 * g + 4 * c, vmulq_f32(a[h][c], sc));
+        }
+    }
+}
+
+static void kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                          size_t os) {
+    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+}
+
+static void kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                          size_t os) {
+    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+}
+
+/* 16 V values of row v from dimension off (off % 32 is 0 or 16), exact. */
+static inline __attribute__((always_inline)) void v16(const uint8_t *v, int off, int T, float32x4_t x[4]) {
+    if (T == 0) {   /* F32 */
+        const float *f = (const float *)(const void *)v + off;
+        for (int c = 0; c < 4; c++) x[c] = vld1q_f32(f + 4 * c);
+        return;
+    }
+    int16x8_t lo, hi;
+    float dvs;
+    if (T == 1) {   /* Q8_0 */
+        const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)(const void *)v + off / 32;
+        dvs = brisk_fp16_to_fp32(b->d);
+        codes_q8((const uint8_t *)(const void *)(b->qs + off % 32), &lo, &hi);
+    } else {   /* Q4_0: element j low nibble, j + 16 high */
+        const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)(const void *)v + off / 32;
+        dvs = brisk_fp16_to_fp32(b->d);
+        codes_q4(b->qs, off % 32 != 0, &lo, &hi);
+    }
+    const float32x4_t dv = vdupq_n_f32(dvs);
+    x[0] = vmulq_f32(dv, cvt_lo16(lo));
+    x[1] = vmulq_f32(dv, cvt_hi16(lo));
+    x[2] = vmulq_f32(dv, cvt_lo16(hi));
+    x[3] = vmulq_f32(dv, cvt_hi16(hi));
+}
+
+static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
+                                                         size_t rb, int n, int d, const int T) {
+    const int d16 = d & ~15;
+    for (int h = 0; h < m; h++) {
+        float *oh = o + (size_t)h * os;
+        const float *ph = p + (size_t)h * ps;
+        for (int off = 0; off < d16; off += 16) {
+            float32x4_t a[4];
+            for (int c = 0; c < 4; c++) a[c] = vld1q_f32(oh + off + 4 * c);
+            for (int j = 0; j < n; j++) {
+                float32x4_t x[4];
+                v16(v + (size_t)j * rb, off, T, x);
+                const float32x4_t pv = vdupq_n_f32(ph[j]);
+                for (int c = 0; c < 4; c++) a[c] = madd(a[c], pv, x[c]);
+            }
+            for (int c = 0; c < 4; c++) vst1q_f32(oh + off + 4 * c, a[c]);
+        }
+        for (int j = 0; j < n && d16 < d; j++) {   /* F32's last dimensions (the block types have none) */
+            const float *f = (const float *)(const void *)(v + (size_t)j * rb);
+            for (int i = d16; i < d; i++) oh[i] = oh[i] + ph[j] * f[i];
+        }
+    }
+}
+
+static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
+    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0);
+}
+
+static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 1);
+}
+
+static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
+}
+
 static const brisk_attn_kernels neon_attn = {
     .isa = "neon",
     .kq16 = kq16,
@@ -114,6 +240,11 @@ static const brisk_attn_kernels neon_attn = {
     .kq_multi_t = kq_multi_t,
     .kq_multi_h = kq_multi_h,
     .axpy_f16_rows_multi = axpy_f16_rows_multi,
+    .kq_multi_q8_0 = kq_multi_q8_0,
+    .kq_multi_q4_0 = kq_multi_q4_0,
+    .axpy_f32_rows_multi = axpy_f32_rows_multi,
+    .axpy_q8_0_rows_multi = axpy_q8_0_rows_multi,
+    .axpy_q4_0_rows_multi = axpy_q4_0_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_neon(void) { return &neon_attn; }

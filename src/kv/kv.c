@@ -1,8 +1,13 @@
 /* kv: the paged key/value store, its block pool and prefix index (see kv.h). */
 #include "kv/kv.h"
 
+#include "quant/blocks.h"
+#include "quant/convert.h"
+#include "quant/quant.h"
+
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int32_t blocks_for(int32_t n_tokens) { return (int32_t)(((int64_t)n_tokens + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK); }
 
@@ -11,7 +16,39 @@ static int32_t blocks_for(int32_t n_tokens) { return (int32_t)(((int64_t)n_token
  * lowers the count: forks share full blocks and copy at most their partial one). */
 static int64_t pool_blocks(int32_t kv_tokens, int32_t n_seq) { return (int64_t)blocks_for(kv_tokens) + (n_seq - 1); }
 
-static size_t elem_bytes(brisk_kv_type t) { return t == BRISK_KV_F16 ? sizeof(uint16_t) : 0; }
+static const char *const type_names[BRISK_KV_N_TYPES] = {"f16", "f32", "q8_0", "q4_0"};
+
+const char *brisk_kv_type_name(int type) { return type >= 0 && type < BRISK_KV_N_TYPES ? type_names[type] : "?"; }
+
+int brisk_kv_type_parse(const char *name) {
+    for (int t = 0; t < BRISK_KV_N_TYPES; t++)
+        if (name && !strcasecmp(name, type_names[t])) return t;
+    return -1;
+}
+
+size_t brisk_kv_row_bytes(brisk_kv_type t, int64_t n) {
+    switch (t) {
+    case BRISK_KV_F16: return (size_t)n * 2;
+    case BRISK_KV_F32: return (size_t)n * 4;
+    case BRISK_KV_Q8_0: return (size_t)(n / 32) * sizeof(brisk_block_q8_0);
+    case BRISK_KV_Q4_0: return (size_t)(n / 32) * sizeof(brisk_block_q4_0);
+    }
+    return 0;
+}
+
+/* Largest head_dim of the block types (brisk_kv_put quantizes a head on the stack). */
+#define KV_MAX_QHEAD 1024
+
+/* Whether a head of head_dim elements can be stored as t. */
+static bool type_fits(brisk_kv_type t, int32_t head_dim) {
+    if ((int)t < 0 || (int)t >= BRISK_KV_N_TYPES) return false;
+    if (t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0) return head_dim % 32 == 0 && head_dim <= KV_MAX_QHEAD;
+    return true;
+}
+
+/* Bytes of one (layer, block, head) part: BLOCK rows of head_dim in row form
+ * (the transposed K has the same bytes: its scales sit after its codes). */
+static size_t part_bytes(brisk_kv_type t, int32_t head_dim) { return brisk_kv_row_bytes(t, head_dim) * BRISK_KV_BLOCK; }
 
 /* ---- sizes: one computation for the plan and the allocation -------------------------- */
 
@@ -29,20 +66,18 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
                           brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
     memset(z, 0, sizeof *z);
     if (n_layer < 1 || n_head < 1 || head_dim < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096) return false;
-    if (!elem_bytes(kt) || !elem_bytes(vt) || (int64_t)n_head * head_dim > INT32_MAX) return false;
+    if (!type_fits(kt, head_dim) || !type_fits(vt, head_dim) || (int64_t)n_head * head_dim > INT32_MAX) return false;
     const int64_t nb = pool_blocks(kv_tokens, n_seq);
     if (nb > INT32_MAX / 2) return false;
     z->n_blocks = (int32_t)nb;
     z->max_blocks = blocks_for(n_ctx);
     z->n_bucket = 1;
     while (z->n_bucket < (uint32_t)z->n_blocks) z->n_bucket <<= 1;
-    size_t slots_layer;   /* token slots of one layer's pool, times the row */
-    if (!brisk_mul_size((size_t)nb * BRISK_KV_BLOCK, (size_t)n_head * (size_t)head_dim, &slots_layer) ||
-        !brisk_mul_size(slots_layer, (size_t)n_layer, &slots_layer))
-        return false;
+    size_t parts;   /* (layer, block, head) parts of the pool */
+    if (!brisk_mul_size((size_t)nb, (size_t)n_head, &parts) || !brisk_mul_size(parts, (size_t)n_layer, &parts)) return false;
     size_t *t = &z->total;
     *t = sizeof(brisk_kv);
-    return kv_size_add(t, slots_layer, elem_bytes(kt), &z->k) && kv_size_add(t, slots_layer, elem_bytes(vt), &z->v) &&
+    return kv_size_add(t, parts, part_bytes(kt, head_dim), &z->k) && kv_size_add(t, parts, part_bytes(vt, head_dim), &z->v) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->tok) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->pos) &&
            kv_size_add(t, (size_t)nb, sizeof(brisk_kv_block), &z->blk) && kv_size_add(t, z->n_bucket, sizeof(int32_t), &z->bucket) &&
@@ -67,8 +102,15 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
     if (n_seq < 1 || n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences: %d out of range [1, 4096]", n_seq);
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
     if (kv_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV pool: %d tokens must be positive", kv_tokens);
-    if (!elem_bytes(k_type) || !elem_bytes(v_type))
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d not supported (F16 only)", (int)k_type, (int)v_type);
+    if ((int)k_type < 0 || (int)k_type >= BRISK_KV_N_TYPES || (int)v_type < 0 || (int)v_type >= BRISK_KV_N_TYPES)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d unknown (supported: f16, f32, q8_0, q4_0)",
+                          (int)k_type, (int)v_type);
+    for (int w = 0; w < 2; w++) {
+        const brisk_kv_type t = w ? v_type : k_type;
+        if (!type_fits(t, head_dim))
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: %s type %s needs a head size that is a multiple of 32 up to %d, not %d",
+                              w ? "V" : "K", brisk_kv_type_name(t), KV_MAX_QHEAD, head_dim);
+    }
     kv_sizes z;
     if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, &z))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens overflows", kv_tokens);
@@ -85,6 +127,8 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
     kv->max_blocks = z.max_blocks;
     kv->k_type = k_type;
     kv->v_type = v_type;
+    kv->k_part = part_bytes(k_type, head_dim);
+    kv->v_part = part_bytes(v_type, head_dim);
     kv->bucket_mask = z.n_bucket - 1;
     kv->bytes = z.total;
     /* zeroed: attention's last partial group of 16 keys reads (and ignores)
@@ -265,11 +309,11 @@ static void block_release(brisk_kv *kv, int32_t b) {
 
 /* dst's rows, tokens and positions := src's (every layer). */
 static void block_copy(brisk_kv *kv, int32_t dst, int32_t src) {
-    const size_t per = (size_t)kv->row * BRISK_KV_BLOCK;   /* elements of one (layer, block) */
+    const size_t nh = (size_t)kv->n_head;   /* parts of one (layer, block) */
     for (int32_t il = 0; il < kv->n_layer; il++) {
-        const size_t d = ((size_t)il * (size_t)kv->n_blocks + (size_t)dst) * per, s = ((size_t)il * (size_t)kv->n_blocks + (size_t)src) * per;
-        memcpy(kv->k + d, kv->k + s, per * elem_bytes(kv->k_type));
-        memcpy(kv->v + d, kv->v + s, per * elem_bytes(kv->v_type));
+        const size_t d = ((size_t)il * (size_t)kv->n_blocks + (size_t)dst) * nh, s = ((size_t)il * (size_t)kv->n_blocks + (size_t)src) * nh;
+        memcpy(kv->k + d * kv->k_part, kv->k + s * kv->k_part, nh * kv->k_part);
+        memcpy(kv->v + d * kv->v_part, kv->v + s * kv->v_part, nh * kv->v_part);
     }
     memcpy(kv->tok + (size_t)dst * BRISK_KV_BLOCK, kv->tok + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
     memcpy(kv->pos + (size_t)dst * BRISK_KV_BLOCK, kv->pos + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
@@ -464,22 +508,164 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
 
 /* ---- rows for save/restore ------------------------------------------------------------- */
 
-void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint16_t *k, uint16_t *v) {
-    const size_t hd = (size_t)kv->head_dim;
-    for (int32_t h = 0; h < kv->n_head; h++) {
-        const uint16_t *ks = brisk_kv_k(kv, layer, seq, slot, h);   /* transposed: element i at [i * BLOCK] */
-        for (size_t i = 0; i < hd; i++) k[(size_t)h * hd + i] = ks[i * BRISK_KV_BLOCK];
-        memcpy(v + (size_t)h * hd, brisk_kv_v(kv, layer, seq, slot, h), hd * sizeof(uint16_t));
+/* K of one head in row form (rb bytes: head_dim elements, llama.cpp's blocks
+ * for the block types) <-> slot sl of a transposed K part. */
+static void k_part_get(brisk_kv_type t, const uint8_t *part, int32_t sl, int32_t hd, uint8_t *row) {
+    const int32_t B = BRISK_KV_BLOCK;
+    switch (t) {
+    case BRISK_KV_F16: {
+        const uint16_t *k = (const uint16_t *)(const void *)part;
+        for (int32_t i = 0; i < hd; i++) memcpy(row + 2 * (size_t)i, &k[(size_t)i * B + (size_t)sl], 2);
+        break;
+    }
+    case BRISK_KV_F32: {
+        const float *k = (const float *)(const void *)part;
+        for (int32_t i = 0; i < hd; i++) memcpy(row + 4 * (size_t)i, &k[(size_t)i * B + (size_t)sl], 4);
+        break;
+    }
+    case BRISK_KV_Q8_0: {
+        const uint16_t *d = (const uint16_t *)(const void *)(part + (size_t)hd * B);
+        for (int32_t g = 0; g < hd / 32; g++) {
+            brisk_block_q8_0 blk;
+            blk.d = d[(size_t)g * B + (size_t)sl];
+            for (int32_t j = 0; j < 32; j++) blk.qs[j] = (int8_t)part[(size_t)(32 * g + j) * B + (size_t)sl];
+            memcpy(row + (size_t)g * sizeof blk, &blk, sizeof blk);
+        }
+        break;
+    }
+    case BRISK_KV_Q4_0: {
+        const uint16_t *d = (const uint16_t *)(const void *)(part + (size_t)hd * 16);
+        const int sh = sl < 16 ? 0 : 4;
+        for (int32_t g = 0; g < hd / 32; g++) {
+            brisk_block_q4_0 blk;
+            blk.d = d[(size_t)g * B + (size_t)sl];
+            for (int32_t j = 0; j < 16; j++) {
+                const unsigned lo = (part[(size_t)(32 * g + j) * 16 + (size_t)(sl % 16)] >> sh) & 15u;
+                const unsigned hi = (part[(size_t)(32 * g + j + 16) * 16 + (size_t)(sl % 16)] >> sh) & 15u;
+                blk.qs[j] = (uint8_t)(lo | (hi << 4));
+            }
+            memcpy(row + (size_t)g * sizeof blk, &blk, sizeof blk);
+        }
+        break;
+    }
     }
 }
 
-void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint16_t *k, const uint16_t *v) {
-    const size_t hd = (size_t)kv->head_dim;
-    for (int32_t h = 0; h < kv->n_head; h++) {
-        uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, h);
-        for (size_t i = 0; i < hd; i++) kd[i * BRISK_KV_BLOCK] = k[(size_t)h * hd + i];
-        memcpy(brisk_kv_v(kv, layer, seq, slot, h), v + (size_t)h * hd, hd * sizeof(uint16_t));
+static void k_part_set(brisk_kv_type t, uint8_t *part, int32_t sl, int32_t hd, const uint8_t *row) {
+    const int32_t B = BRISK_KV_BLOCK;
+    switch (t) {
+    case BRISK_KV_F16: {
+        uint16_t *k = (uint16_t *)(void *)part;
+        for (int32_t i = 0; i < hd; i++) memcpy(&k[(size_t)i * B + (size_t)sl], row + 2 * (size_t)i, 2);
+        break;
     }
+    case BRISK_KV_F32: {
+        float *k = (float *)(void *)part;
+        for (int32_t i = 0; i < hd; i++) memcpy(&k[(size_t)i * B + (size_t)sl], row + 4 * (size_t)i, 4);
+        break;
+    }
+    case BRISK_KV_Q8_0: {
+        uint16_t *d = (uint16_t *)(void *)(part + (size_t)hd * B);
+        for (int32_t g = 0; g < hd / 32; g++) {
+            brisk_block_q8_0 blk;
+            memcpy(&blk, row + (size_t)g * sizeof blk, sizeof blk);
+            d[(size_t)g * B + (size_t)sl] = blk.d;
+            for (int32_t j = 0; j < 32; j++) part[(size_t)(32 * g + j) * B + (size_t)sl] = (uint8_t)blk.qs[j];
+        }
+        break;
+    }
+    case BRISK_KV_Q4_0: {
+        uint16_t *d = (uint16_t *)(void *)(part + (size_t)hd * 16);
+        const int sh = sl < 16 ? 0 : 4;
+        const uint8_t keep = sl < 16 ? 0xF0 : 0x0F;
+        for (int32_t g = 0; g < hd / 32; g++) {
+            brisk_block_q4_0 blk;
+            memcpy(&blk, row + (size_t)g * sizeof blk, sizeof blk);
+            d[(size_t)g * B + (size_t)sl] = blk.d;
+            for (int32_t j = 0; j < 16; j++) {
+                uint8_t *lo = &part[(size_t)(32 * g + j) * 16 + (size_t)(sl % 16)], *hi = &part[(size_t)(32 * g + j + 16) * 16 + (size_t)(sl % 16)];
+                *lo = (uint8_t)((*lo & keep) | ((blk.qs[j] & 15u) << sh));
+                *hi = (uint8_t)((*hi & keep) | ((blk.qs[j] >> 4) << sh));
+            }
+        }
+        break;
+    }
+    }
+}
+
+float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32_t i) {
+    const int32_t B = BRISK_KV_BLOCK, hd = kv->head_dim;
+    switch (kv->k_type) {
+    case BRISK_KV_F16: {
+        uint16_t h;
+        memcpy(&h, part + 2 * ((size_t)i * B + (size_t)s), 2);
+        return brisk_fp16_to_fp32(h);
+    }
+    case BRISK_KV_F32: {
+        float x;
+        memcpy(&x, part + 4 * ((size_t)i * B + (size_t)s), 4);
+        return x;
+    }
+    case BRISK_KV_Q8_0: {
+        uint16_t d;
+        memcpy(&d, part + (size_t)hd * B + 2 * ((size_t)(i / 32) * B + (size_t)s), 2);
+        return brisk_fp16_to_fp32(d) * (float)(int8_t)part[(size_t)i * B + (size_t)s];
+    }
+    case BRISK_KV_Q4_0: {
+        uint16_t d;
+        memcpy(&d, part + (size_t)hd * 16 + 2 * ((size_t)(i / 32) * B + (size_t)s), 2);
+        const int q = (part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15;
+        return brisk_fp16_to_fp32(d) * (float)(q - 8);
+    }
+    }
+    return 0.0f;
+}
+
+void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k, uint8_t *v) {
+    const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        k_part_get(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
+        memcpy(v + (size_t)h * vrb, brisk_kv_v_row(kv, layer, seq, slot, h), vrb);
+    }
+}
+
+void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k, const uint8_t *v) {
+    const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
+        memcpy(brisk_kv_v_row(kv, layer, seq, slot, h), v + (size_t)h * vrb, vrb);
+    }
+}
+
+/* head_dim floats into row form (rb bytes) of type t. */
+static void to_row(brisk_kv_type t, const float *x, int32_t hd, uint8_t *row) {
+    switch (t) {
+    case BRISK_KV_F16:
+        for (int32_t i = 0; i < hd; i++) {
+            const uint16_t h = brisk_fp32_to_fp16(x[i]);
+            memcpy(row + 2 * (size_t)i, &h, 2);
+        }
+        break;
+    case BRISK_KV_F32: memcpy(row, x, (size_t)hd * sizeof(float)); break;
+    case BRISK_KV_Q8_0: brisk_q8_0_quantize_x86(x, row, hd); break;   /* llama.cpp's CPU quantize_row_q8_0 (x86) */
+    case BRISK_KV_Q4_0: brisk_q4_0_quantize(x, row, hd); break;       /* its quantize_row_q4_0 (= the ref) */
+    }
+}
+
+void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k, const float *v) {
+    const int32_t hd = kv->head_dim, sl = slot % BRISK_KV_BLOCK;
+    if (kv->k_type == BRISK_KV_F16) {   /* the common case, straight into the transposed part */
+        uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, head);
+        for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);
+    } else if (kv->k_type == BRISK_KV_F32) {
+        float *kd = (float *)(void *)brisk_kv_k_part(kv, layer, seq, slot, head) + sl;
+        for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = k[i];
+    } else {
+        _Alignas(4) uint8_t row[KV_MAX_QHEAD / 32 * sizeof(brisk_block_q8_0)];
+        to_row(kv->k_type, k, hd, row);
+        k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, head), sl, hd, row);
+    }
+    to_row(kv->v_type, v, hd, brisk_kv_v_row(kv, layer, seq, slot, head));
 }
 
 int32_t brisk_kv_blocks_obtainable(const brisk_kv *kv, int32_t seq) {

@@ -41,9 +41,24 @@
  * 8 heads of 64) apart: decode attention waited on DRAM and gathered K into a
  * widened copy.
  *
- * Storage type: K and V each have one (brisk_kv_type; F16 today, as
- * llama.cpp's default cache type). Another type touches this module and the
- * attention kernels only.
+ * Storage type: K and V each have one (brisk_kv_type, llama.cpp's cache
+ * types: F16, the default, F32, Q8_0 and Q4_0; docs/KV.md). A row is
+ * quantized once, when it is written (brisk_kv_put, with llama.cpp's CPU
+ * rounding), and the attention kernels dequantize as they read. The
+ * quantized types keep llama.cpp's blocks (32 consecutive elements of one
+ * token's head, one F16 scale d) and their bytes per element; only their
+ * arrangement inside a KV block follows brisk's layout:
+ *   K, per (layer, block, KV head) part:
+ *     F16  u16 [head_dim][32]                       element i of slot s at i*32 + s
+ *     F32  f32 [head_dim][32]                       the same
+ *     Q8_0 i8  qs[head_dim][32], then u16 d[head_dim/32][32]   value d[i/32][s] * qs[i][s]
+ *     Q4_0 u8  qs[head_dim][16], then u16 d[head_dim/32][32]   byte i*16 + s%16, low nibble for
+ *          s < 16, high for s >= 16 (as llama.cpp pairs elements j and j+16); value d * (nibble - 8)
+ *   V, per part: 32 rows (one per slot) of head_dim elements in llama.cpp's
+ *     row form (F16, F32, or head_dim/32 block_q8_0 / block_q4_0).
+ * Every dequantized value d * q is exact in F32 (11-bit d times a 7-bit q),
+ * so every path (the kernels' fused dequantization, widening into kt, a
+ * scalar loop) sees the same values.
  *
  * Slots and positions: attention reads a sequence's slots in slot order and
  * takes every position from here (brisk_kv_slot_pos: windowed attention's
@@ -61,8 +76,19 @@
 
 /* Storage type of K or V elements. */
 typedef enum brisk_kv_type {
-    BRISK_KV_F16 = 0,   /* IEEE half, 2 bytes per element */
+    BRISK_KV_F16 = 0,    /* IEEE half, 2 bytes per element */
+    BRISK_KV_F32 = 1,    /* 4 bytes per element */
+    BRISK_KV_Q8_0 = 2,   /* llama.cpp's q8_0: 34 bytes per 32 elements */
+    BRISK_KV_Q4_0 = 3,   /* llama.cpp's q4_0: 18 bytes per 32 elements */
 } brisk_kv_type;
+#define BRISK_KV_N_TYPES 4
+
+/* "f16", "f32", "q8_0", "q4_0" (llama.cpp's names); "?" outside the enum. */
+const char *brisk_kv_type_name(int type);
+/* The type named (case-insensitive), or -1. */
+int brisk_kv_type_parse(const char *name);
+/* Bytes of n elements (n % 32 == 0 for the block types) in row form. */
+size_t brisk_kv_row_bytes(brisk_kv_type t, int64_t n);
 
 typedef struct brisk_kv_seq {
     int32_t *blocks;      /* block ids, [n_blocks] used, capacity blocks_for(n_ctx) */
@@ -96,8 +122,9 @@ typedef struct brisk_kv {
     int32_t n_blocks;     /* pool size: blocks_for(kv_tokens) + n_seq - 1 */
     int32_t max_blocks;   /* blocks_for(n_ctx): a block table's capacity */
     brisk_kv_type k_type, v_type;
-    uint16_t *k;          /* [n_layer][n_blocks][n_head][head_dim][BLOCK] F16 (transposed) */
-    uint16_t *v;          /* [n_layer][n_blocks][n_head][BLOCK][head_dim] F16 */
+    size_t k_part, v_part;   /* bytes of one (layer, block, KV head) part of K / V (layouts above) */
+    uint8_t *k;           /* [n_layer][n_blocks][n_head] parts of k_part bytes (transposed) */
+    uint8_t *v;           /* [n_layer][n_blocks][n_head] parts of v_part bytes */
     int32_t *tok;         /* [n_blocks][BLOCK] token id of each slot */
     int32_t *pos;         /* [n_blocks][BLOCK] position of each slot */
     brisk_kv_block *blk;  /* [n_blocks] */
@@ -190,14 +217,20 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
 
 /* ---- a sequence's rows, whatever blocks hold them (KV save/restore, engine/state.c) ---- */
 
-/* The K and V rows of slot (< the reserved length) of seq in layer: row
- * elements each (KV head after KV head, head_dim elements of a head in
- * order), copied out of the pool (get) or into it (set). set writes in
- * place: the caller owns the slot's block exclusively (fresh from
+/* The K and V rows of slot (< the reserved length) of seq in layer, in row
+ * form (brisk_kv_row_bytes of the K / V type for n_head x head_dim elements:
+ * KV head after KV head, each head's elements in order, the block types as
+ * llama.cpp's blocks), copied out of the pool (get) or into it (set). set
+ * writes in place: the caller owns the slot's block exclusively (fresh from
  * brisk_kv_reserve after clearing the sequence), then records the slot with
  * brisk_kv_written. */
-void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint16_t *k, uint16_t *v);
-void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint16_t *k, const uint16_t *v);
+void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k, uint8_t *v);
+void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k, const uint8_t *v);
+/* Store KV head head's K and V (head_dim floats each) for slot of seq in
+ * layer, converted to the storage types (F16: round to nearest even; Q8_0:
+ * llama.cpp's x86 CPU quantize_row_q8_0; Q4_0: quantize_row_q4_0). The
+ * caller owns the slot's block (brisk_kv_reserve_batch). */
+void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k, const float *v);
 /* Blocks seq could be given if it were cleared first: the free and cached
  * blocks plus those only seq holds. A load checks this before it clears
  * anything, so a refusal changes nothing. */
@@ -212,21 +245,33 @@ void brisk_kv_counts(const brisk_kv *kv, int32_t *in_use, int32_t *cached, int32
  * the counts add up. false with a message on the first violation. */
 bool brisk_kv_check(const brisk_kv *kv, brisk_error *err);
 
-/* The block of (layer, seq, pos) from KV head head's part on: the offset
- * of its first element (pos must be < the reserved length). */
-static inline size_t brisk_kv_head_offset(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
+/* The part (layer, block of pos, KV head head) of K / V: its first byte
+ * (pos must be < the reserved length). */
+static inline size_t brisk_kv_part_index(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
     const int32_t b = kv->seqs[seq].blocks[pos / BRISK_KV_BLOCK];
-    return (((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)head) * BRISK_KV_BLOCK * (size_t)kv->head_dim;
+    return ((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)head;
 }
-/* K of (layer, seq, pos, head): element i at [i * BRISK_KV_BLOCK]; the next
- * position of the same block is the next element. */
+static inline uint8_t *brisk_kv_k_part(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
+    return kv->k + brisk_kv_part_index(kv, layer, seq, pos, head) * kv->k_part;
+}
+static inline uint8_t *brisk_kv_v_part(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
+    return kv->v + brisk_kv_part_index(kv, layer, seq, pos, head) * kv->v_part;
+}
+/* F16 K of (layer, seq, pos, head): element i at [i * BRISK_KV_BLOCK]; the
+ * next position of the same block is the next element. F16 K only. */
 static inline uint16_t *brisk_kv_k(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
-    return kv->k + brisk_kv_head_offset(kv, layer, seq, pos, head) + (size_t)(pos % BRISK_KV_BLOCK);
+    return (uint16_t *)(void *)brisk_kv_k_part(kv, layer, seq, pos, head) + (size_t)(pos % BRISK_KV_BLOCK);
 }
-/* V of (layer, seq, pos, head): head_dim contiguous elements; the next
- * position of the same block follows them. */
+/* V row of (layer, seq, pos, head) in its storage form (row_bytes(v_type,
+ * head_dim) bytes); the next position of the same block follows it. */
+static inline uint8_t *brisk_kv_v_row(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
+    return brisk_kv_v_part(kv, layer, seq, pos, head) + (size_t)(pos % BRISK_KV_BLOCK) * (kv->v_part / BRISK_KV_BLOCK);
+}
+/* F16 V of (layer, seq, pos, head): head_dim contiguous elements. F16 V only. */
 static inline uint16_t *brisk_kv_v(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
-    return kv->v + brisk_kv_head_offset(kv, layer, seq, pos, head) + (size_t)(pos % BRISK_KV_BLOCK) * (size_t)kv->head_dim;
+    return (uint16_t *)(void *)brisk_kv_v_row(kv, layer, seq, pos, head);
 }
+/* Element i of slot s (0..31) of a K part, dequantized (exact). */
+float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32_t i);
 
 #endif

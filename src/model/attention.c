@@ -20,9 +20,14 @@ static void kt_widen(const attn_task *at, int64_t lo, int64_t hi) {
         float *dst = (float *)at->kt + (size_t)e * (size_t)f->kt_stride;
         for (int32_t p = 0; p < at->kt_len; p += 16) {   /* 16 positions (half a KV block) at a time */
             if (p >= at->kt_skip0 && p + 16 <= at->kt_skip1) continue;
-            const uint16_t *src = brisk_kv_k(kv, at->layer, seq, p, h) + (size_t)i * BRISK_KV_BLOCK;
             const int32_t n = at->kt_len - p < 16 ? at->kt_len - p : 16;
-            for (int32_t l = 0; l < n; l++) dst[p + l] = f->f16_lut[src[l]];
+            if (kv->k_type == BRISK_KV_F16) {
+                const uint16_t *src = brisk_kv_k(kv, at->layer, seq, p, h) + (size_t)i * BRISK_KV_BLOCK;
+                for (int32_t l = 0; l < n; l++) dst[p + l] = f->f16_lut[src[l]];
+            } else {   /* another storage type: its exact values (kv.h), as the kernels dequantize them */
+                const uint8_t *part = brisk_kv_k_part(kv, at->layer, seq, p, h);
+                for (int32_t l = 0; l < n; l++) dst[p + l] = brisk_kv_k_value(kv, part, (p + l) % BRISK_KV_BLOCK, i);
+            }
         }
     }
 }
@@ -74,12 +79,13 @@ static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_
     const brisk_forward *f = at->f;
     const brisk_attn_kernels *g = f->ak;
     const int hd = f->m->hp.head_dim;
-    if ((hd % 2) == 0)   /* groups of 16 positions, gathered into rows */
+    const bool f16 = at->kv->k_type == BRISK_KV_F16;   /* other types: the scalar loop below, on their exact values */
+    if ((hd % 2) == 0 && f16)   /* groups of 16 positions, gathered into rows */
         for (; j + 16 <= n; j += 16) {
             gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
             g->kq16(q, kg, (size_t)hd, hd, scale, kq + j);
         }
-    if ((hd % 2) == 0 && j < n) {
+    if ((hd % 2) == 0 && f16 && j < n) {
         /* the last partial group of 16: its rows gathered, the rest zero, one
          * kq16 (each lane is the scalar loop's exact chain) instead of n - j
          * serial dot products */
@@ -91,10 +97,64 @@ static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_
         j = n;
     }
     for (; j < n; j++) {
-        const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, slot_of(j0 + j, base, anc), kvh);
+        const int32_t sl = slot_of(j0 + j, base, anc);
         float s = 0.0f;
-        for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
+        if (f16) {
+            const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, sl, kvh);
+            for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
+        } else {
+            const uint8_t *part = brisk_kv_k_part(at->kv, at->layer, seq, sl, kvh);
+            for (int i = 0; i < hd; i++) s += q[i] * brisk_kv_k_value(at->kv, part, sl % BRISK_KV_BLOCK, i);
+        }
         kq[j] = s * scale;
+    }
+}
+
+/* Scores of the m heads over ng groups of 16 cached slots from position p
+ * (inside one KV block) straight from the cache's K in its storage type. */
+static void kq_cached(const attn_task *at, const float *q, int hd, int m, int32_t seq, int32_t kvh, int32_t p, int32_t ng, float scale,
+                      float *out) {
+    const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
+    const brisk_kv *kv = at->kv;
+    const int slot0 = p % BRISK_KV_BLOCK;
+    switch (kv->k_type) {
+    case BRISK_KV_F16:
+        g->kq_multi_h(q, (size_t)hd, m, brisk_kv_k(kv, at->layer, seq, p, kvh), BRISK_KV_BLOCK, ng, hd, scale, out, ATTN_TILE);
+        break;
+    case BRISK_KV_F32:
+        g->kq_multi_t(q, (size_t)hd, m, (const float *)(const void *)brisk_kv_k_part(kv, at->layer, seq, p, kvh) + slot0, BRISK_KV_BLOCK,
+                      ng, hd, scale, out, ATTN_TILE);
+        break;
+    case BRISK_KV_Q8_0:
+        (g->kq_multi_q8_0 ? g->kq_multi_q8_0 : r->kq_multi_q8_0)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng,
+                                                                 hd, scale, out, ATTN_TILE);
+        break;
+    case BRISK_KV_Q4_0:
+        (g->kq_multi_q4_0 ? g->kq_multi_q4_0 : r->kq_multi_q4_0)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng,
+                                                                 hd, scale, out, ATTN_TILE);
+        break;
+    }
+}
+
+/* o[h] += p[h][j] * V row j for the m heads over n V rows from vrow (rows
+ * of one KV block, or n = 1), V in its storage type. */
+static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p, const uint8_t *vrow, int32_t n) {
+    const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
+    const size_t rb = at->kv->v_part / BRISK_KV_BLOCK;
+    switch (at->kv->v_type) {
+    case BRISK_KV_F16:
+        g->axpy_f16_rows_multi(o, (size_t)hd, m, p, ATTN_TILE, (const uint16_t *)(const void *)vrow, (size_t)hd, n, hd);
+        break;
+    case BRISK_KV_F32:
+        (g->axpy_f32_rows_multi ? g->axpy_f32_rows_multi : r->axpy_f32_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE,
+                                                                                   (const float *)(const void *)vrow, (size_t)hd, n, hd);
+        break;
+    case BRISK_KV_Q8_0:
+        (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : r->axpy_q8_0_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        break;
+    case BRISK_KV_Q4_0:
+        (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : r->axpy_q4_0_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        break;
     }
 }
 
@@ -162,8 +222,7 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
                     while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
                     if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
                     if (!ng) break;
-                    g->kq_multi_h(q, (size_t)hd, m, brisk_kv_k(at->kv, at->layer, seq, p, kvh), BRISK_KV_BLOCK, ng, hd, scale, kq[0] + j,
-                                  ATTN_TILE);
+                    kq_cached(at, q, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
                     j += 16 * ng;
                 }
                 j = j < n ? j : n;
@@ -217,13 +276,15 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
                     int32_t len = n - i < blk_left ? n - i : blk_left;
                     len = base - at_pos < len ? base - at_pos : len;
                     if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
-                    const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, at_pos, kvh);
-                    g->axpy_f16_rows_multi(o, (size_t)hd, m, &kq[0][i], ATTN_TILE, vr, (size_t)hd, len, hd);
+                    v_rows(at, o, hd, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
                     i += len - 1;
                     continue;
                 }
-                const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, slot_of(j0 + i, base, anc), kvh);
-                for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hd, kq[h][i], vr, hd);
+                const int32_t sl = slot_of(j0 + i, base, anc);
+                if (at->kv->v_type == BRISK_KV_F16) {
+                    const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, sl, kvh);
+                    for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hd, kq[h][i], vr, hd);
+                } else v_rows(at, o, hd, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
             }
         }
         for (int h = 0; h < m; h++) {

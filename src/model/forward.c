@@ -321,8 +321,6 @@ static void set_window_masks(brisk_forward *f, const brisk_kv *kv, const brisk_f
 }
 
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
-    if (kv->k_type != BRISK_KV_F16 || kv->v_type != BRISK_KV_F16)
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "attention reads an F16 KV cache only");
     brisk_status st = validate_batch(f, kv, b, err);
     if (st) return st;
     /* every sequence's slots, all or nothing, before touching anything (shared

@@ -165,13 +165,8 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
         }
         if (hp->q_scale != 1.0f) scale_rows(q, f->qdim, hp->q_scale);
         const float *v = f->vc + (size_t)t * f->kvdim;
-        for (int h = 0; h < hp->n_head_kv; h++) {
-            uint16_t *kd = brisk_kv_k(kv, il, b->seq[t], f->slot[t], h), *vd = brisk_kv_v(kv, il, b->seq[t], f->slot[t], h);
-            for (int i = 0; i < hd; i++) {
-                kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[h * hd + i]);   /* K is stored transposed */
-                vd[i] = brisk_fp32_to_fp16(v[h * hd + i]);
-            }
-        }
+        for (int h = 0; h < hp->n_head_kv; h++)   /* in the cache's storage types (K transposed: kv.h) */
+            brisk_kv_put(kv, il, b->seq[t], f->slot[t], h, k + (size_t)h * hd, v + (size_t)h * hd);
     }
     const bool swa_layer = L->window > 0 && f->vsink_swa;
     attn_task at = {.f = f, .kv = kv, .b = b, .layer = il, .vsink = swa_layer ? f->vsink_swa : f->vsink,

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# KV cache storage types measured for fidelity (docs/KV.md): the KL divergence
+# of each -ctk/-ctv type against the F16 cache, with llama-perplexity's
+# --kl-divergence-base / --kl-divergence on the long-context fixture.
+#   bench/kv-eval.sh [BRISK] [MODEL] [TEXT] [CTX] [CHUNKS]
+# With the peer (~/.cache/brisk-peer) present, llama-perplexity's own KL of
+# the same types against the same brisk-written base file is printed too.
+set -euo pipefail
+BRISK=${1:-build/brisk}
+MODEL=${2:-../shared/models/pycode-long-f16.gguf}
+TEXT=${3:-../shared/models/data/val.txt}
+CTX=${4:-2048}
+CHUNKS=${5:-}
+THREADS=${THREADS:-2}
+PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+trap 'exit 1' INT TERM
+chunk_flag=()
+[ -n "$CHUNKS" ] && chunk_flag=(--chunks "$CHUNKS")
+
+echo "# base: F16 cache, -c $CTX ${CHUNKS:+--chunks $CHUNKS} on $TEXT"
+nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
+    --kl-divergence-base "$WORK/base.kld" 2>/dev/null | grep 'Final estimate'
+
+row() {   # engine label, then the command's output on stdin
+    awk -v who="$1" -v t="$2" '
+        /^Mean PPL\(Q\) /   { ppl = $4 }
+        /^Mean    KLD:/     { kld = $3 }
+        /^99.0%   KLD:/     { k99 = $3 }
+        /^Maximum KLD:/     { kmax = $3 }
+        /^Same top p:/      { top = $4 }
+        END { printf "| %s | %s | %s | %s | %s | %s | %s%% |\n", who, t, ppl, kld, k99, kmax, top }'
+}
+
+echo
+echo "| engine | K/V types | PPL | mean KLD | 99.0% KLD | max KLD | same top p |"
+echo "|---|---|---:|---:|---:|---:|---:|"
+for kv in f32/f32 q8_0/q8_0 q4_0/q4_0 q8_0/q4_0 q4_0/q8_0; do
+    k=${kv%/*} v=${kv#*/}
+    nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" -ctk "$k" -ctv "$v" \
+        --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null | row brisk "$kv"
+done
+if [ -x "$PEER/llama-perplexity" ]; then
+    for t in f16 q8_0 q4_0; do
+        # llama-perplexity's asynchronous log now and then loses its closing block at exit: repeat such a run
+        for try in 1 2 3; do
+            LD_LIBRARY_PATH=$PEER nice "$PEER/llama-perplexity" -m "$MODEL" -c "$CTX" -t "$THREADS" -fa on -ctk "$t" -ctv "$t" \
+                --kl-divergence-base "$WORK/base.kld" --kl-divergence > "$WORK/peer.out" 2>&1 || true
+            grep -q '^Same top p' "$WORK/peer.out" && break
+        done
+        row llama.cpp "$t/$t" < "$WORK/peer.out"
+    done
+fi

@@ -1,0 +1,127 @@
+/* avx512_attn_kv: the quantized KV cache's attention kernels (kernels.h,
+ * kv/kv.h's layouts) in AVX-512: 16 slots of a transposed K part per vector,
+ * V rows 32 dimensions at a time. Bit-identical to attn_ref.c: each key or
+ * value is dequantized exactly (d * q) before the multiply, and every output
+ * keeps ref's chain of a multiply then an add, in element order. */
+#include "kernels/kernels.h"
+#include "quant/blocks.h"
+
+#include <immintrin.h>
+
+/* 16 K values of dimension i from slot s0 (0 or 16), exact (d * q). */
+static inline __m512 k_q8(const uint8_t *part, int i, int s0, __m512 dv) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 32 + (size_t)s0));
+    return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)));
+}
+
+static inline __m512 k_q4(const uint8_t *part, int i, int s0, __m512 dv) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 16));
+    if (s0) b = _mm_srli_epi16(b, 4);   /* slots 16..31: the high nibbles */
+    b = _mm_and_si128(b, _mm_set1_epi8(15));
+    return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8))));
+}
+
+static inline __attribute__((always_inline)) void kq_q(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                                       float scale, float *out, size_t os, const bool Q4) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
+    for (int h0 = 0; h0 < m; h0 += 4) {
+        const int mm = m - h0 < 4 ? m - h0 : 4;
+        const float *q0 = q + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0), *q2 = q0 + (mm > 2 ? 2 * qs : 0), *q3 = q0 + (mm > 3 ? 3 * qs : 0);
+        for (int g = 0; g < ng; g++) {
+            const int s0 = slot0 + 16 * g;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int i0 = 0; i0 < d; i0 += 32) {
+                const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(dd + (size_t)(i0 / 32) * 32 + (size_t)s0)));
+                for (int i = i0; i < i0 + 32; i++) {
+                    const __m512 kv = Q4 ? k_q4(part, i, s0 % 32 >= 16 ? 16 : 0, dv) : k_q8(part, i, s0, dv);
+                    a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i]), kv));
+                    a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i]), kv));
+                    a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), kv));
+                    a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), kv));
+                }
+            }
+            const __m512 sc = _mm512_set1_ps(scale);
+            float *o = out + (size_t)h0 * os + 16 * g;
+            _mm512_storeu_ps(o, _mm512_mul_ps(a0, sc));
+            if (mm > 1) _mm512_storeu_ps(o + os, _mm512_mul_ps(a1, sc));
+            if (mm > 2) _mm512_storeu_ps(o + 2 * os, _mm512_mul_ps(a2, sc));
+            if (mm > 3) _mm512_storeu_ps(o + 3 * os, _mm512_mul_ps(a3, sc));
+        }
+    }
+}
+
+void brisk_avx512_kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                                size_t os) {
+    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+}
+
+void brisk_avx512_kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                                size_t os) {
+    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+}
+
+/* 32 V values of row v from dimension off: (lo, hi) halves, exact. */
+static inline __attribute__((always_inline)) void v32(const uint8_t *v, int off, int T, __m512 *lo, __m512 *hi) {
+    if (T == 0) {   /* F32 */
+        const float *f = (const float *)(const void *)v + off;
+        *lo = _mm512_loadu_ps(f);
+        *hi = _mm512_loadu_ps(f + 16);
+    } else if (T == 1) {   /* Q8_0 */
+        const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)(const void *)v + off / 32;
+        const __m512 dv = _mm512_set1_ps(_cvtsh_ss(b->d));
+        *lo = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)b->qs))));
+        *hi = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(b->qs + 16)))));
+    } else {   /* Q4_0: element j low nibble, j + 16 high */
+        const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)(const void *)v + off / 32;
+        const __m512 dv = _mm512_set1_ps(_cvtsh_ss(b->d));
+        const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)b->qs), m4 = _mm_set1_epi8(15);
+        const __m512i e8 = _mm512_set1_epi32(8);
+        *lo = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(x, m4)), e8)));
+        *hi = _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(x, 4), m4)), e8)));
+    }
+}
+
+static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
+                                                         size_t rb, int n, int d, const int T) {
+    const int d32 = d & ~31;
+    for (int h0 = 0; h0 < m; h0 += 4) {
+        const int mm = m - h0 < 4 ? m - h0 : 4;
+        for (int off = 0; off < d32; off += 32) {
+            __m512 a[4][2];
+            for (int h = 0; h < mm; h++) {
+                a[h][0] = _mm512_loadu_ps(o + (size_t)(h0 + h) * os + off);
+                a[h][1] = _mm512_loadu_ps(o + (size_t)(h0 + h) * os + off + 16);
+            }
+            for (int j = 0; j < n; j++) {
+                __m512 lo, hi;
+                v32(v + (size_t)j * rb, off, T, &lo, &hi);
+                for (int h = 0; h < mm; h++) {
+                    const __m512 pv = _mm512_set1_ps(p[(size_t)(h0 + h) * ps + (size_t)j]);
+                    a[h][0] = _mm512_add_ps(a[h][0], _mm512_mul_ps(pv, lo));
+                    a[h][1] = _mm512_add_ps(a[h][1], _mm512_mul_ps(pv, hi));
+                }
+            }
+            for (int h = 0; h < mm; h++) {
+                _mm512_storeu_ps(o + (size_t)(h0 + h) * os + off, a[h][0]);
+                _mm512_storeu_ps(o + (size_t)(h0 + h) * os + off + 16, a[h][1]);
+            }
+        }
+        for (int h = h0; h < h0 + mm && d32 < d; h++)   /* F32's last dimensions (the block types have none) */
+            for (int j = 0; j < n; j++) {
+                const float *f = (const float *)(const void *)(v + (size_t)j * rb);
+                for (int i = d32; i < d; i++) o[(size_t)h * os + i] = o[(size_t)h * os + i] + p[(size_t)h * ps + j] * f[i];
+            }
+    }
+}
+
+void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
+    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0);
+}
+
+void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 1);
+}
+
+void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
+}

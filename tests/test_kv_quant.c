@@ -1,0 +1,323 @@
+/* test_kv_quant: the KV cache storage types (f16, f32, q8_0, q4_0; docs/KV.md).
+ *   - kernels: every ISA table's quantized-cache kernels give ref's bits, for
+ *     every head count, group count, slot offset and row count; ref's equal
+ *     kq_multi_t / axpy on the values kv.c dequantizes (an independent path);
+ *   - storage: brisk_kv_put stores llama.cpp's blocks (brisk_q8_0_quantize_x86,
+ *     brisk_q4_0_quantize) and row_get/row_set round-trip them;
+ *   - engine, per type: a sequence's logits are bitwise the same alone, batched
+ *     with another sequence, and for any prompt chunking (the prefill's
+ *     widened-K path vs the decode's fused kernels); a state saved with one
+ *     type continues bitwise and is refused by a context of another type;
+ *   - kld.c: a position compared against its own encoding has KL ~ 0, and the
+ *     header parser refuses truncated and trailing files.
+ * Models: models/pycode-target-f16.gguf, tests/data/golden/qwen2-tiny-Q4_0.gguf
+ * (each skipped with a message when absent). */
+#include "brisk.h"
+#include "kernels/kernels.h"
+#include "kv/kld.h"
+#include "kv/kv.h"
+#include "quant/blocks.h"
+#include "quant/convert.h"
+#include "quant/quant.h"
+#include "test.h"
+
+#include <stdint.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 40) & 0xffffff) / 16777216.0f * 2.0f - 1.0f;
+}
+
+/* A random K part of type t (head_dim d), filled through the KV module's own
+ * row form so the layout is the module's. */
+static void random_kv(brisk_kv *kv, int32_t d) {
+    float k[256], v[256];
+    for (int32_t s = 0; s < BRISK_KV_BLOCK; s++) {
+        for (int32_t i = 0; i < d; i++) k[i] = 3.0f * frand(), v[i] = 2.0f * frand();
+        brisk_kv_put(kv, 0, 0, s, 0, k, v);
+    }
+}
+
+static bool same_bits(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+static void test_kernels(void) {
+    const brisk_attn_kernels *tabs[8], *ref = brisk_attn_ref();
+    const int nt = brisk_attn_all(tabs, 8);
+    int checked = 0;
+    for (int type = BRISK_KV_F32; type < BRISK_KV_N_TYPES; type++)
+        for (int32_t d = 32; d <= 128; d *= 2) {
+            brisk_kv *kv = NULL;
+            if (brisk_kv_init(&kv, 1, 1, d, 32, 32, 1, (brisk_kv_type)type, (brisk_kv_type)type, NULL) != BRISK_OK) {
+                CHECKF(0, "kv init %s d %d", brisk_kv_type_name(type), d);
+                continue;
+            }
+            CHECK(brisk_kv_reserve(kv, 0, 32, NULL) == BRISK_OK);
+            random_kv(kv, d);
+            const uint8_t *kp = brisk_kv_k_part(kv, 0, 0, 0, 0), *vp = brisk_kv_v_part(kv, 0, 0, 0, 0);
+            const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
+            float q[8 * 128], p[8 * 64], kt[128 * 32], want[8 * 64], got[8 * 64], o_want[8 * 128], o_got[8 * 128], o0[8 * 128];
+            for (int i = 0; i < 8 * 128; i++) q[i] = frand(), o0[i] = frand();
+            for (int i = 0; i < 8 * 64; i++) p[i] = frand() * 0.5f + 0.5f;
+            /* the dequantized keys, through kv.c (not the kernels' code) */
+            for (int32_t i = 0; i < d; i++)
+                for (int32_t s = 0; s < 32; s++) kt[i * 32 + s] = brisk_kv_k_value(kv, kp, s, i);
+            for (int m = 1; m <= 8; m++)
+                for (int slot0 = 0; slot0 < 32; slot0 += 16)
+                    for (int ng = 1; slot0 + 16 * ng <= 32; ng++) {
+                        ref->kq_multi_t(q, (size_t)d, m, kt + slot0, 32, ng, d, 0.125f, want, 64);
+                        for (int t = 0; t < nt; t++) {
+                            const brisk_attn_kernels *g = tabs[t];
+                            memset(got, 0, sizeof got);
+                            if (type == BRISK_KV_F32) g->kq_multi_t(q, (size_t)d, m, (const float *)(const void *)kp + slot0, 32, ng, d, 0.125f, got, 64);
+                            else {
+                                void (*fn)(const float *, size_t, int, const uint8_t *, int, int, int, float, float *, size_t) =
+                                    type == BRISK_KV_Q8_0 ? g->kq_multi_q8_0 : g->kq_multi_q4_0;
+                                if (!fn) fn = type == BRISK_KV_Q8_0 ? ref->kq_multi_q8_0 : ref->kq_multi_q4_0;
+                                fn(q, (size_t)d, m, kp, slot0, ng, d, 0.125f, got, 64);
+                            }
+                            bool ok = true;
+                            for (int h = 0; h < m; h++) ok = ok && same_bits(want + h * 64, got + h * 64, (size_t)(16 * ng));
+                            CHECKF(ok, "%s kq %s d %d m %d slot0 %d ng %d", g->isa, brisk_kv_type_name(type), d, m, slot0, ng);
+                            checked++;
+                        }
+                    }
+            /* V: rows 0..n-1 against axpy on kv.c's dequantized row (brisk_kv_row_get + the block dequantizers) */
+            float vdeq[32 * 128];
+            for (int32_t s = 0; s < 32; s++) {
+                const uint8_t *row = vp + (size_t)s * vrb;
+                if (type == BRISK_KV_F32) memcpy(vdeq + s * d, row, (size_t)d * 4);
+                else if (type == BRISK_KV_Q8_0) brisk_q8_0_dequantize(row, vdeq + s * d, d);
+                else brisk_q4_0_dequantize(row, vdeq + s * d, d);
+            }
+            for (int m = 1; m <= 8; m += 3)
+                for (int n = 1; n <= 32; n += (n < 4 ? 1 : 9)) {
+                    memcpy(o_want, o0, sizeof o_want);
+                    for (int h = 0; h < m; h++)
+                        for (int j = 0; j < n; j++)
+                            for (int i = 0; i < d; i++) o_want[h * d + i] = o_want[h * d + i] + p[h * 64 + j] * vdeq[j * d + i];
+                    for (int t = 0; t < nt; t++) {
+                        const brisk_attn_kernels *g = tabs[t];
+                        memcpy(o_got, o0, sizeof o_got);
+                        if (type == BRISK_KV_F32)
+                            (g->axpy_f32_rows_multi ? g->axpy_f32_rows_multi : ref->axpy_f32_rows_multi)(
+                                o_got, (size_t)d, m, p, 64, (const float *)(const void *)vp, (size_t)d, n, d);
+                        else if (type == BRISK_KV_Q8_0)
+                            (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : ref->axpy_q8_0_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d);
+                        else
+                            (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : ref->axpy_q4_0_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d);
+                        CHECKF(same_bits(o_want, o_got, (size_t)m * (size_t)d), "%s axpy %s d %d m %d n %d", g->isa, brisk_kv_type_name(type), d, m, n);
+                        checked++;
+                    }
+                }
+            brisk_kv_free(kv);
+        }
+    printf("kernels: %d cases over %d tables bitwise equal to the dequantized reference\n", checked, nt);
+}
+
+/* brisk_kv_put stores llama.cpp's blocks; row_get / row_set round-trip them. */
+static void test_storage(void) {
+    for (int type = 0; type < BRISK_KV_N_TYPES; type++) {
+        const int32_t d = 64, nh = 2;
+        brisk_kv *kv = NULL;
+        CHECK(brisk_kv_init(&kv, 1, nh, d, 64, 64, 1, (brisk_kv_type)type, (brisk_kv_type)type, NULL) == BRISK_OK);
+        if (!kv) continue;
+        CHECK(brisk_kv_reserve(kv, 0, 40, NULL) == BRISK_OK);
+        const size_t rb = brisk_kv_row_bytes((brisk_kv_type)type, d);
+        uint8_t want[2 * 2 * 64 * 4], got_k[2 * 64 * 4], got_v[2 * 64 * 4];
+        bool ok = true, round = true;
+        for (int32_t s = 0; s < 40; s++) {
+            float k[2 * 64], v[2 * 64];
+            for (int i = 0; i < nh * d; i++) k[i] = 4.0f * frand(), v[i] = frand();
+            for (int h = 0; h < nh; h++) brisk_kv_put(kv, 0, 0, s, h, k + h * d, v + h * d);
+            brisk_kv_row_get(kv, 0, 0, s, got_k, got_v);
+            for (int w = 0; w < 2; w++)
+                for (int h = 0; h < nh; h++) {
+                    const float *x = (w ? v : k) + h * d;
+                    uint8_t *dst = want + (size_t)(w * nh + h) * rb;
+                    if (type == BRISK_KV_F16)
+                        for (int i = 0; i < d; i++) {
+                            const uint16_t hb = brisk_fp32_to_fp16(x[i]);
+                            memcpy(dst + 2 * i, &hb, 2);
+                        }
+                    else if (type == BRISK_KV_F32) memcpy(dst, x, (size_t)d * 4);
+                    else if (type == BRISK_KV_Q8_0) brisk_q8_0_quantize_x86(x, dst, d);
+                    else brisk_q4_0_quantize(x, dst, d);
+                }
+            ok = ok && !memcmp(want, got_k, rb * nh) && !memcmp(want + rb * nh, got_v, rb * nh);
+            /* set from the row form into another slot, read back */
+            brisk_kv_row_set(kv, 0, 0, 39 - s % 8, got_k, got_v);
+            uint8_t k2[2 * 64 * 4], v2[2 * 64 * 4];
+            brisk_kv_row_get(kv, 0, 0, 39 - s % 8, k2, v2);
+            round = round && !memcmp(k2, got_k, rb * nh) && !memcmp(v2, got_v, rb * nh);
+        }
+        CHECKF(ok, "%s: stored rows are not llama.cpp's quantize_row output", brisk_kv_type_name(type));
+        CHECKF(round, "%s: row_set/row_get do not round-trip", brisk_kv_type_name(type));
+        brisk_kv_free(kv);
+    }
+    CHECK(brisk_kv_type_parse("Q8_0") == BRISK_KV_Q8_0 && brisk_kv_type_parse("F16") == BRISK_KV_F16 && brisk_kv_type_parse("q5_1") == -1);
+    brisk_kv *kv = NULL;
+    brisk_error err = {0};
+    CHECK(brisk_kv_init(&kv, 1, 1, 48, 32, 32, 1, BRISK_KV_Q8_0, BRISK_KV_F16, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "multiple of 32"));
+}
+
+/* ---- engine: batch invariance and states per type ---- */
+
+#define NP 75   /* prompt tokens: two full blocks and a partial one, more than a 64-tile */
+
+static brisk_context *ctx_of(const brisk_model *m, int type, int n_seq) {
+    brisk_context_params cp = brisk_context_default_params();
+    cp.n_ctx_seq = 256;
+    cp.n_seq = n_seq;
+    cp.n_threads = 2;
+    cp.n_batch = 128;
+    cp.type_k = cp.type_v = type;
+    brisk_context *c = NULL;
+    brisk_error err = {0};
+    CHECKF(brisk_context_init(m, &cp, &c, &err) == BRISK_OK, "context %s: %s", brisk_cache_type_name(type), err.msg);
+    return c;
+}
+
+/* Feed toks[0, n) to seq in chunks of `chunk`, with seq2's own tokens
+ * interleaved into the same batches when seq2 >= 0; logits of every token of
+ * seq go to out[n][n_vocab]. */
+static bool feed(brisk_context *c, int32_t seq, const int32_t *toks, int32_t n, int32_t chunk, int32_t seq2, const int32_t *toks2,
+                 float *out, int32_t n_vocab) {
+    int32_t tk[256], ps[256], sq[256];
+    uint8_t lg[256];
+    int32_t done2 = 0;
+    for (int32_t i0 = 0; i0 < n; i0 += chunk) {
+        const int32_t m = n - i0 < chunk ? n - i0 : chunk;
+        int32_t nb = 0;
+        for (int32_t j = 0; j < m; j++) tk[nb] = toks[i0 + j], ps[nb] = i0 + j, sq[nb] = seq, lg[nb] = 1, nb++;
+        if (seq2 >= 0)
+            for (int32_t j = 0; j < 3 && done2 < n; j++, done2++) tk[nb] = toks2[done2], ps[nb] = done2, sq[nb] = seq2, lg[nb] = 1, nb++;
+        brisk_batch b = {.n_tokens = nb, .token = tk, .pos = ps, .seq = sq, .logits = lg};
+        brisk_error err = {0};
+        if (brisk_decode(c, &b, &err) != BRISK_OK) {
+            fprintf(stderr, "decode: %s\n", err.msg);
+            return false;
+        }
+        for (int32_t j = 0; j < m; j++) memcpy(out + (size_t)(i0 + j) * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
+    }
+    return true;
+}
+
+static void test_engine(const char *path, const char *name) {
+    brisk_model *m = NULL;
+    if (brisk_model_load(path, &m, NULL) != BRISK_OK) {
+        printf("skip %s: %s absent\n", name, path);
+        return;
+    }
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    const int32_t V = info.n_vocab;
+    int32_t toks[NP], toks2[NP];
+    for (int i = 0; i < NP; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    float *ref = malloc((size_t)NP * V * sizeof(float)), *got = malloc((size_t)NP * V * sizeof(float)), *f16 = malloc((size_t)NP * V * sizeof(float));
+    for (int type = 0; type < BRISK_KV_N_TYPES; type++) {
+        brisk_context *c = ctx_of(m, type, 3);
+        if (!c) continue;
+        /* one token at a time: every attention read is the decode's fused kernels */
+        CHECK(feed(c, 0, toks, NP, 1, -1, NULL, ref, V));
+        if (type == BRISK_KV_F16) memcpy(f16, ref, (size_t)NP * V * sizeof(float));
+        static const int32_t chunks[] = {NP, 7, 32, 64};
+        for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+            CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK && brisk_seq_truncate(c, 2, 0, NULL) == BRISK_OK);
+            CHECK(feed(c, 1, toks, NP, chunks[k], -1, NULL, got, V));
+            CHECKF(same_bits(ref, got, (size_t)NP * V), "%s %s: chunks of %d differ from one token at a time", name, brisk_cache_type_name(type),
+                   chunks[k]);
+            CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK);
+            CHECK(feed(c, 1, toks, NP, chunks[k], 2, toks2, got, V));
+            CHECKF(same_bits(ref, got, (size_t)NP * V), "%s %s: chunks of %d batched with another sequence differ", name,
+                   brisk_cache_type_name(type), chunks[k]);
+        }
+        if (type != BRISK_KV_F16) {   /* the type is really used, and stays close to F16 */
+            double maxd = 0.0;
+            for (size_t i = 0; i < (size_t)NP * V; i++) maxd = fmax(maxd, fabs((double)ref[i] - f16[i]));
+            CHECKF(maxd > 0.0, "%s %s: logits equal F16's bit for bit: the type is not used", name, brisk_cache_type_name(type));
+            CHECKF(maxd < (type == BRISK_KV_Q4_0 ? 4.0 : 1.0), "%s %s: logits %.3g from F16's", name, brisk_cache_type_name(type), maxd);
+            printf("%s %s: max |logit - F16's| %.3g over %d positions\n", name, brisk_cache_type_name(type), maxd, NP);
+        }
+        /* a state of this type continues bitwise in another context of the type, and is refused by the others */
+        uint8_t *st = NULL;
+        size_t n_st = 0;
+        brisk_error err = {0};
+        CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK);
+        CHECK(feed(c, 1, toks, NP - 1, 16, -1, NULL, got, V));
+        CHECKF(brisk_seq_state_get_alloc(c, 1, NULL, &st, &n_st, &err) == BRISK_OK, "state get: %s", err.msg);
+        brisk_context *c2 = ctx_of(m, type, 1);
+        if (c2 && st) {
+            CHECKF(brisk_seq_state_set(c2, 0, NULL, st, n_st, &err) == BRISK_OK, "state set %s: %s", brisk_cache_type_name(type), err.msg);
+            int32_t tk = toks[NP - 1], ps = NP - 1, sq = 0;
+            uint8_t lg = 1;
+            brisk_batch b = {.n_tokens = 1, .token = &tk, .pos = &ps, .seq = &sq, .logits = &lg};
+            CHECK(brisk_decode(c2, &b, &err) == BRISK_OK);
+            CHECKF(same_bits(brisk_get_logits(c2, 0), ref + (size_t)(NP - 1) * V, (size_t)V), "%s %s: a loaded state does not continue bitwise",
+                   name, brisk_cache_type_name(type));
+            for (int other = 0; other < BRISK_KV_N_TYPES; other++) {
+                if (other == type) continue;
+                brisk_context *c3 = ctx_of(m, other, 1);
+                if (!c3) continue;
+                err.msg[0] = 0;
+                CHECKF(brisk_seq_state_set(c3, 0, NULL, st, n_st, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, brisk_cache_type_name(type)),
+                       "%s state into a %s context: '%s'", brisk_cache_type_name(type), brisk_cache_type_name(other), err.msg);
+                CHECK(brisk_seq_len(c3, 0) == 0);
+                brisk_context_free(c3);
+            }
+        }
+        free(st);
+        brisk_context_free(c2);
+        brisk_context_free(c);
+    }
+    /* an unknown type is refused */
+    brisk_context_params cp = brisk_context_default_params();
+    cp.type_v = 9;
+    brisk_context *bad = NULL;
+    brisk_error err = {0};
+    CHECK(brisk_context_init(m, &cp, &bad, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "q4_0") && !bad);
+    free(ref), free(got), free(f16);
+    brisk_model_free(m);
+}
+
+/* kld.c: encode then compare a position with itself: KL ~ 0, same top; the parser's refusals. */
+static void test_kld(void) {
+    enum { NV = 301 };
+    float lg[NV];
+    uint16_t row[NV + 5];
+    brisk_kld_stats st = {0};
+    double worst = 0.0;
+    for (int r = 0; r < 50; r++) {
+        for (int i = 0; i < NV; i++) lg[i] = 6.0f * frand();
+        CHECK(brisk_kld_nv(NV) == NV + 5);
+        const double nll = brisk_kld_encode(lg, NV, r % NV, row);
+        float pd;
+        const double kl = brisk_kld_compare(lg, NV, row, r % NV, &st, &pd);
+        worst = fmax(worst, fabs(kl));
+        CHECK(nll > 0.0 && fabsf(pd) < 1e-3f);
+    }
+    CHECKF(worst < 1e-4, "self KL %.3g (the file's 16-bit codes alone)", worst);
+    CHECK(st.n_same_top == 50 && st.count == 50);
+    brisk_kld_header h;
+    uint8_t hdr[BRISK_KLD_HEADER];
+    CHECK(brisk_kld_layout(8, NV, 2, &h));
+    brisk_kld_header_write(&h, hdr);
+    brisk_kld_header g;
+    brisk_error err = {0};
+    CHECK(brisk_kld_header_parse(hdr, sizeof hdr, h.total, &g, &err) == BRISK_OK && g.n_pos == 3 && g.nv == NV + 5);
+    CHECK(h.total == 20 + 2 * 8 * 4 + 2 * 3 * (NV + 5) * 2);
+    CHECK(brisk_kld_header_parse(hdr, sizeof hdr, h.total - 1, &g, &err) == BRISK_ERR_FORMAT && strstr(err.msg, "truncated"));
+    CHECK(brisk_kld_header_parse(hdr, sizeof hdr, h.total + 1, &g, &err) == BRISK_ERR_FORMAT && strstr(err.msg, "trailing"));
+    hdr[0] = 'x';
+    CHECK(brisk_kld_header_parse(hdr, sizeof hdr, h.total, &g, &err) == BRISK_ERR_FORMAT && strstr(err.msg, "_logits_"));
+}
+
+int main(void) {
+    test_kernels();
+    test_storage();
+    test_kld();
+    char p1[4096], p2[4096];
+    test_engine(test_source("models/pycode-target-f16.gguf", p1, sizeof p1), "pycode-target-f16");
+    test_engine(test_source("tests/data/golden/qwen2-tiny-Q4_0.gguf", p2, sizeof p2), "qwen2-tiny-Q4_0");
+    return test_finish();
+}
