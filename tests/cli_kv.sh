@@ -38,6 +38,20 @@ for t in F16 f32 Q8_0 q4_0; do
 done
 a="$(ppl -f "$text" -c 16 2>/dev/null)"; b="$(ppl -f "$text" -c 16 -ctk f16 -ctv f16 -fa off 2>/dev/null)"
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "explicit f16 differs from the default"
+
+# the same flags on run, chat, bench and serve: refusals before anything loads; run's explicit f16 is the default's
+# output byte for byte, and every type generates
+for cmd in run chat bench serve; do
+  expect_err 2 "supported: f16, f32, q8_0, q4_0" "$brisk" $cmd -m "$model" -ctk bogus
+  expect_err 2 "not supported by brisk" "$brisk" $cmd -m "$model" -ctv iq4_nl
+done
+gen() { "$brisk" run -m "$model" -p 'def add(a, b):' -n 24 --temp 0 -t 2 --no-display-prompt "$@" 2>/dev/null; }
+a="$(gen)"; b="$(gen -ctk F16 -ctv f16 -fa on)"
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "run: explicit f16 differs from the default"
+for t in f32 q8_0 q4_0; do
+  [ -n "$(gen -ctk $t -ctv $t)" ] && ok || bad "run -ctk $t -ctv $t generated nothing"
+done
+if "$brisk" bench -m "$model" -p 8 -n 4 -r 1 -d 16 -ctk q8_0 -ctv q4_0 -o json 2>/dev/null | grep -q '"n_depth"'; then ok; else bad "bench -ctk q8_0 -ctv q4_0 -d 16"; fi
 q="$(ppl -f "$text" -c 16 -ctk q4_0 -ctv q4_0 2>/dev/null)"
 [ -n "$q" ] && [ "$a" != "$q" ] && ok || bad "q4_0 K+V gives F16's perplexity: the type is not used"
 

@@ -32,6 +32,7 @@ static const cli_use bench_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_BENCH_N_PROMPT}, {.id = CLI_O_BENCH_N_GEN}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
     {.id = CLI_O_BENCH_N_DEPTH}, {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
     {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_END},
 };
 
@@ -256,6 +257,11 @@ int brisk_cmd_bench(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
+    brisk_context_params kvt = brisk_context_default_params();   /* -ctk/-ctv, checked before anything loads */
+    if ((code = cli_kv_types(&a, "bench", &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
     const char *model_path = a.s[CLI_O_MODEL];
     const bool json = a.i[CLI_O_BENCH_FORMAT] == 1, roofline = !a.i[CLI_O_NO_ROOFLINE];
     const int64_t n_prompt = a.i[CLI_O_BENCH_N_PROMPT], n_gen = a.i[CLI_O_BENCH_N_GEN], n_batch = a.i[CLI_O_BATCH];
@@ -291,6 +297,8 @@ int brisk_cmd_bench(int argc, char **argv) {
     brisk_model_info mi;
     brisk_model_get_info(model, &mi);
     brisk_context_params cp = brisk_context_default_params();
+    cp.type_k = kvt.type_k;
+    cp.type_v = kvt.type_v;
     const int64_t longest = n_prompt > n_gen ? n_prompt : n_gen, need_ctx = max_depth + longest + 1;
     /* the context holds the deepest depth plus the longest test: refuse one past what the model was trained for */
     if (mi.n_ctx_train > 0 && max_depth + longest > mi.n_ctx_train) {
@@ -358,7 +366,9 @@ int brisk_cmd_bench(int argc, char **argv) {
     if (!tok || !pos || !seq || !want) { fprintf(stderr, "brisk bench: out of memory\n"); rc = 1; }
 
     /* roofline for decode: every weight byte plus the KV cache at the mean tg position (bytes_per_token) */
-    const double kv_row = 2.0 * mi.n_layer * mi.n_head_kv * mi.head_dim * 2.0;   /* K and V, F16 */
+    /* bytes per element of each cache type (brisk_cache_type order: f16, f32, q8_0, q4_0 blocks of 32) */
+    static const double kv_elem_bytes[] = {2.0, 4.0, 34.0 / 32.0, 18.0 / 32.0};
+    const double kv_row = (double)mi.n_layer * mi.n_head_kv * mi.head_dim * (kv_elem_bytes[cp.type_k] + kv_elem_bytes[cp.type_v]);
     if (roofline && rc == 0) {
         const double after = measure_read_bandwidth(nth, 6);
         bw = after > bw ? after : bw;

@@ -32,6 +32,7 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_HEADING, .heading = "constrained decoding (every reply; docs/CONSTRAIN.md; at most one):"},
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_END},
 };
 
@@ -285,6 +286,11 @@ int brisk_cmd_chat(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
+    brisk_context_params kvt = brisk_context_default_params();   /* -ctk/-ctv, checked before anything loads */
+    if ((code = cli_kv_types(&a, C, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
     const char *model_path = a.s[CLI_O_MODEL], *tpl_path = a.s[CLI_O_CHAT_TEMPLATE];
     const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
     int rc = CLI_EXIT_USAGE;
@@ -355,6 +361,8 @@ int brisk_cmd_chat(int argc, char **argv) {
     cp.n_ctx_seq = c.n_ctx;
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
+    cp.type_k = kvt.type_k;
+    cp.type_v = kvt.type_v;
     brisk_memory_plan plan;
     if (cli_plan(C, "memory plan", c.model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(c.model, &cp, &c.ctx, &err)) goto fail;

@@ -38,6 +38,7 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_HEADING, .heading = "constrained decoding (docs/CONSTRAIN.md; at most one; works with --spec):"},
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_END},
 };
 
@@ -175,6 +176,11 @@ int brisk_cmd_run(int argc, char **argv) {
         cli_args_free(&a);
         return rc ? rc : brisk_cmd_chat(argc, argv);
     }
+    brisk_context_params kvt = brisk_context_default_params();   /* -ctk/-ctv, checked before anything loads */
+    if ((code = cli_kv_types(&a, C, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
     const char *model_path = a.s[CLI_O_MODEL], *draft_path = a.s[CLI_O_MODEL_DRAFT];
     const char *prompt_arg = a.s[CLI_O_PROMPT], *prompt_file = a.s[CLI_O_FILE];
     int64_t n_predict = a.i[CLI_O_N_PREDICT];
@@ -289,6 +295,8 @@ int brisk_cmd_run(int argc, char **argv) {
     cp.n_threads = threads;
     cp.attn_window = (int32_t)attn_window;
     cp.attn_sink = attn_window ? (int32_t)attn_sink : 0;
+    cp.type_k = kvt.type_k;
+    cp.type_v = kvt.type_v;
     brisk_memory_plan plans[2];
     if (cli_plan(C, "memory plan", model, &cp, verbose, &plans[0], &err)) goto fail;
     if (draft) {

@@ -46,6 +46,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_HEADING, .heading = "other"},
     {.id = CLI_O_MAX_INPUT, .help = "largest --chat-template file, in bytes (K, M, G suffixes)"},
     {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_END},
 };
 
@@ -124,6 +125,11 @@ int brisk_cmd_serve(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
+    brisk_context_params kvt = brisk_context_default_params();   /* -ctk/-ctv, checked before anything loads */
+    if ((code = cli_kv_types(&a, C, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
     int rc = CLI_EXIT_USAGE;
     brisk_model *model = NULL;
     brisk_context *ctx = NULL;
@@ -186,6 +192,8 @@ int brisk_cmd_serve(int argc, char **argv) {
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
     cp.n_seq = max_running;
+    cp.type_k = kvt.type_k;
+    cp.type_v = kvt.type_v;
     if (a.set[CLI_O_KV_SIZE]) {
         if (a.i[CLI_O_KV_SIZE] < cp.n_ctx_seq) {
             fprintf(stderr, "brisk serve: %s %lld is smaller than one request (-c %d); raise it or lower -c\n", a.given[CLI_O_KV_SIZE],
