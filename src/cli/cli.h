@@ -85,6 +85,8 @@ typedef enum cli_opt_id {
     CLI_O_STREAM_QUANTUM, CLI_O_KV_DIR, CLI_O_MAX_STALL,
     /* constrained decoding (run, chat) */
     CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
+    /* brisk synth, session 9 */
+    CLI_O_SYNTH_VOCAB,
     CLI_O_COUNT
 } cli_opt_id;
 
