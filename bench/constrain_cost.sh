@@ -5,9 +5,8 @@
 # constrained, then the next round in the other order), greedy, 48 generated tokens each.
 #
 # MODEL defaults to a synthetic llama-3.2-1b Q4_0 carrying the Llama 3 vocabulary
-# (../shared/vocab/ggml-vocab-llama-bpe.gguf, 128,256 tokens): `brisk synth --vocab` when brisk has
-# that flag, otherwise `brisk synth` followed by a transplant of the vocabulary's tokenizer.* keys
-# into the synthetic file (same tensors; the shape's vocabulary size is Llama 3's).
+# (../shared/vocab/ggml-vocab-llama-bpe.gguf, 128,256 tokens, or BRISK_VOCAB): written by
+# `brisk synth --vocab`, which copies its tokenizer.* keys and sizes token_embd to it.
 #
 # The decode step, prompt excluded:
 #   brisk: the "generated N tokens, X tokens/s" line (from the first sampled token to the last: N
@@ -35,49 +34,8 @@ tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
 if [ -z "$model" ]; then
   [ -f "$vocab" ] || { echo "the Llama 3 vocabulary is not at $vocab (set BRISK_VOCAB)"; exit 1; }
   model="$tmp/l1b-q4_0-llama3.gguf"
-  if "$brisk" synth --help 2>&1 | grep -q -- '--vocab'; then
-    "$brisk" synth --shape llama-3.2-1b --type Q4_0 --vocab "$vocab" -o "$model" >/dev/null 2>&1 || exit 1
-  else
-    "$brisk" synth --shape llama-3.2-1b --type Q4_0 -o "$tmp/synth.gguf" >/dev/null 2>&1 || exit 1
-    python3 - "$tmp/synth.gguf" "$vocab" "$model" <<'PY' || exit 1
-# Rewrites a GGUF v3 file with its tokenizer.* keys replaced by another file's; tensors copied as is.
-import shutil, struct, sys
-SIZE = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def read_header(f):
-    magic, version, n_tensors, n_kv = struct.unpack('<4sIQQ', f.read(24))
-    if magic != b'GGUF' or version != 3: sys.exit(f'{f.name}: not a GGUF v3 file')
-    def value(t):
-        if t == 8:
-            n = f.read(8); return n + f.read(struct.unpack('<Q', n)[0])
-        if t == 9:
-            head = f.read(12); et, count = struct.unpack('<IQ', head)
-            if et == 8: return head + b''.join(value(8) for _ in range(count))
-            return head + f.read(SIZE[et] * count)
-        return f.read(SIZE[t])
-    kvs = []
-    for _ in range(n_kv):
-        klen, = struct.unpack('<Q', f.read(8)); key = f.read(klen)
-        t, = struct.unpack('<I', f.read(4)); kvs.append((key, t, value(t)))
-    return n_tensors, kvs
-src, vocab, out = sys.argv[1:4]
-with open(vocab, 'rb') as f: _, vocab_kvs = read_header(f)
-with open(src, 'rb') as f:
-    n_tensors, kvs = read_header(f)
-    info_start = f.tell()
-    for _ in range(n_tensors):
-        nlen, = struct.unpack('<Q', f.read(8)); f.read(nlen)
-        nd, = struct.unpack('<I', f.read(4)); f.read(8 * nd + 4 + 8)
-    info_end = f.tell(); f.seek(info_start); info = f.read(info_end - info_start)
-    align = next((struct.unpack('<I', v)[0] for k, t, v in kvs if k == b'general.alignment'), 32)
-    kvs = [kv for kv in kvs if not kv[0].startswith(b'tokenizer.')] + [kv for kv in vocab_kvs if kv[0].startswith(b'tokenizer.')]
-    with open(out, 'wb') as o:
-        o.write(struct.pack('<4sIQQ', b'GGUF', 3, n_tensors, len(kvs)))
-        for key, t, v in kvs: o.write(struct.pack('<Q', len(key)) + key + struct.pack('<I', t) + v)
-        o.write(info); o.write(b'\0' * (-o.tell() % align))
-        f.seek((info_end + align - 1) // align * align); shutil.copyfileobj(f, o, 1 << 24)
-PY
-    rm -f "$tmp/synth.gguf"
-  fi
+  "$brisk" synth --shape llama-3.2-1b --type Q4_0 --vocab "$vocab" -o "$model" >/dev/null 2>"$tmp/e" ||
+    { echo "brisk synth --vocab failed: $(cat "$tmp/e")"; exit 1; }
 fi
 schema='{"type":"array","minItems":12,"items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string","maxLength":20},"ok":{"type":"boolean"}},"required":["id","name"]}}'
 prompt='items = '

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 static const cli_use synth_uses[] = {
-    {.id = CLI_O_SHAPE}, {.id = CLI_O_TYPE},
+    {.id = CLI_O_SHAPE}, {.id = CLI_O_TYPE}, {.id = CLI_O_SYNTH_VOCAB},
     {.id = CLI_O_OUTPUT, .help = "output file: written beside it and renamed into place (a FIFO or device is refused; "
                                  "'-' = stdout, /dev/null is written straight)"},
     {.id = CLI_O_SEED, .def = "1", .help = "RNG seed of the weights; -1 = random (printed to stderr)"},
@@ -23,11 +23,16 @@ static char synth_epilog[1024];
 
 static const cli_spec synth_spec = {
     .name = "synth",
-    .usage = "--shape NAME --type TYPE -o OUT.gguf [--seed S]",
+    .usage = "--shape NAME --type TYPE -o OUT.gguf [--vocab FILE.gguf] [--seed S]",
     .about = "Writes a GGUF model with random weights (Gaussian, std 1/sqrt(fan_in)) and a\n"
              "synthetic SentencePiece vocabulary, in the exact tensor shapes of a real model.\n"
              "Norms and biases are F32; matrices and the embedding use TYPE. Free disk space is\n"
-             "checked before writing.\n",
+             "checked before writing.\n"
+             "With --vocab FILE.gguf the model carries FILE's tokenizer instead (every tokenizer.*\n"
+             "key: tokens, scores, types, merges, special ids, pre-tokenizer, chat template...), so it\n"
+             "tokenizes exactly as FILE does; token_embd and output get FILE's token count, which\n"
+             "wins over the shape's vocabulary size. A FILE without tokenizer.ggml.tokens, with\n"
+             "per-token arrays of another length or a special id past its tokens is refused.\n",
     .uses = synth_uses,
     .epilog = synth_epilog,
 };
@@ -49,7 +54,7 @@ int brisk_cmd_synth(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
-    const char *shape = a.s[CLI_O_SHAPE], *type_name = a.s[CLI_O_TYPE], *out = a.s[CLI_O_OUTPUT];
+    const char *shape = a.s[CLI_O_SHAPE], *type_name = a.s[CLI_O_TYPE], *out = a.s[CLI_O_OUTPUT], *vocab_path = a.s[CLI_O_SYNTH_VOCAB];
     uint64_t seed = a.u[CLI_O_SEED];
     cli_args_free(&a);
     if (!shape || !type_name || !out) {
@@ -61,11 +66,13 @@ int brisk_cmd_synth(int argc, char **argv) {
         if (seed == BRISK_SEED_RANDOM) seed--;
         fprintf(stderr, "brisk synth: seed: %llu\n", (unsigned long long)seed);
     }
-    const brisk_synth_shape *s = brisk_synth_find(shape);
-    if (!s) {
+    const brisk_synth_shape *found = brisk_synth_find(shape);
+    if (!found) {
         fprintf(stderr, "brisk synth: unknown shape '%s' (see brisk synth --help)\n", shape);
         return 2;
     }
+    brisk_synth_shape shaped = *found;   /* with --vocab, the vocabulary's token count */
+    const brisk_synth_shape *s = &shaped;
     int type = -1;
     for (uint32_t t = 0; t < BRISK_Q_TYPE_LIMIT; t++)
         if (brisk_qtype_get(t) && !strcasecmp(brisk_qtype_name(t), type_name) && t != BRISK_Q_Q8_1 && t != BRISK_Q_Q8_K) type = (int)t;
@@ -73,29 +80,51 @@ int brisk_cmd_synth(int argc, char **argv) {
         fprintf(stderr, "brisk synth: unknown or unsupported type '%s' (see brisk synth --help)\n", type_name);
         return 2;
     }
+    brisk_gguf *vocab = NULL;
+    brisk_error err = {0};
+    if (vocab_path) {
+        if (brisk_gguf_open(vocab_path, &vocab, &err)) {
+            fprintf(stderr, "brisk synth: --vocab: %s\n", err.msg);
+            return 1;
+        }
+        if (brisk_synth_vocab_size(vocab, vocab_path, &shaped.n_vocab, &err)) {
+            fprintf(stderr, "brisk synth: --vocab: %s\n", err.msg);
+            brisk_gguf_close(vocab);
+            return 1;
+        }
+        shaped.control_text = NULL;   /* the synthetic vocabulary's; FILE has its own special tokens */
+        if (shaped.n_vocab != found->n_vocab)
+            fprintf(stderr, "brisk synth: %s has %d tokens: token_embd%s get %d rows (the shape has %d)\n", vocab_path, shaped.n_vocab,
+                    shaped.tied_output ? "" : " and output", shaped.n_vocab, found->n_vocab);
+    }
+    int rc = 1;
     uint64_t need = 0;
     if (!brisk_synth_file_bytes(s, (uint32_t)type, &need)) {
         fprintf(stderr, "brisk synth: shape %s cannot be stored as %s (rows are not whole blocks)\n", shape, type_name);
-        return 2;
+        rc = 2;
+        goto done;
     }
+    if (vocab) need += vocab->size;   /* its tokenizer keys, at most the whole file */
     const bool straight = !strcmp(out, "-") || !strcmp(out, "/dev/null");
     struct stat st;
     if (!straight && stat(out, &st) == 0 && !S_ISREG(st.st_mode)) {
         /* the writer refuses it too; say so before generating the weights */
         fprintf(stderr, "brisk synth: %s: exists and is not a regular file; refusing to replace it (give a regular file, '-' or /dev/null)\n", out);
-        return 1;
+        goto done;
     }
     const int64_t free_bytes = straight ? -1 : brisk_disk_free(out);
     if (free_bytes >= 0 && (uint64_t)free_bytes < need + (64u << 20)) {
         fprintf(stderr, "brisk synth: %s needs about %.1f MiB but only %.1f MiB are free there\n", out, (double)need / 1048576.0,
                 (double)free_bytes / 1048576.0);
-        return 1;
+        goto done;
     }
     fprintf(stderr, "brisk synth: %s as %s, about %.1f MiB -> %s\n", shape, brisk_qtype_name((uint32_t)type), (double)need / 1048576.0, out);
-    brisk_error err = {0};
-    if (brisk_synth_write(s, (uint32_t)type, (uint64_t)seed, out, show_progress, NULL, &err)) {
+    if (brisk_synth_write_vocab(s, (uint32_t)type, (uint64_t)seed, vocab, out, show_progress, NULL, &err)) {
         fprintf(stderr, "brisk synth: %s\n", err.msg);
-        return 1;
+        goto done;
     }
-    return 0;
+    rc = 0;
+done:
+    brisk_gguf_close(vocab);
+    return rc;
 }

@@ -185,6 +185,9 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_TOKENS] = {{"--tokens"}, .type = CLI_T_PATH, .meta = "PATH",
                       .help = "input token ids, int32 little-endian ('-' = stdin)"},
     [CLI_O_SHAPE] = {{"--shape"}, .type = CLI_T_STR, .meta = "NAME", .help = "the tensor shapes to write (list below)"},
+    [CLI_O_SYNTH_VOCAB] = {{"--vocab"}, .type = CLI_T_PATH, .meta = "FILE.gguf",
+                           .help = "copy every tokenizer.* key of FILE (a model or a vocabulary-only GGUF) and size token_embd and "
+                                   "output to its token count: the model tokenizes as FILE does (its count overrides the shape's)"},
     [CLI_O_TYPE] = {{"--type"}, .type = CLI_T_STR, .meta = "TYPE",
                     .help = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"},
     [CLI_O_IDS] = {{"--ids"}, .type = CLI_T_FLAG, .help = "print only the ids, separated by spaces, on one line"},

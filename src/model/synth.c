@@ -4,7 +4,8 @@
  * norm weights 1 + 0.1 N(0,1), like shared/golden, so logits vary strongly
  * between positions and a mistake shows up. The vocabulary is a synthetic
  * SentencePiece one: <unk>, <s>, </s>, the 256 byte tokens, then filler
- * pieces, so both engines can load and tokenize with it. */
+ * pieces, so both engines can load and tokenize with it; or, with
+ * brisk_synth_write_vocab, a real file's tokenizer.* keys copied as they are. */
 #include "model/synth.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
@@ -263,8 +264,70 @@ done:
     return st;
 }
 
+brisk_status brisk_synth_vocab_size(const brisk_gguf *v, const char *path, int32_t *n_vocab, brisk_error *err) {
+    const brisk_gguf_kv *kv = brisk_gguf_find(v, "tokenizer.ggml.tokens");
+    if (!kv) return brisk_fail(err, BRISK_ERR_FORMAT, "synth: %s has no tokenizer.ggml.tokens: not a vocabulary", path);
+    if (kv->value.type != BRISK_GGUF_ARRAY || kv->value.v.arr.elem_type != BRISK_GGUF_STRING)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "synth: %s: tokenizer.ggml.tokens is not an array of strings", path);
+    const uint64_t n = kv->value.v.arr.count;
+    if (n == 0 || n > INT32_MAX)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "synth: %s: tokenizer.ggml.tokens holds %llu tokens (want 1 to %d)", path,
+                          (unsigned long long)n, INT32_MAX);
+    for (uint64_t i = 0; i < v->n_kv; i++) {
+        const brisk_gguf_kv *e = &v->kv[i];
+        const brisk_str k = e->key;
+        if (k.len < 10 || memcmp(k.ptr, "tokenizer.", 10)) continue;
+        const bool per_token = brisk_str_eq(k, "tokenizer.ggml.scores") || brisk_str_eq(k, "tokenizer.ggml.token_type");
+        if (per_token && (e->value.type != BRISK_GGUF_ARRAY || e->value.v.arr.count != n))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "synth: %s: %.*s has %llu entries for %llu tokens", path, (int)k.len, k.ptr,
+                              e->value.type == BRISK_GGUF_ARRAY ? (unsigned long long)e->value.v.arr.count : 1ull,
+                              (unsigned long long)n);
+        static const char suffix[] = "_token_id";
+        const size_t sl = sizeof suffix - 1;
+        if (k.len > sl && !memcmp(k.ptr + k.len - sl, suffix, sl)) {
+            const brisk_gguf_value *x = &e->value;
+            const bool is_int = x->type <= BRISK_GGUF_INT32 || x->type == BRISK_GGUF_UINT64 || x->type == BRISK_GGUF_INT64;
+            const bool in_range = x->type == BRISK_GGUF_INT8 || x->type == BRISK_GGUF_INT16 || x->type == BRISK_GGUF_INT32 ||
+                                          x->type == BRISK_GGUF_INT64
+                                      ? x->v.i64 >= -1 && x->v.i64 < (int64_t)n   /* -1: none, as llama.cpp writes it */
+                                      : x->v.u64 < n;
+            if (!is_int || !in_range)
+                return brisk_fail(err, BRISK_ERR_FORMAT, "synth: %s: %.*s is not a token id below its %llu tokens", path, (int)k.len,
+                                  k.ptr, (unsigned long long)n);
+        }
+    }
+    *n_vocab = (int32_t)n;
+    return BRISK_OK;
+}
+
+/* Every tokenizer.* key of v, in its order. */
+static brisk_status copy_vocab(brisk_gguf_writer *w, const brisk_gguf *v, brisk_error *err) {
+    for (uint64_t i = 0; i < v->n_kv; i++) {
+        const brisk_str k = v->kv[i].key;
+        if (k.len < 10 || memcmp(k.ptr, "tokenizer.", 10)) continue;
+        char *key = malloc(k.len + 1);
+        if (!key) return brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory for the vocabulary");
+        memcpy(key, k.ptr, k.len);
+        key[k.len] = 0;
+        const brisk_status st = brisk_gguf_writer_set_value(w, key, &v->kv[i].value, err);
+        if (st) {
+            char why[sizeof err->msg];
+            snprintf(why, sizeof why, "%s", err->msg);
+            brisk_fail(err, st, "synth: cannot store %s: %s", key, why);
+        }
+        free(key);
+        if (st) return st;
+    }
+    return BRISK_OK;
+}
+
 brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const char *path,
                                void (*progress)(int, int, void *), void *ud, brisk_error *err) {
+    return brisk_synth_write_vocab(s, type, seed, NULL, path, progress, ud, err);
+}
+
+brisk_status brisk_synth_write_vocab(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const brisk_gguf *vocab,
+                                     const char *path, void (*progress)(int, int, void *), void *ud, brisk_error *err) {
     brisk_from_float_fn quantize = brisk_qtype_from_float(type);
     const brisk_qtype_info *qi = brisk_qtype_get(type);
     if (!quantize || !qi || type == BRISK_Q_Q8_1 || type == BRISK_Q_Q8_K)
@@ -318,7 +381,7 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
     }
 #undef SETU
 #undef SETF
-    if ((st = write_vocab(w, s, err))) goto done;
+    if ((st = vocab ? copy_vocab(w, vocab, err) : write_vocab(w, s, err))) goto done;
 
     synth_rng rng = {.s = seed};
     int64_t max_cols = 0;

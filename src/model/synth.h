@@ -5,6 +5,7 @@
 #define BRISK_SYNTH_H
 
 #include "base/base.h"
+#include "gguf/gguf.h"
 
 typedef struct brisk_synth_shape {
     const char *name;
@@ -43,5 +44,19 @@ bool brisk_synth_file_bytes(const brisk_synth_shape *s, uint32_t type, uint64_t 
  * progress (may be NULL) is called after each tensor with done/total counts. */
 brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const char *path,
                                void (*progress)(int done, int total, void *ud), void *ud, brisk_error *err);
+
+/* A real tokenizer for a synthetic model: the token count of vocab (a model or a
+ * vocabulary-only GGUF, e.g. shared/vocab/ggml-vocab-*.gguf), after checking that
+ * it has tokenizer.ggml.tokens (strings), that its other per-token arrays
+ * (scores, token_type) have as many entries and that every tokenizer.*_token_id
+ * names one of them. Errors name the file's key that is wrong. */
+brisk_status brisk_synth_vocab_size(const brisk_gguf *vocab, const char *path, int32_t *n_vocab, brisk_error *err);
+
+/* As brisk_synth_write, with every tokenizer.* key of vocab (NULL: the synthetic
+ * vocabulary) instead of the synthetic vocabulary; s->n_vocab must equal
+ * brisk_synth_vocab_size(vocab) (give a copy of the shape with it replaced). */
+brisk_status brisk_synth_write_vocab(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const brisk_gguf *vocab,
+                                     const char *path, void (*progress)(int done, int total, void *ud), void *ud,
+                                     brisk_error *err);
 
 #endif
