@@ -918,6 +918,13 @@ static void test_prompt_logits(void) {
 
 /* ---- stall-bounded prefill (max_stall) ----------------------------------------------------------- */
 
+/* A pass's cost for test_stall: linear in its tokens, so the controller's decisions do not depend on
+ * how loaded the machine is (the wall clock made this test fail under load). */
+static double linear_pass_cost(void *user, int32_t n_tokens, int32_t n_logits) {
+    (void)user, (void)n_logits;
+    return 1e-3 + 1e-4 * n_tokens;
+}
+
 /* A long prompt arriving while a request decodes: with a tiny max_stall every step that decodes
  * computes exactly one prompt token (the floor that keeps prompts moving) once both costs are
  * measured; with max_stall 0 the prompt fills the step. Both outputs equal the request alone. */
@@ -945,6 +952,7 @@ static void test_stall(void) {
         sp.max_stall = mode ? 1e-9 : 0.0;
         brisk_sched *s = NULL;
         CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+        brisk_sched_set_pass_clock(s, linear_pass_cost, NULL);
         rec_init(out[mode], 2, true);
         job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = MAX_GEN, .n = 1, .out = &out[mode][0]};
         add_job(s, &ja);

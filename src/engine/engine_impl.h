@@ -57,4 +57,10 @@ struct brisk_context {
     uint8_t *sync_want;
 };
 
+/* Tests only: the scheduler takes a pass's cost in seconds from clock(user, tokens, logit rows) instead of
+ * the wall clock, so what its cost-driven policies (max_stall, --spec auto) decide is reproducible on a
+ * loaded machine. NULL restores the wall clock. */
+typedef double (*brisk_sched_pass_clock)(void *user, int32_t n_tokens, int32_t n_logits);
+void brisk_sched_set_pass_clock(brisk_sched *s, brisk_sched_pass_clock clock, void *user);
+
 #endif

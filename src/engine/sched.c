@@ -102,6 +102,8 @@ struct brisk_sched {
     double prefill_tok_s;   /* measured seconds per prompt token in a pure prefill pass (EMA), 0 until measured */
     double pf_allow;        /* prompt tokens a decoding step may add (max_stall's controller), 0 until set */
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
+    brisk_sched_pass_clock pass_clock;   /* tests: a pass's cost from its shape instead of the wall clock */
+    void *pass_clock_user;
 
     pthread_mutex_t mu;
     sched_req *q_head, *q_tail;
@@ -927,7 +929,8 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
         brisk_error derr = {0};
         const double t0 = brisk_time_now();
         const brisk_status st = brisk_decode(s->c, &b, &derr);
-        const double dt = brisk_time_now() - t0;
+        double dt = brisk_time_now() - t0;
+        if (s->pass_clock) dt = s->pass_clock(s->pass_clock_user, n, brisk_n_logits(s->c));
         in->n_passes++;
         if (st == BRISK_ERR_CAPACITY) {
             /* the pool is full even after the prefix cache's evictions: nothing changed; make room and rebuild */
@@ -972,4 +975,9 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     s->info = NULL;
     (void)err;
     return BRISK_OK;
+}
+
+void brisk_sched_set_pass_clock(brisk_sched *s, brisk_sched_pass_clock clock, void *user) {
+    s->pass_clock = clock;
+    s->pass_clock_user = user;
 }
