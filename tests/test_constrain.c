@@ -233,6 +233,12 @@ static void test_masks_brute_force(const char *path) {
         {"schema", "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":20,\"maxLength\":40}},\"required\":[\"s\"]}",
          "{\"s\": \"the quick brown fox jumps over it\"}"},
         {"regex", "[a-z ]{10,60}x[0-9]{30}", "hello world of counters x012345678901234567890123456789"},
+        /* multi-byte string bodies: the walk's UTF-8 shortcut (subtrees of whole characters accepted at once),
+         * where every character loops back, and where some do not (an excluded character, a length counter) */
+        {"schema", "{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}}}",
+         "{\"k\": \"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e caf\xc3\xa9 \xf0\x9f\x99\x82 \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xe2\x80\x94 ok\"}"},
+        {"gbnf", "root ::= \"\\\"\" [^\"\xc3\xa9]* \"\\\"\"", "\"abc \xe6\x97\xa5\xe6\x9c\xac \xc3\xb1\""},
+        {"schema", "{\"type\":\"string\",\"maxLength\":6}", "\"\xe6\x97\xa5\xe6\x9c\xac\xc3\xa9\xf0\x9f\x99\x82\""},
     };
     int bad = 0, steps = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -13,6 +13,30 @@
 
 /* ---- vocabulary trie --------------------------------------------------------------------------- */
 
+/* A UTF-8 decoder state: 0 at a character boundary; 1-3 continuation bytes [80,BF] still due; 4: after E0
+ * (next in [A0,BF], then 1); 5: after ED ([80,9F], then 1); 6: after F0 ([90,BF], then 2); 7: after F4
+ * ([80,8F], then 2). Returns the next state, -1 for a byte that is not well-formed there. */
+static int8_t utf8_step(int8_t q, uint8_t b) {
+    switch (q) {
+    case 0:
+        if (b < 0x80) return 0;
+        if (b >= 0xC2 && b <= 0xDF) return 1;
+        if (b == 0xE0) return 4;
+        if (b == 0xED) return 5;
+        if (b >= 0xE1 && b <= 0xEF) return 2;
+        if (b == 0xF0) return 6;
+        if (b >= 0xF1 && b <= 0xF3) return 3;
+        if (b == 0xF4) return 7;
+        return -1;
+    case 1: case 2: case 3: return b >= 0x80 && b <= 0xBF ? (int8_t)(q - 1) : -1;
+    case 4: return b >= 0xA0 && b <= 0xBF ? 1 : -1;
+    case 5: return b >= 0x80 && b <= 0x9F ? 1 : -1;
+    case 6: return b >= 0x90 && b <= 0xBF ? 2 : -1;
+    case 7: return b >= 0x80 && b <= 0x8F ? 2 : -1;
+    default: return -1;
+    }
+}
+
 struct cst_vocab {
     int32_t n_vocab;
     int32_t n_nodes;
@@ -25,6 +49,8 @@ struct cst_vocab {
     int32_t *dup;          /* [n_vocab] the next token with the same bytes, -1 */
     uint64_t *sub;         /* [n_nodes][4] the bytes of the node's descendants (a 256-bit set) */
     uint64_t *sub64;       /* [n_nodes] the same by byte group (grp[]): one load to rule most subtrees in or out */
+    uint8_t *u8;           /* [n_nodes] 1: every byte string below the node (after its own byte) is a prefix of
+                            * well-formed UTF-8 and holds a byte >= 0x80 (the string-body shortcut in walk) */
     uint8_t grp[256];      /* byte -> one of 64 groups; JSON's structural bytes and digits are groups of their own */
     uint64_t grp_bytes[64][4];
     int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
@@ -51,7 +77,7 @@ static int cmp_tok(const void *a, const void *b) {
 void cst_vocab_free(cst_vocab *v) {
     if (!v) return;
     free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
-    free(v->sub); free(v->sub64); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
+    free(v->sub); free(v->sub64); free(v->u8); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
     free(v->pieces); free(v->off); free(v->eos);
     free(v);
 }
@@ -197,6 +223,23 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
             for (uint64_t w = sb[k]; w; w &= w - 1) m |= 1ull << v->grp[k * 64 + __builtin_ctzll(w)];
         v->sub64[i] = m;
     }
+    /* subtrees that read as UTF-8 from their top: one preorder scan of each subtree with a non-ASCII byte,
+     * the UTF-8 decoder's state kept per depth */
+    v->u8 = calloc((size_t)nn, sizeof *v->u8);
+    if (!v->u8) goto oom;
+    for (int32_t i = 1; i < nn; i++) {
+        const uint64_t *sb = v->sub + (size_t)i * 4;
+        if (v->skip[i] <= i + 2 || !(sb[2] | sb[3])) continue;
+        int8_t q[258];
+        q[v->depth[i]] = 0;
+        bool ok = true;
+        for (int32_t j = i + 1; j < v->skip[i] && ok; j++) {
+            const int8_t r = utf8_step(q[v->depth[j] - 1], v->byte[j]);
+            q[v->depth[j]] = r;
+            ok = r >= 0;
+        }
+        v->u8[i] = ok;
+    }
     free(order);
     *out = v;
     return BRISK_OK;
@@ -243,6 +286,7 @@ typedef struct cset {
     int32_t off, n;            /* frames in g->fpool */
     int32_t ready_off, ready_n;   /* expansion in g->rpool; ready_n < 0: not computed */
     int8_t accepting;          /* -1 unknown */
+    int8_t utf8;               /* every well-formed multi-byte character leads back here: 1 yes, -1 no, 0 unknown */
     int32_t max_after;         /* the largest cmin of a state one allowed token leads to; -1: not known */
     uint32_t *mask;
 } cset;
@@ -1041,6 +1085,47 @@ static void set_eos(const cst_grammar *g, uint32_t *allowed) {
     }
 }
 
+/* Whether every well-formed multi-byte UTF-8 character read from cset c leads back to c (JSON string
+ * bodies). Each byte range of the character is read from every distinct state the earlier bytes reached;
+ * more than 16 distinct states counts as no. May add states (the caller reloads its table pointers). */
+static int8_t utf8_loop(cst_grammar *g, int32_t c) {
+    static const struct { uint8_t lead_lo, lead_hi, n, lo[3], hi[3]; } forms[] = {
+        {0xC2, 0xDF, 1, {0x80}, {0xBF}},
+        {0xE0, 0xE0, 2, {0xA0, 0x80}, {0xBF, 0xBF}},
+        {0xE1, 0xEC, 2, {0x80, 0x80}, {0xBF, 0xBF}},
+        {0xED, 0xED, 2, {0x80, 0x80}, {0x9F, 0xBF}},
+        {0xEE, 0xEF, 2, {0x80, 0x80}, {0xBF, 0xBF}},
+        {0xF0, 0xF0, 3, {0x90, 0x80, 0x80}, {0xBF, 0xBF, 0xBF}},
+        {0xF1, 0xF3, 3, {0x80, 0x80, 0x80}, {0xBF, 0xBF, 0xBF}},
+        {0xF4, 0xF4, 3, {0x80, 0x80, 0x80}, {0x8F, 0xBF, 0xBF}},
+    };
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++)
+        for (int lead = forms[f].lead_lo; lead <= forms[f].lead_hi; lead++) {
+            int32_t cur[16], nxt[16];
+            int n_cur = 1, n_nxt;
+            cur[0] = cs_trans(g, c, (uint8_t)lead);
+            if (g->over || cur[0] < 0) return -1;
+            for (int k = 0; k < forms[f].n; k++) {
+                n_nxt = 0;
+                for (int x = 0; x < n_cur; x++)
+                    for (int b = forms[f].lo[k]; b <= forms[f].hi[k]; b++) {
+                        const int32_t r = cs_trans(g, cur[x], (uint8_t)b);
+                        if (g->over || r < 0) return -1;
+                        int y = 0;
+                        while (y < n_nxt && nxt[y] != r) y++;
+                        if (y == n_nxt) {
+                            if (n_nxt == 16) return -1;
+                            nxt[n_nxt++] = r;
+                        }
+                    }
+                memcpy(cur, nxt, (size_t)n_nxt * sizeof *cur);
+                n_cur = n_nxt;
+            }
+            if (n_cur != 1 || cur[0] != c) return -1;
+        }
+    return 1;
+}
+
 /* One walk of the vocabulary trie from cset c into acc (words + 1 words, the spare bit included),
  * allowing a token only when the state it leads to can still complete within `limit` bytes (CST_FAR:
  * every token). Returns the largest such completion over the tokens that stay alive (the max_after of
@@ -1061,6 +1146,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
     const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
     const uint8_t *multi = v->multi;
     const uint64_t *sub = v->sub, *sub64 = v->sub64;
+    const uint8_t *u8 = v->u8;
     const int32_t none = v->n_vocab;
     int32_t ma = 0;
     for (int32_t i = 1; i < v->n_nodes;) {
@@ -1105,6 +1191,37 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
                         const int32_t t = order[k];
                         acc[t >> 5] |= 1u << (t & 31);
                     }
+                }
+                i = skip[i];
+                continue;
+            }
+        }
+        /* a subtree that reads as UTF-8, from a state every multi-byte character leads back to, whose ASCII
+         * bytes are loop bytes of s: every byte string below is a prefix of characters that each return to
+         * s, so all of it stays alive. Tokens ending inside a character are at most 3 bytes from s, so
+         * cm + 3 bounds their completions (max_after is an upper bound) */
+        if (u8[i] && limit == CST_FAR) {
+            int8_t u = g->cs[s].utf8;
+            if (u == 0) {
+                u = utf8_loop(g, s);
+                g->cs[s].utf8 = u;
+                T = g->T;
+                SL = g->SL;
+                SLg = g->SLg;
+                cmin = g->cmin;
+                for (int32_t k = 0; k <= dp; k++) row[k] = T + (size_t)path[k] * ncls;
+                if (g->over) break;
+            }
+            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)i * 4;
+            if (u > 0 && !(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1])) {
+                const int32_t e = tok_lo[skip[i]];
+                if (tok_lo[i + 1] < e) {
+                    const int32_t cm3 = cm > CST_FAR - 3 ? CST_FAR : cm + 3;
+                    if (cm3 > ma) ma = cm3;
+                }
+                for (int32_t k = tok_lo[i + 1]; k < e; k++) {
+                    const int32_t t = order[k];
+                    acc[t >> 5] |= 1u << (t & 31);
                 }
                 i = skip[i];
                 continue;
