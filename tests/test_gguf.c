@@ -6,10 +6,13 @@
  *  - every committed corrupt file (tests/data/gguf-corrupt, see
  *    tests/gen_gguf_corrupt.py) is rejected with the expected message;
  *  - missing / directory / empty / non-GGUF paths;
- *  - every shared GGUF fixture parses and survives copy_kv + re-write.
+ *  - every shared GGUF fixture parses and survives copy_kv + re-write;
+ *  - the bundled model split into 2 and 3 files (gguf-split's layout) opens
+ *    from its first file with byte-identical logits; each broken split is refused.
  * `test_gguf --write-seeds DIR` writes the valid files used as fuzz seeds. */
 #include "test.h"
 
+#include "brisk.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
@@ -685,6 +688,220 @@ done:
     brisk_gguf_close(g);
 }
 
+/* ---- split models (llama.cpp's gguf-split layout) -------------------------------- */
+
+typedef enum split_flaw {
+    FLAW_NONE, FLAW_WRONG_NO, FLAW_WRONG_COUNT, FLAW_DUPLICATE, FLAW_TENSOR_COUNT
+} split_flaw;
+
+/* Write g as n files PREFIX-%05d-of-%05d.gguf the way gguf-split does: the
+ * first holds every kv, each holds split.no (u16), split.count (u16) and the
+ * first split.tensors.count (i32); tensors go out in order, about T/n each.
+ * flaw plants one defect in the second file (or the tensor count). */
+static void write_split(const brisk_gguf *g, const char *prefix, uint32_t n, split_flaw flaw) {
+    brisk_error err = {0};
+    const uint64_t T = g->n_tensors;
+    for (uint32_t f = 0; f < n; f++) {
+        brisk_gguf_writer *w = NULL;
+        CHECK(brisk_gguf_writer_init(&w, g->alignment, &err) == BRISK_OK);
+        if (f == 0) CHECKF(brisk_gguf_writer_copy_kv(w, g, &err) == BRISK_OK, "%s", err.msg);
+        brisk_gguf_value v = {.type = BRISK_GGUF_UINT16};
+        v.v.u64 = (flaw == FLAW_WRONG_NO && f == 1) ? 2 : f;
+        CHECK(brisk_gguf_writer_set_value(w, "split.no", &v, &err) == BRISK_OK);
+        v.v.u64 = (flaw == FLAW_WRONG_COUNT && f == 1) ? n + 1 : n;
+        CHECK(brisk_gguf_writer_set_value(w, "split.count", &v, &err) == BRISK_OK);
+        CHECK(brisk_gguf_writer_set_i32(w, "split.tensors.count",
+                                        (int32_t)T + (flaw == FLAW_TENSOR_COUNT ? 1 : 0)) == BRISK_OK);
+        const uint64_t lo = T * f / n, hi = T * (f + 1) / n;
+        for (uint64_t i = lo; i < hi; i++) {
+            const brisk_gguf_tensor *t = &g->tensors[i];
+            char name[BRISK_GGUF_MAX_NAME];
+            snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+            CHECKF(brisk_gguf_writer_add_tensor_borrowed(w, name, t->type, t->n_dims, t->ne, t->data,
+                                                         (size_t)t->nbytes, &err) == BRISK_OK, "%s", err.msg);
+        }
+        if (flaw == FLAW_DUPLICATE && f == 1) {   /* the first tensor again, in the second file */
+            const brisk_gguf_tensor *t = &g->tensors[0];
+            char name[BRISK_GGUF_MAX_NAME];
+            snprintf(name, sizeof name, "%.*s", (int)t->name.len, t->name.ptr);
+            CHECK(brisk_gguf_writer_add_tensor_borrowed(w, name, t->type, t->n_dims, t->ne, t->data,
+                                                        (size_t)t->nbytes, &err) == BRISK_OK);
+        }
+        char path[1200];
+        snprintf(path, sizeof path, "%s-%05u-of-%05u.gguf", prefix, f + 1, n);
+        CHECKF(brisk_gguf_writer_write(w, path, &err) == BRISK_OK, "%s", err.msg);
+        brisk_gguf_writer_free(w);
+    }
+}
+
+static void remove_split(const char *prefix, uint32_t n) {
+    for (uint32_t f = 0; f < n; f++) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s-%05u-of-%05u.gguf", prefix, f + 1, n);
+        remove(path);
+    }
+}
+
+/* Logits of a fixed prompt, every position (n_tok * n_vocab floats, malloc'd). */
+static float *model_logits(const char *path, int n_tok, int *n_vocab) {
+    brisk_error err = {0};
+    brisk_model *m = NULL;
+    if (brisk_model_load(path, &m, &err) != BRISK_OK) {
+        CHECKF(0, "load %s: %s", path, err.msg);
+        return NULL;
+    }
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    *n_vocab = info.n_vocab;
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = 64;
+    p.n_batch = n_tok;
+    p.n_seq = 1;
+    p.n_threads = 1;
+    p.n_outputs_max = n_tok;
+    brisk_context *c = NULL;
+    float *out = NULL;
+    if (brisk_context_init(m, &p, &c, &err) == BRISK_OK) {
+        int32_t tok[16], pos[16], seq[16];
+        uint8_t want[16];
+        for (int i = 0; i < n_tok; i++) {
+            tok[i] = (int32_t)((i * 37 + 11) % info.n_vocab);
+            pos[i] = i;
+            seq[i] = 0;
+            want[i] = 1;
+        }
+        brisk_batch b = {n_tok, tok, pos, seq, want};
+        if (brisk_decode(c, &b, &err) == BRISK_OK) {
+            out = malloc((size_t)n_tok * (size_t)info.n_vocab * sizeof *out);
+            for (int j = 0; out && j < n_tok; j++)
+                memcpy(out + (size_t)j * info.n_vocab, brisk_get_logits(c, j), (size_t)info.n_vocab * sizeof *out);
+        }
+        CHECKF(out != NULL, "decode %s: %s", path, err.msg);
+        brisk_context_free(c);
+    } else {
+        CHECKF(0, "context %s: %s", path, err.msg);
+    }
+    brisk_model_free(m);
+    return out;
+}
+
+static void expect_refused(const char *path, const char *needle1, const char *needle2) {
+    brisk_error err = {0};
+    brisk_gguf *g = NULL;
+    brisk_status st = brisk_gguf_open(path, &g, &err);
+    CHECKF(st != BRISK_OK && g == NULL, "%s opened (status %d)", path, (int)st);
+    CHECKF(has(&err, needle1) && has(&err, needle2) && one_line(&err), "%s: message '%s' lacks '%s' / '%s'", path,
+           err.msg, needle1, needle2);
+    printf("refused as expected: %s\n", err.msg);
+}
+
+static void test_split(const char *tmpdir) {
+    char model[1024];
+    test_source("models/pycode-target-f16.gguf", model, sizeof model);
+    if (!test_exists(model)) {
+        printf("SKIP: split models: %s absent (make models)\n", model);
+        return;
+    }
+    brisk_error err = {0};
+    brisk_gguf *g = NULL;
+    CHECKF(brisk_gguf_open(model, &g, &err) == BRISK_OK, "%s", err.msg);
+    if (!g) return;
+    const int n_tok = 12;
+    int n_vocab = 0, nv = 0;
+    float *want = model_logits(model, n_tok, &n_vocab);
+    char prefix[256], first[300], path[300];
+    snprintf(prefix, sizeof prefix, "%s/model", tmpdir);
+    for (uint32_t n = 2; n <= 3; n++) {
+        write_split(g, prefix, n, FLAW_NONE);
+        snprintf(first, sizeof first, "%s-00001-of-%05u.gguf", prefix, n);
+        brisk_gguf *s = NULL;
+        CHECKF(brisk_gguf_open(first, &s, &err) == BRISK_OK, "%u-way: %s", n, err.msg);
+        if (s) {
+            CHECK(s->n_files == n && s->n_tensors == g->n_tensors);
+            for (uint64_t i = 0; i < g->n_tensors; i++) {   /* every tensor found, same bytes */
+                const brisk_gguf_tensor *a = &g->tensors[i];
+                char name[BRISK_GGUF_MAX_NAME];
+                snprintf(name, sizeof name, "%.*s", (int)a->name.len, a->name.ptr);
+                const brisk_gguf_tensor *b = brisk_gguf_find_tensor(s, name);
+                CHECKF(b && b->nbytes == a->nbytes && memcmp(b->data, a->data, (size_t)a->nbytes) == 0, "%s", name);
+            }
+            /* the fingerprints cover every file: the first file parsed alone gives others */
+            brisk_gguf *alone = NULL;
+            CHECK(brisk_gguf_parse(s->buf, s->size, &alone, &err) == BRISK_OK);
+            if (alone) {
+                CHECK(alone->n_files == 1 && alone->n_tensors < s->n_tensors);
+                CHECK(brisk_gguf_header_hash(alone) != brisk_gguf_header_hash(s));
+                CHECK(brisk_gguf_data_hash(alone) != brisk_gguf_data_hash(s));
+                brisk_gguf_close(alone);
+            }
+            brisk_gguf_close(s);
+        }
+        float *got = want ? model_logits(first, n_tok, &nv) : NULL;
+        CHECKF(got && nv == n_vocab && memcmp(got, want, (size_t)n_tok * (size_t)n_vocab * sizeof *got) == 0,
+               "%u-way split: logits differ from the single file", n);
+        free(got);
+        /* a later file names the first */
+        snprintf(path, sizeof path, "%s-00002-of-%05u.gguf", prefix, n);
+        expect_refused(path, "open the first file", first);
+        /* a missing file */
+        snprintf(path, sizeof path, "%s-%05u-of-%05u.gguf", prefix, n, n);
+        remove(path);
+        expect_refused(first, path, "split file");
+        remove_split(prefix, n);
+    }
+    /* one file of a split copied to a plain name: its siblings cannot be derived */
+    write_split(g, prefix, 2, FLAW_NONE);
+    snprintf(first, sizeof first, "%s-00001-of-00002.gguf", prefix);
+    snprintf(path, sizeof path, "%s-00002-of-00002.gguf", prefix);   /* each file keeps every bounds check */
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && truncate(path, sb.st_size - 100) == 0);
+    expect_refused(first, "split file 2 of 2", "past end of file");
+    write_split(g, prefix, 2, FLAW_NONE);
+    snprintf(path, sizeof path, "%s/renamed.gguf", tmpdir);
+    CHECK(rename(first, path) == 0);
+    expect_refused(path, "does not end in '-00001-of-00002.gguf'", "split.no");
+    remove(path);
+    remove_split(prefix, 2);
+    static const struct {
+        split_flaw flaw;
+        const char *needle1, *needle2;
+    } flaws[] = {
+        {FLAW_WRONG_NO, "model-00002-of-00003.gguf: keys 'split.no' = 2", "must have 1 and 3"},
+        {FLAW_WRONG_COUNT, "model-00002-of-00003.gguf: keys 'split.no' = 1, 'split.count' = 4", "must have 1 and 3"},
+        {FLAW_DUPLICATE, "appears in more than one file", "model-00001-of-00003.gguf"},
+        {FLAW_TENSOR_COUNT, "key 'split.tensors.count'", "files hold"},
+    };
+    snprintf(first, sizeof first, "%s-00001-of-00003.gguf", prefix);
+    for (size_t k = 0; k < BRISK_ARRAY_LEN(flaws); k++) {
+        write_split(g, prefix, 3, flaws[k].flaw);
+        expect_refused(first, flaws[k].needle1, flaws[k].needle2);
+        remove_split(prefix, 3);
+    }
+    /* copy_kv drops split.*: a file re-written from a split model is one file */
+    brisk_gguf_writer *w = NULL;
+    write_split(g, prefix, 2, FLAW_NONE);
+    snprintf(first, sizeof first, "%s-00001-of-00002.gguf", prefix);
+    brisk_gguf *s = NULL;
+    CHECK(brisk_gguf_open(first, &s, &err) == BRISK_OK);
+    CHECK(brisk_gguf_writer_init(&w, 0, &err) == BRISK_OK);
+    if (s && w) {
+        CHECK(brisk_gguf_writer_copy_kv(w, s, &err) == BRISK_OK);
+        uint8_t *mem = NULL;
+        size_t len = 0;
+        CHECK(brisk_gguf_writer_write_mem(w, &mem, &len, &err) == BRISK_OK);
+        brisk_gguf *back = NULL;
+        CHECK(mem && brisk_gguf_parse(mem, len, &back, &err) == BRISK_OK);
+        CHECK(back && !brisk_gguf_find(back, "split.count") && !brisk_gguf_find(back, "split.no"));
+        brisk_gguf_close(back);
+        free(mem);
+    }
+    brisk_gguf_writer_free(w);
+    brisk_gguf_close(s);
+    remove_split(prefix, 2);
+    free(want);
+    brisk_gguf_close(g);
+}
+
 int main(int argc, char **argv) {
     char tmpdir[64];
     make_tmpdir(tmpdir, sizeof tmpdir);
@@ -695,6 +912,7 @@ int main(int argc, char **argv) {
     test_small_files();
     test_corrupt_corpus();
     test_file_errors(tmpdir);
+    if (!seed_dir) test_split(tmpdir);
     if (seed_dir) write_real_seed(seed_dir);
     else test_shared_fixtures();
     rmdir(tmpdir);

@@ -523,6 +523,7 @@ brisk_status brisk_gguf_parse(const uint8_t *buf, size_t len, brisk_gguf **out, 
     if (!g) return brisk_fail(err, BRISK_ERR_NOMEM, "cannot allocate the GGUF context");
     g->buf = buf;
     g->size = len;
+    g->n_files = 1;
     cursor c = {buf, 0, len, err};
     uint64_t n_tensors = 0, n_kv = 0;
     brisk_status st = parse_header(&c, g, &n_tensors, &n_kv);
@@ -548,7 +549,7 @@ fail:
     return st;
 }
 
-brisk_status brisk_gguf_open(const char *path, brisk_gguf **out, brisk_error *err) {
+static brisk_status brisk_gguf_open_one(const char *path, brisk_gguf **out, brisk_error *err) {
     *out = NULL;
     brisk_mapped_file map;
     brisk_status st = brisk_file_map(path, &map, err);
@@ -567,12 +568,150 @@ brisk_status brisk_gguf_open(const char *path, brisk_gguf **out, brisk_error *er
     return BRISK_OK;
 }
 
+/* ---- split models (llama.cpp's gguf-split layout) ------------------------------------- */
+
+#define KEY_SPLIT_NO "split.no"
+#define KEY_SPLIT_COUNT "split.count"
+#define KEY_SPLIT_TENSORS "split.tensors.count"
+#define MAX_SPLIT_PATH 4096
+
+/* The file name of split number no (0-based) of count: PREFIX-%05d-of-%05d.gguf,
+ * as llama_split_path writes it. */
+static bool split_path(char *buf, size_t n, const char *prefix, size_t prefix_len, uint32_t no, uint32_t count) {
+    int w = snprintf(buf, n, "%.*s-%05u-of-%05u.gguf", (int)prefix_len, prefix, (unsigned)(no + 1), (unsigned)count);
+    return w > 0 && (size_t)w < n;
+}
+
+/* split.no and split.count of one file; *count = 0 when the file is not split. */
+static brisk_status split_keys(const brisk_gguf *g, const char *path, uint32_t *no, uint32_t *count, brisk_error *err) {
+    bool found_count = false, found_no = false;
+    *no = 0;
+    *count = 0;
+    brisk_status st = brisk_gguf_get_u32(g, KEY_SPLIT_COUNT, count, &found_count, err);
+    if (!st) st = brisk_gguf_get_u32(g, KEY_SPLIT_NO, no, &found_no, err);
+    if (st) {
+        brisk_error_prefix(err, "%s", path);
+        return st;
+    }
+    if (!found_count) {
+        *count = 0;
+        return BRISK_OK;
+    }
+    if (*count == 0 || *count > 99999)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s: key '" KEY_SPLIT_COUNT "': %u is not a split count (1..99999)", path,
+                          *count);
+    if (!found_no && *count > 1)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s: key '" KEY_SPLIT_NO "' missing in a file of a %u-way split", path,
+                          *count);
+    if (*no >= *count)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s: key '" KEY_SPLIT_NO "' is %u but '" KEY_SPLIT_COUNT "' is %u", path,
+                          *no, *count);
+    return BRISK_OK;
+}
+
+/* g was opened from path; when it is the first file of a split model, open the
+ * others and merge their tensors into g's table. */
+static brisk_status open_split(brisk_gguf *g, const char *path, brisk_error *err) {
+    uint32_t no, count;
+    brisk_status st = split_keys(g, path, &no, &count, err);
+    if (st || count <= 1) return st;
+    char want[32], other[MAX_SPLIT_PATH];
+    snprintf(want, sizeof want, "-%05u-of-%05u.gguf", (unsigned)(no + 1), (unsigned)count);
+    const size_t len = strlen(path), wlen = strlen(want);
+    if (len <= wlen || strcmp(path + len - wlen, want) != 0)
+        return brisk_fail(err, BRISK_ERR_FORMAT,
+                          "%s: file %u of a %u-way split model (key '" KEY_SPLIT_NO "'), but its name does not end in '%s', "
+                          "so the other files cannot be found",
+                          path, no + 1, count, want);
+    const size_t prefix_len = len - wlen;
+    if (no != 0) {
+        if (!split_path(other, sizeof other, path, prefix_len, 0, count))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: path too long", path);
+        return brisk_fail(err, BRISK_ERR_FORMAT,
+                          "%s: file %u of a %u-way split model (key '" KEY_SPLIT_NO "' = %u); open the first file, %s", path,
+                          no + 1, count, no, other);
+    }
+    g->shards = calloc(count - 1, sizeof *g->shards);
+    if (!g->shards) return brisk_fail(err, BRISK_ERR_NOMEM, "%s: cannot allocate %u split files", path, count);
+    uint64_t total = g->n_tensors;
+    for (uint32_t i = 1; i < count; i++) {
+        if (!split_path(other, sizeof other, path, prefix_len, i, count))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: path too long", path);
+        brisk_gguf *s = NULL;
+        if ((st = brisk_gguf_open_one(other, &s, err))) {
+            brisk_error_prefix(err, "split file %u of %u (the model is %s)", i + 1, count, path);
+            return st;
+        }
+        g->shards[g->n_files++ - 1] = s;   /* n_files counts the files owned so far, so close frees them */
+        uint32_t s_no, s_count;
+        if ((st = split_keys(s, other, &s_no, &s_count, err))) return st;
+        if (s_count != count || s_no != i)
+            return brisk_fail(err, BRISK_ERR_FORMAT,
+                              "%s: keys '" KEY_SPLIT_NO "' = %u, '" KEY_SPLIT_COUNT "' = %u, but as file %u of %s's "
+                              "%u-way split it must have %u and %u",
+                              other, s_no, s_count, i + 1, path, count, i, count);
+        total += s->n_tensors;   /* each n_tensors is bounded by its file's size: no overflow */
+    }
+    brisk_gguf_tensor *all = calloc((size_t)total + 1, sizeof *all);
+    const brisk_gguf_tensor **sorted = calloc((size_t)total + 1, sizeof *sorted);
+    if (!all || !sorted) {
+        free(all);
+        free(sorted);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "%s: cannot allocate %" PRIu64 " tensors", path, total);
+    }
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        const brisk_gguf *f = i == 0 ? g : g->shards[i - 1];
+        if (f->n_tensors) memcpy(all + n, f->tensors, (size_t)f->n_tensors * sizeof *all);
+        n += f->n_tensors;
+    }
+    for (uint64_t i = 0; i < total; i++) sorted[i] = &all[i];
+    if (total > 1) qsort(sorted, (size_t)total, sizeof *sorted, tensor_name_cmp);
+    free(g->tensors);
+    free(g->tensors_sorted);
+    g->tensors = all;
+    g->tensors_sorted = sorted;
+    g->n_tensors = total;
+    char name[96];
+    for (uint64_t i = 1; i < total; i++) {
+        const brisk_gguf_tensor *a = sorted[i - 1], *b = sorted[i];
+        if (str_cmp(a->name, b->name) == 0)   /* within one file the parser already refused it */
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: tensor '%s' appears in more than one file of the split model",
+                              path, show(a->name, name, sizeof name));
+    }
+    int64_t want_tensors = 0;
+    bool found = false;
+    if ((st = brisk_gguf_get_i64(g, KEY_SPLIT_TENSORS, &want_tensors, &found, err))) {
+        brisk_error_prefix(err, "%s", path);
+        return st;
+    }
+    if (!found)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s: key '" KEY_SPLIT_TENSORS "' missing in the first file of a split model",
+                          path);
+    if (want_tensors < 0 || (uint64_t)want_tensors != total)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s: key '" KEY_SPLIT_TENSORS "' is %" PRId64 " but the %u files hold %" PRIu64
+                          " tensors", path, want_tensors, count, total);
+    return BRISK_OK;
+}
+
+brisk_status brisk_gguf_open(const char *path, brisk_gguf **out, brisk_error *err) {
+    brisk_status st = brisk_gguf_open_one(path, out, err);
+    if (st) return st;
+    if ((st = open_split(*out, path, err))) {
+        brisk_gguf_close(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 void brisk_gguf_close(brisk_gguf *g) {
     if (!g) return;
     free(g->kv);
     free(g->kv_sorted);
     free(g->tensors);
     free(g->tensors_sorted);
+    for (uint32_t i = 0; i + 1 < g->n_files; i++) brisk_gguf_close(g->shards[i]);
+    free(g->shards);
     brisk_file_unmap(&g->map);
     free(g);
 }

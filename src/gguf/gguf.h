@@ -81,6 +81,12 @@ typedef struct brisk_gguf {
     /* internal: lookup indexes, sorted by key / tensor name (owned) */
     const brisk_gguf_kv **kv_sorted;
     const brisk_gguf_tensor **tensors_sorted;
+    /* A split model (split.count > 1, opened from its first file): tensors holds
+     * the tensors of every file, each data pointer into its own file's mapping;
+     * shards[0..n_files-1) are files 2..n_files (owned; their kvs and tensor
+     * tables are theirs, checked like any file). n_files is 1 otherwise. */
+    uint32_t n_files;
+    struct brisk_gguf **shards;
 } brisk_gguf;
 
 /* Parse an in-memory GGUF. buf is borrowed and must outlive the result.
@@ -90,7 +96,12 @@ typedef struct brisk_gguf {
  * BRISK_GGUF_MAX_DEPTH), tensor data may come in any order with gaps but no
  * two tensors may share a byte. The lookup functions are O(log n). */
 brisk_status brisk_gguf_parse(const uint8_t *buf, size_t len, brisk_gguf **out, brisk_error *err);
-/* Map and parse a file. Errors for missing/dir/empty/non-GGUF files are one line naming the path. */
+/* Map and parse a file. Errors for missing/dir/empty/non-GGUF files are one line naming the path.
+ * A split model (llama.cpp's gguf-split: PREFIX-00001-of-0000N.gguf, keys split.no,
+ * split.count, split.tensors.count) is opened from its first file: the other N-1
+ * files are derived from its name, opened and checked (split.no/split.count,
+ * no tensor name twice, split.tensors.count equal to the sum), and their tensors
+ * join one table. Opening any other file of the split names the first one. */
 brisk_status brisk_gguf_open(const char *path, brisk_gguf **out, brisk_error *err);
 void brisk_gguf_close(brisk_gguf *g);   /* NULL is a no-op */
 
@@ -160,7 +171,7 @@ brisk_status brisk_gguf_writer_set_arr(brisk_gguf_writer *w, const char *key, br
 brisk_status brisk_gguf_writer_set_value(brisk_gguf_writer *w, const char *key, const brisk_gguf_value *v, brisk_error *err);
 /* An array of arrays: elems[0..count) are ARRAY values (e.g. from the reader); copied. */
 brisk_status brisk_gguf_writer_set_arr_nested(brisk_gguf_writer *w, const char *key, const brisk_gguf_value *elems, uint64_t count, brisk_error *err);
-/* Copy every kv of g (e.g. to derive a quantized file). */
+/* Copy every kv of g (e.g. to derive a quantized file), except split.* keys: the output is one file. */
 brisk_status brisk_gguf_writer_copy_kv(brisk_gguf_writer *w, const brisk_gguf *g, brisk_error *err);
 /* Tensors: name under BRISK_GGUF_MAX_NAME bytes and unique, a known type, n_dims 1..4,
  * rows of whole blocks, nbytes exactly the shape's size; else BRISK_ERR_INVALID_ARG
@@ -191,10 +202,13 @@ void brisk_hash64_update(brisk_hash64 *h, const void *data, size_t len);
 uint64_t brisk_hash64_final(const brisk_hash64 *h);   /* h is unchanged: more may follow */
 uint64_t brisk_hash64_of(const void *data, size_t len, uint64_t seed);
 /* The file's header, metadata and tensor table (bytes before the data
- * section) and its size: cheap, so every model load takes it. */
+ * section) and its size: cheap, so every model load takes it. A split model
+ * also hashes each other file's size and header, in order; a single file's
+ * hash is unchanged. */
 uint64_t brisk_gguf_header_hash(const brisk_gguf *g);
 /* Every byte of the tensor data section: reads the whole file (taken lazily,
- * when a KV state is written or checked). */
+ * when a KV state is written or checked). A split model streams every file's
+ * data section, in order. */
 uint64_t brisk_gguf_data_hash(const brisk_gguf *g);
 
 #endif

@@ -97,10 +97,22 @@ uint64_t brisk_gguf_header_hash(const brisk_gguf *g) {
     const uint64_t size = g->size;
     brisk_hash64_update(&h, &size, sizeof size);
     brisk_hash64_update(&h, g->buf, g->data_offset <= g->size ? g->data_offset : g->size);
+    for (uint32_t i = 0; i + 1 < g->n_files; i++) {   /* a split model: the other files' sizes and headers */
+        const brisk_gguf *s = g->shards[i];
+        const uint64_t s_size = s->size;
+        brisk_hash64_update(&h, &s_size, sizeof s_size);
+        brisk_hash64_update(&h, s->buf, s->data_offset <= s->size ? s->data_offset : s->size);
+    }
     return brisk_hash64_final(&h);
 }
 
 uint64_t brisk_gguf_data_hash(const brisk_gguf *g) {
-    const size_t off = g->data_offset <= g->size ? g->data_offset : g->size;
-    return brisk_hash64_of(g->buf + off, g->size - off, DATA_SEED);
+    brisk_hash64 h;
+    brisk_hash64_init(&h, DATA_SEED);   /* streaming: a single file hashes as brisk_hash64_of did */
+    for (uint32_t i = 0; i < (g->n_files ? g->n_files : 1); i++) {
+        const brisk_gguf *f = i == 0 ? g : g->shards[i - 1];
+        const size_t off = f->data_offset <= f->size ? f->data_offset : f->size;
+        brisk_hash64_update(&h, f->buf + off, f->size - off);
+    }
+    return brisk_hash64_final(&h);
 }

@@ -395,6 +395,8 @@ brisk_status brisk_gguf_writer_copy_kv(brisk_gguf_writer *w, const brisk_gguf *g
     if (!w || !g) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "gguf writer: NULL argument");
     for (uint64_t i = 0; i < g->n_kv; i++) {
         const brisk_gguf_kv *kv = &g->kv[i];
+        if (kv->key.len > 6 && memcmp(kv->key.ptr, "split.", 6) == 0)
+            continue;   /* the file written is one file: a split model's split.* keys would send readers after shards */
         brisk_status st = set_value_n(w, kv->key.ptr, kv->key.len, &kv->value, err);
         if (st) {
             brisk_error_prefix(err, "copying kv %" PRIu64, i);
