@@ -232,7 +232,7 @@ int brisk_cmd_serve(int argc, char **argv) {
         .max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq,
         .conn_limit = (unsigned)a.i[CLI_O_CONN_LIMIT], .per_ip_limit = (unsigned)a.i[CLI_O_PER_IP_LIMIT],
         .timeout_s = (unsigned)a.i[CLI_O_TIMEOUT], .http_threads = (unsigned)a.i[CLI_O_HTTP_THREADS],
-        .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT],
+        .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT], .embed_threads = cp.n_threads,
     };
     /* only the sampling flags serve takes; the rest keep the library's defaults */
     cfg.sampling = brisk_sampler_default_params();
