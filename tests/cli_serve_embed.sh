@@ -110,5 +110,28 @@ else
 fi
 
 kill -TERM "$pid_e"; wait "$pid_e" || bad "server exit status $?"
+
+# a model whose GGUF says pooling_type 1 (mean) is mean-pooled, as llama.cpp
+# does (tests/data/embed/pycode-mean.json); a long input spans several chunks
+python3 "$root/tests/serve/gguf_set_pooling.py" "$model" "$tmp/mean.gguf" 1 || bad "gguf_set_pooling"
+start m -m "$tmp/mean.gguf" -c 256 || exit 1
+url="http://127.0.0.1:$port_m"
+python3 - "$root/tests/data/embed/pycode-mean.json" >"$tmp/mref.body" <<'PY'
+import json, sys
+print(json.dumps({"input": json.load(open(sys.argv[1]))["input"]}))
+PY
+post mref "$(cat "$tmp/mref.body")"
+python3 - "$root/tests/data/embed/pycode-mean.json" "$tmp/mref.json" <<'PY' && ok || bad "mean pooling: brisk's vector differs from llama.cpp's"
+import json, math, sys
+r = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+u, v = r["embedding"], b["data"][0]["embedding"]
+cos = sum(x * y for x, y in zip(u, v)) / math.sqrt(sum(x * x for x in u) * sum(y * y for y in v))
+print(f"mean reference: cosine {cos:.7f}, max |diff| {max(abs(x - y) for x, y in zip(u, v)):.2e}")
+sys.exit(0 if cos >= 0.9999 else 1)
+PY
+longtext=$(python3 -c 'print(" ".join("x%d = %d" % (i, i) for i in range(25)))')
+post mlong "{\"input\":[\"$longtext\", \"a\", \"$longtext\"]}"
+expect mlong 200 "j['usage']['prompt_tokens'] > 130 and j['data'][0]['embedding']==j['data'][2]['embedding'] and abs(sum(x*x for x in j['data'][0]['embedding'])-1) < 1e-5"
+kill -TERM "$pid_m"; wait "$pid_m" || bad "mean server exit status $?"
 echo "cli_serve_embed: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,6 +1,7 @@
-/* embed: POST /v1/embeddings (see embed.h). Pooling is the last token's
- * hidden state: the model is causal, so the last position is the only one
- * that has seen the whole input (llama.cpp's --pooling last). */
+/* embed: POST /v1/embeddings (see embed.h). Without a pooling_type key the
+ * pooling is the last token's hidden state: the model is causal, so the last
+ * position is the only one that has seen the whole input (llama.cpp's
+ * --pooling last). */
 #include "server/embed.h"
 #include "base/base.h"
 
@@ -102,16 +103,29 @@ void srv_embed_req_free(srv_embed_req *r) {
     memset(r, 0, sizeof *r);
 }
 
-brisk_status srv_embed_tokens(brisk_context *c, int32_t n_embd, const int32_t *ids, int32_t n, float *out, brisk_error *err) {
+int srv_embed_pooling_of(int64_t key) {
+    if (key == -1 || key == 0 || key == SRV_POOL_LAST) return SRV_POOL_LAST;
+    if (key == SRV_POOL_MEAN || key == SRV_POOL_CLS) return (int)key;
+    return -1;
+}
+
+/* mean pooling reads every token's row: chunks of at most 64 rows keep the
+ * context's logits buffer small */
+int32_t srv_embed_rows(int pooling, int32_t n_batch) { return pooling == SRV_POOL_MEAN ? (n_batch < 64 ? n_batch : 64) : 1; }
+
+brisk_status srv_embed_tokens(brisk_context *c, int32_t n_embd, int pooling, const int32_t *ids, int32_t n, float *out, brisk_error *err) {
+    if (pooling != SRV_POOL_MEAN && pooling != SRV_POOL_CLS && pooling != SRV_POOL_LAST)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "pooling type %d is not supported", pooling);
     if (n <= 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "no tokens to embed");
     if (n > brisk_context_n_ctx(c))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "%d tokens; the embedding context holds %d", n, brisk_context_n_ctx(c));
     brisk_status st = brisk_seq_truncate(c, 0, 0, err);
     if (st) return st;
-    const int32_t nb = brisk_context_n_batch(c);
+    const int32_t nb = pooling == SRV_POOL_MEAN ? srv_embed_rows(pooling, brisk_context_n_batch(c)) : brisk_context_n_batch(c);
+    double *sum = calloc((size_t)n_embd, sizeof *sum);
     int32_t *pos = malloc((size_t)nb * sizeof *pos), *seq = calloc((size_t)nb, sizeof *seq);
     uint8_t *want = calloc((size_t)nb, 1);
-    if (!pos || !seq || !want) {
+    if (!pos || !seq || !want || !sum) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -119,20 +133,28 @@ brisk_status srv_embed_tokens(brisk_context *c, int32_t n_embd, const int32_t *i
         const int32_t m = n - at < nb ? n - at : nb;
         for (int32_t k = 0; k < m; k++) {
             pos[k] = at + k;
-            want[k] = at + k == n - 1;
+            want[k] = pooling == SRV_POOL_MEAN || at + k == (pooling == SRV_POOL_CLS ? 0 : n - 1);
         }
         const brisk_batch b = {.n_tokens = m, .token = ids + at, .pos = pos, .seq = seq, .logits = want};
-        st = brisk_decode(c, &b, err);
+        if ((st = brisk_decode(c, &b, err))) break;
+        for (int32_t r = 0; r < brisk_n_logits(c); r++) {
+            const float *h = brisk_get_hidden(c, r);
+            for (int32_t k = 0; k < n_embd; k++) sum[k] += h[k];
+        }
     }
     if (!st) {
-        const float *h = brisk_get_hidden(c, 0);
+        const double scale = pooling == SRV_POOL_MEAN ? 1.0 / n : 1.0;
         double ss = 0.0;
-        for (int32_t k = 0; k < n_embd; k++) ss += (double)h[k] * h[k];
+        for (int32_t k = 0; k < n_embd; k++) {
+            sum[k] *= scale;
+            ss += sum[k] * sum[k];
+        }
         /* llama.cpp's euclidean normalisation: a zero vector stays zero */
         const double inv = ss > 0.0 ? 1.0 / sqrt(ss) : 0.0;
-        for (int32_t k = 0; k < n_embd; k++) out[k] = (float)(h[k] * inv);
+        for (int32_t k = 0; k < n_embd; k++) out[k] = (float)(sum[k] * inv);
     }
 done:
+    free(sum);
     free(pos);
     free(seq);
     free(want);

@@ -12,6 +12,13 @@
 
 #define SRV_EMBED_MAX_INPUTS 256
 
+/* How a sequence's hidden states become one vector: llama.cpp's pooling_type
+ * values (the GGUF key ARCH.pooling_type). */
+typedef enum srv_pooling { SRV_POOL_MEAN = 1, SRV_POOL_CLS = 2, SRV_POOL_LAST = 3 } srv_pooling;
+/* The pooling for a model's ARCH.pooling_type (-1 = the key is absent): none
+ * or absent is last-token; -1 for a value not supported (rank, unknown). */
+int srv_embed_pooling_of(int64_t key);
+
 /* One input: text (borrowed from the parsed body, owned by req->root) or token ids. */
 typedef struct srv_embed_input {
     const char *text;       /* NULL: ids */
@@ -32,11 +39,14 @@ typedef struct srv_embed_req {
 bool srv_embed_parse(const uint8_t *body, size_t len, int32_t n_vocab, int32_t n_embd, srv_embed_req *out, srv_error *e);
 void srv_embed_req_free(srv_embed_req *r);
 
-/* The embedding of one sequence: its last token's final hidden state (the
- * output-normed row the LM head reads), L2-normalised, into out[n_embd].
+/* The embedding of one sequence: its tokens' final hidden states (the
+ * output-normed rows the LM head reads) pooled (last token, first token or
+ * the mean), L2-normalised, into out[n_embd]. The context needs
+ * n_outputs_max >= srv_embed_rows(pooling, its n_batch).
  * Sequence 0 of c is cleared first and afterwards, so an input's vector does
  * not depend on what was embedded before it. */
-brisk_status srv_embed_tokens(brisk_context *c, int32_t n_embd, const int32_t *ids, int32_t n, float *out, brisk_error *err);
+brisk_status srv_embed_tokens(brisk_context *c, int32_t n_embd, int pooling, const int32_t *ids, int32_t n, float *out, brisk_error *err);
+int32_t srv_embed_rows(int pooling, int32_t n_batch);
 
 /* {"object":"embedding","index":i,"embedding":[...] or "base64"} (NULL when out of memory). */
 json_t *srv_embed_item(int32_t index, const float *v, int32_t n, bool base64);

@@ -1100,6 +1100,10 @@ static enum MHD_Result do_embeddings(conn *c) {
     int64_t total = 0;
     bool ok = !draining;
     if (draining) srv_error_set(&e, 503, "server_error", "draining", NULL, "the server is shutting down");
+    if (ok && s->cfg->embed_pooling < 0) {
+        srv_error_set(&e, 501, "server_error", "not_supported", NULL, "this model's pooling_type is not supported for embeddings (mean, cls and last are)");
+        ok = false;
+    }
     for (int32_t k = 0; ok && k < q.n_in; k++) {
         srv_embed_input *in = &q.in[k];
         char param[64];
@@ -1138,7 +1142,7 @@ static enum MHD_Result do_embeddings(conn *c) {
             cp.kv_tokens = limit;
             cp.n_seq = 1;
             cp.n_batch = brisk_context_n_batch(s->ctx);
-            cp.n_outputs_max = 1;
+            cp.n_outputs_max = srv_embed_rows(s->cfg->embed_pooling, cp.n_batch);
             cp.n_threads = s->cfg->embed_threads;
             if (brisk_context_init(s->model, &cp, &s->embed_ctx, &err)) {
                 s->embed_ctx = NULL;
@@ -1147,7 +1151,7 @@ static enum MHD_Result do_embeddings(conn *c) {
             }
         }
         for (int32_t k = 0; ok && k < q.n_in; k++) {
-            if (srv_embed_tokens(s->embed_ctx, n_embd, q.in[k].ids, q.in[k].n_ids, v, &err)) {
+            if (srv_embed_tokens(s->embed_ctx, n_embd, s->cfg->embed_pooling, q.in[k].ids, q.in[k].n_ids, v, &err)) {
                 srv_error_set(&e, 500, "server_error", "embedding_failed", NULL, "input %d: %s", k, err.msg);
                 ok = false;
                 break;
