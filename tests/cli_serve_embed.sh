@@ -79,6 +79,8 @@ expect dimsok 200 "len(j['data'][0]['embedding'])==192"
 long=$(python3 -c 'print("{\"input\":[\"x\", " + str(list(range(1, 80))) + "]}")')
 post long "$long"
 expect long 400 "j['error']['param']=='input[1]' and j['error']['code']=='context_length_exceeded' and '64' in j['error']['message'] and '79' in j['error']['message']"
+post long1 "$(python3 -c 'print("{\"input\":" + str(list(range(1, 80))) + "}")')"
+expect long1 400 "j['error']['param']=='input' and j['error']['code']=='context_length_exceeded'"
 post many "{\"input\":[$(python3 -c 'print(",".join(["\"a\""] * 257))')]}"
 expect many 400 "j['error']['param']=='input' and '256' in j['error']['message']"
 post notjson '{"input":'

@@ -81,6 +81,7 @@ bool srv_embed_parse(const uint8_t *body, size_t len, int32_t n_vocab, int32_t n
         return false;
     }
     out->n_in = (int32_t)n;
+    out->single = single;
     if (single) return json_is_string(input) ? parse_text(input, &out->in[0], "input", e) : parse_ids(input, n_vocab, &out->in[0], "input", e);
     for (size_t k = 0; k < n; k++) {
         char param[64];

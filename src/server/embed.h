@@ -31,6 +31,7 @@ typedef struct srv_embed_req {
     json_t *root;           /* the parsed body (holds the texts) */
     srv_embed_input *in;
     int32_t n_in;
+    bool single;            /* input was one item, not a list: errors name "input", not "input[i]" */
     bool base64;            /* encoding_format "base64": little-endian float32, base64 */
 } srv_embed_req;
 

@@ -1107,7 +1107,7 @@ static enum MHD_Result do_embeddings(conn *c) {
     for (int32_t k = 0; ok && k < q.n_in; k++) {
         srv_embed_input *in = &q.in[k];
         char param[64];
-        if (q.n_in == 1) snprintf(param, sizeof param, "input");
+        if (q.single) snprintf(param, sizeof param, "input");
         else snprintf(param, sizeof param, "input[%d]", k);
         if (in->text) {
             size_t n = 0;
