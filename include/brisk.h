@@ -217,6 +217,10 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
  * fails the decode with BRISK_ERR_NUMERIC instead of reaching a sampler. */
 const float *brisk_get_logits(const brisk_context *c, int32_t i);
 int32_t brisk_n_logits(const brisk_context *c);
+/* The final hidden state (after the output norm, before the output matrix)
+ * of the i-th token that asked for logits in the last decode: n_embd floats,
+ * borrowed until the next decode, NULL when out of range. Embeddings pool it. */
+const float *brisk_get_hidden(const brisk_context *c, int32_t i);
 
 int32_t brisk_seq_len(const brisk_context *c, int32_t seq);
 /* Keep the first n_keep tokens of seq (0 clears it). After a tree decode only

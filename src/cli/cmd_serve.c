@@ -6,6 +6,8 @@
  * allocated, and a plan that does not fit is refused. */
 #include "brisk.h"
 #include "cli/cli.h"
+#include "gguf/gguf.h"
+#include "server/embed.h"
 #include "server/server.h"
 #include "server/tools.h"
 #include "template/template.h"
@@ -115,6 +117,24 @@ static brisk_status default_kv(const brisk_model *m, brisk_context_params *cp, i
     if (tokens > 2147483647 - 64) tokens = 2147483647 - 64;
     cp->kv_tokens = (int32_t)tokens;
     return BRISK_OK;
+}
+
+/* /v1/embeddings' pooling from the GGUF key ARCH.pooling_type (llama.cpp's
+ * values); without it, last-token (embed.h). */
+static int embed_pooling(const char *path, const char *arch) {
+    brisk_gguf *g = NULL;
+    brisk_error err = {0};
+    int64_t key = -1;
+    bool found = false;
+    char name[96];
+    snprintf(name, sizeof name, "%s.pooling_type", arch);
+    if (brisk_gguf_open(path, &g, &err) == BRISK_OK && brisk_gguf_get_i64(g, name, &key, &found, &err) != BRISK_OK)
+        key = -2;
+    brisk_gguf_close(g);
+    if (!found) key = -1;
+    const int pooling = srv_embed_pooling_of(key);
+    if (pooling < 0) fprintf(stderr, "brisk serve: note: %s %lld is not a supported pooling; /v1/embeddings answers 501\n", name, (long long)key);
+    return pooling;
 }
 
 int brisk_cmd_serve(int argc, char **argv) {
@@ -232,7 +252,7 @@ int brisk_cmd_serve(int argc, char **argv) {
         .max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq,
         .conn_limit = (unsigned)a.i[CLI_O_CONN_LIMIT], .per_ip_limit = (unsigned)a.i[CLI_O_PER_IP_LIMIT],
         .timeout_s = (unsigned)a.i[CLI_O_TIMEOUT], .http_threads = (unsigned)a.i[CLI_O_HTTP_THREADS],
-        .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT],
+        .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT], .embed_threads = cp.n_threads, .embed_pooling = embed_pooling(model_path, info.arch),
     };
     /* only the sampling flags serve takes; the rest keep the library's defaults */
     cfg.sampling = brisk_sampler_default_params();

@@ -457,6 +457,11 @@ const float *brisk_get_logits(const brisk_context *c, int32_t i) {
 
 int32_t brisk_n_logits(const brisk_context *c) { return c->n_logits; }
 
+const float *brisk_get_hidden(const brisk_context *c, int32_t i) {
+    if (i < 0 || i >= c->n_logits) return NULL;
+    return brisk_forward_hidden(c->fwd) + (size_t)i * (size_t)c->model->data->hp.n_embd;
+}
+
 int32_t brisk_seq_len(const brisk_context *c, int32_t seq) {
     if (seq < 0 || seq >= c->kv->n_seq) return -1;
     return c->kv->seqs[seq].len;

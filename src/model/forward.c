@@ -343,3 +343,6 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     brisk_fwd_logits(f, b, out);
     return BRISK_OK;
 }
+
+/* brisk_fwd_logits leaves the normed rows in xn (the output matmul reads them, writes out) */
+const float *brisk_forward_hidden(const brisk_forward *f) { return f->xn; }

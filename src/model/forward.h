@@ -52,6 +52,10 @@ bool brisk_forward_plan(const brisk_model_data *m, int32_t n_batch, int32_t n_ct
  * slot's token and position are recorded; indexing the filled blocks in the
  * prefix cache (brisk_kv_commit) is the caller's, once it accepts the batch. */
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err);
+/* After a successful brisk_forward_run: the output-normed hidden states of
+ * the tokens with want[i] set, [n_want][n_embd] in batch order (the rows the
+ * output matrix was applied to); overwritten by the next run. */
+const float *brisk_forward_hidden(const brisk_forward *f);
 
 /* Windowed attention (brisk_context_params.attn_window/attn_sink): a token at
  * position p attends to positions < sink and p - window + 1 .. p; window 0 =

@@ -17,6 +17,7 @@
  * other way round. */
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/embed.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/server.h"
@@ -44,7 +45,7 @@ bool srv_available(void) { return true; }
 
 typedef enum route {
     R_NONE, R_HEALTH, R_MODELS, R_PAGE, R_PAGE_JS, R_PAGE_CSS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE, R_APPLY_TEMPLATE,
-    R_METRICS, R_LLAMA_COMPLETION, R_KV_SAVE, R_KV_RESTORE
+    R_METRICS, R_LLAMA_COMPLETION, R_KV_SAVE, R_KV_RESTORE, R_EMBEDDINGS
 } route;
 
 /* One TCP connection (MHD's socket context), for the header deadline: a
@@ -122,6 +123,11 @@ struct http_srv {
     srv_metrics *metrics;
     sock *socks;              /* open connections (under mu) */
     int kv_inflight;          /* KV operations using the engine (under admit_mu): closing waits for 0 */
+    /* /v1/embeddings: a context of its own (one sequence, made on first use), so
+     * embedding never touches the scheduler's sequences, KV pool or steps; one
+     * request at a time (embed_mu), on the HTTP thread that asked */
+    pthread_mutex_t embed_mu;
+    brisk_context *embed_ctx;
 };
 
 
@@ -1061,6 +1067,113 @@ static enum MHD_Result do_apply_template(conn *c) {
     return send_json(c->srv, c->mc, 200, o);
 }
 
+/* ---- /v1/embeddings ----------------------------------------------------------------------------------- */
+
+static void drop_body(conn *c) {
+    http_srv *s = c->srv;
+    free(c->body);
+    c->body = NULL;
+    c->body_len = c->body_cap = 0;
+    pthread_mutex_lock(&s->mu);
+    s->body_bytes -= c->counted;
+    pthread_mutex_unlock(&s->mu);
+    c->counted = 0;
+}
+
+/* Every input is tokenized and checked against the limit before anything is
+ * computed, so a bad item fails the request without work. */
+static enum MHD_Result do_embeddings(conn *c) {
+    http_srv *s = c->srv;
+    srv_error e;
+    srv_embed_req q;
+    const int32_t n_embd = s->info.n_embd;
+    const bool parsed = srv_embed_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, s->info.n_vocab, n_embd, &q, &e);
+    drop_body(c);
+    if (!parsed) {
+        srv_embed_req_free(&q);
+        return send_error(s, c->mc, &e);
+    }
+    pthread_mutex_lock(&s->mu);
+    const bool draining = s->draining || s->closing;
+    pthread_mutex_unlock(&s->mu);
+    const int32_t limit = s->cfg->max_prompt_tokens < s->cfg->n_ctx ? s->cfg->max_prompt_tokens : s->cfg->n_ctx;
+    int64_t total = 0;
+    bool ok = !draining;
+    if (draining) srv_error_set(&e, 503, "server_error", "draining", NULL, "the server is shutting down");
+    if (ok && s->cfg->embed_pooling < 0) {
+        srv_error_set(&e, 501, "server_error", "not_supported", NULL, "this model's pooling_type is not supported for embeddings (mean, cls and last are)");
+        ok = false;
+    }
+    for (int32_t k = 0; ok && k < q.n_in; k++) {
+        srv_embed_input *in = &q.in[k];
+        char param[64];
+        if (q.single) snprintf(param, sizeof param, "input");
+        else snprintf(param, sizeof param, "input[%d]", k);
+        if (in->text) {
+            size_t n = 0;
+            if (!(ok = tokenize(s, in->text, in->text_len, true, &in->ids, &n, &e))) break;
+            in->n_ids = (int32_t)n;
+            if (n == 0) {
+                srv_error_set(&e, 400, "invalid_request_error", "invalid_value", param, "'%s' has no tokens", param);
+                ok = false;
+                break;
+            }
+        }
+        if (in->n_ids > limit) {
+            srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", param,
+                          "'%s' is %d tokens; this server embeds at most %d tokens per input (-c / --max-prompt-tokens)", param,
+                          in->n_ids, limit);
+            ok = false;
+        }
+        total += in->n_ids;
+    }
+    json_t *data = ok ? json_array() : NULL;
+    float *v = ok ? malloc((size_t)n_embd * sizeof *v) : NULL;
+    if (ok && (!data || !v)) {
+        srv_error_set(&e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        ok = false;
+    }
+    if (ok) {
+        pthread_mutex_lock(&s->embed_mu);
+        brisk_error err = {0};
+        if (!s->embed_ctx) {
+            brisk_context_params cp = brisk_context_default_params();
+            cp.n_ctx_seq = limit;
+            cp.kv_tokens = limit;
+            cp.n_seq = 1;
+            cp.n_batch = brisk_context_n_batch(s->ctx);
+            cp.n_outputs_max = srv_embed_rows(s->cfg->embed_pooling, cp.n_batch);
+            cp.n_threads = s->cfg->embed_threads;
+            if (brisk_context_init(s->model, &cp, &s->embed_ctx, &err)) {
+                s->embed_ctx = NULL;
+                srv_error_set(&e, 500, "server_error", "embedding_context", NULL, "cannot make the embedding context: %s", err.msg);
+                ok = false;
+            }
+        }
+        for (int32_t k = 0; ok && k < q.n_in; k++) {
+            if (srv_embed_tokens(s->embed_ctx, n_embd, s->cfg->embed_pooling, q.in[k].ids, q.in[k].n_ids, v, &err)) {
+                srv_error_set(&e, 500, "server_error", "embedding_failed", NULL, "input %d: %s", k, err.msg);
+                ok = false;
+                break;
+            }
+            json_t *item = srv_embed_item(k, v, n_embd, q.base64);
+            if (!item || json_array_append_new(data, item)) {
+                srv_error_set(&e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+                ok = false;
+            }
+        }
+        pthread_mutex_unlock(&s->embed_mu);
+    }
+    free(v);
+    srv_embed_req_free(&q);
+    if (!ok) {
+        json_decref(data);
+        return send_error(s, c->mc, &e);
+    }
+    return send_json(s, c->mc, 200, json_pack("{s:s, s:o, s:s, s:{s:I, s:I}}", "object", "list", "data", data, "model", s->cfg->alias,
+                                              "usage", "prompt_tokens", (json_int_t)total, "total_tokens", (json_int_t)total));
+}
+
 /* ---- the access handler ------------------------------------------------------------------------------ */
 
 static route route_of(const char *url, bool *post) {
@@ -1073,6 +1186,7 @@ static route route_of(const char *url, bool *post) {
         {"/tokenize", R_TOKENIZE, true}, {"/detokenize", R_DETOKENIZE, true}, {"/apply-template", R_APPLY_TEMPLATE, true},
         {"/metrics", R_METRICS, false}, {"/completion", R_LLAMA_COMPLETION, true},
         {"/kv/save", R_KV_SAVE, true}, {"/kv/restore", R_KV_RESTORE, true},
+        {"/v1/embeddings", R_EMBEDDINGS, true}, {"/embeddings", R_EMBEDDINGS, true},
     };
     for (size_t k = 0; k < sizeof routes / sizeof routes[0]; k++)
         if (!strcmp(url, routes[k].path)) {
@@ -1144,6 +1258,7 @@ static enum MHD_Result get_route(conn *c) {
 
 static enum MHD_Result post_route(conn *c) {
     http_srv *s = c->srv;
+    if (c->r == R_EMBEDDINGS) return do_embeddings(c);
     static const srv_kind kinds[] = {[R_CHAT] = SRV_CHAT, [R_COMPLETIONS] = SRV_COMPLETION, [R_TOKENIZE] = SRV_TOKENIZE,
                                      [R_DETOKENIZE] = SRV_DETOKENIZE, [R_APPLY_TEMPLATE] = SRV_APPLY_TEMPLATE, [R_LLAMA_COMPLETION] = SRV_LLAMA,
                                      [R_KV_SAVE] = SRV_KV_SAVE, [R_KV_RESTORE] = SRV_KV_RESTORE};
@@ -1326,6 +1441,7 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
     s.eos = token_string(model, brisk_token_eos(model));
     pthread_mutex_init(&s.mu, NULL);
     pthread_mutex_init(&s.admit_mu, NULL);
+    pthread_mutex_init(&s.embed_mu, NULL);
     pthread_cond_init(&s.ticker_cv, NULL);
     int rc = 1;
     brisk_error err = {0};
@@ -1437,12 +1553,14 @@ done:
         MHD_stop_daemon(s.d);
     }
     srv_engine_free(s.engine);
+    brisk_context_free(s.embed_ctx);
     srv_metrics_free(s.metrics);
     if (ai) freeaddrinfo(ai);
     free(s.bos);
     free(s.eos);
     pthread_cond_destroy(&s.ticker_cv);
     pthread_mutex_destroy(&s.admit_mu);
+    pthread_mutex_destroy(&s.embed_mu);
     pthread_mutex_destroy(&s.mu);
     if (rc == 0) fprintf(stderr, "brisk serve: stopped\n");
     return rc;

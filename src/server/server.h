@@ -37,6 +37,8 @@ typedef struct srv_config {
     unsigned http_threads;
     double drain_timeout_s;
     brisk_sampler_params sampling;   /* server-wide defaults a request overrides */
+    int embed_pooling;         /* srv_pooling (embed.h) of /v1/embeddings; -1 = not supported */
+    int32_t embed_threads;     /* threads of /v1/embeddings' context (0 = the library's default) */
     int tool_format;           /* srv_tool_format of the chat template (tools.h): how tool calls are written */
 } srv_config;
 
