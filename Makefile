@@ -61,7 +61,7 @@ AARCH64_READY  = command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-
 build-aarch64: bootstrap
 	@cmake --no-warn-unused-cli -S . -B build-aarch64 -DCMAKE_BUILD_TYPE=Release -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
 	  $(if $(AARCH64_GOLDEN),-DBRISK_CROSS_GOLDEN=$(AARCH64_GOLDEN),-UBRISK_CROSS_GOLDEN) >/dev/null
-	@cmake --build build-aarch64 -j$(JOBS) --target brisk test_kernels test_golden test_engine
+	@cmake --build build-aarch64 -j$(JOBS) --target brisk test_kernels test_golden test_engine test_kv_quant
 
 test-aarch64: bootstrap
 	@if $(AARCH64_READY); then \
