@@ -3,7 +3,10 @@
  * configuration: -c is each request's own cap (never divided by -np), the KV
  * pool (--kv-size) is shared by all requests and by default takes half the
  * memory left after the weights. The plan is printed before anything is
- * allocated, and a plan that does not fit is refused. */
+ * allocated, and a plan that does not fit is refused. The server binds
+ * before the model loads, answering 503 "Loading model" meanwhile (GET
+ * /health included), so a supervisor sees it up and waits; a load that fails
+ * closes the listener and exits 1 with its message. */
 #include "brisk.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
@@ -16,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #ifndef BRISK_GIT_COMMIT
 #define BRISK_GIT_COMMIT "unknown"
@@ -23,11 +27,23 @@
 
 #ifndef BRISK_HAVE_MHD
 bool srv_available(void) { return false; }
-int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const brisk_template *tpl) {
-    (void)cfg, (void)model, (void)ctx, (void)tpl;
+int srv_start(const srv_config *cfg, srv_server **out) {
+    (void)cfg;
+    *out = NULL;
     return 1;
 }
+int srv_serve(srv_server *s, brisk_model *model, brisk_context *ctx, const brisk_template *tpl) {
+    (void)s, (void)model, (void)ctx, (void)tpl;
+    return 1;
+}
+void srv_abort(srv_server *s) { (void)s; }
 #endif
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static const cli_use serve_uses[] = {
     {.id = CLI_O_HEADING, .heading = "model and memory"},
@@ -158,6 +174,7 @@ int brisk_cmd_serve(int argc, char **argv) {
     const char **keys = NULL;
     int32_t n_keys = 0;
     char *alias = NULL;
+    srv_server *srv = NULL;
     brisk_error err = {0};
     const char *model_path = a.s[CLI_O_MODEL];
     if (!model_path) {
@@ -189,6 +206,27 @@ int brisk_cmd_serve(int argc, char **argv) {
             goto out;
         }
     }
+    /* bind first: the HTTP fields of cfg are known now, the model's are filled in below */
+    const char *base = strrchr(model_path, '/');
+    base = base ? base + 1 : model_path;
+    if (!(alias = strdup(a.s[CLI_O_ALIAS] ? a.s[CLI_O_ALIAS] : base))) {
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+        goto fail;
+    }
+    srv_config cfg = {
+        .host = a.s[CLI_O_HOST], .port = (int)a.i[CLI_O_PORT], .alias = alias, .api_keys = keys, .n_api_keys = n_keys,
+        .cors_origins = a.s[CLI_O_CORS_ORIGINS], .log_prompts = a.i[CLI_O_LOG_PROMPTS] != 0,
+        .queue_timeout_s = a.f[CLI_O_QUEUE_TIMEOUT], .max_stall = a.f[CLI_O_MAX_STALL], .header_timeout_s = a.f[CLI_O_HEADER_TIMEOUT],
+        .spec = (int)a.i[CLI_O_SERVE_SPEC], .stream_quantum_ms = a.f[CLI_O_STREAM_QUANTUM], .kv_dir = a.s[CLI_O_KV_DIR],
+        .max_body = (size_t)a.i[CLI_O_MAX_BODY], .max_running = (int32_t)a.i[CLI_O_MAX_RUNNING],
+        .max_queue = (int32_t)a.i[CLI_O_MAX_QUEUE],
+        .conn_limit = (unsigned)a.i[CLI_O_CONN_LIMIT], .per_ip_limit = (unsigned)a.i[CLI_O_PER_IP_LIMIT],
+        .timeout_s = (unsigned)a.i[CLI_O_TIMEOUT], .http_threads = (unsigned)a.i[CLI_O_HTTP_THREADS],
+        .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT],
+    };
+    if (srv_start(&cfg, &srv)) goto out;
+    const double t_load = now_s();
+    fprintf(stderr, "brisk serve: loading %s\n", model_path);
     if (brisk_model_load(model_path, &model, &err)) goto fail;
     size_t tpl_len = 0;
     const char *tpl_src = NULL;
@@ -206,7 +244,7 @@ int brisk_cmd_serve(int argc, char **argv) {
     if (!tpl) fprintf(stderr, "brisk serve: note: %s has no chat template; /v1/chat/completions answers 400 until --chat-template FILE is given\n", model_path);
     brisk_model_info info;
     brisk_model_get_info(model, &info);
-    const int32_t max_running = (int32_t)a.i[CLI_O_MAX_RUNNING];
+    const int32_t max_running = cfg.max_running;
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx_seq = (int32_t)cli_ctx_size(&a, info.n_ctx_train);
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
@@ -233,27 +271,16 @@ int brisk_cmd_serve(int argc, char **argv) {
             cp.kv_tokens, cp.n_ctx_seq, max_running, (long long)a.i[CLI_O_MAX_QUEUE]);
     if (brisk_memory_plan_check(&plan, 1, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
+    fprintf(stderr, "brisk serve: model loaded and context made in %.2f s\n", now_s() - t_load);
 
-    const char *base = strrchr(model_path, '/');
-    base = base ? base + 1 : model_path;
-    if (!(alias = strdup(a.s[CLI_O_ALIAS] ? a.s[CLI_O_ALIAS] : base))) {
-        snprintf(err.msg, sizeof err.msg, "out of memory");
-        goto fail;
-    }
     char fingerprint[128];
     snprintf(fingerprint, sizeof fingerprint, "brisk-%s-%s-%s", CLI_VERSION, BRISK_GIT_COMMIT, brisk_context_isa(ctx));
-    srv_config cfg = {
-        .host = a.s[CLI_O_HOST], .port = (int)a.i[CLI_O_PORT], .alias = alias, .api_keys = keys, .n_api_keys = n_keys,
-        .cors_origins = a.s[CLI_O_CORS_ORIGINS], .log_prompts = a.i[CLI_O_LOG_PROMPTS] != 0,
-        .queue_timeout_s = a.f[CLI_O_QUEUE_TIMEOUT], .max_stall = a.f[CLI_O_MAX_STALL], .header_timeout_s = a.f[CLI_O_HEADER_TIMEOUT],
-        .spec = (int)a.i[CLI_O_SERVE_SPEC], .stream_quantum_ms = a.f[CLI_O_STREAM_QUANTUM], .kv_dir = a.s[CLI_O_KV_DIR],
-        .fingerprint = fingerprint, .max_body = (size_t)a.i[CLI_O_MAX_BODY], .max_running = max_running,
-        .max_queue = (int32_t)a.i[CLI_O_MAX_QUEUE], .n_ctx = cp.n_ctx_seq,
-        .max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq,
-        .conn_limit = (unsigned)a.i[CLI_O_CONN_LIMIT], .per_ip_limit = (unsigned)a.i[CLI_O_PER_IP_LIMIT],
-        .timeout_s = (unsigned)a.i[CLI_O_TIMEOUT], .http_threads = (unsigned)a.i[CLI_O_HTTP_THREADS],
-        .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT], .embed_threads = cp.n_threads, .embed_pooling = embed_pooling(model_path, info.arch),
-    };
+    /* the model's fields: no request reads them before srv_serve */
+    cfg.fingerprint = fingerprint;
+    cfg.n_ctx = cp.n_ctx_seq;
+    cfg.max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq;
+    cfg.embed_threads = cp.n_threads;
+    cfg.embed_pooling = embed_pooling(model_path, info.arch);
     /* only the sampling flags serve takes; the rest keep the library's defaults */
     cfg.sampling = brisk_sampler_default_params();
     cfg.sampling.temp = (float)a.f[CLI_O_TEMP];
@@ -267,11 +294,15 @@ int brisk_cmd_serve(int argc, char **argv) {
     cfg.sampling.seed = a.u[CLI_O_SEED];
     cfg.tool_format = (int)srv_tool_format_of(tpl ? tpl_src : NULL, tpl_len);
     if (tpl) fprintf(stderr, "brisk serve: tool calls: %s format (from the chat template)\n", srv_tool_format_name((srv_tool_format)cfg.tool_format));
-    rc = srv_run(&cfg, model, ctx, tpl) ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+    rc = srv_serve(srv, model, ctx, tpl) ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
+    srv = NULL;
     goto out;
 fail:
+    srv_abort(srv);   /* the listener closes before the message */
+    srv = NULL;
     rc = cli_fail(C, &err);
 out:
+    srv_abort(srv);
     free(alias);
     free(keys);
     free(key_file);

@@ -115,7 +115,25 @@ struct http_srv {
     pthread_mutex_t mu;
     pthread_mutex_t admit_mu; /* closing, and the engine's lifetime for submits */
     conn *conns;              /* connections with a job */
+    bool ready;               /* the model is loaded and the engine runs (under mu): until then every request gets 503 */
     bool draining, closing;
+    double t_start;           /* when srv_start bound the socket */
+    int bound_port;
+    bool ipv6;
+    /* signals: blocked in every thread from srv_start on; one thread sigwaits for them */
+    sigset_t sigs;
+    pthread_t sig_thread;
+    bool sig_on, sig_stop;    /* sig_stop (under mu): teardown wakes the thread to end it */
+    bool sig_done;            /* the signal thread is past its sigwait, about to return (under mu) */
+    int signal;               /* the signal received once ready (under mu), 0 = none yet */
+    pthread_cond_t sig_cv;
+    /* libmicrohttpd's log: a message repeated within 10 s is counted, not printed again (slowloris floods) */
+    pthread_mutex_t log_mu;
+    char log_last[256];
+    double log_since;
+    long log_repeats;
+    long late_closed;         /* connections shut down by the header deadline, not yet logged (under mu) */
+    double late_logged;       /* when they were last logged (ticker only) */
     size_t body_bytes, body_budget;   /* bodies buffered by all connections (under mu), and their cap */
     pthread_t ticker;
     bool ticker_on, ticker_stop;
@@ -215,6 +233,28 @@ static enum MHD_Result fail(const http_srv *s, struct MHD_Connection *mc, int ht
     srv_error e;
     srv_error_set(&e, http, type, code, param, "%s", msg);
     return send_error(s, mc, &e);
+}
+
+/* While the model loads every request gets 503, in OpenAI's error shape with
+ * llama-server's message (clients written for it wait on that text); /health
+ * adds "status": "loading" beside it, as it says "draining" later. */
+static enum MHD_Result send_loading(const http_srv *s, struct MHD_Connection *mc, bool health) {
+    json_t *o = json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", "Loading model", "type", "unavailable_error", "param",
+                          "code", "loading_model");
+    if (o && health) json_object_set_new(o, "status", json_string("loading"));
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!t) return MHD_NO;
+    const enum MHD_Result ret = send_buf(s, mc, 503, "application/json", t, strlen(t), MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    free(t);
+    return ret;
+}
+
+static bool is_ready(http_srv *s) {
+    pthread_mutex_lock(&s->mu);
+    const bool ready = s->ready;
+    pthread_mutex_unlock(&s->mu);
+    return ready;
 }
 
 /* ---- the connection list, suspension ------------------------------------------------------------- */
@@ -351,9 +391,20 @@ static void *ticker_main(void *arg) {
             if (!k->in_request && !k->shut && t - k->since > s->cfg->header_timeout_s) {
                 k->shut = true;
                 shutdown(k->fd, SHUT_RDWR);   /* under mu: MHD's CLOSED notification (taking mu) comes before its close() */
+                s->late_closed++;
             }
+        /* one line per 10 s at most, so a slowloris flood does not flood the log */
+        long late = 0;
+        if (s->late_closed && t - s->late_logged >= 10) {
+            late = s->late_closed;
+            s->late_closed = 0;
+            s->late_logged = t;
+        }
         pthread_mutex_unlock(&s->mu);
         for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
+        if (late)
+            fprintf(stderr, "brisk serve: closed %ld connection%s whose request headers were not complete within %g s (--header-timeout)\n",
+                    late, late == 1 ? "" : "s", s->cfg->header_timeout_s);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
@@ -1316,6 +1367,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             }
             return queue(s, mc, 204, r);
         }
+        /* before anything reads the model, the engine or the alias: those are set before ready, under mu */
+        if (!is_ready(s)) return send_loading(s, mc, c->r == R_HEALTH);
         if (c->r == R_NONE)
             return fail(s, mc, 404, "invalid_request_error", "not_found", NULL, "no such endpoint (see GET /v1/models, POST /v1/chat/completions, POST /v1/completions)");
         if ((want_post && !c->is_post) || (!want_post && !is_get))
@@ -1333,7 +1386,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
             }
             return MHD_YES;
         }
-        return get_route(c);
+        /* answered at the next call, once MHD has the whole request: a response
+         * queued with the headers alone makes it close the connection (no keep-alive) */
+        return MHD_YES;
     }
     if (c->job) return c->stream ? MHD_YES : wait_generate(c);
     if (*upload_size) {
@@ -1380,7 +1435,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc, const ch
                       "the body is larger than this server's limit of %zu bytes (--max-body)", s->cfg->max_body);
         return send_error(s, mc, &e);
     }
-    return post_route(c);
+    return c->is_post ? post_route(c) : get_route(c);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, enum MHD_RequestTerminationCode why) {
@@ -1416,13 +1471,185 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **con_cls, e
     free(c);
 }
 
+/* libmicrohttpd's messages; one repeated within 10 s (e.g. for each of 500
+ * slowloris connections the header deadline closes) is counted instead. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
-    fprintf(stderr, "brisk serve: http: ");
-    vfprintf(stderr, fmt, ap);
+    http_srv *s = cls;
+    char msg[sizeof s->log_last];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    const size_t n = strlen(msg);
+    const bool nl = n && msg[n - 1] == '\n';
+    const double t = now_s();
+    pthread_mutex_lock(&s->log_mu);
+    if (!strcmp(msg, s->log_last) && t - s->log_since < 10) {
+        s->log_repeats++;
+    } else {
+        if (s->log_repeats)
+            fprintf(stderr, "brisk serve: http: (the message before repeated %ld more time%s)\n", s->log_repeats, s->log_repeats == 1 ? "" : "s");
+        fprintf(stderr, "brisk serve: http: %s%s", msg, nl ? "" : "\n");
+        memcpy(s->log_last, msg, n + 1);
+        s->log_since = t;
+        s->log_repeats = 0;
+    }
+    pthread_mutex_unlock(&s->log_mu);
 }
 
 /* ---- run ------------------------------------------------------------------------------------- */
+
+/* The one thread that takes SIGTERM and SIGINT (blocked in every other
+ * thread from srv_start on, so the threads the loader and the engine start
+ * inherit that). While the model loads a signal ends the process as it would
+ * without a server, by its default action; once ready it starts the drain. */
+static void *signal_main(void *arg) {
+    http_srv *s = arg;
+    int sig = 0;
+    sigwait(&s->sigs, &sig);
+    pthread_mutex_lock(&s->mu);
+    const bool stop = s->sig_stop, loading = !s->ready;
+    if (!stop && !loading) {
+        s->signal = sig;
+        pthread_cond_broadcast(&s->sig_cv);
+    }
+    if (stop || !loading) s->sig_done = true;
+    pthread_mutex_unlock(&s->mu);
+    if (!stop && loading) {
+        fprintf(stderr, "brisk serve: %s while loading the model: exiting\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+        signal(sig, SIG_DFL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+        raise(sig);
+        _exit(128 + sig);   /* not reached: the default action of both is to terminate */
+    }
+    return NULL;
+}
+
+/* Everything srv_start and srv_serve made, in reverse: the listener closes here. */
+static void teardown(http_srv *s) {
+    if (s->sig_on) {
+        pthread_mutex_lock(&s->mu);
+        s->sig_stop = true;
+        if (!s->sig_done) pthread_kill(s->sig_thread, SIGTERM);   /* under mu: it cannot have returned yet */
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->sig_thread, NULL);
+    }
+    if (s->ticker_on) {
+        pthread_mutex_lock(&s->mu);
+        s->ticker_stop = true;
+        pthread_cond_broadcast(&s->ticker_cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->ticker, NULL);
+    }
+    if (s->d) {
+        pthread_mutex_lock(&s->mu);
+        struct MHD_Connection *wake[256];
+        int n = 0;
+        for (conn *c = s->conns; c && n < 256; c = c->next)
+            if (c->suspended) {
+                c->suspended = false;
+                wake[n++] = c->mc;
+            }
+        pthread_mutex_unlock(&s->mu);
+        for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
+        MHD_stop_daemon(s->d);
+    }
+    srv_engine_free(s->engine);
+    brisk_context_free(s->embed_ctx);
+    srv_metrics_free(s->metrics);
+    free(s->bos);
+    free(s->eos);
+    pthread_mutex_lock(&s->log_mu);
+    if (s->log_repeats)
+        fprintf(stderr, "brisk serve: http: (the message before repeated %ld more time%s)\n", s->log_repeats, s->log_repeats == 1 ? "" : "s");
+    pthread_mutex_unlock(&s->log_mu);
+    pthread_cond_destroy(&s->ticker_cv);
+    pthread_cond_destroy(&s->sig_cv);
+    pthread_mutex_destroy(&s->admit_mu);
+    pthread_mutex_destroy(&s->embed_mu);
+    pthread_mutex_destroy(&s->log_mu);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int srv_start(const srv_config *cfg, srv_server **out) {
+    *out = NULL;
+    http_srv *s = calloc(1, sizeof *s);
+    if (!s) {
+        fprintf(stderr, "brisk serve: out of memory\n");
+        return 1;
+    }
+    s->cfg = cfg;
+    s->body_budget = cfg->max_body * 16;   /* 128 MiB at the default --max-body */
+    s->t_start = now_s();
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->admit_mu, NULL);
+    pthread_mutex_init(&s->embed_mu, NULL);
+    pthread_mutex_init(&s->log_mu, NULL);
+    pthread_cond_init(&s->ticker_cv, NULL);
+    pthread_cond_init(&s->sig_cv, NULL);
+    /* signals go to the signal thread only; every thread started from here on inherits the mask */
+    sigemptyset(&s->sigs);
+    sigaddset(&s->sigs, SIGTERM);
+    sigaddset(&s->sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &s->sigs, NULL);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    const int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "brisk serve: --host %s: %s\n", cfg->host, gai_strerror(gai));
+        goto fail;
+    }
+    if (!(s->metrics = srv_metrics_new())) {
+        fprintf(stderr, "brisk serve: out of memory\n");
+        goto fail;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    flags |= MHD_USE_AUTO;
+    s->ipv6 = ai->ai_family == AF_INET6;
+    if (s->ipv6) flags |= MHD_USE_IPv6;
+    /* the logger first: options parsed before it would log through MHD's own */
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,
+                            MHD_OPTION_CONNECTION_LIMIT, cfg->conn_limit,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->per_ip_limit,
+                            MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        fprintf(stderr, "brisk serve: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->bound_port = di ? (int)di->port : cfg->port;
+    freeaddrinfo(ai);
+    ai = NULL;
+    if (pthread_create(&s->ticker, NULL, ticker_main, s) == 0) s->ticker_on = true;
+    if (pthread_create(&s->sig_thread, NULL, signal_main, s)) {
+        fprintf(stderr, "brisk serve: cannot start a thread\n");
+        goto fail;
+    }
+    s->sig_on = true;
+    /* not "listening on": scripts wait for that line, printed once requests are served */
+    fprintf(stderr, "brisk serve: bound to http://%s%s%s:%d; loading the model (every request gets 503 until it is ready)\n",
+            s->ipv6 ? "[" : "", cfg->host, s->ipv6 ? "]" : "", s->bound_port);
+    *out = s;
+    return 0;
+fail:
+    if (ai) freeaddrinfo(ai);
+    teardown(s);
+    return 1;
+}
+
+void srv_abort(srv_server *s) {
+    if (s) teardown(s);
+}
 
 static char *token_string(const brisk_model *m, int32_t id) {
     size_t len = 0;
@@ -1431,137 +1658,70 @@ static char *token_string(const brisk_model *m, int32_t id) {
     return srv_utf8_sanitize(t ? t : "", t ? len : 0, &sl);
 }
 
-int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const brisk_template *tpl) {
-    http_srv s = {.cfg = cfg, .model = model, .ctx = ctx, .tpl = tpl};
-    brisk_model_get_info(model, &s.info);
-    s.lim = srv_limits_default(s.info.n_vocab, cfg->max_running);
-    s.started = (int64_t)time(NULL);
-    s.body_budget = cfg->max_body * 16;   /* 128 MiB at the default --max-body */
-    s.bos = token_string(model, brisk_token_bos(model));
-    s.eos = token_string(model, brisk_token_eos(model));
-    pthread_mutex_init(&s.mu, NULL);
-    pthread_mutex_init(&s.admit_mu, NULL);
-    pthread_mutex_init(&s.embed_mu, NULL);
-    pthread_cond_init(&s.ticker_cv, NULL);
-    int rc = 1;
+int srv_serve(srv_server *s, brisk_model *model, brisk_context *ctx, const brisk_template *tpl) {
+    const srv_config *cfg = s->cfg;
+    s->model = model;
+    s->ctx = ctx;
+    s->tpl = tpl;
+    brisk_model_get_info(model, &s->info);
+    s->lim = srv_limits_default(s->info.n_vocab, cfg->max_running);
+    s->started = (int64_t)time(NULL);
+    s->bos = token_string(model, brisk_token_bos(model));
+    s->eos = token_string(model, brisk_token_eos(model));
     brisk_error err = {0};
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV | AI_PASSIVE};
-    struct addrinfo *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof port, "%d", cfg->port);
-    /* signals go to this thread only (sigwait below); the threads started from here inherit the mask */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    const int gai = getaddrinfo(cfg->host, port, &hints, &ai);
-    if (gai) {
-        fprintf(stderr, "brisk serve: --host %s: %s\n", cfg->host, gai_strerror(gai));
-        goto done;
-    }
-    if (!(s.metrics = srv_metrics_new())) {
-        fprintf(stderr, "brisk serve: out of memory\n");
-        goto done;
-    }
     srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue, .spec = cfg->spec,
-                            .queue_timeout_s = cfg->queue_timeout_s, .max_stall = cfg->max_stall, .metrics = s.metrics};
-    if (srv_engine_init(&s.engine, model, ctx, &ep, &err)) {
+                            .queue_timeout_s = cfg->queue_timeout_s, .max_stall = cfg->max_stall, .metrics = s->metrics};
+    if (srv_engine_init(&s->engine, model, ctx, &ep, &err)) {
+        teardown(s);   /* the listener closes before the message */
         fprintf(stderr, "brisk serve: %s\n", err.msg);
-        goto done;
+        return 1;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    flags |= MHD_USE_AUTO;
-    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    s.d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, &s,
-                           MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                           MHD_OPTION_THREAD_POOL_SIZE, cfg->http_threads,
-                           MHD_OPTION_CONNECTION_LIMIT, cfg->conn_limit,
-                           MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->per_ip_limit,
-                           MHD_OPTION_CONNECTION_TIMEOUT, cfg->timeout_s,
-                           MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)64 * 1024,
-                           MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
-                           MHD_OPTION_NOTIFY_CONNECTION, on_connection, &s,
-                           MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
-                           MHD_OPTION_END);
-    if (!s.d) {
-        fprintf(stderr, "brisk serve: cannot listen on %s:%d: %s\n", cfg->host, cfg->port, strerror(errno));
-        goto done;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s.d, MHD_DAEMON_INFO_BIND_PORT);
-    const int bound = di ? (int)di->port : cfg->port;
-    if (pthread_create(&s.ticker, NULL, ticker_main, &s) == 0) s.ticker_on = true;
-    fprintf(stderr, "brisk serve: listening on http://%s%s%s:%d (model '%s'; SIGTERM or Ctrl-C drains and exits)\n",
-            ai->ai_family == AF_INET6 ? "[" : "", cfg->host, ai->ai_family == AF_INET6 ? "]" : "", bound, cfg->alias);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    /* everything the handlers read past the loading check is set above; taking mu publishes it */
+    pthread_mutex_lock(&s->mu);
+    s->ready = true;
+    pthread_mutex_unlock(&s->mu);
+    fprintf(stderr, "brisk serve: listening on http://%s%s%s:%d (model '%s', ready %.2f s after binding; SIGTERM or Ctrl-C drains and exits)\n",
+            s->ipv6 ? "[" : "", cfg->host, s->ipv6 ? "]" : "", s->bound_port, cfg->alias, now_s() - s->t_start);
+    pthread_mutex_lock(&s->mu);
+    while (!s->signal) pthread_cond_wait(&s->sig_cv, &s->mu);
+    const int sig = s->signal;
+    pthread_mutex_unlock(&s->mu);
     fprintf(stderr, "brisk serve: %s: draining (new requests get 503)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    pthread_mutex_lock(&s.mu);
-    s.draining = true;
-    pthread_mutex_unlock(&s.mu);
-    srv_engine_drain(s.engine);
+    pthread_mutex_lock(&s->mu);
+    s->draining = true;
+    pthread_mutex_unlock(&s->mu);
+    srv_engine_drain(s->engine);
     const double t0 = now_s();
-    while (srv_engine_held(s.engine) > 0 && now_s() - t0 < cfg->drain_timeout_s) {
+    while (srv_engine_held(s->engine) > 0 && now_s() - t0 < cfg->drain_timeout_s) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    pthread_mutex_lock(&s.admit_mu);
-    pthread_mutex_lock(&s.mu);
-    s.closing = true;
-    pthread_mutex_unlock(&s.mu);
-    pthread_mutex_unlock(&s.admit_mu);
+    pthread_mutex_lock(&s->admit_mu);
+    pthread_mutex_lock(&s->mu);
+    s->closing = true;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->admit_mu);
     /* KV operations under way finish first (the inference thread still runs them) */
     for (;;) {
-        pthread_mutex_lock(&s.admit_mu);
-        const int inflight = s.kv_inflight;
-        pthread_mutex_unlock(&s.admit_mu);
+        pthread_mutex_lock(&s->admit_mu);
+        const int inflight = s->kv_inflight;
+        pthread_mutex_unlock(&s->admit_mu);
         if (inflight == 0) break;
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    srv_engine_free(s.engine);   /* whatever is left finishes cancelled */
-    s.engine = NULL;
+    srv_engine_free(s->engine);   /* whatever is left finishes cancelled */
+    s->engine = NULL;
     /* let the streams write their ends, then resume whatever is still suspended */
     for (int k = 0; k < 100; k++) {
-        pthread_mutex_lock(&s.mu);
-        const bool empty = s.conns == NULL;
-        pthread_mutex_unlock(&s.mu);
+        pthread_mutex_lock(&s->mu);
+        const bool empty = s->conns == NULL;
+        pthread_mutex_unlock(&s->mu);
         if (empty) break;
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    rc = 0;
-done:
-    if (s.ticker_on) {
-        pthread_mutex_lock(&s.mu);
-        s.ticker_stop = true;
-        pthread_cond_broadcast(&s.ticker_cv);
-        pthread_mutex_unlock(&s.mu);
-        pthread_join(s.ticker, NULL);
-    }
-    if (s.d) {
-        pthread_mutex_lock(&s.mu);
-        struct MHD_Connection *wake[256];
-        int n = 0;
-        for (conn *c = s.conns; c && n < 256; c = c->next)
-            if (c->suspended) {
-                c->suspended = false;
-                wake[n++] = c->mc;
-            }
-        pthread_mutex_unlock(&s.mu);
-        for (int k = 0; k < n; k++) MHD_resume_connection(wake[k]);
-        MHD_stop_daemon(s.d);
-    }
-    srv_engine_free(s.engine);
-    brisk_context_free(s.embed_ctx);
-    srv_metrics_free(s.metrics);
-    if (ai) freeaddrinfo(ai);
-    free(s.bos);
-    free(s.eos);
-    pthread_cond_destroy(&s.ticker_cv);
-    pthread_mutex_destroy(&s.admit_mu);
-    pthread_mutex_destroy(&s.embed_mu);
-    pthread_mutex_destroy(&s.mu);
-    if (rc == 0) fprintf(stderr, "brisk serve: stopped\n");
-    return rc;
+    teardown(s);
+    fprintf(stderr, "brisk serve: stopped\n");
+    return 0;
 }
