@@ -679,6 +679,10 @@ typedef struct brisk_sched_info {
     /* the KV pool after the step: blocks held by sequences (shared: by more
      * than one), cached (prefix index only) and free */
     int32_t kv_blocks_used, kv_blocks_shared, kv_blocks_cached, kv_blocks_free;
+    /* prompts that waited this step for a prefix they share in whole blocks with a prompt another request
+     * is computing (they take its blocks from the prefix cache when written: shared prefixes arriving
+     * together are computed once) */
+    int32_t n_prefix_held;
 } brisk_sched_info;
 
 /* c: borrowed; must outlive the scheduler, which uses all its sequences

@@ -56,6 +56,8 @@ typedef struct sched_choice {
     brisk_spec_seq *spec;   /* NULL: speculation off */
     brisk_finish finish;    /* BRISK_FINISH_NONE while live */
     int64_t stamp;          /* the step in which it last sampled (one token per step) */
+    bool held;              /* its prefill waited for a shared prefix another choice is computing (prefix_held) */
+    int64_t held_step;      /* the last step in which it waited so (counted once a step) */
     bool cancel, cancel_taken;   /* under mu: brisk_sched_cancel_choice */
     bool cancel_now;        /* the stepping thread's: taken this step */
 } sched_choice;
@@ -573,6 +575,7 @@ static void admit(brisk_sched *s, sched_req *r) {
         ch->seq = s->free_slots[--s->n_free_slots];
         s->n_slots_used++;
         ch->kv_len = 0;
+        ch->held = true;   /* prefix_held looks at the cache again at its turn: blocks may be written meanwhile */
         if (i == 0 || r->forked) {
             /* whole blocks of its history from the prefix cache; the last token is always computed */
             ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
@@ -681,6 +684,68 @@ static void put(brisk_sched *s, int32_t n, int32_t token, int32_t pos, int32_t s
     s->want[n] = want;
 }
 
+/* ---- shared prefixes computed once ------------------------------------------------------------------ */
+
+/* Tokens in whole blocks that x's prompt part (hist[0, n_hist - 1): what its sequence may take from the
+ * prefix cache) has in common with y's history. */
+static int32_t shared_len(const sched_choice *x, const sched_choice *y) {
+    const int32_t B = BRISK_KV_BLOCK, lim = BRISK_MIN(x->n_hist - 1, y->n_hist) / B * B;
+    int32_t n = 0;
+    while (n < lim && !memcmp(x->hist + n, y->hist + n, (size_t)B * sizeof *x->hist)) n += B;
+    return n;
+}
+
+/* Take what the prefix cache now has of x's history (whole blocks another choice finished meanwhile). */
+static void resync_prefix(brisk_sched *s, sched_req *r, sched_choice *x) {
+    const int32_t had = x->kv_len;
+    const int32_t got = brisk_kv_sync_prefix(s->kv, x->seq, x->hist, x->n_hist - 1);
+    if (got <= had) return;
+    s->kv->n_hit_tokens -= had;   /* the sync counted all it kept; only the gain is new */
+    s->c->tree_ok[x->seq] = 0;
+    x->kv_len = got;
+    /* still its first prefill: these prompt tokens came from the cache, not from its own compute */
+    if (x->index == 0 && !r->forked && r->acct.n_preemptions == 0) r->acct.n_prompt_cached += got - had;
+}
+
+/* Whether choice x of r must wait before computing more of its prompt: a choice ranked above it (further
+ * into its prefill, or as far and older) is still computing a prefix they share in whole blocks; x takes
+ * those blocks from the cache once they are written, and computes only past them. The ranking is a strict
+ * order at every pass, so its top choice always computes (no cycle, no deadlock), and x waits at most for
+ * the shared part of its own prompt; one that waited resyncs with the cache at its next look, so blocks
+ * computed by a choice that finished, was cancelled or was preempted meanwhile are taken too. Requests
+ * with prompt logits compute every position anyway and take no part. A step allocates nothing here. */
+static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
+    const int32_t B = BRISK_KV_BLOCK;
+    bool sync = x->held, hold = false;
+    for (int round = 0; round < 2; round++) {
+        if (sync) resync_prefix(s, r, x);
+        sync = hold = false;
+        for (int32_t i = 0; i < s->n_running; i++) {
+            const sched_req *q = s->running[i];
+            if (q->rq.prompt_logits) continue;
+            for (int32_t j = 0; j < q->rq.n; j++) {
+                const sched_choice *y = &q->ch[j];
+                if (y == x || y->finish != BRISK_FINISH_NONE || y->seq < 0 || y->kv_len >= y->n_hist - 1) continue;
+                if (!q->forked && j > 0) continue;
+                const bool above = y->kv_len > x->kv_len ||
+                                   (y->kv_len == x->kv_len && (q->id < r->id || (q == r && y->index < x->index)));
+                if (!above) continue;
+                const int32_t L = shared_len(x, y);
+                if (L <= x->kv_len) continue;
+                if (y->kv_len < L) hold = true;
+                if (BRISK_MIN(y->kv_len, L) / B * B > x->kv_len) sync = true;   /* y wrote blocks x lacks */
+            }
+        }
+        if (!sync) break;
+    }
+    x->held = hold;
+    if (hold && x->held_step != s->step_no) {
+        x->held_step = s->step_no;
+        s->info->n_prefix_held++;
+    }
+    return hold;
+}
+
 /* Fill the pass (at most room tokens): decode tokens and drafts, then
  * prefill chunks. progressed: a pass of this step ran already. *need: the
  * blocks its sequences may take. Returns its tokens. */
@@ -742,6 +807,7 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             sched_choice *ch = &r->ch[j];
             if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len >= ch->n_hist - 1) continue;
             if (!r->forked && j > 0) continue;
+            if (!r->rq.prompt_logits && prefix_held(s, r, ch)) continue;
             int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
             if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
             const bool plp = r->rq.prompt_logits && ch->index == 0 && ch->kv_len < r->n_prompt - 1;
@@ -841,7 +907,8 @@ static void account_pass(brisk_sched *s, int32_t n_pass) {
         a->flops += s->flops_token * t + s->flops_logits * rows + s->flops_attn_pos * attn;
         a->bytes_read += s->weight_bytes * t / n_pass + s->kv_bytes_pos * (double)(p0 + t);
         a->n_passes++;
-        if (!e->decode) a->n_prefilled += e->n;
+        /* a prompt whose chunks stopped one token short computes its last token as a decode */
+        if (!e->decode || e->ch->n_gen == 0) a->n_prefilled += e->n;
     }
 }
 
