@@ -660,6 +660,11 @@ typedef struct brisk_sched_params {
      * prompt is prefilled. At least one prompt token per step is computed, so prompts always progress.
      * 0 = no limit (prompt chunks fill n_batch); the limit applies only once both costs have been measured. */
     double max_stall;
+    /* While requests decode, a step computes at most this many prompt tokens (0 = no limit; with max_stall
+     * the smaller allowance wins): a fixed share of the step for prefills, so a decoding stream's inter-token
+     * time stays near its undisturbed one while a long prompt is read, at the cost of that prompt's TTFT
+     * (a prompt arriving with nothing decoding still fills n_batch). */
+    int32_t prefill_budget;
 } brisk_sched_params;
 brisk_sched_params brisk_sched_default_params(void);
 

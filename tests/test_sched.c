@@ -990,6 +990,59 @@ static void test_stall(void) {
     brisk_context_free(c);
 }
 
+/* A fixed prompt budget per decoding step (prefill_budget): while A decodes, B's 200-token prompt goes in
+ * 5 tokens a step, exactly; before anything decodes a prompt fills the step; outputs equal each alone. */
+static void test_prefill_budget(void) {
+    enum { LONG = 200, BUDGET = 5 };
+    int32_t pa[20], pb[LONG];
+    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    rec alone[2], out[2];
+    for (int k = 0; k < 2; k++) {
+        brisk_context *c = new_ctx(256, 512, 64, 2);
+        brisk_sched *s = new_sched(c, 64, 64, 0);
+        rec_init(&alone[k], 1, true);
+        job j = {.prompt = k ? pb : pa, .n_prompt = k ? LONG : 20, .max_tokens = MAX_GEN, .n = 1, .out = &alone[k]};
+        add_job(s, &j);
+        drain(s, NULL);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    brisk_error err = {0};
+    brisk_context *c = new_ctx(256, 512, 64, 2);
+    brisk_sched_params sp = brisk_sched_default_params();
+    sp.n_batch = 64;
+    sp.prefill_budget = BUDGET;
+    brisk_sched *s = NULL;
+    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+    rec_init(out, 2, true);
+    job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = MAX_GEN, .n = 1, .out = &out[0]};
+    add_job(s, &ja);
+    brisk_sched_info info;
+    CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK && info.n_prefill == 20);   /* nothing decodes: no limit */
+    job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = MAX_GEN, .n = 1, .out = &out[1]};
+    add_job(s, &jb);
+    int max_pf = 0, steps_shared = 0;
+    while (brisk_sched_pending(s) > 0) {
+        const int32_t a_before = out[0].n;
+        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+        if (out[0].n > a_before && info.n_prefill > 0) {
+            steps_shared++;
+            if (info.n_prefill > max_pf) max_pf = info.n_prefill;
+        }
+    }
+    CHECKF(max_pf == BUDGET && steps_shared == MAX_GEN - 1, "prefill_budget %d: %d prompt tokens at most per decoding step over %d steps",
+           BUDGET, max_pf, steps_shared);
+    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
+    rec_free(out, 2);
+    rec_free(alone, 2);
+    brisk_sched_free(s);
+    sp.prefill_budget = -1;
+    CHECK(brisk_sched_init(&s, c, &sp, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "prefill_budget"));
+    brisk_context_free(c);
+    printf("prefill budget: %d prompt tokens a decoding step, outputs equal alone\n", BUDGET);
+}
+
 /* ---- shared prefixes arriving together ------------------------------------------------------------ */
 
 #define SP_REQ 8
@@ -1230,6 +1283,7 @@ int main(void) {
     test_accounting();
     test_prompt_logits();
     test_stall();
+    test_prefill_budget();
     test_shared_prefix();
     test_invariance("qwen2-tiny-Q4_0", NULL);
     test_pool();

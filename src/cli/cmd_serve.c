@@ -38,6 +38,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_HEADING, .heading = "admission"},
     {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_STALL}, {.id = CLI_O_MAX_PROMPT_TOKENS},
     {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC}, {.id = CLI_O_KV_DIR},
+    {.id = CLI_O_PREFILL_BUDGET},
     {.id = CLI_O_HEADING, .heading = "HTTP"},
     {.id = CLI_O_HOST}, {.id = CLI_O_PORT}, {.id = CLI_O_API_KEY}, {.id = CLI_O_API_KEY_FILE}, {.id = CLI_O_CORS_ORIGINS},
     {.id = CLI_O_CONN_LIMIT}, {.id = CLI_O_PER_IP_LIMIT}, {.id = CLI_O_TIMEOUT}, {.id = CLI_O_HEADER_TIMEOUT},
@@ -254,6 +255,7 @@ int brisk_cmd_serve(int argc, char **argv) {
         .timeout_s = (unsigned)a.i[CLI_O_TIMEOUT], .http_threads = (unsigned)a.i[CLI_O_HTTP_THREADS],
         .drain_timeout_s = a.f[CLI_O_DRAIN_TIMEOUT], .embed_threads = cp.n_threads, .embed_pooling = embed_pooling(model_path, info.arch),
     };
+    cfg.prefill_budget = (int32_t)a.i[CLI_O_PREFILL_BUDGET];
     /* only the sampling flags serve takes; the rest keep the library's defaults */
     cfg.sampling = brisk_sampler_default_params();
     cfg.sampling.temp = (float)a.f[CLI_O_TEMP];

@@ -101,9 +101,11 @@ struct brisk_sched {
     int32_t n_vocab, n_vocab_tokens, n_ctx, n_seq;
     int32_t n_batch, n_ubatch, n_outputs, max_running, max_queue;
     double max_stall;       /* see brisk_sched_params */
+    int32_t prefill_budget; /* see brisk_sched_params; 0 = none */
     double prefill_tok_s;   /* measured seconds per prompt token in a pure prefill pass (EMA), 0 until measured */
     double pf_allow;        /* prompt tokens a decoding step may add (max_stall's controller), 0 until set */
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
+    bool step_pf_fixed;     /* prefill_budget has been applied to this step's allowance */
     brisk_sched_pass_clock pass_clock;   /* tests: a pass's cost from its shape instead of the wall clock */
     void *pass_clock_user;
 
@@ -165,7 +167,7 @@ brisk_sched_request brisk_sched_default_request(void) {
 }
 
 brisk_sched_params brisk_sched_default_params(void) {
-    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0};
+    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0, .prefill_budget = 0};
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------- */
@@ -182,6 +184,9 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     if (p->max_queue < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_queue %d must not be negative", p->max_queue);
     if (!(p->max_stall >= 0.0 && p->max_stall <= 1e6))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_stall %g out of range [0, 1e6]", p->max_stall);
+    if (p->prefill_budget < 0)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: prefill_budget %d must not be negative (0 = no limit)",
+                          p->prefill_budget);
     const int32_t n_batch = p->n_batch > 0 ? p->n_batch : ctx_batch;
     const int32_t n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : BRISK_MIN(n_batch, ctx_batch);
     if (n_ubatch > ctx_batch)
@@ -219,6 +224,7 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     s->max_running = p->max_running > 0 ? p->max_running : n_seq;
     s->max_queue = p->max_queue > 0 ? p->max_queue : SCHED_DEFAULT_QUEUE;
     s->max_stall = p->max_stall;
+    s->prefill_budget = p->prefill_budget;
     s->next_id = 1;
     if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
@@ -799,6 +805,11 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             s->step_pf_left = s->pf_allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)s->pf_allow);
         }
     }
+    /* the fixed prompt budget of a step that decodes (the smaller of the two when both are set) */
+    if (n > 0 && s->prefill_budget > 0 && !s->step_pf_fixed) {
+        s->step_pf_fixed = true;
+        s->step_pf_left = s->step_pf_left < 0 ? s->prefill_budget : BRISK_MIN(s->step_pf_left, s->prefill_budget);
+    }
     if (s->step_pf_left >= 0) room = BRISK_MIN(room, n + s->step_pf_left);
     /* prefill chunks, oldest first */
     for (int32_t i = 0; i < s->n_running && n < room; i++) {
@@ -988,6 +999,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     int32_t budget = s->n_batch;
     bool progressed = false;
     s->step_pf_left = -1;
+    s->step_pf_fixed = false;
     while (budget > 0 && s->n_running > 0) {
         int32_t need;
         const int32_t n = build_pass(s, BRISK_MIN(s->n_ubatch, budget), progressed, &need);

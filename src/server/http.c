@@ -1466,6 +1466,7 @@ int srv_run(const srv_config *cfg, brisk_model *model, brisk_context *ctx, const
     }
     srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue, .spec = cfg->spec,
                             .queue_timeout_s = cfg->queue_timeout_s, .max_stall = cfg->max_stall, .metrics = s.metrics};
+    ep.prefill_budget = cfg->prefill_budget;
     if (srv_engine_init(&s.engine, model, ctx, &ep, &err)) {
         fprintf(stderr, "brisk serve: %s\n", err.msg);
         goto done;
