@@ -693,9 +693,9 @@ static void put(brisk_sched *s, int32_t n, int32_t token, int32_t pos, int32_t s
 /* ---- shared prefixes computed once ------------------------------------------------------------------ */
 
 /* Tokens in whole blocks that x's prompt part (hist[0, n_hist - 1): what its sequence may take from the
- * prefix cache) has in common with y's history. */
-static int32_t shared_len(const sched_choice *x, const sched_choice *y) {
-    const int32_t B = BRISK_KV_BLOCK, lim = BRISK_MIN(x->n_hist - 1, y->n_hist) / B * B;
+ * prefix cache) has in common with y's history, looked at up to cap tokens. */
+static int32_t shared_len(const sched_choice *x, const sched_choice *y, int32_t cap) {
+    const int32_t B = BRISK_KV_BLOCK, lim = BRISK_MIN(BRISK_MIN(x->n_hist - 1, y->n_hist), cap) / B * B;
     int32_t n = 0;
     while (n < lim && !memcmp(x->hist + n, y->hist + n, (size_t)B * sizeof *x->hist)) n += B;
     return n;
@@ -736,7 +736,8 @@ static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
                 const bool above = y->kv_len > x->kv_len ||
                                    (y->kv_len == x->kv_len && (q->id < r->id || (q == r && y->index < x->index)));
                 if (!above) continue;
-                const int32_t L = shared_len(x, y);
+                /* up to the block past y's: enough to tell both conditions below (y.kv_len >= x.kv_len) */
+                const int32_t L = shared_len(x, y, (y->kv_len / B + 1) * B);
                 if (L <= x->kv_len) continue;
                 if (y->kv_len < L) hold = true;
                 if (BRISK_MIN(y->kv_len, L) / B * B > x->kv_len) sync = true;   /* y wrote blocks x lacks */
