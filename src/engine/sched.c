@@ -759,7 +759,7 @@ static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
 static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t *need) {
     int32_t n = 0, rows = 0, nd = 0, nq = 0, in_use, cached, free_blocks;
     brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);
-    const int32_t avail = cached + free_blocks;
+    int32_t avail = cached + free_blocks;
     *need = 0;
     s->n_ent = 0;
     const int32_t dcap = BRISK_MIN(room, s->n_outputs);
@@ -820,6 +820,8 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len >= ch->n_hist - 1) continue;
             if (!r->forked && j > 0) continue;
             if (!r->rq.prompt_logits && prefix_held(s, r, ch)) continue;
+            brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);   /* a look at the cache may have taken cached blocks */
+            avail = cached + free_blocks;
             int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
             if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
             const bool plp = r->rq.prompt_logits && ch->index == 0 && ch->kv_len < r->n_prompt - 1;
