@@ -22,9 +22,13 @@
  * once per step), their drafts as the speculation plan allows, then prefill
  * chunks. A prefill chunk is cut to the blocks the pool can still give
  * (free + cached) unless the step has nothing else to run, so a waiting
- * prompt does not push running requests out; when a pass is refused anyway
- * (BRISK_ERR_CAPACITY: the decode changed nothing), the youngest running
- * request is preempted and the pass is rebuilt.
+ * prompt does not push running requests out; a prompt that shares whole
+ * blocks with a prompt ranked above it that is still computing them waits,
+ * then takes them from the prefix cache (prefix_held: a shared prefix
+ * arriving with several requests is computed once); while requests decode,
+ * a step's prompt tokens may be capped (prefill_budget, max_stall); when a
+ * pass is refused anyway (BRISK_ERR_CAPACITY: the decode changed nothing),
+ * the youngest running request is preempted and the pass is rebuilt.
  *
  * Threads: the waiting queue, the list of live requests (for cancel by id)
  * and the cancel flags are under mu; everything else belongs to the stepping
