@@ -660,6 +660,11 @@ typedef struct brisk_sched_params {
      * prompt is prefilled. At least one prompt token per step is computed, so prompts always progress.
      * 0 = no limit (prompt chunks fill n_batch); the limit applies only once both costs have been measured. */
     double max_stall;
+    /* While requests decode, a step computes at most this many prompt tokens (0 = no limit; with max_stall
+     * the smaller allowance wins): a fixed share of the step for prefills, so a decoding stream's inter-token
+     * time stays near its undisturbed one while a long prompt is read, at the cost of that prompt's TTFT
+     * (a prompt arriving with nothing decoding still fills n_batch). */
+    int32_t prefill_budget;
 } brisk_sched_params;
 brisk_sched_params brisk_sched_default_params(void);
 
@@ -679,6 +684,10 @@ typedef struct brisk_sched_info {
     /* the KV pool after the step: blocks held by sequences (shared: by more
      * than one), cached (prefix index only) and free */
     int32_t kv_blocks_used, kv_blocks_shared, kv_blocks_cached, kv_blocks_free;
+    /* prompts that waited this step for a prefix they share in whole blocks with a prompt another request
+     * is computing (they take its blocks from the prefix cache when written: shared prefixes arriving
+     * together are computed once) */
+    int32_t n_prefix_held;
 } brisk_sched_info;
 
 /* c: borrowed; must outlive the scheduler, which uses all its sequences

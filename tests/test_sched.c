@@ -457,12 +457,16 @@ static void test_errors(void) {
     CHECK(brisk_sched_cancel(s, ids[2]));
     CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
     CHECK(q[2][0].n_finish == 1 && q[2][0].finish == BRISK_FINISH_CANCELLED && q[2][0].n == 0);
-    /* the step's budget is the context's 64 tokens: request 0's prompt (40) and 24 of request 1's */
-    CHECKF(info.n_prefill == 64 && info.n_decoded == 1 && info.n_passes == 1 && info.n_running == 2 && info.n_waiting == 0,
-           "step 1: %d prefill, %d decoded, %d passes, %d running", info.n_prefill, info.n_decoded, info.n_passes, info.n_running);
-    /* then decode first: request 0's token, and the rest of request 1's prompt */
+    /* the step's budget is the context's 64 tokens: request 0's prompt (40); request 1 has the same prompt,
+     * so it waits for request 0's whole block, takes it from the cache in the step's second pass and
+     * computes only its last 8 tokens; both sample */
+    CHECKF(info.n_prefill == 48 && info.n_decoded == 2 && info.n_passes == 2 && info.n_running == 2 && info.n_waiting == 0 &&
+               info.n_prefix_held == 1,
+           "step 1: %d prefill, %d decoded, %d passes, %d running, %d held", info.n_prefill, info.n_decoded, info.n_passes,
+           info.n_running, info.n_prefix_held);
+    /* then both decode */
     CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
-    CHECKF(info.n_prefill == 16 && info.n_decoded == 2 && info.n_seq_running == 2, "step 2: %d prefill, %d decoded", info.n_prefill,
+    CHECKF(info.n_prefill == 0 && info.n_decoded == 2 && info.n_seq_running == 2, "step 2: %d prefill, %d decoded", info.n_prefill,
            info.n_decoded);
     for (int i = 0; i < 2; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
     CHECK(q[0][0].n >= 3 && q[0][0].n_finish == 0);
@@ -986,6 +990,278 @@ static void test_stall(void) {
     brisk_context_free(c);
 }
 
+/* A fixed prompt budget per decoding step (prefill_budget): while A decodes, B's 200-token prompt goes in
+ * 5 tokens a step, exactly; before anything decodes a prompt fills the step; outputs equal each alone. */
+static void test_prefill_budget(void) {
+    enum { LONG = 200, BUDGET = 5 };
+    int32_t pa[20], pb[LONG];
+    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    rec alone[2], out[2];
+    for (int k = 0; k < 2; k++) {
+        brisk_context *c = new_ctx(256, 512, 64, 2);
+        brisk_sched *s = new_sched(c, 64, 64, 0);
+        rec_init(&alone[k], 1, true);
+        job j = {.prompt = k ? pb : pa, .n_prompt = k ? LONG : 20, .max_tokens = MAX_GEN, .n = 1, .out = &alone[k]};
+        add_job(s, &j);
+        drain(s, NULL);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    brisk_error err = {0};
+    brisk_context *c = new_ctx(256, 512, 64, 2);
+    brisk_sched_params sp = brisk_sched_default_params();
+    sp.n_batch = 64;
+    sp.prefill_budget = BUDGET;
+    brisk_sched *s = NULL;
+    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+    rec_init(out, 2, true);
+    job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = MAX_GEN, .n = 1, .out = &out[0]};
+    add_job(s, &ja);
+    brisk_sched_info info;
+    CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK && info.n_prefill == 20);   /* nothing decodes: no limit */
+    job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = MAX_GEN, .n = 1, .out = &out[1]};
+    add_job(s, &jb);
+    int max_pf = 0, steps_shared = 0;
+    while (brisk_sched_pending(s) > 0) {
+        const int32_t a_before = out[0].n;
+        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+        if (out[0].n > a_before && info.n_prefill > 0) {
+            steps_shared++;
+            if (info.n_prefill > max_pf) max_pf = info.n_prefill;
+        }
+    }
+    CHECKF(max_pf == BUDGET && steps_shared == MAX_GEN - 1, "prefill_budget %d: %d prompt tokens at most per decoding step over %d steps",
+           BUDGET, max_pf, steps_shared);
+    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
+    rec_free(out, 2);
+    rec_free(alone, 2);
+    brisk_sched_free(s);
+    sp.prefill_budget = -1;
+    CHECK(brisk_sched_init(&s, c, &sp, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "prefill_budget"));
+    brisk_context_free(c);
+    printf("prefill budget: %d prompt tokens a decoding step, outputs equal alone\n", BUDGET);
+}
+
+/* ---- shared prefixes arriving together ------------------------------------------------------------ */
+
+#define SP_REQ 8
+#define SP_PREFIX 300     /* 9 whole blocks (288 tokens) and 12 more */
+#define SP_GEN 12
+
+typedef struct sp_rec {
+    brisk_sched *s;
+    rec out[MAX_CHOICES];
+    brisk_sched_request_info info;
+} sp_rec;
+
+static void sp_on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
+    sp_rec *a = user;
+    on_token(a->out, id, choice, token, finish);
+    CHECK(brisk_sched_request_info_get(a->s, id, &a->info));
+}
+
+static void sp_on_logits(void *user, int64_t id, int32_t choice, int32_t token, const float *logits, int32_t nv) {
+    on_logits(((sp_rec *)user)->out, id, choice, token, logits, nv);
+}
+
+typedef struct sp_job {
+    int32_t prompt[SP_PREFIX + 120];
+    int32_t n_prompt, n;
+    float temp;
+} sp_job;
+
+static int64_t sp_add(brisk_sched *s, const sp_job *j, sp_rec *a) {
+    a->s = s;
+    brisk_sched_request r = brisk_sched_default_request();
+    r.prompt = j->prompt;
+    r.n_prompt = j->n_prompt;
+    r.max_tokens = SP_GEN;
+    r.n = j->n;
+    r.sampling.temp = j->temp;
+    r.sampling.seed = 77;
+    r.ignore_eog = true;
+    r.on_token = sp_on_token;
+    r.on_logits = sp_on_logits;
+    r.user = a;
+    int64_t id = 0;
+    brisk_error err = {0};
+    CHECKF(brisk_sched_add(s, &r, &id, &err) == BRISK_OK, "add: %s", err.msg);
+    return id;
+}
+
+static void sp_rec_init(sp_rec *a, int n) {
+    memset(a, 0, sizeof *a);
+    rec_init(a->out, n, true);
+}
+
+/* Same tokens and logits for every choice, each finished once with length. */
+static bool sp_same(const sp_rec *a, const sp_rec *b, int n) {
+    for (int i = 0; i < n; i++)
+        if (!rec_same(&a->out[i], &b->out[i]) || a->out[i].n_finish != 1 || a->out[i].finish != BRISK_FINISH_LENGTH) return false;
+    return true;
+}
+
+/* Step until nothing is left; the steps in which a prompt waited for a shared prefix. */
+static int sp_drain(brisk_sched *s) {
+    brisk_sched_info info;
+    brisk_error err = {0};
+    int held = 0;
+    for (int guard = 0; brisk_sched_pending(s) > 0 && guard < 100000; guard++) {
+        CHECKF(brisk_sched_step(s, &info, &err) == BRISK_OK, "step: %s", err.msg);
+        held += info.n_prefix_held > 0;
+    }
+    CHECK(brisk_sched_pending(s) == 0);
+    return held;
+}
+
+/* Eight requests sharing a 300-token prefix (suffixes of 0 to 98 tokens, two of them n > 1 with seeded
+ * sampling) added before one step compute the prefix once: the oldest computes its whole prompt, each
+ * other takes the 288 tokens of whole blocks from the cache and computes only past them, the prefix
+ * cache's hit count agrees, and every choice's tokens and logits are bitwise those of the request alone
+ * on a cold context. Then the same with the computing request cancelled after one step (the next takes
+ * its two written blocks and computes the rest once), and with it preempted mid-prefill (the pool
+ * refuses two older requests' decodes). */
+static void test_shared_prefix(void) {
+    static sp_job jobs[SP_REQ];
+    static sp_rec alone[SP_REQ], got[SP_REQ];
+    const int suffix[SP_REQ] = {9, 0, 40, 1, 98, 17, 33, 64};
+    int32_t prefix[SP_PREFIX];
+    for (int t = 0; t < SP_PREFIX; t++) prefix[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    for (int k = 0; k < SP_REQ; k++) {
+        sp_job *j = &jobs[k];
+        memcpy(j->prompt, prefix, sizeof prefix);
+        for (int t = 0; t < suffix[k]; t++) j->prompt[SP_PREFIX + t] = t == 0 ? (int32_t)(5 + k) : (int32_t)(rnd() % (uint32_t)n_vocab);
+        j->n_prompt = SP_PREFIX + suffix[k];
+        j->n = k == 0 ? 2 : k == 5 ? 3 : 1;
+        j->temp = j->n > 1 ? 0.8f : 0.0f;
+    }
+    enum { N_SEQ = 12, KV = 8192, NB = 64 };
+    for (int k = 0; k < SP_REQ; k++) {
+        brisk_context *c = new_ctx(512, KV, NB, N_SEQ);
+        brisk_sched *s = new_sched(c, NB, NB, 0);
+        sp_rec_init(&alone[k], jobs[k].n);
+        sp_add(s, &jobs[k], &alone[k]);
+        sp_drain(s);
+        CHECK(alone[k].info.n_prompt_cached == 0 && alone[k].info.n_prompt_computed == jobs[k].n_prompt);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    const int32_t whole = SP_PREFIX / BRISK_KV_BLOCK * BRISK_KV_BLOCK;
+    /* all eight before one step */
+    {
+        brisk_context *c = new_ctx(512, KV, NB, N_SEQ);
+        brisk_sched *s = new_sched(c, NB, NB, 0);
+        for (int k = 0; k < SP_REQ; k++) {
+            sp_rec_init(&got[k], jobs[k].n);
+            sp_add(s, &jobs[k], &got[k]);
+        }
+        const int held = sp_drain(s);
+        int64_t computed = 0, cached = 0;
+        for (int k = 0; k < SP_REQ; k++) {
+            const brisk_sched_request_info *in = &got[k].info;
+            const int32_t want_cached = k == 0 ? 0 : whole;
+            CHECKF(in->n_prompt_cached == want_cached && in->n_prompt_computed == jobs[k].n_prompt - want_cached &&
+                       in->n_recomputed == 0,
+                   "request %d: %d cached, %d computed, %d recomputed (want %d cached)", k, in->n_prompt_cached,
+                   in->n_prompt_computed, in->n_recomputed, want_cached);
+            CHECKF(sp_same(&got[k], &alone[k], jobs[k].n), "request %d: output differs from the request alone", k);
+            computed += in->n_prompt_computed;
+            cached += in->n_prompt_cached;
+        }
+        brisk_cache_stats cs;
+        brisk_context_cache_stats(c, &cs);
+        CHECKF(cs.hit_tokens == cached, "prefix cache: %lld hit tokens, requests report %lld cached", (long long)cs.hit_tokens,
+               (long long)cached);
+        CHECK(held >= 1);
+        printf("shared prefix: 8 requests together computed %lld prompt tokens (the prefix once: %d + the suffixes), %lld cached, "
+               "waited %d steps\n", (long long)computed, SP_PREFIX, (long long)cached, held);
+        for (int k = 0; k < SP_REQ; k++) rec_free(got[k].out, jobs[k].n);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    /* the computing request cancelled after its first chunk */
+    {
+        brisk_context *c = new_ctx(512, KV, NB, N_SEQ);
+        brisk_sched *s = new_sched(c, NB, NB, 0);
+        int64_t id0 = 0;
+        for (int k = 0; k < SP_REQ; k++) {
+            sp_rec_init(&got[k], jobs[k].n);
+            const int64_t id = sp_add(s, &jobs[k], &got[k]);
+            if (k == 0) id0 = id;
+        }
+        brisk_sched_info info;
+        brisk_error err = {0};
+        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK && info.n_prefill == NB);   /* request 0's first two blocks */
+        CHECK(brisk_sched_cancel(s, id0));
+        sp_drain(s);
+        CHECK(got[0].out[0].finish == BRISK_FINISH_CANCELLED && got[0].out[0].n_finish == 1 && got[0].out[0].n == 0);
+        CHECK(got[0].out[1].finish == BRISK_FINISH_CANCELLED && got[0].out[1].n_finish == 1);
+        for (int k = 1; k < SP_REQ; k++) {
+            const brisk_sched_request_info *in = &got[k].info;
+            const int32_t want_cached = k == 1 ? NB : whole;   /* request 1 takes the cancelled one's two blocks */
+            CHECKF(in->n_prompt_cached == want_cached && in->n_prompt_computed == jobs[k].n_prompt - want_cached,
+                   "after the cancel, request %d: %d cached, %d computed (want %d cached)", k, in->n_prompt_cached,
+                   in->n_prompt_computed, want_cached);
+            CHECKF(sp_same(&got[k], &alone[k], jobs[k].n), "after the cancel, request %d: output differs from the request alone", k);
+        }
+        int32_t in_use, cached_b, free_b;
+        brisk_kv_counts(c->kv, &in_use, &cached_b, &free_b);
+        CHECK(in_use == 0);
+        for (int k = 0; k < SP_REQ; k++) rec_free(got[k].out, jobs[k].n);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    /* the computing request preempted mid-prefill: two older requests decode across a block boundary
+     * while its prompt fills the pool; the waiting one goes first (youngest), then it */
+    {
+        enum { OLD_P = 120, POOL = 16 * BRISK_KV_BLOCK };
+        brisk_context *c = new_ctx(512, POOL, NB, 4);
+        brisk_sched *s = new_sched(c, NB, NB, 0);
+        static sp_job old[2];
+        static sp_rec old_alone[2], old_got[2];
+        for (int k = 0; k < 2; k++) {
+            for (int t = 0; t < OLD_P; t++) old[k].prompt[t] = (int32_t)(rnd() % (uint32_t)n_vocab);
+            old[k].n_prompt = OLD_P;
+            old[k].n = 1;
+            brisk_context *c1 = new_ctx(512, KV, NB, N_SEQ);
+            brisk_sched *s1 = new_sched(c1, NB, NB, 0);
+            sp_rec_init(&old_alone[k], 1);
+            sp_add(s1, &old[k], &old_alone[k]);
+            sp_drain(s1);
+            brisk_sched_free(s1);
+            brisk_context_free(c1);
+            sp_rec_init(&old_got[k], 1);
+            sp_add(s, &old[k], &old_got[k]);
+        }
+        brisk_sched_info info;
+        brisk_error err = {0};
+        for (int guard = 0; old_got[1].out[0].n == 0 && guard < 100; guard++)   /* their prompts; then they decode */
+            CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+        const int ia = 4, ib = 7;   /* 300 + 98 tokens (13 blocks) computing, 300 + 64 waiting */
+        sp_rec_init(&got[ia], 1);
+        sp_rec_init(&got[ib], 1);
+        sp_add(s, &jobs[ia], &got[ia]);
+        sp_add(s, &jobs[ib], &got[ib]);
+        sp_drain(s);
+        for (int k = 0; k < 2; k++) CHECKF(sp_same(&old_got[k], &old_alone[k], 1), "older request %d: output differs", k);
+        CHECKF(got[ia].info.n_preemptions > 0, "the computing request was not preempted (%d, %d)", got[ia].info.n_preemptions,
+               got[ib].info.n_preemptions);
+        CHECKF(sp_same(&got[ia], &alone[ia], 1) && sp_same(&got[ib], &alone[ib], 1), "preempted: outputs differ from alone");
+        printf("shared prefix, holder preempted: preemptions %d and %d; cached %d, %d\n", got[ia].info.n_preemptions,
+               got[ib].info.n_preemptions, got[ia].info.n_prompt_cached, got[ib].info.n_prompt_cached);
+        for (int k = 0; k < 2; k++) {
+            rec_free(old_alone[k].out, 1);
+            rec_free(old_got[k].out, 1);
+        }
+        rec_free(got[ia].out, 1);
+        rec_free(got[ib].out, 1);
+        brisk_sched_free(s);
+        brisk_context_free(c);
+    }
+    for (int k = 0; k < SP_REQ; k++) rec_free(alone[k].out, jobs[k].n);
+}
+
 static bool load(const char *rel) {
     char path[1024];
     brisk_error err = {0};
@@ -1007,6 +1283,8 @@ int main(void) {
     test_accounting();
     test_prompt_logits();
     test_stall();
+    test_prefill_budget();
+    test_shared_prefix();
     test_invariance("qwen2-tiny-Q4_0", NULL);
     test_pool();
     test_threads();

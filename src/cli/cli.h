@@ -83,6 +83,8 @@ typedef enum cli_opt_id {
     /* brisk serve, session 8 */
     CLI_O_API_KEY_FILE, CLI_O_CORS_ORIGINS, CLI_O_LOG_PROMPTS, CLI_O_QUEUE_TIMEOUT, CLI_O_HEADER_TIMEOUT, CLI_O_SERVE_SPEC,
     CLI_O_STREAM_QUANTUM, CLI_O_KV_DIR, CLI_O_MAX_STALL,
+    /* brisk serve, session 10: the scheduler's prompt budget beside decodes */
+    CLI_O_PREFILL_BUDGET,
     /* constrained decoding (run, chat) */
     CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
     /* the KV cache's storage types (kv_flags.c) and perplexity's KL divergence */

@@ -281,6 +281,7 @@ int brisk_cmd_serve(int argc, char **argv) {
     cfg.max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq;
     cfg.embed_threads = cp.n_threads;
     cfg.embed_pooling = embed_pooling(model_path, info.arch);
+    cfg.prefill_budget = (int32_t)a.i[CLI_O_PREFILL_BUDGET];
     /* only the sampling flags serve takes; the rest keep the library's defaults */
     cfg.sampling = brisk_sampler_default_params();
     cfg.sampling.temp = (float)a.f[CLI_O_TEMP];

@@ -288,6 +288,10 @@ static const cli_opt table[CLI_O_COUNT] = {
                          .help = "while requests decode, a step's prompt tokens may add at most F times the decode time "
                                  "(measured), so streams keep their pace while a long prompt is read: inter-token time "
                                  "<= (1 + F) x undisturbed; 0 = no limit (prompt chunks fill -b). Experimental: see docs/SERVER.md"},
+    [CLI_O_PREFILL_BUDGET] = {{"--prefill-budget"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = 1 << 20, .def = "0",
+                              .help = "while requests decode, a step computes at most N prompt tokens, so streams keep their pace "
+                                      "while a long prompt is read (it then takes longer to its first token); 0 = no limit "
+                                      "(prompt chunks fill -b). See docs/SERVER.md"},
     [CLI_O_QUEUE_TIMEOUT] = {{"--queue-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "600",
                              .help = "a request not given a slot within S seconds gets 503 queue_timeout (0 = wait forever)"},
     [CLI_O_HEADER_TIMEOUT] = {{"--header-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0.1, .hi = 3600, .def = "10",

@@ -22,9 +22,13 @@
  * once per step), their drafts as the speculation plan allows, then prefill
  * chunks. A prefill chunk is cut to the blocks the pool can still give
  * (free + cached) unless the step has nothing else to run, so a waiting
- * prompt does not push running requests out; when a pass is refused anyway
- * (BRISK_ERR_CAPACITY: the decode changed nothing), the youngest running
- * request is preempted and the pass is rebuilt.
+ * prompt does not push running requests out; a prompt that shares whole
+ * blocks with a prompt ranked above it that is still computing them waits,
+ * then takes them from the prefix cache (prefix_held: a shared prefix
+ * arriving with several requests is computed once); while requests decode,
+ * a step's prompt tokens may be capped (prefill_budget, max_stall); when a
+ * pass is refused anyway (BRISK_ERR_CAPACITY: the decode changed nothing),
+ * the youngest running request is preempted and the pass is rebuilt.
  *
  * Threads: the waiting queue, the list of live requests (for cancel by id)
  * and the cancel flags are under mu; everything else belongs to the stepping
@@ -56,6 +60,8 @@ typedef struct sched_choice {
     brisk_spec_seq *spec;   /* NULL: speculation off */
     brisk_finish finish;    /* BRISK_FINISH_NONE while live */
     int64_t stamp;          /* the step in which it last sampled (one token per step) */
+    bool held;              /* its prefill waited for a shared prefix another choice is computing (prefix_held) */
+    int64_t held_step;      /* the last step in which it waited so (counted once a step) */
     bool cancel, cancel_taken;   /* under mu: brisk_sched_cancel_choice */
     bool cancel_now;        /* the stepping thread's: taken this step */
 } sched_choice;
@@ -99,9 +105,11 @@ struct brisk_sched {
     int32_t n_vocab, n_vocab_tokens, n_ctx, n_seq;
     int32_t n_batch, n_ubatch, n_outputs, max_running, max_queue;
     double max_stall;       /* see brisk_sched_params */
+    int32_t prefill_budget; /* see brisk_sched_params; 0 = none */
     double prefill_tok_s;   /* measured seconds per prompt token in a pure prefill pass (EMA), 0 until measured */
     double pf_allow;        /* prompt tokens a decoding step may add (max_stall's controller), 0 until set */
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
+    bool step_pf_fixed;     /* prefill_budget has been applied to this step's allowance */
     brisk_sched_pass_clock pass_clock;   /* tests: a pass's cost from its shape instead of the wall clock */
     void *pass_clock_user;
 
@@ -163,7 +171,7 @@ brisk_sched_request brisk_sched_default_request(void) {
 }
 
 brisk_sched_params brisk_sched_default_params(void) {
-    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0};
+    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0, .prefill_budget = 0};
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------- */
@@ -180,6 +188,9 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     if (p->max_queue < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_queue %d must not be negative", p->max_queue);
     if (!(p->max_stall >= 0.0 && p->max_stall <= 1e6))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: max_stall %g out of range [0, 1e6]", p->max_stall);
+    if (p->prefill_budget < 0)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: prefill_budget %d must not be negative (0 = no limit)",
+                          p->prefill_budget);
     const int32_t n_batch = p->n_batch > 0 ? p->n_batch : ctx_batch;
     const int32_t n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : BRISK_MIN(n_batch, ctx_batch);
     if (n_ubatch > ctx_batch)
@@ -217,6 +228,7 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     s->max_running = p->max_running > 0 ? p->max_running : n_seq;
     s->max_queue = p->max_queue > 0 ? p->max_queue : SCHED_DEFAULT_QUEUE;
     s->max_stall = p->max_stall;
+    s->prefill_budget = p->prefill_budget;
     s->next_id = 1;
     if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
@@ -573,6 +585,7 @@ static void admit(brisk_sched *s, sched_req *r) {
         ch->seq = s->free_slots[--s->n_free_slots];
         s->n_slots_used++;
         ch->kv_len = 0;
+        ch->held = true;   /* prefix_held looks at the cache again at its turn: blocks may be written meanwhile */
         if (i == 0 || r->forked) {
             /* whole blocks of its history from the prefix cache; the last token is always computed */
             ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
@@ -681,13 +694,76 @@ static void put(brisk_sched *s, int32_t n, int32_t token, int32_t pos, int32_t s
     s->want[n] = want;
 }
 
+/* ---- shared prefixes computed once ------------------------------------------------------------------ */
+
+/* Tokens in whole blocks that x's prompt part (hist[0, n_hist - 1): what its sequence may take from the
+ * prefix cache) has in common with y's history, looked at up to cap tokens. */
+static int32_t shared_len(const sched_choice *x, const sched_choice *y, int32_t cap) {
+    const int32_t B = BRISK_KV_BLOCK, lim = BRISK_MIN(BRISK_MIN(x->n_hist - 1, y->n_hist), cap) / B * B;
+    int32_t n = 0;
+    while (n < lim && !memcmp(x->hist + n, y->hist + n, (size_t)B * sizeof *x->hist)) n += B;
+    return n;
+}
+
+/* Take what the prefix cache now has of x's history (whole blocks another choice finished meanwhile). */
+static void resync_prefix(brisk_sched *s, sched_req *r, sched_choice *x) {
+    const int32_t had = x->kv_len;
+    const int32_t got = brisk_kv_sync_prefix(s->kv, x->seq, x->hist, x->n_hist - 1);
+    if (got <= had) return;
+    s->kv->n_hit_tokens -= had;   /* the sync counted all it kept; only the gain is new */
+    s->c->tree_ok[x->seq] = 0;
+    x->kv_len = got;
+    /* still its first prefill: these prompt tokens came from the cache, not from its own compute */
+    if (x->index == 0 && !r->forked && r->acct.n_preemptions == 0) r->acct.n_prompt_cached += got - had;
+}
+
+/* Whether choice x of r must wait before computing more of its prompt: a choice ranked above it (further
+ * into its prefill, or as far and older) is still computing a prefix they share in whole blocks; x takes
+ * those blocks from the cache once they are written, and computes only past them. The ranking is a strict
+ * order at every pass, so its top choice always computes (no cycle, no deadlock), and x waits at most for
+ * the shared part of its own prompt; one that waited resyncs with the cache at its next look, so blocks
+ * computed by a choice that finished, was cancelled or was preempted meanwhile are taken too. Requests
+ * with prompt logits compute every position anyway and take no part. A step allocates nothing here. */
+static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
+    const int32_t B = BRISK_KV_BLOCK;
+    bool sync = x->held, hold = false;
+    for (int round = 0; round < 2; round++) {
+        if (sync) resync_prefix(s, r, x);
+        sync = hold = false;
+        for (int32_t i = 0; i < s->n_running; i++) {
+            const sched_req *q = s->running[i];
+            if (q->rq.prompt_logits) continue;
+            for (int32_t j = 0; j < q->rq.n; j++) {
+                const sched_choice *y = &q->ch[j];
+                if (y == x || y->finish != BRISK_FINISH_NONE || y->seq < 0 || y->kv_len >= y->n_hist - 1) continue;
+                if (!q->forked && j > 0) continue;
+                const bool above = y->kv_len > x->kv_len ||
+                                   (y->kv_len == x->kv_len && (q->id < r->id || (q == r && y->index < x->index)));
+                if (!above) continue;
+                /* up to the block past y's: enough to tell both conditions below (y.kv_len >= x.kv_len) */
+                const int32_t L = shared_len(x, y, (y->kv_len / B + 1) * B);
+                if (L <= x->kv_len) continue;
+                if (y->kv_len < L) hold = true;
+                if (BRISK_MIN(y->kv_len, L) / B * B > x->kv_len) sync = true;   /* y wrote blocks x lacks */
+            }
+        }
+        if (!sync) break;
+    }
+    x->held = hold;
+    if (hold && x->held_step != s->step_no) {
+        x->held_step = s->step_no;
+        s->info->n_prefix_held++;
+    }
+    return hold;
+}
+
 /* Fill the pass (at most room tokens): decode tokens and drafts, then
  * prefill chunks. progressed: a pass of this step ran already. *need: the
  * blocks its sequences may take. Returns its tokens. */
 static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t *need) {
     int32_t n = 0, rows = 0, nd = 0, nq = 0, in_use, cached, free_blocks;
     brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);
-    const int32_t avail = cached + free_blocks;
+    int32_t avail = cached + free_blocks;
     *need = 0;
     s->n_ent = 0;
     const int32_t dcap = BRISK_MIN(room, s->n_outputs);
@@ -734,6 +810,11 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             s->step_pf_left = s->pf_allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)s->pf_allow);
         }
     }
+    /* the fixed prompt budget of a step that decodes (the smaller of the two when both are set) */
+    if (n > 0 && s->prefill_budget > 0 && !s->step_pf_fixed) {
+        s->step_pf_fixed = true;
+        s->step_pf_left = s->step_pf_left < 0 ? s->prefill_budget : BRISK_MIN(s->step_pf_left, s->prefill_budget);
+    }
     if (s->step_pf_left >= 0) room = BRISK_MIN(room, n + s->step_pf_left);
     /* prefill chunks, oldest first */
     for (int32_t i = 0; i < s->n_running && n < room; i++) {
@@ -742,6 +823,9 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             sched_choice *ch = &r->ch[j];
             if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len >= ch->n_hist - 1) continue;
             if (!r->forked && j > 0) continue;
+            if (!r->rq.prompt_logits && prefix_held(s, r, ch)) continue;
+            brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);   /* a look at the cache may have taken cached blocks */
+            avail = cached + free_blocks;
             int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
             if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
             const bool plp = r->rq.prompt_logits && ch->index == 0 && ch->kv_len < r->n_prompt - 1;
@@ -841,7 +925,8 @@ static void account_pass(brisk_sched *s, int32_t n_pass) {
         a->flops += s->flops_token * t + s->flops_logits * rows + s->flops_attn_pos * attn;
         a->bytes_read += s->weight_bytes * t / n_pass + s->kv_bytes_pos * (double)(p0 + t);
         a->n_passes++;
-        if (!e->decode) a->n_prefilled += e->n;
+        /* a prompt whose chunks stopped one token short computes its last token as a decode */
+        if (!e->decode || e->ch->n_gen == 0) a->n_prefilled += e->n;
     }
 }
 
@@ -921,6 +1006,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     int32_t budget = s->n_batch;
     bool progressed = false;
     s->step_pf_left = -1;
+    s->step_pf_fixed = false;
     while (budget > 0 && s->n_running > 0) {
         int32_t need;
         const int32_t n = build_pass(s, BRISK_MIN(s->n_ubatch, budget), progressed, &need);

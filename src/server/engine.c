@@ -603,6 +603,7 @@ static void *engine_main(void *arg) {
     brisk_sched_params sp = brisk_sched_default_params();
     sp.max_running = e->p.max_running;
     sp.max_stall = e->p.max_stall;
+    sp.prefill_budget = e->p.prefill_budget;
     sp.max_queue = e->p.max_running + e->p.max_queue + 1;   /* admission is ours: the scheduler never refuses */
     const brisk_status st = brisk_sched_init(&e->sched, e->ctx, &sp, &e->init_err);
     pthread_mutex_lock(&e->mu);

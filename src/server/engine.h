@@ -130,6 +130,7 @@ typedef struct srv_engine_params {
     int spec;              /* brisk_sched_spec of jobs that do not choose */
     double queue_timeout_s;   /* a job not admitted within this is cancelled (0 = never) */
     double max_stall;         /* brisk_sched_params.max_stall */
+    int32_t prefill_budget;   /* brisk_sched_params.prefill_budget */
     struct srv_metrics *metrics;   /* borrowed; NULL = none */
 } srv_engine_params;
 

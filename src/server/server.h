@@ -30,6 +30,7 @@ typedef struct srv_config {
     double header_timeout_s;   /* a request's headers must be complete within this (slowloris) */
     int spec;                  /* brisk_sched_spec of requests that do not choose */
     double max_stall;          /* brisk_sched_params.max_stall (--max-stall) */
+    int32_t prefill_budget;    /* brisk_sched_params.prefill_budget (--prefill-budget) */
     const char *kv_dir;        /* NULL = no KV save/restore endpoints */
     double stream_quantum_ms;  /* > 0: streams write only every this many ms, padded to SRV_STREAM_PAD bytes */
     const char *fingerprint;   /* system_fingerprint (model) */
