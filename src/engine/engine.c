@@ -420,6 +420,10 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
         if (b->seq[i] >= 0 && b->seq[i] < c->kv->n_seq) c->len0[b->seq[i]] = brisk_kv_len(c->kv, b->seq[i]);
     brisk_status st = brisk_forward_run(c->fwd, c->kv, &fb, c->logits, err);
     if (st) return st;
+    if (c->kv->policy) {   /* a retention policy may have cut sequences first: the batch's rows are each one's last */
+        for (int32_t i = 0; i < b->n_tokens; i++) c->len0[b->seq[i]] = brisk_kv_len(c->kv, b->seq[i]);
+        for (int32_t i = 0; i < b->n_tokens; i++) c->len0[b->seq[i]]--;
+    }
     int32_t n_out = 0;
     for (int32_t i = 0; i < b->n_tokens; i++) n_out += b->logits[i] != 0;
     if ((st = finish_logits(c, n_out, err))) {
