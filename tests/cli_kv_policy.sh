@@ -3,6 +3,7 @@
 #   - refusals name the flag: --kv-budget's forms (0, a fraction >= 1, text), a
 #     budget without a policy, a budget too small for sinks + window + ubatch,
 #     --kv-window 0, an unknown policy;
+#   - --kv-policy none is today's run: stdout and the log-probability file byte-identical;
 #   - a run prints the KV memory line, its peak within the budget's blocks;
 #   - a policy whose budget is the whole chunk never evicts: the same PPL as
 #     no policy (the ubatches change nothing: batch invariance);
@@ -39,6 +40,11 @@ peak="$(printf '%s\n' "$out" | sed -n 's/^KV memory: peak \([0-9]*\) blocks.*/\1
 if printf '%s\n' "$out" | grep -q '^Final estimate' && [ -n "$peak" ] && [ "$peak" -le 1 ] &&
    printf '%s\n' "$out" | grep -q ' [1-9][0-9]* slots dropped'; then ok; else bad "streaming run: '$out'"; fi
 
+tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+ppl --kl-divergence-base "$tmp/plain.kld" > "$tmp/plain.out" 2>/dev/null
+ppl --kv-policy none --kl-divergence-base "$tmp/none.kld" > "$tmp/none.out" 2>/dev/null
+cmp -s "$tmp/plain.out" "$tmp/none.out" && cmp -s "$tmp/plain.kld" "$tmp/none.kld" && [ -s "$tmp/plain.kld" ] && ok ||
+  bad "--kv-policy none differs from no flag"
 plain="$(ppl 2>/dev/null | grep '^Final estimate')"
 whole="$(ppl --kv-policy streaming --kv-budget 64 --kv-window 8 -ub 8 2>/dev/null | grep '^Final estimate')"
 [ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "a budget of the whole chunk: '$whole' vs '$plain'"
