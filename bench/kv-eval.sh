@@ -3,6 +3,8 @@
 # of each -ctk/-ctv type against the F16 cache, with llama-perplexity's
 # --kl-divergence-base / --kl-divergence on the long-context fixture.
 #   bench/kv-eval.sh [BRISK] [MODEL] [TEXT] [CTX] [CHUNKS]
+# PARTS=types (the storage types), policies (the retention policies at 25% and
+# 50% budgets, with the KV memory's peak), or both (the default).
 # With the peer (~/.cache/brisk-peer) present, llama-perplexity's own KL of
 # the same types against the same brisk-written base file is printed too.
 set -euo pipefail
@@ -12,6 +14,7 @@ TEXT=${3:-../shared/models/data/val.txt}
 CTX=${4:-2048}
 CHUNKS=${5:-}
 THREADS=${THREADS:-2}
+PARTS=${PARTS:-types,policies}
 PEER=${PEER:-$HOME/.cache/brisk-peer/bin}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -33,6 +36,7 @@ row() {   # engine label, then the command's output on stdin
         END { printf "| %s | %s | %s | %s | %s | %s | %s%% |\n", who, t, ppl, kld, k99, kmax, top }'
 }
 
+if [[ $PARTS == *types* ]]; then
 echo
 echo "| engine | K/V types | PPL | mean KLD | 99.0% KLD | max KLD | same top p |"
 echo "|---|---|---:|---:|---:|---:|---:|"
@@ -50,5 +54,30 @@ if [ -x "$PEER/llama-perplexity" ]; then
             grep -q '^Same top p' "$WORK/peer.out" && break
         done
         row llama.cpp "$t/$t" < "$WORK/peer.out"
+    done
+fi
+fi
+
+if [[ $PARTS == *policies* ]]; then
+    # retention: each chunk fed in ubatches of 64, the policy cutting the cache to the
+    # budget before each; the pool sized to the budget; KL against the full F16 cache
+    SINK=${SINK:-4} WINDOW=${WINDOW:-32}
+    echo
+    echo "| policy | budget | PPL | mean KLD | 99.0% KLD | max KLD | same top p | KV peak (blocks) | of the full cache |"
+    echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    for policy in streaming random; do
+        for budget in 0.25 0.5; do
+            nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
+                --kv-policy "$policy" --kv-budget "$budget" --kv-sink "$SINK" --kv-window "$WINDOW" \
+                --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null |
+                awk -v who="$policy" -v b="$budget" '
+                    /^KV memory:/       { peak = $4; full = $0; sub(/.*MiB \(/, "", full); sub(/\).*/, "", full) }
+                    /^Mean PPL\(Q\) /   { ppl = $4 }
+                    /^Mean    KLD:/     { kld = $3 }
+                    /^99.0%   KLD:/     { k99 = $3 }
+                    /^Maximum KLD:/     { kmax = $3 }
+                    /^Same top p:/      { top = $4 }
+                    END { printf "| %s | %s | %s | %s | %s | %s | %s%% | %s | %s |\n", who, b, ppl, kld, k99, kmax, top, peak, full }'
+        done
     done
 fi

@@ -134,6 +134,15 @@ typedef struct brisk_context_params {
      * 0 = F16, the default. Rows are quantized when written; attention reads
      * them in their type (docs/KV.md). */
     int32_t type_k, type_v;
+    /* KV retention (docs/KV.md, src/kv/policy.h): kv_policy 0 = none (every
+     * slot kept, the default), 1 = streaming (sinks + recent), 2 = random
+     * (sinks + window + a seeded random choice). Before each decode, a
+     * sequence that would hold more than kv_budget slots is cut to kv_budget
+     * minus its tokens in the batch, and the survivors are compacted so their
+     * blocks return to the pool (positions kept). kv_sink: first slots always
+     * kept; kv_window (>= 1): last slots always kept; both inside the budget. */
+    int32_t kv_policy, kv_budget, kv_sink, kv_window;
+    uint64_t kv_seed;
 } brisk_context_params;
 
 /* KV cache storage types (llama.cpp's names: f16, f32, q8_0, q4_0). */
@@ -290,6 +299,9 @@ typedef struct brisk_cache_stats {
     int32_t in_use, cached, free;
     int64_t hit_tokens;    /* tokens brisk_seq_sync took from the prefix cache so far */
     int64_t evicted;       /* cached blocks evicted so far to make room */
+    int32_t in_use_max;    /* high-water mark of in_use since the context was made */
+    size_t block_bytes;    /* K and V bytes of one block, all layers: in_use_max * block_bytes is the KV memory's peak */
+    int64_t dropped;       /* slots a retention policy dropped so far (kv_policy) */
 } brisk_cache_stats;
 void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out);
 

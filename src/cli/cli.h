@@ -91,6 +91,8 @@ typedef enum cli_opt_id {
     CLI_O_CACHE_TYPE_K, CLI_O_CACHE_TYPE_V, CLI_O_FLASH_ATTN, CLI_O_KLD_BASE, CLI_O_KLD,
     /* brisk synth, session 9 */
     CLI_O_SYNTH_VOCAB,
+    /* KV retention policies (kv_flags.c; perplexity) */
+    CLI_O_KV_POLICY, CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -173,6 +175,11 @@ int cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* kv_flags.c: -ctk/-ctv into cp->type_k/type_v (case-insensitive llama.cpp
  * names); 0, or the exit code of a usage error naming the supported types. */
 int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp);
+/* --kv-policy, --kv-budget (against the context n_ctx), --kv-sink, --kv-window
+ * into cp; 0, or the usage error's exit code (the message names the flag).
+ * A budget without a policy, or a policy of none with budget/sink/window, is
+ * refused; so is a budget that cannot hold sinks + window + ubatch tokens. */
+int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp);
 
 /* ---- args.c: strict value parsing -------------------------------------------------
  * Each returns false after printing "brisk <cmd>: <flag>: <why>" to stderr. */

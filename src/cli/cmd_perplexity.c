@@ -16,13 +16,17 @@ static const cli_use ppl_uses[] = {
     {.id = CLI_O_MAX_INPUT}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_KLD_BASE}, {.id = CLI_O_KLD},
+    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW},
+    {.id = CLI_O_UBATCH, .def_help = "64 with --kv-policy, else the batch"},
+    {.id = CLI_O_SEED, .def = "0", .help = "the seed of --kv-policy random's choice"},
     {.id = CLI_O_END},
 };
 
 static const cli_spec ppl_spec = {
     .name = "perplexity",
     .usage = "-m MODEL -f TEXT [-c CTX] [-b BATCH] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]\n"
-             "       [--kl-divergence-base FILE [--kl-divergence]]",
+             "       [--kl-divergence-base FILE [--kl-divergence]]\n"
+             "       [--kv-policy streaming|random --kv-budget N|F [--kv-sink N] [--kv-window N] [-ub N]]",
     .about = "Perplexity of a text file, scored exactly as llama-perplexity does:\n"
              "  1. read the file (one trailing newline is dropped, as llama.cpp's -f does)\n"
              "     and tokenize all of it with BOS (when the vocabulary adds BOS);\n"
@@ -36,7 +40,10 @@ static const cli_spec ppl_spec = {
              "are also written to FILE in llama-perplexity's format; with --kl-divergence\n"
              "too, FILE is read (its tokens, -c and --chunks must match; -f may be left\n"
              "out, the file's tokens are then used) and llama-perplexity's KL-divergence\n"
-             "statistics are printed. docs/KV.md.\n",
+             "statistics are printed. With --kv-policy, each chunk is fed in ubatches of\n"
+             "-ub tokens and the policy cuts the cache to --kv-budget slots before each\n"
+             "one, so no token is computed with more than the budget resident; the KV\n"
+             "pool is sized to the budget and its peak use is printed. docs/KV.md.\n",
     .uses = ppl_uses,
 };
 
@@ -217,6 +224,14 @@ int brisk_cmd_perplexity(int argc, char **argv) {
         n_ctx = cli_ctx_size(&a, info.n_ctx_train);
     }
     if (n_ctx < 4) { snprintf(err.msg, sizeof err.msg, "the model's training context (%lld) is too short a chunk", (long long)n_ctx); goto fail; }
+    /* a policy feeds ubatches of -ub tokens (64 by default) and runs before each */
+    const bool policy = a.set[CLI_O_KV_POLICY] && strcmp(a.s[CLI_O_KV_POLICY], "none") != 0;
+    const int64_t ubatch = a.set[CLI_O_UBATCH] ? a.i[CLI_O_UBATCH] : policy ? 64 : 0;
+    if ((code = cli_kv_policy(&a, C, n_ctx, (int32_t)(ubatch > 0 ? BRISK_MIN(ubatch, n_ctx) : n_ctx), &cp))) {
+        rc = code;
+        goto fail;
+    }
+    cp.kv_seed = a.u[CLI_O_SEED];
     if (text_path) {
         if (brisk_tokenize_text(model, (const char *)text, text_len, true, false, &tok, &n_tok, &err)) goto fail;
     } else {   /* --kl-divergence without -f: the file's tokens, as llama-perplexity */
@@ -252,6 +267,8 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     }
     cp.n_ctx_seq = (int32_t)n_ctx;
     cp.n_batch = (int32_t)(n_batch > 0 && n_batch < n_ctx ? n_batch : n_ctx);
+    if (ubatch > 0 && ubatch < cp.n_batch) cp.n_batch = (int32_t)ubatch;   /* the physical batch: one decode each */
+    if (cp.kv_policy) cp.kv_tokens = cp.kv_budget;   /* the pool sized to the budget: memory really saved */
     cp.n_outputs_max = cp.n_batch;   /* every token's logits */
     cp.n_threads = cli_threads(&a);
     brisk_memory_plan plan;
@@ -292,6 +309,9 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     }
     fprintf(stderr, "brisk perplexity: %zu tokens, %lld chunks of %lld, scoring %lld tokens per chunk, KV cache K %s V %s\n", n_tok,
             (long long)n_chunk, (long long)n_ctx, (long long)n_pos, brisk_cache_type_name(cp.type_k), brisk_cache_type_name(cp.type_v));
+    if (cp.kv_policy)
+        fprintf(stderr, "brisk perplexity: KV policy %s, budget %d slots (%.1f%% of -c), %d sinks, window %d, ubatch %d\n",
+                a.s[CLI_O_KV_POLICY], cp.kv_budget, 100.0 * cp.kv_budget / (double)n_ctx, cp.kv_sink, cp.kv_window, nb);
     double nll = 0.0, nll2 = 0.0;
     int64_t count = 0;
     brisk_kld_stats ks = {0};
@@ -347,6 +367,15 @@ int brisk_cmd_perplexity(int argc, char **argv) {
             fprintf(stderr, "[%lld] KLD %.6f%s", (long long)c + 1, m, (c + 1) % 5 == 0 || c + 1 == n_chunk ? "\n" : ", ");
         } else
             fprintf(stderr, "[%lld]%.4f%s", (long long)c + 1, exp(nll / (double)count), (c + 1) % 10 == 0 || c + 1 == n_chunk ? "\n" : ",");
+    }
+    {   /* the KV memory used: the pool's peak of blocks in use, against a full cache of -c slots */
+        brisk_cache_stats cs;
+        brisk_context_cache_stats(ctx, &cs);
+        const int64_t full = (n_ctx + cs.block_tokens - 1) / cs.block_tokens;
+        fprintf(cp.kv_policy ? stdout : stderr, "KV memory: peak %d blocks x %zu bytes = %.3f MiB; a full cache of -c %lld: %lld blocks = %.3f MiB (%.1f%%); %lld slots "
+               "dropped\n",
+               cs.in_use_max, cs.block_bytes, (double)cs.in_use_max * (double)cs.block_bytes / 1048576.0, (long long)n_ctx, (long long)full,
+               (double)full * (double)cs.block_bytes / 1048576.0, 100.0 * cs.in_use_max / (double)full, (long long)cs.dropped);
     }
     if (kld_mode) {
         print_kld(&ks, kld_v, pd_v, (size_t)ks.count);

@@ -1,6 +1,7 @@
 /* kv_flags: the KV cache storage flags every command that makes a context
  * shares (-ctk/-ctv, llama.cpp's spellings and type names). */
 #include "cli/cli.h"
+#include "kv/policy.h"
 
 #include <strings.h>
 
@@ -26,4 +27,30 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {
     int code = one_type(a, cmd, CLI_O_CACHE_TYPE_K, &cp->type_k);
     if (!code) code = one_type(a, cmd, CLI_O_CACHE_TYPE_V, &cp->type_v);
     return code;
+}
+
+int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp) {
+    const int kind = a->set[CLI_O_KV_POLICY] ? brisk_kv_policy_parse(a->s[CLI_O_KV_POLICY]) : BRISK_KV_POLICY_NONE;
+    if (kind < 0) return cli_usage(cmd, "--kv-policy '%s': unknown (none, streaming, random)", a->s[CLI_O_KV_POLICY]);
+    if (kind == BRISK_KV_POLICY_NONE) {
+        static const cli_opt_id needs[] = {CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW};
+        for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
+            if (a->set[needs[i]]) return cli_usage(cmd, "%s needs --kv-policy streaming or random", a->given[needs[i]]);
+        return 0;
+    }
+    if (!a->set[CLI_O_KV_BUDGET]) return cli_usage(cmd, "--kv-policy %s needs --kv-budget N|F (slots, or a fraction of -c)", brisk_kv_policy_name(kind));
+    brisk_error err = {0};
+    int32_t budget = 0;
+    if (brisk_kv_budget_parse(a->s[CLI_O_KV_BUDGET], (int32_t)n_ctx, &budget, &err)) return cli_usage(cmd, "--kv-budget: %s", err.msg);
+    const int64_t sink = a->i[CLI_O_KV_SINK], window = a->i[CLI_O_KV_WINDOW];
+    if (sink + window + ubatch > budget)
+        return cli_usage(cmd,
+                         "--kv-budget %s = %d slots cannot hold the %lld sinks (--kv-sink), the %lld-slot window (--kv-window) and a "
+                         "ubatch of %d tokens (-ub)",
+                         a->s[CLI_O_KV_BUDGET], budget, (long long)sink, (long long)window, ubatch);
+    cp->kv_policy = kind;
+    cp->kv_budget = budget;
+    cp->kv_sink = (int32_t)sink;
+    cp->kv_window = (int32_t)window;
+    return 0;
 }

@@ -180,6 +180,17 @@ static const cli_opt table[CLI_O_COUNT] = {
                         .help = "llama-perplexity's log-probability file: written (alone) or read (with --kl-divergence)"},
     [CLI_O_KLD] = {{"--kl-divergence"}, .type = CLI_T_FLAG,
                    .help = "KL divergence against --kl-divergence-base's file, printed as llama-perplexity does"},
+    [CLI_O_KV_POLICY] = {{"--kv-policy"}, .type = CLI_T_CHOICE, .meta = "none|streaming|random", .choices = "none|streaming|random",
+                         .def = "none",
+                         .help = "KV retention: streaming keeps the sinks and the newest slots, random sinks + window + a seeded random "
+                                 "rest; evicted slots are compacted and their blocks freed (docs/KV.md)"},
+    [CLI_O_KV_BUDGET] = {{"--kv-budget"}, .type = CLI_T_STR, .meta = "N|F",
+                         .help = "KV slots per sequence with --kv-policy, sinks and window included: an integer >= 1, or a fraction "
+                                 "0 < F < 1 of -c"},
+    [CLI_O_KV_SINK] = {{"--kv-sink"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = I32MAX, .def = "4",
+                       .help = "first slots a --kv-policy always keeps (attention sinks)"},
+    [CLI_O_KV_WINDOW] = {{"--kv-window"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX, .def = "32",
+                         .help = "last slots a --kv-policy always keeps (the recent window)"},
     [CLI_O_CHUNKS] = {{"--chunks"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX, .def_help = "all",
                       .help = "score at most N chunks"},
     [CLI_O_TOKENS] = {{"--tokens"}, .type = CLI_T_PATH, .meta = "PATH",

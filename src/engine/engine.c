@@ -5,6 +5,7 @@
 #include "base/pool.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "kv/policy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -141,7 +142,7 @@ void brisk_text_stream_flush(brisk_text_stream *s, const char **text, size_t *le
 
 brisk_context_params brisk_context_default_params(void) {
     return (brisk_context_params){.n_ctx_seq = 0, .kv_tokens = 0, .n_batch = 0, .n_outputs_max = 0, .n_seq = 1, .n_threads = 0,
-                                  .attn_window = 0, .attn_sink = 0};
+                                  .attn_window = 0, .attn_sink = 0, .kv_sink = 4, .kv_window = 32};
 }
 
 /* The limits a context's parameters resolve to (0 = default), validated. */
@@ -313,6 +314,11 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
         goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
+    if (p->kv_policy) {
+        const brisk_kv_policy_config pc = {.kind = p->kv_policy, .budget = p->kv_budget, .sink = p->kv_sink, .window = p->kv_window,
+                                           .seed = p->kv_seed};
+        if ((st = brisk_kv_policy_set(c->kv, &pc, err))) goto fail;
+    }
     c->logits = malloc(plan.logits);
     if (!c->logits) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", mib(plan.logits));
@@ -414,6 +420,10 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
         if (b->seq[i] >= 0 && b->seq[i] < c->kv->n_seq) c->len0[b->seq[i]] = brisk_kv_len(c->kv, b->seq[i]);
     brisk_status st = brisk_forward_run(c->fwd, c->kv, &fb, c->logits, err);
     if (st) return st;
+    if (c->kv->policy) {   /* a retention policy may have cut sequences first: the batch's rows are each one's last */
+        for (int32_t i = 0; i < b->n_tokens; i++) c->len0[b->seq[i]] = brisk_kv_len(c->kv, b->seq[i]);
+        for (int32_t i = 0; i < b->n_tokens; i++) c->len0[b->seq[i]]--;
+    }
     int32_t n_out = 0;
     for (int32_t i = 0; i < b->n_tokens; i++) n_out += b->logits[i] != 0;
     if ((st = finish_logits(c, n_out, err))) {
@@ -584,4 +594,7 @@ void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out) {
     brisk_kv_counts(c->kv, &out->in_use, &out->cached, &out->free);
     out->hit_tokens = c->kv->n_hit_tokens;
     out->evicted = c->kv->n_evicted;
+    out->in_use_max = c->kv->in_use_max;
+    out->block_bytes = (size_t)c->kv->n_layer * (size_t)c->kv->n_head * (c->kv->k_part + c->kv->v_part);
+    out->dropped = c->kv->n_compacted;
 }

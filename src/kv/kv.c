@@ -1,5 +1,6 @@
 /* kv: the paged key/value store, its block pool and prefix index (see kv.h). */
 #include "kv/kv.h"
+#include "kv/policy.h"
 
 #include "quant/blocks.h"
 #include "quant/convert.h"
@@ -165,6 +166,7 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
 
 void brisk_kv_free(brisk_kv *kv) {
     if (!kv) return;
+    brisk_kv_policy_free(kv->policy);
     if (kv->seqs) free(kv->seqs[0].blocks);
     free(kv->seqs);
     free(kv->k);
@@ -279,6 +281,8 @@ static int32_t block_alloc(brisk_kv *kv) {
         kv->n_evicted++;
     } else kv->n_free--;
     kv->blk[b].ref = 1;
+    const int32_t in_use = kv->n_blocks - kv->n_free - kv->n_cached;
+    if (in_use > kv->in_use_max) kv->in_use_max = in_use;
     return b;
 }
 
@@ -289,6 +293,8 @@ static void block_acquire(brisk_kv *kv, int32_t b) {
         queue_unlink(kv, b);
         if (x->indexed) kv->n_cached--;
         else kv->n_free--;
+        const int32_t in_use = kv->n_blocks - kv->n_free - kv->n_cached;
+        if (in_use > kv->in_use_max) kv->in_use_max = in_use;
     }
     x->ref++;
 }
@@ -458,6 +464,93 @@ void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *
     brisk_kv_truncate(kv, seq, s->len);
 }
 
+/* K of slot ss of part sp := K of slot ds of part dp, in storage type t (the
+ * transposed layouts of kv.h; the values move exactly, codes and scales). */
+static void k_slot_move(brisk_kv_type t, uint8_t *dp, int32_t ds, const uint8_t *sp, int32_t ss, int32_t hd) {
+    const size_t B = BRISK_KV_BLOCK;
+    switch (t) {
+    case BRISK_KV_F16:
+        for (int32_t i = 0; i < hd; i++) memcpy(dp + 2 * ((size_t)i * B + (size_t)ds), sp + 2 * ((size_t)i * B + (size_t)ss), 2);
+        break;
+    case BRISK_KV_F32:
+        for (int32_t i = 0; i < hd; i++) memcpy(dp + 4 * ((size_t)i * B + (size_t)ds), sp + 4 * ((size_t)i * B + (size_t)ss), 4);
+        break;
+    case BRISK_KV_Q8_0:
+        for (int32_t i = 0; i < hd; i++) dp[(size_t)i * B + (size_t)ds] = sp[(size_t)i * B + (size_t)ss];
+        for (int32_t g = 0; g < hd / 32; g++)
+            memcpy(dp + (size_t)hd * B + 2 * ((size_t)g * B + (size_t)ds), sp + (size_t)hd * B + 2 * ((size_t)g * B + (size_t)ss), 2);
+        break;
+    case BRISK_KV_Q4_0: {
+        const int dsh = ds < 16 ? 0 : 4, ssh = ss < 16 ? 0 : 4;
+        const uint8_t keep = ds < 16 ? 0xF0 : 0x0F;
+        for (int32_t i = 0; i < hd; i++) {
+            uint8_t *d = &dp[(size_t)i * 16 + (size_t)(ds % 16)];
+            const unsigned q = (sp[(size_t)i * 16 + (size_t)(ss % 16)] >> ssh) & 15u;
+            *d = (uint8_t)((*d & keep) | (q << dsh));
+        }
+        for (int32_t g = 0; g < hd / 32; g++)
+            memcpy(dp + (size_t)hd * 16 + 2 * ((size_t)g * B + (size_t)ds), sp + (size_t)hd * 16 + 2 * ((size_t)g * B + (size_t)ss), 2);
+        break;
+    }
+    }
+}
+
+brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err) {
+    if (seq < 0 || seq >= kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence id %d out of range [0, %d)", seq, kv->n_seq);
+    brisk_kv_seq *s = &kv->seqs[seq];
+    if (s->ordered != s->len)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence %d still holds the token tree of an earlier decode", seq);
+    if (n < 0 || n > s->len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: %d slots to keep of %d", n, s->len);
+    for (int32_t d = 0; d < n; d++)
+        if (keep[d] < 0 || keep[d] >= s->len || (d && keep[d] <= keep[d - 1]))
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: keep[%d] = %d is not increasing inside [0, %d)", d, keep[d], s->len);
+    int32_t first = 0;   /* slots [0, first) stay where they are */
+    while (first < n && keep[first] == first) first++;
+    if (first == n) {   /* only a tail dropped */
+        kv->n_compacted += s->len - n;
+        brisk_kv_truncate(kv, seq, n);
+        return BRISK_OK;
+    }
+    /* the blocks the moves write into: [first / BLOCK, blocks_for(n)), each made exclusive */
+    const int32_t b0 = first / BRISK_KV_BLOCK, b1 = blocks_for(n);
+    int32_t need = 0;
+    for (int32_t bi = b0; bi < b1; bi++) need += kv->blk[s->blocks[bi]].ref > 1;
+    if (need > kv->n_free + kv->n_cached)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "compact: sequence %d shares %d blocks it must rewrite, %d free or cached", seq, need,
+                          kv->n_free + kv->n_cached);
+    for (int32_t bi = b0; bi < b1; bi++) {
+        const int32_t b = s->blocks[bi];
+        if (kv->blk[b].ref > 1) {
+            const int32_t nb = block_alloc(kv);
+            BRISK_ASSERT(nb >= 0);
+            block_copy(kv, nb, b);
+            block_release(kv, b);
+            s->blocks[bi] = nb;
+        } else if (kv->blk[b].indexed) index_remove(kv, b);   /* its content changes: it leaves the index */
+    }
+    const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
+    /* keep[d] >= d: a move never overwrites a slot a later move reads */
+    for (int32_t d = first; d < n; d++) {
+        const int32_t from = keep[d];
+        for (int32_t il = 0; il < kv->n_layer; il++)
+            for (int32_t h = 0; h < kv->n_head; h++) {
+                k_slot_move(kv->k_type, brisk_kv_k_part(kv, il, seq, d, h), d % BRISK_KV_BLOCK, brisk_kv_k_part(kv, il, seq, from, h),
+                            from % BRISK_KV_BLOCK, kv->head_dim);
+                memcpy(brisk_kv_v_row(kv, il, seq, d, h), brisk_kv_v_row(kv, il, seq, from, h), vrb);
+            }
+        const size_t at = (size_t)s->blocks[d / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(d % BRISK_KV_BLOCK);
+        const size_t fr = (size_t)s->blocks[from / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(from % BRISK_KV_BLOCK);
+        kv->tok[at] = kv->tok[fr];
+        kv->pos[at] = kv->pos[fr];
+    }
+    kv->n_compacted += s->len - n;
+    if (s->n_indexed > b0) s->n_indexed = b0;
+    s->len = s->ordered = n;
+    brisk_kv_truncate(kv, seq, n);   /* the blocks past the kept slots return to the pool */
+    return BRISK_OK;
+}
+
 brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *err) {
     if (src < 0 || src >= kv->n_seq || dst < 0 || dst >= kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "fork %d -> %d: sequence ids out of range [0, %d)", src, dst, kv->n_seq);
@@ -484,7 +577,9 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
     brisk_kv_seq *s = &kv->seqs[seq];
     int32_t own = 0;
     const int32_t own_max = BRISK_MIN(s->ordered, limit);
-    while (own < own_max && brisk_kv_slot_token(kv, seq, own) == tok[own]) own++;
+    /* a slot matches token own only if it holds position own: after a
+     * retention policy dropped slots, slot i holds a later position */
+    while (own < own_max && brisk_kv_slot_token(kv, seq, own) == tok[own] && brisk_kv_slot_pos(kv, seq, own) == own) own++;
     int32_t nb = 0, parent = -1;
     while ((int64_t)(nb + 1) * BRISK_KV_BLOCK <= limit) {
         const int32_t *t = tok + (size_t)nb * BRISK_KV_BLOCK;

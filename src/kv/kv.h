@@ -139,6 +139,12 @@ typedef struct brisk_kv {
     int64_t n_evicted;    /* cached blocks evicted so far */
     int64_t n_hit_tokens; /* tokens brisk_kv_sync_prefix took from the prefix index */
     size_t bytes;         /* everything init allocated (= brisk_kv_plan) */
+    int32_t in_use_max;   /* high-water mark of blocks in use (ref > 0) since init */
+    int64_t n_compacted;  /* slots dropped by brisk_kv_compact so far */
+    /* the retention policy (kv/policy.h), NULL = none: keep every slot. Set by
+     * the context (brisk_kv_policy_set) and run before each batch
+     * (brisk_kv_policy_make_room, forward.c); owns its own scratch. */
+    struct brisk_kv_policy *policy;
 } brisk_kv;
 
 /* Bytes the cache would allocate for these limits, all of it: K, V and the
@@ -204,6 +210,17 @@ void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep);
  * caller validates the arguments; the slots moved are the last decode's, in
  * blocks that decode's reservation made exclusive. */
 void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n);
+/* Retention's eviction: keep the slots keep[0] < keep[1] < ... < keep[n - 1]
+ * (< len) of seq and drop the others, moving the kept slots down to 0 .. n - 1
+ * in every layer with their tokens and positions (so positions stay those the
+ * rows were computed at: K is stored rotated, RoPE stays right), then release
+ * the blocks past ceil(n / BLOCK) to the pool: compaction, so that memory
+ * really returns. Every block a move writes into is made the sequence's own
+ * first (a shared block is copied, an indexed one leaves the index). Fails with
+ * BRISK_ERR_CAPACITY, changing nothing, when those copies need more blocks
+ * than are free or cached; BRISK_ERR_INVALID_ARG for a keep list that is not
+ * strictly increasing inside [0, len) or a sequence holding a token tree. */
+brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err);
 /* dst becomes a copy of src (dst's own blocks are released first): it holds
  * src's blocks, every one shared (ref + 1), no data copied; the first write
  * into a shared partial block copies it. src must be in position order

@@ -8,6 +8,7 @@
  * SwiGLU / GeGLU -> down -> [post-norm] + residual, as the architecture's
  * row of arch.c says. */
 #include "model/forward_impl.h"
+#include "kv/policy.h"
 #include "quant/quant.h"
 
 #include <math.h>
@@ -323,6 +324,11 @@ static void set_window_masks(brisk_forward *f, const brisk_kv *kv, const brisk_f
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
     brisk_status st = validate_batch(f, kv, b, err);
     if (st) return st;
+    /* the retention policy (kv/policy.h) cuts sequences the batch would take
+     * past their budget; their slots moved, so the batch's are found again */
+    bool evicted = false;
+    if ((st = brisk_kv_policy_make_room(kv, b->seq, b->n, &evicted, err))) return st;
+    if (evicted && (st = validate_batch(f, kv, b, err))) return st;
     /* every sequence's slots, all or nothing, before touching anything (shared
      * blocks the batch writes into are copied here) */
     if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;

@@ -1,0 +1,159 @@
+/* policy: the retention policies' table, configuration and the run before
+ * each batch (see policy.h). */
+#include "kv/policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const brisk_kv_policy_ops *const policy_table[BRISK_KV_N_POLICIES] = {
+    NULL,   /* none: nothing to run */
+    &brisk_kv_policy_streaming,
+    &brisk_kv_policy_random,
+};
+
+const char *brisk_kv_policy_name(int kind) {
+    if (kind == BRISK_KV_POLICY_NONE) return "none";
+    return kind > 0 && kind < BRISK_KV_N_POLICIES ? policy_table[kind]->name : "?";
+}
+
+int brisk_kv_policy_parse(const char *name) {
+    if (!name) return -1;
+    for (int k = 0; k < BRISK_KV_N_POLICIES; k++)
+        if (!strcasecmp(name, brisk_kv_policy_name(k))) return k;
+    return -1;
+}
+
+brisk_status brisk_kv_budget_parse(const char *text, int32_t n_ctx, int32_t *slots, brisk_error *err) {
+    *slots = 0;
+    if (!text || !*text) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "empty; give slots (an integer >= 1) or a fraction 0 < F < 1 of -c");
+    bool digits = true;
+    size_t n = 0;
+    for (; text[n]; n++) digits = digits && text[n] >= '0' && text[n] <= '9';
+    if (n > 32) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "'%.32s...' is too long for slots or a fraction", text);
+    if (digits) {
+        long long v = 0;
+        for (size_t i = 0; i < n; i++) {
+            v = v * 10 + (text[i] - '0');
+            if (v > INT32_MAX) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s slots is too many (the context is %d)", text, n_ctx);
+        }
+        if (v < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s slots: give at least 1 (or a fraction 0 < F < 1 of -c)", text);
+        if (v > n_ctx)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s slots exceed the context of %d (-c): nothing would be evicted", text, n_ctx);
+        *slots = (int32_t)v;
+        return BRISK_OK;
+    }
+    /* a fraction: digits, one point, digits ("0.25", ".5"); no sign, exponent or other text */
+    int points = 0, frac_digits = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (text[i] == '.') points++;
+        else if (text[i] >= '0' && text[i] <= '9') frac_digits += points > 0;
+        else return brisk_fail(err, BRISK_ERR_INVALID_ARG, "'%s' is neither slots (an integer >= 1) nor a fraction 0 < F < 1", text);
+    }
+    if (points != 1 || frac_digits == 0)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "'%s' is neither slots (an integer >= 1) nor a fraction 0 < F < 1", text);
+    const double f = strtod(text, NULL);
+    if (!(f > 0.0 && f < 1.0))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the fraction %s must lie strictly between 0 and 1 (or give slots as an integer)", text);
+    const double v = f * (double)n_ctx;
+    *slots = v < 1.0 ? 1 : (int32_t)v;
+    return BRISK_OK;
+}
+
+void brisk_kv_policy_free(brisk_kv_policy *p) {
+    if (!p) return;
+    free(p->cand);
+    free(p->keep);
+    free(p->count);
+    free(p);
+}
+
+brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg, brisk_error *err) {
+    const brisk_kv_policy_config c = *cfg;
+    if (c.kind < 0 || c.kind >= BRISK_KV_N_POLICIES)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy %d unknown (none, streaming, random)", c.kind);
+    if (c.kind == BRISK_KV_POLICY_NONE) {
+        brisk_kv_policy_free(kv->policy);
+        kv->policy = NULL;
+        return BRISK_OK;
+    }
+    if (c.sink < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy %s: %d sinks must not be negative", brisk_kv_policy_name(c.kind), c.sink);
+    if (c.window < 1)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy %s: the window of %d slots must be at least 1 (the newest slot is always kept)",
+                          brisk_kv_policy_name(c.kind), c.window);
+    if ((int64_t)c.sink + c.window >= c.budget || c.budget > kv->n_ctx)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "KV policy %s: a budget of %d slots must hold the %d sinks and the %d-slot window with room to spare, and at most "
+                          "the context (%d)",
+                          brisk_kv_policy_name(c.kind), c.budget, c.sink, c.window, kv->n_ctx);
+    brisk_kv_policy *p = calloc(1, sizeof *p);
+    if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory");
+    p->cfg = c;
+    p->ops = policy_table[c.kind];
+    p->cand = malloc((size_t)kv->n_ctx * sizeof *p->cand);
+    p->keep = malloc((size_t)kv->n_ctx * sizeof *p->keep);
+    p->count = calloc((size_t)kv->n_seq, sizeof *p->count);
+    if (!p->cand || !p->keep || !p->count) {
+        brisk_kv_policy_free(p);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
+    }
+    p->bytes = sizeof *p + (size_t)kv->n_ctx * (sizeof *p->cand + sizeof *p->keep) + (size_t)kv->n_seq * sizeof *p->count;
+    brisk_kv_policy_free(kv->policy);
+    kv->policy = p;
+    return BRISK_OK;
+}
+
+/* Best first: the higher score, then the later slot (a total order). */
+static int cand_cmp(const void *a, const void *b) {
+    const struct brisk_kv_policy_cand *x = a, *y = b;
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return x->slot > y->slot ? -1 : x->slot < y->slot;
+}
+
+static int slot_cmp(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+void brisk_kv_policy_select_top(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep) {
+    const int32_t len = brisk_kv_len(kv, seq), sink = p->cfg.sink, win = p->cfg.window;
+    const int32_t lo = sink, hi = len - win, m = n_keep - sink - win;   /* candidates [lo, hi), m of them kept */
+    int32_t n = 0;
+    for (int32_t s = 0; s < sink; s++) keep[n++] = s;
+    int32_t nc = 0;
+    for (int32_t s = lo; s < hi; s++) p->cand[nc++] = (struct brisk_kv_policy_cand){p->ops->score(p, kv, seq, s), s};
+    qsort(p->cand, (size_t)nc, sizeof *p->cand, cand_cmp);
+    for (int32_t i = 0; i < m; i++) keep[n + i] = p->cand[i].slot;
+    qsort(keep + n, (size_t)m, sizeof *keep, slot_cmp);
+    n += m;
+    for (int32_t s = hi; s < len; s++) keep[n++] = s;
+}
+
+brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err) {
+    *changed = false;
+    brisk_kv_policy *p = kv->policy;
+    if (!p) return BRISK_OK;
+    const int32_t budget = p->cfg.budget, room = budget - p->cfg.sink - p->cfg.window;
+    for (int32_t i = 0; i < n; i++) p->count[seq[i]] = 0;
+    for (int32_t i = 0; i < n; i++) p->count[seq[i]]++;
+    for (int32_t i = 0; i < n; i++)
+        if (p->count[seq[i]] > room)
+            return brisk_fail(err, BRISK_ERR_CAPACITY,
+                              "sequence %d: a batch of %d of its tokens does not fit its KV budget of %d slots beside the %d sinks and the "
+                              "%d-slot window; feed it in batches of at most %d",
+                              seq[i], p->count[seq[i]], budget, p->cfg.sink, p->cfg.window, room);
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = seq[i], c = p->count[id];
+        if (c <= 0) continue;
+        p->count[id] = 0;   /* once per sequence */
+        const int32_t len = brisk_kv_len(kv, id);
+        if (len + c <= budget) continue;
+        const int32_t n_keep = budget - c;
+        (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
+        brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
+        if (st) return st;
+        p->n_runs++;
+        *changed = true;
+    }
+    return BRISK_OK;
+}

@@ -1,0 +1,95 @@
+/* policy: KV retention policies (issue #18). A policy decides which of a
+ * sequence's slots stay when the sequence would exceed its budget; the cache
+ * then compacts the survivors (brisk_kv_compact), so whole blocks return to
+ * the pool. Every policy is one row of a table (brisk_kv_policy_ops, one file
+ * each: policy_streaming.c, policy_random.c), built from three steps:
+ *   score   a slot's value to keep (higher is kept first),
+ *   select  the slots to keep (default: the protected ones, then the best
+ *           scores; a policy may replace it),
+ *   evict   drop the rest (default: compaction).
+ * The protected slots are the sinks (a sequence's first `sink` slots, which
+ * hold its first positions since they are never dropped) and the window (its
+ * last `window` slots); the budget counts them.
+ *
+ * When it runs: before each batch (brisk_kv_policy_make_room, called by the
+ * forward pass once the batch is validated), every sequence of the batch that
+ * would hold more than `budget` slots with the batch's tokens is cut to
+ * budget - (its tokens in the batch), so no token is ever computed while more
+ * than the budget is resident. A policy's choice depends only on the
+ * sequence's own slots (positions, tokens) and its configuration, never on
+ * other sequences or the batch's layout: batch invariance holds for a given
+ * schedule of batches per sequence. */
+#ifndef BRISK_KV_POLICY_H
+#define BRISK_KV_POLICY_H
+
+#include "kv/kv.h"
+
+typedef enum brisk_kv_policy_kind {
+    BRISK_KV_POLICY_NONE = 0,
+    BRISK_KV_POLICY_STREAMING = 1,   /* sinks + the most recent slots (StreamingLLM) */
+    BRISK_KV_POLICY_RANDOM = 2,      /* sinks + window + a seeded random choice of the rest (a reference row) */
+} brisk_kv_policy_kind;
+#define BRISK_KV_N_POLICIES 3
+
+/* "none", "streaming", "random"; "?" outside the enum. */
+const char *brisk_kv_policy_name(int kind);
+/* The policy named (case-insensitive), or -1. */
+int brisk_kv_policy_parse(const char *name);
+
+/* --kv-budget's value: an integer >= 1 (slots) or a fraction 0 < F < 1 of
+ * n_ctx (slots = floor(F * n_ctx), at least 1). BRISK_ERR_INVALID_ARG with a
+ * message naming what is wrong otherwise (the caller prefixes the flag). */
+brisk_status brisk_kv_budget_parse(const char *text, int32_t n_ctx, int32_t *slots, brisk_error *err);
+
+typedef struct brisk_kv_policy_config {
+    int32_t kind;     /* brisk_kv_policy_kind */
+    int32_t budget;   /* slots per sequence, sinks and window included */
+    int32_t sink;     /* first slots always kept (>= 0) */
+    int32_t window;   /* last slots always kept (>= 1: the newest slot gives the next position) */
+    uint64_t seed;    /* random: the seed of its choice */
+} brisk_kv_policy_config;
+
+typedef struct brisk_kv_policy brisk_kv_policy;
+
+typedef struct brisk_kv_policy_ops {
+    const char *name;
+    /* slot (a candidate: neither sink nor window) of seq: higher is kept first */
+    float (*score)(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot);
+    /* keep[0..n_keep) := the slots to keep, increasing; NULL = brisk_kv_policy_select_top */
+    void (*select)(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep);
+    /* drop every slot but keep[0..n_keep); NULL = brisk_kv_compact */
+    brisk_status (*evict)(brisk_kv_policy *p, brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n_keep, brisk_error *err);
+} brisk_kv_policy_ops;
+
+struct brisk_kv_policy {
+    brisk_kv_policy_config cfg;
+    const brisk_kv_policy_ops *ops;
+    /* scratch, n_ctx entries each: the candidates (score, slot) and the keep list */
+    struct brisk_kv_policy_cand { float score; int32_t slot; } *cand;
+    int32_t *keep;
+    int32_t *count;        /* [n_seq] a batch's tokens per sequence */
+    int64_t n_runs;        /* evictions run (sequences cut) */
+    size_t bytes;          /* what brisk_kv_policy_set allocated */
+};
+
+extern const brisk_kv_policy_ops brisk_kv_policy_streaming;
+extern const brisk_kv_policy_ops brisk_kv_policy_random;
+
+/* Check cfg against the cache (budget within [sink + window + 1, n_ctx],
+ * sink >= 0, window >= 1, a known kind) and attach it to kv (replacing any
+ * earlier one; kind NONE detaches). Allocates the policy's scratch. */
+brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg, brisk_error *err);
+void brisk_kv_policy_free(brisk_kv_policy *p);   /* NULL is a no-op */
+
+/* Before a batch of n tokens of sequences seq[0..n) (ids valid): every
+ * sequence whose slots plus its tokens in the batch exceed the budget is cut
+ * to budget - its tokens. *changed says whether any slot moved. Fails with
+ * BRISK_ERR_CAPACITY, before changing anything, when a sequence brings more
+ * tokens than budget - sink - window leaves room for. */
+brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err);
+
+/* The default select: slots [0, sink) and [len - window, len), then the
+ * candidates with the highest scores (ties: the later slot), in slot order. */
+void brisk_kv_policy_select_top(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep);
+
+#endif

@@ -1,0 +1,399 @@
+/* test_kv_policy: KV retention policies (src/kv/policy*.c) and compaction
+ * (brisk_kv_compact; docs/KV.md).
+ *   - parsing: --kv-budget's slots / fraction forms and their refusals; policy names;
+ *   - compaction on a bare cache, every storage type: each kept slot's K and V
+ *     rows (read back through brisk_kv_row_get, kv.c's independent row path)
+ *     and its token and position are those of its source slot, the dropped
+ *     slots' blocks return to the pool, a block shared with another sequence is
+ *     copied rather than written (the other sequence is unchanged), indexed
+ *     blocks leave the index, and the pool's invariants hold (brisk_kv_check);
+ *   - engine, models/pycode-target-f16.gguf, streaming and random, F16 / Q8_0 /
+ *     Q4_0 caches: the budget is never exceeded (after every decode, and the
+ *     pool's high-water mark with the pool sized to the budget), the sinks and
+ *     the window are always kept; the logits after each eviction are bitwise
+ *     those of a policy-free context into which the same live rows were copied
+ *     (an uncompacted cache holding the same slots); batch invariance: seq 0
+ *     alone (1 thread) and batched with another sequence that evicts on its own
+ *     schedule (2 threads) give the same bits, and so does a prefill chunked
+ *     7 tokens at a time before the same policy schedule; a batch too large for
+ *     the budget is refused with a message. */
+#include "brisk.h"
+#include "engine/engine_impl.h"
+#include "kv/kv.h"
+#include "kv/policy.h"
+#include "test.h"
+
+#include <stdint.h>
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float frand(void) { return (float)(urand() >> 8) / 16777216.0f * 2.0f - 1.0f; }
+
+static void test_parse(void) {
+    brisk_error err = {0};
+    int32_t v = 0;
+    CHECK(brisk_kv_budget_parse("512", 2048, &v, &err) == BRISK_OK && v == 512);
+    CHECK(brisk_kv_budget_parse("1", 2048, &v, &err) == BRISK_OK && v == 1);
+    CHECK(brisk_kv_budget_parse("2048", 2048, &v, &err) == BRISK_OK && v == 2048);
+    CHECK(brisk_kv_budget_parse("0.25", 2048, &v, &err) == BRISK_OK && v == 512);
+    CHECK(brisk_kv_budget_parse(".5", 2048, &v, &err) == BRISK_OK && v == 1024);
+    CHECK(brisk_kv_budget_parse("0.0001", 100, &v, &err) == BRISK_OK && v == 1);
+    static const struct { const char *in, *msg; } bad[] = {
+        {"0", "at least 1"},          {"2049", "exceed the context"}, {"1.0", "strictly between"}, {"0.0", "strictly between"},
+        {"1.5", "strictly between"},  {"-3", "neither"},              {"abc", "neither"},          {"0.5x", "neither"},
+        {"5e-1", "neither"},          {"", "empty"},                  {"1.", "neither"},           {"0..5", "neither"},
+        {"99999999999", "too many"},  {" 12", "neither"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        const brisk_status st = brisk_kv_budget_parse(bad[i].in, 2048, &v, &err);
+        CHECKF(st == BRISK_ERR_INVALID_ARG && strstr(err.msg, bad[i].msg), "'%s': %d %s", bad[i].in, st, err.msg);
+    }
+    CHECK(brisk_kv_policy_parse("streaming") == BRISK_KV_POLICY_STREAMING && brisk_kv_policy_parse("RANDOM") == BRISK_KV_POLICY_RANDOM);
+    CHECK(brisk_kv_policy_parse("none") == BRISK_KV_POLICY_NONE && brisk_kv_policy_parse("h2o") == -1 && brisk_kv_policy_parse(NULL) == -1);
+    CHECK(!strcmp(brisk_kv_policy_name(BRISK_KV_POLICY_RANDOM), "random") && !strcmp(brisk_kv_policy_name(9), "?"));
+}
+
+/* ---- compaction on a bare cache ------------------------------------------------------------ */
+
+enum { CL = 2, CH = 2, CD = 64, CN = 256 };
+
+static void fill_rows(brisk_kv *kv, int32_t seq, int32_t from, int32_t to, int32_t tok0) {
+    float k[CD], v[CD];
+    for (int32_t s = from; s < to; s++) {
+        for (int32_t il = 0; il < CL; il++)
+            for (int32_t h = 0; h < CH; h++) {
+                for (int i = 0; i < CD; i++) k[i] = 4.0f * frand(), v[i] = 3.0f * frand();
+                brisk_kv_put(kv, il, seq, s, h, k, v);
+            }
+        brisk_kv_written(kv, seq, s, tok0 + s, s, true);
+    }
+}
+
+static void test_compact_type(brisk_kv_type t) {
+    brisk_kv *kv = NULL;
+    brisk_error err = {0};
+    if (brisk_kv_init(&kv, CL, CH, CD, CN, CN * 2, 2, t, t, &err) != BRISK_OK) {
+        CHECKF(0, "init %s: %s", brisk_kv_type_name(t), err.msg);
+        return;
+    }
+    const size_t krb = brisk_kv_row_bytes(t, (int64_t)CH * CD), vrb = brisk_kv_row_bytes(t, (int64_t)CH * CD);
+    const int32_t n0 = 200;
+    CHECK(brisk_kv_reserve(kv, 0, n0, &err) == BRISK_OK);
+    fill_rows(kv, 0, 0, n0, 1000);
+    brisk_kv_commit(kv, 0);   /* its 6 full blocks join the prefix index */
+    CHECK(kv->seqs[0].n_indexed == n0 / BRISK_KV_BLOCK);
+    /* sequence 1 shares the first 192 slots (6 full blocks) */
+    CHECK(brisk_kv_fork(kv, 0, 1, &err) == BRISK_OK);
+    uint8_t *k0 = malloc((size_t)CL * n0 * krb), *v0 = malloc((size_t)CL * n0 * vrb), *kr = malloc(krb), *vr = malloc(vrb);
+    for (int32_t s = 0; s < n0; s++)
+        for (int32_t il = 0; il < CL; il++)
+            brisk_kv_row_get(kv, il, 0, s, k0 + ((size_t)s * CL + (size_t)il) * krb, v0 + ((size_t)s * CL + (size_t)il) * vrb);
+    /* keep: 5 sinks, a random half of the middle, the last 20 */
+    int32_t keep[CN], n = 0;
+    for (int32_t s = 0; s < n0; s++)
+        if (s < 5 || s >= n0 - 20 || (urand() & 1)) keep[n++] = s;
+    int32_t in_use0 = 0;
+    brisk_kv_counts(kv, &in_use0, NULL, NULL);
+    CHECKF(brisk_kv_compact(kv, 0, keep, n, &err) == BRISK_OK, "%s", err.msg);
+    CHECKF(brisk_kv_check(kv, &err), "%s: %s", brisk_kv_type_name(t), err.msg);
+    CHECK(brisk_kv_len(kv, 0) == n && brisk_kv_ordered(kv, 0) == n && brisk_kv_next_pos(kv, 0) == n0);
+    int bad = 0;
+    for (int32_t d = 0; d < n; d++) {
+        bad += brisk_kv_slot_pos(kv, 0, d) != keep[d] || brisk_kv_slot_token(kv, 0, d) != 1000 + keep[d];
+        for (int32_t il = 0; il < CL; il++) {
+            brisk_kv_row_get(kv, il, 0, d, kr, vr);
+            bad += memcmp(kr, k0 + ((size_t)keep[d] * CL + (size_t)il) * krb, krb) != 0;
+            bad += memcmp(vr, v0 + ((size_t)keep[d] * CL + (size_t)il) * vrb, vrb) != 0;
+        }
+    }
+    CHECKF(bad == 0, "%s: %d kept rows, tokens or positions differ from their source", brisk_kv_type_name(t), bad);
+    /* the forked sequence still reads its own (shared, now copied-from) blocks unchanged */
+    bad = 0;
+    for (int32_t s = 0; s < brisk_kv_len(kv, 1); s++)
+        for (int32_t il = 0; il < CL; il++) {
+            brisk_kv_row_get(kv, il, 1, s, kr, vr);
+            bad += memcmp(kr, k0 + ((size_t)s * CL + (size_t)il) * krb, krb) != 0 || brisk_kv_slot_pos(kv, 1, s) != s;
+        }
+    CHECKF(bad == 0, "%s: the fork's rows changed under compaction", brisk_kv_type_name(t));
+    /* the first moved slot is keep's first gap: blocks from there on are no longer indexed */
+    int32_t first = 0;
+    while (keep[first] == first) first++;
+    CHECK(kv->seqs[0].n_indexed <= first / BRISK_KV_BLOCK);
+    /* seq 1 alone now: the dropped blocks of seq 0 went back (seq 1 holds its 7) */
+    brisk_kv_truncate(kv, 1, 0);
+    int32_t in_use = 0;
+    brisk_kv_counts(kv, &in_use, NULL, NULL);
+    CHECKF(in_use == (n + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK, "%s: %d blocks in use for %d slots", brisk_kv_type_name(t), in_use, n);
+    /* a sync with the original tokens keeps only slots that hold their own
+     * position: the compacted ones never pass for a prefix (here the fork's
+     * original blocks, cached in the prefix index, are taken instead) */
+    int32_t orig[CN];
+    for (int32_t s = 0; s < n0; s++) orig[s] = 1000 + s;
+    const int32_t synced = brisk_kv_sync_prefix(kv, 0, orig, n0);
+    bad = 0;
+    for (int32_t s = 0; s < synced; s++) bad += brisk_kv_slot_pos(kv, 0, s) != s || brisk_kv_slot_token(kv, 0, s) != orig[s];
+    CHECKF(bad == 0 && synced >= first, "%s: sync kept %d slots, %d not at their position", brisk_kv_type_name(t), synced, bad);
+    CHECKF(brisk_kv_check(kv, &err), "%s", err.msg);
+    /* without the index's copy: a sequence compacted from slot 5 on syncs back to 5 slots */
+    brisk_kv_truncate(kv, 0, 0);
+    CHECK(brisk_kv_reserve(kv, 1, 40, &err) == BRISK_OK);
+    fill_rows(kv, 1, 0, 40, 5000);   /* other tokens, not committed: nothing in the index matches */
+    for (int32_t s = 0; s < 40; s++) orig[s] = 5000 + s;
+    int32_t k2[30];
+    for (int32_t d = 0; d < 30; d++) k2[d] = d < 5 ? d : d + 10;
+    CHECK(brisk_kv_compact(kv, 1, k2, 30, &err) == BRISK_OK);
+    CHECK(brisk_kv_sync_prefix(kv, 1, orig, 40) == 5);
+    /* refusals change nothing */
+    int32_t dec[3] = {5, 3, 7};
+    const int32_t len = brisk_kv_len(kv, 1);
+    CHECK(brisk_kv_compact(kv, 1, dec, 3, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "increasing") && brisk_kv_len(kv, 1) == len);
+    CHECK(brisk_kv_compact(kv, 3, dec, 1, &err) == BRISK_ERR_INVALID_ARG && brisk_kv_len(kv, 1) == len);
+    CHECK(brisk_kv_compact(kv, 1, dec, 99, &err) == BRISK_ERR_INVALID_ARG && brisk_kv_len(kv, 1) == len);
+    free(k0), free(v0), free(kr), free(vr);
+    brisk_kv_free(kv);
+}
+
+static void test_policy_config(void) {
+    brisk_kv *kv = NULL;
+    brisk_error err = {0};
+    CHECK(brisk_kv_init(&kv, 1, 1, 32, 128, 128, 1, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK);
+    if (!kv) return;
+    static const struct { brisk_kv_policy_config c; const char *msg; } bad[] = {
+        {{.kind = 1, .budget = 64, .sink = 4, .window = 0}, "at least 1"},
+        {{.kind = 1, .budget = 36, .sink = 4, .window = 32}, "room to spare"},
+        {{.kind = 2, .budget = 129, .sink = 4, .window = 32}, "at most the context"},
+        {{.kind = 1, .budget = 64, .sink = -1, .window = 8}, "negative"},
+        {{.kind = 7, .budget = 64, .sink = 4, .window = 8}, "unknown"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err.msg[0] = 0;
+        CHECKF(brisk_kv_policy_set(kv, &bad[i].c, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, bad[i].msg) && !kv->policy, "%zu: %s", i,
+               err.msg);
+    }
+    const brisk_kv_policy_config ok = {.kind = 1, .budget = 64, .sink = 4, .window = 8};
+    CHECK(brisk_kv_policy_set(kv, &ok, &err) == BRISK_OK && kv->policy);
+    const brisk_kv_policy_config none = {.kind = 0};
+    CHECK(brisk_kv_policy_set(kv, &none, &err) == BRISK_OK && !kv->policy);
+    brisk_kv_free(kv);
+}
+
+/* ---- with a model ---------------------------------------------------------------------------- */
+
+static brisk_model *model;
+static int32_t n_vocab;
+enum { NCTX = 512, BUDGET = 100, SINK = 4, WIN = 16, NTOK = 420, UBMAX = 24 };
+
+static brisk_context *ctx_policy(int kind, int type, int n_seq, int threads, int kv_tokens) {
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = NCTX;
+    p.n_batch = 96;
+    p.n_outputs_max = 96;
+    p.n_seq = n_seq;
+    p.n_threads = threads;
+    p.type_k = p.type_v = type;
+    p.kv_tokens = kv_tokens;
+    p.kv_policy = kind;
+    p.kv_budget = BUDGET;
+    p.kv_sink = SINK;
+    p.kv_window = WIN;
+    p.kv_seed = 42;
+    brisk_error err = {0};
+    brisk_context *c = NULL;
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "context: %s", err.msg);
+    return c;
+}
+
+/* One decode of tok[p0, p0 + m) for seq, every token's logits wanted. */
+static brisk_status feed(brisk_context *c, int32_t seq, const int32_t *tok, int32_t p0, int32_t m, brisk_error *err) {
+    int32_t pos[96], sq[96];
+    uint8_t w[96];
+    for (int32_t j = 0; j < m; j++) pos[j] = p0 + j, sq[j] = seq, w[j] = 1;
+    brisk_batch b = {m, tok + p0, pos, sq, w};
+    return brisk_decode(c, &b, err);
+}
+
+/* The ubatch schedule: sizes 1..UBMAX from a fixed stream. */
+static int32_t schedule(int32_t *sizes) {
+    uint64_t s = 0x1234567ull;
+    int32_t n = 0, total = 0;
+    while (total < NTOK) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const int32_t m = BRISK_MIN((int32_t)(1 + (s >> 33) % UBMAX), NTOK - total);
+        sizes[n++] = m;
+        total += m;
+    }
+    return n;
+}
+
+static void check_kept(brisk_context *c, int kind, const char *what, int32_t next, int *bad_budget, int *bad_kept) {
+    const brisk_kv *kv = c->kv;
+    const int32_t len = brisk_kv_len(kv, 0);
+    *bad_budget += len > BUDGET;
+    for (int32_t s = 0; s < SINK && s < next; s++) *bad_kept += brisk_kv_slot_pos(kv, 0, s) != s;
+    for (int32_t i = 1; i <= WIN && i <= next; i++) *bad_kept += brisk_kv_slot_pos(kv, 0, len - i) != next - i;
+    for (int32_t s = 1; s < len; s++) *bad_kept += brisk_kv_slot_pos(kv, 0, s) <= brisk_kv_slot_pos(kv, 0, s - 1);
+    if (kind == BRISK_KV_POLICY_STREAMING && next > len)   /* sinks, then the newest len - SINK positions */
+        for (int32_t s = SINK; s < len; s++) *bad_kept += brisk_kv_slot_pos(kv, 0, s) != next - (len - s);
+    (void)what;
+}
+
+/* Budget, kept slots, and compaction against a policy-free cache holding the same live rows. */
+static void test_engine_policy(int kind, int type, const int32_t *tok) {
+    const char *what = brisk_kv_policy_name(kind);
+    brisk_context *a = ctx_policy(kind, type, 1, 2, BUDGET), *r = ctx_policy(0, type, 1, 2, NCTX);
+    if (!a || !r) goto done;
+    brisk_kv *ka = a->kv, *kr = r->kv;
+    const size_t krb = brisk_kv_row_bytes(ka->k_type, ka->row), vrb = brisk_kv_row_bytes(ka->v_type, ka->row);
+    const int32_t nl = ka->n_layer;
+    uint8_t *ks = malloc((size_t)BUDGET * nl * krb), *vs = malloc((size_t)BUDGET * nl * vrb);
+    int32_t spos[BUDGET], stok[BUDGET], sizes[NTOK];
+    const int32_t n_ub = schedule(sizes);
+    int bad_budget = 0, bad_kept = 0, bad_bits = 0, compared = 0, evictions = 0;
+    brisk_error err = {0};
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_kv_len(ka, 0);
+        /* the rows before the decode (the policy will cut some of them first) */
+        for (int32_t s = 0; s < len0; s++) {
+            spos[s] = brisk_kv_slot_pos(ka, 0, s);
+            stok[s] = brisk_kv_slot_token(ka, 0, s);
+            for (int32_t il = 0; il < nl; il++)
+                brisk_kv_row_get(ka, il, 0, s, ks + ((size_t)s * nl + il) * krb, vs + ((size_t)s * nl + il) * vrb);
+        }
+        CHECKF(feed(a, 0, tok, p0, m, &err) == BRISK_OK, "%s: %s", what, err.msg);
+        const int32_t len = brisk_kv_len(ka, 0), kept = len - m;
+        check_kept(a, kind, what, p0 + m, &bad_budget, &bad_kept);
+        if (kept < len0) evictions++;
+        /* the reference: the same kept rows copied, by position, into a policy-free cache */
+        if (kept < len0 || u % 5 == 0) {
+            brisk_seq_truncate(r, 0, 0, &err);
+            CHECK(brisk_kv_reserve(kr, 0, kept, &err) == BRISK_OK);
+            for (int32_t d = 0, s = 0; d < kept; d++) {
+                const int32_t want = brisk_kv_slot_pos(ka, 0, d);
+                while (s < len0 && spos[s] != want) s++;
+                if (s == len0) {
+                    bad_bits++;
+                    break;
+                }
+                for (int32_t il = 0; il < nl; il++) brisk_kv_row_set(kr, il, 0, d, ks + ((size_t)s * nl + il) * krb, vs + ((size_t)s * nl + il) * vrb);
+                brisk_kv_written(kr, 0, d, stok[s], spos[s], true);
+            }
+            if (!brisk_kv_check(kr, &err)) CHECKF(0, "%s", err.msg);
+            CHECKF(feed(r, 0, tok, p0, m, &err) == BRISK_OK, "%s ref: %s", what, err.msg);
+            for (int32_t j = 0; j < m; j++)
+                bad_bits += memcmp(brisk_get_logits(a, j), brisk_get_logits(r, j), (size_t)n_vocab * sizeof(float)) != 0;
+            compared += m;
+        }
+    }
+    brisk_cache_stats cs;
+    brisk_context_cache_stats(a, &cs);
+    if (getenv("BRISK_TEST_VERBOSE"))
+        printf("%s %s: %d ubatches, %d evictions, peak %d blocks, %lld dropped, %d tokens compared\n", what, brisk_kv_type_name(type), n_ub,
+               evictions, cs.in_use_max, (long long)cs.dropped, compared);
+    CHECKF(bad_budget == 0 && cs.in_use_max <= (BUDGET + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK, "%s: budget exceeded %d times, peak %d blocks",
+           what, bad_budget, cs.in_use_max);
+    CHECKF(bad_kept == 0, "%s %s: %d sink/window/order violations", what, brisk_kv_type_name(type), bad_kept);
+    CHECKF(evictions > 5 && compared > 100 && cs.dropped == NTOK - brisk_kv_len(ka, 0), "%s: %d evictions, %d compared, %lld dropped", what,
+           evictions, compared, (long long)cs.dropped);
+    CHECKF(bad_bits == 0, "%s %s: %d of %d tokens' logits differ from a cache holding the same slots", what, brisk_kv_type_name(type),
+           bad_bits, compared);
+    CHECKF(brisk_kv_check(ka, &err), "%s", err.msg);
+    free(ks), free(vs);
+done:
+    brisk_context_free(a);
+    brisk_context_free(r);
+}
+
+/* seq 0's logits, its policy running on its own schedule: alone (1 thread), or
+ * batched with seq 1 (its own tokens and ubatch sizes, evicting at other
+ * times; 2 threads), or with the first 60 tokens (below the budget) fed in
+ * chunks of 7. */
+static void test_invariance(int kind, int type, const int32_t *tok, const int32_t *tok1) {
+    const char *what = brisk_kv_policy_name(kind);
+    brisk_context *a = ctx_policy(kind, type, 1, 1, BUDGET), *b = ctx_policy(kind, type, 2, 2, 2 * BUDGET), *c = ctx_policy(kind, type, 1, 2, BUDGET);
+    int32_t sizes[NTOK];
+    const int32_t n_ub = schedule(sizes);
+    float *la = malloc((size_t)NTOK * n_vocab * sizeof(float)), *lb = malloc((size_t)NTOK * n_vocab * sizeof(float)),
+          *lc = malloc((size_t)NTOK * n_vocab * sizeof(float));
+    brisk_error err = {0};
+    if (!a || !b || !c) goto done;
+    int32_t p1 = 0;
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], m1 = BRISK_MIN(UBMAX + 1 - m, NTOK - p1);
+        CHECKF(feed(a, 0, tok, p0, m, &err) == BRISK_OK, "%s", err.msg);
+        for (int32_t j = 0; j < m; j++) memcpy(la + (size_t)(p0 + j) * n_vocab, brisk_get_logits(a, j), (size_t)n_vocab * sizeof(float));
+        /* b: seq 1's tokens first, then seq 0's */
+        int32_t bt[64], bp[64], bs[64];
+        uint8_t bw[64];
+        int32_t n = 0;
+        for (int32_t j = 0; j < m1; j++) bt[n] = tok1[p1 + j], bp[n] = p1 + j, bs[n] = 1, bw[n++] = 1;
+        for (int32_t j = 0; j < m; j++) bt[n] = tok[p0 + j], bp[n] = p0 + j, bs[n] = 0, bw[n++] = 1;
+        brisk_batch bb = {n, bt, bp, bs, bw};
+        CHECKF(brisk_decode(b, &bb, &err) == BRISK_OK, "%s", err.msg);
+        for (int32_t j = 0; j < m; j++) memcpy(lb + (size_t)(p0 + j) * n_vocab, brisk_get_logits(b, m1 + j), (size_t)n_vocab * sizeof(float));
+        p1 += m1;
+        /* c: the first 60 tokens in chunks of 7, then the same schedule */
+        if (p0 + m <= 60) {
+            if (p0 + m == 60 || (u + 1 < n_ub && p0 + m + sizes[u + 1] > 60)) {
+                for (int32_t q = 0; q < p0 + m; q += 7) {
+                    const int32_t k = BRISK_MIN(7, p0 + m - q);
+                    CHECKF(feed(c, 0, tok, q, k, &err) == BRISK_OK, "%s", err.msg);
+                    for (int32_t j = 0; j < k; j++) memcpy(lc + (size_t)(q + j) * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
+                }
+            }
+        } else {
+            CHECKF(feed(c, 0, tok, p0, m, &err) == BRISK_OK, "%s", err.msg);
+            for (int32_t j = 0; j < m; j++) memcpy(lc + (size_t)(p0 + j) * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
+        }
+    }
+    brisk_cache_stats sa, sb;
+    brisk_context_cache_stats(a, &sa);
+    brisk_context_cache_stats(b, &sb);
+    CHECKF(sa.dropped > 0 && sb.dropped > sa.dropped, "%s: dropped %lld alone, %lld batched", what, (long long)sa.dropped, (long long)sb.dropped);
+    int bad_b = 0, bad_c = 0;
+    for (int32_t p = 0; p < NTOK; p++) {
+        bad_b += memcmp(la + (size_t)p * n_vocab, lb + (size_t)p * n_vocab, (size_t)n_vocab * sizeof(float)) != 0;
+        bad_c += memcmp(la + (size_t)p * n_vocab, lc + (size_t)p * n_vocab, (size_t)n_vocab * sizeof(float)) != 0;
+    }
+    CHECKF(bad_b == 0, "%s %s: %d of %d positions differ alone vs batched with another sequence", what, brisk_kv_type_name(type), bad_b, NTOK);
+    CHECKF(bad_c == 0, "%s %s: %d of %d positions differ with the prefill chunked by 7", what, brisk_kv_type_name(type), bad_c, NTOK);
+    /* a batch bigger than the budget leaves room for is refused, naming the way out */
+    int32_t big[BUDGET];
+    for (int i = 0; i < BUDGET; i++) big[i] = tok[i];
+    brisk_seq_truncate(a, 0, 0, &err);
+    CHECKF(feed(a, 0, big, 0, BUDGET - SINK - WIN + 1, &err) == BRISK_ERR_CAPACITY && strstr(err.msg, "feed it in batches of at most 80"),
+           "%s", err.msg);
+done:
+    free(la), free(lb), free(lc);
+    brisk_context_free(a);
+    brisk_context_free(b);
+    brisk_context_free(c);
+}
+
+int main(void) {
+    test_parse();
+    test_policy_config();
+    for (int t = 0; t < BRISK_KV_N_TYPES; t++) test_compact_type((brisk_kv_type)t);
+    char path[1024];
+    test_source("models/pycode-target-f16.gguf", path, sizeof path);
+    if (!test_exists(path)) TEST_SKIP("%s absent (make models)", path);
+    brisk_error err = {0};
+    CHECKF(brisk_model_load(path, &model, &err) == BRISK_OK, "%s", err.msg);
+    if (!model) return test_finish();
+    brisk_model_info info;
+    brisk_model_get_info(model, &info);
+    n_vocab = info.n_vocab;
+    int32_t tok[NTOK], tok1[NTOK];
+    for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)(urand() % (uint32_t)n_vocab), tok1[i] = (int32_t)(urand() % (uint32_t)n_vocab);
+    static const int types[] = {BRISK_KV_F16, BRISK_KV_Q8_0, BRISK_KV_Q4_0};
+    for (int kind = BRISK_KV_POLICY_STREAMING; kind <= BRISK_KV_POLICY_RANDOM; kind++)
+        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+            test_engine_policy(kind, types[t], tok);
+            if (types[t] != BRISK_KV_Q4_0) test_invariance(kind, types[t], tok, tok1);
+        }
+    brisk_model_free(model);
+    return test_finish();
+}
