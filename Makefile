@@ -4,6 +4,7 @@ JOBS      ?= $(shell nproc)
 MODEL     ?= models/pycode-target-f16.gguf
 PROMPT    ?= def fibonacci(n):
 FUZZ_SECS ?= 30
+FUZZ_JOBS ?= $(JOBS)
 
 .PHONY: run test bootstrap build build-asan build-tsan build-fuzz build-aarch64 test-release test-asan test-tsan test-fuzz \
         test-aarch64 clean check-long
@@ -44,10 +45,11 @@ test-asan: build-asan
 test-tsan: build-tsan
 	cd build-tsan && BRISK_TEST_QUICK=1 ctest --output-on-failure -j$(JOBS) -L tsan
 
-# Each fuzz target runs FUZZ_SECS seconds from its committed seed corpus (30 s: ten targets run one
-# after the other; the 30-minute campaigns are in docs/RELIABILITY.md).
+# Each fuzz target runs FUZZ_SECS seconds from its committed seed corpus, FUZZ_JOBS targets at a
+# time (one core each: a libFuzzer process is single-threaded); the 30-minute campaigns are in
+# docs/RELIABILITY.md.
 test-fuzz: build-fuzz
-	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECS)
+	@bash scripts/run-fuzz.sh build-fuzz $(FUZZ_SECS) $(FUZZ_JOBS)
 
 # aarch64: the NEON kernel tables, cross-compiled (cmake/aarch64-linux-gnu.cmake)
 # and run under qemu-aarch64 -cpu max (dotprod, so both NEON tables run): every
