@@ -1471,7 +1471,10 @@ static bool shares_last_mask(cst_grammar *g, int32_t c) {
         g->pair_gen_now = 1;
     }
     g->pair_visits = 0;
-    /* a check that fails must not cost more than walking: a few visits per node the last walk read */
+    /* a check that fails must not cost more than walking: only after a walk of a quarter of the trie or more
+     * (what a counter's states do; smaller walks are cheaper to repeat than to check), and a few visits per
+     * node that walk read */
+    if (g->last_walked_nodes * 4 < g->v->n_nodes) return false;
     g->pair_budget = (int32_t)(g->last_walked_nodes / 8 < PAIR_VISITS ? g->last_walked_nodes / 8 : PAIR_VISITS);
     return agree(g, c, p, g->v->max_len < SHORT_LEN ? g->v->max_len : SHORT_LEN) == 1 && !g->over;
 }
