@@ -239,17 +239,28 @@ static void test_masks_brute_force(const char *path) {
          "{\"k\": \"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e caf\xc3\xa9 \xf0\x9f\x99\x82 \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xe2\x80\x94 ok\"}"},
         {"gbnf", "root ::= \"\\\"\" [^\"\xc3\xa9]* \"\\\"\"", "\"abc \xe6\x97\xa5\xe6\x9c\xac \xc3\xb1\""},
         {"schema", "{\"type\":\"string\",\"maxLength\":6}", "\"\xe6\x97\xa5\xe6\x9c\xac\xc3\xa9\xf0\x9f\x99\x82\""},
+        /* long counters: mask sharing (states that agree on every string of up to SHORT_LEN bytes share
+         * the short tokens' bits), up to and past the point where the bound comes within reach */
+        {"schema", "{\"type\":\"object\",\"properties\":{\"s\":{\"type\":\"string\",\"minLength\":5,\"maxLength\":90}},\"required\":[\"s\"]}",
+         "{\"s\": \"a long counted string,                 with runs of spaces, \xc3\xa9 and \\n escapes to its end\"}"},
+        {"regex", "[a-z ]{0,120}!", "padding                                  so the counter walks far                          along!"},
     };
     int bad = 0, steps = 0;
+    int64_t shared = 0;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cst_grammar *g = compile_kind(v, cases[i].kind, cases[i].src, strlen(cases[i].src), &err);
         CHECKF(g != NULL, "case %zu: %s", i, err.msg);
         if (!g) continue;
         bad += brute_check(g, v, tok, cases[i].text, &steps);
+        cst_stats st;
+        cst_grammar_stats(g, &st);
+        shared += st.masks_shared;
         cst_grammar_free(g);
     }
-    printf("masks vs brute force (%s): %d steps x %d tokens, %d mismatches\n", path, steps, cst_vocab_n(v), bad);
+    printf("masks vs brute force (%s): %d steps x %d tokens, %d mismatches, %lld masks shared\n", path, steps, cst_vocab_n(v), bad,
+           (long long)shared);
     CHECK(bad == 0);
+    CHECKF(shared > 0, "no mask was shared between counter states");
     CHECK(steps > 40);
     cst_vocab_free(v);
     brisk_vocab_free(tok);

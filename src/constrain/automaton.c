@@ -10,6 +10,7 @@
 #define CST_FAR INT32_MAX   /* no way to the end (never met after pruning) */
 #define MAX_DEPTH 192                   /* stack frames; deeper nesting is rejected (stricter, never looser) */
 #define MEM_BUDGET ((size_t)1 << 30)    /* lazily built tables and masks; past it the grammar stops growing */
+#define SHORT_LEN 16                    /* mask sharing: tokens up to this long come from a state that agrees */
 
 /* ---- vocabulary trie --------------------------------------------------------------------------- */
 
@@ -37,6 +38,24 @@ static int8_t utf8_step(int8_t q, uint8_t b) {
     }
 }
 
+/* What the walk reads of a trie node, in one place, with every node's children next to each other
+ * (breadth-first ids). A walk that takes whole subtrees at once visits nodes far apart in preorder: one
+ * cache miss per node per array (eight of them) was most of its time. Here a node is one read, and the
+ * siblings it goes through next are in the same or the next cache line. */
+typedef struct cst_node {
+    uint64_t sub64;        /* sub64[] of the preorder node */
+    uint32_t kids;         /* the first child's id (children are consecutive) << 9 | the number of children */
+    uint32_t tb;           /* wtok[] | flags << 21 | the edge byte << 24 */
+} cst_node;
+enum { NODE_MULTI = 1, NODE_U8 = 2, NODE_DEEP = 4 };
+#define NODE_MAX_NODES (1 << 23)
+#define NODE_MAX_VOCAB ((1 << 21) - 1)   /* wtok's "none" is n_vocab */
+#define NODE_TOK(n) ((int32_t)((n).tb & 0x1FFFFF))
+#define NODE_FLAGS(n) ((n).tb >> 21 & 7)
+#define NODE_BYTE(n) ((uint8_t)((n).tb >> 24))
+#define NODE_CHILD(n) ((int32_t)((n).kids >> 9))
+#define NODE_N_CHILD(n) ((int32_t)((n).kids & 511))
+
 struct cst_vocab {
     int32_t n_vocab;
     int32_t n_nodes;
@@ -51,8 +70,16 @@ struct cst_vocab {
     uint64_t *sub64;       /* [n_nodes] the same by byte group (grp[]): one load to rule most subtrees in or out */
     uint8_t *u8;           /* [n_nodes] 1: every byte string below the node (after its own byte) is a prefix of
                             * well-formed UTF-8 and holds a byte >= 0x80 (the string-body shortcut in walk) */
+    uint8_t *deep;         /* [n_nodes] 1: a token longer than SHORT_LEN bytes ends in the subtree (node included) */
+    uint32_t *long_tok;    /* [words] the tokens longer than SHORT_LEN bytes */
+    cst_node *node;        /* [n_nodes] the walk's copy of the arrays above, in breadth-first order */
+    int32_t *pre;          /* [n_nodes] the preorder index of each breadth-first id (for sub[]) */
+    int32_t *below;        /* [n_nodes][3] a breadth-first node's tokens in order[]: its own from tok_lo[i],
+                            * those strictly below from tok_lo[i + 1] up to tok_lo[skip[i]] (its preorder i) */
+    uint32_t *all_tok;     /* [words] the bit of every token in the trie (not those without bytes) */
     uint8_t grp[256];      /* byte -> one of 64 groups; JSON's structural bytes and digits are groups of their own */
     uint64_t grp_bytes[64][4];
+    uint64_t grp_ascii;    /* the groups of bytes below 0x80 */
     int32_t *tok_lo;       /* [n_nodes + 1] the node's first token in order[]; its subtree's are up to tok_lo[skip] */
     int32_t *order;        /* tokens in trie preorder (duplicates included) */
     uint8_t *pieces;
@@ -77,7 +104,7 @@ static int cmp_tok(const void *a, const void *b) {
 void cst_vocab_free(cst_vocab *v) {
     if (!v) return;
     free(v->byte); free(v->depth); free(v->skip); free(v->tok); free(v->dup);
-    free(v->sub); free(v->sub64); free(v->u8); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok);
+    free(v->sub); free(v->sub64); free(v->u8); free(v->deep); free(v->long_tok); free(v->tok_lo); free(v->order); free(v->multi); free(v->wtok); free(v->node); free(v->pre); free(v->below); free(v->all_tok);
     free(v->pieces); free(v->off); free(v->eos);
     free(v);
 }
@@ -213,6 +240,7 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
         for (int b = 0x80; b < 0xC0; b++) v->grp[b] = (uint8_t)next;
         for (int b = 0xC0; b < 0x100; b++) v->grp[b] = (uint8_t)(next + 1);
         for (int b = 0; b < 256; b++) v->grp_bytes[v->grp[b]][b >> 6] |= 1ull << (b & 63);
+        for (int b = 0; b < 0x80; b++) v->grp_ascii |= 1ull << v->grp[b];
     }
     v->sub64 = calloc((size_t)nn, sizeof *v->sub64);
     if (!v->sub64) goto oom;
@@ -239,6 +267,52 @@ brisk_status cst_vocab_new(int32_t n_vocab, const uint8_t *pieces, const uint32_
             ok = r >= 0;
         }
         v->u8[i] = ok;
+    }
+    /* the longest token below each node (children of i are i + 1, skip[i + 1], ... up to skip[i]) */
+    v->deep = calloc((size_t)nn, sizeof *v->deep);
+    uint8_t *longest = calloc((size_t)nn, 1);
+    v->long_tok = calloc(((size_t)n_vocab + 31) / 32 + 1, sizeof *v->long_tok);
+    if (!v->deep || !longest || !v->long_tok) {
+        free(longest);
+        goto oom;
+    }
+    for (int32_t i = nn - 1; i >= 1; i--) {
+        uint8_t m = v->depth[i];
+        for (int32_t j = i + 1; j < v->skip[i]; j = v->skip[j]) m = longest[j] > m ? longest[j] : m;
+        longest[i] = m;
+        v->deep[i] = m > SHORT_LEN;
+    }
+    free(longest);
+    for (int32_t t = 0; t < n_vocab; t++)
+        if (off[t + 1] - off[t] > SHORT_LEN) v->long_tok[t >> 5] |= 1u << (t & 31);
+    /* breadth-first ids: bfs[k] is the preorder node with id k; a node's children (i + 1, then each
+     * child's skip, up to skip[i]) get consecutive ids */
+    v->node = malloc((size_t)nn * sizeof *v->node);
+    int32_t *bfs = v->pre = malloc((size_t)nn * sizeof *bfs);
+    v->below = malloc((size_t)nn * 3 * sizeof *v->below);
+    v->all_tok = calloc(((size_t)n_vocab + 31) / 32, sizeof *v->all_tok);
+    if (!v->node || !bfs || !v->below || !v->all_tok) goto oom;
+    for (int32_t k = 0; k < v->tok_lo[nn]; k++) v->all_tok[v->order[k] >> 5] |= 1u << (v->order[k] & 31);   /* the trie's */
+    if (nn >= NODE_MAX_NODES || n_vocab >= NODE_MAX_VOCAB) {
+        cst_vocab_free(v);
+        free(order);
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "the vocabulary's token trie is too large for constraints (%d nodes, %d tokens; "
+                          "at most %d and %d)", nn, n_vocab, NODE_MAX_NODES - 1, NODE_MAX_VOCAB - 1);
+    }
+    {
+        int32_t head = 0, tail = 1;
+        bfs[0] = 0;
+        while (head < tail) {
+            const int32_t k = head++, i = bfs[k];
+            const int32_t first = tail;
+            for (int32_t j = i + 1; j < v->skip[i]; j = v->skip[j]) bfs[tail++] = j;
+            const uint32_t flags = (v->multi[i] ? NODE_MULTI : 0) | (v->u8[i] ? NODE_U8 : 0) | (v->deep[i] ? NODE_DEEP : 0);
+            v->node[k] = (cst_node){.sub64 = v->sub64[i], .kids = (uint32_t)first << 9 | (uint32_t)(tail - first),
+                                    .tb = (uint32_t)v->wtok[i] | flags << 21 | (uint32_t)v->byte[i] << 24};
+            v->below[3 * k] = v->tok_lo[i];
+            v->below[3 * k + 1] = v->tok_lo[i + 1];
+            v->below[3 * k + 2] = v->tok_lo[v->skip[i]];
+        }
     }
     free(order);
     *out = v;
@@ -340,11 +414,22 @@ struct cst_grammar {
     int32_t *fbuf;
     int64_t cap_fbuf;
     int32_t start;
+    /* a recording walk's token ranges (in order[]) of subtrees taken whole and of dead ones */
+    struct ranges { int32_t *r; int64_t n, cap, tokens; } bulk, dead;
     uint32_t *scratch;         /* the walk's mask, one spare word */
     size_t scratch_words;
     size_t bytes;
     bool over;                 /* the memory budget ran out */
-    int64_t masks_computed, masks_cached;
+    int64_t masks_computed, masks_cached, masks_shared;
+    /* mask sharing (cst_mask): the last cset whose mask was walked, and the pair memo of the check */
+    int32_t last_walked;
+    uint64_t *pair_key;        /* [PAIR_SLOTS] (x, y) + 1, 0: empty in this generation */
+    int32_t *pair_queue;       /* [2 * (PAIR_VISITS + 1)] agree's breadth-first queue */
+    uint32_t *pair_gen;
+    uint32_t pair_gen_now;
+    uint8_t cls_rep[256];      /* a byte of each class */
+    int32_t pair_visits, pair_budget;
+    int64_t walk_nodes, last_walked_nodes;   /* nodes the last walk read, and those of last_walked's */
 };
 
 static bool grow(void **p, int64_t *cap, int64_t need, size_t elem, size_t *bytes) {
@@ -387,7 +472,8 @@ void cst_grammar_free(cst_grammar *g) {
     free(g->SLg);
     free(g->dist);
     free(g->cs); free(g->fpool); free(g->rpool); free(g->cs_hash.slot);
-    free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch);
+    free(g->mark); free(g->stack); free(g->buf); free(g->fmark); free(g->fbuf); free(g->scratch); free(g->bulk.r); free(g->dead.r);
+    free(g->pair_key); free(g->pair_queue); free(g->pair_gen);
     free(g);
 }
 
@@ -1055,6 +1141,7 @@ brisk_status cst_grammar_new(cst_nfa *n, const cst_vocab *v, cst_grammar **out, 
         return brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
     }
     int32_t one = f0;
+    g->last_walked = -1;
     g->start = cs_intern(g, &one, 1);
     if (g->start == CST_DEAD) {
         cst_grammar_free(g);
@@ -1126,12 +1213,30 @@ static int8_t utf8_loop(cst_grammar *g, int32_t c) {
     return 1;
 }
 
+static bool range_push(cst_grammar *g, struct ranges *q, int32_t lo, int32_t hi) {
+    if (q->n + 2 > q->cap) {
+        const int64_t cap = q->cap ? 2 * q->cap : 4096;
+        int32_t *r = realloc(q->r, (size_t)cap * sizeof *r);
+        if (!r) {
+            g->over = true;
+            return false;
+        }
+        g->bytes += (size_t)(cap - q->cap) * sizeof *r;
+        q->r = r;
+        q->cap = cap;
+    }
+    q->r[q->n++] = lo;
+    q->r[q->n++] = hi;
+    q->tokens += hi - lo;
+    return true;
+}
+
 /* One walk of the vocabulary trie from cset c into acc (words + 1 words, the spare bit included),
  * allowing a token only when the state it leads to can still complete within `limit` bytes (CST_FAR:
  * every token). Returns the largest such completion over the tokens that stay alive (the max_after of
  * c when limit is CST_FAR). False when the memory budget ran out. */
 static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c, int32_t limit, uint32_t *acc,
-                                                       int32_t *max_after) {
+                                                       int32_t *max_after, bool long_only, bool record) {
     const cst_vocab *v = g->v;
     int32_t path[257];
     const int32_t *row[257];
@@ -1142,18 +1247,32 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
     const uint64_t *SL = g->SL, *SLg = g->SLg;
     const int32_t *cmin = g->cmin;
     row[0] = T + (size_t)c * ncls;
-    const uint8_t *byte = v->byte, *depth = v->depth;
-    const int32_t *skip = v->skip, *tok = v->wtok, *dup = v->dup, *tok_lo = v->tok_lo, *order = v->order;
-    const uint8_t *multi = v->multi;
-    const uint64_t *sub = v->sub, *sub64 = v->sub64;
-    const uint8_t *u8 = v->u8;
+    const cst_node *node = v->node;
+    const int32_t *dup = v->dup, *order = v->order;
+    const uint64_t *sub = v->sub;
+    const uint64_t grp_ascii = v->grp_ascii;
     const int32_t none = v->n_vocab;
     int32_t ma = 0;
-    for (int32_t i = 1; i < v->n_nodes;) {
-        const int32_t dp = depth[i];
-        int32_t s = row[dp - 1][cls[byte[i]]];
+    /* at depth dp the walk goes through the siblings cur[dp] .. end[dp] - 1 */
+    int32_t cur[258], end[258];
+    int64_t n_read = 0;
+    int32_t dp = 1;
+    cur[1] = NODE_CHILD(node[0]);
+    end[1] = cur[1] + NODE_N_CHILD(node[0]);
+    const int32_t *below = v->below;
+    for (;;) {
+        if (cur[dp] == end[dp]) {
+            if (--dp == 0) break;
+            continue;
+        }
+        const int32_t i = cur[dp]++;
+        const cst_node nd = node[i];
+        n_read++;
+        const uint32_t flags = NODE_FLAGS(nd);
+        if (long_only && !(flags & NODE_DEEP)) continue;
+        int32_t s = row[dp - 1][cls[NODE_BYTE(nd)]];
         if (s == UNKNOWN) {
-            s = cs_trans_slow(g, path[dp - 1], byte[i]);
+            s = cs_trans_slow(g, path[dp - 1], NODE_BYTE(nd));
             /* g->T may have moved */
             T = g->T;
             SL = g->SL;
@@ -1163,36 +1282,39 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
             if (g->over) break;
         }
         if (s < 0) {
-            i = skip[i];
+            if (record && !range_push(g, &g->dead, below[3 * i], below[3 * i + 2])) break;
             continue;
         }
         path[dp] = s;
         row[dp] = T + (size_t)s * ncls;
         const int32_t cm = cmin[s];
         const bool fits = limit == CST_FAR || cm <= limit;
-        const int32_t t0 = fits ? tok[i] : none;
+        const int32_t t0 = fits ? NODE_TOK(nd) : none;
         acc[t0 >> 5] |= 1u << (t0 & 31);
         if (t0 != none && cm > ma) ma = cm;
-        if (multi[i] && fits)
+        if ((flags & NODE_MULTI) && fits)
             for (int32_t t = dup[t0]; t >= 0; t = dup[t]) acc[t >> 5] |= 1u << (t & 31);
         /* every descendant byte loops back to s: the whole subtree stays alive (and every token in it
          * leads to s, so the limit decides for all of them at once) */
         const uint64_t meets = SLg[(size_t)s * 2];
-        if (skip[i] > i + 2 && meets && !(sub64[i] & ~meets)) {
+        if (NODE_N_CHILD(nd) && meets && !(nd.sub64 & ~meets)) {
             /* by groups first (one load): a group the loop bytes miss rules the subtree out, groups they
              * hold whole rule it in; only a subtree in partly held groups needs the 256-bit test */
-            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)i * 4;
-            if (!(sub64[i] & ~SLg[(size_t)s * 2 + 1]) ||
+            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)v->pre[i] * 4;
+            if (!(nd.sub64 & ~SLg[(size_t)s * 2 + 1]) ||
                 (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1]) && !(sb[2] & ~sl[2]) && !(sb[3] & ~sl[3]))) {
                 if (fits) {
-                    const int32_t e = tok_lo[skip[i]];
-                    if (tok_lo[i + 1] < e && cm > ma) ma = cm;
-                    for (int32_t k = tok_lo[i + 1]; k < e; k++) {
-                        const int32_t t = order[k];
-                        acc[t >> 5] |= 1u << (t & 31);
+                    const int32_t e = below[3 * i + 2];
+                    if (below[3 * i + 1] < e && cm > ma) ma = cm;
+                    if (record) {
+                        if (!range_push(g, &g->bulk, below[3 * i + 1], e)) break;
+                    } else {
+                        for (int32_t k = below[3 * i + 1]; k < e; k++) {
+                            const int32_t t = order[k];
+                            acc[t >> 5] |= 1u << (t & 31);
+                        }
                     }
                 }
-                i = skip[i];
                 continue;
             }
         }
@@ -1200,7 +1322,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
          * bytes are loop bytes of s: every byte string below is a prefix of characters that each return to
          * s, so all of it stays alive. Tokens ending inside a character are at most 3 bytes from s, so
          * cm + 3 bounds their completions (max_after is an upper bound) */
-        if (u8[i] && limit == CST_FAR) {
+        if ((flags & NODE_U8) && limit == CST_FAR) {
             int8_t u = g->cs[s].utf8;
             if (u == 0) {
                 u = utf8_loop(g, s);
@@ -1212,24 +1334,34 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
                 for (int32_t k = 0; k <= dp; k++) row[k] = T + (size_t)path[k] * ncls;
                 if (g->over) break;
             }
-            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)i * 4;
-            if (u > 0 && !(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1])) {
-                const int32_t e = tok_lo[skip[i]];
-                if (tok_lo[i + 1] < e) {
+            /* the subtree's ASCII bytes are loop bytes: by whole groups first (one load of sub64, which the
+             * 256-bit sets, 8.8 MB for a 128K vocabulary, would miss the cache on) */
+            const uint64_t *sl = SL + (size_t)s * 4, *sb = sub + (size_t)v->pre[i] * 4;
+            if (u > 0 && (!(nd.sub64 & grp_ascii & ~SLg[(size_t)s * 2 + 1]) || (!(sb[0] & ~sl[0]) && !(sb[1] & ~sl[1])))) {
+                const int32_t e = below[3 * i + 2];
+                if (below[3 * i + 1] < e) {
                     const int32_t cm3 = cm > CST_FAR - 3 ? CST_FAR : cm + 3;
                     if (cm3 > ma) ma = cm3;
                 }
-                for (int32_t k = tok_lo[i + 1]; k < e; k++) {
-                    const int32_t t = order[k];
-                    acc[t >> 5] |= 1u << (t & 31);
+                if (record) {
+                    if (!range_push(g, &g->bulk, below[3 * i + 1], e)) break;
+                } else {
+                    for (int32_t k = below[3 * i + 1]; k < e; k++) {
+                        const int32_t t = order[k];
+                        acc[t >> 5] |= 1u << (t & 31);
+                    }
                 }
-                i = skip[i];
                 continue;
             }
         }
-        i++;
+        if (NODE_N_CHILD(nd)) {
+            dp++;
+            cur[dp] = NODE_CHILD(nd);
+            end[dp] = cur[dp] + NODE_N_CHILD(nd);
+        }
     }
     *max_after = ma;
+    g->walk_nodes = n_read;
     return !g->over;
 }
 
@@ -1245,6 +1377,106 @@ static bool scratch_ready(cst_grammar *g, size_t sw) {
 static void only_eos(cst_grammar *g, uint32_t *allowed, size_t words) {
     memset(allowed, 0, words * sizeof *allowed);
     set_eos(g, allowed);
+}
+
+/* Mask sharing. A token is allowed from c exactly when reading its bytes from c never dies (no dead ends
+ * after pruning, and the subtree shortcuts of walk are exact), so two csets whose byte strings of up to
+ * SHORT_LEN bytes die alike allow the same tokens up to that long. That is what the states of a length
+ * counter far from its bound look like (maxLength 255: every position is a fresh cset, and each walked the
+ * whole trie). agree(x, y, d): every string of at most d bytes (one byte per class) dies from x iff it dies
+ * from y; 1 yes, 0 no, -1 gave up after PAIR_VISITS transitions (the caller walks). Breadth first, so a
+ * pair is met first with the most bytes left to check, and is never explored twice (agreeing to d bytes
+ * implies agreeing to fewer): the work is the distinct pairs times the classes. */
+#define PAIR_SLOTS 16384   /* a power of two, at least 2 * PAIR_VISITS */
+#define PAIR_VISITS 8192   /* pairs of transitions read; a walk of a whole trie reads ~270K nodes */
+static bool pair_seen(cst_grammar *g, int32_t x, int32_t y) {
+    const uint64_t key = ((uint64_t)(uint32_t)x << 32 | (uint32_t)y) + 1;
+    uint32_t h = (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 50) & (PAIR_SLOTS - 1);
+    while (g->pair_gen[h] == g->pair_gen_now) {
+        if (g->pair_key[h] == key) return true;
+        h = (h + 1) & (PAIR_SLOTS - 1);
+    }
+    g->pair_gen[h] = g->pair_gen_now;
+    g->pair_key[h] = key;
+    return false;
+}
+
+static int agree(cst_grammar *g, int32_t x, int32_t y, int d) {   /* y: a cset whose mask was walked */
+    if (x == y || d == 0) return 1;
+    /* fail fast: a few runs of one repeated byte first (a counter near its bound dies on them at another
+     * length than the last walked state); a run y's walk never read settles nothing and stops */
+    for (int k = 0, probes = 0; k < g->n_cls && probes < 4; k++) {
+        int32_t a = x, b = y;
+        bool any = false;
+        for (int L = 0; L < d; L++) {
+            const int32_t b2 = g->T[(size_t)b * (size_t)g->n_cls + (size_t)k];
+            if (b2 == UNKNOWN) break;
+            const int32_t a2 = cs_trans(g, a, g->cls_rep[k]);
+            if (g->over) return -1;
+            if ((a2 < 0) != (b2 < 0)) return 0;
+            if (a2 < 0 || a2 == b2) break;
+            a = a2;
+            b = b2;
+            any = true;
+        }
+        probes += any;
+    }
+    int32_t *q = g->pair_queue;   /* pairs, level by level */
+    int32_t head = 0, tail = 0, level_end;
+    q[tail++] = x;
+    q[tail++] = y;
+    (void)pair_seen(g, x, y);
+    for (int level = 0; level < d && head < tail; level++) {
+        level_end = tail;
+        while (head < level_end) {
+            const int32_t a = q[head], b = q[head + 1];
+            head += 2;
+            for (int k = 0; k < g->n_cls; k++) {
+                const uint8_t byte = g->cls_rep[k];
+                /* y's side first, without computing it: y's mask was walked, so every transition on a trie
+                 * path that keeps y alive (or kills it there) is known; one that is not known leads to no
+                 * token, and what follows it does not matter to the mask */
+                const int32_t b2 = g->T[(size_t)b * (size_t)g->n_cls + (size_t)k];
+                if (b2 == UNKNOWN) continue;
+                if (++g->pair_visits > g->pair_budget) return -1;
+                const int32_t a2 = cs_trans(g, a, byte);
+                if (g->over) return -1;
+                /* x reads a byte back to itself: a loop (a string body), not a counter; its walk takes whole
+                 * subtrees at once and costs less than the rest of this check */
+                if (a == x && a2 == x) return -1;
+                if ((a2 < 0) != (b2 < 0)) return 0;
+                if (a2 < 0 || a2 == b2 || level + 1 == d || pair_seen(g, a2, b2)) continue;
+                q[tail++] = a2;   /* at most one pair per visit: PAIR_VISITS pairs fit */
+                q[tail++] = b2;
+            }
+        }
+    }
+    return 1;
+}
+
+static bool shares_last_mask(cst_grammar *g, int32_t c) {
+    const int32_t p = g->last_walked;
+    if (p < 0 || p == c || !g->cs[p].mask) return false;
+    if (cst_accepting(g, c) != cst_accepting(g, p)) return false;
+    if (!g->pair_key) {
+        g->pair_key = malloc(PAIR_SLOTS * sizeof *g->pair_key);
+        g->pair_queue = malloc(2 * (PAIR_VISITS + 1) * sizeof *g->pair_queue);
+        g->pair_gen = calloc(PAIR_SLOTS, sizeof *g->pair_gen);
+        if (!g->pair_key || !g->pair_queue || !g->pair_gen) return false;
+        g->pair_gen_now = 0;
+        for (int b = 255; b >= 0; b--) g->cls_rep[g->cls[b]] = (uint8_t)b;
+    }
+    if (++g->pair_gen_now == 0) {
+        memset(g->pair_gen, 0, PAIR_SLOTS * sizeof *g->pair_gen);
+        g->pair_gen_now = 1;
+    }
+    g->pair_visits = 0;
+    /* a check that fails must not cost more than walking: only after a walk of a quarter of the trie or more
+     * (what a counter's states do; smaller walks are cheaper to repeat than to check), and a few visits per
+     * node that walk read */
+    if (g->last_walked_nodes * 4 < g->v->n_nodes) return false;
+    g->pair_budget = (int32_t)(g->last_walked_nodes / 8 < PAIR_VISITS ? g->last_walked_nodes / 8 : PAIR_VISITS);
+    return agree(g, c, p, g->v->max_len < SHORT_LEN ? g->v->max_len : SHORT_LEN) == 1 && !g->over;
 }
 
 bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
@@ -1269,10 +1501,61 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
     }
     uint32_t *acc = g->scratch;
     memset(acc, 0, sw * sizeof *acc);
-    int32_t max_after = 0;
-    if (!walk(g, c, CST_FAR, acc, &max_after)) {
+    /* a state that agrees with the last walked one on every string of up to SHORT_LEN bytes has its mask
+     * on the tokens up to that long; only the subtrees holding longer tokens are walked */
+    const bool shared = shares_last_mask(g, c);
+    if (g->over) {
         only_eos(g, allowed, words);
         return false;
+    }
+    if (shared) {
+        int32_t unused;
+        if (!walk(g, c, CST_FAR, acc, &unused, true, false)) {
+            only_eos(g, allowed, words);
+            return false;
+        }
+        const uint32_t *pm = g->cs[g->last_walked].mask;
+        for (size_t w = 0; w < words; w++) allowed[w] = (pm[w] & ~v->long_tok[w]) | acc[w];
+        if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
+        if (cst_accepting(g, c)) set_eos(g, allowed);
+        g->masks_computed++;
+        g->masks_shared++;
+        g->cs[c].max_after = -1;
+        uint32_t *m = malloc(words * sizeof *m);
+        if (m && budget(g)) {
+            memcpy(m, allowed, words * sizeof *m);
+            g->cs[c].mask = m;
+            g->bytes += words * sizeof *m;
+        } else {
+            free(m);
+        }
+        return true;
+    }
+    int32_t max_after = 0;
+    /* The walk records the subtrees it takes whole and the dead ones; a string body's state allows most of
+     * the vocabulary in a few thousand subtrees, and setting their ~120K bits one by one cost more than the
+     * walk. The mask is then whichever is cheaper: the walked tokens plus the whole subtrees, or every
+     * token but the dead subtrees' (the same set: each token is in exactly one of a walked node, a whole
+     * subtree, or a dead one). */
+    g->bulk.n = g->bulk.tokens = g->dead.n = g->dead.tokens = 0;
+    if (!walk(g, c, CST_FAR, acc, &max_after, false, true)) {
+        only_eos(g, allowed, words);
+        return false;
+    }
+    const int32_t *order = v->order;
+    if (g->dead.tokens + (int64_t)words < g->bulk.tokens) {
+        memcpy(acc, v->all_tok, words * sizeof *acc);
+        for (int64_t k = 0; k < g->dead.n; k += 2)
+            for (int32_t j = g->dead.r[k]; j < g->dead.r[k + 1]; j++) {
+                const int32_t t = order[j];
+                acc[t >> 5] &= ~(1u << (t & 31));
+            }
+    } else {
+        for (int64_t k = 0; k < g->bulk.n; k += 2)
+            for (int32_t j = g->bulk.r[k]; j < g->bulk.r[k + 1]; j++) {
+                const int32_t t = order[j];
+                acc[t >> 5] |= 1u << (t & 31);
+            }
     }
     memcpy(allowed, acc, words * sizeof *allowed);
     /* the spare bit (n_vocab) must not leak into the last word */
@@ -1285,6 +1568,8 @@ bool cst_mask(cst_grammar *g, int32_t c, uint32_t *allowed) {
         memcpy(m, allowed, words * sizeof *m);
         g->cs[c].mask = m;
         g->bytes += words * sizeof *m;
+        g->last_walked = c;
+        g->last_walked_nodes = g->walk_nodes;
     } else {
         free(m);
     }
@@ -1338,7 +1623,7 @@ bool cst_mask_within(cst_grammar *g, int32_t c, int32_t limit, uint32_t *allowed
     uint32_t *acc = g->scratch;
     memset(acc, 0, sw * sizeof *acc);
     int32_t unused;
-    if (!walk(g, c, limit < 0 ? -1 : limit, acc, &unused)) return true;
+    if (!walk(g, c, limit < 0 ? -1 : limit, acc, &unused, false, false)) return true;
     memcpy(allowed, acc, words * sizeof *allowed);
     if (v->n_vocab & 31) allowed[words - 1] &= (1u << (v->n_vocab & 31)) - 1;
     if (cst_accepting(g, c)) set_eos(g, allowed);
@@ -1360,6 +1645,7 @@ int32_t cst_advance(cst_grammar *g, int32_t c, int32_t tok) {
 
 void cst_grammar_stats(const cst_grammar *g, cst_stats *s) {
     s->masks_computed = g->masks_computed;
+    s->masks_shared = g->masks_shared;
     s->masks_cached = g->masks_cached;
     s->csets = g->n_cs;
     s->frames = g->n_fr;

@@ -168,6 +168,7 @@ bool cst_is_eos(const cst_grammar *g, int32_t tok);
 /* work counters (tests, maskbench) */
 typedef struct cst_stats {
     int64_t masks_computed, masks_cached, csets, frames, dfa_states, nfa_states;
+    int64_t masks_shared;      /* of masks_computed: short tokens taken from an agreeing state */
     size_t bytes;
 } cst_stats;
 void cst_grammar_stats(const cst_grammar *g, cst_stats *s);
