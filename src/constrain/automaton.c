@@ -1247,6 +1247,15 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
     const uint64_t *SL = g->SL, *SLg = g->SLg;
     const int32_t *cmin = g->cmin;
     row[0] = T + (size_t)c * ncls;
+    /* new states may move g's tables: reload them and the rows of path[0 .. n) */
+#define RELOAD_TABLES(n)                                                        \
+    do {                                                                        \
+        T = g->T;                                                               \
+        SL = g->SL;                                                             \
+        SLg = g->SLg;                                                           \
+        cmin = g->cmin;                                                         \
+        for (int32_t k = 0; k < (n); k++) row[k] = T + (size_t)path[k] * ncls;  \
+    } while (0)
     const cst_node *node = v->node;
     const int32_t *dup = v->dup, *order = v->order;
     const uint64_t *sub = v->sub;
@@ -1273,12 +1282,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
         int32_t s = row[dp - 1][cls[NODE_BYTE(nd)]];
         if (s == UNKNOWN) {
             s = cs_trans_slow(g, path[dp - 1], NODE_BYTE(nd));
-            /* g->T may have moved */
-            T = g->T;
-            SL = g->SL;
-            SLg = g->SLg;
-            cmin = g->cmin;
-            for (int32_t k = 0; k < dp; k++) row[k] = T + (size_t)path[k] * ncls;
+            RELOAD_TABLES(dp);
             if (g->over) break;
         }
         if (s < 0) {
@@ -1327,11 +1331,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
             if (u == 0) {
                 u = utf8_loop(g, s);
                 g->cs[s].utf8 = u;
-                T = g->T;
-                SL = g->SL;
-                SLg = g->SLg;
-                cmin = g->cmin;
-                for (int32_t k = 0; k <= dp; k++) row[k] = T + (size_t)path[k] * ncls;
+                RELOAD_TABLES(dp + 1);
                 if (g->over) break;
             }
             /* the subtree's ASCII bytes are loop bytes: by whole groups first (one load of sub64, which the
@@ -1360,6 +1360,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
             end[dp] = cur[dp] + NODE_N_CHILD(nd);
         }
     }
+#undef RELOAD_TABLES
     *max_after = ma;
     g->walk_nodes = n_read;
     return !g->over;
