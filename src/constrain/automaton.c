@@ -1231,6 +1231,15 @@ static bool range_push(cst_grammar *g, struct ranges *q, int32_t lo, int32_t hi)
     return true;
 }
 
+/* The tokens order[lo .. hi) of a subtree taken whole: recorded as a range (the caller writes the mask
+ * later, whichever way is cheaper) or set in acc now. False when recording ran out of memory. */
+static inline bool take_whole(cst_grammar *g, bool record, uint32_t *acc, int32_t lo, int32_t hi) {
+    if (record) return range_push(g, &g->bulk, lo, hi);
+    const int32_t *order = g->v->order;
+    for (int32_t k = lo; k < hi; k++) acc[order[k] >> 5] |= 1u << (order[k] & 31);
+    return true;
+}
+
 /* One walk of the vocabulary trie from cset c into acc (words + 1 words, the spare bit included),
  * allowing a token only when the state it leads to can still complete within `limit` bytes (CST_FAR:
  * every token). Returns the largest such completion over the tokens that stay alive (the max_after of
@@ -1257,7 +1266,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
         for (int32_t k = 0; k < (n); k++) row[k] = T + (size_t)path[k] * ncls;  \
     } while (0)
     const cst_node *node = v->node;
-    const int32_t *dup = v->dup, *order = v->order;
+    const int32_t *dup = v->dup;
     const uint64_t *sub = v->sub;
     const uint64_t grp_ascii = v->grp_ascii;
     const int32_t none = v->n_vocab;
@@ -1310,14 +1319,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
                 if (fits) {
                     const int32_t e = below[3 * i + 2];
                     if (below[3 * i + 1] < e && cm > ma) ma = cm;
-                    if (record) {
-                        if (!range_push(g, &g->bulk, below[3 * i + 1], e)) break;
-                    } else {
-                        for (int32_t k = below[3 * i + 1]; k < e; k++) {
-                            const int32_t t = order[k];
-                            acc[t >> 5] |= 1u << (t & 31);
-                        }
-                    }
+                    if (!take_whole(g, record, acc, below[3 * i + 1], e)) break;
                 }
                 continue;
             }
@@ -1343,14 +1345,7 @@ static inline __attribute__((always_inline)) bool walk(cst_grammar *g, int32_t c
                     const int32_t cm3 = cm > CST_FAR - 3 ? CST_FAR : cm + 3;
                     if (cm3 > ma) ma = cm3;
                 }
-                if (record) {
-                    if (!range_push(g, &g->bulk, below[3 * i + 1], e)) break;
-                } else {
-                    for (int32_t k = below[3 * i + 1]; k < e; k++) {
-                        const int32_t t = order[k];
-                        acc[t >> 5] |= 1u << (t & 31);
-                    }
-                }
+                if (!take_whole(g, record, acc, below[3 * i + 1], e)) break;
                 continue;
             }
         }
