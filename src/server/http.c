@@ -1317,13 +1317,7 @@ static enum MHD_Result post_route(conn *c) {
     const bool parsed = srv_request_parse((const uint8_t *)(c->body ? c->body : ""), c->body_len, kinds[c->r], &s->lim,
                                           &s->cfg->sampling, &c->req, &e);
     /* the body is not needed past this point: give its memory and budget back */
-    free(c->body);
-    c->body = NULL;
-    c->body_len = c->body_cap = 0;
-    pthread_mutex_lock(&s->mu);
-    s->body_bytes -= c->counted;
-    pthread_mutex_unlock(&s->mu);
-    c->counted = 0;
+    drop_body(c);
     if (!parsed) return send_error(c->srv, c->mc, &e);
     c->have_req = true;
     switch (c->r) {
