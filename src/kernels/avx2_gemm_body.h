@@ -672,10 +672,79 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), _mm256_sub_ps(acc[hh][t], accm[hh][t]));
 }
 
+/* Decode (one token, both halves): q4_k_tile with its loops turned inside out.
+ * There, each half runs all 32 lines with the activation broadcasts redone per
+ * half, and GCC 12 spilled the hoisted broadcasts and chains to the stack (a
+ * vpmaddubsw from the stack per line in the profile). Here each 64-byte line
+ * is read once as its two halves, both share the two broadcasts, and the four
+ * chains (low and high nibbles of each half) stay in registers; the min chain
+ * follows per block, as there. The integer sums are the same chains (same
+ * bounds) and every float step is q4_k_tile's, so the bits are the same. */
+INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf) {
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, accm[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
+        const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
+        prefetch_ahead(blk, 320, pf, true);
+        #pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            __m256i cl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, chh[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+            const int8_t *q8 = y->qs + 64 * p;
+            #pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const uint8_t *line = blk + 320 + 64 * (8 * p + k);
+                prefetch_ahead(line, 64, pf, true);
+                const __m256i ylo = bc32(q8 + 4 * k), yhi = bc32(q8 + 32 + 4 * k);
+                #pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
+                    cl[h] = chain_add(cl[h], _mm256_and_si256(v, m4), ylo);
+                    chh[h] = chain_add(chh[h], _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), yhi);
+                }
+            }
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m256 d = _mm256_mul_ps(load_f16x8(blk + 16 * h), _mm256_set1_ps(y->d));
+                const __m256i s0 = load_u8x8(blk + 64 + 32 * p + 8 * h), s1 = load_u8x8(blk + 64 + 32 * p + 16 + 8 * h);
+#if AVX2_GEMM_VNNI
+                const __m256 isum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_cvtepi32_ps(cl[h]),
+                                                    _mm256_mul_ps(_mm256_cvtepi32_ps(s1), _mm256_cvtepi32_ps(chh[h])));
+#else
+                const __m256i p0 = _mm256_or_si256(s0, _mm256_slli_epi32(s0, 16)), p1 = _mm256_or_si256(s1, _mm256_slli_epi32(s1, 16));
+                const __m256 isum = _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(cl[h], p0), _mm256_madd_epi16(chh[h], p1)));
+#endif
+                acc[h] = _mm256_fmadd_ps(isum, d, acc[h]);
+            }
+        }
+        float bsp[8];   /* bsums[2i] + bsums[2i+1], as float (exact) */
+        _mm256_storeu_ps(bsp, _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1))));
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256 dm = _mm256_mul_ps(load_f16x8(blk + 32 + 16 * h), _mm256_set1_ps(y->d));
+            #pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                const __m256 mn0 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 8 * h));
+                const __m256 mn1 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 16 + 8 * h));
+                const __m256 imin = _mm256_fmadd_ps(mn0, _mm256_set1_ps(bsp[2 * p]), _mm256_mul_ps(mn1, _mm256_set1_ps(bsp[2 * p + 1])));
+                accm[h] = _mm256_fmadd_ps(imin, dm, accm[h]);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + 8 * h, _mm256_sub_ps(acc[h], accm[h]));
+}
+
 #ifndef Q4_K_TT
 #define Q4_K_TT 4
 #endif
-DEFINE_GEMM(gemm_q4_k, q4_k_tile, Q4_K_TT, BRISK_QK_K)
+DEFINE_GEMM(gemm_q4_k_tiles, q4_k_tile, Q4_K_TT, BRISK_QK_K)
+
+static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
+                      float *out, int64_t os) {
+    if (n_tok == 1) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
+    else gemm_q4_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
+}
 
 /* ---- Q5_K (LANES with 32-element sub-block scales plus the min term, against Q8_K) -----------
  * Lane m is the chunks 8j+m (elements 32j+4m.., sub-block j = 0..7), chunk by chunk
