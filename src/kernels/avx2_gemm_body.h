@@ -953,10 +953,88 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), hsum8_lanes(acc[hh][t]));
 }
 
+/* Decode (one token, both halves), AVX2 instructions in both builds (as
+ * q6_k_tile at one token): the lanes run one after the other (lane m is lines
+ * m and m + 8), so lanes 0-3 need only the 8 even-numbered scales and lanes
+ * 4-7 the 8 odd ones (q6_k_tile widens all 16 per half and block), each
+ * activation broadcast serves both halves, and each lane is finished as soon
+ * as its two lines are in. Same integer sums, same float steps: same bits. */
+INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf) {
+    __m256 acc[2][8];
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+        #pragma GCC unroll 8
+        for (int m = 0; m < 8; m++) acc[h][m] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), lo16 = _mm256_set1_epi32(0xffff);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
+        const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
+        prefetch_ahead(blk, 288, pf, true);
+        #pragma GCC unroll 2
+        for (int phase = 0; phase < 2; phase++) {
+            __m256i sc[2][4][2];   /* (sc, sc) int16 pairs of scale 2 * (2x + kb) + phase, per half */
+            #pragma GCC unroll 2
+            for (int h = 0; h < 2; h++)
+                #pragma GCC unroll 4
+                for (int x = 0; x < 4; x++)
+                    #pragma GCC unroll 2
+                    for (int kb = 0; kb < 2; kb++) {
+                        const __m256i s32 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * (2 * (2 * x + kb) + phase) + 8 * h)));
+                        sc[h][x][kb] = _mm256_or_si256(_mm256_and_si256(s32, lo16), _mm256_slli_epi32(s32, 16));
+                    }
+            #pragma GCC unroll 1
+            for (int mm = 0; mm < 4; mm++) {
+                const int m = 4 * phase + mm;
+                __m256i L[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+                #pragma GCC unroll 2
+                for (int kb = 0; kb < 2; kb++) {
+                    const int k = m + 8 * kb;
+                    const uint8_t *la = blk + 288 + 64 * k, *lb = blk + 288 + 64 * (16 + k), *lh = blk + 288 + 2048 + 64 * k;
+                    prefetch_ahead(la, 64, pf, true);
+                    prefetch_ahead(lb, 64, pf, true);
+                    prefetch_ahead(lh, 64, pf, true);
+                    #pragma GCC unroll 2
+                    for (int h = 0; h < 2; h++) {
+                        const __m256i lA = _mm256_loadu_si256((const __m256i *)(la + 32 * h));
+                        const __m256i lB = _mm256_loadu_si256((const __m256i *)(lb + 32 * h));
+                        const __m256i H = _mm256_loadu_si256((const __m256i *)(lh + 32 * h));
+                        __m256i w[4];
+                        w[0] = _mm256_or_si256(_mm256_and_si256(lA, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+                        w[1] = _mm256_or_si256(_mm256_and_si256(lB, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+                        w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lA, 4), m4), _mm256_and_si256(H, m30));
+                        w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lB, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                        #pragma GCC unroll 4
+                        for (int x = 0; x < 4; x++)
+                            L[h] = _mm256_add_epi32(L[h], _mm256_madd_epi16(_mm256_maddubs_epi16(w[x], bc32(y->qs + 4 * (16 * x + k))), sc[h][x][kb]));
+                    }
+                }
+                #pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) {
+                    const __m256i sa = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * (2 * m) + 8 * h)));
+                    const __m256i sb = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * (2 * m + 1) + 8 * h)));
+                    const __m256i pair = _mm256_or_si256(_mm256_and_si256(sa, lo16), _mm256_slli_epi32(sb, 16));   /* (sc[2m], sc[2m+1]) */
+                    const __m256i corr = _mm256_madd_epi16(pair, bc32(y->bsums + 2 * m));
+                    const __m256i lane = _mm256_sub_epi32(L[h], _mm256_slli_epi32(corr, 5));
+                    const __m256 d = _mm256_mul_ps(_mm256_set1_ps(y->d), load_f16x8(blk + 16 * h));
+                    acc[h][m] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(lane), acc[h][m]);
+                }
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + 8 * h, hsum8_lanes(acc[h]));
+}
+
 #ifndef Q6_K_TT
 #define Q6_K_TT 4
 #endif
-DEFINE_GEMM(gemm_q6_k, q6_k_tile, Q6_K_TT, BRISK_QK_K)
+DEFINE_GEMM(gemm_q6_k_tiles, q6_k_tile, Q6_K_TT, BRISK_QK_K)
+
+static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
+                      float *out, int64_t os) {
+    if (n_tok == 1) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
+    else gemm_q6_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
+}
 
 /* ---- activation quantizer ---------------------------------------------------------------- */
 
