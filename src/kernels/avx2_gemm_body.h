@@ -615,7 +615,7 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 __m256i cl[MAX_TT], chh[MAX_TT];
                 #pragma GCC unroll 16
                 for (int t = 0; t < tt; t++) cl[t] = chh[t] = _mm256_setzero_si256();
-                #pragma GCC unroll 8
+                #pragma GCC unroll 4   /* 8 (all): GCC 12 spilled the chains to the stack; gemm-micro T=24 avx2 best 76 -> 99 GMAC/s */
                 for (int k = 0; k < 8; k++) {
                     const uint8_t *line = blk + 320 + 64 * (8 * p + k);
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
