@@ -140,7 +140,7 @@ elif [ -x "$peer/bin/test-llama-archs" ] && [ -x "$peer/bin/llama-quantize" ]; t
   done
   for f in "$fx"/*.gguf; do
     b="$(basename "$f" .gguf)"
-    for t in Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K; do
+    for t in Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS MXFP4_MOE; do
       "$peer/bin/llama-quantize" "$f" "$fx/L.gguf" $t 2 > /dev/null 2>&1 || { fail "llama-quantize $b $t"; continue; }
       "$brisk" quantize -t 2 "$f" "$fx/B.gguf" $t 2> "$tmp/err" || { fail "$b $t: $(cat "$tmp/err")"; continue; }
       cmp -s "$fx/L.gguf" "$fx/B.gguf" && ok || fail "fixture $b $t: differs from llama-quantize's"
