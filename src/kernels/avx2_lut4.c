@@ -4,11 +4,11 @@
  *
  * A 16-entry table fits one xmm, so vpshufb turns 32 nibbles into their int8
  * values in one instruction; the rest is Q4_0's integer dot. The float work
- * is ref.c's exactly: IQ4_NL and MXFP4 are SCALAR (one int32 sum per block,
- * fused in order into one float accumulator), IQ4_XS is LANES with the
- * group's 6-bit scale applied to the int16 pair sums (vpmaddwd), as ggml's
- * AVX2 kernel does. Integer sums are exact in any order, so SCALAR reduces
- * four blocks' sums at once and only the fused chain stays serial. */
+ * is ref.c's exactly: SCALAR, one int32 sum per block (IQ4_XS: per 256
+ * elements, the group's 6-bit scale applied to the int16 pair sums with
+ * vpmaddwd) fused in order into one float accumulator. Integer sums are
+ * exact in any order, so IQ4_NL and MXFP4 reduce four blocks' sums at once
+ * and only the fused chain stays serial. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
@@ -88,13 +88,14 @@ void brisk_avx2_dot_iq4_nl(int64_t n, float *out, const void *w, const void *a) 
 
 void brisk_avx2_dot_mxfp4(int64_t n, float *out, const void *w, const void *a) { *out = scalar_lut4(n / 32, w, true, a); }
 
-/* LANES: each group's int16 pair sums times its scale ls - 32 (vpmaddwd),
- * the 8 groups added as int32, one FMA per lane and block. */
+/* SCALAR per 256-element block: each group's int16 pair sums times its
+ * scale ls - 32 (vpmaddwd), the 8 groups added as int32 and reduced to the
+ * block's sum, one fused multiply-add per block. */
 void brisk_avx2_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_iq4_xs *x = w;
     const brisk_block_q8_k *y = a;
     const __m128i table = _mm_loadu_si128((const __m128i *)brisk_iq4nl_values);
-    __m256 acc = _mm256_setzero_ps();
+    float sum = 0.0f;
     for (int64_t i = 0; i < n / BRISK_QK_K; i++) {
         __m256i lanes = _mm256_setzero_si256();
         for (int g = 0; g < 8; g++) {
@@ -103,10 +104,7 @@ void brisk_avx2_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a) 
             const int ls = brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, g) - 32;
             lanes = _mm256_add_epi32(lanes, _mm256_madd_epi16(p, _mm256_set1_epi16((short)ls)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), _mm256_cvtepi32_ps(lanes), acc);
+        sum = fmaf((float)hsum_epi32(lanes), _cvtsh_ss(x[i].d) * y[i].d, sum);
     }
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    *out = _mm_cvtss_f32(s);
+    *out = sum;
 }

@@ -7,9 +7,9 @@
  * are signed and so are the activations, and AVX-512 has no vpsignb, so the
  * product is taken as |q| times y with q's sign moved onto y (a masked
  * negation; y is never -128), which vpdpbusd and vpmaddubsw take as
- * unsigned times signed. The float work is ref.c's exactly: IQ4_NL and MXFP4
- * SCALAR (eight blocks' integer sums reduced together, then fused one by
- * one in order), IQ4_XS LANES. */
+ * unsigned times signed. The float work is ref.c's exactly: SCALAR (IQ4_NL
+ * and MXFP4: eight blocks' integer sums reduced together, then fused one by
+ * one in order; IQ4_XS: one sum per 256 elements). */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
@@ -96,17 +96,17 @@ void brisk_avx512_dot_iq4_nl(int64_t n, float *out, const void *w, const void *a
 
 void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a) { *out = scalar_lut4(n / 32, w, true, a); }
 
-/* LANES: two groups per zmm, their int16 pair sums times each group's scale
- * ls - 32 (vpdpwssd, group 2k's scale in the low 256 bits, 2k+1's in the
- * high), the halves added as int32 into the block's 8 lanes, one FMA per
- * lane and block. */
+/* SCALAR per 256-element block: two groups per zmm, their int16 pair sums
+ * times each group's scale ls - 32 (vpdpwssd, group 2k's scale in the low
+ * 256 bits, 2k+1's in the high), reduced to the block's sum, one fused
+ * multiply-add per block. */
 void brisk_avx512_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_iq4_xs *x = w;
     const brisk_block_q8_k *y = a;
     const __m512i table = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)brisk_iq4nl_values));
-    __m256 acc = _mm256_setzero_ps();
+    float sum = 0.0f;
     for (int64_t i = 0; i < n / BRISK_QK_K; i++) {
-        __m512i sum = _mm512_setzero_si512();
+        __m512i acc = _mm512_setzero_si512();
         for (int k = 0; k < 4; k++) {
             const __m512i q = _mm512_shuffle_epi8(table, nibbles2(x[i].qs + 32 * k, x[i].qs + 32 * k + 16));
             const __m512i yv = _mm512_loadu_si512(y[i].qs + 64 * k);
@@ -114,13 +114,9 @@ void brisk_avx512_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a
             const int ls0 = brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, 2 * k) - 32;
             const int ls1 = brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, 2 * k + 1) - 32;
             const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16((short)ls0), _mm256_set1_epi16((short)ls1), 1);
-            sum = _mm512_dpwssd_epi32(sum, p, sc);
+            acc = _mm512_dpwssd_epi32(acc, p, sc);
         }
-        const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), _mm256_cvtepi32_ps(lanes), acc);
+        sum = fmaf((float)_mm512_reduce_add_epi32(acc), _cvtsh_ss(x[i].d) * y[i].d, sum);
     }
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    *out = _mm_cvtss_f32(s);
+    *out = sum;
 }

@@ -409,7 +409,7 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
     *out = hsum8(acc[0], acc[1]);
 }
 
-/* ---- 4-bit lookup-table formats: IQ4_NL, MXFP4 (SCALAR), IQ4_XS (LANES) ----------------- */
+/* ---- 4-bit lookup-table formats: IQ4_NL, MXFP4, IQ4_XS (all SCALAR) ---------------------- */
 /* TBL maps 16 nibbles to their int8 table values in one instruction. */
 
 static inline void lut4_values(const uint8_t *qs, int8x16_t table, int8x16_t *lo, int8x16_t *hi) {
@@ -448,7 +448,7 @@ static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *a) {
     const brisk_block_iq4_xs *x = w;
     const brisk_block_q8_k *y = a;
     const int8x16_t table = vld1q_s8(brisk_iq4nl_values);
-    float32x4_t acc[2] = {vdupq_n_f32(0), vdupq_n_f32(0)};
+    float sum = 0.0f;
     for (int64_t i = 0; i < n / QK; i++) {
         lanes8 l = lanes_zero();
         for (int g = 0; g < 8; g++) {
@@ -457,9 +457,9 @@ static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *a) {
             const int ls = brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, g) - 32;
             l = lanes_add(l, q0, q1, y[i].qs + 32 * g, ls, ls);
         }
-        lanes_fma(acc, fp16_to_f32(x[i].d) * y[i].d, l);
+        sum = fmaf((float)vaddvq_s32(vaddq_s32(l.lo, l.hi)), fp16_to_f32(x[i].d) * y[i].d, sum);
     }
-    *out = hsum8(acc[0], acc[1]);
+    *out = sum;
 }
 
 /* ---- the table -------------------------------------------------------------------------- */

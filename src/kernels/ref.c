@@ -366,8 +366,9 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
  * brisk_mxfp4_values); element order as Q4_0's (low nibbles are elements
  * 0-15). IQ4_NL and MXFP4 pair with Q8_0 and run, in llama.cpp on AVX2 and
  * AVX-512, through its repacked iq4_nl_8x8 / mxfp4_8x8 GEMM: SCALAR, like
- * Q4_0. IQ4_XS pairs with Q8_K and runs through ggml's AVX2 vec_dot: LANES
- * with one 6-bit signed scale per 32-element group, as Q3_K's sub-blocks. */
+ * Q4_0. IQ4_XS pairs with Q8_K and runs through ggml's IQ panel GEMM:
+ * SCALAR per 256-element block, one 6-bit signed scale per 32-element group
+ * inside the integer sum. */
 
 static void unpack_lut4(const uint8_t qs[16], const int8_t values[16], int8_t q[32]) {
     for (int j = 0; j < 16; j++) {
@@ -407,24 +408,26 @@ void brisk_vec_dot_mxfp4_ref(int64_t n, float *out, const void *w, const void *a
     *out = sum;
 }
 
-/* LANES over the block's eight 32-element groups, group g's lanes scaled by
- * its ls_g - 32. */
+/* SCALAR per 256-element block (ggml's "IQ panel" GEMM, iqp.cpp, which
+ * llama.cpp runs for IQ4_XS from 8 tokens up): the block's whole integer sum,
+ * each 32-element group's dot times its ls_g - 32, fused into one
+ * accumulator. (Below 8 tokens llama.cpp takes its AVX2 vec_dot, LANES; brisk
+ * keeps the prompt batch's order at every batch size.) */
 void brisk_vec_dot_iq4_xs_ref(int64_t n, float *out, const void *w, const void *a) {
     BRISK_ASSERT(n % QK == 0);
     const brisk_block_iq4_xs *x = w;
     const brisk_block_q8_k *y = a;
-    float acc[8] = {0};
+    float sum = 0.0f;
     int8_t q[32];
     for (int64_t i = 0; i < n / QK; i++) {
-        int32_t lanes[8] = {0};
+        int isum = 0;
         for (int g = 0; g < 8; g++) {
             unpack_lut4(x[i].qs + 16 * g, brisk_iq4nl_values, q);
-            const int ls = brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, g) - 32;
-            lanes_add(lanes, q, y[i].qs + 32 * g, ls, ls);
+            isum += (brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, g) - 32) * dot32(q, y[i].qs + 32 * g);
         }
-        lanes_fma(acc, brisk_fp16_to_fp32(x[i].d) * y[i].d, lanes);
+        sum = fmaf((float)isum, brisk_fp16_to_fp32(x[i].d) * y[i].d, sum);
     }
-    *out = hsum8(acc);
+    *out = sum;
 }
 
 /* ---- the table --------------------------------------------------------------------------- */
