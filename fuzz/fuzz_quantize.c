@@ -75,6 +75,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     brisk_quantize_params p;
     brisk_quantize_default_params(&p);
     p.ftype = ftypes[ctl & 15];
+    /* the lookup-table file types, picked by the input's last byte (tensor
+     * data, so the seeds' own choices above stay as they were) */
+    static const brisk_ftype lut4[4] = {BRISK_FTYPE_IQ4_NL, BRISK_FTYPE_IQ4_XS, BRISK_FTYPE_MXFP4_MOE, BRISK_FTYPE_IQ4_XS};
+    if (size > 1 && (data[size - 1] & 0xc0) == 0xc0) p.ftype = lut4[data[size - 1] & 3];
     p.n_threads = 1 + (ctl >> 7);
     p.slab_bytes = 4096;
     p.pure = ctl & 16;

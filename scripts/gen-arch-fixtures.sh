@@ -25,7 +25,9 @@
 # e.g. phi3-tiny's fused QKV; $BRISK, default build/brisk, must be built).
 #
 # Output: OUT_DIR/tokens64.i32 and ARCH-TYPE.gguf + ARCH-TYPE.logits.f32 for
-# TYPE in F32 Q8_0 Q4_K_M. BRISK_ARCH_SEED (default 42) picks the weights.
+# TYPE in F32 Q8_0 Q4_K_M. BRISK_ARCH_SEED (default 42) picks the weights;
+# BRISK_ARCH_TYPES (default "Q8_0 Q4_K_M") the llama-quantize types made from F32
+# (tests/data/archs' IQ4_NL, IQ4_XS and MXFP4_MOE files came from it, docs/MODELS.md).
 set -euo pipefail
 out="${1:?usage: gen-arch-fixtures.sh OUT_DIR [ARCH...]}"
 shift
@@ -65,11 +67,12 @@ for arch in "${archs[@]}"; do
     [ -f "$work/$base-$kind.gguf" ] || { echo "gen-arch-fixtures: no $base-$kind.gguf" >&2; exit 1; }
     mv "$work/$base-$kind.gguf" "$out/$arch-F32.gguf"
   fi
-  for t in Q8_0 Q4_K_M; do
+  qtypes="${BRISK_ARCH_TYPES:-Q8_0 Q4_K_M}"
+  for t in $qtypes; do
     "$peer/llama-quantize" "$out/$arch-F32.gguf" "$out/$arch-$t.gguf" "$t" >"$work/log" 2>&1 ||
       { echo "gen-arch-fixtures: llama-quantize $arch $t failed" >&2; tail -5 "$work/log" >&2; exit 1; }
   done
-  for t in F32 Q8_0 Q4_K_M; do
+  for t in F32 $qtypes; do
     LD_LIBRARY_PATH="$peer_libs" "$peer/peer-logits" "$out/$arch-$t.gguf" "$out/tokens64.i32" "$out/$arch-$t.logits.f32" 2 512 >"$work/log" 2>&1 ||
       { echo "gen-arch-fixtures: peer-logits $arch $t failed" >&2; tail -5 "$work/log" >&2; exit 1; }
   done

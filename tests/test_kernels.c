@@ -72,6 +72,8 @@ static const scale_fields scale_table[] = {
     {BRISK_Q_Q4_K, 2, {offsetof(brisk_block_q4_k, d), offsetof(brisk_block_q4_k, dmin)}},
     {BRISK_Q_Q5_K, 2, {offsetof(brisk_block_q5_k, d), offsetof(brisk_block_q5_k, dmin)}},
     {BRISK_Q_Q6_K, 1, {offsetof(brisk_block_q6_k, d)}},
+    {BRISK_Q_IQ4_NL, 1, {offsetof(brisk_block_iq4_nl, d)}},
+    {BRISK_Q_IQ4_XS, 1, {offsetof(brisk_block_iq4_xs, d)}},
 };
 
 static void fill_random_blocks(brisk_qtype type, uint8_t *dst, int64_t n) {
@@ -90,6 +92,8 @@ static void fill_random_blocks(brisk_qtype type, uint8_t *dst, int64_t n) {
             h[i] = type == BRISK_Q_F16 ? brisk_fp32_to_fp16(rng_gauss()) : brisk_fp32_to_bf16(rng_gauss());
         return;
     }
+    if (type == BRISK_Q_MXFP4)   /* E8M0 scales 2^-10 .. 2^8 (random bytes reach 2^127, and inf in the products) */
+        for (int64_t b = 0; b < n / 32; b++) dst[(size_t)b * sizeof(brisk_block_mxfp4)] = (uint8_t)(118 + rng_next() % 19);
     for (size_t t = 0; t < BRISK_ARRAY_LEN(scale_table); t++) {
         if (scale_table[t].type != type) continue;
         for (int64_t b = 0; b < n / info->block_elems; b++) {
@@ -238,7 +242,8 @@ done:
 
 static const brisk_qtype weight_types[] = {
     BRISK_Q_F32,  BRISK_Q_F16,  BRISK_Q_BF16, BRISK_Q_Q4_0, BRISK_Q_Q4_1, BRISK_Q_Q5_0, BRISK_Q_Q5_1,
-    BRISK_Q_Q8_0, BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K,
+    BRISK_Q_Q8_0, BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_IQ4_NL,
+    BRISK_Q_IQ4_XS, BRISK_Q_MXFP4,
 };
 
 static void test_dots(const brisk_kernels *const *tables, int ntables) {
@@ -280,6 +285,38 @@ static void test_dot_known(void) {
     a[0].d = brisk_fp32_to_fp16(1.0f);
     ref->vec_dot[BRISK_Q_Q4_0](32, &out, &w4, a);
     CHECK(out == -256.0f);
+
+    /* MXFP4: nibble 7 is E2M1 6.0 (table value 12 under the halved scale);
+     * e = 127 is the scale 1: 32 weights of 6 against activations of 1 */
+    brisk_block_mxfp4 wm;
+    wm.e = 127;
+    memset(wm.qs, 0x77, sizeof wm.qs);
+    ref->vec_dot[BRISK_Q_MXFP4](32, &out, &wm, a);
+    CHECK(out == 192.0f);
+    wm.e = 128;   /* scale 2, and nibbles 15 / 8: -6 and -0 */
+    memset(wm.qs, 0x8f, sizeof wm.qs);
+    ref->vec_dot[BRISK_Q_MXFP4](32, &out, &wm, a);
+    CHECK(out == -192.0f);
+
+    /* IQ4_NL: nibble 0 is -127, nibble 8 is 1 */
+    brisk_block_iq4_nl wn;
+    wn.d = brisk_fp32_to_fp16(0.5f);
+    memset(wn.qs, 0x80, sizeof wn.qs);   /* elements 0-15: -127, 16-31: 1 */
+    ref->vec_dot[BRISK_Q_IQ4_NL](32, &out, &wn, a);
+    CHECK(out == 0.5f * (16 * -127 + 16 * 1));
+
+    /* IQ4_XS: every group scale 33 - 32 = 1, value 1 (nibble 8), against Q8_K 2s */
+    brisk_block_iq4_xs wx;
+    wx.d = brisk_fp32_to_fp16(1.0f);
+    wx.scales_h = 0xaaaa;                    /* bit pairs 10: ls = 32 + the low nibble 1 */
+    memset(wx.scales_l, 0x11, sizeof wx.scales_l);
+    memset(wx.qs, 0x88, sizeof wx.qs);
+    brisk_block_q8_k ak;
+    memset(&ak, 0, sizeof ak);
+    ak.d = 1.0f;
+    memset(ak.qs, 2, sizeof ak.qs);
+    ref->vec_dot[BRISK_Q_IQ4_XS](256, &out, &wx, &ak);
+    CHECK(out == 512.0f);
 
     /* F16 / F32 small exact cases */
     uint16_t h[3] = {brisk_fp32_to_fp16(1.5f), brisk_fp32_to_fp16(-2.0f), brisk_fp32_to_fp16(0.25f)};

@@ -296,6 +296,57 @@ static void test_q4_0_known(void) {
     CHECK(y[0] == -8.0f && y[1] == 0.0f && y[2] == 7.0f && y[4] == 1.0f);
 }
 
+/* The lookup-table formats on values their grids hold exactly. */
+static void test_lut4_known(void) {
+    /* MXFP4: amax 6 gives e = floor(log2 6) - 2 + 127 = 127 (scale 1: E2M1's
+     * own values); ties go to the first table entry (+0 before -0.5) */
+    float x[32] = {6.0f, -6.0f, 0.5f, 1.0f, 3.0f, -0.25f, 2.5f, -1.5f};
+    brisk_block_mxfp4 m;
+    brisk_mxfp4_quantize(x, &m, 32);
+    CHECK(m.e == 127);
+    CHECK((m.qs[0] & 15) == 7 && (m.qs[1] & 15) == 15 && (m.qs[2] & 15) == 1 && (m.qs[3] & 15) == 2);
+    CHECK((m.qs[4] & 15) == 5 && (m.qs[5] & 15) == 0 && (m.qs[6] & 15) == 4 && (m.qs[7] & 15) == 11);
+    float y[256];
+    brisk_mxfp4_dequantize(&m, y, 32);
+    CHECK(y[0] == 6.0f && y[1] == -6.0f && y[2] == 0.5f && y[5] == 0.0f && y[6] == 2.0f && y[16] == 0.0f);
+    /* a block of zeros: e = 0 */
+    memset(x, 0, sizeof x);
+    brisk_mxfp4_quantize(x, &m, 32);
+    CHECK(m.e == 0 && m.qs[0] == 0);
+    /* 2^-130 wraps the exponent as ggml's x86 build does: -130 - 2 + 127 = -5 -> 251 */
+    x[3] = 0x1p-130f;
+    brisk_mxfp4_quantize(x, &m, 32);
+    CHECK(m.e == 251);
+    CHECK(brisk_e8m0_half(0) == 0x1p-128f && brisk_e8m0_half(1) == 0x1p-127f && brisk_e8m0_half(2) == 0x1p-126f &&
+          brisk_e8m0_half(255) == 0x1p127f);
+
+    /* IQ4_NL: a block of grid values (the largest magnitude -127) comes back
+     * exactly, with d = 1 and each code its own index */
+    for (int j = 0; j < 32; j++) x[j] = brisk_iq4nl_values[j % 16];
+    brisk_block_iq4_nl b;
+    brisk_iq4_nl_quantize(x, &b, 32);
+    CHECK(b.d == 0x3c00);
+    for (int j = 0; j < 16; j++) CHECKF((b.qs[j] & 15) == j && (b.qs[j] >> 4) == j, "iq4_nl code %d: %#x", j, b.qs[j]);
+    brisk_iq4_nl_dequantize(&b, y, 32);
+    CHECK(memcmp(x, y, sizeof x) == 0);
+
+    /* IQ4_XS: an all-zero block stores d = -0 (fp16 0x8000) as ggml does;
+     * 8 groups of the grid scaled by 1..8 come back exactly (d = -8/32, group
+     * g's 6-bit scale -4 (g + 1)) */
+    float z[256] = {0};
+    brisk_block_iq4_xs xs;
+    brisk_iq4_xs_quantize(z, &xs, 256);
+    CHECK(xs.d == 0x8000 && xs.scales_h == 0xaaaa && xs.scales_l[0] == 0);   /* every group scale 32 - 32 = 0 */
+    for (int j = 0; j < 128; j++) CHECK(xs.qs[j] == 0x88);
+    brisk_iq4_xs_dequantize(&xs, y, 256);
+    for (int j = 0; j < 256; j++) CHECK(y[j] == 0.0f);
+    for (int g = 0; g < 8; g++)
+        for (int j = 0; j < 32; j++) z[32 * g + j] = (float)(g + 1) * brisk_iq4nl_values[j % 16];
+    brisk_iq4_xs_quantize(z, &xs, 256);
+    brisk_iq4_xs_dequantize(&xs, y, 256);
+    CHECK(memcmp(z, y, sizeof z) == 0);
+}
+
 /* ---- round trips ------------------------------------------------------------------ */
 
 typedef struct nmse_limit {
@@ -313,6 +364,8 @@ static const nmse_limit limits[] = {
     {BRISK_Q_Q2_K, 1.3e-1, 1.15e-1}, {BRISK_Q_Q3_K, 3.4e-2, 5.0e-2},
     {BRISK_Q_Q4_K, 7.6e-3, 1.45e-2}, {BRISK_Q_Q5_K, 2.0e-3, 3.8e-3},
     {BRISK_Q_Q6_K, 4.7e-4, 1.5e-3},  {BRISK_Q_Q8_K, 7.0e-5, 9.0e-4},
+    {BRISK_Q_IQ4_NL, 8.6e-3, 2.35e-2}, {BRISK_Q_IQ4_XS, 8.9e-3, 2.35e-2},
+    {BRISK_Q_MXFP4, 1.9e-2, 4.5e-2},
 };
 
 #define GUARD 64
@@ -476,6 +529,7 @@ int main(void) {
     test_q8_0_known();
     test_q8_k_known();
     test_q4_0_known();
+    test_lut4_known();
     test_lookup();
     test_round_trip();
     test_requantize_golden();

@@ -570,8 +570,12 @@ static void test_names(void) {
     CHECK(brisk_ftype_parse("Q4_K", &f) && f == BRISK_FTYPE_Q4_K_M);
     CHECK(brisk_ftype_parse("15", &f) && f == BRISK_FTYPE_Q4_K_M);
     CHECK(brisk_ftype_parse("7", &f) && f == BRISK_FTYPE_Q8_0);
-    CHECK(!brisk_ftype_parse("IQ4_XS", &f) && !brisk_ftype_parse("30", &f) && !brisk_ftype_parse("", &f) &&
-          !brisk_ftype_parse("15x", &f));
+    CHECK(brisk_ftype_parse("iq4_xs", &f) && f == BRISK_FTYPE_IQ4_XS && brisk_ftype_parse("25", &f) && f == BRISK_FTYPE_IQ4_NL);
+    CHECK(brisk_ftype_parse("MXFP4_MOE", &f) && f == BRISK_FTYPE_MXFP4_MOE && !strcmp(brisk_ftype_name(f), "MXFP4_MOE"));
+    CHECK(!brisk_ftype_parse("IQ3_XS", &f) && !brisk_ftype_parse("22", &f) && !brisk_ftype_parse("", &f) &&
+          !brisk_ftype_parse("15x", &f) && !brisk_ftype_parse("MXFP4", &f));
+    CHECK(brisk_quantize_type_parse("mxfp4") == BRISK_Q_MXFP4 && brisk_quantize_type_parse("iq4_nl") == BRISK_Q_IQ4_NL &&
+          brisk_quantize_type_parse("IQ4_XS") == BRISK_Q_IQ4_XS);
     CHECK(brisk_quantize_type_parse("q6_K") == BRISK_Q_Q6_K && brisk_quantize_type_parse("F16") == BRISK_Q_F16);
     CHECK(brisk_quantize_type_parse("q8_1") < 0 && brisk_quantize_type_parse("q8_K") < 0 && brisk_quantize_type_parse("x") < 0);
 }
@@ -650,8 +654,34 @@ static void test_refusals(void) {
     p.output_tensor_type = 4;
     CHECK(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_ERR_INVALID_ARG && strstr(msg, "--output-tensor-type"));
     p.output_tensor_type = -1;
-    p.ftype = (brisk_ftype)30;   /* IQ4_XS: not written yet */
+    p.ftype = (brisk_ftype)22;   /* IQ3_XS: not written */
     CHECK(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_ERR_INVALID_ARG);
+    free(buf);
+    /* MXFP4: a block whose largest |value| is in [2^-126, 2^-125) gets the scale
+     * byte 0xff from ggml's quantizer, which llama-quantize's validation refuses */
+    CHECK(one_tensor_file("llama", 1.0f, BRISK_Q_F32, &buf, &len));
+    p.ftype = BRISK_FTYPE_Q8_0;
+    const brisk_quantize_tensor_type to_mx = {.pattern = "attn_q", .type = BRISK_Q_MXFP4};
+    p.tensor_types = &to_mx;
+    p.n_tensor_types = 1;
+    CHECKF(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_OK, "%s", msg);
+    free(buf);
+    CHECK(one_tensor_file("llama", 0.0f, BRISK_Q_F32, &buf, &len));
+    {   /* the file holds x[i] = (i % 7) / 4; zero the block of element 300 but one value of 1.5 * 2^-126 */
+        brisk_gguf *g = NULL;
+        brisk_error err = {0};
+        CHECK(brisk_gguf_parse(buf, len, &g, &err) == BRISK_OK);
+        const brisk_gguf_tensor *t = g ? brisk_gguf_find_tensor(g, "blk.0.attn_q.weight") : NULL;
+        CHECK(t != NULL);
+        if (t) {
+            float tiny = 0x1.8p-126f, zero = 0.0f;
+            uint8_t *data = buf + ((const uint8_t *)t->data - buf);
+            for (int i = 288; i < 320; i++) memcpy(data + 4 * i, i == 301 ? &tiny : &zero, 4);
+        }
+        brisk_gguf_close(g);
+    }
+    CHECK(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_ERR_FORMAT && strstr(msg, "MXFP4") && strstr(msg, "row 1"));
+    p.n_tensor_types = 0;
     free(buf);
 }
 

@@ -83,7 +83,7 @@ static bool parse_type_flag(const cli_args *a, cli_opt_id id, int *out) {
     if (!a->set[id]) return true;
     *out = brisk_quantize_type_parse(a->s[id]);
     if (*out < 0) {
-        fprintf(stderr, "brisk quantize: %s: unknown or unsupported type '%s' (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K)\n",
+        fprintf(stderr, "brisk quantize: %s: unknown or unsupported type '%s' (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS MXFP4)\n",
                 a->given[id], a->s[id]);
         return false;
     }
@@ -92,7 +92,7 @@ static bool parse_type_flag(const cli_args *a, cli_opt_id id, int *out) {
 
 int brisk_cmd_quantize(int argc, char **argv) {
     snprintf(quantize_epilog, sizeof quantize_epilog,
-             "types: %s\n(MXFP4_MOE, IQ4_NL and IQ4_XS are not written yet; an importance matrix is not supported yet.)\n",
+             "types: %s\n(an importance matrix is not supported yet.)\n",
              brisk_ftype_list());
     cli_args a;
     int code;

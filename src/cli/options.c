@@ -200,7 +200,7 @@ static const cli_opt table[CLI_O_COUNT] = {
                            .help = "copy every tokenizer.* key of FILE (a model or a vocabulary-only GGUF) and size token_embd and "
                                    "output to its token count: the model tokenizes as FILE does (its count overrides the shape's)"},
     [CLI_O_TYPE] = {{"--type"}, .type = CLI_T_STR, .meta = "TYPE",
-                    .help = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K"},
+                    .help = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4"},
     [CLI_O_IDS] = {{"--ids"}, .type = CLI_T_FLAG, .help = "print only the ids, separated by spaces, on one line"},
     [CLI_O_MESSAGES] = {{"--messages"}, .type = CLI_T_PATH, .meta = "FILE",
                         .help = "the conversation, a JSON array ('-' reads stdin)"},

@@ -417,6 +417,9 @@ static void swiglu(float *h, const float *g, const float *u, int64_t n) {
         [BRISK_Q_Q4_K] = dot_q4_k, \
         [BRISK_Q_Q5_K] = dot_q5_k, \
         [BRISK_Q_Q6_K] = dot_q6_k, \
+        [BRISK_Q_IQ4_NL] = brisk_avx2_dot_iq4_nl, \
+        [BRISK_Q_IQ4_XS] = brisk_avx2_dot_iq4_xs, \
+        [BRISK_Q_MXFP4] = brisk_avx2_dot_mxfp4, \
     }, \
     .quantize_act = { \
         [BRISK_Q_F32] = brisk_f32_quantize, \

@@ -2,7 +2,8 @@
  *
  * The packed GEMM (avx512_gemm.c) takes Q4_0, Q5_0, Q8_0, Q4_K, Q6_K and F16;
  * this table gives the remaining weight types, Q4_1, Q5_1, Q2_K, Q3_K, Q5_K,
- * F32 and BF16, AVX-512 dot products, and keeps the AVX2 table's kernels for
+ * F32 and BF16 (and, from avx512_lut4.c, IQ4_NL, IQ4_XS and MXFP4),
+ * AVX-512 dot products, and keeps the AVX2 table's kernels for
  * the rest and its activation quantizers (the GEMM table has its own).
  *
  * Quantized kernels return ref's bits. Integer sums are exact in any order,
@@ -380,6 +381,9 @@ static void avx512_table_init(void) {
     avx512_table.vec_dot[BRISK_Q_Q2_K] = dot_q2_k;
     avx512_table.vec_dot[BRISK_Q_Q3_K] = dot_q3_k;
     avx512_table.vec_dot[BRISK_Q_Q5_K] = dot_q5_k;
+    avx512_table.vec_dot[BRISK_Q_IQ4_NL] = brisk_avx512_dot_iq4_nl;   /* avx512_lut4.c */
+    avx512_table.vec_dot[BRISK_Q_IQ4_XS] = brisk_avx512_dot_iq4_xs;
+    avx512_table.vec_dot[BRISK_Q_MXFP4] = brisk_avx512_dot_mxfp4;
 }
 
 const brisk_kernels *brisk_kernels_avx512(void) {

@@ -86,6 +86,17 @@ void brisk_vec_dot_q3_k_ref(int64_t n, float *out, const void *w, const void *a)
 void brisk_vec_dot_q4_k_ref(int64_t n, float *out, const void *w, const void *a);
 void brisk_vec_dot_q5_k_ref(int64_t n, float *out, const void *w, const void *a);
 void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a);
+void brisk_vec_dot_iq4_nl_ref(int64_t n, float *out, const void *w, const void *a);
+void brisk_vec_dot_iq4_xs_ref(int64_t n, float *out, const void *w, const void *a);
+void brisk_vec_dot_mxfp4_ref(int64_t n, float *out, const void *w, const void *a);
+
+/* ---- the 4-bit lookup-table formats per ISA (avx2_lut4.c, avx512_lut4.c; same bits as ref) ---- */
+void brisk_avx2_dot_iq4_nl(int64_t n, float *out, const void *w, const void *a);
+void brisk_avx2_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a);
+void brisk_avx2_dot_mxfp4(int64_t n, float *out, const void *w, const void *a);
+void brisk_avx512_dot_iq4_nl(int64_t n, float *out, const void *w, const void *a);
+void brisk_avx512_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a);
+void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a);
 
 /* ---- packed GEMM (prefill and decode over row groups) ------------------------------------
  * Weights of a supported type may be repacked at load into groups of

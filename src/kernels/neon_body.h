@@ -409,6 +409,59 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
     *out = hsum8(acc[0], acc[1]);
 }
 
+/* ---- 4-bit lookup-table formats: IQ4_NL, MXFP4, IQ4_XS (all SCALAR) ---------------------- */
+/* TBL maps 16 nibbles to their int8 table values in one instruction. */
+
+static inline void lut4_values(const uint8_t *qs, int8x16_t table, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t b = vld1q_u8(qs);
+    *lo = vqtbl1q_s8(table, vandq_u8(b, vdupq_n_u8(0x0f)));
+    *hi = vqtbl1q_s8(table, vshrq_n_u8(b, 4));
+}
+
+static void dot_iq4_nl(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_iq4_nl *x = w;
+    const brisk_block_q8_0 *y = a;
+    const int8x16_t table = vld1q_s8(brisk_iq4nl_values);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int8x16_t q0, q1;
+        lut4_values(x[i].qs, table, &q0, &q1);
+        sum = fmaf((float)dot32(q0, q1, y[i].qs), fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d), sum);
+    }
+    *out = sum;
+}
+
+static void dot_mxfp4(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_mxfp4 *x = w;
+    const brisk_block_q8_0 *y = a;
+    const int8x16_t table = vld1q_s8(brisk_mxfp4_values);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int8x16_t q0, q1;
+        lut4_values(x[i].qs, table, &q0, &q1);
+        sum = fmaf((float)dot32(q0, q1, y[i].qs), brisk_e8m0_half(x[i].e) * fp16_to_f32(y[i].d), sum);
+    }
+    *out = sum;
+}
+
+static void dot_iq4_xs(int64_t n, float *out, const void *w, const void *a) {
+    const brisk_block_iq4_xs *x = w;
+    const brisk_block_q8_k *y = a;
+    const int8x16_t table = vld1q_s8(brisk_iq4nl_values);
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK; i++) {
+        lanes8 l = lanes_zero();
+        for (int g = 0; g < 8; g++) {
+            int8x16_t q0, q1;
+            lut4_values(x[i].qs + 16 * g, table, &q0, &q1);
+            const int ls = brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, g) - 32;
+            l = lanes_add(l, q0, q1, y[i].qs + 32 * g, ls, ls);
+        }
+        sum = fmaf((float)vaddvq_s32(vaddq_s32(l.lo, l.hi)), fp16_to_f32(x[i].d) * y[i].d, sum);
+    }
+    *out = sum;
+}
+
 /* ---- the table -------------------------------------------------------------------------- */
 
 static const brisk_kernels neon_table = {
@@ -432,6 +485,9 @@ static const brisk_kernels neon_table = {
         [BRISK_Q_Q4_K] = dot_q4_k,
         [BRISK_Q_Q5_K] = dot_q5_k,
         [BRISK_Q_Q6_K] = dot_q6_k,
+        [BRISK_Q_IQ4_NL] = dot_iq4_nl,
+        [BRISK_Q_IQ4_XS] = dot_iq4_xs,
+        [BRISK_Q_MXFP4] = dot_mxfp4,
     },
     /* ref's quantizers: they reproduce llama.cpp-on-x86 activations byte for
      * byte, which the golden logits are measured against */

@@ -361,6 +361,75 @@ void brisk_vec_dot_q6_k_ref(int64_t n, float *out, const void *w, const void *a)
     *out = hsum8(acc);
 }
 
+/* ---- 4-bit lookup-table formats -------------------------------------------------------------
+ * A nibble indexes a table of 16 int8 values (brisk_iq4nl_values,
+ * brisk_mxfp4_values); element order as Q4_0's (low nibbles are elements
+ * 0-15). IQ4_NL and MXFP4 pair with Q8_0 and run, in llama.cpp on AVX2 and
+ * AVX-512, through its repacked iq4_nl_8x8 / mxfp4_8x8 GEMM: SCALAR, like
+ * Q4_0. IQ4_XS pairs with Q8_K and runs through ggml's IQ panel GEMM:
+ * SCALAR per 256-element block, one 6-bit signed scale per 32-element group
+ * inside the integer sum. */
+
+static void unpack_lut4(const uint8_t qs[16], const int8_t values[16], int8_t q[32]) {
+    for (int j = 0; j < 16; j++) {
+        q[j] = values[qs[j] & 0x0f];
+        q[j + 16] = values[qs[j] >> 4];
+    }
+}
+
+/* SCALAR (ggml's repacked iq4_nl_8x8 GEMM). */
+void brisk_vec_dot_iq4_nl_ref(int64_t n, float *out, const void *w, const void *a) {
+    BRISK_ASSERT(n % 32 == 0);
+    const brisk_block_iq4_nl *x = w;
+    const brisk_block_q8_0 *y = a;
+    float sum = 0.0f;
+    int8_t q[32];
+    for (int64_t i = 0; i < n / 32; i++) {
+        unpack_lut4(x[i].qs, brisk_iq4nl_values, q);
+        const float d = brisk_fp16_to_fp32(x[i].d) * brisk_fp16_to_fp32(y[i].d);
+        sum = fmaf((float)dot32(q, y[i].qs), d, sum);
+    }
+    *out = sum;
+}
+
+/* SCALAR (ggml's repacked mxfp4_8x8 GEMM); the scale product is the halved
+ * E8M0 power of two times the activation's d. */
+void brisk_vec_dot_mxfp4_ref(int64_t n, float *out, const void *w, const void *a) {
+    BRISK_ASSERT(n % 32 == 0);
+    const brisk_block_mxfp4 *x = w;
+    const brisk_block_q8_0 *y = a;
+    float sum = 0.0f;
+    int8_t q[32];
+    for (int64_t i = 0; i < n / 32; i++) {
+        unpack_lut4(x[i].qs, brisk_mxfp4_values, q);
+        const float d = brisk_e8m0_half(x[i].e) * brisk_fp16_to_fp32(y[i].d);
+        sum = fmaf((float)dot32(q, y[i].qs), d, sum);
+    }
+    *out = sum;
+}
+
+/* SCALAR per 256-element block (ggml's "IQ panel" GEMM, iqp.cpp, which
+ * llama.cpp runs for IQ4_XS from 8 tokens up): the block's whole integer sum,
+ * each 32-element group's dot times its ls_g - 32, fused into one
+ * accumulator. (Below 8 tokens llama.cpp takes its AVX2 vec_dot, LANES; brisk
+ * keeps the prompt batch's order at every batch size.) */
+void brisk_vec_dot_iq4_xs_ref(int64_t n, float *out, const void *w, const void *a) {
+    BRISK_ASSERT(n % QK == 0);
+    const brisk_block_iq4_xs *x = w;
+    const brisk_block_q8_k *y = a;
+    float sum = 0.0f;
+    int8_t q[32];
+    for (int64_t i = 0; i < n / QK; i++) {
+        int isum = 0;
+        for (int g = 0; g < 8; g++) {
+            unpack_lut4(x[i].qs + 16 * g, brisk_iq4nl_values, q);
+            isum += (brisk_iq4_xs_scale(x[i].scales_l, x[i].scales_h, g) - 32) * dot32(q, y[i].qs + 32 * g);
+        }
+        sum = fmaf((float)isum, brisk_fp16_to_fp32(x[i].d) * y[i].d, sum);
+    }
+    *out = sum;
+}
+
 /* ---- the table --------------------------------------------------------------------------- */
 
 static const brisk_kernels ref_table = {
@@ -381,6 +450,9 @@ static const brisk_kernels ref_table = {
         [BRISK_Q_Q4_K] = brisk_vec_dot_q4_k_ref,
         [BRISK_Q_Q5_K] = brisk_vec_dot_q5_k_ref,
         [BRISK_Q_Q6_K] = brisk_vec_dot_q6_k_ref,
+        [BRISK_Q_IQ4_NL] = brisk_vec_dot_iq4_nl_ref,
+        [BRISK_Q_IQ4_XS] = brisk_vec_dot_iq4_xs_ref,
+        [BRISK_Q_MXFP4] = brisk_vec_dot_mxfp4_ref,
     },
     .quantize_act = {
         [BRISK_Q_F32] = brisk_f32_quantize,

@@ -350,6 +350,9 @@ static const conversion conversions[BRISK_Q_TYPE_LIMIT] = {
     [BRISK_Q_Q5_K] = {brisk_q5_k_dequantize, brisk_q5_k_quantize},
     [BRISK_Q_Q6_K] = {brisk_q6_k_dequantize, brisk_q6_k_quantize},
     [BRISK_Q_Q8_K] = {brisk_q8_k_dequantize, brisk_q8_k_quantize},
+    [BRISK_Q_IQ4_NL] = {brisk_iq4_nl_dequantize, brisk_iq4_nl_quantize},
+    [BRISK_Q_IQ4_XS] = {brisk_iq4_xs_dequantize, brisk_iq4_xs_quantize},
+    [BRISK_Q_MXFP4] = {brisk_mxfp4_dequantize, brisk_mxfp4_quantize},
 };
 
 brisk_to_float_fn brisk_qtype_to_float(uint32_t type) {

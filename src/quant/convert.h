@@ -56,6 +56,40 @@ void brisk_q6_k_quantize(const float *src, void *dst, int64_t n);
 void brisk_q8_k_dequantize(const void *src, float *dst, int64_t n);
 void brisk_q8_k_quantize(const float *src, void *dst, int64_t n);   /* = quantize_row_q8_K_ref */
 
+/* ---- 4-bit lookup-table formats (convert_iq.c) ---------------------------------
+ * IQ4_NL (32 elements, fp16 scale), IQ4_XS (256 elements: IQ4_NL's values with
+ * 6-bit group scales under one fp16 scale) and MXFP4 (32 elements of E2M1
+ * under a power-of-two E8M0 scale). The quantizers are ggml's
+ * (quantize_iq4_nl / quantize_iq4_xs without an importance matrix,
+ * quantize_row_mxfp4_ref), as llama-quantize runs them. */
+void brisk_iq4_nl_dequantize(const void *src, float *dst, int64_t n);
+void brisk_iq4_nl_quantize(const float *src, void *dst, int64_t n);
+void brisk_iq4_xs_dequantize(const void *src, float *dst, int64_t n);
+void brisk_iq4_xs_quantize(const float *src, void *dst, int64_t n);
+void brisk_mxfp4_dequantize(const void *src, float *dst, int64_t n);
+void brisk_mxfp4_quantize(const float *src, void *dst, int64_t n);
+
+/* The 16 values a nibble stands for: IQ4_NL's non-linear grid (denser near
+ * zero), and MXFP4's E2M1 values doubled (0, 0.5, 1, 1.5, 2, 3, 4, 6 and
+ * their negatives, times 2, so they are integers; the scale is halved to
+ * match, see brisk_e8m0_half). */
+extern const int8_t brisk_iq4nl_values[16];
+extern const int8_t brisk_mxfp4_values[16];
+
+/* 2^(e - 128): an E8M0 scale halved (ggml's GGML_E8M0_TO_FP32_HALF), exact;
+ * e = 0 and 1 give the subnormals 2^-128 and 2^-127. */
+static inline float brisk_e8m0_half(uint8_t e) {
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    __builtin_memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* IQ4_XS group j's 6-bit scale, biased by 32 (value = d * (ls - 32) * grid). */
+static inline int brisk_iq4_xs_scale(const uint8_t scales_l[4], uint16_t scales_h, int j) {
+    return ((scales_l[j / 2] >> (4 * (j % 2))) & 0x0f) | (((scales_h >> (2 * j)) & 3) << 4);
+}
+
 /* ---- helpers shared by the two files and by kernels/ --------------------------- */
 
 /* Round to nearest, ties to even, for |x| < 2^22 (the 1.5*2^23 bias trick: the
@@ -66,6 +100,18 @@ static inline int brisk_round_even(float x) {
     if (!(x > -4194303.0f)) return x != x ? 0 : -4194303;
     if (!(x < 4194303.0f)) return 4194303;
     float biased = x + 12582912.0f;
+    uint32_t bits;
+    __builtin_memcpy(&bits, &biased, sizeof bits);
+    return (int)(bits & 0x7fffffu) - 0x400000;
+}
+
+/* ggml's nearest_int exactly: round to nearest even through the 1.5*2^23 bias
+ * and keep the low mantissa bits, with nothing clamped. Equal to
+ * brisk_round_even below 2^22 in magnitude; beyond it (inf when a scale
+ * underflows, NaN from 0 * inf) it gives ggml's bits: -2^22 for +-inf, 0 for
+ * NaN, so the clamps after it land where llama-quantize's do. */
+static inline int brisk_nearest_int(float x) {
+    const float biased = x + 12582912.0f;
     uint32_t bits;
     __builtin_memcpy(&bits, &biased, sizeof bits);
     return (int)(bits & 0x7fffffu) - 0x400000;

@@ -23,17 +23,6 @@
 
 static inline int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* ggml's nearest_int exactly: round to nearest even through the 1.5*2^23 bias
- * and keep the low mantissa bits, with nothing clamped. Equal to
- * brisk_round_even below 2^22 in magnitude; beyond it (inf when a scale
- * underflows, NaN from 0 * inf) it gives ggml's bits: -2^22 for +-inf, 0 for
- * NaN, so the clamps after it land where llama-quantize's do. */
-static inline int nearest(float x) {
-    const float biased = x + 12582912.0f;
-    uint32_t bits;
-    memcpy(&bits, &biased, sizeof bits);
-    return (int)(bits & 0x7fffffu) - 0x400000;
-}
 
 /* Largest |x[i]| (returned) and the signed value that has it (*max; the first
  * one on ties, 0 for an all-zero input), as ggml's K-quant searches pick it. */
@@ -67,7 +56,7 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
     float iscale = -nmax / max;
     float sumlx = 0.0f, suml2 = 0.0f;
     for (int i = 0; i < n; i++) {
-        int l = clamp_int(nearest(iscale * x[i]), -nmax, nmax - 1);
+        int l = clamp_int(brisk_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
         float w = x[i] * x[i];
         sumlx += w * x[i] * l;
@@ -80,14 +69,14 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
         iscale = -(nmax + 0.1f * is) / max;
         sumlx = suml2 = 0.0f;
         for (int i = 0; i < n; i++) {
-            int l = clamp_int(nearest(iscale * x[i]), -nmax, nmax - 1);
+            int l = clamp_int(brisk_nearest_int(iscale * x[i]), -nmax, nmax - 1);
             float w = x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) {
-                int l = clamp_int(nearest(iscale * x[i]), -nmax, nmax - 1);
+                int l = clamp_int(brisk_nearest_int(iscale * x[i]), -nmax, nmax - 1);
                 L[i] = (int8_t)(l + nmax);
             }
             scale = sumlx / suml2;
@@ -110,7 +99,7 @@ static float search_q3(int n, int nmax, const float *x, int8_t *L) {
     float iscale = -nmax / max;
     float sumlx = 0.0f, suml2 = 0.0f;
     for (int i = 0; i < n; i++) {
-        int l = clamp_int(nearest(iscale * x[i]), -nmax, nmax - 1);
+        int l = clamp_int(brisk_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)l;
         float w = x[i] * x[i];
         sumlx += w * x[i] * l;
@@ -123,7 +112,7 @@ static float search_q3(int n, int nmax, const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * L[i] * L[i];
-                int nl = clamp_int(nearest(x[i] * sl2 / slx), -nmax, nmax - 1);
+                int nl = clamp_int(brisk_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
                 if (nl != L[i]) {
                     slx += w * x[i] * nl;
                     sl2 += w * nl * nl;
@@ -169,7 +158,7 @@ static float search_asymmetric(int n, int nmax, const float *x, const float *w, 
     float scale = 1 / iscale;
     float best_error = 0.0f;
     for (int i = 0; i < n; i++) {
-        int l = nearest(iscale * (x[i] - min));
+        int l = brisk_nearest_int(iscale * (x[i] - min));
         L[i] = (uint8_t)clamp_int(l, 0, nmax);
         float diff = scale * L[i] + min - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
@@ -183,7 +172,7 @@ static float search_asymmetric(int n, int nmax, const float *x, const float *w, 
         iscale = (rmin + rdelta * is + nmax) / (max - min);
         float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
         for (int i = 0; i < n; i++) {
-            int l = clamp_int(nearest(iscale * (x[i] - min)), 0, nmax);
+            int l = clamp_int(brisk_nearest_int(iscale * (x[i] - min)), 0, nmax);
             Laux[i] = (uint8_t)l;
             sum_l += w[i] * l;
             sum_l2 += w[i] * l * l;
@@ -265,7 +254,7 @@ void brisk_q2_k_quantize(const float *src, void *dst, int64_t n) {
         }
         if (max_scale > 0) {
             const float iscale = q4scale / max_scale;
-            for (int j = 0; j < QK / 16; j++) b[i].scales[j] = (uint8_t)nearest(iscale * scales[j]);
+            for (int j = 0; j < QK / 16; j++) b[i].scales[j] = (uint8_t)brisk_nearest_int(iscale * scales[j]);
             b[i].d = brisk_fp32_to_fp16(max_scale / q4scale);
         } else {
             memset(b[i].scales, 0, sizeof b[i].scales);
@@ -274,7 +263,7 @@ void brisk_q2_k_quantize(const float *src, void *dst, int64_t n) {
         if (max_min > 0) {
             const float iscale = q4scale / max_min;
             for (int j = 0; j < QK / 16; j++)
-                b[i].scales[j] |= (uint8_t)((unsigned)nearest(iscale * mins[j]) << 4);
+                b[i].scales[j] |= (uint8_t)((unsigned)brisk_nearest_int(iscale * mins[j]) << 4);
             b[i].dmin = brisk_fp32_to_fp16(max_min / q4scale);
         } else {
             b[i].dmin = brisk_fp32_to_fp16(0.0f);
@@ -285,7 +274,7 @@ void brisk_q2_k_quantize(const float *src, void *dst, int64_t n) {
             if (!d) continue;
             const float dm = brisk_fp16_to_fp32(b[i].dmin) * (b[i].scales[j] >> 4);
             for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (uint8_t)clamp_int(nearest((src[16 * j + l] + dm) / d), 0, 3);
+                L[16 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((src[16 * j + l] + dm) / d), 0, 3);
         }
         pack_2bit(L, b[i].qs);
     }
@@ -340,7 +329,7 @@ void brisk_q3_k_quantize(const float *src, void *dst, int64_t n) {
             for (int j = 0; j < QK / 16; j++) {
                 /* ggml stores the rounded value in an int8_t before clamping;
                  * |iscale*scale| <= 32 so that conversion is exact. */
-                const int l = clamp_int((int8_t)nearest(iscale * scales[j]), -32, 31) + 32;
+                const int l = clamp_int((int8_t)brisk_nearest_int(iscale * scales[j]), -32, 31) + 32;
                 if (j < 8) b[i].scales[j] = (uint8_t)(l & 0x0f);
                 else b[i].scales[j - 8] |= (uint8_t)((l & 0x0f) << 4);
                 b[i].scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
@@ -354,7 +343,7 @@ void brisk_q3_k_quantize(const float *src, void *dst, int64_t n) {
             const float d = brisk_fp16_to_fp32(b[i].d) * sc[j];
             if (!d) continue;
             for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clamp_int(nearest(src[16 * j + l] / d), -4, 3) + 4);
+                L[16 * j + l] = (int8_t)(clamp_int(brisk_nearest_int(src[16 * j + l] / d), -4, 3) + 4);
         }
         memset(b[i].hmask, 0, sizeof b[i].hmask);
         for (int e = 0; e < QK; e++) {
@@ -392,8 +381,8 @@ static void quantize_k4_scales(const float *x, int nmax, float rmin, int nstep, 
     const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
     for (int j = 0; j < QK / 32; j++) {
         /* ggml assigns the rounded int to a uint8_t (wrapping) before MIN(63, .). */
-        const uint8_t ls = BRISK_MIN(63, (uint8_t)nearest(inv_scale * scales[j]));
-        const uint8_t lm = BRISK_MIN(63, (uint8_t)nearest(inv_min * mins[j]));
+        const uint8_t ls = BRISK_MIN(63, (uint8_t)brisk_nearest_int(inv_scale * scales[j]));
+        const uint8_t lm = BRISK_MIN(63, (uint8_t)brisk_nearest_int(inv_min * mins[j]));
         if (j < 4) {
             packed[j] = ls;
             packed[j + 4] = lm;
@@ -412,7 +401,7 @@ static void quantize_k4_scales(const float *x, int nmax, float rmin, int nstep, 
         if (!d) continue;
         const float dm = brisk_fp16_to_fp32(*dmin_out) * m;
         for (int l = 0; l < 32; l++)
-            L[32 * j + l] = (uint8_t)clamp_int(nearest((x[32 * j + l] + dm) / d), 0, nmax);
+            L[32 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
     }
 }
 
@@ -548,12 +537,12 @@ void brisk_q6_k_quantize(const float *src, void *dst, int64_t n) {
         const float iscale = -128.0f / max_scale;
         b[i].d = brisk_fp32_to_fp16(1 / iscale);
         for (int j = 0; j < QK / 16; j++)
-            b[i].scales[j] = (int8_t)BRISK_MIN(127, nearest(iscale * scales[j]));
+            b[i].scales[j] = (int8_t)BRISK_MIN(127, brisk_nearest_int(iscale * scales[j]));
         for (int j = 0; j < QK / 16; j++) {
             const float d = brisk_fp16_to_fp32(b[i].d) * b[i].scales[j];
             if (!d) continue;
             for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clamp_int(nearest(src[16 * j + l] / d), -32, 31) + 32);
+                L[16 * j + l] = (int8_t)(clamp_int(brisk_nearest_int(src[16 * j + l] / d), -32, 31) + 32);
         }
         uint8_t *ql = b[i].ql, *qh = b[i].qh;
         for (int half = 0; half < QK; half += 128, ql += 64, qh += 32) {

@@ -90,6 +90,9 @@ static const brisk_qtype_info qtype_table[BRISK_Q_TYPE_LIMIT] = {
     [BRISK_Q_Q5_K] = {"Q5_K", 256, sizeof(brisk_block_q5_k), BRISK_Q_Q8_K},
     [BRISK_Q_Q6_K] = {"Q6_K", 256, sizeof(brisk_block_q6_k), BRISK_Q_Q8_K},
     [BRISK_Q_Q8_K] = {"Q8_K", 256, sizeof(brisk_block_q8_k), BRISK_Q_Q8_K},
+    [BRISK_Q_IQ4_NL] = {"IQ4_NL", 32, sizeof(brisk_block_iq4_nl), BRISK_Q_Q8_0},
+    [BRISK_Q_IQ4_XS] = {"IQ4_XS", 256, sizeof(brisk_block_iq4_xs), BRISK_Q_Q8_K},
+    [BRISK_Q_MXFP4] = {"MXFP4", 32, sizeof(brisk_block_mxfp4), BRISK_Q_Q8_0},
 };
 
 const brisk_qtype_info *brisk_qtype_get(uint32_t type) {

@@ -26,7 +26,10 @@ typedef enum brisk_qtype {
     BRISK_Q_Q5_K = 13,
     BRISK_Q_Q6_K = 14,
     BRISK_Q_Q8_K = 15,
+    BRISK_Q_IQ4_NL = 20,
+    BRISK_Q_IQ4_XS = 23,
     BRISK_Q_BF16 = 30,
+    BRISK_Q_MXFP4 = 39,       /* OCP MX FP4 (E2M1 values, E8M0 block scale): gpt-oss's experts */
     BRISK_Q_TYPE_LIMIT = 40   /* ids >= this are rejected by the GGUF reader */
 } brisk_qtype;
 

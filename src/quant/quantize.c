@@ -45,7 +45,9 @@ static const ftype_row ftype_rows[] = {
     {"Q4_K_S", BRISK_FTYPE_Q4_K_S, BRISK_Q_Q4_K}, {"Q4_K_M", BRISK_FTYPE_Q4_K_M, BRISK_Q_Q4_K},
     {"Q5_K", BRISK_FTYPE_Q5_K_M, BRISK_Q_Q5_K},   {"Q5_K_S", BRISK_FTYPE_Q5_K_S, BRISK_Q_Q5_K},
     {"Q5_K_M", BRISK_FTYPE_Q5_K_M, BRISK_Q_Q5_K}, {"Q6_K", BRISK_FTYPE_Q6_K, BRISK_Q_Q6_K},
-    {"Q8_0", BRISK_FTYPE_Q8_0, BRISK_Q_Q8_0},     {"F16", BRISK_FTYPE_F16, BRISK_Q_F16},
+    {"Q8_0", BRISK_FTYPE_Q8_0, BRISK_Q_Q8_0},     {"IQ4_NL", BRISK_FTYPE_IQ4_NL, BRISK_Q_IQ4_NL},
+    {"IQ4_XS", BRISK_FTYPE_IQ4_XS, BRISK_Q_IQ4_XS}, {"MXFP4_MOE", BRISK_FTYPE_MXFP4_MOE, BRISK_Q_MXFP4},
+    {"F16", BRISK_FTYPE_F16, BRISK_Q_F16},
     {"BF16", BRISK_FTYPE_BF16, BRISK_Q_BF16},     {"F32", BRISK_FTYPE_F32, BRISK_Q_F32},
 };
 
@@ -83,7 +85,7 @@ const char *brisk_ftype_name(brisk_ftype f) {
 
 const char *brisk_ftype_list(void) {
     return "Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_S Q3_K_M (Q3_K) Q3_K_L Q4_K_S Q4_K_M (Q4_K) Q5_K_S Q5_K_M (Q5_K) "
-           "Q6_K F16 BF16 F32";
+           "Q6_K IQ4_NL IQ4_XS MXFP4_MOE F16 BF16 F32";
 }
 
 static bool type_writable(uint32_t t) {
@@ -273,15 +275,21 @@ static brisk_status plan_rule_type(plan_state *s, uint32_t t, const brisk_gguf_t
             t = (uint32_t)s->p->output_tensor_type;
         } else {
             const int64_t blk = brisk_qtype_get(t)->block_elems;
-            if (m->falcon || src->ne[0] % blk != 0) t = BRISK_Q_Q8_0;
+            if (ft == BRISK_FTYPE_MXFP4_MOE || m->falcon || src->ne[0] % blk != 0) t = BRISK_Q_Q8_0;
             else if (t != BRISK_Q_Q8_0) t = BRISK_Q_Q6_K;
         }
+    } else if (ft == BRISK_FTYPE_MXFP4_MOE) {
+        /* expert tensors (a third dimension) MXFP4, everything else Q8_0; llama.cpp's
+         * bailingmoe3 also has 3-D MLA projections, so there only the FFN experts count */
+        const bool ffn = role == ROLE_FFN_UP || role == ROLE_FFN_GATE || role == ROLE_FFN_DOWN;
+        t = src->ne[2] > 1 && (strcmp(m->arch, "bailingmoe3") || ffn) ? BRISK_Q_MXFP4 : BRISK_Q_Q8_0;
     } else if (role == ROLE_TOKEN_EMBD) {
         if (s->p->token_embedding_type >= 0) t = (uint32_t)s->p->token_embedding_type;
     } else if (role_is_v(role)) {
         if (ft == BRISK_FTYPE_Q2_K) t = m->n_gqa >= 4 ? BRISK_Q_Q4_K : BRISK_Q_Q3_K;
         else if (ft == BRISK_FTYPE_Q3_K_M) t = s->i_attn_v < 2 ? BRISK_Q_Q5_K : BRISK_Q_Q4_K;
         else if (ft == BRISK_FTYPE_Q3_K_L) t = BRISK_Q_Q5_K;
+        else if ((ft == BRISK_FTYPE_IQ4_NL || ft == BRISK_FTYPE_IQ4_XS) && m->n_gqa >= 4) t = BRISK_Q_Q5_K;
         else if ((ft == BRISK_FTYPE_Q4_K_M || ft == BRISK_FTYPE_Q5_K_M) && more_bits(s->i_attn_v, s->n_attn_v)) t = BRISK_Q_Q6_K;
         else if (ft == BRISK_FTYPE_Q4_K_S && s->i_attn_v < 4) t = BRISK_Q_Q5_K;
         if (m->is_70b && (t == BRISK_Q_Q3_K || t == BRISK_Q_Q4_K)) t = BRISK_Q_Q5_K;
@@ -300,6 +308,8 @@ static brisk_status plan_rule_type(plan_state *s, uint32_t t, const brisk_gguf_t
         } else if (ft == BRISK_FTYPE_Q4_K_M) {
             if (m->falcon) t = il < n_layer / 16 ? BRISK_Q_Q6_K : more_bits(il, n_layer) ? BRISK_Q_Q5_K : BRISK_Q_Q4_K;
             else if (more_bits(il, n_layer)) t = BRISK_Q_Q6_K;
+        } else if (il < n_layer / 8 && (ft == BRISK_FTYPE_IQ4_NL || ft == BRISK_FTYPE_IQ4_XS)) {   /* (no imatrix) */
+            t = BRISK_Q_Q5_K;
         } else if (ft == BRISK_FTYPE_Q5_K_M && more_bits(il, n_layer)) {
             t = BRISK_Q_Q6_K;
         } else if (ft == BRISK_FTYPE_Q4_K_S && !m->falcon && il < n_layer / 8) {
@@ -310,7 +320,8 @@ static brisk_status plan_rule_type(plan_state *s, uint32_t t, const brisk_gguf_t
         if (!m->falcon) {
             if (m->n_expert == 8) {
                 if (ft == BRISK_FTYPE_Q2_K || ft == BRISK_FTYPE_Q3_K_S || ft == BRISK_FTYPE_Q3_K_M ||
-                    ft == BRISK_FTYPE_Q4_K_S || ft == BRISK_FTYPE_Q4_K_M)
+                    ft == BRISK_FTYPE_Q4_K_S || ft == BRISK_FTYPE_Q4_K_M || ft == BRISK_FTYPE_IQ4_NL ||
+                    ft == BRISK_FTYPE_IQ4_XS)
                     t = BRISK_Q_Q5_K;
             } else {
                 if (ft == BRISK_FTYPE_Q2_K) t = BRISK_Q_Q3_K;
@@ -348,6 +359,7 @@ static uint32_t shape_fallback(uint32_t t, int64_t ncols, bool *fell) {
     case BRISK_Q_Q4_K: r = BRISK_Q_Q5_0; break;
     case BRISK_Q_Q5_K: r = BRISK_Q_Q5_1; break;
     case BRISK_Q_Q6_K: r = BRISK_Q_Q8_0; break;
+    case BRISK_Q_IQ4_XS: r = BRISK_Q_IQ4_NL; break;
     default: break;   /* a 32-block type: F16 below */
     }
     if (ncols % brisk_qtype_get(r)->block_elems != 0) r = BRISK_Q_F16;
@@ -736,6 +748,8 @@ static fp16_fields fp16_fields_of(uint32_t t) {
     case BRISK_Q_Q2_K: return (fp16_fields){{offsetof(brisk_block_q2_k, d), offsetof(brisk_block_q2_k, dmin)}, 2};
     case BRISK_Q_Q3_K: return (fp16_fields){{offsetof(brisk_block_q3_k, d), 0}, 1};
     case BRISK_Q_Q6_K: return (fp16_fields){{offsetof(brisk_block_q6_k, d), 0}, 1};
+    case BRISK_Q_IQ4_NL: return (fp16_fields){{offsetof(brisk_block_iq4_nl, d), 0}, 1};
+    case BRISK_Q_IQ4_XS: return (fp16_fields){{offsetof(brisk_block_iq4_xs, d), 0}, 1};
     default: return (fp16_fields){{0, 0}, 0};
     }
 }
@@ -799,6 +813,9 @@ static void slab_worker(void *ctx, int ith, int nth) {
         for (int64_t b = 0; ff.n && b < n / blk_elems; b++)
             for (int k = 0; k < ff.n; k++)
                 if (!half_finite(d + (size_t)b * blk_bytes + ff.off[k])) { j->bad_out[ith] = r; return; }
+        if (dt == BRISK_Q_MXFP4)   /* scale 0xff: ggml's quantizer wrapped a tiny block's exponent there, its check refuses it */
+            for (int64_t b = 0; b < n / blk_elems; b++)
+                if (d[(size_t)b * blk_bytes + offsetof(brisk_block_mxfp4, e)] == 0xff) { j->bad_out[ith] = r; return; }
     }
 }
 
@@ -987,6 +1004,13 @@ brisk_status brisk_quantize_gguf(const brisk_gguf *g, const brisk_quantize_param
                     if (bad[w] >= 0) {
                         st = brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': row %" PRId64 " holds a NaN or infinite value",
                                         it->name, r0 + bad[w]);
+                        goto done;
+                    }
+                    if (bad[nth + w] >= 0 && it->type == BRISK_Q_MXFP4) {
+                        st = brisk_fail(err, BRISK_ERR_FORMAT,
+                                        "tensor '%s': row %" PRId64 " does not fit MXFP4 (a block's largest |value| lies in [2^-126, 2^-125), "
+                                        "where llama.cpp's MXFP4 quantizer writes the invalid scale 0xff)",
+                                        it->name, r0 + bad[nth + w]);
                         goto done;
                     }
                     if (bad[nth + w] >= 0) {

@@ -44,7 +44,10 @@ typedef enum brisk_ftype {
     BRISK_FTYPE_Q5_K_S = 16,
     BRISK_FTYPE_Q5_K_M = 17,
     BRISK_FTYPE_Q6_K = 18,
+    BRISK_FTYPE_IQ4_NL = 25,
+    BRISK_FTYPE_IQ4_XS = 30,
     BRISK_FTYPE_BF16 = 32,
+    BRISK_FTYPE_MXFP4_MOE = 38,   /* expert (3-D) tensors MXFP4, the other quantizable ones Q8_0 */
 } brisk_ftype;
 
 /* A file type by llama-quantize's name ("Q4_K_M", aliases "Q4_K" ..., any

@@ -42,7 +42,7 @@ echo "record.sh: $(grep -vc '^#' "$here/cases.sha256") cases recorded"
 # test-llama-archs fixtures (seed 1, spread 0.4), F32 as written and their F16/BF16 forms
 set +f
 archs=${ARCHS:-"llama qwen2 qwen3 gemma gemma2 gemma3 phi3 mistral3 smollm3 olmo2 granite glm4 exaone4 starcoder2 qwen2moe qwen3moe gpt-oss olmoe granitemoe glm4moe deepseek2"}
-types="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K"
+types="Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K_M Q4_K_M Q5_K_M Q6_K IQ4_NL IQ4_XS MXFP4_MOE"
 fx=$tmp/fixtures
 mkdir -p "$fx"
 fout=$tmp/fixtures.sha256
