@@ -412,6 +412,7 @@ int main(void) {
     check_batch_invariance(committed, "glm4moe-moe-Q4_K_M");
     check_variants(committed, "gpt-oss-moe-Q4_K_M", gptoss_variants, sizeof gptoss_variants / sizeof gptoss_variants[0]);
     check_batch_invariance(committed, "gpt-oss-moe-Q4_K_M");
+    check_batch_invariance(committed, "gpt-oss-micro-F32");   /* 4 experts, 2 chosen per token: tokens of a batch split across experts */
     char model[1100];
 
     const char *peer_env = getenv("BRISK_PEER_DIR");
