@@ -110,11 +110,13 @@ static void sweep(const char *path) {
 
 int main(void) {
     /* one model per kind of load path: packed Q4_0 (llama), biases (qwen2),
-     * Q/K norms (qwen3), a K-quant, tied output with YaRN, a padded vocabulary */
+     * Q/K norms (qwen3), a K-quant, tied output with YaRN, a padded vocabulary,
+     * a mixture of experts (gpt-oss) */
     static const char *models[] = {
         "fuzz/corpus/fuzz_model/llama-Q4_0.gguf",  "fuzz/corpus/fuzz_model/qwen2-Q8_0.gguf",
         "fuzz/corpus/fuzz_model/qwen3-Q4_0.gguf",  "fuzz/corpus/fuzz_model/llama-Q4_K.gguf",
         "fuzz/corpus/fuzz_model/llama-tied-yarn-Q8_0.gguf", "fuzz/corpus/fuzz_model/llama-padded-vocab-Q8_0.gguf",
+        "fuzz/corpus/fuzz_model/gpt-oss-micro-F32.gguf",   /* experts with biases, sinks, windows */
     };
     char path[1024];
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {

@@ -14,7 +14,8 @@
  *    a zero window) are refused with a message naming it; one relabelled
  *    tokenizer "none" loads, gives the same logits, and refuses text. The
  *    committed glm4moe model's copies also check its router options and
- *    NextN blocks against llama.cpp's logits for each copy (committed).
+ *    NextN blocks against llama.cpp's logits for each copy (committed), and
+ *    the gpt-oss model's copies its top-1 routing and YaRN.
  * Thresholds (issue #16): mean KL(ref || brisk) <= 1e-4 for F32 and Q8_0,
  * <= 1e-3 for the 4-bit types (Q4_K_M, IQ4_NL, IQ4_XS, MXFP4_MOE); top-1
  * agreement >= 98% (63 of 64 positions). */
@@ -123,6 +124,16 @@ static int run_dir(const char *dir, int both_isas) {
     return checked;
 }
 
+/* A metadata key to set in a copy: kind 0: f32 value, 1: u32 array of n
+ * ones, 2: string, 3: u32 value, 4: bool (n != 0). */
+typedef struct kv_set {
+    const char *key;
+    int kind;
+    float f;
+    uint32_t n;
+    const char *str;
+} kv_set;
+
 /* One hostile (or re-labelled) copy of a model: what to change. */
 typedef struct variant {
     const char *what;
@@ -135,7 +146,21 @@ typedef struct variant {
     const char *expect;            /* a substring of the refusal; NULL: the copy must load */
     const char *drop_prefix, *drop_suffix;   /* tensors named PREFIX...SUFFIX are left out, or NULL */
     const char *ref;               /* a loading copy's llama.cpp logits (in the model's dir); NULL: the model's own */
+    const kv_set *more;            /* further keys to set (ended by a NULL key), or NULL */
+    const char *shift_suffix;      /* F32 tensors whose name ends so get shift added to every element, or NULL */
+    float shift;
 } variant;
+
+static brisk_status set_key(brisk_gguf_writer *w, const kv_set *k) {
+    static const uint32_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    switch (k->kind) {
+    case 0: return brisk_gguf_writer_set_f32(w, k->key, k->f);
+    case 1: return brisk_gguf_writer_set_arr(w, k->key, BRISK_GGUF_UINT32, ones, k->n);
+    case 2: return brisk_gguf_writer_set_str(w, k->key, k->str);
+    case 3: return brisk_gguf_writer_set_u32(w, k->key, k->n);
+    default: return brisk_gguf_writer_set_bool(w, k->key, k->n != 0);
+    }
+}
 
 /* src copied with v's change into path; false (and a failed check) when it cannot be written. */
 static int write_variant(const char *src, const char *path, const variant *v) {
@@ -147,14 +172,8 @@ static int write_variant(const char *src, const char *path, const variant *v) {
     if (st) return 0;
     st = brisk_gguf_writer_init(&w, 32, &err);
     if (!st) st = brisk_gguf_writer_copy_kv(w, g, &err);
-    if (!st && v->key) {
-        static const uint32_t ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
-        if (v->kind == 0) st = brisk_gguf_writer_set_f32(w, v->key, v->f);
-        if (v->kind == 1) st = brisk_gguf_writer_set_arr(w, v->key, BRISK_GGUF_UINT32, ones, v->n);
-        if (v->kind == 2) st = brisk_gguf_writer_set_str(w, v->key, v->str);
-        if (v->kind == 3) st = brisk_gguf_writer_set_u32(w, v->key, v->n);
-        if (v->kind == 4) st = brisk_gguf_writer_set_bool(w, v->key, v->n != 0);
-    }
+    if (!st && v->key) st = set_key(w, &(kv_set){.key = v->key, .kind = v->kind, .f = v->f, .n = v->n, .str = v->str});
+    for (const kv_set *k = v->more; !st && k && k->key; k++) st = set_key(w, k);
     for (uint64_t i = 0; !st && i < g->n_tensors; i++) {
         const brisk_gguf_tensor *t = &g->tensors[i];
         char name[256];
@@ -163,6 +182,20 @@ static int write_variant(const char *src, const char *path, const variant *v) {
         if (v->drop_prefix && !strncmp(name, v->drop_prefix, strlen(v->drop_prefix)) && nl >= strlen(v->drop_suffix) &&
             !strcmp(name + nl - strlen(v->drop_suffix), v->drop_suffix))
             continue;
+        if (v->shift_suffix && t->type == 0 /* F32 */ && nl >= strlen(v->shift_suffix) &&
+            !strcmp(name + nl - strlen(v->shift_suffix), v->shift_suffix)) {
+            float *x = malloc(t->nbytes ? t->nbytes : 1);
+            if (!x) {
+                st = BRISK_ERR_NOMEM;
+                snprintf(err.msg, sizeof err.msg, "out of memory");
+                break;
+            }
+            memcpy(x, t->data, t->nbytes);
+            for (size_t j = 0; j < t->nbytes / sizeof(float); j++) x[j] += v->shift;
+            st = brisk_gguf_writer_add_tensor(w, name, t->type, t->n_dims, t->ne, x, t->nbytes, &err);   /* copied */
+            free(x);
+            continue;
+        }
         st = brisk_gguf_writer_add_tensor_borrowed(w, name, t->type, t->n_dims, t->ne, t->data, t->nbytes, &err);
     }
     static const float extra[256];
@@ -222,6 +255,34 @@ static const variant glm4moe_variants[] = {
     {.what = "3 leading dense of 2", .key = "glm4moe.leading_dense_block_count", .kind = 3, .n = 3, .expect = "leading_dense_block_count: 3"},
     {.what = "2 shared experts", .key = "glm4moe.expert_shared_count", .kind = 3, .n = 2, .expect = "ffn_gate_shexp.weight"},
     {.what = "no selection bias", .drop_prefix = "blk.1.exp_probs_b", .drop_suffix = "bias", .expect = "missing tensor 'blk.1.exp_probs_b.bias'"},
+};
+
+/* Copies of the committed gpt-oss model (llama.cpp's test-llama-archs -a
+ * gpt-oss: 2 layers, the first windowed (32 positions), 2 experts both
+ * used). The loading copies exercise what the fixture leaves out, each
+ * against llama.cpp's logits for that copy (scripts/gen-arch-variant-refs.sh:
+ * llama-quantize COPY --override-kv, or the sinks shifted, then
+ * peer-logits; docs/MODELS.md): the router choosing 1 of 2 experts (its
+ * weight is then the softmax of one logit), and YaRN as the released
+ * models use it (factor 32 from 4096 positions). */
+static const kv_set gptoss_yarn[] = {
+    {.key = "gpt-oss.rope.scaling.factor", .kind = 0, .f = 32.0f},
+    {.key = "gpt-oss.rope.scaling.original_context_length", .kind = 3, .n = 4096},
+    {0},
+};
+static const variant gptoss_variants[] = {
+    {.what = "top 1 of 2 experts", .key = "gpt-oss.expert_used_count", .kind = 3, .n = 1, .ref = "gpt-oss-top1.logits.f32"},
+    {.what = "YaRN, factor 32 from 4096", .key = "gpt-oss.rope.scaling.type", .kind = 2, .str = "yarn", .more = gptoss_yarn,
+     .ref = "gpt-oss-yarn.logits.f32"},
+    /* the fixture's sinks (N(0, 0.4)) rarely exceed a head's largest score: +4 makes them dominate (KL 1.2 from the original) */
+    {.what = "sinks + 4 (they dominate)", .shift_suffix = "attn_sinks.weight", .shift = 4.0f, .ref = "gpt-oss-sinks4.logits.f32"},
+    {.what = "no attention sinks", .drop_prefix = "blk.1.attn_sinks", .drop_suffix = ".weight",
+     .expect = "missing tensor 'blk.1.attn_sinks.weight'"},
+    {.what = "no router bias", .drop_prefix = "blk.0.ffn_gate_inp", .drop_suffix = ".bias", .expect = "missing tensor 'blk.0.ffn_gate_inp.bias'"},
+    {.what = "no expert down bias", .drop_prefix = "blk.1.ffn_down_exps", .drop_suffix = ".bias",
+     .expect = "missing tensor 'blk.1.ffn_down_exps.bias'"},
+    {.what = "sliding window 0", .key = "gpt-oss.attention.sliding_window", .kind = 3, .n = 0, .expect = "sliding_window: 0"},
+    {.what = "a tensor nothing reads", .extra_tensor = "blk.0.ffn_gate_inp_shexp.weight", .expect = "'blk.0.ffn_gate_inp_shexp.weight'"},
 };
 
 /* Each variant of a committed model (dir/stem.gguf): refused with a message
@@ -350,6 +411,9 @@ int main(void) {
     check_batch_invariance(committed, "qwen3moe-tiny-Q4_K_M");
     check_variants(committed, "glm4moe-moe-Q4_K_M", glm4moe_variants, sizeof glm4moe_variants / sizeof glm4moe_variants[0]);
     check_batch_invariance(committed, "glm4moe-moe-Q4_K_M");
+    check_variants(committed, "gpt-oss-moe-Q4_K_M", gptoss_variants, sizeof gptoss_variants / sizeof gptoss_variants[0]);
+    check_batch_invariance(committed, "gpt-oss-moe-Q4_K_M");
+    check_batch_invariance(committed, "gpt-oss-micro-F32");   /* 4 experts, 2 chosen per token: tokens of a batch split across experts */
     char model[1100];
 
     const char *peer_env = getenv("BRISK_PEER_DIR");

@@ -44,6 +44,14 @@ static const brisk_arch_info arch_table[] = {
      .attn_scale = BRISK_ASCALE_HEAD, .mrope_sections = true,
      .moe = BRISK_MOE_ALWAYS, .moe_ff_key = true, .shexp = BRISK_SHEXP_COUNT, .moe_glm_router = true,
      .ffn_norm_is_post_attention = true, .nextn_skip = true},
+    /* gpt-oss: attention sinks, windowed layers alternating with full ones,
+     * biases everywhere, the clamped SwiGLU, top-k by logit then a softmax
+     * over the chosen ones; the FFN's pre-norm is post_attention_norm */
+    {.name = "gpt-oss", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU_OAI,
+     .act_alpha = 1.702f, .act_limit = 7.0f, .attn_scale = BRISK_ASCALE_HEAD, .attn_sinks = true,
+     .swa = BRISK_SWA_KEY_REQUIRED, .swa_pattern_default = 2, .swa_rope_scale_inherit = true,
+     .moe = BRISK_MOE_ALWAYS, .moe_ff_key = true, .moe_softmax_selected = true, .moe_biases = true,
+     .ffn_norm_is_post_attention = true},
     {.name = "qwen2", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
      .attn_scale = BRISK_ASCALE_HEAD},
     {.name = "qwen3", .rope_layout = BRISK_ROPE_NEOX, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
@@ -87,7 +95,6 @@ const brisk_arch_info *brisk_arch_find(const char *name, size_t len) {
 static const struct {
     const char *name, *reason;
 } missing[] = {
-    {"gpt-oss", "it needs MXFP4 expert weights, attention sinks and the clamped SwiGLU, which brisk does not implement yet"},
     {"deepseek2", "it needs multi-head latent attention (a compressed KV cache) and grouped expert routing, which brisk does not implement yet"},
 };
 

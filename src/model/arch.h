@@ -20,6 +20,10 @@ typedef enum brisk_ffn_act {
     BRISK_ACT_SWIGLU,        /* silu(gate) * up */
     BRISK_ACT_GEGLU,         /* gelu(gate) * up, llama.cpp's tanh GELU through its F16 table */
     BRISK_ACT_GELU,          /* gelu(up), no gate matrix (starcoder2) */
+    /* gpt-oss's clamped SwiGLU (ggml's swiglu_oai): g = min(gate, limit),
+     * u = clamp(up, -limit, limit), h = g / (1 + exp(-alpha g)) * (u + 1),
+     * alpha and limit from the row (act_alpha, act_limit) */
+    BRISK_ACT_SWIGLU_OAI,
 } brisk_ffn_act;
 
 /* How the attention scale (multiplier of q.k) is chosen. */
@@ -42,6 +46,7 @@ typedef enum brisk_swa_rule {
     BRISK_SWA_IF_KEY,        /* when ARCH.attention.sliding_window is present and > 0 */
     BRISK_SWA_ALWAYS,        /* always: the window key overrides swa_window_default */
     BRISK_SWA_IF_64_LAYERS,  /* only the 64-layer size (EXAONE 4 32B), as llama.cpp */
+    BRISK_SWA_KEY_REQUIRED,  /* always, and the window key is required (gpt-oss: llama.cpp refuses a file without it) */
 } brisk_swa_rule;
 
 /* Whether the FFN is a mixture of experts (ARCH.expert_count > 0 with
@@ -67,12 +72,18 @@ typedef struct brisk_arch_info {
     uint8_t attn_norm, ffn_norm;           /* BRISK_NORM_PRE | BRISK_NORM_POST */
     bool layer_norm;                       /* the pre-norms and the output norm are LayerNorm (mean and variance, optional bias), not RMSNorm */
     brisk_ffn_act act;
+    float act_alpha, act_limit;            /* BRISK_ACT_SWIGLU_OAI's constants (llama.cpp hard-codes gpt-oss's 1.702 and 7) */
     brisk_attn_scale_rule attn_scale;
     int32_t gemma_27b_layers;              /* BRISK_ASCALE_GEMMA: the layer count of the 27B size */
     bool q_prescale;                       /* Q is multiplied by the scale before attention, which then scales by 1 (gemma, phi3) */
     bool embd_scale_sqrt;                  /* embeddings times sqrt(n_embd) (gemma) */
     bool granite_scales;                   /* embedding_scale, residual_scale, logit_scale (granite) */
     bool attn_softcap;                     /* reads attn_logit_softcapping: s = c * tanh(s / c) */
+    /* Learned per-head sink logits (blk.N.attn_sinks.weight, [n_head],
+     * required): each head's softmax denominator gets exp(sink - max) as if
+     * one more key scored the sink and contributed no value (gpt-oss; ggml's
+     * flash attention with sinks). */
+    bool attn_sinks;
     bool final_softcap;                    /* reads final_logit_softcapping for the logits */
     brisk_swa_rule swa;
     uint32_t swa_window_default;           /* BRISK_SWA_ALWAYS: the window without the key */
@@ -113,6 +124,15 @@ typedef struct brisk_arch_info {
      * multiplied by expert_weights_scale (0 or 1: not), and the first
      * leading_dense_block_count layers dense. */
     bool moe_glm_router;
+    /* gpt-oss's router (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT):
+     * the experts are chosen by raw logit (plus ffn_gate_inp.bias), and their
+     * weights are the softmax over just the expert_used_count chosen logits. */
+    bool moe_softmax_selected;
+    /* The router and every expert have biases, all required (gpt-oss):
+     * ffn_gate_inp.bias ([n_expert]) is added to the router logits,
+     * ffn_{gate,up}_exps.bias ([n_expert][n_ff_exp]) and ffn_down_exps.bias
+     * ([n_expert][n_embd]) to each expert's products. */
+    bool moe_biases;
     /* The FFN's pre-norm is the tensor post_attention_norm (glm4moe), not
      * ffn_norm; nothing normalizes the attention output. */
     bool ffn_norm_is_post_attention;

@@ -1,6 +1,7 @@
 /* attention: causal attention of a batch's tokens over the paged KV cache,
  * per (token, KV head), with llama.cpp's tiled flash-attention numerics (see
- * brisk_fwd_attn_worker), optional score softcap and window masks. */
+ * brisk_fwd_attn_worker), optional score softcap, window masks and learned
+ * per-head sink logits. */
 #include "model/forward_impl.h"
 
 #include <math.h>
@@ -288,8 +289,21 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
             }
         }
         for (int h = 0; h < m; h++) {
-            const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
             float *oh = o + (size_t)h * hd;
+            if (at->sinks) {
+                /* the head's sink logit joins the denominator as a key with
+                 * no value, after every tile (ggml's flash attention with
+                 * sinks: S = S * ms + vs, which its FMA build contracts) */
+                const float sk = at->sinks[h0 + h];
+                if (sk > M[h]) {
+                    const float ms = brisk_expf(M[h] - sk);
+                    for (int e = 0; e < hd; e++) oh[e] *= ms;
+                    S[h] = fmaf(S[h], ms, 1.0f);
+                } else {
+                    S[h] += brisk_expf(sk - M[h]);
+                }
+            }
+            const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
             for (int e = 0; e < hd; e++) oh[e] *= inv;
         }
     }

@@ -113,6 +113,7 @@ typedef struct attn_task {
     bool windowed;
     float scale;                  /* multiplier of q.k (divided by the softcap when there is one) */
     float softcap;                /* 0, or scores become softcap * tanh(q.k * scale) */
+    const float *sinks;           /* [n_head] learned sink logits joining each head's softmax denominator (arch attn_sinks), or NULL */
 } attn_task;
 
 /* SwiGLU of the FFN rows, split by token: an expf per element, on the calling
@@ -121,6 +122,7 @@ typedef struct attn_task {
 typedef struct swiglu_task {
     void (*fn)(float *h, const float *g, const float *u, int64_t n);   /* f->swiglu (SwiGLU) */
     const float *gelu_lut;   /* GeGLU instead: ggml's F16 GELU table */
+    float oai_alpha, oai_limit;   /* the clamped SwiGLU instead when oai_limit > 0 (arch BRISK_ACT_SWIGLU_OAI) */
     float *h;         /* [rows][n] result (may be g) */
     const float *g;   /* [rows] with g_stride */
     const float *u;

@@ -26,6 +26,18 @@ static void geglu_row(const float *lut, float *h, const float *g, const float *u
     }
 }
 
+/* gpt-oss's clamped SwiGLU, as ggml's swiglu_oai: x = min(g, limit), y =
+ * clamp(u, -limit, limit) (std::min / std::clamp: a NaN gate stays NaN),
+ * then x / (1 + exp(alpha * -x)) * (y + 1). h may be g. */
+static void swiglu_oai_row(float *h, const float *g, const float *u, int64_t n, float alpha, float limit) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = limit < g[i] ? limit : g[i];
+        const float y = u[i] < -limit ? -limit : limit < u[i] ? limit : u[i];
+        const float glu = x / (1.0f + brisk_expf(alpha * -x));
+        h[i] = glu * (y + 1.0f);
+    }
+}
+
 void brisk_fwd_swiglu_worker(void *ctx, int ith, int nth) {
     const swiglu_task *t = ctx;
     int64_t lo, hi;
@@ -34,6 +46,7 @@ void brisk_fwd_swiglu_worker(void *ctx, int ith, int nth) {
         float *h = t->h + r * t->n;
         const float *g = t->g + r * t->g_stride, *u = t->u ? t->u + r * t->g_stride : NULL;
         if (t->gelu_lut) geglu_row(t->gelu_lut, h, g, u, t->n);
+        else if (t->oai_limit > 0.0f) swiglu_oai_row(h, g, u, t->n, t->oai_alpha, t->oai_limit);
         else t->fn(h, g, u, t->n);
     }
 }
@@ -41,6 +54,13 @@ void brisk_fwd_swiglu_worker(void *ctx, int ith, int nth) {
 
 static void scale_rows(float *x, int64_t n, float s) {
     for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+/* y[r][i] += b[i] for rows of n (stride n); nothing when b is NULL. */
+static void add_bias_rows(float *y, int32_t rows, int64_t n, const float *b) {
+    if (!b) return;
+    for (int32_t r = 0; r < rows; r++)
+        for (int64_t i = 0; i < n; i++) y[(size_t)r * (size_t)n + (size_t)i] += b[i];
 }
 
 /* x becomes c * tanh(x / c), as llama.cpp's final-logit softcap (scale by 1/c, tanh, scale by c). */
@@ -171,7 +191,8 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     const bool swa_layer = L->window > 0 && f->vsink_swa;
     attn_task at = {.f = f, .kv = kv, .b = b, .layer = il, .vsink = swa_layer ? f->vsink_swa : f->vsink,
                     .vlo = swa_layer ? f->vlo_swa : f->vlo, .windowed = swa_layer ? f->window_swa > 0 : f->window > 0,
-                    .scale = hp->attn_softcap != 0.0f ? hp->kq_scale / hp->attn_softcap : hp->kq_scale, .softcap = hp->attn_softcap};
+                    .scale = hp->attn_softcap != 0.0f ? hp->kq_scale / hp->attn_softcap : hp->kq_scale, .softcap = hp->attn_softcap,
+                    .sinks = L->attn_sinks.data};
     /* Several tokens of one sequence, short enough: widen its K once for
      * all the batch's queries (tree batches too: kt serves their cached
      * positions), so each K element is converted once, not once per
@@ -213,37 +234,49 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
  * batch-invariant), so a token gets the same bits whichever tokens share
  * the expert with it. */
 static void swiglu_ffn(brisk_forward *f, const float *x, int32_t n, const brisk_weight *gate, const brisk_weight *up, const brisk_weight *down,
-                       const float *s_gate, const float *s_up, const float *s_down, float *out) {
+                       const float *s_gate, const float *s_up, const float *s_down, const float *const bias[3], float *out) {
     const int64_t ff = up->rows, d = down->rows;
     const brisk_weight *ws[2] = {gate, up};
     float *outs[2] = {f->g, f->u};
     const int64_t strides[2] = {ff, ff};
     brisk_fwd_matmul(f, x, n, 2, ws, outs, strides, NULL);
-    /* llama.cpp (build_lora_mm_id): the up product times its scale, then the gate's */
+    /* llama.cpp (build_moe_ffn): the up product times its scale, plus its
+     * bias (add_id), then the gate's */
     if (s_up) scale_rows(f->u, (int64_t)n * ff, *s_up);
+    add_bias_rows(f->u, n, ff, bias[1]);
     if (s_gate) scale_rows(f->g, (int64_t)n * ff, *s_gate);
-    swiglu_task sw = {.fn = f->swiglu, .h = f->g, .g = f->g, .u = f->u, .n = ff, .g_stride = ff, .rows = n};
+    add_bias_rows(f->g, n, ff, bias[0]);
+    swiglu_task sw = {.fn = f->swiglu, .oai_alpha = f->m->hp.act_alpha, .oai_limit = f->m->hp.act_limit, .h = f->g, .g = f->g, .u = f->u,
+                      .n = ff, .g_stride = ff, .rows = n};
     if (n < 4) brisk_fwd_swiglu_worker(&sw, 0, 1);
     else brisk_pool_run(f->pool, brisk_fwd_swiglu_worker, &sw);
     brisk_fwd_matmul1(f, f->g, n, down, out, d);
     if (s_down) scale_rows(out, (int64_t)n * d, *s_down);
+    add_bias_rows(out, n, d, bias[2]);
 }
 
-/* The router (llama.cpp's build_moe_ffn): the logits' softmax (max
- * subtracted, summed in double) or sigmoid; the n_expert_used largest of
- * those probabilities plus the selection bias when the layer has one (ties:
- * the lower expert first), best first, each weighted by its unbiased
- * probability; the weights optionally divided by their sum and scaled; then
- * the (token, rank) pairs listed by expert, in token order. */
+/* The router (llama.cpp's build_moe_ffn): the logits (plus the router's
+ * bias when the layer has one), their softmax (max subtracted, summed in
+ * double) or sigmoid; the n_expert_used largest of those probabilities plus
+ * the selection bias when the layer has one (ties: the lower expert first),
+ * best first, each weighted by its unbiased probability; or (gpt-oss) the
+ * largest raw logits, weighted by the softmax over just those; the weights
+ * optionally divided by their sum and scaled; then the (token, rank) pairs
+ * listed by expert, in token order. */
 static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, int32_t T) {
     const brisk_hparams *hp = &f->m->hp;
     const int32_t E = hp->n_expert, K = hp->n_expert_used;
-    const float *bias = L->moe.probs_bias.data;
+    const float *bias = L->moe.probs_bias.data, *router_b = L->moe.router_b.data;
+    const bool softmax_selected = hp->ai->moe_softmax_selected;
     brisk_fwd_matmul1(f, fin, T, &L->moe.router, f->moe_logits, E);
     for (int32_t e = 0; e <= E; e++) f->moe_start[e] = 0;
     for (int32_t t = 0; t < T; t++) {
         float *p = f->moe_logits + (size_t)t * E;
-        if (hp->moe_sigmoid) {
+        if (router_b)
+            for (int32_t e = 0; e < E; e++) p[e] += router_b[e];
+        if (softmax_selected) {
+            /* the raw logits choose; their softmax over the chosen weights them (below) */
+        } else if (hp->moe_sigmoid) {
             for (int32_t e = 0; e < E; e++) p[e] = 1.0f / (1.0f + expf(-p[e]));   /* ggml_vec_sigmoid_f32 */
         } else {
             float mx = p[0];
@@ -269,6 +302,17 @@ static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, 
             }
             sel[k] = best;
             w[k] = p[best];
+        }
+        if (softmax_selected) {   /* ggml_soft_max over the K chosen logits: max subtracted, the sum in double, times 1/sum */
+            float mx = w[0];
+            for (int32_t k = 1; k < K; k++) mx = w[k] > mx ? w[k] : mx;
+            double sum = 0.0;
+            for (int32_t k = 0; k < K; k++) {
+                w[k] = expf(w[k] - mx);
+                sum += (double)w[k];
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int32_t k = 0; k < K; k++) w[k] *= inv;
         }
         if (hp->moe_norm_w) {
             double ws = 0.0;
@@ -306,17 +350,23 @@ static void moe_decode_experts(brisk_forward *f, const brisk_layer *L, const flo
         ws[2 * k + 1] = &x->up[e], outs[2 * k + 1] = f->u + (size_t)k * ff;
     }
     brisk_fwd_matmul_rows(f, fin, 1, 2 * K, ws, rows, outs);
-    for (int32_t k = 0; k < K; k++) {   /* llama.cpp's order: the up product's scale, then the gate's */
+    for (int32_t k = 0; k < K; k++) {   /* llama.cpp's order: the up product's scale and bias, then the gate's */
         const int32_t e = f->moe_sel[k];
         if (x->s_up) scale_rows(f->u + (size_t)k * ff, ff, x->s_up[e]);
+        add_bias_rows(f->u + (size_t)k * ff, 1, ff, x->b_up ? x->b_up + (size_t)e * ff : NULL);
         if (x->s_gate) scale_rows(f->g + (size_t)k * ff, ff, x->s_gate[e]);
+        add_bias_rows(f->g + (size_t)k * ff, 1, ff, x->b_gate ? x->b_gate + (size_t)e * ff : NULL);
     }
-    swiglu_task sw = {.fn = f->swiglu, .h = f->g, .g = f->g, .u = f->u, .n = ff, .g_stride = ff, .rows = K};
+    swiglu_task sw = {.fn = f->swiglu, .oai_alpha = f->m->hp.act_alpha, .oai_limit = f->m->hp.act_limit, .h = f->g, .g = f->g, .u = f->u,
+                      .n = ff, .g_stride = ff, .rows = K};
     brisk_fwd_swiglu_worker(&sw, 0, 1);
     for (int32_t k = 0; k < K; k++) ws[k] = &x->down[f->moe_sel[k]], outs[k] = f->moe_out + (size_t)k * d, rows[k] = k;
     brisk_fwd_matmul_rows(f, f->g, K, K, ws, rows, outs);
-    for (int32_t k = 0; k < K; k++)
-        if (x->s_down) scale_rows(f->moe_out + (size_t)k * d, d, x->s_down[f->moe_sel[k]]);
+    for (int32_t k = 0; k < K; k++) {
+        const int32_t e = f->moe_sel[k];
+        if (x->s_down) scale_rows(f->moe_out + (size_t)k * d, d, x->s_down[e]);
+        add_bias_rows(f->moe_out + (size_t)k * d, 1, d, x->b_down ? x->b_down + (size_t)e * d : NULL);
+    }
 }
 
 /* Mixture of experts: route, then one batch of matmuls per expert over the
@@ -329,6 +379,7 @@ static void moe_ffn(brisk_forward *f, const brisk_layer *L, const float *fin, in
     const brisk_hparams *hp = &f->m->hp;
     const brisk_experts *x = &L->moe;
     const int32_t E = hp->n_expert, K = hp->n_expert_used, d = hp->n_embd;
+    const int64_t ff = hp->n_ff_exp;
     moe_route(f, L, fin, T);
     if (T == 1 && 2 * K <= MM_ROW_JOBS) moe_decode_experts(f, L, fin);   /* the scratch holds K rows (forward.c) */
     else for (int32_t e = 0; e < E; e++) {
@@ -336,14 +387,17 @@ static void moe_ffn(brisk_forward *f, const brisk_layer *L, const float *fin, in
         if (n == 0) continue;
         for (int32_t i = 0; i < n; i++)
             memcpy(f->moe_x + (size_t)i * d, fin + (size_t)(f->moe_list[a + i] / K) * d, (size_t)d * sizeof(float));
+        const float *const bias[3] = {x->b_gate ? x->b_gate + (size_t)e * ff : NULL, x->b_up ? x->b_up + (size_t)e * ff : NULL,
+                                      x->b_down ? x->b_down + (size_t)e * d : NULL};
         swiglu_ffn(f, f->moe_x, n, &x->gate[e], &x->up[e], &x->down[e], x->s_gate ? x->s_gate + e : NULL, x->s_up ? x->s_up + e : NULL,
-                   x->s_down ? x->s_down + e : NULL, f->moe_y);
+                   x->s_down ? x->s_down + e : NULL, bias, f->moe_y);
         for (int32_t i = 0; i < n; i++)
             memcpy(f->moe_out + (size_t)f->moe_list[a + i] * d, f->moe_y + (size_t)i * d, (size_t)d * sizeof(float));
     }
     const bool shared = x->sh_up.data != NULL;
     if (shared) {
-        swiglu_ffn(f, fin, T, &x->sh_gate, &x->sh_up, &x->sh_down, NULL, NULL, NULL, f->moe_y);
+        static const float *const no_bias[3] = {NULL, NULL, NULL};
+        swiglu_ffn(f, fin, T, &x->sh_gate, &x->sh_up, &x->sh_down, NULL, NULL, NULL, no_bias, f->moe_y);
         if (x->sh_gate_inp.data) {   /* qwen2moe: times sigmoid(g . x), computed as llama.cpp does: silu(s) / s */
             const float *gv = x->sh_gate_inp.data;
             for (int32_t t = 0; t < T; t++) {
@@ -387,7 +441,8 @@ void brisk_fwd_ffn_block(brisk_forward *f, const brisk_layer *L, int32_t T) {
         residual_add(f, T, &L->post_ffn_norm);
         return;
     }
-    swiglu_task sw = {.fn = f->swiglu, .gelu_lut = f->gelu_lut, .h = f->g, .n = ff, .rows = T};
+    swiglu_task sw = {.fn = f->swiglu, .gelu_lut = f->gelu_lut, .oai_alpha = hp->act_alpha, .oai_limit = hp->act_limit, .h = f->g, .n = ff,
+                      .rows = T};
     if (hp->fused_up) {   /* one [gate | up] matrix: its rows' halves */
         brisk_fwd_matmul1(f, fin, T, &L->w_up, f->u, 2 * ff);
         affine_rows(f->u, T, 2 * ff, 2 * ff, L->b_up.data, L->s_up, true);

@@ -191,6 +191,36 @@ static brisk_status bind_expert_scales(binder *b, const char *name, const float 
     return BRISK_OK;
 }
 
+/* An expert tensor's biases NAME ([n_expert][n], 2-D: ne0 = n, ne1 =
+ * n_expert; any readable type) converted to F32 in the arena, finite. */
+static brisk_status bind_expert_biases(binder *b, const char *name, int64_t n, const float **out, brisk_error *err) {
+    const int64_t n_expert = b->m->hp.n_expert;
+    *out = NULL;
+    const brisk_gguf_tensor *t = find_tensor(b, name);
+    if (!t) return brisk_fail(err, BRISK_ERR_FORMAT, "missing tensor '%s'", name);
+    if (t->n_dims != 2 || t->ne[0] != n || t->ne[1] != n_expert)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': shape [%lld, %lld] (n_dims %u), expected [%lld, %lld]", name,
+                          (long long)t->ne[0], (long long)t->ne[1], t->n_dims, (long long)n, (long long)n_expert);
+    brisk_to_float_fn conv = brisk_qtype_to_float(t->type);
+    if (!conv) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "tensor '%s': type %s cannot be read", name, brisk_qtype_name(t->type));
+    size_t row_bytes = 0;
+    if (!brisk_qtype_row_bytes(t->type, n, &row_bytes))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': row of %lld is not whole %s blocks", name, (long long)n, brisk_qtype_name(t->type));
+    const size_t count = (size_t)n * (size_t)n_expert;
+    if (b->arena_used + count > b->arena_cap)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': vector storage exhausted", name); /* sized up front */
+    float *dst = b->arena + b->arena_used;
+    for (int64_t e = 0; e < n_expert; e++) conv((const uint8_t *)t->data + (size_t)e * row_bytes, dst + (size_t)e * (size_t)n, n);
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(dst[i]))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': expert %zu's bias %g is not finite", name, i / (size_t)n, dst[i]);
+    b->arena_used += count;
+    b->m->n_params += (uint64_t)count;
+    b->m->weight_bytes += t->nbytes;
+    *out = dst;
+    return BRISK_OK;
+}
+
 /* The MoE FFN of layer il: router, experts (with their scales, applied or
  * not as the family's graph does), the shared expert and its gate. */
 static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error *err) {
@@ -218,6 +248,15 @@ static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error 
         const float *unused;
         snprintf(name, sizeof name, "blk.%d.ffn_%s_exps.input_scale", il, parts[i]);
         if ((st = bind_expert_scales(b, name, &unused, err))) return st;
+    }
+    if (ai->moe_biases) {   /* llama.cpp requires all four (openai-moe.cpp) */
+        if ((st = bind_vector(b, NAME("ffn_gate_inp.bias"), n_expert, true, &x->router_b, err))) return st;
+        const float *v = x->router_b.data;
+        for (int64_t e = 0; e < n_expert; e++)
+            if (!isfinite(v[e])) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': expert %lld's bias %g is not finite", name, (long long)e, v[e]);
+        if ((st = bind_expert_biases(b, NAME("ffn_gate_exps.bias"), ff, &x->b_gate, err))) return st;
+        if ((st = bind_expert_biases(b, NAME("ffn_up_exps.bias"), ff, &x->b_up, err))) return st;
+        if ((st = bind_expert_biases(b, NAME("ffn_down_exps.bias"), d, &x->b_down, err))) return st;
     }
     if (ai->moe_glm_router) {   /* llama.cpp requires it (glm4-moe.cpp) */
         if ((st = bind_vector(b, NAME("exp_probs_b.bias"), n_expert, true, &x->probs_bias, err))) return st;
@@ -284,6 +323,12 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if ((st = bind_vector(b, NAME("attn_output.bias"), d, false, &L->bo, err))) return st;
     if ((st = bind_scale(b, NAME("attn_output.scale"), &L->s_o, err))) return st;
     if ((st = bind_input_scale(b, NAME("attn_output.input_scale"), err))) return st;
+    if (ai->attn_sinks) {
+        if ((st = bind_vector(b, NAME("attn_sinks.weight"), hp->n_head, true, &L->attn_sinks, err))) return st;
+        const float *v = L->attn_sinks.data;
+        for (int32_t h = 0; h < hp->n_head; h++)   /* a NaN would silently blank the head; +-inf has no meaning */
+            if (!isfinite(v[h])) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': head %d's sink %g is not finite", name, h, v[h]);
+    }
 
     if (ai->ffn_norm_is_post_attention) {   /* glm4moe names the FFN's pre-norm so */
         if ((st = bind_vector(b, NAME("post_attention_norm.weight"), d, true, &L->ffn_norm, err))) return st;
@@ -459,6 +504,7 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     hp->q_scale = ai->q_prescale ? scale : 1.0f;
     if (ai->attn_softcap && (st = get_nonneg_f32(g, a, "attn_logit_softcapping", &hp->attn_softcap, err))) return st;
     if (ai->final_softcap && (st = get_nonneg_f32(g, a, "final_logit_softcapping", &hp->final_softcap, err))) return st;
+    if (ai->act == BRISK_ACT_SWIGLU_OAI) hp->act_alpha = ai->act_alpha, hp->act_limit = ai->act_limit;
     hp->embd_scale = ai->embd_scale_sqrt ? sqrtf((float)hp->n_embd) : 1.0f;
     if (ai->granite_scales) {
         float e = 0.0f;
@@ -497,8 +543,9 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     bool swa = false;
     uint32_t window = ai->swa_window_default;
     bool found = false;
-    if (ai->swa != BRISK_SWA_NONE && (st = get_arch_u32(g, a, "attention.sliding_window", &window, false, &found, err))) return st;
-    if (ai->swa == BRISK_SWA_ALWAYS) swa = true;
+    if (ai->swa != BRISK_SWA_NONE &&
+        (st = get_arch_u32(g, a, "attention.sliding_window", &window, ai->swa == BRISK_SWA_KEY_REQUIRED, &found, err))) return st;
+    if (ai->swa == BRISK_SWA_ALWAYS || ai->swa == BRISK_SWA_KEY_REQUIRED) swa = true;
     if (ai->swa == BRISK_SWA_IF_KEY) swa = found && window > 0;
     if (ai->swa == BRISK_SWA_IF_64_LAYERS) swa = hp->n_layer == 64;
     if (swa && (window < 1 || window > INT32_MAX))
@@ -653,7 +700,8 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
          * correction is folded so that net mscale = 0.1 ln(factor) + 1. */
         float beta_fast = 32.0f, beta_slow = 1.0f;
         if ((st = get_arch_f32(g, a, "rope.scaling.yarn_ext_factor", &r->ext_factor, false, &found, err))) return st;
-        if (!found) r->ext_factor = 1.0f;
+        /* negative means "not set" in llama.cpp (its model saver writes -1): then 1 */
+        if (!found || r->ext_factor < 0.0f) r->ext_factor = 1.0f;
         if ((st = get_arch_f32(g, a, "rope.scaling.yarn_beta_fast", &beta_fast, false, NULL, err))) return st;
         if ((st = get_arch_f32(g, a, "rope.scaling.yarn_beta_slow", &beta_slow, false, NULL, err))) return st;
         /* llama.cpp's defaults are 1 / 32 / 1; a NaN here would silently turn every rotation into NaN */
@@ -913,8 +961,13 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
      * vectors), so a hostile head or layer count cannot ask for more than
      * the file holds */
     b.arena_cap = 1;
-    for (uint64_t i = 0; i < m->gguf->n_tensors; i++)
-        if (m->gguf->tensors[i].n_dims == 1) b.arena_cap += (size_t)m->gguf->tensors[i].ne[0];
+    for (uint64_t i = 0; i < m->gguf->n_tensors; i++) {
+        const brisk_gguf_tensor *t = &m->gguf->tensors[i];
+        if (t->n_dims == 1) b.arena_cap += (size_t)t->ne[0];
+        /* the experts' biases ([n_expert][n], moe_biases) */
+        if (t->n_dims == 2 && t->name.len > 10 && !memcmp(t->name.ptr + t->name.len - 10, "_exps.bias", 10))
+            b.arena_cap += (size_t)t->ne[0] * (size_t)t->ne[1];
+    }
     m->norm_f32 = b.arena = malloc(b.arena_cap * sizeof(float));
     m->w.layers = calloc((size_t)hp->n_layer, sizeof(brisk_layer));
     b.used = calloc((size_t)m->gguf->n_tensors + 1, 1);

@@ -33,6 +33,7 @@ typedef struct brisk_hparams {
     bool moe_sigmoid;        /* router probabilities are sigmoid(logit), not the softmax */
     bool moe_norm_w;         /* the selected weights are divided by their sum */
     float moe_w_scale;       /* the selected weights are multiplied by it (0 or 1: not) */
+    float act_alpha, act_limit;   /* the clamped SwiGLU (arch BRISK_ACT_SWIGLU_OAI) of every FFN; act_limit 0: plain SwiGLU */
     float norm_eps;          /* RMSNorm epsilon */
     bool tied_output;        /* logits use token_embd (no output.weight) */
     bool fused_qkv;          /* one attn_qkv matrix [q | k | v] (phi3) */
@@ -81,6 +82,8 @@ typedef struct brisk_experts {
     brisk_weight sh_gate, sh_up, sh_down;   /* the shared expert (sh_up.data NULL: none) */
     brisk_weight sh_gate_inp;               /* [d]: the shared expert's sigmoid gate (qwen2moe), or absent */
     brisk_weight probs_bias;                /* [n_expert]: exp_probs_b.bias, added to choose the experts (glm4moe), or absent */
+    brisk_weight router_b;                  /* [n_expert]: ffn_gate_inp.bias, added to the router logits (arch moe_biases), or absent */
+    const float *b_gate, *b_up, *b_down;    /* [n_expert][n_ff_exp] x2, [n_expert][d]: each expert's biases (moe_biases), or NULL */
 } brisk_experts;
 
 typedef struct brisk_layer {
@@ -89,6 +92,7 @@ typedef struct brisk_layer {
     brisk_weight wqkv;                      /* fused_qkv: [(n_head + 2 n_kv) hd][d] */
     brisk_weight bq, bk, bv, bo, bqkv;      /* optional biases, F32 */
     brisk_weight q_norm, k_norm;            /* optional: [hd] (per head) or [n_head*hd] / [n_kv*hd] (whole projection) */
+    brisk_weight attn_sinks;                /* [n_head] sink logits (arch attn_sinks), or absent */
     brisk_weight post_attn_norm;            /* [d] (BRISK_NORM_POST) */
     brisk_weight ffn_norm, ffn_norm_b;      /* [d] */
     brisk_weight w_gate, w_up, w_down;      /* [n_ff][d], [n_ff][d] (fused_up: [2 n_ff][d], no gate), [d][n_ff] */
