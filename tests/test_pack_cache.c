@@ -36,7 +36,7 @@ static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 /* the images kept as seeds (11.5 KB each): one per kind of refusal, and the valid ones */
 static const char *const seeds[] = {"valid", "truncated", "version-2", "bad-checksum", "many-entries", "data-offset", "overlapping-offsets",
                                     "misaligned", "past-end", "groups-overflow", "offset-wraps", "stale-model", "wrong-isa",
-                                    "layout-changed", "other-matrix", "identity-ino"};
+                                    "layout-changed", "other-matrix", "identity-ino", "isa-newline"};
 
 static void save_seed(const char *name, const uint8_t *buf, size_t len) {
     if (!getenv("BRISK_REGEN_PACK_CACHE_SEEDS")) return;
@@ -101,6 +101,7 @@ static void e_flip_table(uint8_t *b, size_t *n) { (void)n, b[ENTRY(1) + 20] ^= 1
 static void e_many(uint8_t *b, size_t *n) { (void)n, put64(b + 32, UINT64_MAX / 2); }
 static void e_data_offset(uint8_t *b, size_t *n) { (void)n, put64(b + 24, 256); }
 static void e_isa_unterminated(uint8_t *b, size_t *n) { (void)n, memset(b + 48, 'a', 16); }
+static void e_isa_newline(uint8_t *b, size_t *n) { (void)n, memcpy(b + 48, "avx\n512", 7); }
 static void e_overlap(uint8_t *b, size_t *n) { (void)n, put64(b + ENTRY(1) + 48, 4096); }
 static void e_misaligned(uint8_t *b, size_t *n) { (void)n, put64(b + ENTRY(1) + 48, 8192 + 64); }
 static void e_past_end(uint8_t *b, size_t *n) {   /* a second group: the entry ends past the file */
@@ -160,6 +161,7 @@ int main(void) {
     expect("many-entries", image, len, e_many, true, "table entries, more than", NULL, 0);
     expect("data-offset", image, len, e_data_offset, true, "data offset 256", NULL, 0);
     expect("isa-unterminated", image, len, e_isa_unterminated, true, "not NUL-terminated", NULL, 0);
+    expect("isa-newline", image, len, e_isa_newline, true, "byte 0x0a that is not a letter", NULL, 0);
     expect("overlapping-offsets", image, len, e_overlap, true, "overlaps", NULL, 0);
     expect("misaligned", image, len, e_misaligned, true, "misaligned", NULL, 0);
     expect("past-end", image, len, e_past_end, true, "runs past the file's 11552 bytes", NULL, 0);

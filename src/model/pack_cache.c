@@ -115,6 +115,10 @@ brisk_status brisk_pack_cache_parse(const uint8_t *buf, size_t len, brisk_pack_i
     k->layout = get_u64(buf + 40);
     memcpy(k->isa, buf + 48, sizeof k->isa);
     if (k->isa[sizeof k->isa - 1] != 0) return brisk_fail(err, BRISK_ERR_FORMAT, "has a kernel table name that is not NUL-terminated");
+    for (const char *c = k->isa; *c; c++)   /* it is printed in messages: letters, digits, '-' and '_' only */
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
+            return brisk_fail(err, BRISK_ERR_FORMAT, "has a kernel table name with a byte 0x%02x that is not a letter, digit, '-' or '_'",
+                              (unsigned)(unsigned char)*c);
     k->packed_types = get_u64(buf + 64);
     k->model_size = get_u64(buf + 72);
     k->header_hash = get_u64(buf + 80);
