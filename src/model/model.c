@@ -4,6 +4,7 @@
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -917,7 +918,16 @@ static bool pack_cache_try(brisk_model_data *m, const pack_plan *pl, const char 
                                             .cols = w->cols, .groups = (uint64_t)pl->jobs[i].groups, .group_bytes = w->packed_group_bytes};
     }
     pc->on = true;
-    if (access(pc->path, F_OK) != 0) return false;   /* absent (or unreachable: the write says why) */
+    if (access(pc->path, F_OK) != 0) {   /* absent: written after the repack, when its directory takes a file */
+        char dir[4096];
+        const char *slash = strrchr(pc->path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - pc->path) + 1 : 1, slash ? pc->path : ".");
+        if (access(dir, W_OK | X_OK) != 0) {   /* say so now, before hashing the model for a file that cannot be written */
+            pack_note(m, false, "cannot write %s: %s: %s; repacked without it", pc->path, dir, strerror(errno));
+            pc->on = false;
+        }
+        return false;
+    }
     bool changed = false;
     if (brisk_pack_cache_open(pc->path, &pc->key, m->gguf, pc->entries, (uint64_t)pl->n_jobs, &m->pack_file, &changed, &e)) {
         snprintf(pc->why, sizeof pc->why, "%s", e.msg);
