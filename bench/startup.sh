@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # startup: the whole-process wall time of `brisk run -n 1` against
 # `llama-completion -n 1 -no-cnv` on the same model file with a warm page
-# cache: load, context, a short prompt, one token, exit. Rounds alternate the
-# two (and which goes first), so load from other processes hits both alike;
-# the result is the median of the per-round ratios brisk / llama.cpp.
+# cache: load, context, a short prompt, one token, exit. Each round runs
+# brisk (repacking at load), brisk with --pack-cache (the packed layout mapped
+# from a cache file) and llama.cpp, in an order that rotates, so load from
+# other processes hits all alike; the result is the median of the per-round
+# ratios to llama.cpp. Before the rounds, one timed brisk run writes the pack
+# cache (the cold build: repack, hash the model, write and fsync the file).
 #
 #   bench/startup.sh [-m MODEL] [-r ROUNDS] [-t THREADS] [-c CTX] [-s SHAPE]
 #
@@ -24,7 +27,7 @@ ROUNDS=7 THREADS=2 CTX=4096 SHAPE=llama-3.2-1b MODEL=
 while getopts "m:r:t:c:s:" o; do
   case $o in
     m) MODEL=$OPTARG ;; r) ROUNDS=$OPTARG ;; t) THREADS=$OPTARG ;; c) CTX=$OPTARG ;; s) SHAPE=$OPTARG ;;
-    *) sed -n '2,17p' "$0"; exit 2 ;;
+    *) sed -n '2,20p' "$0"; exit 2 ;;
   esac
 done
 [ -x "$BRISK" ] || { echo "startup: $BRISK not built (run make build, or set BRISK=path/to/brisk)" >&2; exit 1; }
@@ -47,6 +50,7 @@ PROMPT="The quick brown fox jumps over the lazy dog. Once upon a time"
 
 now() { date +%s%N; }
 run_brisk() { "$BRISK" run -m "$MODEL" -p "$PROMPT" -n 1 -t "$THREADS" -c "$CTX" --temp 0 >/dev/null 2>"$OUT/brisk.err"; }
+run_cached() { "$BRISK" run -m "$MODEL" -p "$PROMPT" -n 1 -t "$THREADS" -c "$CTX" --temp 0 --pack-cache "$OUT/pack" >/dev/null 2>"$OUT/brisk.err"; }
 run_peer() { "$PEER/llama-completion" -m "$MODEL" -p "$PROMPT" -n 1 -t "$THREADS" -c "$CTX" --temp 0 -no-cnv >/dev/null 2>"$OUT/peer.err" </dev/null; }
 timed() {   # prints the wall seconds of "$@"
   local t0 t1
@@ -61,17 +65,26 @@ echo "# brisk $(git -C "$ROOT" rev-parse --short HEAD)$(git -C "$ROOT" diff --qu
 echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$MODEL" >/dev/null   # the page cache holds the file: a warm start
 run_brisk; run_peer       # one untimed round each (the binaries and libraries into the cache too)
-echo "| round | brisk s | brisk load ms | llama.cpp s | ratio |"
-echo "| ---: | ---: | ---: | ---: | ---: |"
-: >"$OUT/ratios"; : >"$OUT/b"; : >"$OUT/p"
+mkdir -p "$OUT/pack"
+cold=$(timed run_cached)
+echo "# cold build of the pack cache (repack, model hash, write, fsync): $cold s; $(grep -o 'pack cache: .*' "$OUT/brisk.err")"
+run_cached; grep -q 'pack cache: used' "$OUT/brisk.err" || { echo "startup: the pack cache was not used:" >&2; cat "$OUT/brisk.err" >&2; exit 1; }
+echo "| round | brisk s | brisk load ms | brisk --pack-cache s | its load ms | llama.cpp s | brisk / llama.cpp | cached / llama.cpp |"
+echo "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+: >"$OUT/ratios"; : >"$OUT/cratios"; : >"$OUT/b"; : >"$OUT/k"; : >"$OUT/p"
+loadms() { sed -n 's/.*brisk run: load \([0-9.]*\) ms.*/\1/p' "$OUT/brisk.err"; }
 for r in $(seq 1 "$ROUNDS"); do
-  if [ $((r % 2)) = 1 ]; then b=$(timed run_brisk); p=$(timed run_peer)
-  else p=$(timed run_peer); b=$(timed run_brisk); fi
-  load=$(sed -n 's/.*brisk run: load \([0-9.]*\) ms.*/\1/p' "$OUT/brisk.err")
+  case $((r % 3)) in
+    1) b=$(timed run_brisk); bl=$(loadms); k=$(timed run_cached); kl=$(loadms); p=$(timed run_peer) ;;
+    2) p=$(timed run_peer); b=$(timed run_brisk); bl=$(loadms); k=$(timed run_cached); kl=$(loadms) ;;
+    0) k=$(timed run_cached); kl=$(loadms); p=$(timed run_peer); b=$(timed run_brisk); bl=$(loadms) ;;
+  esac
   ratio=$(awk -v b="$b" -v p="$p" 'BEGIN { printf "%.3f\n", b / p }')
-  echo "$ratio" >>"$OUT/ratios"; echo "$b" >>"$OUT/b"; echo "$p" >>"$OUT/p"
-  echo "| $r | $b | $load | $p | $ratio |"
+  cratio=$(awk -v b="$k" -v p="$p" 'BEGIN { printf "%.3f\n", b / p }')
+  echo "$ratio" >>"$OUT/ratios"; echo "$cratio" >>"$OUT/cratios"; echo "$b" >>"$OUT/b"; echo "$k" >>"$OUT/k"; echo "$p" >>"$OUT/p"
+  echo "| $r | $b | $bl | $k | $kl | $p | $ratio | $cratio |"
 done
 median() { sort -n "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 echo "# load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "median: brisk $(median "$OUT/b") s, llama.cpp $(median "$OUT/p") s, ratio of each round's times (brisk / llama.cpp): **$(median "$OUT/ratios")**"
+echo "median: brisk $(median "$OUT/b") s, brisk --pack-cache $(median "$OUT/k") s, llama.cpp $(median "$OUT/p") s"
+echo "median of each round's ratio: brisk / llama.cpp **$(median "$OUT/ratios")**, brisk --pack-cache / llama.cpp **$(median "$OUT/cratios")**"

@@ -63,6 +63,11 @@ typedef struct brisk_model_info {
     int32_t n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_ctx_train;
     uint64_t n_params;
     size_t weight_bytes;       /* bytes of tensor data mapped */
+    /* With BRISK_PACK_CACHE set (off by default: "auto" = a file beside the model, or a
+     * directory), one line on what the packed-layout cache did at load ("used PATH (N MiB)",
+     * "wrote PATH ...", "PATH refused (why); repacked and rewrote it"); NULL when it is off.
+     * A cache problem is never a load error. Borrowed, valid while the model lives. */
+    const char *pack_cache;
 } brisk_model_info;
 void brisk_model_get_info(const brisk_model *m, brisk_model_info *out);
 

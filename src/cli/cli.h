@@ -93,6 +93,8 @@ typedef enum cli_opt_id {
     CLI_O_SYNTH_VOCAB,
     /* KV retention policies (kv_flags.c; perplexity) */
     CLI_O_KV_POLICY, CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW,
+    /* the packed-layout cache (common.c: cli_pack_cache) */
+    CLI_O_PACK_CACHE,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -286,6 +288,12 @@ typedef struct cli_eog {
 brisk_status cli_eog_init(cli_eog *e, const brisk_model *m, int32_t n_vocab, brisk_error *err);
 const float *cli_eog_mask(cli_eog *e, const float *logits);
 void cli_eog_free(cli_eog *e);
+
+/* --pack-cache auto|off|DIR: sets BRISK_PACK_CACHE for the model load (the library reads it);
+ * 0, or the usage error's exit code (DIR must be a directory). After the load,
+ * cli_note_pack_cache prints "brisk <cmd>: pack cache: <what it did>" when the cache is on. */
+int cli_pack_cache(const cli_args *a);
+void cli_note_pack_cache(const char *cmd, const brisk_model *m);
 
 /* Exit status for a failed library call: 1 (runtime). */
 int cli_fail(const char *cmd, const brisk_error *err);

@@ -39,7 +39,7 @@ static const cli_use bb_uses[] = {
     {.id = CLI_O_BATCH, .def = "2048", .help = "logical batch: tokens submitted per decode call (split into -ub passes)"},
     {.id = CLI_O_UBATCH}, {.id = CLI_O_NPP}, {.id = CLI_O_NTG}, {.id = CLI_O_NPL}, {.id = CLI_O_PPS},
     {.id = CLI_O_THREADS}, {.id = CLI_O_BB_FORMAT}, {.id = CLI_O_VERBOSE, .help = "accepted (the memory plan is always printed)"},
-    {.id = CLI_O_NGL}, {.id = CLI_O_BB_SPEC}, {.id = CLI_O_END},
+    {.id = CLI_O_NGL}, {.id = CLI_O_BB_SPEC}, {.id = CLI_O_PACK_CACHE}, {.id = CLI_O_END},
 };
 
 static const cli_spec bb_spec = {
@@ -186,8 +186,10 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
     bool ok = parse_list("-npp", a.s[CLI_O_NPP], 1, 1 << 20, npp, &n_pp, MAXL) && parse_list("-ntg", a.s[CLI_O_NTG], 0, 1 << 20, ntg, &n_tg, MAXL) &&
               parse_list("-npl", a.s[CLI_O_NPL], 1, 4096, npl, &n_pl, MAXL);
     cli_note_ngl(&a);
+    const int pack_rc = ok ? cli_pack_cache(&a) : 0;
     cli_args_free(&a);
     if (!ok) return CLI_EXIT_USAGE;
+    if (pack_rc) return pack_rc;
     if (!model_path) return cli_usage("batched-bench", "-m MODEL is required (see brisk batched-bench --help)");
     if (n_kv_max < 1) return cli_usage("batched-bench", "-c: the total KV cells must be at least 1");
 
@@ -198,6 +200,7 @@ int brisk_cmd_batched_bench(int argc, char **argv) {
     uint8_t *want = NULL;
     int rc = CLI_EXIT_RUNTIME;
     if (brisk_model_load(model_path, &model, &err)) return cli_fail("batched-bench", &err);
+    cli_note_pack_cache("batched-bench", model);
     brisk_model_info mi;
     brisk_model_get_info(model, &mi);
     int32_t max_pl = 1;

@@ -33,6 +33,7 @@ static const cli_use bench_uses[] = {
     {.id = CLI_O_BENCH_N_DEPTH}, {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
     {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
 
@@ -283,7 +284,9 @@ int brisk_cmd_bench(int argc, char **argv) {
         cli_args_free(&a);
         return 1;
     }
+    const int pack_rc = cli_pack_cache(&a);
     cli_args_free(&a);
+    if (pack_rc) return pack_rc;
     if (!model_path) {
         fprintf(stderr, "brisk bench: -m MODEL is required (see brisk bench --help)\n");
         return CLI_EXIT_USAGE;
@@ -294,6 +297,7 @@ int brisk_cmd_bench(int argc, char **argv) {
         fprintf(stderr, "brisk bench: %s\n", err.msg);
         return 1;
     }
+    cli_note_pack_cache("bench", model);
     brisk_model_info mi;
     brisk_model_get_info(model, &mi);
     brisk_context_params cp = brisk_context_default_params();

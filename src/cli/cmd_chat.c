@@ -33,6 +33,7 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
 
@@ -298,6 +299,8 @@ int brisk_cmd_chat(int argc, char **argv) {
     size_t first_len = 0;
     uint8_t *first_file = NULL;
     if (!model_path) { rc = cli_usage(C, "-m MODEL is required (see brisk chat --help)"); goto out_args; }
+    if ((rc = cli_pack_cache(&a)) != 0) goto out_args;
+    rc = CLI_EXIT_USAGE;
     if (a.s[CLI_O_PROMPT] && a.s[CLI_O_FILE]) { rc = cli_usage(C, "give at most one of -p PROMPT or -f FILE"); goto out_args; }
     if (a.i[CLI_O_IGNORE_EOS] && cli_constraint_given(&a)) {
         rc = cli_usage(C, "--ignore-eos is not available with a constraint (it ends with an end-of-generation token)");
@@ -345,6 +348,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     }
     if (cli_stop_init(&c.stop, &a, &err)) goto fail;
     if (brisk_model_load(model_path, &c.model, &err)) goto fail;
+    cli_note_pack_cache(C, c.model);
     const char *tpl_src;
     if (tpl_path) {
         if (cli_read_input(tpl_path, a.given[CLI_O_CHAT_TEMPLATE], max_input, &tpl_file, &tpl_len, &err)) goto fail;

@@ -13,6 +13,7 @@ static const cli_use logits_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_TOKENS}, {.id = CLI_O_OUTPUT, .help = "output logits, float32 little-endian: written "
                                                           "beside the target and renamed into place; '-' = stdout"},
     {.id = CLI_O_THREADS}, {.id = CLI_O_BATCH}, {.id = CLI_O_MAX_INPUT}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
+    {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
 
@@ -38,6 +39,11 @@ int brisk_cmd_logits(int argc, char **argv) {
         cli_args_free(&a);
         return cli_usage(C, "-m, --tokens and -o are required (see brisk logits --help)");
     }
+    const int pack_rc = cli_pack_cache(&a);
+    if (pack_rc) {
+        cli_args_free(&a);
+        return pack_rc;
+    }
     cli_note_ngl(&a);
     brisk_error err = {0};
     int rc = CLI_EXIT_RUNTIME;
@@ -62,6 +68,7 @@ int brisk_cmd_logits(int argc, char **argv) {
     raw = NULL;
 
     if (brisk_model_load(model_path, &model, &err)) goto fail;
+    cli_note_pack_cache(C, model);
     brisk_model_info info;
     brisk_model_get_info(model, &info);
     for (int32_t i = 0; i < n; i++)

@@ -19,6 +19,7 @@ static const cli_use ppl_uses[] = {
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW},
     {.id = CLI_O_UBATCH, .def_help = "64 with --kv-policy, else the batch"},
     {.id = CLI_O_SEED, .def = "0", .help = "the seed of --kv-policy random's choice"},
+    {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
 
@@ -174,6 +175,11 @@ int brisk_cmd_perplexity(int argc, char **argv) {
         cli_args_free(&a);
         return cli_usage(C, "-m MODEL and -f TEXT are required (see brisk perplexity --help)");
     }
+    const int pack_rc = cli_pack_cache(&a);
+    if (pack_rc) {
+        cli_args_free(&a);
+        return pack_rc;
+    }
     if (n_ctx != 0 && n_ctx < 4) {
         cli_args_free(&a);
         return cli_usage(C, "-c: a chunk of %lld tokens is too short to score; give at least 4", (long long)n_ctx);
@@ -203,6 +209,7 @@ int brisk_cmd_perplexity(int argc, char **argv) {
         if (text_len && text[text_len - 1] == '\n') text_len--;
     }
     if (brisk_model_load(model_path, &model, &err)) goto fail;
+    cli_note_pack_cache(C, model);
     brisk_model_info info;
     brisk_model_get_info(model, &info);
     if (kld_mode) {

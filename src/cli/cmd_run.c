@@ -39,6 +39,7 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
 
@@ -196,6 +197,8 @@ int brisk_cmd_run(int argc, char **argv) {
     const brisk_spec_mode spec_mode = modes[a.i[CLI_O_SPEC]];
     int rc = CLI_EXIT_USAGE;
     if (!model_path) { rc = cli_usage(C, "-m MODEL is required (see brisk run --help)"); goto out_args; }
+    if ((rc = cli_pack_cache(&a)) != 0) goto out_args;
+    rc = CLI_EXIT_USAGE;
     if (!prompt_arg == !prompt_file) { rc = cli_usage(C, "give exactly one of -p PROMPT or -f FILE"); goto out_args; }
     if (spec_mode == BRISK_SPEC_DRAFT && !draft_path) { rc = cli_usage(C, "--spec draft needs -md DRAFT_MODEL"); goto out_args; }
     if (draft_path && spec_mode != BRISK_SPEC_DRAFT && spec_mode != BRISK_SPEC_AUTO) {
@@ -269,6 +272,7 @@ int brisk_cmd_run(int argc, char **argv) {
     struct timespec t0, t1, t2, t3;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     if (brisk_model_load(model_path, &model, &err)) goto fail;
+    cli_note_pack_cache(C, model);
     if (draft_path && brisk_model_load(draft_path, &draft, &err)) goto fail;
     brisk_model_info info;
     brisk_model_get_info(model, &info);

@@ -65,6 +65,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_MAX_INPUT, .help = "largest --chat-template file, in bytes (K, M, G suffixes)"},
     {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
 
@@ -181,6 +182,8 @@ int brisk_cmd_serve(int argc, char **argv) {
         rc = cli_usage(C, "-m MODEL is required (see brisk serve --help)");
         goto out;
     }
+    if ((rc = cli_pack_cache(&a)) != 0) goto out;
+    rc = CLI_EXIT_USAGE;
     if (a.s[CLI_O_API_KEY] && !a.s[CLI_O_API_KEY][0]) {
         rc = cli_usage(C, "%s: an empty key", a.given[CLI_O_API_KEY]);
         goto out;
@@ -228,6 +231,7 @@ int brisk_cmd_serve(int argc, char **argv) {
     const double t_load = now_s();
     fprintf(stderr, "brisk serve: loading %s\n", model_path);
     if (brisk_model_load(model_path, &model, &err)) goto fail;
+    cli_note_pack_cache(C, model);
     size_t tpl_len = 0;
     const char *tpl_src = NULL;
     if (a.s[CLI_O_CHAT_TEMPLATE]) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int32_t cli_threads(const cli_args *a) {
     if (a->set[CLI_O_THREADS]) return (int32_t)a->i[CLI_O_THREADS];
@@ -183,4 +184,22 @@ void cli_eog_free(cli_eog *e) {
     free(e->logits);
     free(e->ids);
     *e = (cli_eog){0};
+}
+
+/* ---- --pack-cache ---------------------------------------------------------------------- */
+
+int cli_pack_cache(const cli_args *a) {
+    if (!a->set[CLI_O_PACK_CACHE]) return 0;
+    const char *v = a->s[CLI_O_PACK_CACHE];
+    struct stat st;
+    if (strcmp(v, "auto") && strcmp(v, "off") && (stat(v, &st) != 0 || !S_ISDIR(st.st_mode)))
+        return cli_usage(a->spec->name, "%s %s: not a directory (give auto, off or an existing directory)", a->given[CLI_O_PACK_CACHE], v);
+    if (setenv("BRISK_PACK_CACHE", v, 1) != 0) return cli_usage(a->spec->name, "%s: cannot set BRISK_PACK_CACHE", a->given[CLI_O_PACK_CACHE]);
+    return 0;
+}
+
+void cli_note_pack_cache(const char *cmd, const brisk_model *m) {
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    if (info.pack_cache) fprintf(stderr, "brisk %s: pack cache: %s\n", cmd, info.pack_cache);
 }

@@ -239,6 +239,12 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_ISA] = {{"--isa"}, .type = CLI_T_STR, .meta = "NAME",
                    .help = "kernel table to run: ref, avx2, avx2-vnni, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
                            "one this CPU lacks is refused); default: the best this CPU runs"},
+    [CLI_O_PACK_CACHE] = {{"--pack-cache"}, .type = CLI_T_STR, .meta = "auto|off|DIR",
+                          .def_help = "$BRISK_PACK_CACHE, else off",
+                          .help = "keep the weights' packed-GEMM layout in a cache file and map it at later loads instead of "
+                                  "repacking (faster start-up; the file is about the model's size): auto = beside the model "
+                                  "(MODEL.ISA.brisk-pack), DIR = in that directory; a stale or foreign cache is refused and "
+                                  "rewritten (docs/PERFORMANCE.md)"},
 
     [CLI_O_HOST] = {{"--host"}, .type = CLI_T_STR, .meta = "ADDR", .def = "127.0.0.1",
                     .help = "address to listen on (an IPv4 or IPv6 address or a host name; 0.0.0.0 exposes the server)"},

@@ -32,7 +32,7 @@ brisk_status brisk_model_load(const char *path, brisk_model **out, brisk_error *
         brisk_error_prefix(err, "%s", path);
         goto fail;
     }
-    if ((st = brisk_model_data_load(g, &m->data, err))) {
+    if ((st = brisk_model_data_load_file(g, path, &m->data, err))) {
         brisk_error_prefix(err, "%s", path);
         goto fail;
     }
@@ -59,7 +59,8 @@ void brisk_model_get_info(const brisk_model *m, brisk_model_info *out) {
     const brisk_hparams *hp = &m->data->hp;
     *out = (brisk_model_info){.arch = hp->arch_name, .n_vocab = hp->n_vocab, .n_vocab_tokens = brisk_vocab_size(m->vocab), .n_embd = hp->n_embd, .n_layer = hp->n_layer,
                               .n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim, .n_ff = hp->n_ff,
-                              .n_ctx_train = hp->n_ctx_train, .n_params = m->data->n_params, .weight_bytes = m->data->weight_bytes};
+                              .n_ctx_train = hp->n_ctx_train, .n_params = m->data->n_params, .weight_bytes = m->data->weight_bytes,
+                              .pack_cache = m->data->pack_cache_note[0] ? m->data->pack_cache_note : NULL};
 }
 
 /* ---- vocabulary ------------------------------------------------------------------------------ */

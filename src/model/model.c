@@ -4,7 +4,9 @@
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -844,14 +846,30 @@ static void pack_worker(void *ctx, int ith, int nth) {
     }
 }
 
-/* Allocate w's packed copy when the CPU's packed-GEMM table takes its type;
- * the rows are written later by pack_worker. */
-static brisk_status pack_alloc(brisk_weight *w, pack_plan *pl, brisk_error *err) {
+/* Plan w's packed copy when the CPU's packed-GEMM table takes its type: the
+ * job and its chunks; the copy is allocated by pack_alloc (or mapped from the
+ * pack cache) and its rows written later by pack_worker. */
+static void pack_plan_add(brisk_weight *w, pack_plan *pl) {
     const brisk_gemm_kernels *g = brisk_gemm_best();
-    if (!g || !g->gemm[w->type] || !brisk_pack_supported(w->type) || w->rows < BRISK_GEMM_ROWS) return BRISK_OK;
+    if (!g || !g->gemm[w->type] || !brisk_pack_supported(w->type) || w->rows < BRISK_GEMM_ROWS) return;
     const int64_t groups = w->rows / BRISK_GEMM_ROWS;
-    const size_t gbytes = brisk_pack_group_bytes(w->type, w->cols), pbytes = (size_t)groups * gbytes;
-    if (gbytes == 0) return BRISK_OK;   /* a width this type's layout cannot pack (F16: cols % 16) */
+    const size_t gbytes = brisk_pack_group_bytes(w->type, w->cols);
+    if (gbytes == 0) return;   /* a width this type's layout cannot pack (F16: cols % 16) */
+    w->packed_group_bytes = gbytes;
+    pack_job *job = &pl->jobs[pl->n_jobs++];
+    job->w = w;
+    job->groups = groups;
+    job->first_chunk = pl->n_chunks;
+    job->src_group_bytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes;
+    const int64_t chunks = (groups + PACK_CHUNK_GROUPS - 1) / PACK_CHUNK_GROUPS;
+    atomic_init(&job->chunks_left, chunks);
+    pl->n_chunks += chunks;
+}
+
+/* Allocate a planned job's packed copy. */
+static brisk_status pack_alloc(pack_job *job, brisk_error *err) {
+    brisk_weight *w = job->w;
+    const size_t pbytes = (size_t)job->groups * w->packed_group_bytes;
     /* Copies of 2 MiB or more start on a 2 MiB boundary and ask for transparent huge pages
      * (THP is often in "madvise" mode) before the first write: decode streams every weight
      * once per token, and 4 KiB pages cost a TLB miss per page. Only whole 2 MiB pages inside
@@ -862,15 +880,6 @@ static brisk_status pack_alloc(brisk_weight *w, pack_plan *pl, brisk_error *err)
                               (long long)w->cols);
     if (pbytes >= huge) madvise(p, pbytes / huge * huge, MADV_HUGEPAGE);   /* advice only: failure is harmless */
     w->packed = p;
-    w->packed_group_bytes = gbytes;
-    pack_job *job = &pl->jobs[pl->n_jobs++];
-    job->w = w;
-    job->groups = groups;
-    job->first_chunk = pl->n_chunks;
-    job->src_group_bytes = (size_t)BRISK_GEMM_ROWS * w->row_bytes;
-    const int64_t chunks = (groups + PACK_CHUNK_GROUPS - 1) / PACK_CHUNK_GROUPS;
-    atomic_init(&job->chunks_left, chunks);
-    pl->n_chunks += chunks;
     return BRISK_OK;
 }
 
@@ -902,23 +911,139 @@ static brisk_status pack_parallel_min_bytes(double *out, brisk_error *err) {
     return BRISK_OK;
 }
 
-static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
+/* ---- the packed-layout cache ($BRISK_PACK_CACHE; format and checks in pack_cache.c) ----
+ * A cache that matches this model, build and kernel table gives the packed
+ * copies as a read-only mapping of its file; anything else (absent, stale,
+ * foreign, corrupt) is a note, a repack, and a rewrite of the cache. */
+typedef struct pack_cache_use {
+    bool on;
+    char path[4096];
+    char why[700];            /* why the file there was refused; "" when it was absent */
+    brisk_pack_key key;
+    brisk_pack_entry *entries;
+} pack_cache_use;
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }   /* notes print %.1f */
+
+/* Set (append = false) or extend the model's pack-cache note; a long path is cut, never overrun. */
+static void pack_note(brisk_model_data *m, bool append, const char *fmt, ...) BRISK_PRINTF(3, 4);
+static void pack_note(brisk_model_data *m, bool append, const char *fmt, ...) {
+    const size_t at = append ? strlen(m->pack_cache_note) : 0;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->pack_cache_note + at, sizeof m->pack_cache_note - at, fmt, ap);
+    va_end(ap);
+}
+
+/* Map the cache when it matches; false (with pc->on when one should be written) otherwise. */
+static bool pack_cache_try(brisk_model_data *m, const pack_plan *pl, const char *model_path, pack_cache_use *pc) {
+    const brisk_gemm_kernels *gk = brisk_gemm_best();
+    if (!brisk_pack_cache_path(model_path, gk ? gk->isa : "ref", m->header_hash, pc->path, sizeof pc->path)) {
+        const char *env = getenv("BRISK_PACK_CACHE");
+        if (env && *env && strcmp(env, "off")) pack_note(m, false, "not used: the cache's path for %s is too long", model_path);
+        return false;
+    }
+    if (pl->n_jobs == 0) {
+        pack_note(m, false, "not used: the %s kernels pack none of this model's weights", brisk_kernels_best()->isa);
+        return false;
+    }
+    if (m->gguf->n_files > 1) {
+        pack_note(m, false, "not used: split models are not cached");
+        return false;
+    }
+    brisk_error e = {0};
+    if (brisk_pack_cache_key(model_path, m->gguf, &pc->key, &e)) {
+        pack_note(m, false, "not used: %s", e.msg);
+        return false;
+    }
+    if (!(pc->entries = calloc((size_t)pl->n_jobs, sizeof *pc->entries))) {
+        pack_note(m, false, "not used: out of memory");
+        return false;
+    }
+    for (int i = 0; i < pl->n_jobs; i++) {
+        const brisk_weight *w = pl->jobs[i].w;
+        pc->entries[i] = (brisk_pack_entry){.src_offset = (uint64_t)((const uint8_t *)w->data - m->gguf->buf), .type = w->type, .rows = w->rows,
+                                            .cols = w->cols, .groups = (uint64_t)pl->jobs[i].groups, .group_bytes = w->packed_group_bytes};
+    }
+    pc->on = true;
+    if (access(pc->path, F_OK) != 0) {   /* absent: written after the repack, when its directory takes a file */
+        char dir[4096];
+        const char *slash = strrchr(pc->path, '/');
+        snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - pc->path) + 1 : 1, slash ? pc->path : ".");
+        if (access(dir, W_OK | X_OK) != 0) {   /* say so now, before hashing the model for a file that cannot be written */
+            pack_note(m, false, "cannot write %s: %s: %s; repacked without it", pc->path, dir, strerror(errno));
+            pc->on = false;
+        }
+        return false;
+    }
+    bool changed = false;
+    if (brisk_pack_cache_open(pc->path, &pc->key, m->gguf, pc->entries, (uint64_t)pl->n_jobs, &m->pack_file, &changed, &e)) {
+        snprintf(pc->why, sizeof pc->why, "%s", e.msg);
+        return false;
+    }
+    if (!(m->pack_cached = calloc((size_t)pl->n_jobs, sizeof *m->pack_cached))) {
+        brisk_pack_cache_close(&m->pack_file);
+        snprintf(pc->why, sizeof pc->why, "out of memory");
+        return false;
+    }
+    const void **data = changed ? calloc((size_t)pl->n_jobs, sizeof *data) : NULL;
+    for (int i = 0; i < pl->n_jobs; i++) {
+        m->pack_cached[i] = pl->jobs[i].w;
+        pl->jobs[i].w->packed = (void *)(m->pack_file.data + pc->entries[i].offset);
+        if (data) data[i] = pl->jobs[i].w->packed;
+    }
+    m->n_pack_cached = (size_t)pl->n_jobs;
+    pack_note(m, false, "used %s (%.1f MiB)", pc->path, mib(m->packed_bytes));
+    if (changed) {   /* the model file is another inode or was touched, with the same data: record it */
+        if (!data || brisk_pack_cache_write(pc->path, &pc->key, m->gguf, pc->entries, data, (uint64_t)pl->n_jobs, &e))
+            pack_note(m, true, " after hashing the model's data (its file identity changed; rewriting the cache failed: %s)",
+                     data ? e.msg : "out of memory");
+        else pack_note(m, true, " after hashing the model's data (its file identity changed; the cache now records the new one)");
+    }
+    free(data);
+    return true;
+}
+
+/* Write the freshly packed copies to the cache; the outcome goes to the note. */
+static void pack_cache_store(brisk_model_data *m, const pack_plan *pl, pack_cache_use *pc) {
+    const void **data = calloc((size_t)pl->n_jobs, sizeof *data);
+    brisk_error e = {0};
+    for (int i = 0; data && i < pl->n_jobs; i++) data[i] = pl->jobs[i].w->packed;
+    const brisk_status st = data ? brisk_pack_cache_write(pc->path, &pc->key, m->gguf, pc->entries, data, (uint64_t)pl->n_jobs, &e)
+                                 : brisk_fail(&e, BRISK_ERR_NOMEM, "out of memory");
+    free(data);
+    if (pc->why[0] && !st) pack_note(m, false, "%s refused (%s); repacked and rewrote it", pc->path, pc->why);
+    else if (pc->why[0]) pack_note(m, false, "%s refused (%s); repacked (rewriting it failed: %s)", pc->path, pc->why, e.msg);
+    else if (!st) pack_note(m, false, "wrote %s (%.1f MiB; later loads map it instead of repacking)", pc->path, mib(m->packed_bytes));
+    else pack_note(m, false, "cannot write %s: %s; repacked without it", pc->path, e.msg);
+}
+
+static brisk_status pack_weights(brisk_model_data *m, const char *model_path, brisk_error *err) {
     brisk_status st = BRISK_OK;
     pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * ((size_t)PACK_PER_LAYER + 3 * (size_t)m->hp.n_expert) + 1, sizeof(pack_job))};
     if (!pl.jobs) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory planning the repack");
-    for (int il = 0; il < m->hp.n_layer && !st; il++) {
+    for (int il = 0; il < m->hp.n_layer; il++) {
         brisk_layer *L = &m->w.layers[il];
         brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
                               &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down};
         _Static_assert(sizeof ws / sizeof ws[0] <= PACK_PER_LAYER, "pl.jobs holds PACK_PER_LAYER matrices per layer");
-        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws) && !st; i++)
-            if (ws[i]->data) st = pack_alloc(ws[i], &pl, err);
-        for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert && !st; e++)   /* gate, up, down of every expert */
-            st = pack_alloc(&L->moe.gate[e], &pl, err);
+        for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
+            if (ws[i]->data) pack_plan_add(ws[i], &pl);
+        for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++)   /* gate, up, down of every expert */
+            pack_plan_add(&L->moe.gate[e], &pl);
     }
-    if (!st) st = pack_alloc(&m->w.output, &pl, err);
-    /* on failure the copies allocated so far are freed with the model (brisk_model_data_free) */
+    pack_plan_add(&m->w.output, &pl);
     for (int i = 0; i < pl.n_jobs; i++) m->packed_bytes += (size_t)pl.jobs[i].groups * pl.jobs[i].w->packed_group_bytes;
+    pack_cache_use pc = {0};
+    if (model_path && pack_cache_try(m, &pl, model_path, &pc)) {
+        free(pc.entries);
+        free(pl.jobs);
+        return BRISK_OK;
+    }
+    /* the data hash the cache records, taken before packing drops the canonical pages */
+    if (pc.on && !pc.key.data_hash) pc.key.data_hash = brisk_gguf_data_hash(m->gguf);
+    for (int i = 0; i < pl.n_jobs && !st; i++) st = pack_alloc(&pl.jobs[i], err);
+    /* on failure the copies allocated so far are freed with the model (brisk_model_data_free) */
     double min_bytes = 0.0;
     if (!st && pl.n_chunks > 0 && (st = pack_parallel_min_bytes(&min_bytes, err)) == BRISK_OK) {
         atomic_init(&pl.next_chunk, 0);
@@ -931,11 +1056,17 @@ static brisk_status pack_weights(brisk_model_data *m, brisk_error *err) {
             brisk_pool_release(pool);
         }
     }
+    if (!st && pc.on) pack_cache_store(m, &pl, &pc);
+    free(pc.entries);
     free(pl.jobs);
     return st;
 }
 
 brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_error *err) {
+    return brisk_model_data_load_file(g, NULL, out, err);
+}
+
+brisk_status brisk_model_data_load_file(brisk_gguf *g, const char *path, brisk_model_data **out, brisk_error *err) {
     *out = NULL;
     brisk_model_data *m = calloc(1, sizeof *m);
     if (!m) {
@@ -1003,7 +1134,7 @@ brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_
         for (const char *const *u = hp->ai->unused_heads; *u; u++) (void)find_tensor(&b, *u);
     accept_nextn_blocks(&b);
     if ((st = check_all_used(&b, err))) goto fail;
-    if ((st = pack_weights(m, err))) goto fail;
+    if ((st = pack_weights(m, path, err))) goto fail;
     free(b.used);
     *out = m;
     return BRISK_OK;
@@ -1015,6 +1146,11 @@ fail:
 
 void brisk_model_data_free(brisk_model_data *m) {
     if (!m) return;
+    if (m->pack_file.data) {   /* copies mapped from the pack cache: the mapping goes as a whole */
+        for (size_t i = 0; i < m->n_pack_cached; i++) m->pack_cached[i]->packed = NULL;
+        brisk_pack_cache_close(&m->pack_file);
+    }
+    free(m->pack_cached);
     if (m->w.layers)
         for (int il = 0; il < m->hp.n_layer; il++) {
             brisk_layer *L = &m->w.layers[il];

@@ -10,6 +10,7 @@
 #include "base/base.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
+#include "model/pack_cache.h"
 #include "ops/ops.h"
 
 typedef struct brisk_hparams {
@@ -125,11 +126,21 @@ typedef struct brisk_model_data {
     /* brisk_gguf_header_hash of the file (header, metadata, tensor table,
      * size), taken at load: KV-state files record it (src/engine/state.c) */
     uint64_t header_hash;
+    /* The packed-layout cache ($BRISK_PACK_CACHE, pack_cache.h). While its file is mapped, the
+     * packed copies of the pack_cached weights point into the mapping (not freed one by one). */
+    brisk_pack_file pack_file;
+    brisk_weight **pack_cached;
+    size_t n_pack_cached;
+    char pack_cache_note[1024];   /* one line on what the cache did ("used PATH ..."); "" when it is off */
 } brisk_model_data;
 
 /* Read hyperparameters and bind every tensor, validating shapes and types.
  * Takes ownership of g (closed by brisk_model_data_free, even on failure). */
 brisk_status brisk_model_data_load(brisk_gguf *g, brisk_model_data **out, brisk_error *err);
+/* The same for the file at path (g opened from it): with $BRISK_PACK_CACHE set, the packed
+ * copies come from (or go to) the pack cache of that file; any problem with the cache is a
+ * note in pack_cache_note and a repack, never a failed load. */
+brisk_status brisk_model_data_load_file(brisk_gguf *g, const char *path, brisk_model_data **out, brisk_error *err);
 void brisk_model_data_free(brisk_model_data *m);
 
 #endif
