@@ -873,6 +873,18 @@ DEFINE_GEMM(gemm_q5_k, q5_k_tile, Q5_K_TT, BRISK_QK_K)
  * GMAC/s; T=2: 63-66 vs 56-57; T=24: 89-91 vs 76), so avx2-vnni decodes one token as avx2. */
 #define Q6_VNNI(tt) (AVX2_GEMM_VNNI && (tt) >= 2)
 
+/* The 6-bit values (0..63) of chunks 16x + k, x = 0..3, for 8 rows: the low and high nibbles of
+ * the two ql lines at la and lb, each with its 2 bits of the qh line at lh. */
+INL void q6_values(const uint8_t *la, const uint8_t *lb, const uint8_t *lh, __m256i w[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    const __m256i lA = _mm256_loadu_si256((const __m256i *)la), lB = _mm256_loadu_si256((const __m256i *)lb);
+    const __m256i H = _mm256_loadu_si256((const __m256i *)lh);
+    w[0] = _mm256_or_si256(_mm256_and_si256(lA, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
+    w[1] = _mm256_or_si256(_mm256_and_si256(lB, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
+    w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lA, 4), m4), _mm256_and_si256(H, m30));
+    w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lB, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+}
+
 INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
                    int64_t os, int tt, int h0, int nh, bool pf) {
     (void)sums, (void)ss;
@@ -883,7 +895,6 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
         for (int t = 0; t < tt; t++)
             #pragma GCC unroll 8
             for (int m = 0; m < 8; m++) acc[hh][t][m] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
         prefetch_ahead(blk, 288, pf, tt <= 2);   /* the value lines one by one with their loads */
@@ -910,14 +921,8 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                     prefetch_ahead(la, 64, pf && hh == 0, tt <= 2);
                     prefetch_ahead(lb, 64, pf && hh == 0, tt <= 2);
                     prefetch_ahead(lh, 64, pf && hh == 0, tt <= 2);
-                    const __m256i lA = _mm256_loadu_si256((const __m256i *)(la + 32 * h));
-                    const __m256i lB = _mm256_loadu_si256((const __m256i *)(lb + 32 * h));
-                    const __m256i H = _mm256_loadu_si256((const __m256i *)(lh + 32 * h));
                     __m256i w[4];
-                    w[0] = _mm256_or_si256(_mm256_and_si256(lA, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
-                    w[1] = _mm256_or_si256(_mm256_and_si256(lB, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
-                    w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lA, 4), m4), _mm256_and_si256(H, m30));
-                    w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lB, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                    q6_values(la + 32 * h, lb + 32 * h, lh + 32 * h, w);
                     #pragma GCC unroll 4
                     for (int x = 0; x < 4; x++) {
                         const int j = 2 * (2 * x + k / 8) + (m >= 4);   /* chunk 16x + k */
@@ -965,7 +970,7 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
     for (int h = 0; h < 2; h++)
         #pragma GCC unroll 8
         for (int m = 0; m < 8; m++) acc[h][m] = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), lo16 = _mm256_set1_epi32(0xffff);
+    const __m256i lo16 = _mm256_set1_epi32(0xffff);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
@@ -995,14 +1000,8 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
                     prefetch_ahead(lh, 64, pf, true);
                     #pragma GCC unroll 2
                     for (int h = 0; h < 2; h++) {
-                        const __m256i lA = _mm256_loadu_si256((const __m256i *)(la + 32 * h));
-                        const __m256i lB = _mm256_loadu_si256((const __m256i *)(lb + 32 * h));
-                        const __m256i H = _mm256_loadu_si256((const __m256i *)(lh + 32 * h));
                         __m256i w[4];
-                        w[0] = _mm256_or_si256(_mm256_and_si256(lA, m4), _mm256_and_si256(_mm256_slli_epi16(H, 4), m30));
-                        w[1] = _mm256_or_si256(_mm256_and_si256(lB, m4), _mm256_and_si256(_mm256_slli_epi16(H, 2), m30));
-                        w[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lA, 4), m4), _mm256_and_si256(H, m30));
-                        w[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(lB, 4), m4), _mm256_and_si256(_mm256_srli_epi16(H, 2), m30));
+                        q6_values(la + 32 * h, lb + 32 * h, lh + 32 * h, w);
                         #pragma GCC unroll 4
                         for (int x = 0; x < 4; x++)
                             L[h] = _mm256_add_epi32(L[h], _mm256_madd_epi16(_mm256_maddubs_epi16(w[x], bc32(y->qs + 4 * (16 * x + k))), sc[h][x][kb]));

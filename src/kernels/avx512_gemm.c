@@ -569,6 +569,18 @@ static inline __m512i q6_scale(const uint8_t *blk, int j) {   /* int8 scale j of
     return _mm512_cvtepu16_epi32(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * j))));
 }
 
+/* The 6-bit values (0..63) of chunks 16x + k, x = 0..3, of the 16 rows: the low and high nibbles
+ * of ql lines k and 16 + k, each with its 2 bits of qh line k. */
+static inline __attribute__((always_inline)) void q6_values(const uint8_t *blk, int k, __m512i w[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
+    const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
+    w[0] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 4), m30, _mm512_and_si512(lA, m4), 0xEA);
+    w[1] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 2), m30, _mm512_and_si512(lB, m4), 0xEA);
+    w[2] = _mm512_ternarylogic_epi32(H, m30, _mm512_and_si512(_mm512_srli_epi16(lA, 4), m4), 0xEA);
+    w[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(H, 2), m30, _mm512_and_si512(_mm512_srli_epi16(lB, 4), m4), 0xEA);
+}
+
 static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             int tt, float *out, int64_t out_stride, bool pf) {
     __m512 acc[Q6K_TILE][8];
@@ -576,7 +588,6 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     for (int t = 0; t < tt; t++)
         #pragma GCC unroll 16
         for (int m = 0; m < 8; m++) acc[t][m] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
         prefetch_ahead(blk, 288, pf, tt <= 2);   /* the rest line by line with its loads, as in q4_k_tile */
@@ -590,14 +601,9 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
         }
         #pragma GCC unroll 16
         for (int k = 0; k < 16; k++) {
-            const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
-            const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
             for (int l = 0; l < 3; l++) prefetch_ahead(blk + 288 + 64 * (k + 16 * l), 64, pf, tt <= 2);
             __m512i w[4];
-            w[0] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 4), m30, _mm512_and_si512(lA, m4), 0xEA);
-            w[1] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 2), m30, _mm512_and_si512(lB, m4), 0xEA);
-            w[2] = _mm512_ternarylogic_epi32(H, m30, _mm512_and_si512(_mm512_srli_epi16(lA, 4), m4), 0xEA);
-            w[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(H, 2), m30, _mm512_and_si512(_mm512_srli_epi16(lB, 4), m4), 0xEA);
+            q6_values(blk, k, w);
             const int m = k % 8;
             __m512i sc[4];
             #pragma GCC unroll 16
@@ -653,7 +659,6 @@ static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const u
     __m512 acc[8];
     #pragma GCC unroll 8
     for (int m = 0; m < 8; m++) acc[m] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
         prefetch_ahead(blk, 288, pf, true);
@@ -673,14 +678,9 @@ static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const u
                 #pragma GCC unroll 2
                 for (int kb = 0; kb < 2; kb++) {
                     const int k = m + 8 * kb;
-                    const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
-                    const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
                     for (int l = 0; l < 3; l++) prefetch_ahead(blk + 288 + 64 * (k + 16 * l), 64, pf, false);
                     __m512i w[4];
-                    w[0] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 4), m30, _mm512_and_si512(lA, m4), 0xEA);
-                    w[1] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 2), m30, _mm512_and_si512(lB, m4), 0xEA);
-                    w[2] = _mm512_ternarylogic_epi32(H, m30, _mm512_and_si512(_mm512_srli_epi16(lA, 4), m4), 0xEA);
-                    w[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(H, 2), m30, _mm512_and_si512(_mm512_srli_epi16(lB, 4), m4), 0xEA);
+                    q6_values(blk, k, w);
                     #pragma GCC unroll 4
                     for (int x = 0; x < 4; x++) {
                         const __m512i D = dpbusd_bcast(_mm512_setzero_si512(), w[x], y->qs + 4 * (16 * x + k));
