@@ -29,8 +29,12 @@
  * i8mm (SMMLA: a 2x8 by 8x2 int8 product into 2x2 int32) needs 8 consecutive
  * elements of one row per operand half; two adjacent lines zipped by 32-bit
  * lanes give that (rows r, r+1 of chunks c, c+1), so the layout serves it
- * as it is. It only helps where ref keeps one int32 per block: Q4_0 here.
- * LANES types need 4-product lane sums, which 8-product sums cannot give.
+ * as it is. It can only serve where ref keeps one int32 per block (Q4_0
+ * here); LANES types need 4-product lane sums, which 8-product sums cannot
+ * give. It halves the dot-product instructions but, with its zips, executes
+ * more instructions in all than the SDOT tile (bench/neon-insns.sh; see
+ * docs/PERFORMANCE.md), so NEON_GEMM_I8MM 0 is the switch to flip if
+ * hardware finds it slower.
  *
  * Tiles: 32 vector registers. Decode (one or two tokens) does all four quads
  * in one pass so the weights stream once, with the x86 tables' prefetching
