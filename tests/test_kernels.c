@@ -578,7 +578,7 @@ static void test_attention(const brisk_attn_kernels *g) {
 }
 
 /* BRISK_ISA=name in a child (read once per process): the named table when
- * this CPU runs it, with the packed GEMM only for avx512, avx2-vnni and avx2; a table
+ * this CPU runs it, with the packed GEMM only for avx512, avx2-vnni, avx2, neon-dotprod and neon-i8mm; a table
  * this build or CPU lacks, or an unknown name, is refused by brisk_isa_check
  * with the tables usable here. want: 0 = accepted, else the status. */
 static int isa_child(const char *name, const char **isa_out) {
@@ -637,8 +637,10 @@ static void test_isa_env(void) {
         snprintf(want, sizeof want, "%s|", names[i]);
         if (usable) {
             CHECKF(rc[i] == 0 && !strncmp(got[i], want, strlen(want)), "BRISK_ISA=%s: rc %d, got '%s'", names[i], rc[i], got[i]);
-            /* the packed GEMM goes with avx512, avx2-vnni and avx2 (its own table each), with no other */
-            const bool packs = !strcmp(names[i], "avx512") || !strncmp(names[i], "avx2", 4);
+            /* the packed GEMM goes with avx512, avx2-vnni, avx2, neon-dotprod and neon-i8mm (its own table each),
+             * with no other */
+            const bool packs = !strcmp(names[i], "avx512") || !strncmp(names[i], "avx2", 4) || !strcmp(names[i], "neon-dotprod") ||
+                               !strcmp(names[i], "neon-i8mm");
             CHECKF(!!strstr(got[i], "|1|") == packs, "BRISK_ISA=%s: packed GEMM %s", names[i], packs ? "missing" : "kept");
         } else if (built)
             CHECKF(rc[i] == (-BRISK_ERR_UNSUPPORTED & 0x7f) && strstr(got[i], "this CPU cannot run it"), "BRISK_ISA=%s: rc %d, '%s'",

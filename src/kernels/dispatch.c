@@ -109,6 +109,10 @@ static const brisk_gemm_kernels *gemm_for(const brisk_kernels *k) {
     if (!strcmp(k->isa, "avx512")) return brisk_gemm_avx512();
     if (!strcmp(k->isa, "avx2-vnni")) return brisk_gemm_avx2_vnni();
     if (!strcmp(k->isa, "avx2")) return brisk_gemm_avx2();
+#elif defined(BRISK_ARCH_ARM64)
+    /* baseline neon (no SDOT) keeps its per-row vec_dot */
+    if (!strcmp(k->isa, "neon-i8mm")) return brisk_gemm_neon_i8mm();
+    if (!strcmp(k->isa, "neon-dotprod")) return brisk_gemm_neon_dotprod();
 #endif
     (void)k;
     return NULL;

@@ -119,7 +119,7 @@ void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a)
  *   Q3_K (1824 bytes per 256-element block, 64 more than canonical): d[16], the unpacked
  *        signed 6-bit scales sc[j][16] (int8, j = 0..15), then chunk k = 0..15: qs[4k..4k+3]
  *        of rows 0..15, then chunk k = 0..7: hmask[4k..4k+3] of rows 0..15.
- *        (Q4_1, Q5_1, Q2_K and Q3_K are packed only for the avx2 and avx2-vnni tables.)
+ *        (Q4_1, Q5_1, Q2_K and Q3_K are packed only for the avx2, avx2-vnni and NEON tables.)
  *   Q4_K (2368 bytes per 256-element block, 64 more than canonical): d[16], dmin[16], the
  *        unpacked 6-bit scales sc[j][16] and mins m[j][16] (j = sub-block 0..7, one byte each),
  *        then chunk k = 0..31: qs[4k..4k+3] of rows 0..15.
@@ -241,11 +241,14 @@ const brisk_attn_kernels *brisk_attn_avx2(void);
 const brisk_attn_kernels *brisk_attn_avx512(void);
 const brisk_attn_kernels *brisk_attn_neon(void);
 
-/* The packed-GEMM table of brisk_kernels_best's table (avx512, avx2-vnni, avx2), or NULL (ref, NEON). */
+/* The packed-GEMM table of brisk_kernels_best's table (avx512, avx2-vnni, avx2,
+ * neon-i8mm, neon-dotprod), or NULL (ref, neon). */
 const brisk_gemm_kernels *brisk_gemm_best(void);
 const brisk_gemm_kernels *brisk_gemm_avx512(void);
 const brisk_gemm_kernels *brisk_gemm_avx2(void);
 const brisk_gemm_kernels *brisk_gemm_avx2_vnni(void);
+const brisk_gemm_kernels *brisk_gemm_neon_dotprod(void);   /* neon_dotprod_gemm.c: SDOT */
+const brisk_gemm_kernels *brisk_gemm_neon_i8mm(void);      /* neon_i8mm_gemm.c: SDOT, and SMMLA for Q4_0 */
 /* The packed-GEMM tables of every kernel table this CPU can run (tests, benchmarks). */
 int brisk_gemm_all(const brisk_gemm_kernels **out, int max);
 
