@@ -591,6 +591,19 @@ DEFINE_GEMM(gemm_q3_k, q3_k_tile, Q3_K_TT, BRISK_QK_K)
 
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
 
+/* One block's min chain for half h: accm += fma per pair p of (m[2p] * bsp[2p] + m[2p+1] * bsp[2p+1])
+ * times dm (dmin * dy), bsp being the activation's bsums pair sums as floats (exact). */
+INL __m256 q4_k_add_mins(const uint8_t *blk, int h, const float bsp[8], __m256 dm, __m256 accm) {
+    #pragma GCC unroll 4
+    for (int p = 0; p < 4; p++) {
+        const __m256 mn0 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 8 * h));
+        const __m256 mn1 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 16 + 8 * h));
+        const __m256 imin = _mm256_fmadd_ps(mn0, _mm256_set1_ps(bsp[2 * p]), _mm256_mul_ps(mn1, _mm256_set1_ps(bsp[2 * p + 1])));
+        accm = _mm256_fmadd_ps(imin, dm, accm);
+    }
+    return accm;
+}
+
 INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
                    int64_t os, int tt, int h0, int nh, bool pf) {
     (void)sums, (void)ss;
@@ -656,13 +669,7 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 const __m256 dm = _mm256_mul_ps(mw, _mm256_set1_ps(y->d));
                 float bsp[8];   /* bsums[2i] + bsums[2i+1], as float (exact) */
                 _mm256_storeu_ps(bsp, _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y->bsums), _mm256_set1_epi16(1))));
-                #pragma GCC unroll 4
-                for (int p = 0; p < 4; p++) {
-                    const __m256 mn0 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 8 * h));
-                    const __m256 mn1 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 16 + 8 * h));
-                    const __m256 imin = _mm256_fmadd_ps(mn0, _mm256_set1_ps(bsp[2 * p]), _mm256_mul_ps(mn1, _mm256_set1_ps(bsp[2 * p + 1])));
-                    accm[hh][t] = _mm256_fmadd_ps(imin, dm, accm[hh][t]);
-                }
+                accm[hh][t] = q4_k_add_mins(blk, h, bsp, dm, accm[hh][t]);
             }
         }
     }
@@ -722,13 +729,7 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
         #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m256 dm = _mm256_mul_ps(load_f16x8(blk + 32 + 16 * h), _mm256_set1_ps(y->d));
-            #pragma GCC unroll 4
-            for (int p = 0; p < 4; p++) {
-                const __m256 mn0 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 8 * h));
-                const __m256 mn1 = _mm256_cvtepi32_ps(load_u8x8(blk + 192 + 32 * p + 16 + 8 * h));
-                const __m256 imin = _mm256_fmadd_ps(mn0, _mm256_set1_ps(bsp[2 * p]), _mm256_mul_ps(mn1, _mm256_set1_ps(bsp[2 * p + 1])));
-                accm[h] = _mm256_fmadd_ps(imin, dm, accm[h]);
-            }
+            accm[h] = q4_k_add_mins(blk, h, bsp, dm, accm[h]);
         }
     }
     #pragma GCC unroll 2
