@@ -425,33 +425,18 @@ static brisk_status get_u32_or_first(const brisk_gguf *g, const char *key, uint3
     return brisk_gguf_get_u32(g, key, out, found, err);
 }
 
-static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_error *err) {
+/* The facts a rule reads that follow from the counts (llama.cpp's size class among them). */
+static brisk_status plan_model_from(const brisk_quantize_model *q, plan_model *m, brisk_error *err) {
     memset(m, 0, sizeof *m);
-    brisk_str arch;
-    bool found = false;
-    brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch, &found, err);
-    if (st) return st;
-    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture' is missing");
-    if (arch.len == 0 || arch.len >= sizeof m->arch)
-        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", arch.len,
-                          sizeof m->arch - 1);
-    memcpy(m->arch, arch.ptr, arch.len);
-    m->arch[arch.len] = 0;
-    char key[128];
-    snprintf(key, sizeof key, "%s.block_count", m->arch);
-    if ((st = brisk_gguf_get_u32(g, key, &m->n_layer, &found, err))) return st;
-    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s' is missing", key);
-    if (m->n_layer == 0 || m->n_layer > QUANT_MAX_LAYERS)
-        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s': %u is not 1..%d", key, m->n_layer, QUANT_MAX_LAYERS);
-    snprintf(key, sizeof key, "%s.expert_count", m->arch);
-    if ((st = brisk_gguf_get_u32(g, key, &m->n_expert, &found, err))) return st;
-    uint32_t n_head = 0, n_head_kv = 0;
-    bool has_kv = false;
-    snprintf(key, sizeof key, "%s.attention.head_count", m->arch);
-    if ((st = get_u32_or_first(g, key, &n_head, &found, err))) return st;
-    snprintf(key, sizeof key, "%s.attention.head_count_kv", m->arch);
-    if ((st = get_u32_or_first(g, key, &n_head_kv, &has_kv, err))) return st;
-    if (!has_kv) n_head_kv = n_head;
+    const size_t len = q->arch ? strlen(q->arch) : 0;
+    if (len == 0 || len >= sizeof m->arch)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", len, sizeof m->arch - 1);
+    memcpy(m->arch, q->arch, len + 1);
+    if (q->n_layer == 0 || q->n_layer > QUANT_MAX_LAYERS)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s.block_count': %u is not 1..%d", m->arch, q->n_layer, QUANT_MAX_LAYERS);
+    m->n_layer = q->n_layer;
+    m->n_expert = q->n_expert;
+    const uint32_t n_head = q->n_head, n_head_kv = q->n_head_kv;
     m->n_gqa = n_head_kv ? n_head / n_head_kv : 0;
     m->falcon = !strcmp(m->arch, "falcon");
     /* llama.cpp's 70B size class, from each family's layer count */
@@ -462,6 +447,35 @@ static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_er
         m->is_70b = !strcmp(m->arch, "jais2");
     }
     return BRISK_OK;
+}
+
+static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_error *err) {
+    memset(m, 0, sizeof *m);
+    brisk_str arch;
+    bool found = false;
+    brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch, &found, err);
+    if (st) return st;
+    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture' is missing");
+    char name[64];
+    if (arch.len == 0 || arch.len >= sizeof name)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", arch.len,
+                          sizeof name - 1);
+    memcpy(name, arch.ptr, arch.len);
+    name[arch.len] = 0;
+    brisk_quantize_model q = {.arch = name};
+    char key[128];
+    snprintf(key, sizeof key, "%s.block_count", name);
+    if ((st = brisk_gguf_get_u32(g, key, &q.n_layer, &found, err))) return st;
+    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s' is missing", key);
+    snprintf(key, sizeof key, "%s.expert_count", name);
+    if ((st = brisk_gguf_get_u32(g, key, &q.n_expert, &found, err))) return st;
+    bool has_kv = false;
+    snprintf(key, sizeof key, "%s.attention.head_count", name);
+    if ((st = get_u32_or_first(g, key, &q.n_head, &found, err))) return st;
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", name);
+    if ((st = get_u32_or_first(g, key, &q.n_head_kv, &has_kv, err))) return st;
+    if (!has_kv) q.n_head_kv = q.n_head;
+    return plan_model_from(&q, m, err);
 }
 
 /* Tensor order of llama.cpp's loader: by the layer number of "blk.N." (-1 for
@@ -481,18 +495,17 @@ void brisk_quantize_plan_free(brisk_quantize_plan *plan) {
     memset(plan, 0, sizeof *plan);
 }
 
-brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_params *p, brisk_quantize_plan *out,
-                                      brisk_error *err) {
+static brisk_status plan_make(const plan_model *m, const brisk_gguf_tensor *tensors, uint64_t n_tensors,
+                              const brisk_quantize_params *p, brisk_quantize_plan *out, brisk_error *err) {
     memset(out, 0, sizeof *out);
     if (!ftype_row_of(p->ftype)) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "file type %d is not one brisk writes", (int)p->ftype);
     if (p->output_tensor_type >= 0 && !type_writable((uint32_t)p->output_tensor_type))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "--output-tensor-type: brisk cannot write type %d", p->output_tensor_type);
     if (p->token_embedding_type >= 0 && !type_writable((uint32_t)p->token_embedding_type))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "--token-embedding-type: brisk cannot write type %d", p->token_embedding_type);
-    if (g->n_tensors > (uint64_t)INT32_MAX) return brisk_fail(err, BRISK_ERR_FORMAT, "too many tensors (%" PRIu64 ")", g->n_tensors);
-    plan_state s = {.p = p};
-    brisk_status st = plan_read_model(g, &s.m, err);
-    if (st) return st;
+    if (n_tensors > (uint64_t)INT32_MAX) return brisk_fail(err, BRISK_ERR_FORMAT, "too many tensors (%" PRIu64 ")", n_tensors);
+    plan_state s = {.p = p, .m = *m};
+    brisk_status st = BRISK_OK;
     if (p->n_tensor_types > 0) {
         s.re = calloc((size_t)p->n_tensor_types, sizeof *s.re);
         s.md = pcre2_match_data_create(4, NULL);
@@ -518,7 +531,7 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
             }
         }
     }
-    const int n = (int)g->n_tensors;
+    const int n = (int)n_tensors;
     out->items = calloc(n ? (size_t)n : 1, sizeof *out->items);
     if (!out->items) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
@@ -528,7 +541,7 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
     s.m.tied = true;
     for (int i = 0; i < n; i++) {
         brisk_quantize_item *it = &out->items[i];
-        const brisk_gguf_tensor *t = &g->tensors[i];
+        const brisk_gguf_tensor *t = &tensors[i];
         it->src = t;
         BRISK_ASSERT(t->name.len <= BRISK_GGUF_MAX_NAME);
         memcpy(it->name, t->name.ptr, t->name.len);
@@ -593,6 +606,29 @@ done:
     pcre2_match_data_free(s.md);
     if (st) brisk_quantize_plan_free(out);
     return st;
+}
+
+brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_params *p, brisk_quantize_plan *out,
+                                      brisk_error *err) {
+    memset(out, 0, sizeof *out);
+    plan_model m;
+    brisk_status st = plan_read_model(g, &m, err);
+    if (st) return st;
+    return plan_make(&m, g->tensors, g->n_tensors, p, out, err);
+}
+
+brisk_status brisk_quantize_plan_tensors(const brisk_quantize_model *model, const brisk_gguf_tensor *tensors, int n_tensors,
+                                         const brisk_quantize_params *p, brisk_quantize_plan *out, brisk_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!model || !p || n_tensors < 0 || (n_tensors > 0 && !tensors))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "quantize: bad arguments to the plan");
+    for (int i = 0; i < n_tensors; i++)
+        if (tensors[i].name.len > BRISK_GGUF_MAX_NAME)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "tensor %d: its name is over %d bytes", i, BRISK_GGUF_MAX_NAME);
+    plan_model m;
+    brisk_status st = plan_model_from(model, &m, err);
+    if (st) return st;
+    return plan_make(&m, tensors, (uint64_t)n_tensors, p, out, err);
 }
 
 /* ---- the header ---------------------------------------------------------------------------

@@ -130,6 +130,17 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
                                       brisk_error *err);
 void brisk_quantize_plan_free(brisk_quantize_plan *plan);
 
+/* The same plan without a file: the model facts the rules read and a tensor
+ * table (names, shapes and source types; data unused), e.g. brisk synth's
+ * shapes, which it writes in a file type's mixture without an F16 file first.
+ * The items' src point into tensors, which must outlive the plan. */
+typedef struct brisk_quantize_model {
+    const char *arch;                     /* general.architecture */
+    uint32_t n_layer, n_expert, n_head, n_head_kv;
+} brisk_quantize_model;
+brisk_status brisk_quantize_plan_tensors(const brisk_quantize_model *model, const brisk_gguf_tensor *tensors, int n_tensors,
+                                         const brisk_quantize_params *p, brisk_quantize_plan *out, brisk_error *err);
+
 /* Where the output goes: begin (may be NULL) learns the file's size before
  * the first write; write appends (an error stops the run). release_input: the
  * input is a file mapping whose pages may be dropped once read. */
