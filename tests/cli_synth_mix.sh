@@ -65,5 +65,32 @@ ls "$tmp" | grep -q 'big.gguf.tmp' && fail "a temporary file was left" || ok
 "$brisk" synth --help 2>&1 | grep -q "MXFP4_MOE" && ok || fail "synth --help does not name the mixtures"
 "$brisk" synth --help 2>&1 | grep -q "gpt-oss-20b" && ok || fail "synth --help does not list gpt-oss-20b"
 
+# brisk bench's decode roofline counts active bytes: of each expert tensor (and per-expert bias)
+# the used share (3 of 8 here), of token_embd (the output is a separate matrix) one row; the
+# rest whole. Recomputed here from the tensor table brisk inspect prints.
+m="$tmp/gpt-oss-tiny-MXFP4_MOE/mix.gguf"
+"$brisk" inspect "$m" >"$tmp/inspect" 2>/dev/null
+if "$brisk" bench -m "$m" -p 0 -n 4 -r 1 -t 1 -o json >"$tmp/bench.json" 2>"$tmp/err"; then
+  python3 - "$tmp/inspect" "$tmp/bench.json" <<'PY' && ok || fail "bench active bytes: $(cat "$tmp/bench.json" | tail -14)"
+import json, re, sys
+rows = [l.split() for l in open(sys.argv[1]) if re.match(r"\s+(blk|token_embd|output)", l)]
+active = full = 0.0
+for r in rows:
+    name, nbytes = r[0], int(r[-1])
+    full += nbytes
+    if "_exps." in name: active += nbytes * 3 / 8
+    elif name == "token_embd.weight": active += nbytes / 512
+    else: active += nbytes
+tg = [x for x in json.load(open(sys.argv[2])) if x["n_gen"]][0]
+if "bytes_per_token" in tg:   # absent when the bandwidth buffer cannot be allocated
+    kv = tg["all_bytes_per_token"] - full
+    assert abs(tg["bytes_per_token"] - (active + kv)) <= 1, (tg["bytes_per_token"], active, kv)
+    assert tg["roofline_count"] == "active weight bytes: experts 3/8, token_embd 1 row", tg["roofline_count"]
+    assert tg["roofline_ts"] > tg["roofline_all_ts"]
+PY
+else
+  fail "bench gpt-oss-tiny: $(cat "$tmp/err")"
+fi
+
 echo "cli_synth_mix: $passes passed, $fails failed"
 [ $fails -eq 0 ]
