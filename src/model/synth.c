@@ -71,6 +71,10 @@ static const brisk_synth_shape shapes[] = {
      .n_ff = 64, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .qk_norm = true, .qk_norm_full = true, .n_expert = 8, .n_expert_used = 2},
     {.name = "mixtral-tiny", .arch = "llama", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
      .n_ff = 96, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-5f, .n_expert = 8, .n_expert_used = 2},
+    /* rows of whole 256-blocks, so the K types apply everywhere (brisk quantize --imatrix's fixtures) */
+    {.name = "qwen3moe-k-tiny", .arch = "qwen3moe", .n_vocab = 512, .n_embd = 256, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+     .head_dim = 64, .n_ff = 512, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-6f, .tied_output = true, .qk_norm = true,
+     .n_expert = 4, .n_expert_used = 2, .n_ff_exp = 256},
     {.name = "qwen3moe-micro", .arch = "qwen3moe", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 16,
      .n_ff = 64, .n_ctx = 256, .rope_base = 1e6f, .norm_eps = 1e-6f, .qk_norm = true, .n_expert = 4, .n_expert_used = 2, .n_ff_exp = 32},
     {.name = "qwen2moe-micro", .arch = "qwen2moe", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 16,
