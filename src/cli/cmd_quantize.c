@@ -161,8 +161,6 @@ int brisk_cmd_quantize(int argc, char **argv) {
         }
         /* after the user's overrides, as llama-quantize appends them */
         brisk_quantize_imatrix_overrides(&imatrix, a.s[CLI_O_IMATRIX], kvo + n_kvo, &n_imatrix_kv);
-        fprintf(stderr, "brisk quantize: imatrix %s: %d entries%s%s, %d chunks\n", a.s[CLI_O_IMATRIX], imatrix.n_entries,
-                imatrix.dataset ? " from " : "", imatrix.dataset ? imatrix.dataset : "", imatrix.chunk_count);
         p.imatrix = &imatrix;
     }
     p.tensor_types = tt;
@@ -196,7 +194,11 @@ int brisk_cmd_quantize(int argc, char **argv) {
         rc = CLI_EXIT_RUNTIME;
         goto done;
     }
-    fprintf(stderr, "brisk quantize: %s -> %s as %s in %.2f s\n", in, out, brisk_ftype_name(p.ftype), brisk_time_now() - ps.t0);
+    char with[160] = "";
+    if (p.imatrix)
+        snprintf(with, sizeof with, " with imatrix %s (%d entries%s%s)", a.s[CLI_O_IMATRIX], imatrix.n_entries,
+                 imatrix.dataset ? ", from " : "", imatrix.dataset ? imatrix.dataset : "");
+    fprintf(stderr, "brisk quantize: %s -> %s as %s%s in %.2f s\n", in, out, brisk_ftype_name(p.ftype), with, brisk_time_now() - ps.t0);
     rc = CLI_EXIT_OK;
 done:
     for (int i = 0; i < n_tt; i++) free((char *)tt[i].pattern);
