@@ -11,6 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A name for a one-line message: at most 80 bytes, control bytes as '?'. */
+typedef struct shown { char s[84]; } shown;
+static shown show(const char *p, size_t n) {
+    shown r;
+    size_t k = 0;
+    for (; k < n && k < 80; k++) r.s[k] = (unsigned char)p[k] < 0x20 || p[k] == 0x7f ? '?' : p[k];
+    if (k < n) r.s[k++] = '.', r.s[k++] = '.', r.s[k++] = '.';
+    r.s[k] = 0;
+    return r;
+}
+
 void brisk_imatrix_free(brisk_imatrix *m) {
     if (!m) return;
     for (int i = 0; i < m->n_entries; i++) {
@@ -68,8 +79,8 @@ static brisk_status check_finite(const brisk_imatrix *m, const char *what, brisk
     for (int i = 0; i < m->n_entries; i++)
         for (int64_t j = 0; j < m->entries[i].n; j++)
             if (!isfinite(m->entries[i].values[j]))
-                return brisk_fail(err, BRISK_ERR_FORMAT, "%s: entry '%s': value %lld is not finite (%g)", what, m->entries[i].name,
-                                  (long long)j, (double)m->entries[i].values[j]);
+                return brisk_fail(err, BRISK_ERR_FORMAT, "%s: entry '%s': value %lld is not finite (%g)", what,
+                                  show(m->entries[i].name, strlen(m->entries[i].name)).s, (long long)j, (double)m->entries[i].values[j]);
     return BRISK_OK;
 }
 
@@ -101,11 +112,11 @@ static brisk_status parse_legacy(const uint8_t *buf, size_t len, const char *wha
         r.pos += (size_t)name_len;
         const size_t used = strnlen(name, (size_t)name_len);   /* llama.cpp keeps the name up to a NUL */
         if (!rd_i32(&r, &ncall) || !rd_i32(&r, &nval) || nval < 1)
-            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: legacy imatrix: entry %d ('%.*s'): cannot read its value count", what, i + 1,
-                              (int)used, name);
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: legacy imatrix: entry %d ('%s'): cannot read its value count", what, i + 1,
+                              show(name, used).s);
         if ((size_t)nval > (r.len - r.pos) / 4)
-            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: legacy imatrix: entry %d ('%.*s'): %d values run past the end", what, i + 1,
-                              (int)used, name, nval);
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s: legacy imatrix: entry %d ('%s'): %d values run past the end", what, i + 1,
+                              show(name, used).s, nval);
         brisk_imatrix_entry *e = entry_for(m, name, used, &cap, err);
         if (!e) return BRISK_ERR_NOMEM;
         if (!(e->values = malloc((size_t)nval * sizeof(float)))) return brisk_fail(err, BRISK_ERR_NOMEM, "imatrix: out of memory");
@@ -212,19 +223,19 @@ static brisk_status parse_gguf(const uint8_t *buf, size_t len, const char *what,
         const brisk_gguf_tensor *sums = is_sums ? t : find_tensor(g, s, stem, ".in_sum2");
         const brisk_gguf_tensor *counts = is_sums ? find_tensor(g, s, stem, ".counts") : t;
         if (!sums || !counts) {
-            st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: mismatched sums and counts for '%.*s' (it has only %s)", what, (int)stem, s,
+            st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: mismatched sums and counts for '%s' (it has only %s)", what, show(s, stem).s,
                             is_sums ? ".in_sum2" : ".counts");
             goto done;
         }
         if (!is_sums) continue;   /* the pair is taken at its .in_sum2 */
         if (sums->type != BRISK_Q_F32 || counts->type != BRISK_Q_F32) {
-            st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: sums and counts for '%.*s' must be F32 (they are %s and %s)", what, (int)stem, s,
+            st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: sums and counts for '%s' must be F32 (they are %s and %s)", what, show(s, stem).s,
                             brisk_qtype_name(sums->type), brisk_qtype_name(counts->type));
             goto done;
         }
         const int64_t nval = n_elements(sums), ncounts = n_elements(counts);
         if (nval < 1 || ncounts < 1 || nval / ncounts < 1) {
-            st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: '%.*s': %lld sums for %lld counts", what, (int)stem, s, (long long)nval,
+            st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: '%s': %lld sums for %lld counts", what, show(s, stem).s, (long long)nval,
                             (long long)ncounts);
             goto done;
         }
@@ -237,7 +248,7 @@ static brisk_status parse_gguf(const uint8_t *buf, size_t len, const char *what,
             float c;
             memcpy(&c, (const uint8_t *)counts->data + 4 * j, 4);
             if (!isfinite(c) || fabsf(c) > 0x1p62f) {
-                st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: '%.*s': count %lld is %g", what, (int)stem, s, (long long)j, (double)c);
+                st = brisk_fail(err, BRISK_ERR_FORMAT, "%s: '%s': count %lld is %g", what, show(s, stem).s, (long long)j, (double)c);
                 goto done;
             }
             const float count = (float)lroundf(c);   /* llama.cpp rounds the counts to integers */
