@@ -46,7 +46,9 @@ static const cli_spec bench_spec = {
     .name = "bench",
     .usage = "-m MODEL [options]",
     .about = "Measures prompt processing (pp) and text generation (tg) tokens/s like\n"
-             "llama-bench, and the decode roofline (memory read bandwidth / bytes per token).\n"
+             "llama-bench, and the decode roofline (memory read bandwidth / bytes per token,\n"
+             "counting active bytes: of each expert tensor the used experts' share, of an\n"
+             "embedding that is not the output matrix one row; every byte is printed beside it).\n"
              "The context's memory plan goes to stderr.\n"
              "\n"
              "Exceptions to brisk's common flags, as in llama-bench: -p and -n are token\n"
