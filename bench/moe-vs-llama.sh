@@ -6,6 +6,8 @@
 # pair's tokens/s and the median brisk/llama.cpp ratio of pp and tg.
 # $BRISK (default build/brisk) and $BRISK_PEER_DIR (default ~/.cache/brisk-peer).
 # Make the model with: build/brisk synth --shape olmoe-1b-7b --type Q4_K -o FILE
+# (gpt-oss-20b as real releases store it: --shape gpt-oss-20b --type MXFP4_MOE, 12 GB).
+# The roofline on active bytes: build/brisk bench -m FILE -p 0 -n 128 -t 2 (its last lines).
 set -euo pipefail
 model="${1:?usage: moe-vs-llama.sh MODEL [PAIRS] [P] [N]}"
 pairs="${2:-3}" p="${3:-512}" n="${4:-128}"

@@ -103,7 +103,7 @@ mkfifo "$tmp/fifo.gguf"
 expect_err "output is a FIFO" 1 "is a FIFO" "$tmp/fifo.gguf" "$brisk" quantize "$model" "$tmp/fifo.gguf" Q4_0
 [ -p "$tmp/fifo.gguf" ] && ok || fail "the FIFO was replaced"
 expect_err "keep: requantize refused" 1 "pass --allow-requantize" "$o" "$brisk" quantize "$tmp/q8.gguf" "$o" Q4_0
-expect_err "--imatrix" 2 "--imatrix is not supported yet" "$o" "$brisk" quantize --imatrix "$tmp/im.dat" "$model" "$o" Q4_0
+expect_err "--imatrix missing" 1 "im.dat: cannot open" "$o" "$brisk" quantize --imatrix "$tmp/im.dat" "$model" "$o" Q4_0
 expect_err "--tensor-type without =" 2 "expected REGEX=TYPE" "$o" "$brisk" quantize --tensor-type attn_q "$model" "$o" Q4_0
 expect_err "--tensor-type bad type" 2 "unsupported type 'q9_0'" "$o" "$brisk" quantize --tensor-type attn_q=q9_0 "$model" "$o" Q4_0
 expect_err "keep: --tensor-type bad regex" 1 "not a regular expression" "$o" "$brisk" quantize --tensor-type 'attn_(q=q8_0' "$model" "$o" Q4_0

@@ -424,6 +424,7 @@ static const char *const required[] = {
     "meta-llama-Llama-3.1-8B-Instruct", "meta-llama-Llama-3.2-3B-Instruct", "Qwen-Qwen2.5-7B-Instruct", "Qwen-Qwen3-0.6B",
     "Qwen3.5-4B", "mistralai-Mistral-Nemo-Instruct-2407", "microsoft-Phi-3.5-mini-instruct", "google-gemma-2-2b-it",
     "HuggingFaceTB-SmolLM3-3B", "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", "ibm-granite-granite-3.3-2B-Instruct",
+    "openai-gpt-oss-120b",   /* the harmony format of gpt-oss (its reasoning channel, tool calls to functions.NAME) */
 };
 
 typedef enum verdict { V_SAME, V_UNSUPPORTED, V_WRONG, V_SKIP } verdict;

@@ -13,10 +13,15 @@
  * mean ± sample stddev of the per-repetition tokens/s (llama-bench's avg_ts and
  * stddev_ts). The roofline is a streaming-read bandwidth measurement over a
  * buffer much larger than the last-level cache, with the same thread count,
- * divided by the bytes one decode step reads (every weight byte, plus the KV
- * cache at the mean context length of the tg run, depth included). */
+ * divided by the bytes one decode step reads: the active weight bytes (of
+ * each 3-D expert tensor, and of the per-expert biases, only the share
+ * expert_used_count / expert_count a token routes to; of an embedding that is
+ * not also the output projection, one row), plus the KV cache at the mean
+ * context length of the tg run, depth included. The count of every weight
+ * byte is printed beside it when the two differ. */
 #include "brisk.h"
 #include "cli/cli.h"
+#include "gguf/gguf.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -41,7 +46,9 @@ static const cli_spec bench_spec = {
     .name = "bench",
     .usage = "-m MODEL [options]",
     .about = "Measures prompt processing (pp) and text generation (tg) tokens/s like\n"
-             "llama-bench, and the decode roofline (memory read bandwidth / bytes per token).\n"
+             "llama-bench, and the decode roofline (memory read bandwidth / bytes per token,\n"
+             "counting active bytes: of each expert tensor the used experts' share, of an\n"
+             "embedding that is not the output matrix one row; every byte is printed beside it).\n"
              "The context's memory plan goes to stderr.\n"
              "\n"
              "Exceptions to brisk's common flags, as in llama-bench: -p and -n are token\n"
@@ -205,10 +212,67 @@ static void test_label(const bench_result *r, char *buf, size_t cap) {
     if (r->n_depth > 0 && w > 0 && (size_t)w < cap) snprintf(buf + w, cap - (size_t)w, " @ d%d", r->n_depth);
 }
 
-/* What one decode step of the tg test reads: every weight byte, plus K and V
- * of its mean context (the depth and half the generated tokens). */
-static double bytes_per_token(const brisk_model_info *mi, double kv_row, const bench_result *r) {
-    return (double)mi->weight_bytes + kv_row * ((double)r->n_depth + (double)r->n_gen / 2.0);
+/* The weight bytes one decode step reads. */
+typedef struct weight_count {
+    double active;             /* what one token reads (see the top of the file) */
+    double all;                /* every weight byte */
+    uint32_t n_expert, n_used; /* 0 0: no experts */
+    bool embd_row;             /* the embedding counted as one row (a separate output.weight exists) */
+} weight_count;
+
+/* From the file's tensor table; false (the caller falls back to every byte)
+ * when the file cannot be read again. A tensor is per expert when its name
+ * has "_exps." and its last dimension is the expert count (ffn_*_exps.weight,
+ * 3-D, and gpt-oss's 2-D ffn_*_exps.bias); shared experts and the router are
+ * dense. */
+static bool count_weights(const char *path, const brisk_model_info *mi, weight_count *wc) {
+    memset(wc, 0, sizeof *wc);
+    brisk_gguf *g = NULL;
+    brisk_error err = {0};
+    if (brisk_gguf_open(path, &g, &err)) return false;
+    char key[160];
+    bool found = false;
+    snprintf(key, sizeof key, "%s.expert_count", mi->arch);
+    if (brisk_gguf_get_u32(g, key, &wc->n_expert, &found, &err) || !found) wc->n_expert = 0;
+    snprintf(key, sizeof key, "%s.expert_used_count", mi->arch);
+    if (brisk_gguf_get_u32(g, key, &wc->n_used, &found, &err) || !found || wc->n_used > wc->n_expert) wc->n_used = wc->n_expert;
+    bool has_output = false;
+    for (uint64_t i = 0; i < g->n_tensors; i++) has_output |= brisk_str_eq(g->tensors[i].name, "output.weight");
+    for (uint64_t i = 0; i < g->n_tensors; i++) {
+        const brisk_gguf_tensor *t = &g->tensors[i];
+        const double bytes = (double)t->nbytes;
+        wc->all += bytes;
+        const char *nm = t->name.ptr;
+        const size_t len = t->name.len;
+        bool per_expert = false;
+        for (size_t k = 0; k + 6 <= len && !per_expert; k++) per_expert = !memcmp(nm + k, "_exps.", 6);
+        const int64_t last = t->n_dims >= 1 ? t->ne[t->n_dims - 1] : 1;
+        if (wc->n_expert > 1 && per_expert && last == (int64_t)wc->n_expert) {
+            wc->active += bytes * wc->n_used / wc->n_expert;
+        } else if (has_output && brisk_str_eq(t->name, "token_embd.weight") && t->n_dims == 2 && t->ne[1] > 0) {
+            wc->active += bytes / (double)t->ne[1];   /* a lookup of one row */
+            wc->embd_row = true;
+        } else {
+            wc->active += bytes;
+        }
+    }
+    brisk_gguf_close(g);
+    return true;
+}
+
+/* What one decode step of the tg test reads: the weight bytes (active or
+ * all), plus K and V of its mean context (the depth and half the generated
+ * tokens). */
+static double bytes_per_token(double weights, double kv_row, const bench_result *r) {
+    return weights + kv_row * ((double)r->n_depth + (double)r->n_gen / 2.0);
+}
+
+/* "active weight bytes: experts 4/32, token_embd 1 row" */
+static void count_label(const weight_count *wc, char *buf, size_t cap) {
+    int w = snprintf(buf, cap, "active weight bytes");
+    if (wc->n_expert > 1 && w > 0 && (size_t)w < cap) w += snprintf(buf + w, cap - (size_t)w, ": experts %u/%u", wc->n_used, wc->n_expert);
+    if (wc->embd_row && w > 0 && (size_t)w < cap)
+        snprintf(buf + w, cap - (size_t)w, "%stoken_embd 1 row", wc->n_expert > 1 ? ", " : ": ");
 }
 
 static void json_str(const char *s) {
@@ -377,6 +441,17 @@ int brisk_cmd_bench(int argc, char **argv) {
         const double after = measure_read_bandwidth(nth, 6);
         bw = after > bw ? after : bw;
     }
+    weight_count wc;
+    if (count_weights(model_path, &mi, &wc)) {   /* the mapped bytes, less what a token does not read */
+        wc.active = (double)mi.weight_bytes - (wc.all - wc.active);
+    } else {
+        wc = (weight_count){.active = (double)mi.weight_bytes};
+    }
+    const bool differ = wc.active != (double)mi.weight_bytes;
+    wc.all = (double)mi.weight_bytes;
+    char count[96];
+    if (differ) count_label(&wc, count, sizeof count);
+    else snprintf(count, sizeof count, "every weight byte");
     const char *name = strrchr(model_path, '/');
     name = name ? name + 1 : model_path;
     const char *isa = brisk_context_isa(ctx);
@@ -399,9 +474,13 @@ int brisk_cmd_bench(int argc, char **argv) {
             for (int k = 0; k < r->reps; k++) printf("%s%.6f", k ? ", " : " ", r->ts[k]);
             printf(" ]");
             if (r->n_gen && bw > 0) {
-                const double bytes_tok = bytes_per_token(&mi, kv_row, r), roof = bw / bytes_tok;
+                const double bytes_tok = bytes_per_token(wc.active, kv_row, r), roof = bw / bytes_tok;
+                const double all_tok = bytes_per_token(wc.all, kv_row, r), roof_all = bw / all_tok;
                 printf(",\n    \"read_bandwidth_gbs\": %.3f,\n    \"bytes_per_token\": %.0f,\n    \"roofline_ts\": %.3f,\n"
-                       "    \"roofline_pct\": %.2f", bw * 1e-9, bytes_tok, roof, 100.0 * r->avg_ts / roof);
+                       "    \"roofline_pct\": %.2f,\n    \"roofline_count\": ", bw * 1e-9, bytes_tok, roof, 100.0 * r->avg_ts / roof);
+                json_str(count);
+                printf(",\n    \"all_bytes_per_token\": %.0f,\n    \"roofline_all_ts\": %.3f,\n    \"roofline_all_pct\": %.2f", all_tok,
+                       roof_all, 100.0 * r->avg_ts / roof_all);
             }
             printf("\n  }%s\n", i + 1 < n_res ? "," : "");
         }
@@ -419,11 +498,16 @@ int brisk_cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++) {
             const bench_result *r = &res[i];
             if (!r->n_gen || bw <= 0) continue;
-            const double bytes_tok = bytes_per_token(&mi, kv_row, r), roof = bw / bytes_tok;
+            const double bytes_tok = bytes_per_token(wc.active, kv_row, r), roof = bw / bytes_tok;
             char test[48];
             test_label(r, test, sizeof test);
-            printf("\ndecode roofline: read bandwidth %.2f GB/s (%d threads) / %.1f MB per token = %.2f t/s; %s reaches %.1f%%\n",
-                   bw * 1e-9, nth, bytes_tok * 1e-6, roof, test, 100.0 * r->avg_ts / roof);
+            printf("\ndecode roofline (%s): read bandwidth %.2f GB/s (%d threads) / %.1f MB per token = %.2f t/s; %s reaches %.1f%%\n",
+                   count, bw * 1e-9, nth, bytes_tok * 1e-6, roof, test, 100.0 * r->avg_ts / roof);
+            if (differ) {
+                const double all_tok = bytes_per_token(wc.all, kv_row, r), roof_all = bw / all_tok;
+                printf("  counting every weight byte instead: %.1f MB per token = %.2f t/s; %.1f%%\n", all_tok * 1e-6, roof_all,
+                       100.0 * r->avg_ts / roof_all);
+            }
         }
     }
     for (int i = 0; i < n_res; i++) {

@@ -2,6 +2,7 @@
  * command line over quant/quantize.c, whose output is byte-identical to
  * llama-quantize's (docs/QUANTIZE.md). */
 #include "cli/cli.h"
+#include "quant/imatrix.h"
 #include "quant/quantize.h"
 #include "quant/quant.h"
 
@@ -14,7 +15,8 @@
 static const cli_use quantize_uses[] = {
     {.id = CLI_O_ALLOW_REQUANTIZE}, {.id = CLI_O_LEAVE_OUTPUT}, {.id = CLI_O_PURE},
     {.id = CLI_O_OUTPUT_TENSOR_TYPE}, {.id = CLI_O_TOKEN_EMBD_TYPE}, {.id = CLI_O_TENSOR_TYPE},
-    {.id = CLI_O_OVERRIDE_KV}, {.id = CLI_O_IMATRIX},
+    {.id = CLI_O_OVERRIDE_KV},
+    {.id = CLI_O_IMATRIX, .help = "importance matrix of llama-imatrix (GGUF or legacy .dat): the quantizers fit with it, as llama-quantize --imatrix"},
     {.id = CLI_O_THREADS, .def_help = "$BRISK_THREADS, else all CPUs (a 4th argument N also sets it, as llama-quantize's)"},
     {.id = CLI_O_VERBOSE, .help = "print each tensor's type on stderr"},
     {.id = CLI_O_END},
@@ -92,7 +94,8 @@ static bool parse_type_flag(const cli_args *a, cli_opt_id id, int *out) {
 
 int brisk_cmd_quantize(int argc, char **argv) {
     snprintf(quantize_epilog, sizeof quantize_epilog,
-             "types: %s\n(an importance matrix is not supported yet.)\n",
+             "types: %s\n--imatrix FILE: llama.cpp's importance matrix (GGUF, or the legacy .dat); the\n"
+             "quantize.imatrix.* keys are written as llama-quantize writes them.\n",
              brisk_ftype_list());
     cli_args a;
     int code;
@@ -105,6 +108,7 @@ int brisk_cmd_quantize(int argc, char **argv) {
     brisk_quantize_default_params(&p);
     brisk_quantize_tensor_type *tt = NULL;
     brisk_kv_override *kvo = NULL;
+    brisk_imatrix imatrix = {0};
     int n_tt = 0;
     if (a.n_pos < 3) {
         fprintf(stderr, "brisk quantize: expected IN.gguf OUT.gguf TYPE (see brisk quantize --help)\n");
@@ -113,10 +117,6 @@ int brisk_cmd_quantize(int argc, char **argv) {
     const char *in = a.pos[0], *out = a.pos[1], *type = a.pos[2];
     if (!brisk_ftype_parse(type, &p.ftype)) {
         fprintf(stderr, "brisk quantize: unknown or unsupported type '%s' (one of: %s)\n", type, brisk_ftype_list());
-        goto done;
-    }
-    if (a.set[CLI_O_IMATRIX]) {
-        fprintf(stderr, "brisk quantize: --imatrix is not supported yet (brisk writes llama-quantize's output without an importance matrix)\n");
         goto done;
     }
     p.n_threads = cli_threads(&a);
@@ -133,7 +133,7 @@ int brisk_cmd_quantize(int argc, char **argv) {
         goto done;
     const int n_tt_arg = a.n_list[CLI_O_TENSOR_TYPE], n_kvo = a.n_list[CLI_O_OVERRIDE_KV];
     tt = calloc((size_t)n_tt_arg + 1, sizeof *tt);
-    kvo = calloc((size_t)n_kvo + 1, sizeof *kvo);
+    kvo = calloc((size_t)n_kvo + 4, sizeof *kvo);   /* room for the imatrix's keys */
     if (!tt || !kvo) {
         fprintf(stderr, "brisk quantize: out of memory\n");
         rc = CLI_EXIT_RUNTIME;
@@ -151,10 +151,22 @@ int brisk_cmd_quantize(int argc, char **argv) {
             goto done;
         }
     }
+    int n_imatrix_kv = 0;
+    if (a.set[CLI_O_IMATRIX]) {
+        brisk_error err = {0};
+        if (brisk_imatrix_load(a.s[CLI_O_IMATRIX], &imatrix, &err)) {
+            fprintf(stderr, "brisk quantize: --imatrix: %s\n", err.msg);
+            rc = CLI_EXIT_RUNTIME;
+            goto done;
+        }
+        /* after the user's overrides, as llama-quantize appends them */
+        brisk_quantize_imatrix_overrides(&imatrix, a.s[CLI_O_IMATRIX], kvo + n_kvo, &n_imatrix_kv);
+        p.imatrix = &imatrix;
+    }
     p.tensor_types = tt;
     p.n_tensor_types = n_tt;
     p.kv_overrides = kvo;
-    p.n_kv_overrides = n_kvo;
+    p.n_kv_overrides = n_kvo + n_imatrix_kv;
     progress_state ps = {.tty = isatty(2) != 0, .verbose = a.i[CLI_O_VERBOSE] != 0, .last_pct = -1, .last_tensor = -1,
                          .t0 = brisk_time_now()};
     p.progress = show_progress;
@@ -182,10 +194,15 @@ int brisk_cmd_quantize(int argc, char **argv) {
         rc = CLI_EXIT_RUNTIME;
         goto done;
     }
-    fprintf(stderr, "brisk quantize: %s -> %s as %s in %.2f s\n", in, out, brisk_ftype_name(p.ftype), brisk_time_now() - ps.t0);
+    char with[160] = "";
+    if (p.imatrix)
+        snprintf(with, sizeof with, " with imatrix %s (%d entries%s%s)", a.s[CLI_O_IMATRIX], imatrix.n_entries,
+                 imatrix.dataset ? ", from " : "", imatrix.dataset ? imatrix.dataset : "");
+    fprintf(stderr, "brisk quantize: %s -> %s as %s%s in %.2f s\n", in, out, brisk_ftype_name(p.ftype), with, brisk_time_now() - ps.t0);
     rc = CLI_EXIT_OK;
 done:
     for (int i = 0; i < n_tt; i++) free((char *)tt[i].pattern);
+    brisk_imatrix_free(&imatrix);
     free(tt);
     free(kvo);
     cli_args_free(&a);

@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "model/synth.h"
 #include "quant/quant.h"
+#include "quant/quantize.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -26,8 +27,13 @@ static const cli_spec synth_spec = {
     .usage = "--shape NAME --type TYPE -o OUT.gguf [--vocab FILE.gguf] [--seed S]",
     .about = "Writes a GGUF model with random weights (Gaussian, std 1/sqrt(fan_in)) and a\n"
              "synthetic SentencePiece vocabulary, in the exact tensor shapes of a real model.\n"
-             "Norms and biases are F32; matrices and the embedding use TYPE. Free disk space is\n"
-             "checked before writing.\n"
+             "Norms and biases are F32; matrices and the embedding use TYPE. TYPE may also be\n"
+             "one of llama-quantize's mixtures that is not a tensor type (Q4_K_M, Q3_K_M,\n"
+             "Q5_K_M, Q4_K_S, MXFP4_MOE ...): each tensor then gets the type brisk quantize (and\n"
+             "llama-quantize) gives it in the shape's F32 file, written straight, with no F16\n"
+             "file first (gpt-oss-20b as MXFP4_MOE: MXFP4 experts, Q8_0 rest, about 12 GB).\n"
+             "The file streams out row by row, so memory stays small whatever its size. Free\n"
+             "disk space is checked before writing.\n"
              "With --vocab FILE.gguf the model carries FILE's tokenizer instead (every tokenizer.*\n"
              "key: tokens, scores, types, merges, special ids, pre-tokenizer, chat template...), so it\n"
              "tokenizes exactly as FILE does; token_embd and output get FILE's token count, which\n"
@@ -76,7 +82,10 @@ int brisk_cmd_synth(int argc, char **argv) {
     int type = -1;
     for (uint32_t t = 0; t < BRISK_Q_TYPE_LIMIT; t++)
         if (brisk_qtype_get(t) && !strcasecmp(brisk_qtype_name(t), type_name) && t != BRISK_Q_Q8_1 && t != BRISK_Q_Q8_K) type = (int)t;
-    if (type < 0) {
+    brisk_synth_types types = {.type = type < 0 ? 0 : (uint32_t)type, .ftype = -1};
+    brisk_ftype ftype;
+    if (type < 0 && brisk_ftype_parse(type_name, &ftype)) types.ftype = (int)ftype;   /* a mixture */
+    if (type < 0 && types.ftype < 0) {
         fprintf(stderr, "brisk synth: unknown or unsupported type '%s' (see brisk synth --help)\n", type_name);
         return 2;
     }
@@ -99,8 +108,8 @@ int brisk_cmd_synth(int argc, char **argv) {
     }
     int rc = 1;
     uint64_t need = 0;
-    if (!brisk_synth_file_bytes(s, (uint32_t)type, &need)) {
-        fprintf(stderr, "brisk synth: shape %s cannot be stored as %s (rows are not whole blocks)\n", shape, type_name);
+    if (brisk_synth_file_bytes_types(s, types, &need, &err)) {
+        fprintf(stderr, "brisk synth: shape %s cannot be stored as %s (rows are not whole blocks): %s\n", shape, type_name, err.msg);
         rc = 2;
         goto done;
     }
@@ -118,8 +127,10 @@ int brisk_cmd_synth(int argc, char **argv) {
                 (double)free_bytes / 1048576.0);
         goto done;
     }
-    fprintf(stderr, "brisk synth: %s as %s, about %.1f MiB -> %s\n", shape, brisk_qtype_name((uint32_t)type), (double)need / 1048576.0, out);
-    if (brisk_synth_write_vocab(s, (uint32_t)type, (uint64_t)seed, vocab, out, show_progress, NULL, &err)) {
+    fprintf(stderr, "brisk synth: %s as %s%s, about %.1f MiB -> %s\n", shape,
+            types.ftype >= 0 ? brisk_ftype_name((brisk_ftype)types.ftype) : brisk_qtype_name(types.type),
+            types.ftype >= 0 ? " (llama-quantize's mixture)" : "", (double)need / 1048576.0, out);
+    if (brisk_synth_write_types(s, types, (uint64_t)seed, vocab, out, show_progress, NULL, &err)) {
         fprintf(stderr, "brisk synth: %s\n", err.msg);
         goto done;
     }

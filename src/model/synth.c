@@ -9,24 +9,28 @@
 #include "model/synth.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "quant/quantize.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const brisk_synth_shape shapes[] = {
     /* tiny shapes for golden tests of features shared/golden lacks */
-    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"qwen3-tiny", "qwen3", 512, 128, 2, 4, 2, 64, 384, 4096, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"llama-yarn-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "yarn", 4.0f, 16, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"llama-linear-tiny", "llama", 512, 128, 2, 4, 2, 32, 384, 4096, 1e4f, 1e-5f, false, false, false, false, "linear", 4.0f, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
     /* real model shapes (hyperparameters from their published configs) */
-    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
-    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    {"smollm2-135m", "llama", 49152, 576, 30, 9, 3, 64, 1536, 8192, 1e5f, 1e-5f, true, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 151936, 896, 24, 14, 2, 64, 4864, 32768, 1e6f, 1e-6f, true, true, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"qwen3-0.6b", "qwen3", 151936, 1024, 28, 16, 8, 128, 3072, 40960, 1e6f, 1e-6f, true, false, true, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"llama-3.2-1b", "llama", 128256, 2048, 16, 32, 8, 64, 8192, 131072, 5e5f, 1e-5f, true, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"tinyllama-1.1b", "llama", 32000, 2048, 22, 32, 4, 64, 5632, 2048, 1e4f, 1e-5f, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
+    {"llama-3.1-8b", "llama", 128256, 4096, 32, 32, 8, 128, 14336, 131072, 5e5f, 1e-5f, false, false, false, true, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
     {.name = "gemma-2-2b", .arch = "gemma2", .n_vocab = 256000, .n_embd = 2304, .n_layer = 26, .n_head = 8, .n_head_kv = 4, .head_dim = 256,
      .n_ff = 9216, .n_ctx = 8192, .rope_base = 1e4f, .norm_eps = 1e-6f, .tied_output = true, .post_norms = true, .swa_window = 4096,
      .attn_softcap = 50.0f, .final_softcap = 30.0f},
@@ -67,6 +71,10 @@ static const brisk_synth_shape shapes[] = {
      .n_ff = 64, .n_ctx = 4096, .rope_base = 1e4f, .norm_eps = 1e-5f, .qk_norm = true, .qk_norm_full = true, .n_expert = 8, .n_expert_used = 2},
     {.name = "mixtral-tiny", .arch = "llama", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2, .head_dim = 32,
      .n_ff = 96, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-5f, .n_expert = 8, .n_expert_used = 2},
+    /* rows of whole 256-blocks, so the K types apply everywhere (brisk quantize --imatrix's fixtures) */
+    {.name = "qwen3moe-k-tiny", .arch = "qwen3moe", .n_vocab = 512, .n_embd = 256, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+     .head_dim = 64, .n_ff = 512, .n_ctx = 4096, .rope_base = 1e6f, .norm_eps = 1e-6f, .tied_output = true, .qk_norm = true,
+     .n_expert = 4, .n_expert_used = 2, .n_ff_exp = 256},
     {.name = "qwen3moe-micro", .arch = "qwen3moe", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 16,
      .n_ff = 64, .n_ctx = 256, .rope_base = 1e6f, .norm_eps = 1e-6f, .qk_norm = true, .n_expert = 4, .n_expert_used = 2, .n_ff_exp = 32},
     {.name = "qwen2moe-micro", .arch = "qwen2moe", .n_vocab = 288, .n_embd = 32, .n_layer = 2, .n_head = 2, .n_head_kv = 1, .head_dim = 16,
@@ -78,7 +86,19 @@ static const brisk_synth_shape shapes[] = {
     {.name = "qwen3-30b-a3b", .arch = "qwen3moe", .n_vocab = 151936, .n_embd = 2048, .n_layer = 48, .n_head = 32, .n_head_kv = 4,
      .head_dim = 128, .n_ff = 6144, .n_ctx = 40960, .rope_base = 1e6f, .norm_eps = 1e-6f, .qk_norm = true, .n_expert = 128,
      .n_expert_used = 8, .n_ff_exp = 768},
-    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false},
+    /* gpt-oss: openai/gpt-oss-20b's config (YaRN 32x over 4096, a 128-token window on every other layer,
+     * attention sinks, biases everywhere) and a tiny one of the same layout */
+    {.name = "gpt-oss-20b", .arch = "gpt-oss", .n_vocab = 201088, .n_embd = 2880, .n_layer = 24, .n_head = 64, .n_head_kv = 8,
+     .head_dim = 64, .n_ff = 2880, .n_ctx = 131072, .rope_base = 150000.0f, .norm_eps = 1e-5f, .qkv_bias = true,
+     .rope_scaling = "yarn", .rope_scaling_factor = 32.0f, .rope_orig_ctx = 4096, .yarn_beta_fast = 32.0f, .yarn_beta_slow = 1.0f,
+     .swa_window = 128, .n_expert = 32, .n_expert_used = 4, .n_ff_exp = 2880, .out_bias = true, .attn_sinks = true,
+     .ffn_norm_post_attention = true, .expert_biases = true},
+    {.name = "gpt-oss-tiny", .arch = "gpt-oss", .n_vocab = 512, .n_embd = 128, .n_layer = 2, .n_head = 4, .n_head_kv = 2,
+     .head_dim = 32, .n_ff = 64, .n_ctx = 4096, .rope_base = 150000.0f, .norm_eps = 1e-5f, .qkv_bias = true,
+     .rope_scaling = "yarn", .rope_scaling_factor = 32.0f, .rope_orig_ctx = 128, .yarn_beta_fast = 32.0f, .yarn_beta_slow = 1.0f,
+     .swa_window = 16, .n_expert = 8, .n_expert_used = 3, .n_ff_exp = 64, .out_bias = true, .attn_sinks = true,
+     .ffn_norm_post_attention = true, .expert_biases = true},
+    {NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, false, false, false, false, NULL, 0, 0, false, false, false, 0, 0, 0, NULL, 0, 0, 0, 0, false, false, false, false, false, false, 0, 0},
 };
 
 const brisk_synth_shape *brisk_synth_shapes(void) { return shapes; }
@@ -160,14 +180,23 @@ static int list_tensors(const brisk_synth_shape *s, synth_tensor *out) {
             ADD(T_NORM, s->qk_norm_full ? kd : s->head_dim, 1, "blk.%d.attn_k_norm.weight", l);
         }
         ADD(T_MATRIX, qd, d, "blk.%d.attn_output.weight", l);
+        if (s->out_bias) ADD(T_BIAS, d, 1, "blk.%d.attn_output.bias", l);
+        if (s->attn_sinks) ADD(T_BIAS, s->n_head, 1, "blk.%d.attn_sinks.weight", l);
         if (s->post_norms) ADD(T_NORM, d, 1, "blk.%d.post_attention_norm.weight", l);
-        ADD(T_NORM, d, 1, "blk.%d.ffn_norm.weight", l);
+        if (s->ffn_norm_post_attention) ADD(T_NORM, d, 1, "blk.%d.post_attention_norm.weight", l);
+        else ADD(T_NORM, d, 1, "blk.%d.ffn_norm.weight", l);
         if (s->n_expert > 0) {
             const int64_t fe = s->n_ff_exp ? s->n_ff_exp : s->n_ff, ne = s->n_expert;
             ADD(T_MATRIX, d, ne, "blk.%d.ffn_gate_inp.weight", l);
+            if (s->expert_biases) ADD(T_BIAS, ne, 1, "blk.%d.ffn_gate_inp.bias", l);
             ADD3(d, fe, ne, "blk.%d.ffn_gate_exps.weight", l);
             ADD3(d, fe, ne, "blk.%d.ffn_up_exps.weight", l);
             ADD3(fe, d, ne, "blk.%d.ffn_down_exps.weight", l);
+            if (s->expert_biases) {   /* one bias row per expert */
+                ADD(T_BIAS, fe, ne, "blk.%d.ffn_gate_exps.bias", l);
+                ADD(T_BIAS, fe, ne, "blk.%d.ffn_up_exps.bias", l);
+                ADD(T_BIAS, d, ne, "blk.%d.ffn_down_exps.bias", l);
+            }
             if (s->n_ff_shexp) {
                 if (s->shexp_gate) ADD(T_NORM, d, 1, "blk.%d.ffn_gate_inp_shexp.weight", l);
                 ADD(T_MATRIX, d, s->n_ff_shexp, "blk.%d.ffn_gate_shexp.weight", l);
@@ -194,21 +223,74 @@ static uint32_t tensor_type(const synth_tensor *t, uint32_t type) {
     return t->kind == T_MATRIX || t->kind == T_EMBED ? type : BRISK_Q_F32;
 }
 
-bool brisk_synth_file_bytes(const brisk_synth_shape *s, uint32_t type, uint64_t *bytes) {
-    int n = list_tensors(s, NULL);
-    synth_tensor *ts = malloc((size_t)n * sizeof *ts);
-    if (!ts) return false;
-    list_tensors(s, ts);
-    uint64_t total = 1 << 20;   /* metadata and vocabulary, generously */
-    bool ok = true;
-    for (int i = 0; i < n && ok; i++) {
-        size_t rb;
-        ok = brisk_qtype_row_bytes(tensor_type(&ts[i], type), ts[i].cols, &rb);
-        total += (uint64_t)rb * (uint64_t)ts[i].rows * (uint64_t)(ts[i].n3 ? ts[i].n3 : 1) + 32;
+/* The shape's tensors and the type each is written in: out[i] for ts[i].
+ * A mixture is brisk quantize's plan for the shape's F32 file, so the
+ * tensors get exactly the types llama-quantize gives them. */
+static brisk_status tensor_types(const brisk_synth_shape *s, const synth_tensor *ts, int n, brisk_synth_types types,
+                                 uint32_t *out, brisk_error *err) {
+    if (types.ftype < 0) {
+        for (int i = 0; i < n; i++) out[i] = tensor_type(&ts[i], types.type);
+        return BRISK_OK;
     }
-    free(ts);
+    brisk_gguf_tensor *gt = calloc(n ? (size_t)n : 1, sizeof *gt);
+    if (!gt) return brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory");
+    for (int i = 0; i < n; i++) {
+        gt[i].name = (brisk_str){.ptr = ts[i].name, .len = strlen(ts[i].name)};
+        gt[i].n_dims = ts[i].n3 ? 3 : ts[i].rows > 1 ? 2 : 1;
+        gt[i].ne[0] = ts[i].cols;
+        gt[i].ne[1] = ts[i].rows;
+        gt[i].ne[2] = ts[i].n3 ? ts[i].n3 : 1;
+        gt[i].ne[3] = 1;
+        gt[i].type = BRISK_Q_F32;
+    }
+    brisk_quantize_params p;
+    brisk_quantize_default_params(&p);
+    p.ftype = (brisk_ftype)types.ftype;
+    const brisk_quantize_model m = {.arch = s->arch, .n_layer = (uint32_t)s->n_layer, .n_expert = (uint32_t)s->n_expert,
+                                    .n_head = (uint32_t)s->n_head, .n_head_kv = (uint32_t)s->n_head_kv};
+    brisk_quantize_plan plan;
+    brisk_status st = brisk_quantize_plan_tensors(&m, gt, n, &p, &plan, err);
+    if (!st)
+        for (int i = 0; i < plan.n_items; i++) out[plan.items[i].src - gt] = plan.items[i].type;
+    if (st) brisk_error_prefix(err, "synth %s as %s", s->name, brisk_ftype_name(p.ftype));
+    brisk_quantize_plan_free(&plan);
+    free(gt);
+    return st;
+}
+
+static int64_t tensor_rows(const synth_tensor *t) { return t->rows * (t->n3 ? t->n3 : 1); }
+
+brisk_status brisk_synth_file_bytes_types(const brisk_synth_shape *s, brisk_synth_types types, uint64_t *bytes, brisk_error *err) {
+    const int n = list_tensors(s, NULL);
+    synth_tensor *ts = malloc((size_t)n * sizeof *ts);
+    uint32_t *tt = malloc((size_t)n * sizeof *tt);
+    brisk_status st = BRISK_OK;
+    if (!ts || !tt) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
+    list_tensors(s, ts);
+    if ((st = tensor_types(s, ts, n, types, tt, err))) goto done;
+    uint64_t total = 1 << 20;   /* metadata and vocabulary, generously */
+    for (int i = 0; i < n; i++) {
+        size_t rb;
+        if (!brisk_qtype_row_bytes(tt[i], ts[i].cols, &rb)) {
+            st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "synth: tensor '%s': a row of %lld is not whole %s blocks", ts[i].name,
+                            (long long)ts[i].cols, brisk_qtype_name(tt[i]));
+            goto done;
+        }
+        total += (uint64_t)rb * (uint64_t)tensor_rows(&ts[i]) + 32;
+    }
     *bytes = total;
-    return ok;
+done:
+    free(ts);
+    free(tt);
+    return st;
+}
+
+bool brisk_synth_file_bytes(const brisk_synth_shape *s, uint32_t type, uint64_t *bytes) {
+    brisk_error err = {0};
+    return brisk_synth_file_bytes_types(s, (brisk_synth_types){.type = type, .ftype = -1}, bytes, &err) == BRISK_OK;
 }
 
 /* Llama 3.1 frequency divisors (factor 8, low/high frequency factors 1 and 4). */
@@ -328,19 +410,120 @@ brisk_status brisk_synth_write(const brisk_synth_shape *s, uint32_t type, uint64
 
 brisk_status brisk_synth_write_vocab(const brisk_synth_shape *s, uint32_t type, uint64_t seed, const brisk_gguf *vocab,
                                      const char *path, void (*progress)(int, int, void *), void *ud, brisk_error *err) {
-    brisk_from_float_fn quantize = brisk_qtype_from_float(type);
-    const brisk_qtype_info *qi = brisk_qtype_get(type);
-    if (!quantize || !qi || type == BRISK_Q_Q8_1 || type == BRISK_Q_Q8_K)
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "synth: cannot write weights of type %s", brisk_qtype_name(type));
+    return brisk_synth_write_types(s, (brisk_synth_types){.type = type, .ftype = -1}, seed, vocab, path, progress, ud, err);
+}
+
+/* ---- the file, streamed --------------------------------------------------------------------
+ * The bytes are those of the GGUF writer (metadata in the order set, the
+ * tensor table, data 32-byte aligned), but the data is generated and written
+ * a row at a time: gpt-oss-20b's F16 file would be 40 GB, its MXFP4 one 12. */
+
+#define SYNTH_ALIGN 32
+
+typedef struct synth_out {
+    FILE *f;
+    char *tmp, *target;   /* temp file beside target, renamed at the end; NULL when written straight */
+    bool is_stdout;
+} synth_out;
+
+static brisk_status out_open(synth_out *o, const char *path, brisk_error *err) {
+    memset(o, 0, sizeof *o);
+    brisk_out_kind kind;
+    brisk_status st = brisk_out_target(path, &kind, &o->target, err);
+    if (st) return st;
+    if (kind == BRISK_OUT_STDOUT) {
+        o->f = stdout;
+        o->is_stdout = true;
+        return BRISK_OK;
+    }
+    if (kind == BRISK_OUT_STRAIGHT) {
+        if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return BRISK_OK;
+    }
+    const size_t plen = strlen(o->target) + 16;
+    if (!(o->tmp = malloc(plen))) return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
+    snprintf(o->tmp, plen, "%s.tmp.XXXXXX", o->target);
+    const int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
+        free(o->tmp);
+        o->tmp = NULL;
+        return st;
+    }
+    if (fchmod(fd, 0644) != 0 || !(o->f = fdopen(fd, "wb"))) {
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open temporary file %s: %s", path, o->tmp, strerror(errno));
+        close(fd);
+        unlink(o->tmp);
+        free(o->tmp);
+        o->tmp = NULL;
+    }
+    return st;
+}
+
+/* Close; rename into place when ok, else remove the temporary file. */
+static brisk_status out_close(synth_out *o, const char *path, bool ok, brisk_error *err) {
+    brisk_status st = BRISK_OK;
+    if (o->f) {
+        if (ok && (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0)))
+            st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        if (!o->is_stdout && fclose(o->f) != 0 && ok && !st)
+            st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
+    }
+    if (o->tmp) {
+        if (ok && !st && rename(o->tmp, o->target) != 0)
+            st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", path, o->tmp, strerror(errno));
+        if (!ok || st) unlink(o->tmp);
+    }
+    free(o->tmp);
+    free(o->target);
+    memset(o, 0, sizeof *o);
+    return st;
+}
+
+static bool out_put(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
+static bool out_u32(FILE *f, uint32_t v) { return out_put(f, &v, 4); }   /* GGUF is little-endian, as every host brisk runs on */
+static bool out_u64(FILE *f, uint64_t v) { return out_put(f, &v, 8); }
+static bool out_pad(FILE *f, uint64_t n) {
+    static const uint8_t zeros[SYNTH_ALIGN];
+    return out_put(f, zeros, (size_t)((SYNTH_ALIGN - n % SYNTH_ALIGN) % SYNTH_ALIGN));
+}
+
+brisk_status brisk_synth_write_types(const brisk_synth_shape *s, brisk_synth_types types, uint64_t seed, const brisk_gguf *vocab,
+                                     const char *path, void (*progress)(int, int, void *), void *ud, brisk_error *err) {
+    if (types.ftype < 0) {
+        const uint32_t type = types.type;
+        if (!brisk_qtype_from_float(type) || !brisk_qtype_get(type) || type == BRISK_Q_Q8_1 || type == BRISK_Q_Q8_K)
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "synth: cannot write weights of type %s", brisk_qtype_name(type));
+    }
     const int n = list_tensors(s, NULL);
     synth_tensor *ts = malloc((size_t)n * sizeof *ts);
+    uint32_t *tt = malloc((size_t)n * sizeof *tt);
+    size_t *row_bytes = malloc((size_t)n * sizeof *row_bytes);
     brisk_gguf_writer *w = NULL;
+    uint8_t *kvs = NULL;
     float *row = NULL;
-    void *qbuf = NULL;
+    void *qrow = NULL;
+    synth_out o = {0};
+    bool opened = false;
     brisk_status st;
-    if (!ts) return brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory");
+    if (!ts || !tt || !row_bytes) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory");
+        goto done;
+    }
     list_tensors(s, ts);
-    if ((st = brisk_gguf_writer_init(&w, 32, err))) goto done;
+    if ((st = tensor_types(s, ts, n, types, tt, err))) goto done;
+    size_t widest_row = 1;
+    int64_t max_cols = 0;
+    for (int i = 0; i < n; i++) {
+        if (!brisk_qtype_row_bytes(tt[i], ts[i].cols, &row_bytes[i])) {
+            st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "synth: tensor '%s' row of %lld is not whole %s blocks", ts[i].name,
+                            (long long)ts[i].cols, brisk_qtype_name(tt[i]));
+            goto done;
+        }
+        widest_row = BRISK_MAX(widest_row, row_bytes[i]);
+        max_cols = BRISK_MAX(max_cols, ts[i].cols);
+    }
+    if ((st = brisk_gguf_writer_init(&w, SYNTH_ALIGN, err))) goto done;
 
     char key[128];
     const char *a = s->arch;
@@ -368,7 +551,9 @@ brisk_status brisk_synth_write_vocab(const brisk_synth_shape *s, uint32_t type, 
     }
     if ((s->swa_window && (st = SETU("attention.sliding_window", s->swa_window))) ||
         (s->attn_softcap != 0.0f && (st = SETF("attn_logit_softcapping", s->attn_softcap))) ||
-        (s->final_softcap != 0.0f && (st = SETF("final_logit_softcapping", s->final_softcap)))) {
+        (s->final_softcap != 0.0f && (st = SETF("final_logit_softcapping", s->final_softcap))) ||
+        (s->yarn_beta_fast != 0.0f && (st = SETF("rope.scaling.yarn_beta_fast", s->yarn_beta_fast))) ||
+        (s->yarn_beta_slow != 0.0f && (st = SETF("rope.scaling.yarn_beta_slow", s->yarn_beta_slow)))) {
         brisk_fail(err, st, "synth: cannot store metadata");
         goto done;
     }
@@ -382,43 +567,69 @@ brisk_status brisk_synth_write_vocab(const brisk_synth_shape *s, uint32_t type, 
 #undef SETU
 #undef SETF
     if ((st = vocab ? copy_vocab(w, vocab, err) : write_vocab(w, s, err))) goto done;
-
-    synth_rng rng = {.s = seed};
-    int64_t max_cols = 0;
-    for (int i = 0; i < n; i++) max_cols = BRISK_MAX(max_cols, ts[i].cols);
+    if (types.ftype >= 0 &&   /* as llama-quantize ends its metadata */
+        ((st = brisk_gguf_writer_set_u32(w, "general.quantization_version", 2)) ||
+         (st = brisk_gguf_writer_set_u32(w, "general.file_type", (uint32_t)types.ftype)))) {
+        brisk_fail(err, st, "synth: cannot store metadata");
+        goto done;
+    }
+    /* the metadata as the writer encodes it: a file without tensors is the
+     * header and the keys, unpadded; the tensor table follows them */
+    size_t kv_len = 0;
+    if ((st = brisk_gguf_writer_write_mem(w, &kvs, &kv_len, err))) goto done;
+    BRISK_ASSERT(kv_len >= 24);
+    const uint64_t n_tensors = (uint64_t)n;
+    memcpy(kvs + 8, &n_tensors, 8);
     row = malloc((size_t)max_cols * sizeof(float));
-    if (!row) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory"); goto done; }
-    for (int i = 0; i < n; i++) {
+    qrow = malloc(widest_row);
+    if (!row || !qrow) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory"); goto done; }
+    if ((st = out_open(&o, path, err))) goto done;
+    opened = true;
+    bool ok = out_put(o.f, kvs, kv_len);
+    uint64_t offset = 0, pos = kv_len;
+    for (int i = 0; i < n && ok; i++) {
         const synth_tensor *t = &ts[i];
-        const uint32_t tt = tensor_type(t, type);
-        size_t rb, total;
-        const int64_t rows = t->rows * (t->n3 ? t->n3 : 1);   /* an expert tensor's experts one after the other */
-        if (!brisk_qtype_row_bytes(tt, t->cols, &rb) || !brisk_mul_size(rb, (size_t)rows, &total)) {
-            st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "synth: tensor '%s' row of %lld is not whole %s blocks", t->name,
-                            (long long)t->cols, brisk_qtype_name(tt));
-            goto done;
-        }
-        free(qbuf);
-        qbuf = malloc(total ? total : 1);
-        if (!qbuf) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: cannot allocate %zu bytes for '%s'", total, t->name); goto done; }
+        const size_t name_len = strlen(t->name);
+        const uint32_t n_dims = t->n3 ? 3 : t->rows > 1 ? 2 : 1;
+        const int64_t ne[3] = {t->cols, t->rows, t->n3};
+        ok = out_u64(o.f, name_len) && out_put(o.f, t->name, name_len) && out_u32(o.f, n_dims);
+        for (uint32_t d = 0; d < n_dims && ok; d++) ok = out_u64(o.f, (uint64_t)ne[d]);
+        ok = ok && out_u32(o.f, tt[i]) && out_u64(o.f, offset);
+        pos += 8 + name_len + 4 + 8 * n_dims + 4 + 8;
+        const uint64_t bytes = (uint64_t)row_bytes[i] * (uint64_t)tensor_rows(t);
+        offset += bytes + (SYNTH_ALIGN - bytes % SYNTH_ALIGN) % SYNTH_ALIGN;
+    }
+    ok = ok && out_pad(o.f, pos);
+    synth_rng rng = {.s = seed};
+    for (int i = 0; i < n && ok; i++) {
+        const synth_tensor *t = &ts[i];
+        brisk_from_float_fn quantize = brisk_qtype_from_float(tt[i]);
+        const int64_t rows = tensor_rows(t);   /* an expert tensor's experts one after the other */
         const double std = t->kind == T_EMBED ? 0.1 : 1.0 / sqrt((double)t->cols);
-        for (int64_t r = 0; r < rows; r++) {
+        for (int64_t r = 0; r < rows && ok; r++) {
             for (int64_t c = 0; c < t->cols; c++) {
                 const double g = rng_normal(&rng);
                 row[c] = (float)(t->kind == T_NORM ? 1.0 + 0.1 * g : t->kind == T_BIAS ? 0.1 * g : std * g);
             }
             if (t->kind == T_FREQS) llama3_freqs(s, row);
-            brisk_qtype_from_float(tt)(row, (uint8_t *)qbuf + (size_t)r * rb, t->cols);
+            quantize(row, qrow, t->cols);
+            ok = out_put(o.f, qrow, row_bytes[i]);
         }
-        const int64_t ne[3] = {t->cols, t->rows, t->n3};
-        if ((st = brisk_gguf_writer_add_tensor(w, t->name, tt, t->n3 ? 3 : t->rows > 1 ? 2 : 1, ne, qbuf, total, err))) goto done;
-        if (progress) progress(i + 1, n, ud);
+        ok = ok && out_pad(o.f, (uint64_t)row_bytes[i] * (uint64_t)rows);
+        if (ok && progress) progress(i + 1, n, ud);
     }
-    if ((st = brisk_gguf_writer_write(w, path, err))) goto done;
+    if (!ok) st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
 done:
+    if (opened) {
+        const brisk_status cst = out_close(&o, path, st == BRISK_OK, st ? NULL : err);
+        if (!st) st = cst;
+    }
     free(row);
-    free(qbuf);
+    free(qrow);
+    free(kvs);
     free(ts);
+    free(tt);
+    free(row_bytes);
     brisk_gguf_writer_free(w);
     return st;
 }

@@ -362,3 +362,20 @@ brisk_to_float_fn brisk_qtype_to_float(uint32_t type) {
 brisk_from_float_fn brisk_qtype_from_float(uint32_t type) {
     return type < BRISK_Q_TYPE_LIMIT ? conversions[type].from_float : NULL;
 }
+
+brisk_from_float_imatrix_fn brisk_qtype_from_float_imatrix(uint32_t type) {
+    switch (type) {
+    case BRISK_Q_Q4_0: return brisk_q4_0_quantize_imatrix;
+    case BRISK_Q_Q4_1: return brisk_q4_1_quantize_imatrix;
+    case BRISK_Q_Q5_0: return brisk_q5_0_quantize_imatrix;
+    case BRISK_Q_Q5_1: return brisk_q5_1_quantize_imatrix;
+    case BRISK_Q_Q2_K: return brisk_q2_k_quantize_imatrix;
+    case BRISK_Q_Q3_K: return brisk_q3_k_quantize_imatrix;
+    case BRISK_Q_Q4_K: return brisk_q4_k_quantize_imatrix;
+    case BRISK_Q_Q5_K: return brisk_q5_k_quantize_imatrix;
+    case BRISK_Q_Q6_K: return brisk_q6_k_quantize_imatrix;
+    case BRISK_Q_IQ4_NL: return brisk_iq4_nl_quantize_imatrix;
+    case BRISK_Q_IQ4_XS: return brisk_iq4_xs_quantize_imatrix;
+    default: return NULL;
+    }
+}

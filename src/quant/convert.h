@@ -142,4 +142,23 @@ static inline void brisk_q3_k_scales(const uint8_t packed[12], int8_t out[16]) {
     }
 }
 
+/* With an importance matrix (llama-quantize --imatrix): qw holds one weight
+ * per column of the row (n of them; ggml's quant_weights), and the fits are
+ * ggml's quantize_row_*_impl ones (convert_k.c explains). Q8_0 and MXFP4
+ * take no importance. */
+void brisk_q4_0_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q4_1_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q5_0_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q5_1_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q2_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q3_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q4_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q5_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_q6_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_iq4_nl_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+void brisk_iq4_xs_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw);
+typedef void (*brisk_from_float_imatrix_fn)(const float *src, void *dst, int64_t n, const float *qw);
+/* The quantizer of type t that takes an importance matrix; NULL when t ignores one. */
+brisk_from_float_imatrix_fn brisk_qtype_from_float_imatrix(uint32_t t);
+
 #endif

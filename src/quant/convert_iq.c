@@ -44,15 +44,13 @@ static int nearest_grid(float x) {
 /* The least-squares scale of one 32-element group x (weights w = x^2) and
  * its codes L: the first guess maps the signed value of largest magnitude to
  * the grid's end, then 2 * IQ4_NTRY + 1 nearby scales are tried and the one
- * maximizing (sum w q x)^2 / (sum w q^2) is kept. Returns 0 for a group below
+ * maximizing (sum w q x)^2 / (sum w q^2) is kept (w: iq4_weights). Returns 0 for a group below
  * GROUP_EPS (L then untouched); the callers re-pick L against the scale they
  * store, so L here is scratch. */
-static float iq4_group_scale(const float *x, uint8_t *L) {
+static float iq4_group_scale(const float *x, const float *w, uint8_t *L) {
     const int8_t *v = brisk_iq4nl_values;
-    float w[32];
     float amax = 0.0f, max = 0.0f;
     for (int j = 0; j < 32; j++) {
-        w[j] = x[j] * x[j];
         const float ax = fabsf(x[j]);
         if (ax > amax) {
             amax = ax;
@@ -88,6 +86,20 @@ static float iq4_group_scale(const float *x, uint8_t *L) {
     return d;
 }
 
+/* The fit's weights of one 32-group x of a super-block xs of n values: x^2,
+ * or with an importance matrix qw * sqrt(sigma2 + x^2), sigma2 twice the
+ * super-block's mean square (ggml's quantize_row_iq4_nl_impl). */
+static void iq4_weights(const float *xs, int n, const float *x, const float *qw, float *w) {
+    if (!qw) {
+        for (int j = 0; j < 32; j++) w[j] = x[j] * x[j];
+        return;
+    }
+    float sigma2 = 0.0f;
+    for (int j = 0; j < n; j++) sigma2 += xs[j] * xs[j];
+    sigma2 *= 2.0f / n;
+    for (int j = 0; j < 32; j++) w[j] = qw[j] * sqrtf(sigma2 + x[j] * x[j]);
+}
+
 static void pack_nibbles(const uint8_t L[32], uint8_t qs[16]) {
     for (int j = 0; j < 16; j++) qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
 }
@@ -105,18 +117,23 @@ void brisk_iq4_nl_dequantize(const void *src, float *dst, int64_t n) {
 }
 
 /* One group, one scale: the codes are re-picked against the final scale. */
-void brisk_iq4_nl_quantize(const float *src, void *dst, int64_t n) {
+static void iq4_nl_quantize(const float *src, void *dst, int64_t n, const float *qw) {
     BRISK_ASSERT(n % 32 == 0);
     brisk_block_iq4_nl *b = dst;
     uint8_t L[32];
+    float w[32];
     for (int64_t i = 0; i < n / 32; i++, src += 32) {
-        const float d = iq4_group_scale(src, L);
+        iq4_weights(src, 32, src, qw ? qw + 32 * i : NULL, w);
+        const float d = iq4_group_scale(src, w, L);
         b[i].d = brisk_fp32_to_fp16(d);
         const float id = d ? 1 / d : 0.0f;
         for (int j = 0; j < 32; j++) L[j] = (uint8_t)nearest_grid(id * src[j]);
         pack_nibbles(L, b[i].qs);
     }
 }
+
+void brisk_iq4_nl_quantize(const float *src, void *dst, int64_t n) { iq4_nl_quantize(src, dst, n, NULL); }
+void brisk_iq4_nl_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) { iq4_nl_quantize(src, dst, n, qw); }
 
 void brisk_iq4_xs_dequantize(const void *src, float *dst, int64_t n) {
     BRISK_ASSERT(n % BRISK_QK_K == 0);
@@ -138,15 +155,16 @@ void brisk_iq4_xs_dequantize(const void *src, float *dst, int64_t n) {
  * against d = -(the scale of largest magnitude) / 32 (ggml rounds with the
  * unrounded d; only the stored d is fp16), and the codes re-picked against
  * each group's quantized scale. */
-void brisk_iq4_xs_quantize(const float *src, void *dst, int64_t n) {
+static void iq4_xs_quantize(const float *src, void *dst, int64_t n, const float *qw) {
     BRISK_ASSERT(n % BRISK_QK_K == 0);
     brisk_block_iq4_xs *b = dst;
     uint8_t L[32];
-    float scales[8];
+    float scales[8], w[32];
     for (int64_t i = 0; i < n / BRISK_QK_K; i++, src += BRISK_QK_K) {
         float max_scale = 0.0f, amax_scale = 0.0f;
         for (int g = 0; g < 8; g++) {
-            scales[g] = iq4_group_scale(src + 32 * g, L);
+            iq4_weights(src, BRISK_QK_K, src + 32 * g, qw ? qw + BRISK_QK_K * i + 32 * g : NULL, w);
+            scales[g] = iq4_group_scale(src + 32 * g, w, L);
             if (fabsf(scales[g]) > amax_scale) {
                 amax_scale = fabsf(scales[g]);
                 max_scale = scales[g];
@@ -171,6 +189,9 @@ void brisk_iq4_xs_quantize(const float *src, void *dst, int64_t n) {
         }
     }
 }
+
+void brisk_iq4_xs_quantize(const float *src, void *dst, int64_t n) { iq4_xs_quantize(src, dst, n, NULL); }
+void brisk_iq4_xs_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) { iq4_xs_quantize(src, dst, n, qw); }
 
 /* ---- MXFP4 ------------------------------------------------------------------------ */
 

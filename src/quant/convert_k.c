@@ -43,10 +43,10 @@ static float signed_absmax(const float *x, int n, float *max) {
 
 /* Symmetric search, q in [-nmax, nmax-1] stored biased by nmax into L.
  * Starts from scale max/-nmax, then tries 18 nearby scales and keeps the one
- * that maximizes (sum w x l)^2 / sum w l^2, with weights w = x^2. Returns the
- * scale (value = scale * (L - nmax)). Only the rmse_type = 1, no-importance
- * case that Q6_K uses is implemented. */
-static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
+ * that maximizes (sum w x l)^2 / sum w l^2, with weights w = qw, or x^2 when
+ * qw is NULL. Returns the scale (value = scale * (L - nmax)). ggml's
+ * make_qx_quants with rmse_type 1, the only one llama-quantize reaches. */
+static float search_symmetric(int n, int nmax, const float *x, int8_t *L, const float *qw) {
     float max;
     const float amax = signed_absmax(x, n, &max);
     if (amax < GROUP_EPS) {
@@ -58,7 +58,7 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
     for (int i = 0; i < n; i++) {
         int l = clamp_int(brisk_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
+        float w = qw ? qw[i] : x[i] * x[i];
         sumlx += w * x[i] * l;
         suml2 += w * l * l;
     }
@@ -70,7 +70,7 @@ static float search_symmetric(int n, int nmax, const float *x, int8_t *L) {
         sumlx = suml2 = 0.0f;
         for (int i = 0; i < n; i++) {
             int l = clamp_int(brisk_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            float w = x[i] * x[i];
+            float w = qw ? qw[i] : x[i] * x[i];
             sumlx += w * x[i] * l;
             suml2 += w * l * l;
         }
@@ -523,7 +523,7 @@ void brisk_q6_k_quantize(const float *src, void *dst, int64_t n) {
     for (int64_t i = 0; i < n / QK; i++, src += QK) {
         float max_scale = 0.0f, max_abs_scale = 0.0f;
         for (int j = 0; j < QK / 16; j++) {
-            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j);
+            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j, NULL);
             const float a = fabsf(scales[j]);
             if (a > max_abs_scale) {
                 max_abs_scale = a;
@@ -587,5 +587,353 @@ void brisk_q8_k_quantize(const float *src, void *dst, int64_t n) {
             b[i].bsums[g] = (int16_t)sum;
         }
         b[i].d = 1 / iscale;
+    }
+}
+
+/* ---- with an importance matrix -------------------------------------------------------------
+ * llama-quantize --imatrix runs other quantizers (ggml-quants.c's
+ * quantize_row_*_impl with quant_weights): the per-element weights of every
+ * least-squares fit become qw * sqrt(sigma2 + x^2), qw the row's importance
+ * (the mean squared activation of each column), sigma2 a multiple of the
+ * block's (or row's) mean square; the sub-block scales and mins are then
+ * themselves fitted (search_qp) with the sums of those weights, instead of
+ * being scaled to the largest. Written anew in ggml's operation order, so
+ * the bytes are llama-quantize's. */
+
+/* Non-negative values x against L in [0, nmax] (a sub-block's scales or
+ * mins): start from max/nmax, try 8 nearby scales by weighted squared error,
+ * then up to 5 sweeps of moving single L values while that raises
+ * (sum w x l)^2 / sum w l^2 (ggml's make_qp_quants). Returns the scale. */
+static float search_qp(int n, int nmax, const float *x, uint8_t *L, const float *w) {
+    float max = 0.0f;
+    for (int i = 0; i < n; i++) max = max > x[i] ? max : x[i];
+    if (max < GROUP_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
+    }
+    float iscale = nmax / max;
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)brisk_nearest_int(iscale * x[i]);
+    const float scale = 1 / iscale;
+    float best_mse = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float diff = x[i] - scale * L[i];
+        best_mse += w[i] * diff * diff;
+    }
+    for (int is = -4; is <= 4; is++) {
+        if (is == 0) continue;
+        const float iscale_is = (0.1f * is + nmax) / max, scale_is = 1 / iscale_is;
+        float mse = 0.0f;
+        for (int i = 0; i < n; i++) {
+            const int l = BRISK_MIN(nmax, brisk_nearest_int(iscale_is * x[i]));
+            const float diff = x[i] - scale_is * l;
+            mse += w[i] * diff * diff;
+        }
+        if (mse < best_mse) {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    float sumlx = 0.0f, suml2 = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const int l = BRISK_MIN(nmax, brisk_nearest_int(iscale * x[i]));
+        L[i] = (uint8_t)l;
+        sumlx += w[i] * x[i] * l;
+        suml2 += w[i] * l * l;
+    }
+    for (int sweep = 0; sweep < 5; sweep++) {
+        int changed = 0;
+        for (int i = 0; i < n; i++) {
+            float slx = sumlx - w[i] * x[i] * L[i];
+            float sl2 = suml2 - w[i] * L[i] * L[i];
+            if (slx > 0 && sl2 > 0) {
+                const int nl = BRISK_MIN(nmax, brisk_nearest_int(x[i] * sl2 / slx));
+                if (nl != L[i]) {
+                    slx += w[i] * x[i] * nl;
+                    sl2 += w[i] * nl * nl;
+                    if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+                        L[i] = (uint8_t)nl;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed++;
+                    }
+                }
+            }
+        }
+        if (!changed) break;
+    }
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+}
+
+/* sum of x^2 over n values, in order */
+static float sum_squares(const float *x, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+/* w = qw * sqrt(sigma2 + x^2) for n values; returns their sum */
+static float importance(const float *x, const float *qw, float sigma2, int n, float *w) {
+    float sum = 0.0f;
+    for (int l = 0; l < n; l++) w[l] = qw[l] * sqrtf(sigma2 + x[l] * x[l]);
+    for (int l = 0; l < n; l++) sum += w[l];
+    return sum;
+}
+
+/* Q4_K and Q5_K: each 32-group fitted with an offset (36 steps of 0.05 from
+ * -0.9), then the 8 scales and 8 mins fitted to 6 bits. */
+static void quantize_k4_scales_imatrix(const float *x, const float *qw, int nmax, uint16_t *d_out, uint16_t *dmin_out,
+                                       uint8_t packed[12], uint8_t L[QK]) {
+    uint8_t Laux[32], Ls[QK / 32], Lm[QK / 32];
+    float weights[32], sw[QK / 32], mins[QK / 32], scales[QK / 32];
+    const float sigma2 = 2 * sum_squares(x, QK) / QK;
+    for (int j = 0; j < QK / 32; j++) {
+        sw[j] = importance(x + 32 * j, qw + 32 * j, sigma2, 32, weights);
+        scales[j] = search_asymmetric(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+    }
+    const float d_block = search_qp(QK / 32, 63, scales, Ls, sw);
+    const float m_block = search_qp(QK / 32, 63, mins, Lm, sw);
+    memset(packed, 0, 12);
+    for (int j = 0; j < QK / 32; j++) {
+        const uint8_t ls = Ls[j], lm = Lm[j];
+        if (j < 4) {
+            packed[j] = ls;
+            packed[j + 4] = lm;
+        } else {
+            packed[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
+            packed[j - 4] |= (uint8_t)((ls >> 4) << 6);
+            packed[j] |= (uint8_t)((lm >> 4) << 6);
+        }
+    }
+    *d_out = brisk_fp32_to_fp16(d_block);
+    *dmin_out = brisk_fp32_to_fp16(m_block);
+    for (int j = 0; j < QK / 32; j++) {
+        uint8_t sc, m;
+        brisk_k4_scale_min(j, packed, &sc, &m);
+        const float d = brisk_fp16_to_fp32(*d_out) * sc;
+        if (!d) continue;
+        const float dm = brisk_fp16_to_fp32(*dmin_out) * m;
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
+    }
+}
+
+void brisk_q4_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q4_k *b = dst;
+    uint8_t L[QK];
+    for (int64_t i = 0; i < n / QK; i++, src += QK, qw += QK) {
+        quantize_k4_scales_imatrix(src, qw, 15, &b[i].d, &b[i].dmin, b[i].scales, L);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++)
+                b[i].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+void brisk_q5_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q5_k *b = dst;
+    uint8_t L[QK];
+    for (int64_t i = 0; i < n / QK; i++, src += QK, qw += QK) {
+        quantize_k4_scales_imatrix(src, qw, 31, &b[i].d, &b[i].dmin, b[i].scales, L);
+        memset(b[i].qh, 0, sizeof b[i].qh);
+        for (int c = 0; c < 4; c++) {
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+                if (lo > 15) {
+                    lo -= 16;
+                    b[i].qh[l] |= (uint8_t)(1u << (2 * c));
+                }
+                if (hi > 15) {
+                    hi -= 16;
+                    b[i].qh[l] |= (uint8_t)(2u << (2 * c));
+                }
+                b[i].qs[32 * c + l] = (uint8_t)(lo | (hi << 4));
+            }
+        }
+    }
+}
+
+/* Q6_K: the importance itself is the search's weight (no sigma2 term). */
+void brisk_q6_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q6_k *b = dst;
+    int8_t L[QK];
+    float scales[QK / 16];
+    for (int64_t i = 0; i < n / QK; i++, src += QK, qw += QK) {
+        float max_scale = 0.0f, max_abs_scale = 0.0f;
+        for (int j = 0; j < QK / 16; j++) {
+            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j, qw + 16 * j);
+            const float a = fabsf(scales[j]);
+            if (a > max_abs_scale) {
+                max_abs_scale = a;
+                max_scale = scales[j];
+            }
+        }
+        if (max_abs_scale < GROUP_EPS) {
+            memset(&b[i], 0, sizeof b[i]);
+            continue;
+        }
+        const float iscale = -128.0f / max_scale;
+        b[i].d = brisk_fp32_to_fp16(1 / iscale);
+        for (int j = 0; j < QK / 16; j++)
+            b[i].scales[j] = (int8_t)BRISK_MIN(127, brisk_nearest_int(iscale * scales[j]));
+        for (int j = 0; j < QK / 16; j++) {
+            const float d = brisk_fp16_to_fp32(b[i].d) * b[i].scales[j];
+            if (!d) continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clamp_int(brisk_nearest_int(src[16 * j + l] / d), -32, 31) + 32);
+        }
+        uint8_t *ql = b[i].ql, *qh = b[i].qh;
+        for (int half = 0; half < QK; half += 128, ql += 64, qh += 32) {
+            for (int l = 0; l < 32; l++) {
+                const int v0 = L[half + l], v1 = L[half + l + 32];
+                const int v2 = L[half + l + 64], v3 = L[half + l + 96];
+                ql[l] = (uint8_t)((v0 & 0x0f) | ((v2 & 0x0f) << 4));
+                ql[l + 32] = (uint8_t)((v1 & 0x0f) | ((v3 & 0x0f) << 4));
+                qh[l] = (uint8_t)((v0 >> 4) | ((v1 >> 4) << 2) | ((v2 >> 4) << 4) | ((v3 >> 4) << 6));
+            }
+        }
+    }
+}
+
+/* Q2_K: 16-groups with an offset, scales and mins fitted to 4 bits; sigma2 is
+ * the block's plain mean square here. */
+void brisk_q2_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q2_k *b = dst;
+    uint8_t L[QK], Laux[16], Ls[QK / 16], Lm[QK / 16];
+    float weights[16], sw[QK / 16], mins[QK / 16], scales[QK / 16];
+    for (int64_t i = 0; i < n / QK; i++, src += QK, qw += QK) {
+        const float sigma2 = sum_squares(src, QK) / QK;
+        for (int j = 0; j < QK / 16; j++) {
+            sw[j] = importance(src + 16 * j, qw + 16 * j, sigma2, 16, weights);
+            scales[j] = search_asymmetric(16, 3, src + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
+        }
+        b[i].d = brisk_fp32_to_fp16(search_qp(QK / 16, 15, scales, Ls, sw));
+        b[i].dmin = brisk_fp32_to_fp16(search_qp(QK / 16, 15, mins, Lm, sw));
+        const float dm = brisk_fp16_to_fp32(b[i].d), mm = brisk_fp16_to_fp32(b[i].dmin);
+        for (int j = 0; j < QK / 16; j++) b[i].scales[j] = (uint8_t)(Ls[j] | (Lm[j] << 4));
+        for (int j = 0; j < QK / 16; j++) {
+            const float d = dm * (b[i].scales[j] & 0x0f);
+            if (!d) continue;
+            const float m = mm * (b[i].scales[j] >> 4);
+            for (int l = 0; l < 16; l++) L[16 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((src[16 * j + l] + m) / d), 0, 3);
+        }
+        pack_2bit(L, b[i].qs);
+    }
+}
+
+/* Q3_K: each 16-group by the symmetric search with importance weights, then
+ * the 16 signed scales by the same search (weighted by the groups' sums). */
+void brisk_q3_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % QK == 0);
+    brisk_block_q3_k *b = dst;
+    int8_t L[QK], Ls[QK / 16], sc[16];
+    uint8_t U[QK];
+    float weights[16], sw[QK / 16], scales[QK / 16];
+    for (int64_t i = 0; i < n / QK; i++, src += QK, qw += QK) {
+        const float sigma2 = 2 * sum_squares(src, QK) / QK;
+        for (int j = 0; j < QK / 16; j++) {
+            sw[j] = importance(src + 16 * j, qw + 16 * j, sigma2, 16, weights);
+            scales[j] = search_symmetric(16, 4, src + 16 * j, L + 16 * j, weights);
+        }
+        memset(b[i].scales, 0, sizeof b[i].scales);
+        const float d_block = search_symmetric(QK / 16, 32, scales, Ls, sw);
+        for (int j = 0; j < QK / 16; j++) {
+            const int l = Ls[j];   /* already biased by 32 */
+            if (j < 8) b[i].scales[j] = (uint8_t)(l & 0x0f);
+            else b[i].scales[j - 8] |= (uint8_t)((l & 0x0f) << 4);
+            b[i].scales[8 + j % 4] |= (uint8_t)((l >> 4) << (2 * (j / 4)));
+        }
+        b[i].d = brisk_fp32_to_fp16(d_block);
+        brisk_q3_k_scales(b[i].scales, sc);
+        for (int j = 0; j < QK / 16; j++) {
+            const float d = brisk_fp16_to_fp32(b[i].d) * sc[j];
+            if (!d) continue;
+            for (int l = 0; l < 16; l++)
+                L[16 * j + l] = (int8_t)(clamp_int(brisk_nearest_int(src[16 * j + l] / d), -4, 3) + 4);
+        }
+        memset(b[i].hmask, 0, sizeof b[i].hmask);
+        for (int e = 0; e < QK; e++) {
+            int v = L[e];
+            if (v > 3) {
+                b[i].hmask[e % 32] |= (uint8_t)(1u << (e / 32));
+                v -= 4;
+            }
+            U[e] = (uint8_t)v;
+        }
+        pack_2bit(U, b[i].qs);
+    }
+}
+
+/* The 32-element formats: sigma2 is the whole row's mean square. Q4_0/Q5_0
+ * by the symmetric search, Q4_1/Q5_1 by the offset one. */
+void brisk_q4_0_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % 32 == 0);
+    brisk_block_q4_0 *b = dst;
+    float w[32];
+    int8_t L[32];
+    const float sigma2 = sum_squares(src, n) / n;
+    for (int64_t i = 0; i < n / 32; i++) {
+        importance(src + 32 * i, qw + 32 * i, sigma2, 32, w);
+        b[i].d = brisk_fp32_to_fp16(search_symmetric(32, 8, src + 32 * i, L, w));
+        for (int j = 0; j < 16; j++) b[i].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void brisk_q5_0_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % 32 == 0);
+    brisk_block_q5_0 *b = dst;
+    float w[32];
+    int8_t L[32];
+    const float sigma2 = sum_squares(src, n) / n;
+    for (int64_t i = 0; i < n / 32; i++) {
+        importance(src + 32 * i, qw + 32 * i, sigma2, 32, w);
+        b[i].d = brisk_fp32_to_fp16(search_symmetric(32, 16, src + 32 * i, L, w));
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            const uint8_t lo = (uint8_t)L[j], hi = (uint8_t)L[j + 16];
+            b[i].qs[j] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
+            qh |= (uint32_t)((lo & 0x10u) >> 4) << j;
+            qh |= (uint32_t)((hi & 0x10u) >> 4) << (j + 16);
+        }
+        memcpy(b[i].qh, &qh, sizeof qh);
+    }
+}
+
+void brisk_q4_1_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % 32 == 0);
+    brisk_block_q4_1 *b = dst;
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    const float sigma2 = sum_squares(src, n) / n;
+    for (int64_t i = 0; i < n / 32; i++) {
+        importance(src + 32 * i, qw + 32 * i, sigma2, 32, w);
+        const float d = search_asymmetric(32, 15, src + 32 * i, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        b[i].d = brisk_fp32_to_fp16(d);
+        b[i].m = brisk_fp32_to_fp16(-min);
+        for (int j = 0; j < 16; j++) b[i].qs[j] = (uint8_t)(L[j] | (L[j + 16] << 4));
+    }
+}
+
+void brisk_q5_1_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
+    BRISK_ASSERT(n % 32 == 0);
+    brisk_block_q5_1 *b = dst;
+    float w[32], min;
+    uint8_t L[32], Laux[32];
+    const float sigma2 = sum_squares(src, n) / n;
+    for (int64_t i = 0; i < n / 32; i++) {
+        importance(src + 32 * i, qw + 32 * i, sigma2, 32, w);
+        const float d = search_asymmetric(32, 31, src + 32 * i, w, L, &min, Laux, -0.9f, 0.05f, 36, false);
+        b[i].d = brisk_fp32_to_fp16(d);
+        b[i].m = brisk_fp32_to_fp16(-min);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            const uint8_t lo = L[j], hi = L[j + 16];
+            b[i].qs[j] = (uint8_t)((lo & 0x0f) | ((hi & 0x0f) << 4));
+            qh |= (uint32_t)((lo & 0x10u) >> 4) << j;
+            qh |= (uint32_t)((hi & 0x10u) >> 4) << (j + 16);
+        }
+        memcpy(b[i].qh, &qh, sizeof qh);
     }
 }

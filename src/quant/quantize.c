@@ -7,6 +7,7 @@
 #include "base/pool.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
+#include "quant/imatrix.h"
 #include "quant/quant.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -227,6 +228,7 @@ typedef struct plan_state {
     pcre2_code **re;       /* one per --tensor-type */
     pcre2_match_data *md;
     int n_attn_v, i_attn_v, i_ffn_down, i_ffn_gate, i_ffn_up;
+    bool has_imatrix;
 } plan_state;
 
 /* llama.cpp's "use more bits" layers: the first and last eighth, and every third between. */
@@ -308,12 +310,15 @@ static brisk_status plan_rule_type(plan_state *s, uint32_t t, const brisk_gguf_t
         } else if (ft == BRISK_FTYPE_Q4_K_M) {
             if (m->falcon) t = il < n_layer / 16 ? BRISK_Q_Q6_K : more_bits(il, n_layer) ? BRISK_Q_Q5_K : BRISK_Q_Q4_K;
             else if (more_bits(il, n_layer)) t = BRISK_Q_Q6_K;
-        } else if (il < n_layer / 8 && (ft == BRISK_FTYPE_IQ4_NL || ft == BRISK_FTYPE_IQ4_XS)) {   /* (no imatrix) */
+        } else if (il < n_layer / 8 && (ft == BRISK_FTYPE_IQ4_NL || ft == BRISK_FTYPE_IQ4_XS) && !s->has_imatrix) {
             t = BRISK_Q_Q5_K;
         } else if (ft == BRISK_FTYPE_Q5_K_M && more_bits(il, n_layer)) {
             t = BRISK_Q_Q6_K;
         } else if (ft == BRISK_FTYPE_Q4_K_S && !m->falcon && il < n_layer / 8) {
             t = BRISK_Q_Q5_K;
+        } else if ((ft == BRISK_FTYPE_Q4_0 || ft == BRISK_FTYPE_Q5_0) && s->has_imatrix && il < n_layer / 8) {
+            /* llama.cpp guards the first ffn_down layers of an imatrix Q4_0/Q5_0 this way */
+            t = ft == BRISK_FTYPE_Q4_0 ? BRISK_Q_Q4_1 : BRISK_Q_Q5_1;
         }
         s->i_ffn_down++;
     } else if (role == ROLE_ATTN_OUT) {
@@ -425,33 +430,18 @@ static brisk_status get_u32_or_first(const brisk_gguf *g, const char *key, uint3
     return brisk_gguf_get_u32(g, key, out, found, err);
 }
 
-static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_error *err) {
+/* The facts a rule reads that follow from the counts (llama.cpp's size class among them). */
+static brisk_status plan_model_from(const brisk_quantize_model *q, plan_model *m, brisk_error *err) {
     memset(m, 0, sizeof *m);
-    brisk_str arch;
-    bool found = false;
-    brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch, &found, err);
-    if (st) return st;
-    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture' is missing");
-    if (arch.len == 0 || arch.len >= sizeof m->arch)
-        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", arch.len,
-                          sizeof m->arch - 1);
-    memcpy(m->arch, arch.ptr, arch.len);
-    m->arch[arch.len] = 0;
-    char key[128];
-    snprintf(key, sizeof key, "%s.block_count", m->arch);
-    if ((st = brisk_gguf_get_u32(g, key, &m->n_layer, &found, err))) return st;
-    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s' is missing", key);
-    if (m->n_layer == 0 || m->n_layer > QUANT_MAX_LAYERS)
-        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s': %u is not 1..%d", key, m->n_layer, QUANT_MAX_LAYERS);
-    snprintf(key, sizeof key, "%s.expert_count", m->arch);
-    if ((st = brisk_gguf_get_u32(g, key, &m->n_expert, &found, err))) return st;
-    uint32_t n_head = 0, n_head_kv = 0;
-    bool has_kv = false;
-    snprintf(key, sizeof key, "%s.attention.head_count", m->arch);
-    if ((st = get_u32_or_first(g, key, &n_head, &found, err))) return st;
-    snprintf(key, sizeof key, "%s.attention.head_count_kv", m->arch);
-    if ((st = get_u32_or_first(g, key, &n_head_kv, &has_kv, err))) return st;
-    if (!has_kv) n_head_kv = n_head;
+    const size_t len = q->arch ? strlen(q->arch) : 0;
+    if (len == 0 || len >= sizeof m->arch)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", len, sizeof m->arch - 1);
+    memcpy(m->arch, q->arch, len + 1);
+    if (q->n_layer == 0 || q->n_layer > QUANT_MAX_LAYERS)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s.block_count': %u is not 1..%d", m->arch, q->n_layer, QUANT_MAX_LAYERS);
+    m->n_layer = q->n_layer;
+    m->n_expert = q->n_expert;
+    const uint32_t n_head = q->n_head, n_head_kv = q->n_head_kv;
     m->n_gqa = n_head_kv ? n_head / n_head_kv : 0;
     m->falcon = !strcmp(m->arch, "falcon");
     /* llama.cpp's 70B size class, from each family's layer count */
@@ -462,6 +452,35 @@ static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_er
         m->is_70b = !strcmp(m->arch, "jais2");
     }
     return BRISK_OK;
+}
+
+static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_error *err) {
+    memset(m, 0, sizeof *m);
+    brisk_str arch;
+    bool found = false;
+    brisk_status st = brisk_gguf_get_str(g, "general.architecture", &arch, &found, err);
+    if (st) return st;
+    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture' is missing");
+    char name[64];
+    if (arch.len == 0 || arch.len >= sizeof name)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", arch.len,
+                          sizeof name - 1);
+    memcpy(name, arch.ptr, arch.len);
+    name[arch.len] = 0;
+    brisk_quantize_model q = {.arch = name};
+    char key[128];
+    snprintf(key, sizeof key, "%s.block_count", name);
+    if ((st = brisk_gguf_get_u32(g, key, &q.n_layer, &found, err))) return st;
+    if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "metadata '%s' is missing", key);
+    snprintf(key, sizeof key, "%s.expert_count", name);
+    if ((st = brisk_gguf_get_u32(g, key, &q.n_expert, &found, err))) return st;
+    bool has_kv = false;
+    snprintf(key, sizeof key, "%s.attention.head_count", name);
+    if ((st = get_u32_or_first(g, key, &q.n_head, &found, err))) return st;
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", name);
+    if ((st = get_u32_or_first(g, key, &q.n_head_kv, &has_kv, err))) return st;
+    if (!has_kv) q.n_head_kv = q.n_head;
+    return plan_model_from(&q, m, err);
 }
 
 /* Tensor order of llama.cpp's loader: by the layer number of "blk.N." (-1 for
@@ -481,18 +500,33 @@ void brisk_quantize_plan_free(brisk_quantize_plan *plan) {
     memset(plan, 0, sizeof *plan);
 }
 
-brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_params *p, brisk_quantize_plan *out,
-                                      brisk_error *err) {
+/* The item's importances: an entry of ne0 * ne2 values, or none. */
+static brisk_status attach_imatrix(const brisk_imatrix *im, brisk_quantize_item *it, brisk_error *err) {
+    const brisk_imatrix_entry *e = brisk_imatrix_find(im, it->name);
+    const brisk_gguf_tensor *t = it->src;
+    if (!e) return BRISK_OK;   /* llama-quantize: "did not find weights", quantized without */
+    if (e->n != t->ne[0] * t->ne[2]) {
+        if (!strcmp(it->name, "token_embd.weight") || !strcmp(it->name, "per_layer_token_embd.weight")) return BRISK_OK;
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "imatrix size %" PRId64 " is different from tensor size %" PRId64 " for %s", e->n,
+                          t->ne[0] * t->ne[2], it->name);
+    }
+    if (t->ne[3] > 1)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "tensor '%s' is 4-D: llama-quantize's importance rows cover 3-D tensors only", it->name);
+    it->imatrix = e->values;
+    return BRISK_OK;
+}
+
+static brisk_status plan_make(const plan_model *m, const brisk_gguf_tensor *tensors, uint64_t n_tensors,
+                              const brisk_quantize_params *p, brisk_quantize_plan *out, brisk_error *err) {
     memset(out, 0, sizeof *out);
     if (!ftype_row_of(p->ftype)) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "file type %d is not one brisk writes", (int)p->ftype);
     if (p->output_tensor_type >= 0 && !type_writable((uint32_t)p->output_tensor_type))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "--output-tensor-type: brisk cannot write type %d", p->output_tensor_type);
     if (p->token_embedding_type >= 0 && !type_writable((uint32_t)p->token_embedding_type))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "--token-embedding-type: brisk cannot write type %d", p->token_embedding_type);
-    if (g->n_tensors > (uint64_t)INT32_MAX) return brisk_fail(err, BRISK_ERR_FORMAT, "too many tensors (%" PRIu64 ")", g->n_tensors);
-    plan_state s = {.p = p};
-    brisk_status st = plan_read_model(g, &s.m, err);
-    if (st) return st;
+    if (n_tensors > (uint64_t)INT32_MAX) return brisk_fail(err, BRISK_ERR_FORMAT, "too many tensors (%" PRIu64 ")", n_tensors);
+    plan_state s = {.p = p, .m = *m, .has_imatrix = p->imatrix && p->imatrix->n_entries > 0};
+    brisk_status st = BRISK_OK;
     if (p->n_tensor_types > 0) {
         s.re = calloc((size_t)p->n_tensor_types, sizeof *s.re);
         s.md = pcre2_match_data_create(4, NULL);
@@ -518,7 +552,7 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
             }
         }
     }
-    const int n = (int)g->n_tensors;
+    const int n = (int)n_tensors;
     out->items = calloc(n ? (size_t)n : 1, sizeof *out->items);
     if (!out->items) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
@@ -528,7 +562,7 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
     s.m.tied = true;
     for (int i = 0; i < n; i++) {
         brisk_quantize_item *it = &out->items[i];
-        const brisk_gguf_tensor *t = &g->tensors[i];
+        const brisk_gguf_tensor *t = &tensors[i];
         it->src = t;
         BRISK_ASSERT(t->name.len <= BRISK_GGUF_MAX_NAME);
         memcpy(it->name, t->name.ptr, t->name.len);
@@ -584,6 +618,7 @@ brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_
         }
         it->nbytes = total;
         it->offset = offset;
+        if (s.has_imatrix && it->type != t->type && (st = attach_imatrix(p->imatrix, it, err))) goto done;
         offset += (total + QUANT_ALIGN - 1) / QUANT_ALIGN * QUANT_ALIGN;
     }
 done:
@@ -593,6 +628,29 @@ done:
     pcre2_match_data_free(s.md);
     if (st) brisk_quantize_plan_free(out);
     return st;
+}
+
+brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_params *p, brisk_quantize_plan *out,
+                                      brisk_error *err) {
+    memset(out, 0, sizeof *out);
+    plan_model m;
+    brisk_status st = plan_read_model(g, &m, err);
+    if (st) return st;
+    return plan_make(&m, g->tensors, g->n_tensors, p, out, err);
+}
+
+brisk_status brisk_quantize_plan_tensors(const brisk_quantize_model *model, const brisk_gguf_tensor *tensors, int n_tensors,
+                                         const brisk_quantize_params *p, brisk_quantize_plan *out, brisk_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!model || !p || n_tensors < 0 || (n_tensors > 0 && !tensors))
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "quantize: bad arguments to the plan");
+    for (int i = 0; i < n_tensors; i++)
+        if (tensors[i].name.len > BRISK_GGUF_MAX_NAME)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "tensor %d: its name is over %d bytes", i, BRISK_GGUF_MAX_NAME);
+    plan_model m;
+    brisk_status st = plan_model_from(model, &m, err);
+    if (st) return st;
+    return plan_make(&m, tensors, (uint64_t)n_tensors, p, out, err);
 }
 
 /* ---- the header ---------------------------------------------------------------------------
@@ -770,6 +828,7 @@ typedef struct slab_job {
     float **scratch;              /* per worker: one row of floats */
     int64_t *bad_row;             /* per worker: first row (in the slab) with a non-finite value, -1 none */
     int64_t *bad_out;             /* per worker: first row whose quantized scales are not finite, -1 none */
+    int64_t first_row;            /* the slab's first row in the tensor (for the importance rows) */
 } slab_job;
 
 static void slab_worker(void *ctx, int ith, int nth) {
@@ -778,6 +837,9 @@ static void slab_worker(void *ctx, int ith, int nth) {
     const uint32_t st = j->it->src->type, dt = j->it->type;
     brisk_to_float_fn to_float = brisk_qtype_to_float(st);
     brisk_from_float_fn from_float = brisk_qtype_from_float(dt);
+    /* with importances, one row of ne0 per expert (ne1 rows each), as llama.cpp slices them */
+    brisk_from_float_imatrix_fn weighted = j->it->imatrix ? brisk_qtype_from_float_imatrix(dt) : NULL;
+    const int64_t rows_per_expert = j->it->src->ne[1];
     const fp16_fields ff = fp16_fields_of(dt);
     const size_t blk_bytes = brisk_qtype_get(dt)->block_bytes;
     const int64_t blk_elems = brisk_qtype_get(dt)->block_elems;
@@ -801,7 +863,8 @@ static void slab_worker(void *ctx, int ith, int nth) {
             j->bad_row[ith] = r;
             return;
         }
-        from_float(x, d, n);
+        if (weighted) weighted(x, d, n, j->it->imatrix + ((j->first_row + r) / rows_per_expert) * n);
+        else from_float(x, d, n);
         if (dt == BRISK_Q_F16 || dt == BRISK_Q_BF16) {
             for (int64_t i = 0; i < n; i++) {
                 uint16_t h;
@@ -909,6 +972,35 @@ static bool same_file(const char *a, const char *b) {
     return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+void brisk_quantize_imatrix_overrides(const brisk_imatrix *m, const char *path, brisk_kv_override *out, int *n) {
+    *n = 0;
+    if (!m || m->n_entries == 0) return;
+    brisk_kv_override *o = &out[(*n)++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->key, sizeof o->key, "quantize.imatrix.file");
+    o->kind = BRISK_KVO_STR;
+    snprintf(o->s, sizeof o->s, "%s", path);   /* llama-quantize keeps 127 bytes */
+    if (m->dataset) {
+        o = &out[(*n)++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->key, sizeof o->key, "quantize.imatrix.dataset");
+        o->kind = BRISK_KVO_STR;
+        snprintf(o->s, sizeof o->s, "%s", m->dataset);
+    }
+    o = &out[(*n)++];
+    memset(o, 0, sizeof *o);
+    snprintf(o->key, sizeof o->key, "quantize.imatrix.entries_count");
+    o->kind = BRISK_KVO_INT;
+    o->i = m->n_entries;
+    if (m->chunk_count > 0) {
+        o = &out[(*n)++];
+        memset(o, 0, sizeof *o);
+        snprintf(o->key, sizeof o->key, "quantize.imatrix.chunks_count");
+        o->kind = BRISK_KVO_INT;
+        o->i = m->chunk_count;
+    }
+}
+
 /* The file sink: temp file beside the target, renamed at the end. */
 typedef struct file_sink {
     out_file out;
@@ -998,7 +1090,7 @@ brisk_status brisk_quantize_gguf(const brisk_gguf *g, const brisk_quantize_param
                 const int64_t nr = BRISK_MIN(slab, rows - r0);
                 slab_job job = {.it = it, .src = (const uint8_t *)t->data + (size_t)r0 * src_row, .dst = dst, .rows = nr,
                                 .src_row = src_row, .dst_row = dst_row, .scratch = scratch, .bad_row = bad,
-                                .bad_out = bad + nth};
+                                .bad_out = bad + nth, .first_row = r0};
                 brisk_pool_run(pool, slab_worker, &job);
                 for (int w = 0; w < nth; w++) {
                     if (bad[w] >= 0) {

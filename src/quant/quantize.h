@@ -82,6 +82,8 @@ typedef struct brisk_kv_override {
 /* Parse "KEY=TYPE:VALUE"; false with a message in err naming what is wrong. */
 bool brisk_kv_override_parse(const char *text, brisk_kv_override *out, brisk_error *err);
 
+struct brisk_imatrix;   /* quant/imatrix.h */
+
 typedef void (*brisk_quantize_progress_fn)(int64_t done_bytes, int64_t total_bytes, int i_tensor, int n_tensors,
                                            const char *name, void *ud);
 
@@ -96,6 +98,14 @@ typedef struct brisk_quantize_params {
     int n_tensor_types;
     const brisk_kv_override *kv_overrides;           /* borrowed */
     int n_kv_overrides;
+    /* --imatrix: the importances (borrowed; NULL or no entries = none). A
+     * quantized tensor with an entry of ne0 * ne2 values is quantized with
+     * them (ggml's quantize_*_impl fits: quant/convert.h); an entry of another
+     * size is an error (except for token_embd, which then goes without, as in
+     * llama.cpp); the mixture's ffn_down rules for IQ4_NL/IQ4_XS and
+     * Q4_0/Q5_0 change with one. The quantize.imatrix.* keys llama-quantize
+     * writes are the caller's kv_overrides (brisk_quantize_imatrix_overrides). */
+    const struct brisk_imatrix *imatrix;
     int n_threads;               /* 0 = all CPUs */
     size_t slab_bytes;           /* rows kept in memory at once per tensor; 0 = 64 MiB */
     brisk_quantize_progress_fn progress;   /* may be NULL; called from the calling thread */
@@ -114,6 +124,7 @@ typedef struct brisk_quantize_item {
     uint64_t nbytes;                /* output bytes */
     uint64_t offset;                /* in the output's data section */
     bool fallback;                  /* the rule's type did not fit the row length */
+    const float *imatrix;           /* its importances (ne0 per expert), NULL: none */
 } brisk_quantize_item;
 
 typedef struct brisk_quantize_plan {
@@ -129,6 +140,23 @@ typedef struct brisk_quantize_plan {
 brisk_status brisk_quantize_plan_make(const brisk_gguf *g, const brisk_quantize_params *p, brisk_quantize_plan *out,
                                       brisk_error *err);
 void brisk_quantize_plan_free(brisk_quantize_plan *plan);
+
+/* The same plan without a file: the model facts the rules read and a tensor
+ * table (names, shapes and source types; data unused), e.g. brisk synth's
+ * shapes, which it writes in a file type's mixture without an F16 file first.
+ * The items' src point into tensors, which must outlive the plan. */
+typedef struct brisk_quantize_model {
+    const char *arch;                     /* general.architecture */
+    uint32_t n_layer, n_expert, n_head, n_head_kv;
+} brisk_quantize_model;
+brisk_status brisk_quantize_plan_tensors(const brisk_quantize_model *model, const brisk_gguf_tensor *tensors, int n_tensors,
+                                         const brisk_quantize_params *p, brisk_quantize_plan *out, brisk_error *err);
+
+/* The keys llama-quantize adds for an importance matrix, as --override-kv
+ * entries to append after the user's: quantize.imatrix.file (path, at most
+ * 127 bytes), .dataset (when the file names one), .entries_count and
+ * .chunks_count (when above 0). Fills out[0..*n) (room for 4). */
+void brisk_quantize_imatrix_overrides(const struct brisk_imatrix *m, const char *path, brisk_kv_override *out, int *n);
 
 /* Where the output goes: begin (may be NULL) learns the file's size before
  * the first write; write appends (an error stops the run). release_input: the
