@@ -731,19 +731,25 @@ float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32
     return 0.0f;
 }
 
+/* Row form keeps head_dim elements per head for V too (the KV-state file's
+ * layout, engine/state.c): a narrower V (head_dim_v, multi-head latent
+ * attention) is followed by zero bytes up to that width. */
 void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k, uint8_t *v) {
     const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim_v);
+    const size_t vform = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
     for (int32_t h = 0; h < kv->n_head; h++) {
         k_part_get(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
-        memcpy(v + (size_t)h * vrb, brisk_kv_v_row(kv, layer, seq, slot, h), vrb);
+        memcpy(v + (size_t)h * vform, brisk_kv_v_row(kv, layer, seq, slot, h), vrb);
+        memset(v + (size_t)h * vform + vrb, 0, vform - vrb);
     }
 }
 
 void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k, const uint8_t *v) {
     const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim_v);
+    const size_t vform = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
     for (int32_t h = 0; h < kv->n_head; h++) {
         k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
-        memcpy(brisk_kv_v_row(kv, layer, seq, slot, h), v + (size_t)h * vrb, vrb);
+        memcpy(brisk_kv_v_row(kv, layer, seq, slot, h), v + (size_t)h * vform, vrb);
     }
 }
 

@@ -244,7 +244,8 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
 /* ---- a sequence's rows, whatever blocks hold them (KV save/restore, engine/state.c) ---- */
 
 /* The K and V rows of slot (< the reserved length) of seq in layer, in row
- * form (brisk_kv_row_bytes of the K / V type for n_head x head_dim / head_dim_v elements:
+ * form (brisk_kv_row_bytes of the K / V type for n_head x head_dim elements,
+ * both: a V of head_dim_v < head_dim elements is padded with zero bytes;
  * KV head after KV head, each head's elements in order, the block types as
  * llama.cpp's blocks), copied out of the pool (get) or into it (set). set
  * writes in place: the caller owns the slot's block exclusively (fresh from
