@@ -490,10 +490,12 @@ static brisk_status read_moe_hparams(brisk_model_data *m, brisk_error *err) {
         uint32_t used = 0;
         if ((st = get_arch_u32(g, a, "expert_group_used_count", &used, false, NULL, err))) return st;
         if (groups >= n_expert || n_expert % groups || n_expert / groups < 2 || groups > 64)
-            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_group_count = %u: must divide expert_count %u into groups of 2 or more (at most 64 groups)",
-                              a, groups, n_expert);
+            return brisk_fail(err, BRISK_ERR_FORMAT,
+                              "%s.expert_group_count = %u: must divide expert_count %u into groups of 2 or more (at most 64 groups)", a,
+                              groups, n_expert);
         if (used < 1 || used >= groups)
-            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_group_used_count = %u out of range [1, expert_group_count %u)", a, used, groups);
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_group_used_count = %u out of range [1, expert_group_count %u)", a, used,
+                              groups);
         hp->n_expert_groups = (int32_t)groups;
         hp->n_group_used = (int32_t)used;
     }
@@ -557,7 +559,8 @@ static brisk_status read_mla_hparams(brisk_model_data *m, brisk_error *err) {
     hp->n_lora_q = lite ? 0 : (int32_t)v;
     const int32_t n_rot = hp->rope.n_rot;
     if (hp->n_lora_kv < 16 || hp->n_lora_kv > 4096 || hp->n_lora_kv % 16)
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.attention.kv_lora_rank: %d (brisk needs a multiple of 16 up to 4096)", a, hp->n_lora_kv);
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.attention.kv_lora_rank: %d (brisk needs a multiple of 16 up to 4096)", a,
+                          hp->n_lora_kv);
     if (!lite && (hp->n_lora_q < 1 || hp->n_lora_q > 65536))
         return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.q_lora_rank: %d out of range [1, 65536]", a, hp->n_lora_q);
     if (hp->mla_head_k <= n_rot || hp->mla_head_k > 4096)
