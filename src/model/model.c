@@ -933,7 +933,7 @@ static brisk_status check_all_used(binder *b, brisk_error *err) {
  * not depend on the thread count. The worker that packs a matrix's last chunk
  * drops its canonical pages, so at most a few matrices are held twice. */
 #define PACK_CHUNK_GROUPS 16
-#define PACK_PER_LAYER 12   /* matrices per layer pack_weights may pack (its ws list), besides the experts' */
+#define PACK_PER_LAYER 15   /* matrices per layer pack_weights may pack (its ws list), besides the experts' and MLA's heads' */
 
 typedef struct pack_job {
     brisk_weight *w;
@@ -1153,17 +1153,20 @@ static void pack_cache_store(brisk_model_data *m, const pack_plan *pl, pack_cach
 
 static brisk_status pack_weights(brisk_model_data *m, const char *model_path, brisk_error *err) {
     brisk_status st = BRISK_OK;
-    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * ((size_t)PACK_PER_LAYER + 3 * (size_t)m->hp.n_expert) + 1, sizeof(pack_job))};
+    const size_t per_layer = (size_t)PACK_PER_LAYER + 3 * (size_t)m->hp.n_expert + (m->hp.mla ? 2 * (size_t)m->hp.n_head : 0);
+    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * per_layer + 1, sizeof(pack_job))};
     if (!pl.jobs) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory planning the repack");
     for (int il = 0; il < m->hp.n_layer; il++) {
         brisk_layer *L = &m->w.layers[il];
         brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
-                              &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down};
+                              &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down, &L->wq_a, &L->wq_b, &L->wkv_a};
         _Static_assert(sizeof ws / sizeof ws[0] <= PACK_PER_LAYER, "pl.jobs holds PACK_PER_LAYER matrices per layer");
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
             if (ws[i]->data) pack_plan_add(ws[i], &pl);
         for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++)   /* gate, up, down of every expert */
             pack_plan_add(&L->moe.gate[e], &pl);
+        for (int32_t h = 0; L->wk_b && h < 2 * m->hp.n_head; h++)   /* attn_k_b, attn_v_b of every head (MLA) */
+            pack_plan_add(&L->wk_b[h], &pl);
     }
     pack_plan_add(&m->w.output, &pl);
     for (int i = 0; i < pl.n_jobs; i++) m->packed_bytes += (size_t)pl.jobs[i].groups * pl.jobs[i].w->packed_group_bytes;
@@ -1292,6 +1295,8 @@ void brisk_model_data_free(brisk_model_data *m) {
             free(L->moe.router.packed); free(L->moe.sh_gate.packed); free(L->moe.sh_up.packed); free(L->moe.sh_down.packed);
             for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++) free(L->moe.gate[e].packed);
             free(L->moe.gate);
+            free(L->wq_a.packed); free(L->wq_b.packed); free(L->wkv_a.packed);
+            for (int32_t h = 0; L->wk_b && h < 2 * m->hp.n_head; h++) free(L->wk_b[h].packed);
             free(L->wk_b);
         }
     free(m->w.output.packed);
