@@ -34,7 +34,7 @@ shift
 archs=("$@")
 [ ${#archs[@]} -gt 0 ] || archs=(llama qwen2 qwen3 mistral3 smollm3 granite gemma gemma2 gemma3 phi3 olmo2 exaone4 glm4 starcoder2
                                  synth:phi3-tiny synth:gemma2-tiny synth:gemma3-tiny
-                                 qwen3moe-moe olmoe-moe qwen2moe-moe llama-moe granitemoe-moe glm4moe-moe gpt-oss-moe
+                                 qwen3moe-moe olmoe-moe qwen2moe-moe llama-moe granitemoe-moe glm4moe-moe gpt-oss-moe deepseek2-moe
                                  synth:qwen3moe-tiny synth:qwen2moe-tiny synth:olmoe-tiny synth:mixtral-tiny)
 peer="${BRISK_PEER_DIR:-$HOME/.cache/brisk-peer}/bin"
 peer_libs=""   # llama.cpp's default build (its own library path); its AVX2 build when the peer has one (see above)

@@ -225,7 +225,7 @@ static const variant moe_variants[] = {
     {.what = "expert_used_count 9 of 8", .key = "qwen3moe.expert_used_count", .kind = 3, .n = 9, .expect = "expert_used_count: 9 out of range"},
     {.what = "expert_count 4 (tensors hold 8)", .key = "qwen3moe.expert_count", .kind = 3, .n = 4, .expect = "ffn_gate_inp.weight"},
     {.what = "expert_count 0", .key = "qwen3moe.expert_count", .kind = 3, .n = 0, .expect = "expert_count is missing or 0"},
-    {.what = "grouped routing", .key = "qwen3moe.expert_group_count", .kind = 3, .n = 2, .expect = "grouped expert routing"},
+    {.what = "2 groups, none used", .key = "qwen3moe.expert_group_count", .kind = 3, .n = 2, .expect = "expert_group_used_count = 0 out of range"},
     {.what = "a shared expert nothing reads", .extra_tensor = "blk.1.ffn_gate_inp_shexp.weight", .expect = "'blk.1.ffn_gate_inp_shexp.weight'"},
 };
 
@@ -283,6 +283,52 @@ static const variant gptoss_variants[] = {
      .expect = "missing tensor 'blk.1.ffn_down_exps.bias'"},
     {.what = "sliding window 0", .key = "gpt-oss.attention.sliding_window", .kind = 3, .n = 0, .expect = "sliding_window: 0"},
     {.what = "a tensor nothing reads", .extra_tensor = "blk.0.ffn_gate_inp_shexp.weight", .expect = "'blk.0.ffn_gate_inp_shexp.weight'"},
+};
+
+/* Copies of the committed deepseek2 model (llama.cpp's test-llama-archs -a
+ * deepseek2: 2 layers, the first dense; multi-head latent attention with a
+ * latent of 512, 64 RoPE dims, q through a rank of 512, one head of 192 / 128;
+ * 2 experts both used, 1 shared, sigmoid routing with a selection bias).
+ * The loading copies exercise the router options DeepSeek V2 / V3 files set
+ * and YaRN as DeepSeek-V2-Lite uses it (factor 40 from 4096 positions,
+ * yarn_log_multiplier 0.0707: mscale folded into the kq scale), each against
+ * llama.cpp's logits for that copy (scripts/gen-arch-variant-refs.sh). */
+static const kv_set deepseek2_yarn[] = {
+    {.key = "deepseek2.rope.scaling.factor", .kind = 0, .f = 40.0f},
+    {.key = "deepseek2.rope.scaling.original_context_length", .kind = 3, .n = 4096},
+    {.key = "deepseek2.rope.scaling.yarn_log_multiplier", .kind = 0, .f = 0.0707f},
+    {0},
+};
+static const kv_set deepseek2_wscale[] = {{.key = "deepseek2.expert_weights_scale", .kind = 0, .f = 2.5f}, {0}};
+static const variant deepseek2_variants[] = {
+    {.what = "top 1 of 2 (the bias picks)", .key = "deepseek2.expert_used_count", .kind = 3, .n = 1, .ref = "deepseek2-top1.logits.f32"},
+    {.what = "softmax gating", .key = "deepseek2.expert_gating_func", .kind = 3, .n = 1, .ref = "deepseek2-softmax.logits.f32"},
+    /* V2 files have no gating key: llama.cpp then uses softmax for deepseek2 */
+    {.what = "gating 0: softmax", .key = "deepseek2.expert_gating_func", .kind = 3, .n = 0, .ref = "deepseek2-softmax.logits.f32"},
+    {.what = "weights normed, x2.5 (V3)", .key = "deepseek2.expert_weights_norm", .kind = 4, .n = 1, .more = deepseek2_wscale,
+     .ref = "deepseek2-wnorm.logits.f32"},
+    {.what = "YaRN as V2-Lite", .key = "deepseek2.rope.scaling.type", .kind = 2, .str = "yarn", .more = deepseek2_yarn,
+     .ref = "deepseek2-yarn.logits.f32"},
+    {.what = "no key_length_mla (old file)", .key = "deepseek2.attention.key_length_mla", .kind = 3, .n = 0, .expect = "attn_kv_b"},
+    {.what = "2 groups of 1 expert", .key = "deepseek2.expert_group_count", .kind = 3, .n = 2, .expect = "groups of 2 or more"},
+    {.what = "kv_lora_rank 500", .key = "deepseek2.attention.kv_lora_rank", .kind = 3, .n = 500, .expect = "kv_lora_rank: 500"},
+    {.what = "key_length 512 (no rope dims)", .key = "deepseek2.attention.key_length", .kind = 3, .n = 512,
+     .expect = "multi-head latent attention needs"},
+    {.what = "q_lora_rank 256 (tensors 512)", .key = "deepseek2.attention.q_lora_rank", .kind = 3, .n = 256, .expect = "attn_q_a.weight"},
+    {.what = "attention temperature", .key = "deepseek2.attention.temperature_scale", .kind = 0, .f = 0.5f, .expect = "temperature_scale is set"},
+    {.what = "NextN block", .key = "deepseek2.nextn_predict_layers", .kind = 3, .n = 1, .expect = "nextn_predict_layers is set"},
+    {.what = "no attn_v_b", .drop_prefix = "blk.1.attn_v_b", .drop_suffix = ".weight", .expect = "missing tensor 'blk.1.attn_v_b.weight'"},
+    {.what = "a tensor nothing reads", .extra_tensor = "blk.0.attn_kv_b.weight", .expect = "'blk.0.attn_kv_b.weight'"},
+};
+
+/* deepseek2-groups-Q4_K_M: the deepseek2 fixture with its experts doubled
+ * (scripts/gen-moe-groups.py: the copies negated, the selection bias moved)
+ * and DeepSeek-V3's grouped routing on: 2 groups of 2, the best 1 used, top
+ * 2. Without the groups llama.cpp's logits move by KL 0.18. */
+static const variant groups_variants[] = {
+    {.what = "groups off (top 2 of 4)", .key = "deepseek2.expert_group_count", .kind = 3, .n = 0, .ref = "deepseek2-nogroups.logits.f32"},
+    {.what = "both groups used", .key = "deepseek2.expert_group_used_count", .kind = 3, .n = 2, .expect = "expert_group_used_count = 2 out of range"},
+    {.what = "3 groups of 4 experts", .key = "deepseek2.expert_group_count", .kind = 3, .n = 3, .expect = "must divide expert_count 4"},
 };
 
 /* Each variant of a committed model (dir/stem.gguf): refused with a message
@@ -414,6 +460,10 @@ int main(void) {
     check_variants(committed, "gpt-oss-moe-Q4_K_M", gptoss_variants, sizeof gptoss_variants / sizeof gptoss_variants[0]);
     check_batch_invariance(committed, "gpt-oss-moe-Q4_K_M");
     check_batch_invariance(committed, "gpt-oss-micro-F32");   /* 4 experts, 2 chosen per token: tokens of a batch split across experts */
+    check_variants(committed, "deepseek2-moe-Q4_K_M", deepseek2_variants, sizeof deepseek2_variants / sizeof deepseek2_variants[0]);
+    check_batch_invariance(committed, "deepseek2-moe-Q4_K_M");
+    check_variants(committed, "deepseek2-groups-Q4_K_M", groups_variants, sizeof groups_variants / sizeof groups_variants[0]);
+    check_batch_invariance(committed, "deepseek2-groups-Q4_K_M");
     char model[1100];
 
     const char *peer_env = getenv("BRISK_PEER_DIR");

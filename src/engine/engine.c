@@ -237,7 +237,8 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     const brisk_hparams *hp = &m->data->hp;
     memset(out, 0, sizeof *out);
     out->weights = m->data->weight_bytes;
-    if (!brisk_kv_plan(hp->n_layer, hp->n_head_kv, hp->head_dim, sh->n_ctx, sh->kv_tokens, sh->n_seq, sh->type_k, sh->type_v, &out->kv))
+    if (!brisk_kv_plan_dims(hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, sh->n_ctx, sh->kv_tokens, sh->n_seq, sh->type_k,
+                            sh->type_v, &out->kv))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens and %d sequences overflows", sh->kv_tokens,
                           sh->n_seq);
     if (!brisk_forward_plan(m->data, sh->n_batch, sh->n_ctx, sh->n_threads, &out->scratch))
@@ -311,7 +312,8 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->model = m;
     c->n_batch = n_batch;
     c->n_outputs_max = sh.n_outputs;
-    if ((st = brisk_kv_init(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, n_ctx, sh.kv_tokens, n_seq, sh.type_k, sh.type_v, err)))
+    if ((st = brisk_kv_init_dims(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, n_ctx, sh.kv_tokens, n_seq, sh.type_k,
+                                 sh.type_v, err)))
         goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);

@@ -63,11 +63,13 @@ static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
     return brisk_mul_size(a, b, out) && brisk_add_size(*total, *out, total);
 }
 
-static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
-                          brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
+static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
+                          int32_t n_seq, brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
     memset(z, 0, sizeof *z);
-    if (n_layer < 1 || n_head < 1 || head_dim < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096) return false;
-    if (!type_fits(kt, head_dim) || !type_fits(vt, head_dim) || (int64_t)n_head * head_dim > INT32_MAX) return false;
+    if (n_layer < 1 || n_head < 1 || head_dim < 1 || head_dim_v < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096) return false;
+    if (!type_fits(kt, head_dim) || !type_fits(vt, head_dim_v) || (int64_t)n_head * head_dim > INT32_MAX ||
+        (int64_t)n_head * head_dim_v > INT32_MAX)
+        return false;
     const int64_t nb = pool_blocks(kv_tokens, n_seq);
     if (nb > INT32_MAX / 2) return false;
     z->n_blocks = (int32_t)nb;
@@ -78,7 +80,7 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
     if (!brisk_mul_size((size_t)nb, (size_t)n_head, &parts) || !brisk_mul_size(parts, (size_t)n_layer, &parts)) return false;
     size_t *t = &z->total;
     *t = sizeof(brisk_kv);
-    return kv_size_add(t, parts, part_bytes(kt, head_dim), &z->k) && kv_size_add(t, parts, part_bytes(vt, head_dim), &z->v) &&
+    return kv_size_add(t, parts, part_bytes(kt, head_dim), &z->k) && kv_size_add(t, parts, part_bytes(vt, head_dim_v), &z->v) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->tok) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->pos) &&
            kv_size_add(t, (size_t)nb, sizeof(brisk_kv_block), &z->blk) && kv_size_add(t, z->n_bucket, sizeof(int32_t), &z->bucket) &&
@@ -87,19 +89,31 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
            kv_size_add(t, (size_t)n_seq, sizeof(int32_t), &z->want) && kv_size_add(t, (size_t)z->max_blocks, sizeof(int32_t), &z->chain);
 }
 
-bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
-                   brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
+bool brisk_kv_plan_dims(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
+                        int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
     kv_sizes z;
-    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, &z)) return false;
+    if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, k_type, v_type, &z)) return false;
     *bytes = z.total;
     return true;
 }
 
+bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
+                   brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
+    return brisk_kv_plan_dims(n_layer, n_head, head_dim, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, bytes);
+}
+
 brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens,
                            int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err) {
+    return brisk_kv_init_dims(out, n_layer, n_head, head_dim, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, err);
+}
+
+brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx,
+                                int32_t kv_tokens, int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err) {
     *out = NULL;
     if (n_head < 1 || head_dim < 1 || (int64_t)n_head * head_dim > INT32_MAX)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: %d heads of %d elements", n_head, head_dim);
+    if (head_dim_v < 1 || head_dim_v > head_dim)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: V heads of %d elements (K: %d)", head_dim_v, head_dim);
     if (n_seq < 1 || n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences: %d out of range [1, 4096]", n_seq);
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
     if (kv_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV pool: %d tokens must be positive", kv_tokens);
@@ -108,12 +122,12 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
                           (int)k_type, (int)v_type);
     for (int w = 0; w < 2; w++) {
         const brisk_kv_type t = w ? v_type : k_type;
-        if (!type_fits(t, head_dim))
+        if (!type_fits(t, w ? head_dim_v : head_dim))
             return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: %s type %s needs a head size that is a multiple of 32 up to %d, not %d",
-                              w ? "V" : "K", brisk_kv_type_name(t), KV_MAX_QHEAD, head_dim);
+                              w ? "V" : "K", brisk_kv_type_name(t), KV_MAX_QHEAD, w ? head_dim_v : head_dim);
     }
     kv_sizes z;
-    if (!compute_sizes(n_layer, n_head, head_dim, n_ctx, kv_tokens, n_seq, k_type, v_type, &z))
+    if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, k_type, v_type, &z))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens overflows", kv_tokens);
     /* what this machine can hold is checked by the context's memory plan (engine.c) before this runs */
     brisk_kv *kv = calloc(1, sizeof *kv);
@@ -122,6 +136,7 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
     kv->row = n_head * head_dim;
     kv->n_head = n_head;
     kv->head_dim = head_dim;
+    kv->head_dim_v = head_dim_v;
     kv->n_ctx = n_ctx;
     kv->n_seq = n_seq;
     kv->n_blocks = z.n_blocks;
@@ -129,7 +144,7 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
     kv->k_type = k_type;
     kv->v_type = v_type;
     kv->k_part = part_bytes(k_type, head_dim);
-    kv->v_part = part_bytes(v_type, head_dim);
+    kv->v_part = part_bytes(v_type, head_dim_v);
     kv->bucket_mask = z.n_bucket - 1;
     kv->bytes = z.total;
     /* zeroed: attention's last partial group of 16 keys reads (and ignores)
@@ -442,7 +457,7 @@ void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
 
 void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n) {
     brisk_kv_seq *s = &kv->seqs[seq];
-    const size_t head_bytes = (size_t)kv->head_dim * sizeof(uint16_t);
+    const size_t head_bytes = (size_t)kv->head_dim_v * sizeof(uint16_t);
     /* rel is increasing, so rel[d] >= d: a move never overwrites a row a later move reads */
     for (int32_t d = 0; d < n; d++) {
         if (rel[d] == d) continue;
@@ -716,19 +731,25 @@ float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32
     return 0.0f;
 }
 
+/* Row form keeps head_dim elements per head for V too (the KV-state file's
+ * layout, engine/state.c): a narrower V (head_dim_v, multi-head latent
+ * attention) is followed by zero bytes up to that width. */
 void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k, uint8_t *v) {
-    const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
+    const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim_v);
+    const size_t vform = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
     for (int32_t h = 0; h < kv->n_head; h++) {
         k_part_get(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
-        memcpy(v + (size_t)h * vrb, brisk_kv_v_row(kv, layer, seq, slot, h), vrb);
+        memcpy(v + (size_t)h * vform, brisk_kv_v_row(kv, layer, seq, slot, h), vrb);
+        memset(v + (size_t)h * vform + vrb, 0, vform - vrb);
     }
 }
 
 void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k, const uint8_t *v) {
-    const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
+    const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim_v);
+    const size_t vform = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
     for (int32_t h = 0; h < kv->n_head; h++) {
         k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
-        memcpy(brisk_kv_v_row(kv, layer, seq, slot, h), v + (size_t)h * vrb, vrb);
+        memcpy(brisk_kv_v_row(kv, layer, seq, slot, h), v + (size_t)h * vform, vrb);
     }
 }
 
@@ -760,7 +781,7 @@ void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_
         to_row(kv->k_type, k, hd, row);
         k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, head), sl, hd, row);
     }
-    to_row(kv->v_type, v, hd, brisk_kv_v_row(kv, layer, seq, slot, head));
+    to_row(kv->v_type, v, kv->head_dim_v, brisk_kv_v_row(kv, layer, seq, slot, head));
 }
 
 int32_t brisk_kv_blocks_obtainable(const brisk_kv *kv, int32_t seq) {

@@ -115,8 +115,12 @@ typedef struct brisk_kv_block {
 
 typedef struct brisk_kv {
     int32_t n_layer;
-    int32_t row;          /* elements per token per layer: n_head * head_dim */
-    int32_t n_head, head_dim;   /* KV heads; elements per head and token */
+    int32_t row;          /* K elements per token per layer: n_head * head_dim */
+    int32_t n_head, head_dim;   /* KV heads; K elements per head and token */
+    /* V elements per head and token: head_dim, except multi-head latent
+     * attention (deepseek2), where K is the latent plus its RoPE'd part and
+     * V the latent alone (docs/MODELS.md) */
+    int32_t head_dim_v;
     int32_t n_ctx;        /* max tokens per sequence (brisk_context_params.n_ctx_seq) */
     int32_t n_seq;
     int32_t n_blocks;     /* pool size: blocks_for(kv_tokens) + n_seq - 1 */
@@ -156,6 +160,11 @@ bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_
 
 brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens,
                            int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err);
+/* The same with V heads of head_dim_v (1 <= head_dim_v <= head_dim) elements. */
+bool brisk_kv_plan_dims(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
+                        int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes);
+brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx,
+                                int32_t kv_tokens, int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err);
 void brisk_kv_free(brisk_kv *kv);   /* NULL is a no-op */
 
 static inline int32_t brisk_kv_n_seq(const brisk_kv *kv) { return kv->n_seq; }
@@ -235,7 +244,8 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
 /* ---- a sequence's rows, whatever blocks hold them (KV save/restore, engine/state.c) ---- */
 
 /* The K and V rows of slot (< the reserved length) of seq in layer, in row
- * form (brisk_kv_row_bytes of the K / V type for n_head x head_dim elements:
+ * form (brisk_kv_row_bytes of the K / V type for n_head x head_dim elements,
+ * both: a V of head_dim_v < head_dim elements is padded with zero bytes;
  * KV head after KV head, each head's elements in order, the block types as
  * llama.cpp's blocks), copied out of the pool (get) or into it (set). set
  * writes in place: the caller owns the slot's block exclusively (fresh from
@@ -243,7 +253,7 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
  * brisk_kv_written. */
 void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k, uint8_t *v);
 void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k, const uint8_t *v);
-/* Store KV head head's K and V (head_dim floats each) for slot of seq in
+/* Store KV head head's K and V (head_dim and head_dim_v floats) for slot of seq in
  * layer, converted to the storage types (F16: round to nearest even; Q8_0:
  * llama.cpp's x86 CPU quantize_row_q8_0; Q4_0: quantize_row_q4_0). The
  * caller owns the slot's block (brisk_kv_reserve_batch). */
@@ -280,11 +290,11 @@ static inline uint16_t *brisk_kv_k(const brisk_kv *kv, int32_t layer, int32_t se
     return (uint16_t *)(void *)brisk_kv_k_part(kv, layer, seq, pos, head) + (size_t)(pos % BRISK_KV_BLOCK);
 }
 /* V row of (layer, seq, pos, head) in its storage form (row_bytes(v_type,
- * head_dim) bytes); the next position of the same block follows it. */
+ * head_dim_v) bytes); the next position of the same block follows it. */
 static inline uint8_t *brisk_kv_v_row(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
     return brisk_kv_v_part(kv, layer, seq, pos, head) + (size_t)(pos % BRISK_KV_BLOCK) * (kv->v_part / BRISK_KV_BLOCK);
 }
-/* F16 V of (layer, seq, pos, head): head_dim contiguous elements. F16 V only. */
+/* F16 V of (layer, seq, pos, head): head_dim_v contiguous elements. F16 V only. */
 static inline uint16_t *brisk_kv_v(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
     return (uint16_t *)(void *)brisk_kv_v_row(kv, layer, seq, pos, head);
 }

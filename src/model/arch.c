@@ -15,6 +15,9 @@ static const char *const mistral3_unsupported[] = {"attention.temperature_scale"
 /* GLM-4's multi-token-prediction layers (counted in block_count, not run) */
 static const char *const glm4_unsupported[] = {"nextn_predict_layers", NULL};
 
+/* deepseek2: Mistral-Large's attention temperature, GLM-4.7 lite's NextN block */
+static const char *const deepseek2_unsupported[] = {"attention.temperature_scale", "nextn_predict_layers", NULL};
+
 #define PRE BRISK_NORM_PRE
 #define POST BRISK_NORM_POST
 
@@ -44,6 +47,11 @@ static const brisk_arch_info arch_table[] = {
      .attn_scale = BRISK_ASCALE_HEAD, .mrope_sections = true,
      .moe = BRISK_MOE_ALWAYS, .moe_ff_key = true, .shexp = BRISK_SHEXP_COUNT, .moe_glm_router = true,
      .ffn_norm_is_post_attention = true, .nextn_skip = true},
+    /* multi-head latent attention, softmax or sigmoid routing with an
+     * optional selection bias, leading dense layers, shared experts */
+    {.name = "deepseek2", .rope_layout = BRISK_ROPE_NORMAL, .attn_norm = PRE, .ffn_norm = PRE, .act = BRISK_ACT_SWIGLU,
+     .attn_scale = BRISK_ASCALE_HEAD, .mla = true, .unsupported_nonzero = deepseek2_unsupported,
+     .moe = BRISK_MOE_ALWAYS, .moe_ff_key = true, .shexp = BRISK_SHEXP_COUNT, .moe_glm_router = true, .moe_deepseek2_router = true},
     /* gpt-oss: attention sinks, windowed layers alternating with full ones,
      * biases everywhere, the clamped SwiGLU, top-k by logit then a softmax
      * over the chosen ones; the FFN's pre-norm is post_attention_norm */
@@ -91,11 +99,12 @@ const brisk_arch_info *brisk_arch_find(const char *name, size_t len) {
     return NULL;
 }
 
-/* MoE families of issue #16 that have no row yet, and what each lacks. */
+/* Relatives of the supported families that have no row, and what each lacks. */
 static const struct {
     const char *name, *reason;
 } missing[] = {
-    {"deepseek2", "it needs multi-head latent attention (a compressed KV cache) and grouped expert routing, which brisk does not implement yet"},
+    {"deepseek2-ocr", "it is deepseek2 with plain (not latent) attention on some layers and a vision tower, which brisk does not implement"},
+    {"deepseek32", "it is deepseek2 with a sparse-attention indexer, which brisk does not implement"},
 };
 
 const char *brisk_arch_missing_reason(const char *name, size_t len) {

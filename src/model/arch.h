@@ -124,6 +124,11 @@ typedef struct brisk_arch_info {
      * multiplied by expert_weights_scale (0 or 1: not), and the first
      * leading_dense_block_count layers dense. */
     bool moe_glm_router;
+    /* moe_glm_router as deepseek2 loads it: expert_gating_func absent or 0
+     * means softmax (its V2 files), sigmoid for the 47/48-layer GLM-4.7
+     * lite (n_vocab 154880), as llama.cpp; exp_probs_b.bias is optional (V3
+     * has it, V2 not); leading_dense_block_count as glm4moe. */
+    bool moe_deepseek2_router;
     /* gpt-oss's router (llama.cpp's LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT):
      * the experts are chosen by raw logit (plus ffn_gate_inp.bias), and their
      * weights are the softmax over just the expert_used_count chosen logits. */
@@ -144,6 +149,14 @@ typedef struct brisk_arch_info {
      * every tensor named blk.N.* with N in the NextN range is accepted and
      * never read. */
     bool nextn_skip;
+    /* Multi-head latent attention (deepseek2.cpp's absorbed MLA): Q is
+     * q_nope absorbed through attn_k_b into the latent, then q_pe RoPE'd; K
+     * is the normed latent then k_pe RoPE'd; V the latent; MQA over it,
+     * then attn_v_b per head and attn_output. Keys q_lora_rank (0 or absent
+     * with an attn_q tensor: plain Q), kv_lora_rank, key_length_mla,
+     * value_length_mla; kq scale mscale^2 / sqrt(key_length_mla) with
+     * rope.scaling.yarn_log_multiplier. */
+    bool mla;
 } brisk_arch_info;
 
 /* The table entry of an architecture name, or NULL. */

@@ -138,7 +138,7 @@ static void kq_cached(const attn_task *at, const float *q, int hd, int m, int32_
 }
 
 /* o[h] += p[h][j] * V row j for the m heads over n V rows from vrow (rows
- * of one KV block, or n = 1), V in its storage type. */
+ * of one KV block, or n = 1), V in its storage type; hd is V's head size. */
 static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p, const uint8_t *vrow, int32_t n) {
     const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
     const size_t rb = at->kv->v_part / BRISK_KV_BLOCK;
@@ -170,7 +170,9 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
     int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
     uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
     int32_t anc_tok = -1;   /* the token whose ancestors anc holds */
-    const int hd = hp->head_dim, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
+    /* hd: K's (and Q's) head size; hv: V's and the output's (they differ
+     * only for multi-head latent attention, where V holds K's first hv values) */
+    const int hd = hp->head_dim, hv = hp->head_dim_v, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
     const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
     const float scale = at->scale, softcap = at->softcap;
     const brisk_attn_kernels *g = f->ak;
@@ -193,8 +195,8 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
             anc_tok = t;
         }
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
-        float *o = f->att + (size_t)t * f->qdim + (size_t)h0 * hd;
-        memset(o, 0, (size_t)m * hd * sizeof(float));
+        float *o = f->att + (size_t)t * f->odim + (size_t)h0 * hv;
+        memset(o, 0, (size_t)m * hv * sizeof(float));
         for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
         const int32_t vsink = at->vsink[t], wlo = at->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
         for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
@@ -245,8 +247,8 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
                 const float Mnew = M[h] > tile_max ? M[h] : tile_max;
                 if (Mnew > M[h]) {
                     const float ms = brisk_expf(M[h] - Mnew);
-                    float *oh = o + (size_t)h * hd;
-                    for (int e = 0; e < hd; e++) oh[e] *= ms;
+                    float *oh = o + (size_t)h * hv;
+                    for (int e = 0; e < hv; e++) oh[e] *= ms;
                     S[h] *= ms;
                 }
                 M[h] = Mnew;
@@ -277,19 +279,19 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
                     int32_t len = n - i < blk_left ? n - i : blk_left;
                     len = base - at_pos < len ? base - at_pos : len;
                     if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
-                    v_rows(at, o, hd, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
+                    v_rows(at, o, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
                     i += len - 1;
                     continue;
                 }
                 const int32_t sl = slot_of(j0 + i, base, anc);
                 if (at->kv->v_type == BRISK_KV_F16) {
                     const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, sl, kvh);
-                    for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hd, kq[h][i], vr, hd);
-                } else v_rows(at, o, hd, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
+                    for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hv, kq[h][i], vr, hv);
+                } else v_rows(at, o, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
             }
         }
         for (int h = 0; h < m; h++) {
-            float *oh = o + (size_t)h * hd;
+            float *oh = o + (size_t)h * hv;
             if (at->sinks) {
                 /* the head's sink logit joins the denominator as a key with
                  * no value, after every tile (ggml's flash attention with
@@ -297,14 +299,14 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
                 const float sk = at->sinks[h0 + h];
                 if (sk > M[h]) {
                     const float ms = brisk_expf(M[h] - sk);
-                    for (int e = 0; e < hd; e++) oh[e] *= ms;
+                    for (int e = 0; e < hv; e++) oh[e] *= ms;
                     S[h] = fmaf(S[h], ms, 1.0f);
                 } else {
                     S[h] += brisk_expf(sk - M[h]);
                 }
             }
             const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-            for (int e = 0; e < hd; e++) oh[e] *= inv;
+            for (int e = 0; e < hv; e++) oh[e] *= inv;
         }
     }
 }

@@ -55,8 +55,16 @@ static bool alloc_scratch(brisk_forward *f) {
     f->xn = xcalloc_track(f, nb * (size_t)f->maxdim, sizeof(float), &ok);
     f->q = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
     f->kc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
-    f->vc = xcalloc_track(f, nb * (size_t)f->kvdim, sizeof(float), &ok);
-    f->att = xcalloc_track(f, nb * (size_t)f->qdim, sizeof(float), &ok);
+    f->vc = xcalloc_track(f, nb * (size_t)f->vdim, sizeof(float), &ok);
+    f->att = xcalloc_track(f, nb * (size_t)f->odim, sizeof(float), &ok);
+    if (hp->mla) {
+        const size_t rank = (size_t)hp->n_lora_kv, nope = (size_t)(hp->mla_head_k - hp->rope.n_rot);
+        if (hp->n_lora_q > 0) f->mla_qa = xcalloc_track(f, nb * (size_t)hp->n_lora_q, sizeof(float), &ok);
+        f->mla_q = xcalloc_track(f, nb * (size_t)hp->n_head * (size_t)hp->mla_head_k, sizeof(float), &ok);
+        f->mla_hin = xcalloc_track(f, nb * BRISK_MAX(rank, nope), sizeof(float), &ok);
+        f->mla_hout = xcalloc_track(f, nb * BRISK_MAX(rank, (size_t)hp->mla_head_v), sizeof(float), &ok);
+        f->mla_o = xcalloc_track(f, nb * (size_t)hp->n_head * (size_t)hp->mla_head_v, sizeof(float), &ok);
+    }
     const size_t ffm = (size_t)brisk_fwd_ff_max(hp);
     f->g = xcalloc_track(f, nbe * ffm, sizeof(float), &ok);
     f->u = xcalloc_track(f, nbe * ffm * (hp->fused_up ? 2 : 1), sizeof(float), &ok);
@@ -120,7 +128,11 @@ static void scratch_shape(brisk_forward *f, const brisk_model_data *m, int32_t n
     f->n_ctx = n_ctx;
     f->qdim = hp->n_head * hp->head_dim;
     f->kvdim = hp->n_head_kv * hp->head_dim;
+    f->vdim = hp->n_head_kv * hp->head_dim_v;
+    f->odim = hp->n_head * hp->head_dim_v;
     f->maxdim = BRISK_MAX(BRISK_MAX(hp->n_embd, brisk_fwd_ff_max(hp)), f->qdim);
+    if (hp->mla)   /* the inputs of wq_b, attn_v_b and attn_output are matmul inputs too */
+        f->maxdim = BRISK_MAX(BRISK_MAX(f->maxdim, hp->n_lora_q), BRISK_MAX(hp->n_lora_kv, hp->n_head * hp->mla_head_v));
     f->qkv_dim = f->qdim + 2 * f->kvdim;
     /* LongRoPE (phi3): the long factors when this context reaches past the original length, as llama.cpp */
     f->rope = hp->rope;
@@ -176,7 +188,8 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         const brisk_layer *L = &m->w.layers[il];
         const brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
                                     &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down,
-                                    L->moe.gate, L->moe.up, L->moe.down};   /* every expert has its tensor's type */
+                                    L->moe.gate, L->moe.up, L->moe.down,   /* every expert has its tensor's type */
+                                    &L->wq_a, &L->wq_b, &L->wkv_a, L->wk_b, L->wv_b};   /* and every head */
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
             if (ws[i] && ws[i]->data && (!f->k->vec_dot[ws[i]->type] || !f->k->quantize_act[brisk_qtype_get(ws[i]->type)->act_type])) {
                 brisk_forward_free(f);
@@ -207,6 +220,7 @@ void brisk_forward_free(brisk_forward *f) {
     if (!f) return;
     brisk_pool_release(f->pool);
     free(f->x); free(f->xn); free(f->q); free(f->kc); free(f->vc); free(f->att); free(f->g); free(f->u);
+    free(f->mla_qa); free(f->mla_q); free(f->mla_hin); free(f->mla_hout); free(f->mla_o);
     for (int i = 0; i < MM_MAX_JOBS; i++) {
         free(f->xq[i]);
         free(f->xs[i]);

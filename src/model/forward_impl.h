@@ -30,7 +30,14 @@ struct brisk_forward {
     brisk_pool *pool;
     int32_t n_batch, n_ctx;
     int32_t qdim, kvdim, maxdim;
-    float *x, *xn, *q, *kc, *vc, *att, *g, *u;   /* activations, [n_batch][dim] */
+    int32_t vdim, odim;                          /* V per token (n_head_kv * head_dim_v), attention output (n_head * head_dim_v) */
+    float *x, *xn, *q, *kc, *vc, *att, *g, *u;   /* activations, [n_batch][dim]: q qdim, kc kvdim, vc vdim, att odim */
+    /* multi-head latent attention (hparams.mla; NULL otherwise): the
+     * low-rank q ([n_batch][n_lora_q]), the projected q ([n_batch][n_head *
+     * mla_head_k]), one head's gathered input and output rows of attn_k_b /
+     * attn_v_b ([n_batch][n_lora_kv] each) and the heads' expanded outputs
+     * ([n_batch][n_head * mla_head_v]) */
+    float *mla_qa, *mla_q, *mla_hin, *mla_hout, *mla_o;
     uint8_t *xq[MM_MAX_JOBS];                    /* quantized matmul inputs */
     int32_t *xs[MM_MAX_JOBS];                    /* their integer sums for the packed GEMM */
     size_t xq_cap, xs_stride;

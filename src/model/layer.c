@@ -135,8 +135,15 @@ static void qk_norm(float *x, const brisk_weight *w, int n_heads, int hd, float 
 
 /* Norm -> Q, K, V -> q/k norms -> RoPE -> K/V into the cache -> attention ->
  * output projection -> post-norm -> residual. */
+static void attend(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L);
+static void mla_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L);
+
 void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L) {
     const brisk_hparams *hp = &f->m->hp;
+    if (hp->mla) {
+        mla_attention_block(f, kv, b, il, L);
+        return;
+    }
     const int32_t T = b->n, d = hp->n_embd, hd = hp->head_dim;
     const float *ain = f->x;
     if (L->attn_norm.data) {
@@ -188,6 +195,17 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
         for (int h = 0; h < hp->n_head_kv; h++)   /* in the cache's storage types (K transposed: kv.h) */
             brisk_kv_put(kv, il, b->seq[t], f->slot[t], h, k + (size_t)h * hd, v + (size_t)h * hd);
     }
+    attend(f, kv, b, il, L);
+    brisk_fwd_matmul1(f, f->att, T, &L->wo, f->xn, d);
+    affine_rows(f->xn, T, d, d, L->bo.data, L->s_o, false);
+    residual_add(f, T, &L->post_attn_norm);
+}
+
+/* Causal attention of the batch's queries (f->q) over the cache's layer il
+ * (the batch's rows already stored) into f->att. */
+static void attend(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t T = b->n, hd = hp->head_dim;
     const bool swa_layer = L->window > 0 && f->vsink_swa;
     attn_task at = {.f = f, .kv = kv, .b = b, .layer = il, .vsink = swa_layer ? f->vsink_swa : f->vsink,
                     .vlo = swa_layer ? f->vlo_swa : f->vlo, .windowed = swa_layer ? f->window_swa > 0 : f->window > 0,
@@ -223,7 +241,83 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     double attn_macs = 0.0;   /* q.k and p.v over every attended position */
     for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (f->vis[t] + 1) * hp->n_head * hd;
     brisk_fwd_run_step(f, brisk_fwd_attn_worker, &at, attn_macs);
-    brisk_fwd_matmul1(f, f->att, T, &L->wo, f->xn, d);
+}
+
+/* One head's product for all T tokens: rows of n_in floats at x (stride
+ * x_stride) times w into n_out floats at y (stride y_stride), through
+ * contiguous scratch rows as the matmul reads them. */
+static void head_matmul(brisk_forward *f, const float *x, int64_t x_stride, int64_t n_in, const brisk_weight *w, float *y, int64_t y_stride,
+                        int64_t n_out, int32_t T) {
+    for (int32_t t = 0; t < T; t++) memcpy(f->mla_hin + (size_t)t * n_in, x + (size_t)t * x_stride, (size_t)n_in * sizeof(float));
+    brisk_fwd_matmul1(f, f->mla_hin, T, w, f->mla_hout, n_out);
+    for (int32_t t = 0; t < T; t++) memcpy(y + (size_t)t * y_stride, f->mla_hout + (size_t)t * n_out, (size_t)n_out * sizeof(float));
+}
+
+/* RoPE of the MLA layers' q_pe / k_pe (NORMAL pairs, the usual cache): as
+ * ggml's rotate_pairs runs, built as C++ with GCC's default
+ * -ffp-contract=fast, each output is one fused multiply-add over the other
+ * product rounded. Checked against llama.cpp's ROPE nodes on the deepseek2
+ * fixture (cb_eval): bit for bit, where brisk_rope_apply's separate roundings
+ * differed in the last bit on a fifth of the elements. */
+static void mla_rope(const float *cache, float *x, int n_heads, int stride, int n_rot) {
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * stride;
+        for (int i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1], x0 = v[i0], x1 = v[i0 + 1];
+            v[i0] = fmaf(x0, c, -(x1 * s));
+            v[i0 + 1] = fmaf(x0, s, x1 * c);
+        }
+    }
+}
+
+/* Multi-head latent attention in llama.cpp's absorbed form (deepseek2.cpp,
+ * arch.h mla): norm -> q (through its low rank and norm, or plain) and the
+ * latent with k_pe (one step) -> the latent's norm, k_pe RoPE'd -> per head
+ * q_nope through attn_k_b into the latent, q_pe RoPE'd after it -> K = [latent
+ * | k_pe], V = the latent into the cache (one KV head) -> MQA over it (q.k
+ * over the latent and rope dims, the weighted sum of latents) -> per head
+ * attn_v_b -> attn_output -> residual. */
+static void mla_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int32_t il, const brisk_layer *L) {
+    const brisk_hparams *hp = &f->m->hp;
+    const int32_t T = b->n, d = hp->n_embd, rank = hp->n_lora_kv, n_rot = hp->rope.n_rot, hk = hp->mla_head_k;
+    const int32_t nope = hk - n_rot, qraw = hp->n_head * hk, hd = hp->head_dim, vh = hp->mla_head_v;
+    for (int32_t t = 0; t < T; t++) norm_row(hp, f->xn + (size_t)t * d, f->x + (size_t)t * d, &L->attn_norm, &L->attn_norm_b, d);
+    if (L->wq_a.data) {
+        const brisk_weight *ws[2] = {&L->wq_a, &L->wkv_a};
+        float *outs[2] = {f->mla_qa, f->kc};
+        const int64_t strides[2] = {hp->n_lora_q, f->kvdim};
+        brisk_fwd_matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
+        for (int32_t t = 0; t < T; t++) {
+            float *qa = f->mla_qa + (size_t)t * hp->n_lora_q;
+            brisk_rmsnorm(qa, qa, L->q_a_norm.data, hp->n_lora_q, hp->norm_eps);
+        }
+        brisk_fwd_matmul1(f, f->mla_qa, T, &L->wq_b, f->mla_q, qraw);
+    } else {
+        const brisk_weight *ws[2] = {&L->wq, &L->wkv_a};
+        float *outs[2] = {f->mla_q, f->kc};
+        const int64_t strides[2] = {qraw, f->kvdim};
+        brisk_fwd_matmul(f, f->xn, T, 2, ws, outs, strides, NULL);
+    }
+    for (int32_t t = 0; t < T; t++) {
+        const float *rc = f->rope_cache + (size_t)t * n_rot;
+        float *k = f->kc + (size_t)t * f->kvdim, *v = f->vc + (size_t)t * f->vdim;
+        brisk_rmsnorm(k, k, L->kv_a_norm.data, rank, hp->norm_eps);   /* K = [latent | k_pe] */
+        mla_rope(rc, k + rank, 1, n_rot, n_rot);
+        memcpy(v, k, (size_t)rank * sizeof(float));   /* V = the latent (the same values as K's first rank) */
+        mla_rope(rc, f->mla_q + (size_t)t * qraw + nope, hp->n_head, hk, n_rot);   /* q_pe of every head */
+        brisk_kv_put(kv, il, b->seq[t], f->slot[t], 0, k, v);
+    }
+    for (int32_t h = 0; h < hp->n_head; h++) {
+        /* Q of head h = [q_nope absorbed into the latent | q_pe] */
+        head_matmul(f, f->mla_q + (size_t)h * hk, qraw, nope, &L->wk_b[h], f->q + (size_t)h * hd, f->qdim, rank, T);
+        for (int32_t t = 0; t < T; t++)
+            memcpy(f->q + (size_t)t * f->qdim + (size_t)h * hd + rank, f->mla_q + (size_t)t * qraw + (size_t)h * hk + nope,
+                   (size_t)n_rot * sizeof(float));
+    }
+    attend(f, kv, b, il, L);
+    for (int32_t h = 0; h < hp->n_head; h++)   /* each head's latent output expanded to its value width */
+        head_matmul(f, f->att + (size_t)h * rank, f->odim, rank, &L->wv_b[h], f->mla_o + (size_t)h * vh, (int64_t)hp->n_head * vh, vh, T);
+    brisk_fwd_matmul1(f, f->mla_o, T, &L->wo, f->xn, d);
     affine_rows(f->xn, T, d, d, L->bo.data, L->s_o, false);
     residual_add(f, T, &L->post_attn_norm);
 }
@@ -291,13 +385,37 @@ static void moe_route(brisk_forward *f, const brisk_layer *L, const float *fin, 
         }
         int32_t *sel = f->moe_sel + (size_t)t * K;
         float *w = f->moe_w + (size_t)t * K;
+        /* grouped routing (llama.cpp's build_moe_ffn, DeepSeek-V3's
+         * n_group / topk_group): each group scores the sum of its two best
+         * selection values, and only the n_group_used best groups' experts
+         * can be chosen (the others' values become -inf) */
+        const int32_t G = hp->n_expert_groups, per = G ? E / G : 0;
+        bool group_on[64] = {false};
+        if (G) {
+            float score[64];
+            for (int32_t gi = 0; gi < G; gi++) {
+                float b1 = -INFINITY, b2 = -INFINITY;
+                for (int32_t e = gi * per; e < (gi + 1) * per; e++) {
+                    const float v = bias ? p[e] + bias[e] : p[e];
+                    if (v > b1) b2 = b1, b1 = v;
+                    else if (v > b2) b2 = v;
+                }
+                score[gi] = b1 + b2;
+            }
+            for (int32_t k = 0; k < hp->n_group_used; k++) {
+                int32_t best = -1;
+                for (int32_t gi = 0; gi < G; gi++)
+                    if (!group_on[gi] && (best < 0 || score[gi] > score[best])) best = gi;
+                group_on[best] = true;
+            }
+        }
         for (int32_t k = 0; k < K; k++) {   /* K passes: E * K comparisons, no allocation */
             int32_t best = -1;
             float best_v = 0.0f;
             for (int32_t e = 0; e < E; e++) {
                 bool taken = false;
                 for (int32_t j = 0; j < k && !taken; j++) taken = sel[j] == e;
-                const float v = bias ? p[e] + bias[e] : p[e];
+                const float v = G && !group_on[e / per] ? -INFINITY : bias ? p[e] + bias[e] : p[e];
                 if (!taken && (best < 0 || v > best_v)) best = e, best_v = v;
             }
             sel[k] = best;

@@ -156,12 +156,15 @@ static brisk_status bind_qk_norm(binder *b, const char *name, int64_t head_dim, 
     return bind_vector(b, name, n, false, w, err);
 }
 
-/* A 3-D expert tensor [n_expert][rows][cols] as n_expert matrix views. */
-static brisk_status bind_expert_matrices(binder *b, const char *name, int64_t cols, int64_t rows, brisk_weight *w, brisk_error *err) {
-    const int64_t n_expert = b->m->hp.n_expert;
+/* A 3-D tensor [n_expert][rows][cols] as n_expert matrix views (the
+ * experts, or MLA's per-head attn_k_b / attn_v_b with n_expert heads). */
+static brisk_status bind_matrix_slices(binder *b, const char *name, int64_t cols, int64_t rows, int64_t n_expert, brisk_weight *w,
+                                       brisk_error *err) {
     const brisk_gguf_tensor *t = find_tensor(b, name);
     if (!t) return brisk_fail(err, BRISK_ERR_FORMAT, "missing tensor '%s'", name);
-    if (t->n_dims != 3 || t->ne[0] != cols || t->ne[1] != rows || t->ne[2] != n_expert)
+    /* GGUF drops trailing dimensions of 1: one slice may come as a 2-D tensor */
+    const bool dims_ok = t->n_dims == 3 || (t->n_dims == 2 && n_expert == 1);
+    if (!dims_ok || t->ne[0] != cols || t->ne[1] != rows || (t->n_dims == 3 ? t->ne[2] : 1) != n_expert)
         return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': shape [%lld, %lld, %lld] (n_dims %u), expected [%lld, %lld, %lld]", name,
                           (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2], t->n_dims, (long long)cols, (long long)rows,
                           (long long)n_expert);
@@ -178,6 +181,10 @@ static brisk_status bind_expert_matrices(binder *b, const char *name, int64_t co
     b->m->n_params += (uint64_t)(cols * rows * n_expert);
     b->m->weight_bytes += t->nbytes;
     return BRISK_OK;
+}
+
+static brisk_status bind_expert_matrices(binder *b, const char *name, int64_t cols, int64_t rows, brisk_weight *w, brisk_error *err) {
+    return bind_matrix_slices(b, name, cols, rows, b->m->hp.n_expert, w, err);
 }
 
 /* An expert tensor's per-expert scales NAME.scale ([n_expert], finite), or NULL. */
@@ -238,8 +245,20 @@ static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error 
     if (!x->gate) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory for %lld experts", (long long)n_expert);
     x->up = x->gate + n_expert;
     x->down = x->up + n_expert;
-    if ((st = bind_expert_matrices(b, NAME("ffn_gate_exps.weight"), d, ff, x->gate, err))) return st;
-    if ((st = bind_expert_matrices(b, NAME("ffn_up_exps.weight"), d, ff, x->up, err))) return st;
+    if (!ai->moe_biases && brisk_gguf_find_tensor(b->m->gguf, NAME("ffn_gate_up_exps.weight"))) {
+        /* one [gate | up] tensor per expert ([n_expert][2 n_ff_exp][d], llama.cpp's
+         * create_tensor_gate_up_exps): its rows' halves, the same products
+         * as its one mul_mat_id split into views */
+        if ((st = bind_expert_matrices(b, name, d, 2 * ff, x->gate, err))) return st;
+        for (int64_t e = 0; e < n_expert; e++) {
+            x->gate[e].rows = ff;
+            x->up[e] = x->gate[e];
+            x->up[e].data = (const uint8_t *)x->gate[e].data + (size_t)ff * x->gate[e].row_bytes;
+        }
+    } else {
+        if ((st = bind_expert_matrices(b, NAME("ffn_gate_exps.weight"), d, ff, x->gate, err))) return st;
+        if ((st = bind_expert_matrices(b, NAME("ffn_up_exps.weight"), d, ff, x->up, err))) return st;
+    }
     if ((st = bind_expert_matrices(b, NAME("ffn_down_exps.weight"), ff, d, x->down, err))) return st;
     static const char *const parts[3] = {"gate", "up", "down"};
     const float **scales[3] = {&x->s_gate, &x->s_up, &x->s_down};
@@ -260,10 +279,10 @@ static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error 
         if ((st = bind_expert_biases(b, NAME("ffn_up_exps.bias"), ff, &x->b_up, err))) return st;
         if ((st = bind_expert_biases(b, NAME("ffn_down_exps.bias"), d, &x->b_down, err))) return st;
     }
-    if (ai->moe_glm_router) {   /* llama.cpp requires it (glm4-moe.cpp) */
-        if ((st = bind_vector(b, NAME("exp_probs_b.bias"), n_expert, true, &x->probs_bias, err))) return st;
+    if (ai->moe_glm_router) {   /* llama.cpp requires it (glm4-moe.cpp); deepseek2's is optional */
+        if ((st = bind_vector(b, NAME("exp_probs_b.bias"), n_expert, !ai->moe_deepseek2_router, &x->probs_bias, err))) return st;
         const float *v = x->probs_bias.data;
-        for (int64_t e = 0; e < n_expert; e++)
+        for (int64_t e = 0; v && e < n_expert; e++)
             if (!isfinite(v[e])) return brisk_fail(err, BRISK_ERR_FORMAT, "tensor '%s': expert %lld's bias %g is not finite", name, (long long)e, v[e]);
     }
     if (hp->n_ff_shexp > 0) {
@@ -285,11 +304,39 @@ static brisk_status bind_experts(binder *b, int il, brisk_layer *L, brisk_error 
     return BRISK_OK;
 }
 
+/* Multi-head latent attention's tensors (hparams.mla, arch.h mla), as
+ * deepseek2.cpp requests them: no biases, scales or Q/K norms. */
+static brisk_status bind_mla(binder *b, int il, brisk_layer *L, brisk_error *err) {
+    const brisk_hparams *hp = &b->m->hp;
+    const int64_t d = hp->n_embd, rank = hp->n_lora_kv, nope = hp->mla_head_k - hp->rope.n_rot;
+    const int64_t qd = (int64_t)hp->n_head * hp->mla_head_k;
+    char name[96];
+    brisk_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d." s, il), name)
+    if (hp->n_lora_q > 0) {
+        if ((st = bind_matrix(b, NAME("attn_q_a.weight"), d, hp->n_lora_q, true, &L->wq_a, err))) return st;
+        if ((st = bind_vector(b, NAME("attn_q_a_norm.weight"), hp->n_lora_q, true, &L->q_a_norm, err))) return st;
+        if ((st = bind_matrix(b, NAME("attn_q_b.weight"), hp->n_lora_q, qd, true, &L->wq_b, err))) return st;
+    } else if ((st = bind_matrix(b, NAME("attn_q.weight"), d, qd, true, &L->wq, err))) {
+        return st;
+    }
+    if ((st = bind_matrix(b, NAME("attn_kv_a_mqa.weight"), d, rank + hp->rope.n_rot, true, &L->wkv_a, err))) return st;
+    if ((st = bind_vector(b, NAME("attn_kv_a_norm.weight"), rank, true, &L->kv_a_norm, err))) return st;
+    L->wk_b = calloc((size_t)hp->n_head * 2, sizeof(brisk_weight));
+    if (!L->wk_b) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory for %d heads", hp->n_head);
+    L->wv_b = L->wk_b + hp->n_head;
+    if ((st = bind_matrix_slices(b, NAME("attn_k_b.weight"), nope, rank, hp->n_head, L->wk_b, err))) return st;
+    if ((st = bind_matrix_slices(b, NAME("attn_v_b.weight"), rank, hp->mla_head_v, hp->n_head, L->wv_b, err))) return st;
+#undef NAME
+    return BRISK_OK;
+}
+
 static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *err) {
     const brisk_hparams *hp = &b->m->hp;
     const brisk_arch_info *ai = hp->ai;
     const int64_t d = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim, kd = (int64_t)hp->n_head_kv * hp->head_dim,
-                  vd = (int64_t)hp->n_head_kv * hp->head_dim_v, od = (int64_t)hp->n_head * hp->head_dim_v;
+                  vd = (int64_t)hp->n_head_kv * hp->head_dim_v,
+                  od = (int64_t)hp->n_head * (hp->mla ? hp->mla_head_v : hp->head_dim_v);
     const int64_t ff = hp->n_ff;
     char name[96];
     brisk_status st;
@@ -299,7 +346,9 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if ((st = bind_vector(b, NAME("attn_norm.bias"), d, false, &L->attn_norm_b, err))) return st;
     if (!ai->ffn_norm_is_post_attention &&
         (st = bind_vector(b, NAME("post_attention_norm.weight"), d, ai->attn_norm & BRISK_NORM_POST, &L->post_attn_norm, err))) return st;
-    if (hp->fused_qkv) {
+    if (hp->mla) {
+        if ((st = bind_mla(b, il, L, err))) return st;
+    } else if (hp->fused_qkv) {
         if ((st = bind_matrix(b, NAME("attn_qkv.weight"), d, qd + kd + vd, true, &L->wqkv, err))) return st;
         if ((st = bind_vector(b, NAME("attn_qkv.bias"), qd + kd + vd, false, &L->bqkv, err))) return st;
         if ((st = bind_scale(b, NAME("attn_qkv.scale"), &L->s_qkv, err))) return st;
@@ -310,6 +359,7 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
         if ((st = bind_matrix(b, NAME("attn_v.weight"), d, vd, true, &L->wv, err))) return st;
     }
     /* separate biases may come with a fused matrix too (llama.cpp concatenates them) */
+    if (!hp->mla) {
     if ((st = bind_vector(b, NAME("attn_q.bias"), qd, false, &L->bq, err))) return st;
     if ((st = bind_vector(b, NAME("attn_k.bias"), kd, false, &L->bk, err))) return st;
     if ((st = bind_vector(b, NAME("attn_v.bias"), vd, false, &L->bv, err))) return st;
@@ -321,6 +371,7 @@ static brisk_status bind_layer(binder *b, int il, brisk_layer *L, brisk_error *e
     if ((st = bind_input_scale(b, NAME("attn_v.input_scale"), err))) return st;
     if ((st = bind_qk_norm(b, NAME("attn_q_norm.weight"), hp->head_dim, qd, &L->q_norm, err))) return st;
     if ((st = bind_qk_norm(b, NAME("attn_k_norm.weight"), hp->head_dim, kd, &L->k_norm, err))) return st;
+    }
     if ((st = bind_matrix(b, NAME("attn_output.weight"), od, d, true, &L->wo, err))) return st;
     if ((st = bind_vector(b, NAME("attn_output.bias"), d, false, &L->bo, err))) return st;
     if ((st = bind_scale(b, NAME("attn_output.scale"), &L->s_o, err))) return st;
@@ -391,7 +442,9 @@ static brisk_status read_glm_router_hparams(brisk_model_data *m, brisk_error *er
     if ((st = get_arch_u32(g, a, "expert_gating_func", &gating, false, NULL, err))) return st;
     if (gating != 0 && gating != 1 && gating != 2)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.expert_gating_func = %u: brisk supports 1 (softmax) and 2 (sigmoid)", a, gating);
-    hp->moe_sigmoid = gating != 1;   /* 0 (absent): sigmoid, as llama.cpp for this family */
+    hp->moe_sigmoid = gating != 1;   /* 0 (absent): sigmoid, as llama.cpp for glm4moe */
+    if (gating == 0 && hp->ai->moe_deepseek2_router)   /* deepseek2: softmax, except GLM-4.7 lite (llama.cpp's test) */
+        hp->moe_sigmoid = (hp->n_layer + hp->n_layer_nextn == 47 || hp->n_layer + hp->n_layer_nextn == 48) && hp->n_vocab == 154880;
     bool norm = false;
     snprintf(key, sizeof key, "%s.expert_weights_norm", a);
     if ((st = brisk_gguf_get_bool(g, key, &norm, NULL, err))) return st;
@@ -433,7 +486,19 @@ static brisk_status read_moe_hparams(brisk_model_data *m, brisk_error *err) {
         return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_used_count: %u out of range [1, expert_count %u]", a, n_used, n_expert);
     uint32_t groups = 0;   /* llama.cpp's build_moe_ffn routes by groups whenever there are more than one */
     if ((st = get_arch_u32(g, a, "expert_group_count", &groups, false, NULL, err))) return st;
-    if (groups > 1) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.expert_group_count = %u: grouped expert routing is not supported", a, groups);
+    if (groups > 1) {   /* llama.cpp's checks (llama-model.cpp), and its graph's: two experts per group at least (each group scores its top 2) */
+        uint32_t used = 0;
+        if ((st = get_arch_u32(g, a, "expert_group_used_count", &used, false, NULL, err))) return st;
+        if (groups >= n_expert || n_expert % groups || n_expert / groups < 2 || groups > 64)
+            return brisk_fail(err, BRISK_ERR_FORMAT,
+                              "%s.expert_group_count = %u: must divide expert_count %u into groups of 2 or more (at most 64 groups)", a,
+                              groups, n_expert);
+        if (used < 1 || used >= groups)
+            return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_group_used_count = %u out of range [1, expert_group_count %u)", a, used,
+                              groups);
+        hp->n_expert_groups = (int32_t)groups;
+        hp->n_group_used = (int32_t)used;
+    }
     hp->n_expert = (int32_t)n_expert;
     hp->n_expert_used = (int32_t)n_used;
     uint32_t v = 0;
@@ -459,6 +524,73 @@ static brisk_status read_moe_hparams(brisk_model_data *m, brisk_error *err) {
     if (ai->shexp == BRISK_SHEXP_IF_KEY) hp->n_ff_shexp = (int32_t)v;
     if (hp->n_ff_shexp < 0 || hp->n_ff_shexp > (1 << 22))
         return brisk_fail(err, BRISK_ERR_FORMAT, "%s.expert_shared_feed_forward_length: %d out of range", a, hp->n_ff_shexp);
+    return BRISK_OK;
+}
+
+/* Multi-head latent attention's keys (arch.h mla), checked against the
+ * shapes the cache and the kernels need, and deepseek2.cpp's kq scale:
+ * with YaRN, llama.cpp folds the magnitude correction into the scale
+ * (mscale^2 / sqrt(key_length_mla), mscale from yarn_log_multiplier), and
+ * the rotation itself gets attn_factor / (1 + 0.1 ln factor) (llama-context.cpp's
+ * DeepSeek-V2 case). */
+static brisk_status read_mla_hparams(brisk_model_data *m, brisk_error *err) {
+    const brisk_gguf *g = m->gguf;
+    brisk_hparams *hp = &m->hp;
+    const char *a = hp->ai->name;
+    brisk_status st;
+    uint32_t v = 0;
+    bool found = false;
+    hp->mla = true;
+    if ((st = get_arch_u32(g, a, "attention.key_length_mla", &v, false, &found, err))) return st;
+    if (!found || !v)   /* llama.cpp runs these through its non-absorbed path, with per-head K/V in the cache */
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "%s.attention.key_length_mla is missing: an older %s file (attn_kv_b, without the split attn_k_b / attn_v_b) is "
+                          "not supported; convert it again with a current convert_hf_to_gguf.py", a, a);
+    hp->mla_head_k = (int32_t)v;
+    v = 0;
+    if ((st = get_arch_u32(g, a, "attention.value_length_mla", &v, true, NULL, err))) return st;
+    hp->mla_head_v = (int32_t)v;
+    if ((st = get_arch_u32(g, a, "attention.kv_lora_rank", &v, true, NULL, err))) return st;
+    hp->n_lora_kv = (int32_t)v;
+    v = 0;
+    /* the "lite" sizes have a plain attn_q (llama.cpp tells them by layer count and ignores the key) */
+    const bool lite = brisk_gguf_find_tensor(g, "blk.0.attn_q.weight") != NULL;
+    if (!lite && (st = get_arch_u32(g, a, "attention.q_lora_rank", &v, true, NULL, err))) return st;
+    hp->n_lora_q = lite ? 0 : (int32_t)v;
+    const int32_t n_rot = hp->rope.n_rot;
+    if (hp->n_lora_kv < 16 || hp->n_lora_kv > 4096 || hp->n_lora_kv % 16)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.attention.kv_lora_rank: %d (brisk needs a multiple of 16 up to 4096)", a,
+                          hp->n_lora_kv);
+    if (!lite && (hp->n_lora_q < 1 || hp->n_lora_q > 65536))
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.q_lora_rank: %d out of range [1, 65536]", a, hp->n_lora_q);
+    if (hp->mla_head_k <= n_rot || hp->mla_head_k > 4096)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.key_length_mla: %d must exceed rope.dimension_count %d (and be <= 4096)", a,
+                          hp->mla_head_k, n_rot);
+    if (hp->mla_head_v < 1 || hp->mla_head_v > 4096)
+        return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.value_length_mla: %d out of range [1, 4096]", a, hp->mla_head_v);
+    /* the cache's one latent head: K = the latent and k_pe, V = the latent */
+    if (hp->head_dim != hp->n_lora_kv + n_rot || hp->head_dim_v != hp->n_lora_kv || (hp->head_dim % 16))
+        return brisk_fail(err, BRISK_ERR_FORMAT,
+                          "%s.attention.key_length %d / value_length %d: multi-head latent attention needs kv_lora_rank + rope dims "
+                          "(%d + %d, a multiple of 16) / kv_lora_rank",
+                          a, hp->head_dim, hp->head_dim_v, hp->n_lora_kv, n_rot);
+    hp->n_head_kv = 1;
+    float log_mul = 0.0f;
+    if ((st = get_arch_f32(g, a, "rope.scaling.yarn_log_multiplier", &log_mul, false, &found, err))) return st;
+    if (!isfinite(log_mul)) return brisk_fail(err, BRISK_ERR_FORMAT, "%s.rope.scaling.yarn_log_multiplier: %g is not finite", a, log_mul);
+    if (found) log_mul /= 0.1f;   /* llama.cpp cancels the convert script's factor */
+    brisk_rope *r = &hp->rope;
+    if (r->ext_factor != 0.0f && log_mul != 0.0f) {
+        float attn_key = 1.0f;
+        if ((st = get_arch_f32(g, a, "rope.scaling.attn_factor", &attn_key, false, NULL, err))) return st;
+        r->attn_factor = 1.0f;   /* get_mscale(f, m) / get_mscale(f, m) */
+        r->attn_factor *= 1.0f / (1.0f + 0.1f * logf(1.0f / r->freq_scale));
+        r->attn_factor *= attn_key;
+    }
+    const float attn_factor_org = r->attn_factor * (1.0f + 0.1f * logf(1.0f / r->freq_scale));
+    const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * logf(1.0f / r->freq_scale));
+    hp->kq_scale = 1.0f * mscale * mscale / sqrtf((float)hp->mla_head_k);
+    hp->q_scale = 1.0f;
     return BRISK_OK;
 }
 
@@ -504,6 +636,7 @@ static brisk_status read_arch_hparams(brisk_model_data *m, brisk_error *err) {
     }
     hp->kq_scale = ai->q_prescale ? 1.0f : scale;
     hp->q_scale = ai->q_prescale ? scale : 1.0f;
+    if (ai->mla && (st = read_mla_hparams(m, err))) return st;
     if (ai->attn_softcap && (st = get_nonneg_f32(g, a, "attn_logit_softcapping", &hp->attn_softcap, err))) return st;
     if (ai->final_softcap && (st = get_nonneg_f32(g, a, "final_logit_softcapping", &hp->final_softcap, err))) return st;
     if (ai->act == BRISK_ACT_SWIGLU_OAI) hp->act_alpha = ai->act_alpha, hp->act_limit = ai->act_limit;
@@ -654,7 +787,7 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     hp->head_dim_v = (int32_t)v;
     if (hp->head_dim < 2 || hp->head_dim > 4096 || hp->head_dim % 2)
         return brisk_fail(err, BRISK_ERR_FORMAT, "%s.attention.key_length: %d out of range", a, hp->head_dim);
-    if (hp->head_dim_v != hp->head_dim)
+    if (hp->head_dim_v != hp->head_dim && !ai->mla)   /* MLA: checked with its keys (read_mla_hparams) */
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "%s.attention.value_length %d != key_length %d", a, hp->head_dim_v, hp->head_dim);
 
     hp->norm_eps = 1e-5f;
@@ -800,7 +933,7 @@ static brisk_status check_all_used(binder *b, brisk_error *err) {
  * not depend on the thread count. The worker that packs a matrix's last chunk
  * drops its canonical pages, so at most a few matrices are held twice. */
 #define PACK_CHUNK_GROUPS 16
-#define PACK_PER_LAYER 12   /* matrices per layer pack_weights may pack (its ws list), besides the experts' */
+#define PACK_PER_LAYER 15   /* matrices per layer pack_weights may pack (its ws list), besides the experts' and MLA's heads' */
 
 typedef struct pack_job {
     brisk_weight *w;
@@ -1020,17 +1153,20 @@ static void pack_cache_store(brisk_model_data *m, const pack_plan *pl, pack_cach
 
 static brisk_status pack_weights(brisk_model_data *m, const char *model_path, brisk_error *err) {
     brisk_status st = BRISK_OK;
-    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * ((size_t)PACK_PER_LAYER + 3 * (size_t)m->hp.n_expert) + 1, sizeof(pack_job))};
+    const size_t per_layer = (size_t)PACK_PER_LAYER + 3 * (size_t)m->hp.n_expert + (m->hp.mla ? 2 * (size_t)m->hp.n_head : 0);
+    pack_plan pl = {.jobs = calloc((size_t)m->hp.n_layer * per_layer + 1, sizeof(pack_job))};
     if (!pl.jobs) return brisk_fail(err, BRISK_ERR_NOMEM, "model: out of memory planning the repack");
     for (int il = 0; il < m->hp.n_layer; il++) {
         brisk_layer *L = &m->w.layers[il];
         brisk_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down, &L->wqkv,
-                              &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down};
+                              &L->moe.router, &L->moe.sh_gate, &L->moe.sh_up, &L->moe.sh_down, &L->wq_a, &L->wq_b, &L->wkv_a};
         _Static_assert(sizeof ws / sizeof ws[0] <= PACK_PER_LAYER, "pl.jobs holds PACK_PER_LAYER matrices per layer");
         for (size_t i = 0; i < BRISK_ARRAY_LEN(ws); i++)
             if (ws[i]->data) pack_plan_add(ws[i], &pl);
         for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++)   /* gate, up, down of every expert */
             pack_plan_add(&L->moe.gate[e], &pl);
+        for (int32_t h = 0; L->wk_b && h < 2 * m->hp.n_head; h++)   /* attn_k_b, attn_v_b of every head (MLA) */
+            pack_plan_add(&L->wk_b[h], &pl);
     }
     pack_plan_add(&m->w.output, &pl);
     for (int i = 0; i < pl.n_jobs; i++) m->packed_bytes += (size_t)pl.jobs[i].groups * pl.jobs[i].w->packed_group_bytes;
@@ -1159,6 +1295,9 @@ void brisk_model_data_free(brisk_model_data *m) {
             free(L->moe.router.packed); free(L->moe.sh_gate.packed); free(L->moe.sh_up.packed); free(L->moe.sh_down.packed);
             for (int32_t e = 0; L->moe.gate && e < 3 * m->hp.n_expert; e++) free(L->moe.gate[e].packed);
             free(L->moe.gate);
+            free(L->wq_a.packed); free(L->wq_b.packed); free(L->wkv_a.packed);
+            for (int32_t h = 0; L->wk_b && h < 2 * m->hp.n_head; h++) free(L->wk_b[h].packed);
+            free(L->wk_b);
         }
     free(m->w.output.packed);
     brisk_gguf_close(m->gguf);

@@ -24,12 +24,23 @@ typedef struct brisk_hparams {
     int32_t n_head_kv;       /* key/value heads (GQA/MQA when < n_head) */
     int32_t head_dim;        /* attention.key_length; may differ from n_embd / n_head */
     int32_t head_dim_v;      /* attention.value_length */
+    /* Multi-head latent attention (arch mla, deepseek2): head_dim is the
+     * latent plus its RoPE'd part (n_lora_kv + rope.n_rot), head_dim_v the
+     * latent, n_head_kv 1; the cache stores that one latent "KV head" per
+     * token (attention is MQA over it, as llama.cpp's absorbed form). */
+    bool mla;
+    int32_t n_lora_q;        /* q's low rank (attention.q_lora_rank); 0: a plain attn_q (the "lite" sizes) */
+    int32_t n_lora_kv;       /* the latent's width (attention.kv_lora_rank) */
+    int32_t mla_head_k;      /* a query head before absorption: nope + rope dims (attention.key_length_mla) */
+    int32_t mla_head_v;      /* a head's output after attn_v_b (attention.value_length_mla) */
     int32_t n_ff;            /* feed-forward width */
     int32_t n_ctx_train;
     int32_t n_expert;        /* experts per MoE layer (0: dense) */
     int32_t n_expert_used;   /* experts each token is routed to */
     int32_t n_ff_exp;        /* an expert's feed-forward width */
     int32_t n_ff_shexp;      /* the shared expert's width (0: none) */
+    int32_t n_expert_groups; /* grouped routing (expert_group_count > 1; else 0): experts in that many equal groups */
+    int32_t n_group_used;    /* ... of which the tokens' best expert_group_used_count groups are eligible */
     int32_t n_dense_lead;    /* the first n layers have a dense FFN (glm4moe's leading_dense_block_count) */
     bool moe_sigmoid;        /* router probabilities are sigmoid(logit), not the softmax */
     bool moe_norm_w;         /* the selected weights are divided by their sum */
@@ -94,6 +105,14 @@ typedef struct brisk_layer {
     brisk_weight bq, bk, bv, bo, bqkv;      /* optional biases, F32 */
     brisk_weight q_norm, k_norm;            /* optional: [hd] (per head) or [n_head*hd] / [n_kv*hd] (whole projection) */
     brisk_weight attn_sinks;                /* [n_head] sink logits (arch attn_sinks), or absent */
+    /* multi-head latent attention (hparams.mla): Q through a low rank
+     * (wq_a [n_lora_q][d], its norm, wq_b [n_head*mla_head_k][n_lora_q]) or
+     * wq ([n_head*mla_head_k][d]); the latent and k_pe (wkv_a
+     * [n_lora_kv + n_rot][d]) and the latent's norm; per head, wk_b
+     * [n_lora_kv][nope] absorbs q_nope into the latent and wv_b
+     * [mla_head_v][n_lora_kv] expands the attention output */
+    brisk_weight wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm;
+    brisk_weight *wk_b, *wv_b;              /* [n_head] views each (wv_b = wk_b + n_head, one allocation) */
     brisk_weight post_attn_norm;            /* [d] (BRISK_NORM_POST) */
     brisk_weight ffn_norm, ffn_norm_b;      /* [d] */
     brisk_weight w_gate, w_up, w_down;      /* [n_ff][d], [n_ff][d] (fused_up: [2 n_ff][d], no gate), [d][n_ff] */
