@@ -7,7 +7,8 @@
  * tenants) cancels. Prints the median and quartiles of that ratio.
  *   gcc -O2 -std=c11 -D_GNU_SOURCE -mavx512f -Isrc -Iinclude bench/decode-stream.c build/libbrisk_core.a \
  *       -lm -lpthread $(pkg-config --libs libpcre2-8 jansson) -o /tmp/decode-stream
- *   /tmp/decode-stream TYPE [ROUNDS]   (TYPE: Q4_0 Q5_0 Q8_0 Q4_K Q5_K Q6_K F16; ROUNDS default 30) */
+ *   /tmp/decode-stream TYPE [ROUNDS]   (TYPE: any packed type, e.g. Q4_0 Q8_0 Q4_K Q6_K F16 IQ4_NL IQ4_XS MXFP4;
+ *   ROUNDS default 30) */
 #include "kernels/kernels.h"
 #include "quant/quant.h"
 

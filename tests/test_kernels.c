@@ -735,7 +735,8 @@ static void test_packed_gemm(const brisk_gemm_kernels *g) {
         }
     }
     static const brisk_qtype types[] = {BRISK_Q_Q4_0, BRISK_Q_Q4_1, BRISK_Q_Q5_0, BRISK_Q_Q5_1, BRISK_Q_Q8_0,
-                                        BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_F16};
+                                        BRISK_Q_Q2_K, BRISK_Q_Q3_K, BRISK_Q_Q4_K, BRISK_Q_Q5_K, BRISK_Q_Q6_K, BRISK_Q_F16,
+                                        BRISK_Q_IQ4_NL, BRISK_Q_IQ4_XS, BRISK_Q_MXFP4};
     static const int64_t nbs[] = {1, 2, 3, 7, 16, 33, 257};   /* weight blocks */
     static const int32_t ntoks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 17};
     const int R = BRISK_GEMM_ROWS;
@@ -760,6 +761,9 @@ static void test_packed_gemm(const brisk_gemm_kernels *g) {
                 return;
             }
             for (int r = 0; r < R; r++) fill_random_blocks(wt, w + (size_t)r * rb, n);
+            if (wt == BRISK_Q_MXFP4)   /* some E8M0 scales 0, 1 (the subnormal halves 2^-128, 2^-127) and 2 */
+                for (int r = 0; r < R; r++)
+                    for (int64_t b = r % 7; b < n / 32; b += 7) w[(size_t)r * rb + (size_t)b * sizeof(brisk_block_mxfp4)] = (uint8_t)((r + b) % 3);
             for (int32_t t = 0; t < T; t++) {
                 fill_floats(x, n, t % 3);
                 ref->quantize_act[at](x, a + (size_t)t * ab, n);

@@ -1041,6 +1041,206 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t as, 
     else gemm_q6_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
 }
 
+/* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) -----------------------------------
+ * The nibbles index a 16-entry int8 codebook, looked up with vpshufb (the
+ * table in both 128-bit lanes; the high nibbles shifted and masked first).
+ * VNNI: the table is biased by 128 (v ^ 0x80 = v + 128 as u8) so the weights
+ * are vpdpbusd's unsigned operand, and isum = sum (v + 128) * y - 128 * sum(y),
+ * the last term 16 * act_sums' -8 * sum(y) (exact). AVX2: |v| and y with v's
+ * sign (vpsignb, y != -128), as Q8_0; MXFP4's |v| <= 12 keeps the pair sums
+ * small enough to add as int16 for the whole block (8 * 2 * 12 * 127 < 2^15),
+ * IQ4_NL's (|v| <= 127) are widened chunk by chunk. Then ref's float steps:
+ * d = dw * dy (IQ4_NL: the fp16 d; MXFP4: brisk_e8m0_half from its bits),
+ * acc = fma((float)isum, d, acc). */
+
+/* The codebook as vpshufb's table in both lanes (VNNI: biased to u8). */
+INL __m256i lut4_table(const int8_t values[16]) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)values);
+#if AVX2_GEMM_VNNI
+    return _mm256_broadcastsi128_si256(_mm_xor_si128(v, _mm_set1_epi8((char)0x80)));
+#else
+    return _mm256_broadcastsi128_si256(v);
+#endif
+}
+
+/* brisk_e8m0_half of 8 E8M0 bytes: (e - 1) << 23 as float bits, 0x00200000 << e for e < 2. */
+INL __m256 e8m0_half8(const uint8_t *e) {
+    const __m256i v = load_u8x8(e);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(v, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), v);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), v)));
+}
+
+INL void lut4_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, int tt, int h0, int nh, bool pf, bool mx) {
+    const size_t gbytes = G * (mx ? sizeof(brisk_block_mxfp4) : sizeof(brisk_block_iq4_nl)), qoff = mx ? 16 : 32;
+    __m256 acc[2][MAX_TT];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) acc[hh][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), table = lut4_table(mx ? brisk_mxfp4_values : brisk_iq4nl_values);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * gbytes;
+        prefetch_ahead(blk, gbytes, pf, tt <= 2);
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            __m256i ch[MAX_TT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) ch[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + qoff + 64 * c + 32 * h));
+                const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+                const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+#if !AVX2_GEMM_VNNI
+                const __m256i alo = _mm256_abs_epi8(lo), ahi = _mm256_abs_epi8(hi);
+#endif
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const brisk_block_q8_0 *y = (const brisk_block_q8_0 *)(act + (size_t)t * as) + b;
+#if AVX2_GEMM_VNNI
+                    ch[t] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(ch[t], lo, bc32(y->qs + 4 * c)), hi, bc32(y->qs + 16 + 4 * c));
+#else
+                    const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bc32(y->qs + 4 * c), lo));
+                    const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bc32(y->qs + 16 + 4 * c), hi));
+                    if (mx) ch[t] = _mm256_add_epi16(ch[t], _mm256_add_epi16(plo, phi));
+                    else ch[t] = _mm256_add_epi32(ch[t], _mm256_add_epi32(_mm256_madd_epi16(plo, _mm256_set1_epi16(1)),
+                                                                          _mm256_madd_epi16(phi, _mm256_set1_epi16(1))));
+#endif
+                }
+            }
+            const __m256 dw = mx ? e8m0_half8(blk + 8 * h) : load_f16x8(blk + 16 * h);
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) {
+                const int32_t *s = sums + (size_t)t * ss;
+#if AVX2_GEMM_VNNI
+                const __m256i isum = _mm256_add_epi32(ch[t], _mm256_set1_epi32(16 * s[8 * nb + b]));
+#else
+                const __m256i isum = mx ? _mm256_madd_epi16(ch[t], _mm256_set1_epi16(1)) : ch[t];
+#endif
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(act_scale(s, nb, b)));
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), d, acc[hh][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
+INL void iq4_nl_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                     int64_t os, int tt, int h0, int nh, bool pf) {
+    lut4_tile(nb, wp, act, as, sums, ss, out, os, tt, h0, nh, pf, false);
+}
+
+INL void mxfp4_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                    int64_t os, int tt, int h0, int nh, bool pf) {
+    lut4_tile(nb, wp, act, as, sums, ss, out, os, tt, h0, nh, pf, true);
+}
+
+#ifndef IQ4_NL_TT
+#define IQ4_NL_TT 4
+#endif
+DEFINE_GEMM(gemm_iq4_nl, iq4_nl_tile, IQ4_NL_TT, 32)
+#ifndef MXFP4_TT
+#define MXFP4_TT 4
+#endif
+DEFINE_GEMM(gemm_mxfp4, mxfp4_tile, MXFP4_TT, 32)
+
+/* ---- IQ4_XS (SCALAR per 256-element block, against Q8_K) ----------------------------------
+ * isum = sum over the groups j of sc_j * dot(group j) in int32 (ref's integer),
+ * then acc = fma((float)isum, dw*dy, acc). AVX2: IQ4_NL's signed pairs, each
+ * chunk's widened by vpmaddwd against (sc_j, sc_j), which scales it exactly
+ * (|sc| <= 32, pairs < 2^15). VNNI: IQ4_NL's biased chain per group, started at
+ * -128 * (the group's two bsums), times sc_j by vpmulld (exact; the float
+ * form Q4_K uses could round, the 8 scaled dots together passing 2^24). */
+
+#define IQ4XS_GROUP (G * (sizeof(brisk_block_iq4_xs) + 2))
+
+INL void iq4_xs_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                     int64_t os, int tt, int h0, int nh, bool pf) {
+    (void)sums, (void)ss;
+    __m256 acc[2][MAX_TT];
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) acc[hh][t] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f), table = lut4_table(brisk_iq4nl_values);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * IQ4XS_GROUP;
+        prefetch_ahead(blk, 160, pf, tt <= 2);   /* the scales; the lines one by one with their loads */
+#if AVX2_GEMM_VNNI
+        int32_t ysum[MAX_TT][8];   /* -128 * (bsums[2j] + bsums[2j+1]) */
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++)
+            _mm256_storeu_si256((__m256i *)ysum[t], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)((const brisk_block_q8_k *)(act + (size_t)t * as) + b)->bsums),
+                                                                      _mm256_set1_epi16(-128)));
+#endif
+        #pragma GCC unroll 2
+        for (int hh = 0; hh < nh; hh++) {
+            const int h = h0 + hh;
+            __m256i isum[MAX_TT];
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) isum[t] = _mm256_setzero_si256();
+            #pragma GCC unroll 1
+            for (int j = 0; j < 8; j++) {
+                const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * j + 8 * h)));
+#if AVX2_GEMM_VNNI
+                __m256i ch[MAX_TT];
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) ch[t] = _mm256_set1_epi32(ysum[t][j]);
+#else
+                const __m256i scp = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+#endif
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const uint8_t *line = blk + 160 + 64 * (4 * j + c);
+                    prefetch_ahead(line, 64, pf && hh == 0, tt <= 2);
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
+                    const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+                    const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+#if !AVX2_GEMM_VNNI
+                    const __m256i alo = _mm256_abs_epi8(lo), ahi = _mm256_abs_epi8(hi);
+#endif
+                    #pragma GCC unroll 16
+                    for (int t = 0; t < tt; t++) {
+                        const int8_t *q8 = ((const brisk_block_q8_k *)(act + (size_t)t * as) + b)->qs + 32 * j + 4 * c;
+#if AVX2_GEMM_VNNI
+                        ch[t] = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(ch[t], lo, bc32(q8)), hi, bc32(q8 + 16));
+#else
+                        const __m256i plo = _mm256_maddubs_epi16(alo, _mm256_sign_epi8(bc32(q8), lo));
+                        const __m256i phi = _mm256_maddubs_epi16(ahi, _mm256_sign_epi8(bc32(q8 + 16), hi));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(plo, scp), _mm256_madd_epi16(phi, scp)));
+#endif
+                    }
+                }
+#if AVX2_GEMM_VNNI
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_mullo_epi32(ch[t], sc));
+#endif
+            }
+            const __m256 dw = load_f16x8(blk + 16 * h);
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) {
+                const brisk_block_q8_k *y = (const brisk_block_q8_k *)(act + (size_t)t * as) + b;
+                acc[hh][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(dw, _mm256_set1_ps(y->d)), acc[hh][t]);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int hh = 0; hh < nh; hh++)
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) _mm256_storeu_ps(out + (int64_t)t * os + 8 * (h0 + hh), acc[hh][t]);
+}
+
+#ifndef IQ4_XS_TT
+#define IQ4_XS_TT 4
+#endif
+DEFINE_GEMM(gemm_iq4_xs, iq4_xs_tile, IQ4_XS_TT, BRISK_QK_K)
+
 /* ---- activation quantizer ---------------------------------------------------------------- */
 
 /* brisk_q8_0_quantize_x86 8 lanes at a time (as avx512_gemm.c's): amax is exact in any
@@ -1169,6 +1369,9 @@ static const brisk_gemm_kernels table = {
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q6_K] = gemm_q6_k,
+        [BRISK_Q_IQ4_NL] = gemm_iq4_nl,
+        [BRISK_Q_IQ4_XS] = gemm_iq4_xs,
+        [BRISK_Q_MXFP4] = gemm_mxfp4,
     },
     .act_sums = {
         [BRISK_Q_Q8_0] = act_sums_q8_0,

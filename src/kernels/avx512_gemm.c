@@ -711,6 +711,191 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     if (n_tok - t == 1) TILE_CALL(t == 0, q6_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride);
 }
 
+/* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) ------------------------------------
+ * The nibbles index a 16-entry codebook of int8 values. vpshufb looks each up
+ * (one 128-bit copy of the table in every lane), from a table biased by 128
+ * (value ^ 0x80 = value + 128 as u8), so vpdpbusd takes the weights as its
+ * unsigned operand: sum (v + 128) * y = dot(v, y) + 128 * sum(y), and the chain
+ * starts at -128 * sum(y) = 16 * act_sums' -8 * sum(y) (exact). The float
+ * steps are ref's: d = dw * dy (IQ4_NL: the fp16 d; MXFP4: the halved E8M0
+ * power of two, built from its bits as brisk_e8m0_half does), then
+ * acc = fma((float)isum, d, acc). The high nibbles need the shift and mask
+ * (the lookup takes the index from the low 4 bits), so decode has none of
+ * Q4_0's in-place trick; it keeps the embedded broadcasts and prefetches. */
+
+#define LUT4_TILE 8
+
+/* The codebook as vpshufb's table, biased to u8, in all four 128-bit lanes. */
+static inline __m512i lut4_table(const int8_t values[16]) {
+    return _mm512_broadcast_i32x4(_mm_xor_si128(_mm_loadu_si128((const __m128i *)values), _mm_set1_epi8((char)0x80)));
+}
+
+/* brisk_e8m0_half of 16 E8M0 bytes: 2^(e - 128) as float bits, (e - 1) << 23 for
+ * e >= 2 and the subnormals 0x00200000 << e for e = 0, 1. */
+static inline __m512 e8m0_half16(const uint8_t *e) {
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)e));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(v, _mm512_set1_epi32(1)), 23);
+    const __m512i sub = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), v);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(v, _mm512_set1_epi32(2)), normal, sub));
+}
+
+static inline __attribute__((always_inline)) void lut4_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                            const int32_t *sums, size_t sums_stride, int tt, float *out,
+                                                            int64_t out_stride, bool mx, bool pf) {
+    const size_t gbytes = G * (mx ? sizeof(brisk_block_mxfp4) : sizeof(brisk_block_iq4_nl)), qoff = mx ? 16 : 32;
+    __m512 acc[LUT4_TILE];
+    #pragma GCC unroll 16
+    for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), table = lut4_table(mx ? brisk_mxfp4_values : brisk_iq4nl_values);
+    const bool near = tt <= 2;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * gbytes;
+        prefetch_ahead(blk, gbytes, pf, near);
+        const __m512 dw = mx ? e8m0_half16(blk) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        __m512i lo[4], hi[4];
+        #pragma GCC unroll 16
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512(blk + qoff + 64 * c);
+            lo[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+            hi[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) {
+            const brisk_block_q8_0 *y = (const brisk_block_q8_0 *)(act + (size_t)t * act_stride) + b;
+            const int32_t *s = sums + (size_t)t * sums_stride;
+            __m512i i0 = _mm512_set1_epi32(16 * s[8 * nb + b]), i1 = _mm512_setzero_si512();
+            #pragma GCC unroll 16
+            for (int c = 0; c < 4; c++) {
+                if (near) {
+                    i0 = dpbusd_bcast(i0, lo[c], y->qs + 4 * c);
+                    i1 = dpbusd_bcast(i1, hi[c], y->qs + 16 + 4 * c);
+                } else {
+                    i0 = _mm512_dpbusd_epi32(i0, lo[c], bcast32(y->qs + 4 * c));
+                    i1 = _mm512_dpbusd_epi32(i1, hi[c], bcast32(y->qs + 16 + 4 * c));
+                }
+            }
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(act_scale(s, nb, b)));
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0, i1)), d, acc[t]);
+        }
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, acc[t]);
+}
+
+static inline __attribute__((always_inline)) void gemm_lut4(int64_t n, const void *wpack, const void *act, size_t act_stride,
+                                                            const int32_t *sums, size_t sums_stride, int32_t n_tok, float *out,
+                                                            int64_t out_stride, bool mx) {
+    const int64_t nb = n / 32;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + LUT4_TILE <= n_tok; t += LUT4_TILE)
+        TILE_CALL(t == 0, lut4_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride,
+                  LUT4_TILE, out + (int64_t)t * out_stride, out_stride, mx);
+    switch (n_tok - t) {
+#define REST(k) case k: TILE_CALL(t == 0, lut4_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+                                  sums + (size_t)t * sums_stride, sums_stride, k, out + (int64_t)t * out_stride, out_stride, mx); break;
+        REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
+#undef REST
+        default: break;
+    }
+}
+
+static void gemm_iq4_nl(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                        int32_t n_tok, float *out, int64_t out_stride) {
+    gemm_lut4(n, wpack, act, act_stride, sums, sums_stride, n_tok, out, out_stride, false);
+}
+
+static void gemm_mxfp4(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                       int32_t n_tok, float *out, int64_t out_stride) {
+    gemm_lut4(n, wpack, act, act_stride, sums, sums_stride, n_tok, out, out_stride, true);
+}
+
+/* ---- IQ4_XS (SCALAR per 256-element block, against Q8_K) ------------------------------------
+ * isum = sum over the 8 groups j of sc_j * dot(group j), all in int32 (ref's
+ * integer, exact: |sc_j * dot| < 2^24, the sum < 2^28), then
+ * acc = fma((float)isum, dw*dy, acc). Each group's dot is IQ4_NL's biased
+ * lookup chain, started at -128 * (the group's sum of y: two bsums, via
+ * vpmaddwd against -128); the group scale multiplies it in int32 (vpmulld:
+ * the sum of 8 scaled dots can pass 2^24, where the float form Q4_K uses
+ * would round). */
+
+#define IQ4XS_TILE 4
+#define IQ4XS_GROUP (G * (sizeof(brisk_block_iq4_xs) + 2))
+
+static inline __attribute__((always_inline)) void iq4_xs_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
+                                                              int tt, float *out, int64_t out_stride, bool pf) {
+    __m512 acc[IQ4XS_TILE];
+    #pragma GCC unroll 16
+    for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0f), table = lut4_table(brisk_iq4nl_values);
+    const bool near = tt <= 2;
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * IQ4XS_GROUP;
+        prefetch_ahead(blk, 160, pf, near);   /* the scales; the lines one by one with their loads */
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        const brisk_block_q8_k *y[IQ4XS_TILE];
+        int32_t ysum[IQ4XS_TILE][8];   /* -128 * (bsums[2j] + bsums[2j+1]) */
+        __m512i isum[IQ4XS_TILE];
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++) {
+            y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
+            _mm256_storeu_si256((__m256i *)ysum[t], _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)y[t]->bsums), _mm256_set1_epi16(-128)));
+            isum[t] = _mm512_setzero_si512();
+        }
+        #pragma GCC unroll 8
+        for (int j = 0; j < 8; j++) {
+            const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * j)));
+            __m512i lo[4], hi[4];
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const uint8_t *line = blk + 160 + 64 * (4 * j + c);
+                prefetch_ahead(line, 64, pf, near);
+                const __m512i v = _mm512_loadu_si512(line);
+                lo[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4));
+                hi[c] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+            #pragma GCC unroll 16
+            for (int t = 0; t < tt; t++) {
+                const int8_t *q8 = y[t]->qs + 32 * j;
+                __m512i i0 = _mm512_set1_epi32(ysum[t][j]), i1 = _mm512_setzero_si512();
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    if (near) {
+                        i0 = dpbusd_bcast(i0, lo[c], q8 + 4 * c);
+                        i1 = dpbusd_bcast(i1, hi[c], q8 + 16 + 4 * c);
+                    } else {
+                        i0 = _mm512_dpbusd_epi32(i0, lo[c], bcast32(q8 + 4 * c));
+                        i1 = _mm512_dpbusd_epi32(i1, hi[c], bcast32(q8 + 16 + 4 * c));
+                    }
+                }
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(i0, i1), sc));
+            }
+        }
+        #pragma GCC unroll 16
+        for (int t = 0; t < tt; t++)
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(dw, _mm512_set1_ps(y[t]->d)), acc[t]);
+    }
+    #pragma GCC unroll 16
+    for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, acc[t]);
+}
+
+static void gemm_iq4_xs(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
+                        int32_t n_tok, float *out, int64_t out_stride) {
+    (void)sums, (void)sums_stride;
+    const int64_t nb = n / BRISK_QK_K;
+    const uint8_t *a = act;
+    int32_t t = 0;
+    for (; t + IQ4XS_TILE <= n_tok; t += IQ4XS_TILE)
+        TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, IQ4XS_TILE, out + (int64_t)t * out_stride,
+                  out_stride);
+    switch (n_tok - t) {
+        case 3: TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride); break;
+        case 2: TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride); break;
+        case 1: TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride); break;
+        default: break;
+    }
+}
+
 /* ---- F16 (ref's 16-lane order, packed rows) ----------------------------------------------
  * One zmm accumulator per (row, token) holds ref's 16 lanes: per 16-column
  * chunk, lane l += w[16c + l] * y[16c + l] (one FMA; the product of two F16
@@ -1120,6 +1305,9 @@ static const brisk_gemm_kernels avx512_table = {
         [BRISK_Q_Q5_0] = gemm_q5_0,
         [BRISK_Q_Q6_K] = gemm_q6_k,
         [BRISK_Q_F16] = gemm_f16,
+        [BRISK_Q_IQ4_NL] = gemm_iq4_nl,
+        [BRISK_Q_IQ4_XS] = gemm_iq4_xs,
+        [BRISK_Q_MXFP4] = gemm_mxfp4,
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,

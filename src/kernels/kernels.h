@@ -132,6 +132,13 @@ void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a)
  *        32 low-nibble lines L_k (byte 4r+i: element 4k+i of row r in the low nibble, element
  *        128+4k+i in the high), then 16 high-bit lines H_k (byte 4r+i: bit pairs 0/1/2/3 = the
  *        high 2 bits of elements 4k+i, 64+4k+i, 128+4k+i, 192+4k+i).
+ *   IQ4_NL (288 bytes per block): Q4_0's layout (d[16], then 4 chunk lines); the nibbles index
+ *        brisk_iq4nl_values.
+ *   MXFP4 (272 bytes per block, as canonical): the E8M0 scale bytes e[16], then Q4_0's 4 chunk
+ *        lines (at byte 16); the nibbles index brisk_mxfp4_values.
+ *   IQ4_XS (2208 bytes per 256-element block, 32 more than canonical): d[16], the unpacked
+ *        group scales ls - 32 sc[j][16] (int8, j = 0..7), then chunk k = 0..31: qs[4k..4k+3]
+ *        of rows 0..15 (line 4j + c: group j's elements 32j+4c.. low, 32j+16+4c.. high).
  *   F16 (cols a multiple of 16; the bytes of canonical): 4 quads of 4 rows, quad q at byte
  *        q * cols * 8; in a quad, for each 16-column chunk c a 128-byte line with rows
  *        4q..4q+3's elements 16c..16c+15 (32 bytes each), so one zmm of F32 holds the 16

@@ -914,6 +914,133 @@ INL void q6_k_tile(TILE_ARGS) {
 
 DEFINE_GEMM(gemm_q6_k, q6_k_tile, BRISK_QK_K)
 
+/* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) -------------------------------------
+ * The nibbles index a 16-entry int8 codebook (TBL: vqtbl1q_s8), and the signed values go
+ * into SDOT as they are: isum = sum v*y with no offset term; acc = fma((float)isum, dw*dy,
+ * acc), dw IQ4_NL's fp16 d or MXFP4's halved E8M0 power of two (brisk_e8m0_half, from its
+ * bits). */
+
+/* brisk_e8m0_half of 4 E8M0 bytes: (e - 1) << 23 as float bits, 0x00200000 << e for e < 2. */
+INL float32x4_t e8m0_half4(const uint8_t *e) {
+    const int32x4_t v = load_u8x4(e);
+    const int32x4_t normal = vshlq_n_s32(vsubq_s32(v, vdupq_n_s32(1)), 23);
+    const int32x4_t sub = vshlq_s32(vdupq_n_s32(0x00200000), v);
+    return vreinterpretq_f32_s32(vbslq_s32(vcltq_s32(v, vdupq_n_s32(2)), sub, normal));
+}
+
+INL void lut4_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,
+                   int64_t os, const int tt, const int q0, const int nq, const bool pf, const bool mx) {
+    const size_t gbytes = G * (mx ? sizeof(brisk_block_mxfp4) : sizeof(brisk_block_iq4_nl)), qoff = mx ? 16 : 32;
+    float32x4_t acc[4][MAX_TT];
+    #pragma GCC unroll 4
+    for (int qq = 0; qq < nq; qq++)
+        #pragma GCC unroll 4
+        for (int t = 0; t < tt; t++) acc[qq][t] = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    const int8x16_t table = vld1q_s8(mx ? brisk_mxfp4_values : brisk_iq4nl_values);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * gbytes;
+        prefetch_ahead(blk, gbytes, pf, tt <= 2);
+        int8x16_t ylo[MAX_TT], yhi[MAX_TT];
+        float dy[MAX_TT];
+        #pragma GCC unroll 4
+        for (int t = 0; t < tt; t++) {
+            const int8_t *y = ((const brisk_block_q8_0 *)(act + (size_t)t * as) + b)->qs;
+            ylo[t] = vld1q_s8(y);
+            yhi[t] = vld1q_s8(y + 16);
+            dy[t] = act_scale(sums + (size_t)t * ss, nb, b);
+        }
+        #pragma GCC unroll 4
+        for (int qq = 0; qq < nq; qq++) {
+            const int q = q0 + qq;
+            int32x4_t ch[MAX_TT];
+            #pragma GCC unroll 4
+            for (int t = 0; t < tt; t++) ch[t] = vdupq_n_s32(0);
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t v = line_quad(blk + qoff + 64 * c, q);
+                const int8x16_t lo = vqtbl1q_s8(table, vandq_u8(v, m4)), hi = vqtbl1q_s8(table, vshrq_n_u8(v, 4));
+                #pragma GCC unroll 4
+                for (int t = 0; t < tt; t++) ch[t] = dot_lane(dot_lane(ch[t], lo, ylo[t], c), hi, yhi[t], c);
+            }
+            const float32x4_t dw = mx ? e8m0_half4(blk + 4 * q) : load_f16x4(blk + 8 * q);
+            #pragma GCC unroll 4
+            for (int t = 0; t < tt; t++) acc[qq][t] = vfmaq_f32(acc[qq][t], vcvtq_f32_s32(ch[t]), vmulq_n_f32(dw, dy[t]));
+        }
+    }
+    #pragma GCC unroll 4
+    for (int qq = 0; qq < nq; qq++)
+        #pragma GCC unroll 4
+        for (int t = 0; t < tt; t++) vst1q_f32(out + (int64_t)t * os + 4 * (q0 + qq), acc[qq][t]);
+}
+
+INL void iq4_nl_tile(TILE_ARGS) { lut4_tile(nb, wp, act, as, sums, ss, out, os, tt, q0, nq, pf, false); }
+INL void mxfp4_tile(TILE_ARGS) { lut4_tile(nb, wp, act, as, sums, ss, out, os, tt, q0, nq, pf, true); }
+
+DEFINE_GEMM(gemm_iq4_nl, iq4_nl_tile, 32)
+DEFINE_GEMM(gemm_mxfp4, mxfp4_tile, 32)
+
+/* ---- IQ4_XS (SCALAR per 256-element block, against Q8_K) -----------------------------------
+ * isum = sum over the groups j of sc_j * dot(group j) (vmlaq_s32, exact: ref's int32), then
+ * acc = fma((float)isum, dw*dy, acc). Line 4j + c: group j's elements 32j + 4c.. (low nibbles)
+ * and 32j + 16 + 4c.. (high). */
+
+#define IQ4XS_GROUP (G * (sizeof(brisk_block_iq4_xs) + 2))
+
+INL void iq4_xs_tile(TILE_ARGS) {
+    (void)sums, (void)ss;
+    float32x4_t acc[4][MAX_TT];
+    #pragma GCC unroll 4
+    for (int qq = 0; qq < nq; qq++)
+        #pragma GCC unroll 4
+        for (int t = 0; t < tt; t++) acc[qq][t] = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(0x0f);
+    const int8x16_t table = vld1q_s8(brisk_iq4nl_values);
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * IQ4XS_GROUP;
+        prefetch_ahead(blk, 160, pf, tt <= 2);   /* the scales; the lines one by one with their loads */
+        #pragma GCC unroll 4
+        for (int qq = 0; qq < nq; qq++) {
+            const int q = q0 + qq;
+            int32x4_t isum[MAX_TT];
+            #pragma GCC unroll 4
+            for (int t = 0; t < tt; t++) isum[t] = vdupq_n_s32(0);
+            #pragma GCC unroll 1
+            for (int j = 0; j < 8; j++) {
+                int32x4_t ch[MAX_TT];
+                #pragma GCC unroll 4
+                for (int t = 0; t < tt; t++) ch[t] = vdupq_n_s32(0);
+                #pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) {
+                    const uint8_t *line = blk + 160 + 64 * (4 * j + c);
+                    prefetch_ahead(line, 64, pf && qq == 0, tt <= 2);
+                    const uint8x16_t v = line_quad(line, q);
+                    const int8x16_t lo = vqtbl1q_s8(table, vandq_u8(v, m4)), hi = vqtbl1q_s8(table, vshrq_n_u8(v, 4));
+                    #pragma GCC unroll 4
+                    for (int t = 0; t < tt; t++) {
+                        const int8_t *q8 = ((const brisk_block_q8_k *)(act + (size_t)t * as) + b)->qs + 32 * j;
+                        ch[t] = dot_lane(dot_lane(ch[t], lo, vld1q_s8(q8), c), hi, vld1q_s8(q8 + 16), c);
+                    }
+                }
+                const int32x4_t sc = load_s8x4(blk + 32 + 16 * j + 4 * q);
+                #pragma GCC unroll 4
+                for (int t = 0; t < tt; t++) isum[t] = vmlaq_s32(isum[t], ch[t], sc);
+            }
+            const float32x4_t dw = load_f16x4(blk + 8 * q);
+            #pragma GCC unroll 4
+            for (int t = 0; t < tt; t++)
+                acc[qq][t] = vfmaq_f32(acc[qq][t], vcvtq_f32_s32(isum[t]),
+                                       vmulq_n_f32(dw, ((const brisk_block_q8_k *)(act + (size_t)t * as) + b)->d));
+        }
+    }
+    #pragma GCC unroll 4
+    for (int qq = 0; qq < nq; qq++)
+        #pragma GCC unroll 4
+        for (int t = 0; t < tt; t++) vst1q_f32(out + (int64_t)t * os + 4 * (q0 + qq), acc[qq][t]);
+}
+
+DEFINE_GEMM(gemm_iq4_xs, iq4_xs_tile, BRISK_QK_K)
+
 /* ---- activation sums (the spec: brisk_act_sums_q8_0_ref) ----------------------------------- */
 
 static void act_sums_q8_0(const void *act, int64_t n, int32_t *sums) {
@@ -943,6 +1070,9 @@ static const brisk_gemm_kernels table = {
         [BRISK_Q_Q4_K] = gemm_q4_k,
         [BRISK_Q_Q5_K] = gemm_q5_k,
         [BRISK_Q_Q6_K] = gemm_q6_k,
+        [BRISK_Q_IQ4_NL] = gemm_iq4_nl,
+        [BRISK_Q_IQ4_XS] = gemm_iq4_xs,
+        [BRISK_Q_MXFP4] = gemm_mxfp4,
     },
     .act_sums = {
         [BRISK_Q_Q8_0] = act_sums_q8_0,

@@ -14,7 +14,7 @@
 
 bool brisk_pack_supported(uint32_t type) {
     return type == BRISK_Q_Q2_K || type == BRISK_Q_Q3_K || type == BRISK_Q_Q4_0 || type == BRISK_Q_Q4_1 || type == BRISK_Q_Q5_0 || type == BRISK_Q_Q5_1 || type == BRISK_Q_Q8_0 || type == BRISK_Q_Q4_K || type == BRISK_Q_Q5_K ||
-           type == BRISK_Q_Q6_K || type == BRISK_Q_F16;
+           type == BRISK_Q_Q6_K || type == BRISK_Q_F16 || type == BRISK_Q_IQ4_NL || type == BRISK_Q_IQ4_XS || type == BRISK_Q_MXFP4;
 }
 
 size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
@@ -29,6 +29,9 @@ size_t brisk_pack_group_bytes(uint32_t type, int64_t cols) {
         case BRISK_Q_Q4_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q4_k) + 4);
         case BRISK_Q_Q5_K: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_q5_k) + 4);
         case BRISK_Q_Q6_K: return (size_t)(cols / BRISK_QK_K) * G * sizeof(brisk_block_q6_k);
+        case BRISK_Q_IQ4_NL: return (size_t)(cols / 32) * G * sizeof(brisk_block_iq4_nl);
+        case BRISK_Q_MXFP4: return (size_t)(cols / 32) * G * sizeof(brisk_block_mxfp4);
+        case BRISK_Q_IQ4_XS: return (size_t)(cols / BRISK_QK_K) * G * (sizeof(brisk_block_iq4_xs) + 2);
         case BRISK_Q_F16: return cols % 16 ? 0 : (size_t)cols * G * sizeof(uint16_t);   /* 0: not packable */
         default: return 0;
     }
@@ -190,6 +193,34 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                 }
             }
             o += (size_t)G * sizeof(brisk_block_q6_k);
+        }
+    } else if (type == BRISK_Q_IQ4_NL) {   /* Q4_0's layout: the nibbles index the codebook instead of q - 8 */
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_iq4_nl *x = (const brisk_block_iq4_nl *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int c = 0; c < 4; c++) memcpy(o + 32 + 64 * c + 4 * r, x->qs + 4 * c, 4);
+            }
+            o += (size_t)G * sizeof(brisk_block_iq4_nl);
+        }
+    } else if (type == BRISK_Q_MXFP4) {
+        for (int64_t b = 0; b < nb; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_mxfp4 *x = (const brisk_block_mxfp4 *)(s + (size_t)r * row_bytes) + b;
+                o[r] = x->e;
+                for (int c = 0; c < 4; c++) memcpy(o + 16 + 64 * c + 4 * r, x->qs + 4 * c, 4);
+            }
+            o += (size_t)G * sizeof(brisk_block_mxfp4);
+        }
+    } else if (type == BRISK_Q_IQ4_XS) {
+        for (int64_t b = 0; b < cols / BRISK_QK_K; b++) {
+            for (int r = 0; r < G; r++) {
+                const brisk_block_iq4_xs *x = (const brisk_block_iq4_xs *)(s + (size_t)r * row_bytes) + b;
+                memcpy(o + 2 * r, &x->d, 2);
+                for (int j = 0; j < 8; j++) o[32 + 16 * j + r] = (uint8_t)(int8_t)(brisk_iq4_xs_scale(x->scales_l, x->scales_h, j) - 32);
+                for (int k = 0; k < 32; k++) memcpy(o + 160 + 64 * k + 4 * r, x->qs + 4 * k, 4);
+            }
+            o += (size_t)G * (sizeof(brisk_block_iq4_xs) + 2);
         }
     } else if (type == BRISK_Q_F16) {
         BRISK_ASSERT(cols % 16 == 0);
