@@ -1666,6 +1666,9 @@ int srv_serve(srv_server *s, brisk_model *model, brisk_context *ctx, const brisk
     srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue, .spec = cfg->spec,
                             .queue_timeout_s = cfg->queue_timeout_s, .max_stall = cfg->max_stall, .metrics = s->metrics};
     ep.prefill_budget = cfg->prefill_budget;
+    ep.batch_window_ms = cfg->batch_window_ms;
+    ep.draft = cfg->draft;
+    ep.spec_draft_max = cfg->spec_draft_max;
     if (srv_engine_init(&s->engine, model, ctx, &ep, &err)) {
         teardown(s);   /* the listener closes before the message */
         fprintf(stderr, "brisk serve: %s\n", err.msg);
