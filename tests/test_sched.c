@@ -27,6 +27,7 @@
 #include "test.h"
 #include "brisk.h"
 #include "engine/engine_impl.h"
+#include "spec/spec.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -1366,7 +1367,8 @@ static void test_draft(brisk_model *draft, brisk_model *other) {
     for (int k = 4; k < NREQ; k++) CHECK(got[k][0].n == MAX_GEN && got[k][0].n_finish == 1);
     printf("draft model, 4 drafting among 6: %lld more drafted, %lld accepted\n", (long long)(info.n_drafted - drafted),
            (long long)(info.n_accepted - accepted));
-    CHECK(info.n_drafted > drafted);
+    /* (whether the policy drafts beside 6 others depends on the measured acceptance: not asserted; the shared
+     * draft passes are checked directly by test_draft_batch) */
     for (int k = 0; k < NREQ; k++) rec_free(got[k], 2);
     /* a drafting request cancelled after 3 steps; the next one in its slot drafts from a clean draft sequence */
     {
@@ -1471,6 +1473,66 @@ static void test_draft(brisk_model *draft, brisk_model *other) {
     for (int k = 0; k < NREQ; k++) rec_free(&ref[k], 1);
 }
 
+/* brisk_spec_drafts directly: drafts for 3 sequences made together equal each sequence's greedy chain
+ * decoded alone in a fresh draft context, also after a partial acceptance (the draft KV keeps the agreeing
+ * prefix and feeds the rest) and after a reset. */
+static void draft_chain_alone(brisk_model *draft, const int32_t *hist, int32_t n, int32_t k, int32_t *out) {
+    brisk_context *c = new_ctx_of(draft, 256, 0, 128, 1);
+    brisk_error err = {0};
+    CHECKF(brisk_seq_sync(c, 0, hist, n, NULL, &err) == BRISK_OK, "%s", err.msg);
+    for (int32_t i = 0; i < k; i++) {
+        const float *lg = brisk_get_logits(c, 0);
+        int32_t best = 0;
+        for (int32_t t = 1; t < n_vocab; t++)
+            if (lg[t] > lg[best]) best = t;
+        out[i] = best;
+        int32_t p = n + i, s0 = 0;
+        uint8_t one = 1;
+        const brisk_batch b = {.n_tokens = 1, .token = &out[i], .pos = &p, .seq = &s0, .logits = &one};
+        CHECK(brisk_decode(c, &b, &err) == BRISK_OK);
+    }
+    brisk_context_free(c);
+}
+
+static void test_draft_batch(brisk_model *draft) {
+    enum { NS = 3, K = 5, HL = 60 };
+    int32_t hist[NS][HL + 16];
+    for (int i = 0; i < NS; i++)
+        for (int t = 0; t < HL + 16; t++) hist[i][t] = 3 + (int32_t)((t * (7 + 2 * i) + i * 11) % 97);
+    brisk_context *dc = new_ctx_of(draft, 256, 0, 128, 4);
+    brisk_spec_drafts *d = NULL;
+    brisk_error err = {0};
+    CHECKF(brisk_spec_drafts_init(&d, dc, n_vocab, n_vocab, &err) == BRISK_OK, "%s", err.msg);
+    if (!d) return;
+    int32_t seq[NS] = {2, 0, 3}, nh[NS] = {HL, HL - 9, HL - 20}, k[NS] = {K, 2, K}, got[NS];
+    int32_t buf[NS][BRISK_SPEC_MAX_DRAFT], want[BRISK_SPEC_MAX_DRAFT];
+    int32_t *outp[NS] = {buf[0], buf[1], buf[2]};
+    const int32_t *hp[NS] = {hist[0], hist[1], hist[2]};
+    double secs;
+    int32_t passes;
+    for (int round = 0; round < 3; round++) {
+        CHECK(brisk_spec_drafts_propose(d, NS, seq, hp, nh, k, outp, got, &secs, &passes) == BRISK_OK);
+        CHECKF(passes == K, "round %d: %d draft passes for drafts of at most %d (one catch-up + one per further token)", round,
+               passes, K);
+        for (int i = 0; i < NS; i++) {
+            CHECKF(got[i] == k[i], "round %d, sequence %d: %d drafts of %d", round, i, got[i], k[i]);
+            draft_chain_alone(draft, hist[i], nh[i], k[i], want);
+            CHECKF(!memcmp(buf[i], want, (size_t)k[i] * sizeof(int32_t)), "round %d, sequence %d: drafts differ from the chain alone",
+                   round, i);
+            /* the history goes on: the first two drafts accepted and a token of the target's (not the third draft) */
+            const int32_t acc = BRISK_MIN(2, got[i]);
+            for (int32_t t = 0; t < acc; t++) hist[i][nh[i] + t] = buf[i][t];
+            hist[i][nh[i] + acc] = (buf[i][acc < got[i] ? acc : 0] + 1) % n_vocab;
+            nh[i] += acc + 1;
+        }
+        if (round == 1) brisk_spec_drafts_reset(d, seq[1]);   /* a new owner: resyncs from its prompt */
+    }
+    brisk_spec_drafts_free(d);
+    for (int i = 0; i < 4; i++) CHECK(brisk_seq_len(dc, i) == 0);
+    brisk_context_free(dc);
+    printf("draft batch: 3 sequences' drafts made together equal their chains alone over 3 rounds\n");
+}
+
 static bool load(const char *rel) {
     char path[1024];
     brisk_error err = {0};
@@ -1515,6 +1577,7 @@ int main(void) {
         brisk_error derr = {0};
         if (test_exists(dpath) && brisk_model_load(dpath, &draft, &derr) == BRISK_OK) {
             if (brisk_model_load(opath, &other, &derr) != BRISK_OK) other = NULL;
+            test_draft_batch(draft);
             test_draft(draft, other);
             brisk_model_free(other);
             brisk_model_free(draft);
