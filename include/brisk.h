@@ -620,6 +620,12 @@ typedef enum brisk_sched_spec {
      * the expected tokens per second (at 16 sequences the pass is
      * compute-bound and they rarely do) */
     BRISK_SCHED_SPEC_AUTO = 2,
+    /* the draft model of brisk_sched_params.draft: each speculating choice has a draft sequence (the one of
+     * its slot's index), and its draft length per step comes from the measured cost curve, the draft's
+     * measured cost per pass and its acceptance, as auto's (a probe of 2 drafts now and then keeps them
+     * measured); the drafts of all such choices are made in shared draft passes and verified in the step's
+     * batch. Greedy output is the same as without speculation; sampled output is distributed the same */
+    BRISK_SCHED_SPEC_DRAFT = 3,
 } brisk_sched_spec;
 
 /* Called for every generated token (finish = BRISK_FINISH_NONE), then once
@@ -682,6 +688,11 @@ typedef struct brisk_sched_params {
      * time stays near its undisturbed one while a long prompt is read, at the cost of that prompt's TTFT
      * (a prompt arriving with nothing decoding still fills n_batch). */
     int32_t prefill_budget;
+    /* The draft model's context for BRISK_SCHED_SPEC_DRAFT (borrowed, must outlive the scheduler; NULL =
+     * none, and such requests are refused): at least as many sequences as c's, all empty, n_ctx_seq at least
+     * c's, and the target's vocabulary. Sequence i drafts for the choice in slot i; it is cleared whenever
+     * the slot is released (its full blocks stay in the draft's prefix cache). */
+    brisk_context *draft;
 } brisk_sched_params;
 brisk_sched_params brisk_sched_default_params(void);
 

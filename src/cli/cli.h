@@ -85,6 +85,8 @@ typedef enum cli_opt_id {
     CLI_O_STREAM_QUANTUM, CLI_O_KV_DIR, CLI_O_MAX_STALL,
     /* brisk serve, session 10: the scheduler's prompt budget beside decodes */
     CLI_O_PREFILL_BUDGET,
+    /* brisk serve, session 12: arrival bursts started in one step */
+    CLI_O_BATCH_WINDOW,
     /* constrained decoding (run, chat) */
     CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
     /* the KV cache's storage types (kv_flags.c) and perplexity's KL divergence */

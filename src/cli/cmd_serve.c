@@ -50,10 +50,18 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_ALIAS}, {.id = CLI_O_CHAT_TEMPLATE},
     {.id = CLI_O_CTX_SIZE, .def = "0",
      .help = "tokens per request (prompt + completion); 0 = the model's training context. Never divided by -np"},
-    {.id = CLI_O_KV_SIZE}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
-    {.id = CLI_O_HEADING, .heading = "admission"},
-    {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_STALL}, {.id = CLI_O_MAX_PROMPT_TOKENS},
-    {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC}, {.id = CLI_O_KV_DIR},
+    {.id = CLI_O_KV_SIZE},
+    {.id = CLI_O_BATCH, .help = "tokens per forward pass (and per step); with --batch-window, a burst's prompts are prefilled in one "
+                               "pass when they fit (-b 2048 for 8 x 255 tokens)"},
+    {.id = CLI_O_THREADS},
+    {.id = CLI_O_HEADING, .heading = "admission and scheduling"},
+    {.id = CLI_O_MAX_RUNNING}, {.id = CLI_O_MAX_QUEUE}, {.id = CLI_O_QUEUE_TIMEOUT}, {.id = CLI_O_MAX_STALL},
+    {.id = CLI_O_PREFILL_BUDGET}, {.id = CLI_O_BATCH_WINDOW}, {.id = CLI_O_MAX_PROMPT_TOKENS},
+    {.id = CLI_O_MAX_BODY}, {.id = CLI_O_SERVE_SPEC},
+    {.id = CLI_O_MODEL_DRAFT, .help = "draft model for --spec draft (same vocabulary as -m); its context has -np sequences "
+                                      "and a KV pool of --kv-size tokens"},
+    {.id = CLI_O_DRAFT_MAX, .def = "8", .def_help = NULL, .help = "draft tokens per request and step at most (--spec draft, ngram, auto)"},
+    {.id = CLI_O_KV_DIR},
     {.id = CLI_O_HEADING, .heading = "HTTP"},
     {.id = CLI_O_HOST}, {.id = CLI_O_PORT}, {.id = CLI_O_API_KEY}, {.id = CLI_O_API_KEY_FILE}, {.id = CLI_O_CORS_ORIGINS},
     {.id = CLI_O_CONN_LIMIT}, {.id = CLI_O_PER_IP_LIMIT}, {.id = CLI_O_TIMEOUT}, {.id = CLI_O_HEADER_TIMEOUT},
@@ -168,8 +176,8 @@ int brisk_cmd_serve(int argc, char **argv) {
         return code;
     }
     int rc = CLI_EXIT_USAGE;
-    brisk_model *model = NULL;
-    brisk_context *ctx = NULL;
+    brisk_model *model = NULL, *draft = NULL;
+    brisk_context *ctx = NULL, *draft_ctx = NULL;
     brisk_template *tpl = NULL;
     uint8_t *tpl_file = NULL, *key_file = NULL;
     const char **keys = NULL;
@@ -275,6 +283,28 @@ int brisk_cmd_serve(int argc, char **argv) {
             cp.kv_tokens, cp.n_ctx_seq, max_running, (long long)a.i[CLI_O_MAX_QUEUE]);
     if (brisk_memory_plan_check(&plan, 1, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
+    if (a.s[CLI_O_MODEL_DRAFT]) {
+        /* the draft's context mirrors the target's: one sequence per slot, the same pool size and batch */
+        fprintf(stderr, "brisk serve: loading the draft model %s\n", a.s[CLI_O_MODEL_DRAFT]);
+        if (brisk_model_load(a.s[CLI_O_MODEL_DRAFT], &draft, &err)) {
+            brisk_error_prefix(&err, "draft model");
+            goto fail;
+        }
+        brisk_context_params dp = cp;
+        brisk_memory_plan dplan;
+        if (brisk_context_plan(draft, &dp, &dplan, &err)) goto fail;
+        brisk_memory_plan_format(&dplan, buf, sizeof buf);
+        fprintf(stderr, "brisk serve: draft memory plan: %s\n", buf);
+        if (brisk_context_init(draft, &dp, &draft_ctx, &err)) {
+            brisk_error_prefix(&err, "draft model");
+            goto fail;
+        }
+        cfg.draft = draft_ctx;
+    } else if (a.i[CLI_O_SERVE_SPEC] == BRISK_SCHED_SPEC_DRAFT) {
+        snprintf(err.msg, sizeof err.msg, "--spec draft needs a draft model: -md FILE (same vocabulary as -m)");
+        err.status = BRISK_ERR_INVALID_ARG;
+        goto fail;
+    }
     fprintf(stderr, "brisk serve: model loaded and context made in %.2f s\n", now_s() - t_load);
 
     char fingerprint[128];
@@ -286,6 +316,8 @@ int brisk_cmd_serve(int argc, char **argv) {
     cfg.embed_threads = cp.n_threads;
     cfg.embed_pooling = embed_pooling(model_path, info.arch);
     cfg.prefill_budget = (int32_t)a.i[CLI_O_PREFILL_BUDGET];
+    cfg.batch_window_ms = a.f[CLI_O_BATCH_WINDOW];
+    cfg.spec_draft_max = (int32_t)a.i[CLI_O_DRAFT_MAX];
     /* only the sampling flags serve takes; the rest keep the library's defaults */
     cfg.sampling = brisk_sampler_default_params();
     cfg.sampling.temp = (float)a.f[CLI_O_TEMP];
@@ -312,6 +344,8 @@ out:
     free(keys);
     free(key_file);
     brisk_context_free(ctx);
+    brisk_context_free(draft_ctx);
+    brisk_model_free(draft);
     brisk_template_free(tpl);
     free(tpl_file);
     brisk_model_free(model);

@@ -309,6 +309,11 @@ static const cli_opt table[CLI_O_COUNT] = {
                               .help = "while requests decode, a step computes at most N prompt tokens, so streams keep their pace "
                                       "while a long prompt is read (it then takes longer to its first token); 0 = no limit "
                                       "(prompt chunks fill -b). See docs/SERVER.md"},
+    [CLI_O_BATCH_WINDOW] = {{"--batch-window"}, .type = CLI_T_FLOAT, .meta = "MS", .lo = 0, .hi = 10000, .def = "0",
+                            .help = "with nothing running, start the first step once no request has arrived for MS "
+                                    "milliseconds (at most 10 x MS after the first; at once when -np requests wait), so a "
+                                    "burst of arrivals is prefilled in one pass and decodes in lockstep; 0 = start at the "
+                                    "first arrival. See docs/SERVER.md"},
     [CLI_O_QUEUE_TIMEOUT] = {{"--queue-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0, .hi = 86400, .def = "600",
                              .help = "a request not given a slot within S seconds gets 503 queue_timeout (0 = wait forever)"},
     [CLI_O_HEADER_TIMEOUT] = {{"--header-timeout"}, .type = CLI_T_FLOAT, .meta = "S", .lo = 0.1, .hi = 3600, .def = "10",
@@ -321,9 +326,11 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_KV_DIR] = {{"--kv-dir"}, .type = CLI_T_STR, .meta = "DIR",
                       .help = "enable POST /kv/save and /kv/restore: KV states named NAME are DIR/NAME.kvstate (names of "
                               "A-Z a-z 0-9 _ - . only)"},
-    [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto", .def = "off",
+    [CLI_O_SERVE_SPEC] = {{"--spec"}, .type = CLI_T_CHOICE, .meta = "MODE", .choices = "off|ngram|auto|draft", .def = "off",
                           .help = "speculative decoding for requests that do not choose (their \"spec\" field): off, ngram "
-                                  "(prompt-lookup drafts) or auto (drafts only when the measured cost curve says they pay)"},
+                                  "(prompt-lookup drafts), auto (n-gram drafts only when the measured cost curve says they "
+                                  "pay) or draft (the -md draft model, its draft length per request from the cost curve, "
+                                  "the draft's cost and its acceptance)"},
     [CLI_O_GRAMMAR] = {{"--grammar"}, .type = CLI_T_STR, .meta = "GBNF",
                        .help = "constrain the output to a GBNF grammar (llama.cpp's format; rule 'root')"},
     [CLI_O_GRAMMAR_FILE] = {{"--grammar-file"}, .type = CLI_T_PATH, .meta = "FILE", .help = "the same, from a .gbnf file"},

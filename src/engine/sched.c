@@ -133,6 +133,12 @@ struct brisk_sched {
     sched_entry *ent;       /* [n_ubatch] */
     int32_t n_ent;
     brisk_spec_policy *policy;
+    brisk_spec_drafts *drafts;  /* the draft model (brisk_sched_params.draft), NULL: none */
+    /* [n_seq] a pass's draft-model requests: entry, slot, history, tokens wanted and written */
+    int32_t *dm_ent, *dm_seq, *dm_n, *dm_k, *dm_got;
+    const int32_t **dm_hist;
+    int32_t **dm_out;           /* [n_seq] rows of dm_buf */
+    int32_t *dm_buf;            /* [n_seq][BRISK_SPEC_MAX_DRAFT] */
     brisk_spec_seq **plan_q;    /* [n_seq] */
     int32_t *plan_k, *plan_e;   /* [n_seq] drafts chosen; entry index */
     float *scratch;         /* [2 * n_vocab] verification */
@@ -171,7 +177,8 @@ brisk_sched_request brisk_sched_default_request(void) {
 }
 
 brisk_sched_params brisk_sched_default_params(void) {
-    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0, .prefill_budget = 0};
+    return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0, .prefill_budget = 0,
+                                .draft = NULL};
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------- */
@@ -200,6 +207,25 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
         if (brisk_seq_len(c, i) != 0)
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: sequence %d of the context is not empty (%d tokens)", i,
                               brisk_seq_len(c, i));
+    if (p->draft) {
+        brisk_context *d = p->draft;
+        if (d == c) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: the draft context is the target's");
+        if (brisk_context_n_seq(d) < n_seq)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: the draft context has %d sequences, fewer than the target's %d",
+                              brisk_context_n_seq(d), n_seq);
+        if (brisk_context_n_ctx(d) < brisk_context_n_ctx(c))
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: the draft context holds %d tokens per sequence, fewer than the target's %d",
+                              brisk_context_n_ctx(d), brisk_context_n_ctx(c));
+        for (int32_t i = 0; i < brisk_context_n_seq(d); i++)
+            if (brisk_seq_len(d, i) != 0)
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: sequence %d of the draft context is not empty (%d tokens)", i,
+                                  brisk_seq_len(d, i));
+        brisk_status vst = brisk_spec_check_vocab(c->model, d->model, err);
+        if (vst) {
+            brisk_error_prefix(err, "scheduler");
+            return vst;
+        }
+    }
     brisk_sched *s = calloc(1, sizeof *s);
     if (!s) return brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: out of memory");
     brisk_status st = BRISK_OK;
@@ -256,6 +282,22 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
         goto fail;
     }
     if ((st = brisk_spec_policy_init(&s->policy, n_ubatch, err))) goto fail;
+    if (p->draft) {
+        s->dm_ent = malloc(ns * sizeof *s->dm_ent);
+        s->dm_seq = malloc(ns * sizeof *s->dm_seq);
+        s->dm_n = malloc(ns * sizeof *s->dm_n);
+        s->dm_k = malloc(ns * sizeof *s->dm_k);
+        s->dm_got = malloc(ns * sizeof *s->dm_got);
+        s->dm_hist = malloc(ns * sizeof *s->dm_hist);
+        s->dm_out = malloc(ns * sizeof *s->dm_out);
+        s->dm_buf = malloc(ns * BRISK_SPEC_MAX_DRAFT * sizeof *s->dm_buf);
+        if (!s->dm_ent || !s->dm_seq || !s->dm_n || !s->dm_k || !s->dm_got || !s->dm_hist || !s->dm_out || !s->dm_buf) {
+            st = brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: out of memory for the draft model's passes");
+            goto fail;
+        }
+        for (int32_t i = 0; i < n_seq; i++) s->dm_out[i] = s->dm_buf + (size_t)i * BRISK_SPEC_MAX_DRAFT;
+        if ((st = brisk_spec_drafts_init(&s->drafts, p->draft, s->n_vocab, s->n_vocab_tokens, err))) goto fail;
+    }
     /* slot 0 on top: a single request uses sequence 0, as the other clients do */
     for (int32_t i = 0; i < n_seq; i++) s->free_slots[i] = n_seq - 1 - i;
     s->n_free_slots = n_seq;
@@ -320,6 +362,7 @@ static void live_remove(brisk_sched *s, sched_req *r) {
 static void release_slot(brisk_sched *s, sched_choice *ch) {
     if (ch->seq < 0) return;
     brisk_seq_truncate(s->c, ch->seq, 0, NULL);   /* its full blocks stay in the prefix cache */
+    brisk_spec_drafts_reset(s->drafts, ch->seq);
     s->free_slots[s->n_free_slots++] = ch->seq;
     s->n_slots_used--;
     ch->seq = -1;
@@ -378,6 +421,15 @@ void brisk_sched_free(brisk_sched *s) {
     }
     pthread_mutex_destroy(&s->mu);
     brisk_spec_policy_free(s->policy);
+    brisk_spec_drafts_free(s->drafts);
+    free(s->dm_ent);
+    free(s->dm_seq);
+    free(s->dm_n);
+    free(s->dm_k);
+    free(s->dm_got);
+    free(s->dm_hist);
+    free(s->dm_out);
+    free(s->dm_buf);
     free(s->running);
     free(s->free_slots);
     free(s->tok);
@@ -419,8 +471,11 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
                               s->n_vocab);
     if (r->prompt_logits && !r->on_prompt_logits)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt_logits needs its callback (on_prompt_logits)");
-    if (r->spec < BRISK_SCHED_SPEC_OFF || r->spec > BRISK_SCHED_SPEC_AUTO)
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: speculation mode %d unknown (off, ngram or auto)", (int)r->spec);
+    if (r->spec < BRISK_SCHED_SPEC_OFF || r->spec > BRISK_SCHED_SPEC_DRAFT)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: speculation mode %d unknown (off, ngram, auto or draft)", (int)r->spec);
+    if (r->spec == BRISK_SCHED_SPEC_DRAFT && !s->drafts)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "request: speculation mode draft needs a draft model, and this scheduler has none (serve: -md FILE)");
     if (r->spec_draft_max < 0 || r->spec_draft_max > BRISK_SPEC_MAX_DRAFT)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: draft length %d out of range [1, %d]", r->spec_draft_max,
                           BRISK_SPEC_MAX_DRAFT);
@@ -472,9 +527,12 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
         }
         for (int32_t t = 0; t < r->n_prompt; t++) brisk_sampler_accept(ch->smp, r->prompt[t]);
         if (r->masks) brisk_sampler_set_mask(ch->smp, &r->masks[i]);
+        const brisk_spec_mode mode = r->spec == BRISK_SCHED_SPEC_NGRAM   ? BRISK_SPEC_NGRAM
+                                     : r->spec == BRISK_SCHED_SPEC_DRAFT ? BRISK_SPEC_DRAFT_BATCH
+                                                                         : BRISK_SPEC_AUTO;
         if (r->spec != BRISK_SCHED_SPEC_OFF &&
-            (st = brisk_spec_seq_init(&ch->spec, r->spec == BRISK_SCHED_SPEC_NGRAM ? BRISK_SPEC_NGRAM : BRISK_SPEC_AUTO,
-                                      r->spec_draft_max > 0 ? r->spec_draft_max : SCHED_DEFAULT_DRAFT, 0, s->n_vocab_tokens, err)))
+            (st = brisk_spec_seq_init(&ch->spec, mode, r->spec_draft_max > 0 ? r->spec_draft_max : SCHED_DEFAULT_DRAFT, 0,
+                                      s->n_vocab_tokens, err)))
             goto fail;
     }
     pthread_mutex_lock(&s->mu);
@@ -557,6 +615,7 @@ int32_t brisk_sched_borrow_slot(brisk_sched *s) {
 void brisk_sched_return_slot(brisk_sched *s, int32_t seq) {
     if (seq < 0 || seq >= s->n_seq) return;
     brisk_seq_truncate(s->c, seq, 0, NULL);   /* its full blocks stay in the prefix cache */
+    brisk_spec_drafts_reset(s->drafts, seq);
     s->free_slots[s->n_free_slots++] = seq;
     s->n_slots_used--;
 }
@@ -779,7 +838,9 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             nd++;
             if (ch->spec && ch->n_gen >= r->rq.min_tokens) {
                 const int32_t kcap = BRISK_MIN(s->n_ctx - ch->n_hist, r->rq.max_tokens - ch->n_gen - 1);
-                brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, kcap);
+                /* a draft model drafts after the plan, only what it takes */
+                if (r->rq.spec == BRISK_SCHED_SPEC_DRAFT) brisk_spec_seq_propose_later(ch->spec, kcap);
+                else brisk_spec_seq_propose(ch->spec, ch->hist, ch->n_hist, kcap);
                 e->proposed = true;
                 s->plan_q[nq] = ch->spec;
                 s->plan_e[nq] = s->n_ent - 1;
@@ -790,7 +851,30 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
     if (nq > 0) {
         const int32_t draft_room = BRISK_MIN(room, s->n_outputs) - nd;
         brisk_spec_plan(s->policy, s->plan_q, nq, nd, nd, draft_room, s->plan_k);
-        for (int32_t i = 0; i < nq; i++) s->ent[s->plan_e[i]].k = s->plan_k[i];
+        int32_t nm = 0;
+        for (int32_t i = 0; i < nq; i++) {
+            sched_entry *e = &s->ent[s->plan_e[i]];
+            e->k = s->plan_k[i];
+            if (e->k <= 0 || e->r->rq.spec != BRISK_SCHED_SPEC_DRAFT) continue;
+            s->dm_ent[nm] = s->plan_e[i];
+            s->dm_seq[nm] = e->ch->seq;
+            s->dm_hist[nm] = e->ch->hist;
+            s->dm_n[nm] = e->ch->n_hist;
+            s->dm_k[nm] = e->k;
+            nm++;
+        }
+        if (nm > 0) {
+            /* the draft model's tokens for every choice that takes some, in shared draft passes */
+            double secs = 0.0;
+            int32_t passes = 0;
+            brisk_spec_drafts_propose(s->drafts, nm, s->dm_seq, s->dm_hist, s->dm_n, s->dm_k, s->dm_out, s->dm_got, &secs, &passes);
+            if (passes > 0) brisk_spec_policy_observe_draft(s->policy, secs / passes);
+            for (int32_t i = 0; i < nm; i++) {
+                sched_entry *e = &s->ent[s->dm_ent[i]];
+                brisk_spec_seq_set_draft(e->ch->spec, s->dm_out[i], s->dm_got[i]);
+                e->k = BRISK_MIN(e->k, s->dm_got[i]);
+            }
+        }
     }
     for (int32_t i = 0; i < s->n_ent; i++) {
         sched_entry *e = &s->ent[i];

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 const char *srv_finish_str(srv_finish f) {
     switch (f) {
@@ -349,6 +350,10 @@ struct srv_engine {
     brisk_error init_err;
     srv_job *unadmitted;     /* jobs added and not admitted yet, FIFO (under mu; each holds a reference) */
     srv_kv_op *kv_ops;       /* KV saves and restores waiting (under mu) */
+    /* --batch-window (under mu): the scheduler had nothing running after its last step; the arrivals since */
+    bool sched_idle;
+    int32_t burst_n;
+    double t_burst_first, t_burst_last;
     pthread_t thread;
     bool started;
 };
@@ -598,12 +603,35 @@ brisk_status srv_engine_kv(srv_engine *e, srv_kv_op *op) {
     return op->status;
 }
 
+/* --batch-window, under e->mu, with jobs held and nothing running: the first step waits for the rest of an
+ * arrival burst (until no job has arrived for one window, at most SRV_BURST_WINDOWS windows after the first,
+ * or at once when max_running jobs are held, since no more could start). The burst is then admitted and
+ * prefilled in one step, its requests sample their first tokens together and decode in lockstep, so no
+ * later prompt of the burst lands between two tokens of a stream (at a batch that holds the burst: -b). */
+static void wait_for_burst(srv_engine *e) {
+    const double w = e->p.batch_window_ms * 1e-3;
+    for (;;) {
+        if (e->stop || e->kv_ops || e->held >= e->p.max_running) break;
+        const double until = fmin(e->t_burst_last + w, e->t_burst_first + SRV_BURST_WINDOWS * w);
+        if (brisk_time_now() >= until) break;
+        struct timespec ts;
+        ts.tv_sec = (time_t)until;
+        ts.tv_nsec = (long)((until - (double)ts.tv_sec) * 1e9);
+        if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+        pthread_cond_timedwait(&e->cv, &e->mu, &ts);   /* brisk_time_now's clock: the cv is CLOCK_MONOTONIC's */
+    }
+    srv_metrics_burst(e->p.metrics, e->held);
+    e->sched_idle = false;
+    e->burst_n = 0;
+}
+
 static void *engine_main(void *arg) {
     srv_engine *e = arg;
     brisk_sched_params sp = brisk_sched_default_params();
     sp.max_running = e->p.max_running;
     sp.max_stall = e->p.max_stall;
     sp.prefill_budget = e->p.prefill_budget;
+    sp.draft = e->p.draft;
     sp.max_queue = e->p.max_running + e->p.max_queue + 1;   /* admission is ours: the scheduler never refuses */
     const brisk_status st = brisk_sched_init(&e->sched, e->ctx, &sp, &e->init_err);
     pthread_mutex_lock(&e->mu);
@@ -616,6 +644,10 @@ static void *engine_main(void *arg) {
     for (;;) {
         while (!e->stop && e->held == 0 && !e->kv_ops) pthread_cond_wait(&e->cv, &e->mu);
         if (e->stop) break;
+        if (e->held > 0 && e->sched_idle && e->p.batch_window_ms > 0) {
+            wait_for_burst(e);
+            if (e->stop) break;
+        }
         const bool idle = e->held == 0;
         pthread_mutex_unlock(&e->mu);
         run_kv_ops(e);
@@ -625,6 +657,7 @@ static void *engine_main(void *arg) {
         }
         brisk_sched_info info;
         brisk_error err = {0};
+        memset(&info, 0, sizeof info);
         if (brisk_sched_step(e->sched, &info, &err)) {
             fprintf(stderr, "brisk serve: scheduler: %s\n", err.msg[0] ? err.msg : brisk_status_str(err.status));
         } else {
@@ -635,6 +668,9 @@ static void *engine_main(void *arg) {
         }
         check_queue(e);
         pthread_mutex_lock(&e->mu);
+        /* nothing running: the next arrivals are a new burst (those during this step count from their arrival) */
+        e->sched_idle = info.n_running == 0;
+        if (!e->sched_idle) e->burst_n = 0;
         if (e->held == 0) {
             /* idle: the gauges say so */
             const srv_gauges g = {.kv_used = info.kv_blocks_used, .kv_cached = info.kv_blocks_cached,
@@ -679,7 +715,13 @@ brisk_status srv_engine_init(srv_engine **out, const brisk_model *m, brisk_conte
     for (int32_t id = 0; id < info.n_vocab && e->n_eog < 64; id++)
         if (brisk_token_is_eog(m, id)) e->eog[e->n_eog++] = id;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
+    /* the burst window's timed waits are on brisk_time_now's clock */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    e->sched_idle = true;
     if (pthread_create(&e->thread, NULL, engine_main, e)) {
         srv_engine_free(e);
         return brisk_fail(err, BRISK_ERR_NOMEM, "could not start the inference thread");
@@ -741,6 +783,7 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     rq.n = j->n;
     rq.ignore_eog = j->ignore_eos;
     rq.spec = j->spec_set ? j->spec : (brisk_sched_spec)e->p.spec;
+    rq.spec_draft_max = e->p.spec_draft_max;
     rq.on_token = sched_on_token;
     rq.on_logits = j->logprobs ? job_on_logits : NULL;
     rq.user = j;
@@ -758,6 +801,8 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
         e->held++;
         j->next = NULL;
         j->t_submit = brisk_time_now();
+        if (e->burst_n++ == 0) e->t_burst_first = j->t_submit;
+        e->t_burst_last = j->t_submit;
         srv_job **pp = &e->unadmitted;
         while (*pp) pp = &(*pp)->next;
         *pp = j;

@@ -124,6 +124,8 @@ typedef struct srv_engine srv_engine;
 
 struct srv_metrics;
 
+#define SRV_BURST_WINDOWS 10
+
 typedef struct srv_engine_params {
     int32_t max_running;   /* jobs computed at once */
     int32_t max_queue;     /* jobs waiting at most */
@@ -131,6 +133,12 @@ typedef struct srv_engine_params {
     double queue_timeout_s;   /* a job not admitted within this is cancelled (0 = never) */
     double max_stall;         /* brisk_sched_params.max_stall */
     int32_t prefill_budget;   /* brisk_sched_params.prefill_budget */
+    /* With nothing running, the first step waits until no request has arrived for this many ms (at most
+     * SRV_BURST_WINDOWS windows after the first arrival; at once when max_running jobs are held), so a burst
+     * of arrivals starts in one step and decodes in lockstep (--batch-window; 0 = start at the first). */
+    double batch_window_ms;
+    brisk_context *draft;     /* brisk_sched_params.draft (borrowed; NULL = none) */
+    int32_t spec_draft_max;   /* brisk_sched_request.spec_draft_max (0 = the scheduler's default) */
     struct srv_metrics *metrics;   /* borrowed; NULL = none */
 } srv_engine_params;
 

@@ -804,6 +804,11 @@ static enum MHD_Result do_generate(conn *c) {
                     "the chat template shows no tool-call format this server parses (Llama 3 JSON, <tool_call> or [TOOL_CALLS]); "
                     "send tool_choice \"none\", or start the server with --chat-template FILE of a template that has one");
     }
+    if (r->spec_set && r->spec == BRISK_SCHED_SPEC_DRAFT && !s->cfg->draft) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", "spec",
+                    "spec \"draft\" needs a draft model, and this server has none (start it with -md FILE)");
+    }
     /* constrained output: one constraint per choice (each keeps its own parser state), compiled here so an
      * unsupported schema is a 400 before anything is queued */
     srv_constraint **cst = NULL;
@@ -1666,6 +1671,9 @@ int srv_serve(srv_server *s, brisk_model *model, brisk_context *ctx, const brisk
     srv_engine_params ep = {.max_running = cfg->max_running, .max_queue = cfg->max_queue, .spec = cfg->spec,
                             .queue_timeout_s = cfg->queue_timeout_s, .max_stall = cfg->max_stall, .metrics = s->metrics};
     ep.prefill_budget = cfg->prefill_budget;
+    ep.batch_window_ms = cfg->batch_window_ms;
+    ep.draft = cfg->draft;
+    ep.spec_draft_max = cfg->spec_draft_max;
     if (srv_engine_init(&s->engine, model, ctx, &ep, &err)) {
         teardown(s);   /* the listener closes before the message */
         fprintf(stderr, "brisk serve: %s\n", err.msg);

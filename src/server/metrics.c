@@ -39,6 +39,7 @@ typedef struct counts {
     uint64_t prompt, cached, computed, recomputed, generated, preempted, drafted, accepted;
     uint64_t finished[N_FINISH], rejected[N_REJECT], cancelled;
     uint64_t cache_queries, cache_hits;
+    uint64_t bursts, burst_requests;
     uint64_t flops, bytes;
     double energy;
     srv_gauges g;
@@ -122,6 +123,14 @@ void srv_metrics_rejected(srv_metrics *m, const char *reason) {
     pthread_mutex_lock(&m->mu);
     for (int i = 0; i < N_REJECT; i++)
         if (!strcmp(reason, REJECT[i])) m->d.rejected[i]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void srv_metrics_burst(srv_metrics *m, int32_t requests) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->d.bursts++;
+    m->d.burst_requests += (uint64_t)(requests > 0 ? requests : 0);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -212,6 +221,9 @@ char *srv_metrics_render(srv_metrics *m, size_t *len) {
     counter(&b, "prefix_cache_hits_total", "Prompt tokens found in the prefix cache.", c.cache_hits);
     counter(&b, "spec_decode_num_draft_tokens_total", "Draft tokens verified (speculative decoding).", c.drafted);
     counter(&b, "spec_decode_num_accepted_tokens_total", "Draft tokens accepted.", c.accepted);
+    counter(&b, "batch_window_waits_total", "Arrival windows waited with nothing running before a step (--batch-window).", c.bursts);
+    counter(&b, "batch_window_requests_total", "Requests that started together in the first step after such a window.",
+            c.burst_requests);
     counter(&b, "request_flops_total", "Estimated FLOPs of finished requests (usage.brisk.flops).", c.flops);
     counter(&b, "request_bytes_read_total", "Estimated bytes read from memory for finished requests (usage.brisk.bytes_read).", c.bytes);
     family(&b, "request_energy_joules_total", "counter", "Estimated energy of finished requests (usage.brisk.energy_j).");

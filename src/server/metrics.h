@@ -38,6 +38,8 @@ void srv_metrics_itl(srv_metrics *m, double s);
 /* reason: "queue_full", "draining", "busy" */
 void srv_metrics_rejected(srv_metrics *m, const char *reason);
 void srv_metrics_gauges(srv_metrics *m, const srv_gauges *g);
+/* --batch-window: a window waited with nothing running, and the requests that then started in one step. */
+void srv_metrics_burst(srv_metrics *m, int32_t requests);
 /* The text exposition format (version 0.0.4), malloc'd, NUL-terminated; NULL when out of memory. */
 char *srv_metrics_render(srv_metrics *m, size_t *len);
 

@@ -597,11 +597,12 @@ static bool get_generation(json_t *body, srv_kind kind, const srv_limits *lim, s
     if (given) r->min_tokens = v;
     json_t *sp_mode = field(body, "spec");
     if (sp_mode) {
-        static const char *const modes[] = {"off", "ngram", "auto"};
-        if (!json_is_string(sp_mode)) return bad_type(e, "spec", "a string (\"off\", \"ngram\" or \"auto\")");
+        /* brisk_sched_spec's order; "draft" needs the server's -md (the scheduler refuses it otherwise: a 400) */
+        static const char *const modes[] = {"off", "ngram", "auto", "draft"};
+        if (!json_is_string(sp_mode)) return bad_type(e, "spec", "a string (\"off\", \"ngram\", \"auto\" or \"draft\")");
         int k = 0;
-        while (k < 3 && strcmp(json_string_value(sp_mode), modes[k])) k++;
-        if (k == 3) return bad_value(e, "spec", "must be \"off\", \"ngram\" or \"auto\"");
+        while (k < 4 && strcmp(json_string_value(sp_mode), modes[k])) k++;
+        if (k == 4) return bad_value(e, "spec", "must be \"off\", \"ngram\", \"auto\" or \"draft\"");
         r->spec_set = true;
         r->spec = (brisk_sched_spec)k;
     }

@@ -31,6 +31,9 @@ typedef struct srv_config {
     int spec;                  /* brisk_sched_spec of requests that do not choose */
     double max_stall;          /* brisk_sched_params.max_stall (--max-stall) */
     int32_t prefill_budget;    /* brisk_sched_params.prefill_budget (--prefill-budget) */
+    double batch_window_ms;    /* srv_engine_params.batch_window_ms (--batch-window) */
+    int32_t spec_draft_max;    /* brisk_sched_request.spec_draft_max of every request (--draft-max; 0 = the scheduler's 8) */
+    brisk_context *draft;      /* (model) the draft model's context (-md, brisk_sched_params.draft), NULL = none */
     const char *kv_dir;        /* NULL = no KV save/restore endpoints */
     double stream_quantum_ms;  /* > 0: streams write only every this many ms, padded to SRV_STREAM_PAD bytes */
     const char *fingerprint;   /* system_fingerprint (model) */

@@ -50,6 +50,10 @@ struct brisk_spec_policy {
     int32_t probe_wait;       /* plans until the next probe */
     double xx[3][3], xy[3];   /* decayed normal equations of cost ~ a + b * tokens + r * rows */
     double acc[PLAN_BUCKETS], tested[PLAN_BUCKETS];   /* decayed counts of accepted and tested drafts */
+    /* the draft model (BRISK_SPEC_DRAFT_BATCH): its acceptance, seconds per draft pass (0 until measured),
+     * plans until it is probed again while it is not drafting */
+    double acc_d, tested_d, draft_cost;
+    int32_t draft_probe_wait;
 };
 
 typedef struct plan_shadow {  /* a proposal not drafted, compared with the tokens that follow */
@@ -62,7 +66,8 @@ struct brisk_spec_seq {
     brisk_spec_mode mode;
     int32_t kmax;
     brisk_drafter *ng;
-    brisk_draft draft;        /* the step's proposal (tokens owned by ng) */
+    brisk_draft draft;        /* the step's proposal (tokens owned by ng, or dtok) */
+    int32_t dtok[BRISK_SPEC_MAX_DRAFT];   /* BRISK_SPEC_DRAFT_BATCH: the draft model's tokens */
     plan_shadow sh;
     int64_t drafted, accepted;
 };
@@ -88,6 +93,8 @@ brisk_status brisk_spec_policy_init(brisk_spec_policy **out, int32_t n_max, bris
         p->acc[i] = 2.0 * (0.2 + 0.1 * i);
         p->tested[i] = 2.0;
     }
+    p->acc_d = 2.0 * 0.6;   /* a draft model of the target's family is right more often than not */
+    p->tested_d = 2.0;
     *out = p;
     return BRISK_OK;
 }
@@ -177,45 +184,70 @@ static double plan_rate(const brisk_spec_policy *p, int b) {
 
 double brisk_spec_policy_acceptance(const brisk_spec_policy *p, int32_t match_len) { return plan_rate(p, plan_bucket(match_len)); }
 
+static double draft_rate(const brisk_spec_policy *p) {
+    const double r = p->tested_d > 0 ? p->acc_d / p->tested_d : 0.0;
+    return r < 0.0 ? 0.0 : r > 0.98 ? 0.98 : r;
+}
+
+double brisk_spec_policy_draft_acceptance(const brisk_spec_policy *p) { return draft_rate(p); }
+
+void brisk_spec_policy_observe_draft(brisk_spec_policy *p, double seconds) {
+    if (!(seconds > 0.0)) return;
+    const double c = p->draft_cost;
+    p->draft_cost = c > 0.0 ? (1.0 - PLAN_COST_EMA) * c + PLAN_COST_EMA * fmax(0.5 * c, fmin(2.0 * c, seconds)) : seconds;
+}
+
 /* `accepted` of `drafted` tokens were accepted; a rejection is a trial too. */
 static void plan_learn(brisk_spec_policy *p, int b, int32_t drafted, int32_t accepted) {
     const int32_t tested = accepted < drafted ? accepted + 1 : drafted;
+    double *acc = b < 0 ? &p->acc_d : &p->acc[b], *tst = b < 0 ? &p->tested_d : &p->tested[b];
     for (int32_t i = 0; i < tested; i++) {
-        p->acc[b] = p->acc[b] * PLAN_DECAY + (i < accepted ? 1.0 : 0.0);
-        p->tested[b] = p->tested[b] * PLAN_DECAY + 1.0;
+        *acc = *acc * PLAN_DECAY + (i < accepted ? 1.0 : 0.0);
+        *tst = *tst * PLAN_DECAY + 1.0;
     }
 }
 
 int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t n, int32_t base, int32_t n_out, int32_t room,
                         int32_t *k) {
-    int32_t total = 0, b = base;
+    int32_t total = 0, b = base, rounds = 0;   /* rounds: draft-model passes the choices so far need */
     double out = n_out;
+    bool any_draft = false, drafted_model = false;
     for (int32_t i = 0; i < n; i++) {
         brisk_spec_seq *q = qs[i];
         const int32_t avail = BRISK_MIN(q->draft.n, room - total);
+        const bool dm = q->mode == BRISK_SPEC_DRAFT_BATCH;
         k[i] = 0;
         if (avail <= 0) continue;
+        any_draft |= dm;
         if (q->mode == BRISK_SPEC_NGRAM) {
             k[i] = avail;
         } else {
             const double c0 = brisk_spec_policy_cost(p, b);
             if (!(c0 > 0.0) || out <= 0.0) continue;   /* nothing measured yet: no guess */
             const bool unmeasured = p->sizes[p->n_sizes - 1] <= b && p->n_sizes < 2;
-            if (unmeasured && fit_slope(p) <= 0.0) {
-                if (--p->probe_wait <= 0) {
-                    p->probe_wait = PLAN_PROBE;
+            if ((unmeasured && fit_slope(p) <= 0.0) || (dm && !(p->draft_cost > 0.0))) {
+                int32_t *wait = dm ? &p->draft_probe_wait : &p->probe_wait;
+                if (--*wait <= 0) {
+                    *wait = PLAN_PROBE;
                     k[i] = BRISK_MIN(2, avail);
                     total += k[i];
                     b += k[i];
+                    if (dm) {
+                        rounds = BRISK_MAX(rounds, k[i]);
+                        drafted_model = true;
+                    }
                 }
                 continue;
             }
-            const double a = plan_rate(p, plan_bucket(q->draft.match_len));
-            double best = out / c0 * PLAN_GAIN, e = 0.0, ak = 1.0, gain = 0.0;
+            /* the draft model's passes are shared by the sequences drafting in this step: a sequence pays for
+             * the rounds it adds beyond the longest draft chosen so far */
+            const double a = dm ? draft_rate(p) : plan_rate(p, plan_bucket(q->draft.match_len));
+            const double dc = dm ? p->draft_cost : 0.0, d0 = p->draft_cost * rounds;
+            double best = out / (c0 + d0) * PLAN_GAIN, e = 0.0, ak = 1.0, gain = 0.0;
             for (int32_t kk = 1; kk <= avail; kk++) {
                 ak *= a;
                 e += ak;   /* E(kk) - 1 */
-                const double r = (out + e) / brisk_spec_policy_cost(p, b + kk);
+                const double r = (out + e) / (brisk_spec_policy_cost(p, b + kk) + d0 + dc * BRISK_MAX(0, kk - rounds));
                 if (r > best) {
                     best = r;
                     k[i] = kk;
@@ -223,9 +255,24 @@ int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t
                 }
             }
             out += gain;
+            if (dm && k[i] > 0) {
+                rounds = BRISK_MAX(rounds, k[i]);
+                drafted_model = true;
+            }
         }
         total += k[i];
         b += k[i];
+    }
+    if (any_draft && !drafted_model && --p->draft_probe_wait <= 0) {
+        /* not paying now: a probe of 2 now and then keeps the draft's acceptance and cost measured */
+        p->draft_probe_wait = PLAN_PROBE;
+        for (int32_t i = 0; i < n; i++) {
+            const int32_t avail = BRISK_MIN(qs[i]->draft.n, room - total);
+            if (qs[i]->mode != BRISK_SPEC_DRAFT_BATCH || avail <= 0) continue;
+            k[i] = BRISK_MIN(2, avail);
+            total += k[i];
+            break;
+        }
     }
     return total;
 }
@@ -235,8 +282,8 @@ int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t
 brisk_status brisk_spec_seq_init(brisk_spec_seq **out, brisk_spec_mode mode, int32_t draft_max, int32_t ngram_min,
                                  int32_t n_valid, brisk_error *err) {
     *out = NULL;
-    if (mode != BRISK_SPEC_NGRAM && mode != BRISK_SPEC_AUTO)
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batched speculation: mode %d unsupported (n-gram or auto)", (int)mode);
+    if (mode != BRISK_SPEC_NGRAM && mode != BRISK_SPEC_AUTO && mode != BRISK_SPEC_DRAFT_BATCH)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "batched speculation: mode %d unsupported (n-gram, auto or draft)", (int)mode);
     if (draft_max < 0 || draft_max > BRISK_SPEC_MAX_DRAFT)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "draft length %d out of range [1, %d]", draft_max, BRISK_SPEC_MAX_DRAFT);
     if (ngram_min < 0 || ngram_min > 64)
@@ -245,6 +292,10 @@ brisk_status brisk_spec_seq_init(brisk_spec_seq **out, brisk_spec_mode mode, int
     if (!q) return brisk_fail(err, BRISK_ERR_NOMEM, "batched speculation: out of memory");
     q->mode = mode;
     q->kmax = draft_max > 0 ? draft_max : PLAN_DEFAULT_K;
+    if (mode == BRISK_SPEC_DRAFT_BATCH) {
+        *out = q;
+        return BRISK_OK;
+    }
     brisk_status st = brisk_drafter_ngram_init(&q->ng, ngram_min > 0 ? ngram_min : 2, q->kmax, err);
     if (st) {
         free(q);
@@ -264,13 +315,24 @@ void brisk_spec_seq_free(brisk_spec_seq *q) {
 int32_t brisk_spec_seq_propose(brisk_spec_seq *q, const int32_t *hist, int32_t n_hist, int32_t kcap) {
     q->draft = (brisk_draft){0};
     kcap = BRISK_MIN(kcap, q->kmax);
-    if (kcap <= 0 || n_hist < 2) return 0;
+    if (kcap <= 0 || n_hist < 2 || !q->ng) return 0;
     /* the n-gram drafter cannot fail (it allocates nothing); a failure drafts nothing */
     if (q->ng->propose(q->ng, hist, n_hist, kcap, &q->draft, NULL) != BRISK_OK) q->draft = (brisk_draft){0};
     return q->draft.n;
 }
 
 const int32_t *brisk_spec_seq_draft(const brisk_spec_seq *q) { return q->draft.tokens; }
+
+int32_t brisk_spec_seq_propose_later(brisk_spec_seq *q, int32_t kcap) {
+    q->draft = (brisk_draft){.n = BRISK_MAX(0, BRISK_MIN(kcap, q->kmax)), .tokens = q->dtok};
+    return q->draft.n;
+}
+
+void brisk_spec_seq_set_draft(brisk_spec_seq *q, const int32_t *tokens, int32_t n) {
+    n = BRISK_MAX(0, BRISK_MIN(n, BRISK_SPEC_MAX_DRAFT));
+    if (tokens != q->dtok) memcpy(q->dtok, tokens, (size_t)n * sizeof *tokens);
+    q->draft = (brisk_draft){.n = n, .tokens = q->dtok};
+}
 
 static void shadow_feed(brisk_spec_seq *q, brisk_spec_policy *p, const int32_t *toks, int32_t n) {
     plan_shadow *h = &q->sh;
@@ -288,7 +350,7 @@ int32_t brisk_spec_seq_commit(brisk_spec_seq *q, brisk_spec_policy *p, brisk_sam
         out[0] = brisk_sampler_sample(smp, rows[0]);
         brisk_sampler_accept(smp, out[0]);
         shadow_feed(q, p, out, 1);
-        if (!q->sh.active && q->draft.n > 0) {
+        if (!q->sh.active && q->draft.n > 0 && q->mode != BRISK_SPEC_DRAFT_BATCH) {
             /* follow this step's proposal (it predicted out[0] first) to learn its acceptance for free */
             q->sh = (plan_shadow){.n = BRISK_MIN(q->draft.n, BRISK_SPEC_MAX_DRAFT), .idx = 0,
                                   .bucket = plan_bucket(q->draft.match_len), .active = true};
@@ -301,7 +363,7 @@ int32_t brisk_spec_seq_commit(brisk_spec_seq *q, brisk_spec_policy *p, brisk_sam
     d.n = BRISK_MIN(k, d.n);
     const brisk_verify_opts o = {.greedy = greedy};
     const int32_t m = brisk_spec_verify(smp, n_vocab, rows, &d, &o, scratch, out);
-    plan_learn(p, plan_bucket(d.match_len), d.n, m - 1);
+    plan_learn(p, q->mode == BRISK_SPEC_DRAFT_BATCH ? -1 : plan_bucket(d.match_len), d.n, m - 1);
     q->sh.active = false;
     q->drafted += d.n;
     q->accepted += m - 1;

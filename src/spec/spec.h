@@ -156,6 +156,9 @@ typedef enum brisk_spec_mode {
     BRISK_SPEC_DRAFT = 1,   /* draft model, k = draft_max every round */
     BRISK_SPEC_NGRAM = 2,   /* n-gram lookup, k = draft_max whenever a match exists */
     BRISK_SPEC_AUTO = 3,    /* adaptive: n-gram and (if given) the draft model, k from the cost model, 0 when it does not pay */
+    /* plan/commit only: a draft model's drafts (brisk_spec_drafts), k from the policy as AUTO, with the
+     * draft's own acceptance and its measured cost per pass */
+    BRISK_SPEC_DRAFT_BATCH = 4,
 } brisk_spec_mode;
 
 typedef struct brisk_spec_params {
@@ -288,5 +291,36 @@ int32_t brisk_spec_seq_commit(brisk_spec_seq *q, brisk_spec_policy *p, brisk_sam
                               const float *const *rows, int32_t k, bool greedy, float *scratch, int32_t *out);
 /* Drafts proposed into passes and accepted so far, by this sequence. */
 void brisk_spec_seq_counts(const brisk_spec_seq *q, int64_t *drafted, int64_t *accepted);
+
+/* BRISK_SPEC_DRAFT_BATCH: the plan runs before the drafts exist (they cost a draft pass per token, so only
+ * what the plan takes is drafted). propose_later offers up to min(kcap, draft_max) drafts to the plan
+ * (returns how many); after the plan, set_draft gives the n tokens the draft model wrote (copied; n may be
+ * fewer than planned). */
+int32_t brisk_spec_seq_propose_later(brisk_spec_seq *q, int32_t kcap);
+void brisk_spec_seq_set_draft(brisk_spec_seq *q, const int32_t *tokens, int32_t n);
+/* The draft model's cost: a draft pass took seconds (EMA; one outlier clipped to [1/2, 2]x). */
+void brisk_spec_policy_observe_draft(brisk_spec_policy *p, double seconds);
+/* The current draft-model acceptance estimate. */
+double brisk_spec_policy_draft_acceptance(const brisk_spec_policy *p);
+
+/* ---- a draft model for many sequences (draft_batch.c) ------------------------------------------
+ * The scheduler's draft model: sequence i of the draft context (borrowed, at least as many sequences as
+ * the target's slots, all empty) shadows slot i. propose drafts for n sequences at once: k[i] tokens
+ * (at most BRISK_SPEC_MAX_DRAFT and the context's room) continuing hist[i][0..n_hist[i]) (the last one
+ * pending) into out[i][..], got[i] of them; one catch-up pass for all (each sequence's tokens past what its
+ * draft KV still agrees on) then one pass per further draft token. Drafts are the draft's argmax among the
+ * first n_valid ids. *seconds and *passes: the draft passes it ran (the policy's draft cost; a prompt's sync
+ * is not counted). A failed draft
+ * pass drafts nothing for its sequences (they resync at their next call); the status is BRISK_OK. reset:
+ * slot seq changed owner (released, preempted): its draft sequence is cleared (full blocks stay in the
+ * draft's prefix cache). */
+typedef struct brisk_spec_drafts brisk_spec_drafts;
+brisk_status brisk_spec_drafts_init(brisk_spec_drafts **out, brisk_context *draft, int32_t n_vocab, int32_t n_valid,
+                                    brisk_error *err);
+void brisk_spec_drafts_free(brisk_spec_drafts *d);   /* clears its sequences; NULL is a no-op */
+void brisk_spec_drafts_reset(brisk_spec_drafts *d, int32_t seq);
+brisk_status brisk_spec_drafts_propose(brisk_spec_drafts *d, int32_t n, const int32_t *seq, const int32_t *const *hist,
+                                       const int32_t *n_hist, const int32_t *k, int32_t *const *out, int32_t *got,
+                                       double *seconds, int32_t *passes);
 
 #endif
