@@ -283,7 +283,7 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_PURE] = {{"--pure"}, .type = CLI_T_FLAG,
                     .help = "no mixture: every quantizable tensor gets TYPE's own type (shape fallbacks still apply)"},
     [CLI_O_IMATRIX] = {{"--imatrix"}, .type = CLI_T_PATH, .meta = "FILE",
-                       .help = "importance matrix (not supported yet: refused with a message)"},
+                       .help = "importance matrix of llama-imatrix (GGUF or legacy .dat)"},
     [CLI_O_OUTPUT_TENSOR_TYPE] = {{"--output-tensor-type"}, .type = CLI_T_STR, .meta = "TYPE",
                                   .help = "type of output.weight (ggml's names: q8_0, q6_K, f16 ...)"},
     [CLI_O_TOKEN_EMBD_TYPE] = {{"--token-embedding-type"}, .type = CLI_T_STR, .meta = "TYPE",
