@@ -3,7 +3,7 @@
 JOBS      ?= $(shell nproc)
 MODEL     ?= models/pycode-target-f16.gguf
 PROMPT    ?= def fibonacci(n):
-FUZZ_SECS ?= 30
+FUZZ_SECS ?= 20
 FUZZ_JOBS ?= $(JOBS)
 
 .PHONY: run test bootstrap build build-asan build-tsan build-fuzz build-aarch64 test-release test-asan test-tsan test-fuzz \
