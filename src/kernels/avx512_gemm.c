@@ -701,14 +701,24 @@ static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const u
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
-    (void)sums, (void)sums_stride;
     const int64_t nb = n / BRISK_QK_K;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
         TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
-    if (n_tok - t == 1) TILE_CALL(t == 0, q6_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride);
+    /* One token: the AVX2 table's tile (same packed layout, bit-identical to
+     * ref like q6_k_tile1). On Zen 4 q6_k_tile1 computes faster from L2 (38
+     * against 27 GB/s of weights, gemm-micro T=1) but streams slower from DRAM
+     * (one thread 15-16.5 against 25.7 GB/s): its misses overlap worse. Whole
+     * model, 2 threads, tg64 best of 4 alternating: phi-3-mini Q4_K_M (45% of
+     * its bytes Q6_K) 9.29 -> 11.46 t/s. q6_k_tile1 (unused now) stays for the
+     * next attempt (docs/PERFORMANCE.md, session 12). */
+    if (n_tok - t == 1) {
+        brisk_gemm_avx2()->gemm[BRISK_Q_Q6_K](n, wpack, a + (size_t)t * act_stride, act_stride, sums, sums_stride, 1,
+                                              out + (int64_t)t * out_stride, out_stride);
+        return;
+    }
 }
 
 /* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) ------------------------------------
