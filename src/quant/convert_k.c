@@ -515,47 +515,7 @@ void brisk_q6_k_dequantize(const void *src, float *dst, int64_t n) {
     }
 }
 
-void brisk_q6_k_quantize(const float *src, void *dst, int64_t n) {
-    BRISK_ASSERT(n % QK == 0);
-    brisk_block_q6_k *b = dst;
-    int8_t L[QK];
-    float scales[QK / 16];
-    for (int64_t i = 0; i < n / QK; i++, src += QK) {
-        float max_scale = 0.0f, max_abs_scale = 0.0f;
-        for (int j = 0; j < QK / 16; j++) {
-            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j, NULL);
-            const float a = fabsf(scales[j]);
-            if (a > max_abs_scale) {
-                max_abs_scale = a;
-                max_scale = scales[j];
-            }
-        }
-        if (max_abs_scale < GROUP_EPS) {
-            memset(&b[i], 0, sizeof b[i]);
-            continue;
-        }
-        const float iscale = -128.0f / max_scale;
-        b[i].d = brisk_fp32_to_fp16(1 / iscale);
-        for (int j = 0; j < QK / 16; j++)
-            b[i].scales[j] = (int8_t)BRISK_MIN(127, brisk_nearest_int(iscale * scales[j]));
-        for (int j = 0; j < QK / 16; j++) {
-            const float d = brisk_fp16_to_fp32(b[i].d) * b[i].scales[j];
-            if (!d) continue;
-            for (int l = 0; l < 16; l++)
-                L[16 * j + l] = (int8_t)(clamp_int(brisk_nearest_int(src[16 * j + l] / d), -32, 31) + 32);
-        }
-        uint8_t *ql = b[i].ql, *qh = b[i].qh;
-        for (int half = 0; half < QK; half += 128, ql += 64, qh += 32) {
-            for (int l = 0; l < 32; l++) {
-                const int v0 = L[half + l], v1 = L[half + l + 32];
-                const int v2 = L[half + l + 64], v3 = L[half + l + 96];
-                ql[l] = (uint8_t)((v0 & 0x0f) | ((v2 & 0x0f) << 4));
-                ql[l + 32] = (uint8_t)((v1 & 0x0f) | ((v3 & 0x0f) << 4));
-                qh[l] = (uint8_t)((v0 >> 4) | ((v1 >> 4) << 2) | ((v2 >> 4) << 4) | ((v3 >> 4) << 6));
-            }
-        }
-    }
-}
+void brisk_q6_k_quantize(const float *src, void *dst, int64_t n) { brisk_q6_k_quantize_imatrix(src, dst, n, NULL); }
 
 /* ---- Q8_K: 256 x int8 with fp32 d and 16-element partial sums ------------------------------- */
 
@@ -753,16 +713,17 @@ void brisk_q5_k_quantize_imatrix(const float *src, void *dst, int64_t n, const f
     }
 }
 
-/* Q6_K: the importance itself is the search's weight (no sigma2 term). */
+/* Q6_K: the importance itself is the search's weight (no sigma2 term); without
+ * one (qw NULL) the search is unweighted: brisk_q6_k_quantize. */
 void brisk_q6_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
     BRISK_ASSERT(n % QK == 0);
     brisk_block_q6_k *b = dst;
     int8_t L[QK];
     float scales[QK / 16];
-    for (int64_t i = 0; i < n / QK; i++, src += QK, qw += QK) {
+    for (int64_t i = 0; i < n / QK; i++, src += QK, qw = qw ? qw + QK : NULL) {
         float max_scale = 0.0f, max_abs_scale = 0.0f;
         for (int j = 0; j < QK / 16; j++) {
-            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j, qw + 16 * j);
+            scales[j] = search_symmetric(16, 32, src + 16 * j, L + 16 * j, qw ? qw + 16 * j : NULL);
             const float a = fabsf(scales[j]);
             if (a > max_abs_scale) {
                 max_abs_scale = a;
