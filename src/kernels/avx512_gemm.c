@@ -640,65 +640,6 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     }
 }
 
-/* Decode (one token). The tile above reloads and widens 4 scales for every
- * one of the 16 lines (64 scale loads a block) and keeps 8 integer lanes
- * live; here the lanes run one after the other (lane m is lines m and m + 8),
- * so lanes 0-3 share the 8 even-numbered scales and lanes 4-7 the 8 odd ones:
- * 16 scale loads a block, held in registers, and each lane's integer sum is
- * finished (minus its bias term) and added to its float accumulator right
- * away. The activations are embedded broadcasts, and only the L2 prefetch
- * runs (the L1 one measured slower here). Every lane's integer and float
- * steps are the tile's (integers are exact in any order), so the output bits
- * are the same. bench/decode-stream Q6_K, 2 threads, gemm / plain read,
- * medians of 20 rounds, quiet machine: 0.60-0.66 before, 0.68-0.74 with the
- * lanes in turn, 0.71-0.72 without the L1 prefetch. The limit is the 8 VNNI
- * uops per 3 lines (a dpbusd and a scaling dpwssd per 4-byte chunk, double-
- * pumped on Zen 4): gemm-micro T=1 stays at ~49 GB/s of weights in L2 either
- * way, against Q4_0's 74. */
-static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf) {
-    __m512 acc[8];
-    #pragma GCC unroll 8
-    for (int m = 0; m < 8; m++) acc[m] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        prefetch_ahead(blk, 288, pf, true);
-        const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
-        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(y->d), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)));
-        #pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
-            __m512i sc[4][2];   /* the scale of chunk 16x + k for k / 8 = kb: index 2 * (2x + kb) + half */
-            #pragma GCC unroll 4
-            for (int x = 0; x < 4; x++)
-                #pragma GCC unroll 2
-                for (int kb = 0; kb < 2; kb++) sc[x][kb] = q6_scale(blk, 2 * (2 * x + kb) + half);
-            #pragma GCC unroll 4
-            for (int mm = 0; mm < 4; mm++) {
-                const int m = 4 * half + mm;
-                __m512i L = _mm512_setzero_si512();
-                #pragma GCC unroll 2
-                for (int kb = 0; kb < 2; kb++) {
-                    const int k = m + 8 * kb;
-                    for (int l = 0; l < 3; l++) prefetch_ahead(blk + 288 + 64 * (k + 16 * l), 64, pf, false);
-                    __m512i w[4];
-                    q6_values(blk, k, w);
-                    #pragma GCC unroll 4
-                    for (int x = 0; x < 4; x++) {
-                        const __m512i D = dpbusd_bcast(_mm512_setzero_si512(), w[x], y->qs + 4 * (16 * x + k));
-                        L = _mm512_dpwssd_epi32(L, D, sc[x][kb]);
-                    }
-                }
-                const __m512i pair = _mm512_or_si512(q6_scale(blk, 2 * m), _mm512_slli_epi32(q6_scale(blk, 2 * m + 1), 16));
-                const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, bcast32(y->bsums + 2 * m));
-                const __m512i lane = _mm512_sub_epi32(L, _mm512_slli_epi32(corr, 5));
-                acc[m] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane), acc[m]);
-            }
-        }
-    }
-    const __m512 t0 = _mm512_add_ps(acc[0], acc[4]), t1 = _mm512_add_ps(acc[1], acc[5]);
-    const __m512 t2 = _mm512_add_ps(acc[2], acc[6]), t3 = _mm512_add_ps(acc[3], acc[7]);
-    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
-}
-
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
     const int64_t nb = n / BRISK_QK_K;
@@ -708,12 +649,13 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
         TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
     /* One token: the AVX2 table's tile (same packed layout, bit-identical to
-     * ref like q6_k_tile1). On Zen 4 q6_k_tile1 computes faster from L2 (38
-     * against 27 GB/s of weights, gemm-micro T=1) but streams slower from DRAM
-     * (one thread 15-16.5 against 25.7 GB/s): its misses overlap worse. Whole
-     * model, 2 threads, tg64 best of 4 alternating: phi-3-mini Q4_K_M (45% of
-     * its bytes Q6_K) 9.29 -> 11.46 t/s. q6_k_tile1 (unused now) stays for the
-     * next attempt (docs/PERFORMANCE.md, session 12). */
+     * ref). The AVX-512 one-token tile it replaced (q6_k_tile1, lanes in turn
+     * with the scales in registers; in git before session 12's 06f0cb8)
+     * computed faster from L2 (38 against 27 GB/s of weights, gemm-micro T=1)
+     * but streamed slower from DRAM on Zen 4 (one thread 15-16.5 against 25.7
+     * GB/s): its misses overlapped worse. Whole model, 2 threads, tg64 best of
+     * 4 alternating: phi-3-mini Q4_K_M (45% of its bytes Q6_K) 9.29 -> 11.46
+     * t/s (docs/PERFORMANCE.md, session 12). */
     if (n_tok - t == 1) {
         brisk_gemm_avx2()->gemm[BRISK_Q_Q6_K](n, wpack, a + (size_t)t * act_stride, act_stride, sums, sums_stride, 1,
                                               out + (int64_t)t * out_stride, out_stride);
