@@ -360,6 +360,34 @@ void brisk_q3_k_quantize(const float *src, void *dst, int64_t n) {
 
 /* ---- Q4_K / Q5_K: 8 x 32, value = d*sc*q - dmin*m, sc/m 6-bit ---------------------------- */
 
+/* The 6-bit scales ls and mins lm packed into the 12 bytes, d and dmin stored
+ * as F16, and every element requantized against the stored (rounded) scales:
+ * the tail of both scale searches below. */
+static void k4_pack_requantize(const float *x, int nmax, const uint8_t ls[QK / 32], const uint8_t lm[QK / 32], float d_block,
+                               float m_block, uint16_t *d_out, uint16_t *dmin_out, uint8_t packed[12], uint8_t L[QK]) {
+    for (int j = 0; j < QK / 32; j++) {
+        if (j < 4) {
+            packed[j] = ls[j];
+            packed[j + 4] = lm[j];
+        } else {
+            packed[j + 4] = (uint8_t)((ls[j] & 0x0f) | ((lm[j] & 0x0f) << 4));
+            packed[j - 4] |= (uint8_t)((ls[j] >> 4) << 6);
+            packed[j] |= (uint8_t)((lm[j] >> 4) << 6);
+        }
+    }
+    *d_out = brisk_fp32_to_fp16(d_block);
+    *dmin_out = brisk_fp32_to_fp16(m_block);
+    for (int j = 0; j < QK / 32; j++) {
+        uint8_t sc, m;
+        brisk_k4_scale_min(j, packed, &sc, &m);
+        const float d = brisk_fp16_to_fp32(*d_out) * sc;
+        if (!d) continue;
+        const float dm = brisk_fp16_to_fp32(*dmin_out) * m;
+        for (int l = 0; l < 32; l++)
+            L[32 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
+    }
+}
+
 /* Scale search and 6-bit scale packing shared by Q4_K (nmax 15) and Q5_K
  * (nmax 31). Fills d, dmin, the 12 packed scale bytes, and L (0..nmax). */
 static void quantize_k4_scales(const float *x, int nmax, float rmin, int nstep, uint16_t *d_out,
@@ -379,30 +407,13 @@ static void quantize_k4_scales(const float *x, int nmax, float rmin, int nstep, 
     }
     const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
     const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
+    uint8_t ls[QK / 32], lm[QK / 32];
     for (int j = 0; j < QK / 32; j++) {
         /* ggml assigns the rounded int to a uint8_t (wrapping) before MIN(63, .). */
-        const uint8_t ls = BRISK_MIN(63, (uint8_t)brisk_nearest_int(inv_scale * scales[j]));
-        const uint8_t lm = BRISK_MIN(63, (uint8_t)brisk_nearest_int(inv_min * mins[j]));
-        if (j < 4) {
-            packed[j] = ls;
-            packed[j + 4] = lm;
-        } else {
-            packed[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
-            packed[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            packed[j] |= (uint8_t)((lm >> 4) << 6);
-        }
+        ls[j] = BRISK_MIN(63, (uint8_t)brisk_nearest_int(inv_scale * scales[j]));
+        lm[j] = BRISK_MIN(63, (uint8_t)brisk_nearest_int(inv_min * mins[j]));
     }
-    *d_out = brisk_fp32_to_fp16(max_scale / 63.0f);
-    *dmin_out = brisk_fp32_to_fp16(max_min / 63.0f);
-    for (int j = 0; j < QK / 32; j++) {
-        uint8_t sc, m;
-        brisk_k4_scale_min(j, packed, &sc, &m);
-        const float d = brisk_fp16_to_fp32(*d_out) * sc;
-        if (!d) continue;
-        const float dm = brisk_fp16_to_fp32(*dmin_out) * m;
-        for (int l = 0; l < 32; l++)
-            L[32 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
-    }
+    k4_pack_requantize(x, nmax, ls, lm, max_scale / 63.0f, max_min / 63.0f, d_out, dmin_out, packed, L);
 }
 
 /* qs layout for both: 4 chunks of 64 elements; chunk c's 32 bytes hold element
@@ -652,29 +663,7 @@ static void quantize_k4_scales_imatrix(const float *x, const float *qw, int nmax
     }
     const float d_block = search_qp(QK / 32, 63, scales, Ls, sw);
     const float m_block = search_qp(QK / 32, 63, mins, Lm, sw);
-    memset(packed, 0, 12);
-    for (int j = 0; j < QK / 32; j++) {
-        const uint8_t ls = Ls[j], lm = Lm[j];
-        if (j < 4) {
-            packed[j] = ls;
-            packed[j + 4] = lm;
-        } else {
-            packed[j + 4] = (uint8_t)((ls & 0x0f) | ((lm & 0x0f) << 4));
-            packed[j - 4] |= (uint8_t)((ls >> 4) << 6);
-            packed[j] |= (uint8_t)((lm >> 4) << 6);
-        }
-    }
-    *d_out = brisk_fp32_to_fp16(d_block);
-    *dmin_out = brisk_fp32_to_fp16(m_block);
-    for (int j = 0; j < QK / 32; j++) {
-        uint8_t sc, m;
-        brisk_k4_scale_min(j, packed, &sc, &m);
-        const float d = brisk_fp16_to_fp32(*d_out) * sc;
-        if (!d) continue;
-        const float dm = brisk_fp16_to_fp32(*dmin_out) * m;
-        for (int l = 0; l < 32; l++)
-            L[32 * j + l] = (uint8_t)clamp_int(brisk_nearest_int((x[32 * j + l] + dm) / d), 0, nmax);
-    }
+    k4_pack_requantize(x, nmax, Ls, Lm, d_block, m_block, d_out, dmin_out, packed, L);
 }
 
 void brisk_q4_k_quantize_imatrix(const float *src, void *dst, int64_t n, const float *qw) {
