@@ -3,7 +3,7 @@
 # of each -ctk/-ctv type against the F16 cache, with llama-perplexity's
 # --kl-divergence-base / --kl-divergence on the long-context fixture.
 #   bench/kv-eval.sh [BRISK] [MODEL] [TEXT] [CTX] [CHUNKS]
-# PARTS=types (the storage types), policies (the retention policies at 25% and
+# PARTS=types (the storage types), policies (the retention policies, POLICIES="...", at 25% and
 # 50% budgets, with the KV memory's peak), or both (the default).
 # With the peer (~/.cache/brisk-peer) present, llama-perplexity's own KL of
 # the same types against the same brisk-written base file is printed too.
@@ -65,7 +65,7 @@ if [[ $PARTS == *policies* ]]; then
     echo
     echo "| policy | budget | PPL | mean KLD | 99.0% KLD | max KLD | same top p | KV peak (blocks) | of the full cache |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-    for policy in streaming random; do
+    for policy in ${POLICIES:-streaming random h2o snapkv tova}; do
         for budget in 0.25 0.5; do
             nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
                 --kv-policy "$policy" --kv-budget "$budget" --kv-sink "$SINK" --kv-window "$WINDOW" \

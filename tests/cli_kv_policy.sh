@@ -7,7 +7,10 @@
 #   - a run prints the KV memory line, its peak within the budget's blocks;
 #   - a policy whose budget is the whole chunk never evicts: the same PPL as
 #     no policy (the ubatches change nothing: batch invariance);
-#   - random with one seed is repeatable, another seed changes the choice.
+#   - random with one seed is repeatable, another seed changes the choice;
+#   - the scored policies (h2o, snapkv, tova) evict within the budget, differ
+#     from streaming's choice, and with a budget of the whole chunk give the
+#     plain run's PPL (observing attention changes no output bit).
 set -u
 brisk="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,7 +36,7 @@ expect_err 2 "--kv-window needs --kv-policy" ppl --kv-policy none --kv-window 8
 expect_err 2 "--kv-policy streaming needs --kv-budget" ppl --kv-policy streaming
 expect_err 2 "cannot hold the 4 sinks (--kv-sink), the 32-slot window (--kv-window) and a ubatch of 64" ppl --kv-policy streaming --kv-budget 0.5
 expect_err 2 "--kv-window" ppl --kv-policy streaming --kv-budget 32 --kv-window 0
-expect_err 2 "--kv-policy" ppl --kv-policy h2o --kv-budget 32
+expect_err 2 "--kv-policy" ppl --kv-policy h3o --kv-budget 32
 
 out="$(ppl --kv-policy streaming --kv-budget 32 --kv-window 8 -ub 8 2>/dev/null)"
 peak="$(printf '%s\n' "$out" | sed -n 's/^KV memory: peak \([0-9]*\) blocks.*/\1/p')"
@@ -54,6 +57,17 @@ r2="$(ppl --kv-policy random --kv-budget 24 --kv-window 4 -ub 4 -s 7 2>/dev/null
 r3="$(ppl --kv-policy random --kv-budget 24 --kv-window 4 -ub 4 -s 8 2>/dev/null | grep '^Final estimate')"
 [ -n "$r1" ] && [ "$r1" = "$r2" ] && ok || bad "random, one seed: '$r1' vs '$r2'"
 [ -n "$r3" ] && [ "$r1" != "$r3" ] && ok || bad "random, another seed gave the same: '$r3'"
+
+stream="$(ppl --kv-policy streaming --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null | grep '^Final estimate')"
+for pol in h2o snapkv tova; do
+  out="$(ppl --kv-policy "$pol" --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null)"
+  peak="$(printf '%s\n' "$out" | sed -n 's/^KV memory: peak \([0-9]*\) blocks.*/\1/p')"
+  est="$(printf '%s\n' "$out" | grep '^Final estimate')"
+  if [ -n "$est" ] && [ -n "$peak" ] && [ "$peak" -le 1 ] && printf '%s\n' "$out" | grep -q ' [1-9][0-9]* slots dropped' &&
+     [ "$est" != "$stream" ]; then ok; else bad "$pol run: '$out' (streaming: '$stream')"; fi
+  whole="$(ppl --kv-policy "$pol" --kv-budget 64 --kv-window 8 -ub 8 2>/dev/null | grep '^Final estimate')"
+  [ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "$pol, a budget of the whole chunk: '$whole' vs '$plain'"
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

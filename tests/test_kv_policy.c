@@ -16,13 +16,21 @@
  *     alone (1 thread) and batched with another sequence that evicts on its own
  *     schedule (2 threads) give the same bits, and so does a prefill chunked
  *     7 tokens at a time before the same policy schedule; a batch too large for
- *     the budget is refused with a message. */
+ *     the budget is refused with a message;
+ *   - the same for the scored policies h2o, snapkv and tova, and their attention
+ *     statistics: each observed query's softmax probabilities sum to 1 per head
+ *     and layer, so after n tokens the mass sums to (observed queries) x n_layer
+ *     x n_head (h2o: all n, snapkv: the window, tova: 1) to the fixed point's
+ *     rounding; the mass is the same bits fed in one batch, in chunks of 7, or
+ *     batched with another sequence; a fork copies it, eviction carries it with
+ *     the kept slots. */
 #include "brisk.h"
 #include "engine/engine_impl.h"
 #include "kv/kv.h"
 #include "kv/policy.h"
 #include "test.h"
 
+#include <math.h>
 #include <stdint.h>
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
@@ -53,7 +61,10 @@ static void test_parse(void) {
         CHECKF(st == BRISK_ERR_INVALID_ARG && strstr(err.msg, bad[i].msg), "'%s': %d %s", bad[i].in, st, err.msg);
     }
     CHECK(brisk_kv_policy_parse("streaming") == BRISK_KV_POLICY_STREAMING && brisk_kv_policy_parse("RANDOM") == BRISK_KV_POLICY_RANDOM);
-    CHECK(brisk_kv_policy_parse("none") == BRISK_KV_POLICY_NONE && brisk_kv_policy_parse("h2o") == -1 && brisk_kv_policy_parse(NULL) == -1);
+    CHECK(brisk_kv_policy_parse("none") == BRISK_KV_POLICY_NONE && brisk_kv_policy_parse("h3o") == -1 && brisk_kv_policy_parse(NULL) == -1);
+    CHECK(brisk_kv_policy_parse("H2O") == BRISK_KV_POLICY_H2O && brisk_kv_policy_parse("snapkv") == BRISK_KV_POLICY_SNAPKV &&
+          brisk_kv_policy_parse("tova") == BRISK_KV_POLICY_TOVA);
+    for (int k = 0; k < BRISK_KV_N_POLICIES; k++) CHECKF(strstr(brisk_kv_policy_names(), brisk_kv_policy_name(k)), "%d missing from the names", k);
     CHECK(!strcmp(brisk_kv_policy_name(BRISK_KV_POLICY_RANDOM), "random") && !strcmp(brisk_kv_policy_name(9), "?"));
 }
 
@@ -252,7 +263,7 @@ static void test_engine_policy(int kind, int type, const int32_t *tok) {
     uint8_t *ks = malloc((size_t)BUDGET * nl * krb), *vs = malloc((size_t)BUDGET * nl * vrb);
     int32_t spos[BUDGET], stok[BUDGET], sizes[NTOK];
     const int32_t n_ub = schedule(sizes);
-    int bad_budget = 0, bad_kept = 0, bad_bits = 0, compared = 0, evictions = 0;
+    int bad_budget = 0, bad_kept = 0, bad_bits = 0, compared = 0, evictions = 0, older = 0;
     brisk_error err = {0};
     for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
         const int32_t m = sizes[u], len0 = brisk_kv_len(ka, 0);
@@ -267,6 +278,8 @@ static void test_engine_policy(int kind, int type, const int32_t *tok) {
         const int32_t len = brisk_kv_len(ka, 0), kept = len - m;
         check_kept(a, kind, what, p0 + m, &bad_budget, &bad_kept);
         if (kept < len0) evictions++;
+        /* slots kept past the sinks that streaming would have dropped: a scored policy's own choice */
+        for (int32_t s = SINK; s < len; s++) older += brisk_kv_slot_pos(ka, 0, s) < p0 + m - (len - SINK);
         /* the reference: the same kept rows copied, by position, into a policy-free cache */
         if (kept < len0 || u % 5 == 0) {
             brisk_seq_truncate(r, 0, 0, &err);
@@ -300,6 +313,7 @@ static void test_engine_policy(int kind, int type, const int32_t *tok) {
            evictions, compared, (long long)cs.dropped);
     CHECKF(bad_bits == 0, "%s %s: %d of %d tokens' logits differ from a cache holding the same slots", what, brisk_kv_type_name(type),
            bad_bits, compared);
+    CHECKF(kind == BRISK_KV_POLICY_STREAMING ? older == 0 : older > 0, "%s: %d older slots kept beside the newest", what, older);
     CHECKF(brisk_kv_check(ka, &err), "%s", err.msg);
     free(ks), free(vs);
 done:
@@ -373,6 +387,51 @@ done:
     brisk_context_free(c);
 }
 
+/* The scored policies' attention mass (policy.h) against what softmax
+ * guarantees, and its invariance to batching. */
+static void test_mass(int kind, const int32_t *tok, const int32_t *tok1) {
+    const char *what = brisk_kv_policy_name(kind);
+    brisk_model_info info;
+    brisk_model_get_info(model, &info);
+    const int32_t n = 70;   /* below the budget: nothing evicted yet */
+    brisk_context *a = ctx_policy(kind, BRISK_KV_F16, 2, 2, 2 * BUDGET), *c = ctx_policy(kind, BRISK_KV_F16, 2, 1, 2 * BUDGET);
+    brisk_error err = {0};
+    if (!a || !c) goto done;
+    /* a: seq 0 in one batch; c: seq 0 in chunks of 7, each batched with 3 tokens of seq 1 */
+    CHECKF(feed(a, 0, tok, 0, n, &err) == BRISK_OK, "%s", err.msg);
+    for (int32_t q = 0; q < n; q += 7) {
+        int32_t bt[10], bp[10], bs[10];
+        uint8_t bw[10];
+        int32_t m = 0;
+        for (int32_t j = 0; j < 3; j++) bt[m] = tok1[q / 7 * 3 + j], bp[m] = q / 7 * 3 + j, bs[m] = 1, bw[m++] = 1;
+        for (int32_t j = 0; j < 7 && q + j < n; j++) bt[m] = tok[q + j], bp[m] = q + j, bs[m] = 0, bw[m++] = 1;
+        brisk_batch bb = {m, bt, bp, bs, bw};
+        CHECKF(brisk_decode(c, &bb, &err) == BRISK_OK, "%s", err.msg);
+    }
+    const brisk_kv_policy *pa = a->kv->policy, *pc = c->kv->policy;
+    int64_t total = 0;
+    int differ = 0;
+    for (int32_t s = 0; s < n; s++) {
+        total += brisk_kv_policy_slot_mass(pa, 0, s);
+        differ += brisk_kv_policy_slot_mass(pa, 0, s) != brisk_kv_policy_slot_mass(pc, 0, s);
+    }
+    const int32_t observed = kind == BRISK_KV_POLICY_H2O ? n : kind == BRISK_KV_POLICY_SNAPKV ? WIN : 1;
+    const double want = (double)observed * info.n_layer * info.n_head * BRISK_KV_MASS_ONE;
+    /* each add rounds to the nearest unit: at most half a unit per (query, layer, KV-head group, slot) */
+    const double slack = (double)observed * info.n_layer * info.n_head * n;
+    CHECKF(fabs((double)total - want) <= slack, "%s: mass %.1f, want %.1f +- %.0f (%d queries x %d layers x %d heads)", what, (double)total, want,
+           slack, observed, info.n_layer, info.n_head);
+    CHECKF(differ == 0, "%s: %d of %d slots' mass differs between one batch and chunks of 7 batched with another sequence", what, differ, n);
+    /* a fork copies the statistics */
+    CHECK(brisk_seq_fork(a, 0, 1, &err) == BRISK_OK);
+    differ = 0;
+    for (int32_t s = 0; s < n; s++) differ += brisk_kv_policy_slot_mass(pa, 0, s) != brisk_kv_policy_slot_mass(pa, 1, s);
+    CHECKF(differ == 0, "%s: a fork's mass differs at %d slots", what, differ);
+done:
+    brisk_context_free(a);
+    brisk_context_free(c);
+}
+
 int main(void) {
     test_parse();
     test_policy_config();
@@ -389,7 +448,8 @@ int main(void) {
     int32_t tok[NTOK], tok1[NTOK];
     for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)(urand() % (uint32_t)n_vocab), tok1[i] = (int32_t)(urand() % (uint32_t)n_vocab);
     static const int types[] = {BRISK_KV_F16, BRISK_KV_Q8_0, BRISK_KV_Q4_0};
-    for (int kind = BRISK_KV_POLICY_STREAMING; kind <= BRISK_KV_POLICY_RANDOM; kind++)
+    for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) test_mass(kind, tok, tok1);
+    for (int kind = BRISK_KV_POLICY_STREAMING; kind <= BRISK_KV_POLICY_TOVA; kind++)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             test_engine_policy(kind, types[t], tok);
             if (types[t] != BRISK_KV_Q4_0) test_invariance(kind, types[t], tok, tok1);

@@ -31,11 +31,11 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {
 
 int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp) {
     const int kind = a->set[CLI_O_KV_POLICY] ? brisk_kv_policy_parse(a->s[CLI_O_KV_POLICY]) : BRISK_KV_POLICY_NONE;
-    if (kind < 0) return cli_usage(cmd, "--kv-policy '%s': unknown (none, streaming, random)", a->s[CLI_O_KV_POLICY]);
+    if (kind < 0) return cli_usage(cmd, "--kv-policy '%s': unknown (%s)", a->s[CLI_O_KV_POLICY], brisk_kv_policy_names());
     if (kind == BRISK_KV_POLICY_NONE) {
         static const cli_opt_id needs[] = {CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW};
         for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
-            if (a->set[needs[i]]) return cli_usage(cmd, "%s needs --kv-policy streaming or random", a->given[needs[i]]);
+            if (a->set[needs[i]]) return cli_usage(cmd, "%s needs --kv-policy NAME (one other than none)", a->given[needs[i]]);
         return 0;
     }
     if (!a->set[CLI_O_KV_BUDGET]) return cli_usage(cmd, "--kv-policy %s needs --kv-budget N|F (slots, or a fraction of -c)", brisk_kv_policy_name(kind));

@@ -585,6 +585,7 @@ brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *
     d->n_blocks = nb;
     d->len = d->ordered = s->len;
     d->n_indexed = s->n_indexed;
+    brisk_kv_policy_forked(kv, src, dst);   /* a scored policy's statistics come with the slots */
     return BRISK_OK;
 }
 
@@ -613,6 +614,7 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
     s->n_blocks = s->n_indexed = nb;
     s->len = s->ordered = nb * BRISK_KV_BLOCK;
     kv->n_hit_tokens += s->len;
+    brisk_kv_policy_reset_seq(kv, seq);   /* blocks of other requests: no attention of this one on them yet */
     return s->len;
 }
 

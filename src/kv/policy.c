@@ -10,7 +10,12 @@ static const brisk_kv_policy_ops *const policy_table[BRISK_KV_N_POLICIES] = {
     NULL,   /* none: nothing to run */
     &brisk_kv_policy_streaming,
     &brisk_kv_policy_random,
+    &brisk_kv_policy_h2o,
+    &brisk_kv_policy_snapkv,
+    &brisk_kv_policy_tova,
 };
+
+const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova"; }
 
 const char *brisk_kv_policy_name(int kind) {
     if (kind == BRISK_KV_POLICY_NONE) return "none";
@@ -65,13 +70,15 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p->cand);
     free(p->keep);
     free(p->count);
+    free(p->mass);
+    free(p->batch_end);
     free(p);
 }
 
 brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg, brisk_error *err) {
     const brisk_kv_policy_config c = *cfg;
     if (c.kind < 0 || c.kind >= BRISK_KV_N_POLICIES)
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy %d unknown (none, streaming, random)", c.kind);
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy %d unknown (%s)", c.kind, brisk_kv_policy_names());
     if (c.kind == BRISK_KV_POLICY_NONE) {
         brisk_kv_policy_free(kv->policy);
         kv->policy = NULL;
@@ -98,6 +105,18 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
     }
     p->bytes = sizeof *p + (size_t)kv->n_ctx * (sizeof *p->cand + sizeof *p->keep) + (size_t)kv->n_seq * sizeof *p->count;
+    p->n_ctx = kv->n_ctx;
+    p->rows = p->ops->observe == BRISK_KV_OBSERVE_WINDOW ? c.window : 1;
+    if (p->ops->observe != BRISK_KV_OBSERVE_NONE) {   /* the attention statistics: n_seq x rows x n_ctx sums, 8 bytes each */
+        p->mass = calloc((size_t)kv->n_seq * (size_t)p->rows * (size_t)kv->n_ctx, sizeof *p->mass);
+        p->batch_end = calloc((size_t)kv->n_seq, sizeof *p->batch_end);
+        if (!p->mass || !p->batch_end) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d slots)",
+                              brisk_kv_policy_name(c.kind), kv->n_seq, p->rows, kv->n_ctx);
+        }
+        p->bytes += (size_t)kv->n_seq * ((size_t)p->rows * (size_t)kv->n_ctx * sizeof *p->mass + sizeof *p->batch_end);
+    }
     brisk_kv_policy_free(kv->policy);
     kv->policy = p;
     return BRISK_OK;
@@ -129,6 +148,34 @@ void brisk_kv_policy_select_top(brisk_kv_policy *p, const brisk_kv *kv, int32_t 
     for (int32_t s = hi; s < len; s++) keep[n++] = s;
 }
 
+/* seq's mass, rows x n_ctx entries. */
+static int64_t *seq_mass(const brisk_kv_policy *p, int32_t seq) { return p->mass + (size_t)seq * (size_t)p->rows * (size_t)p->n_ctx; }
+
+/* The kept slots' mass follows them down to 0 .. n_keep - 1 in every row
+ * (keep is increasing, so moving forward never overwrites a source still to
+ * read); the freed slots' mass is cleared. */
+static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
+    for (int32_t r = 0; r < p->rows; r++) {
+        int64_t *m = seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx;
+        for (int32_t k = 0; k < n_keep; k++) m[k] = m[keep[k]];
+        memset(m + n_keep, 0, (size_t)(len - n_keep) * sizeof *m);
+    }
+}
+
+/* Before a batch bringing c tokens of seq (after any eviction): its new slots
+ * start with no mass in any row, and the rows its observed queries will add
+ * to are cleared (window and last: the query at position P writes row
+ * P % rows, so what stays is the previous queries of the window, exactly);
+ * h2o's row keeps everything. */
+static void observe_batch(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t c) {
+    const int32_t len = brisk_kv_len(kv, seq), next = brisk_kv_next_pos(kv, seq), w = p->rows;
+    p->batch_end[seq] = len + c;
+    for (int32_t r = 0; r < w; r++) memset(seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx + len, 0, (size_t)c * sizeof *p->mass);
+    if (p->ops->observe == BRISK_KV_OBSERVE_ALL) return;
+    for (int32_t pos = BRISK_MAX(next, next + c - w); pos < next + c; pos++)
+        memset(seq_mass(p, seq) + (size_t)(pos % w) * (size_t)p->n_ctx, 0, (size_t)len * sizeof *p->mass);
+}
+
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err) {
     *changed = false;
     brisk_kv_policy *p = kv->policy;
@@ -147,13 +194,47 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
         if (c <= 0) continue;
         p->count[id] = 0;   /* once per sequence */
         const int32_t len = brisk_kv_len(kv, id);
-        if (len + c <= budget) continue;
-        const int32_t n_keep = budget - c;
-        (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
-        brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
-        if (st) return st;
-        p->n_runs++;
-        *changed = true;
+        if (len + c > budget) {
+            const int32_t n_keep = budget - c;
+            (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
+            brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
+            if (st) return st;
+            if (p->mass) mass_keep(p, id, len, p->keep, n_keep);
+            p->n_runs++;
+            *changed = true;
+        }
+        if (p->mass) observe_batch(p, kv, id, c);
     }
     return BRISK_OK;
+}
+
+bool brisk_kv_policy_observes(const brisk_kv *kv, int32_t seq, int32_t slot) {
+    const brisk_kv_policy *p = kv->policy;
+    if (!p || !p->mass) return false;
+    const int32_t end = p->batch_end[seq];
+    return p->ops->observe == BRISK_KV_OBSERVE_ALL || end - slot <= p->rows;   /* window or last: the batch's last `rows` tokens */
+}
+
+int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot) {
+    const int64_t *m = seq_mass(p, seq) + slot;
+    int64_t sum = 0;
+    for (int32_t r = 0; r < p->rows; r++) sum += m[(size_t)r * (size_t)p->n_ctx];
+    return sum;
+}
+
+float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
+    (void)kv;
+    return (float)brisk_kv_policy_slot_mass(p, seq, slot);
+}
+
+void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->mass || src == dst) return;
+    memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+}
+
+void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->mass) return;
+    memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
 }

@@ -18,7 +18,28 @@
  * than the budget is resident. A policy's choice depends only on the
  * sequence's own slots (positions, tokens) and its configuration, never on
  * other sequences or the batch's layout: batch invariance holds for a given
- * schedule of batches per sequence. */
+ * schedule of batches per sequence.
+ *
+ * Attention statistics (the scored policies h2o, snapkv, tova): a policy
+ * that observes attention gets, per sequence and slot, the attention mass the
+ * slot received (p->mass): for each observed query (which ones: the policy's
+ * `observe`), in every layer, the softmax probability of each of its query
+ * heads on the slot, summed. Attention (model/attention.c) adds it after a
+ * query's output is complete, recomputing the scores (the output's bits never
+ * change). The sums are fixed point (BRISK_KV_MASS_ONE = probability 1) and
+ * added with integer atomics, so they do not depend on the threads' order or
+ * on what else the batch holds: a policy's choice stays batch invariant. The
+ * mass moves with the slots when they are compacted, starts at 0 when a slot
+ * is (re)written, is copied by a fork and cleared when the sequence is
+ * re-synced to a prompt (brisk_kv_sync_prefix). Only tokens in position order
+ * (not token trees) are observed.
+ *
+ * A window of the last w queries (snapkv: w = window; tova: w = 1) is exact
+ * however the tokens were batched: the mass has w rows, the query at
+ * position P adds to row P % w, and before a batch the rows its observed
+ * queries will write are cleared, so the rows always hold the last w
+ * positions' queries and a slot's mass is the sum of its w entries. h2o's
+ * single row is never cleared. */
 #ifndef BRISK_KV_POLICY_H
 #define BRISK_KV_POLICY_H
 
@@ -28,13 +49,30 @@ typedef enum brisk_kv_policy_kind {
     BRISK_KV_POLICY_NONE = 0,
     BRISK_KV_POLICY_STREAMING = 1,   /* sinks + the most recent slots (StreamingLLM) */
     BRISK_KV_POLICY_RANDOM = 2,      /* sinks + window + a seeded random choice of the rest (a reference row) */
+    BRISK_KV_POLICY_H2O = 3,         /* heavy hitters: the most attention accumulated over every query (Zhang et al., 2023) */
+    BRISK_KV_POLICY_SNAPKV = 4,      /* the attention of an observation window of the last queries, pooled (Li et al., 2024) */
+    BRISK_KV_POLICY_TOVA = 5,        /* the attention of the newest query (Oren et al., 2024) */
 } brisk_kv_policy_kind;
-#define BRISK_KV_N_POLICIES 3
+#define BRISK_KV_N_POLICIES 6
 
-/* "none", "streaming", "random"; "?" outside the enum. */
+/* Which queries' attention a policy accumulates into p->mass. */
+typedef enum brisk_kv_observe {
+    BRISK_KV_OBSERVE_NONE = 0,     /* none: the policy scores without attention */
+    BRISK_KV_OBSERVE_ALL = 1,      /* every query, summed since the slot was written */
+    BRISK_KV_OBSERVE_WINDOW = 2,   /* the queries of the last `window` positions fed, however they were batched */
+    BRISK_KV_OBSERVE_LAST = 3,     /* the newest token's query only */
+} brisk_kv_observe;
+
+/* Fixed point of p->mass: a probability of 1 (2^30; a slot's sum stays
+ * below 2^63 up to 2^33 head-queries, e.g. 64 layers x 64 heads x 2M tokens). */
+#define BRISK_KV_MASS_ONE 1073741824.0
+
+/* "none", "streaming", "random", "h2o", "snapkv", "tova"; "?" outside the enum. */
 const char *brisk_kv_policy_name(int kind);
 /* The policy named (case-insensitive), or -1. */
 int brisk_kv_policy_parse(const char *name);
+/* Every policy's name, '|'-separated ("none|streaming|..."), for messages and help. */
+const char *brisk_kv_policy_names(void);
 
 /* --kv-budget's value: an integer >= 1 (slots) or a fraction 0 < F < 1 of
  * n_ctx (slots = floor(F * n_ctx), at least 1). BRISK_ERR_INVALID_ARG with a
@@ -59,6 +97,7 @@ typedef struct brisk_kv_policy_ops {
     void (*select)(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep);
     /* drop every slot but keep[0..n_keep); NULL = brisk_kv_compact */
     brisk_status (*evict)(brisk_kv_policy *p, brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n_keep, brisk_error *err);
+    brisk_kv_observe observe;   /* the attention it scores by (p->mass), or NONE */
 } brisk_kv_policy_ops;
 
 struct brisk_kv_policy {
@@ -68,12 +107,22 @@ struct brisk_kv_policy {
     struct brisk_kv_policy_cand { float score; int32_t slot; } *cand;
     int32_t *keep;
     int32_t *count;        /* [n_seq] a batch's tokens per sequence */
+    /* observing policies: [n_seq][rows][n_ctx] attention mass per slot (fixed
+     * point, BRISK_KV_MASS_ONE; atomically added by attention), rows 1 or
+     * the observation window (above), and per sequence one past the slot of
+     * its last token in the current batch */
+    int64_t *mass;
+    int32_t *batch_end;
+    int32_t rows, n_ctx;
     int64_t n_runs;        /* evictions run (sequences cut) */
     size_t bytes;          /* what brisk_kv_policy_set allocated */
 };
 
 extern const brisk_kv_policy_ops brisk_kv_policy_streaming;
 extern const brisk_kv_policy_ops brisk_kv_policy_random;
+extern const brisk_kv_policy_ops brisk_kv_policy_h2o;
+extern const brisk_kv_policy_ops brisk_kv_policy_snapkv;
+extern const brisk_kv_policy_ops brisk_kv_policy_tova;
 
 /* Check cfg against the cache (budget within [sink + window + 1, n_ctx],
  * sink >= 0, window >= 1, a known kind) and attach it to kv (replacing any
@@ -87,6 +136,25 @@ void brisk_kv_policy_free(brisk_kv_policy *p);   /* NULL is a no-op */
  * BRISK_ERR_CAPACITY, before changing anything, when a sequence brings more
  * tokens than budget - sink - window leaves room for. */
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err);
+
+/* Observing policies: whether the query of the token that will occupy slot
+ * of seq in the batch make_room just prepared is observed (false without an
+ * observing policy), and the mass row the query at position pos adds to
+ * (NULL without an observing policy). */
+bool brisk_kv_policy_observes(const brisk_kv *kv, int32_t seq, int32_t slot);
+static inline int64_t *brisk_kv_policy_mass_row(const brisk_kv *kv, int32_t seq, int32_t pos) {
+    const brisk_kv_policy *p = kv->policy;
+    if (!p || !p->mass) return NULL;
+    return p->mass + ((size_t)seq * (size_t)p->rows + (size_t)(pos % p->rows)) * (size_t)p->n_ctx;
+}
+/* A slot's mass: its entries summed over the rows. */
+int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot);
+/* The cache's hooks (kv.c): dst became a fork of src; seq was re-synced to a
+ * prompt (its statistics start again). No-ops without an observing policy. */
+void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst);
+void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq);
+/* A slot's accumulated mass as its score (h2o's and tova's score). */
+float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot);
 
 /* The default select: slots [0, sink) and [len - window, len), then the
  * candidates with the highest scores (ties: the later slot), in slot order. */

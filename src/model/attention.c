@@ -3,6 +3,7 @@
  * brisk_fwd_attn_worker), optional score softcap, window masks and learned
  * per-head sink logits. */
 #include "model/forward_impl.h"
+#include "kv/policy.h"
 
 #include <math.h>
 #include <string.h>
@@ -159,6 +160,83 @@ static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p,
     }
 }
 
+/* The scores of tile j0 (n entries) of the item's m heads (queries q, hd
+ * apart) into kq[h][0, n): the cached groups straight from kt or the cache,
+ * all heads per call; the rest (a tree token's own branch) by attn_scores;
+ * then the softcap and the window's mask [mask0, mask1). The statistics pass
+ * calls it again for the same bits. */
+static void tile_scores(const attn_task *at, const float *q, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, int32_t base,
+                        const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], int32_t mask0, int32_t mask1) {
+    const brisk_forward *f = at->f;
+    const brisk_attn_kernels *g = f->ak;
+    const int hd = f->m->hp.head_dim;
+    const float scale = at->scale, softcap = at->softcap;
+    int32_t j = 0;
+    if (at->kt) {
+        /* kt holds the cached positions (a tree token's own branch comes
+         * after base): their groups, all heads in one call; when the
+         * whole tile is cached its last partial group too (kt has room
+         * past it: the lanes past n are computed and ignored) */
+        int32_t ng = 0;
+        while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
+        if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_stride) ng++;
+        if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
+                              kq[0], ATTN_TILE);
+        j = 16 * ng < n ? 16 * ng : n;
+    } else {
+        /* straight from the cache's transposed K: the cached groups,
+         * a block's (up to two) per call, all heads; when the whole
+         * tile is cached its last partial group too (the block has
+         * the slots: the lanes past n are computed and ignored) */
+        while (j < n) {
+            const int32_t p = j0 + j, in_block = BRISK_KV_BLOCK - p % BRISK_KV_BLOCK;
+            int32_t ng = 0;
+            while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
+            if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
+            if (!ng) break;
+            kq_cached(at, q, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
+            j += 16 * ng;
+        }
+        j = j < n ? j : n;
+    }
+    for (int h = 0; h < m; h++) {
+        attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+        if (softcap != 0.0f)   /* as ggml's flash attention: tanh of the scaled score, times the cap */
+            for (int32_t i = 0; i < n; i++) kq[h][i] = softcap * tanhf(kq[h][i]);
+        for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
+    }
+}
+
+/* A scored retention policy's statistics (kv/policy.h): after an observed
+ * query's tiles are done (M, S final), each entry's probability under each of
+ * the item's m heads, exp(score - M) / (S + the sink's share), summed over
+ * the heads and added to the sequence's mass in fixed point. The scores are
+ * recomputed by tile_scores, so the output is untouched; the adds are integer
+ * atomics, so their order (threads, other items, layers) does not matter and
+ * the sums are batch invariant. Only tokens in position order are observed
+ * (direct: entry j is slot j). */
+static void observe_item(const attn_task *at, int32_t t, const float *q, int m, int32_t seq, int32_t kvh, int32_t h0, int32_t n_vis, int32_t base,
+                         const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], const float *M, const float *S, int32_t vsink,
+                         int32_t wlo) {
+    int64_t *mass = brisk_kv_policy_mass_row(at->kv, seq, at->b->pos[t]);
+    float inv[ATTN_HEADS];
+    for (int h = 0; h < m; h++) {
+        const float tot = S[h] + (at->sinks ? brisk_expf(at->sinks[h0 + h] - M[h]) : 0.0f);
+        inv[h] = tot > 0.0f ? 1.0f / tot : 0.0f;
+    }
+    for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
+        const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
+        if (j0 >= vsink && j0 + n <= wlo) continue;
+        tile_scores(at, q, m, seq, kvh, j0, n, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
+        for (int32_t i = 0; i < n; i++) {
+            float p = 0.0f;
+            for (int h = 0; h < m; h++) p += brisk_expf(kq[h][i] - M[h]) * inv[h];
+            const int64_t add = (int64_t)((double)p * BRISK_KV_MASS_ONE + 0.5);
+            if (add) __atomic_fetch_add(&mass[j0 + i], add, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 /* Work items are (token, KV head, up to ATTN_HEADS of its query heads): the
  * heads run side by side through every tile, so each K and V row is read and
  * widened once for all of them, and their independent chains fill the
@@ -174,7 +252,6 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
      * only for multi-head latent attention, where V holds K's first hv values) */
     const int hd = hp->head_dim, hv = hp->head_dim_v, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
     const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
-    const float scale = at->scale, softcap = at->softcap;
     const brisk_attn_kernels *g = f->ak;
     float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
     /* items round robin: an item's work grows with its token's position, so
@@ -202,40 +279,9 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
         for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
             const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
             if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
-            int32_t j = 0;
-            if (at->kt) {
-                /* kt holds the cached positions (a tree token's own branch comes
-                 * after base): their groups, all heads in one call; when the
-                 * whole tile is cached its last partial group too (kt has room
-                 * past it: the lanes past n are computed and ignored) */
-                int32_t ng = 0;
-                while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
-                if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_stride) ng++;
-                if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
-                                      kq[0], ATTN_TILE);
-                j = 16 * ng < n ? 16 * ng : n;
-            } else {
-                /* straight from the cache's transposed K: the cached groups,
-                 * a block's (up to two) per call, all heads; when the whole
-                 * tile is cached its last partial group too (the block has
-                 * the slots: the lanes past n are computed and ignored) */
-                while (j < n) {
-                    const int32_t p = j0 + j, in_block = BRISK_KV_BLOCK - p % BRISK_KV_BLOCK;
-                    int32_t ng = 0;
-                    while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
-                    if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
-                    if (!ng) break;
-                    kq_cached(at, q, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
-                    j += 16 * ng;
-                }
-                j = j < n ? j : n;
-            }
             const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
+            tile_scores(at, q, m, seq, kvh, j0, n, base, anc, kg, kq, mask0, mask1);
             for (int h = 0; h < m; h++) {
-                attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
-                if (softcap != 0.0f)   /* as ggml's flash attention: tanh of the scaled score, times the cap */
-                    for (int32_t i = 0; i < n; i++) kq[h][i] = softcap * tanhf(kq[h][i]);
-                for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
                 /* four independent max chains (max is exact in any order; ties
                  * between 0 and -0 give the same exp below) */
                 float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
@@ -290,6 +336,8 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
                 } else v_rows(at, o, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
             }
         }
+        if (f->observe && f->observe[t])
+            observe_item(at, t, q, m, seq, kvh, h0, n_vis, base, anc, kg, kq, M, S, vsink, wlo);
         for (int h = 0; h < m; h++) {
             float *oh = o + (size_t)h * hv;
             if (at->sinks) {

@@ -97,6 +97,7 @@ static bool alloc_scratch(brisk_forward *f) {
     f->par = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->direct = xcalloc_track(f, nb, 1, &ok);
+    f->observe = xcalloc_track(f, nb, 1, &ok);
     f->vis = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->vsink = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->vlo = xcalloc_track(f, nb, sizeof(int32_t), &ok);
@@ -228,7 +229,7 @@ void brisk_forward_free(brisk_forward *f) {
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
     free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
     free(f->moe_logits); free(f->moe_sel); free(f->moe_w); free(f->moe_start); free(f->moe_list); free(f->moe_x); free(f->moe_y); free(f->moe_out);
-    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather);
+    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather);
     free(f);
 }
 
@@ -347,6 +348,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
      * blocks the batch writes into are copied here) */
     if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;
     set_window_masks(f, kv, b);
+    for (int32_t t = 0; t < b->n; t++) f->observe[t] = f->direct[t] && brisk_kv_policy_observes(kv, b->seq[t], f->slot[t]);
 
     const brisk_hparams *hp = &f->m->hp;
     brisk_fwd_embed(f, b);

@@ -55,6 +55,9 @@ struct brisk_forward {
      * whether it and all its ancestors sit at slot == position ("direct") */
     int32_t *slot, *par, *tbase;
     uint8_t *direct;
+    /* [n_batch] 1: a scored retention policy observes this token's attention
+     * (brisk_kv_policy_observes; set per batch, NULL never) */
+    uint8_t *observe;
     /* per batch token, for attention, which runs over a token's visible
      * entries in order: the cached slots [0, tbase) then its ancestors in the
      * batch and itself. vis: its own index in that order; [vsink, vlo): the
