@@ -199,7 +199,8 @@ int32_t brisk_context_n_seq(const brisk_context *c);
 const char *brisk_context_isa(const brisk_context *c);
 
 /* Tokens of several sequences evaluated together. Positions must continue
- * each sequence: the next token of sequence s has pos == brisk_seq_len(c, s).
+ * each sequence: the next token of sequence s has pos == brisk_seq_next_pos(c, s)
+ * (brisk_seq_len(c, s) unless a retention policy dropped slots).
  */
 typedef struct brisk_batch {
     int32_t n_tokens;
@@ -236,7 +237,12 @@ int32_t brisk_n_logits(const brisk_context *c);
  * borrowed until the next decode, NULL when out of range. Embeddings pool it. */
 const float *brisk_get_hidden(const brisk_context *c, int32_t i);
 
+/* KV slots seq holds (its tokens, unless a retention policy dropped some). */
 int32_t brisk_seq_len(const brisk_context *c, int32_t seq);
+/* The position seq's next token takes: one past its newest slot's (0 when
+ * empty; -1 for an unknown seq). Equals brisk_seq_len until a retention
+ * policy (kv_policy) drops slots: positions are kept, so RoPE stays right. */
+int32_t brisk_seq_next_pos(const brisk_context *c, int32_t seq);
 /* Keep the first n_keep tokens of seq (0 clears it). After a tree decode only
  * its leading chain is in position order; keeping more is refused. */
 brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, brisk_error *err);

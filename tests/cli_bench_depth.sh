@@ -55,5 +55,25 @@ expect "over the training context" 1 "-d 2041 + -p 8 = 2049 tokens is over .*tra
 "$brisk" bench -m "$model" -p 8 -n 4 -r 1 --no-roofline -d 2040 >"$tmp/out" 2>"$tmp/err" && grep -q "pp8 @ d2040" "$tmp/out" && ok \
   || bad "-d 2040 + 8 = 2048 (the whole context) refused: $(tail -1 "$tmp/err")"
 
+# --kv-policy: runs after a fill past the budget; the roofline counts the budget's slots, not the depth's:
+# against the same bench without a policy, bytes per token differ by exactly (300 + 8/2 - 128) KV rows
+if "$brisk" bench -m "$model" -p 16 -n 8 -r 2 -d 300 --kv-policy snapkv --kv-budget 128 --kv-window 16 -o json >"$tmp/pol" 2>"$tmp/err" &&
+   "$brisk" bench -m "$model" -p 16 -n 8 -r 2 -d 0,300 -o json >"$tmp/full" 2>>"$tmp/err" &&
+   python3 - "$tmp/pol" "$tmp/full" "$model" <<'EOF2'
+import json, struct, sys
+pol, full = (json.load(open(f)) for f in sys.argv[1:3])
+assert [r["n_depth"] for r in pol] == [300, 300] and all(r["avg_ts"] > 0 for r in pol), pol
+tg_pol = [r for r in pol if r["n_gen"] > 0][0]
+tg0, tg_full = [r for r in full if r["n_gen"] > 0]
+kv_row = (tg_full["bytes_per_token"] - tg0["bytes_per_token"]) / 300   # one slot's K and V in every layer
+assert kv_row > 0 and kv_row == int(kv_row), kv_row
+assert tg_full["bytes_per_token"] - tg_pol["bytes_per_token"] == (300 + 4 - 128) * kv_row, (tg_full["bytes_per_token"], tg_pol["bytes_per_token"])
+EOF2
+then ok; else bad "bench --kv-policy snapkv: $(tail -2 "$tmp/err")"; fi
+"$brisk" bench -m "$model" -p 8 -n 4 -r 1 --no-roofline --kv-policy streaming >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "--kv-policy streaming needs --kv-budget" "$tmp/err" && ok || bad "policy without a budget: exit $rc, $(cat "$tmp/err")"
+"$brisk" bench -m "$model" -p 8 -n 4 -r 1 --no-roofline --kv-policy streaming --kv-budget 30 >"$tmp/out" 2>"$tmp/err"; rc=$?
+[ "$rc" -eq 2 ] && grep -q -- "cannot hold the 4 sinks" "$tmp/err" && ok || bad "budget under sinks + window: exit $rc, $(cat "$tmp/err")"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

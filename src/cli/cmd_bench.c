@@ -22,6 +22,7 @@
 #include "brisk.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "kv/policy.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -38,6 +39,9 @@ static const cli_use bench_uses[] = {
     {.id = CLI_O_BENCH_N_DEPTH}, {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
     {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET, .help = "KV slots with --kv-policy, sinks and window included: an integer >= 1, or "
+                                                             "a fraction 0 < F < 1 of the context (the deepest -d plus the longest test)"},
+    {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
@@ -156,6 +160,7 @@ static double measure_read_bandwidth(int nth, int passes) {
 typedef struct bench_result {
     const char *name;    /* "pp" or "tg" */
     int n_prompt, n_gen, n_depth;
+    int kv_cap;          /* --kv-budget's slots, 0 without a policy */
     double *ts;          /* tokens/s per repetition */
     double *ns;
     int reps;
@@ -169,11 +174,15 @@ static uint32_t rng_next(uint64_t *s) {
 
 /* One run of the test after the depth's `depth` cached tokens (the sequence is
  * truncated back to them first); returns elapsed ns, 0 on error (message
- * printed). The first token is BOS at any depth, as in llama-bench. */
-static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t bos, bool pp, int n, int n_batch, int depth, uint64_t *rng,
-                         int32_t *tok, int32_t *pos, int32_t *seq, uint8_t *want) {
+ * printed). The first token is BOS at any depth, as in llama-bench. With a
+ * retention policy (keep) the evicted slots cannot come back, so nothing is
+ * truncated: every run continues the sequence at its budget (the steady
+ * state a long generation reaches). */
+static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t bos, bool pp, int n, int n_batch, int depth, bool keep,
+                         uint64_t *rng, int32_t *tok, int32_t *pos, int32_t *seq, uint8_t *want) {
     brisk_error err = {0};
-    if (brisk_seq_truncate(c, 0, depth, &err)) {
+    if (keep) depth = brisk_seq_next_pos(c, 0);
+    else if (brisk_seq_truncate(c, 0, depth, &err)) {
         fprintf(stderr, "brisk bench: %s\n", err.msg);
         return 0;
     }
@@ -264,7 +273,9 @@ static bool count_weights(const char *path, const brisk_model_info *mi, weight_c
  * all), plus K and V of its mean context (the depth and half the generated
  * tokens). */
 static double bytes_per_token(double weights, double kv_row, const bench_result *r) {
-    return weights + kv_row * ((double)r->n_depth + (double)r->n_gen / 2.0);
+    double slots = (double)r->n_depth + (double)r->n_gen / 2.0;
+    if (r->kv_cap > 0 && slots > r->kv_cap) slots = r->kv_cap;   /* a retention policy's budget bounds what attention reads */
+    return weights + kv_row * slots;
 }
 
 /* "active weight bytes: experts 4/32, token_embd 1 row" */
@@ -327,6 +338,14 @@ int brisk_cmd_bench(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
+    /* --kv-policy and its flags, checked here; the budget's fraction needs the
+     * context, known once the depths are read, so its text is kept */
+    if ((code = cli_kv_policy(&a, "bench", INT32_MAX, 1, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
+    char kv_budget_text[40] = "";
+    if (kvt.kv_policy) snprintf(kv_budget_text, sizeof kv_budget_text, "%s", a.s[CLI_O_KV_BUDGET]);
     const char *model_path = a.s[CLI_O_MODEL];
     const bool json = a.i[CLI_O_BENCH_FORMAT] == 1, roofline = !a.i[CLI_O_NO_ROOFLINE];
     const int64_t n_prompt = a.i[CLI_O_BENCH_N_PROMPT], n_gen = a.i[CLI_O_BENCH_N_GEN], n_batch = a.i[CLI_O_BATCH];
@@ -376,10 +395,33 @@ int brisk_cmd_bench(int argc, char **argv) {
         return 1;
     }
     cp.n_ctx_seq = (int32_t)need_ctx;
+    /* --kv-policy: the budget a fraction of that context; batches of at most
+     * the room beside sinks and window (the policy cuts before each) */
+    cp.kv_policy = kvt.kv_policy;
+    if (kvt.kv_policy) {
+        brisk_error berr = {0};
+        int32_t budget = 0;
+        if (brisk_kv_budget_parse(kv_budget_text, (int32_t)need_ctx, &budget, &berr)) {
+            fprintf(stderr, "brisk bench: --kv-budget: %s\n", berr.msg);
+            brisk_model_free(model);
+            return CLI_EXIT_USAGE;
+        }
+        if ((int64_t)kvt.kv_sink + kvt.kv_window >= budget) {
+            fprintf(stderr, "brisk bench: --kv-budget %s = %d slots cannot hold the %d sinks (--kv-sink) and the %d-slot window (--kv-window)\n",
+                    kv_budget_text, budget, kvt.kv_sink, kvt.kv_window);
+            brisk_model_free(model);
+            return CLI_EXIT_USAGE;
+        }
+        cp.kv_budget = budget;
+        cp.kv_sink = kvt.kv_sink;
+        cp.kv_window = kvt.kv_window;
+        cp.kv_tokens = budget;   /* the pool sized to the budget: the memory really saved */
+    }
     /* prompt passes and the depth fill go in batches of up to -b tokens */
     const int64_t widest = n_prompt > max_depth ? n_prompt : max_depth;
     cp.n_batch = (int32_t)(n_batch < widest ? n_batch : (widest > 0 ? widest : 1));
     cp.n_seq = 1;
+    const int step = cp.kv_policy ? (int)BRISK_MIN((int64_t)cp.n_batch, (int64_t)cp.kv_budget - cp.kv_sink - cp.kv_window) : cp.n_batch;
     if (threads == 0) {
         const long n = sysconf(_SC_NPROCESSORS_ONLN);
         threads = n < 1 ? 1 : n;
@@ -406,22 +448,27 @@ int brisk_cmd_bench(int argc, char **argv) {
         if (depth > 0 && (n_prompt > 0 || n_gen > 0)) {
             /* the context to test at: depth tokens (BOS, then random ids) prefilled untimed, as a prompt */
             fprintf(stderr, "brisk bench: filling the context to depth %d (untimed)\n", depth);
-            if (!run_once(ctx, &mi, bos, true, depth, cp.n_batch, 0, &rng, tok, pos, seq, want)) { rc = 1; break; }
+            if (brisk_seq_truncate(ctx, 0, 0, &err) || !run_once(ctx, &mi, bos, true, depth, step, 0, false, &rng, tok, pos, seq, want)) {
+                rc = 1;
+                break;
+            }
         }
+        const bool keep = cp.kv_policy != 0;
         for (int test = 0; test < 2; test++) {
             const bool pp = test == 0;
             const int n = (int)(pp ? n_prompt : n_gen);
             if (n == 0) continue;
             bench_result *r = &res[n_res];
-            *r = (bench_result){.name = pp ? "pp" : "tg", .n_prompt = pp ? n : 0, .n_gen = pp ? 0 : n, .n_depth = depth, .reps = (int)reps};
+            *r = (bench_result){.name = pp ? "pp" : "tg", .n_prompt = pp ? n : 0, .n_gen = pp ? 0 : n, .n_depth = depth, .reps = (int)reps,
+                              .kv_cap = cp.kv_policy ? cp.kv_budget : 0};
             r->ts = calloc((size_t)reps, sizeof(double));
             r->ns = calloc((size_t)reps, sizeof(double));
             if (!r->ts || !r->ns) { rc = 1; break; }
             n_res++;
             /* warm-up: llama-bench warms pp with one prompt pass and tg with one token */
-            if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, cp.n_batch, depth, &rng, tok, pos, seq, want)) { rc = 1; break; }
+            if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, step, depth, keep, &rng, tok, pos, seq, want)) { rc = 1; break; }
             for (int k = 0; k < reps; k++) {
-                const uint64_t dt = run_once(ctx, &mi, bos, pp, n, cp.n_batch, depth, &rng, tok, pos, seq, want);
+                const uint64_t dt = run_once(ctx, &mi, bos, pp, n, step, depth, keep, &rng, tok, pos, seq, want);
                 if (!dt) { rc = 1; break; }
                 r->ns[k] = (double)dt;
                 r->ts[k] = (double)n * 1e9 / (double)dt;

@@ -195,7 +195,11 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
         p->count[id] = 0;   /* once per sequence */
         const int32_t len = brisk_kv_len(kv, id);
         if (len + c > budget) {
-            const int32_t n_keep = budget - c;
+            /* cut at least a block's worth (at most half the room, so that a
+             * small budget keeps candidates): a decode of one token then
+             * compacts once per 32 tokens, not every token (a compaction moves
+             * every kept slot after the first dropped one) */
+            const int32_t n_keep = budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2));
             (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
             brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
             if (st) return st;

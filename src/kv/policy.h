@@ -14,8 +14,9 @@
  * When it runs: before each batch (brisk_kv_policy_make_room, called by the
  * forward pass once the batch is validated), every sequence of the batch that
  * would hold more than `budget` slots with the batch's tokens is cut to
- * budget - (its tokens in the batch), so no token is ever computed while more
- * than the budget is resident. A policy's choice depends only on the
+ * budget - max(its tokens in the batch, one block of 32) (the block at most
+ * half of budget - sink - window), so no token is ever computed while more than the
+ * budget is resident, and a decode compacts once per block, not per token. A policy's choice depends only on the
  * sequence's own slots (positions, tokens) and its configuration, never on
  * other sequences or the batch's layout: batch invariance holds for a given
  * schedule of batches per sequence.
@@ -132,7 +133,7 @@ void brisk_kv_policy_free(brisk_kv_policy *p);   /* NULL is a no-op */
 
 /* Before a batch of n tokens of sequences seq[0..n) (ids valid): every
  * sequence whose slots plus its tokens in the batch exceed the budget is cut
- * to budget - its tokens. *changed says whether any slot moved. Fails with
+ * to budget - max(its tokens, min(BRISK_KV_BLOCK, (budget - sink - window) / 2)). *changed says whether any slot moved. Fails with
  * BRISK_ERR_CAPACITY, before changing anything, when a sequence brings more
  * tokens than budget - sink - window leaves room for. */
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err);
