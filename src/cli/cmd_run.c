@@ -36,8 +36,8 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_SPEC}, {.id = CLI_O_MODEL_DRAFT}, {.id = CLI_O_DRAFT_MAX}, {.id = CLI_O_DRAFT_WIDTH}, {.id = CLI_O_DRAFT_TREE}, {.id = CLI_O_DRAFT_WINDOW},
     {.id = CLI_O_DRAFT_SINK}, {.id = CLI_O_NGRAM_MIN}, {.id = CLI_O_NO_CALIBRATE}, {.id = CLI_O_SPEC_COMPARE}, {.id = CLI_O_SPEC_COST},
     {.id = CLI_O_SPEC_COST_REPS},
-    {.id = CLI_O_HEADING, .heading = "the draft model's KV cache (drafter-only compression: the target keeps its full F16\n"
-                               "cache, so the output stays exactly the target's; docs/KV.md):"},
+    {.id = CLI_O_HEADING, .heading = "the draft model's KV cache (drafter-only compression: the target keeps its own cache,\n"
+                               "-ctk/-ctv, whole, so the output stays exactly the target's; docs/KV.md):"},
     {.id = CLI_O_CACHE_TYPE_K_DRAFT}, {.id = CLI_O_CACHE_TYPE_V_DRAFT}, {.id = CLI_O_KV_POLICY_DRAFT}, {.id = CLI_O_KV_BUDGET_DRAFT},
     {.id = CLI_O_KV_SINK_DRAFT}, {.id = CLI_O_KV_WINDOW_DRAFT},
     {.id = CLI_O_HEADING, .heading = "constrained decoding (docs/CONSTRAIN.md; at most one; works with --spec):"},
