@@ -15,6 +15,9 @@
  * choice of match. */
 #include "test.h"
 #include "brisk.h"
+#include "engine/engine_impl.h"   /* the drafter-only compression check reads a reference KV's slot positions */
+#include "kv/kv.h"
+#include "kv/policy.h"
 #include "model/synth.h"
 #include "quant/quant.h"
 #include "spec/spec.h"
@@ -23,6 +26,7 @@
 
 static brisk_model *target, *draft;
 static int32_t n_vocab;
+static brisk_spec_draft_kv draft_kv;   /* the draft context's KV in speculative_t (zero: F16, every slot kept) */
 
 /* Prompt i: the i-th file of val.txt from its header line, whole lines until
  * at least 400 bytes (at most 1200). bench/spec.sh cuts the same prompts. */
@@ -115,6 +119,7 @@ static int speculative_t(brisk_context *c, brisk_spec_mode mode, int k, int widt
     p.tree_width = width;
     p.draft_window = window;
     p.draft_sink = window ? 4 : 0;
+    p.draft_kv = draft_kv;
     brisk_spec *g = NULL;
     int got = 0;
     CHECKF(brisk_spec_init(&g, target, c, s, &sp, &p, &err) == BRISK_OK, "spec init: %s", err.msg);
@@ -468,6 +473,191 @@ static void test_errors(void) {
     brisk_sampler_free(s);
 }
 
+/* ---- drafter-only compression ---------------------------------------------------------------------------
+ * The draft's cache quantized and/or evicting while the target keeps its own (docs/KV.md).
+ * (1) The drafter against a reference: a second draft context with the same cache, driven here through the
+ *     KV's recorded slot positions (brisk_kv_slot_pos: truncation by position, the truth the drafter's own
+ *     bookkeeping must reproduce), fed in the same batches (at most budget - sink - window tokens). Rounds
+ *     take a pseudo-random number of the drafts and then a token of their own (a rejection, or a bonus), so
+ *     rollbacks of every depth up to k happen while the policy evicts. The drafts must be equal in every
+ *     round (the same slots in the same passes give the same bits).
+ * (2) Greedy speculative output with the compressed draft equals plain greedy on the committed cases, drafts
+ *     were both accepted and rejected, and, for the evicting caches, slots were really dropped. */
+
+static int32_t argmax_logits(const float *lg) {
+    int32_t best = 0;
+    for (int32_t t = 1; t < n_vocab; t++)
+        if (lg[t] > lg[best]) best = t;
+    return best;
+}
+
+/* Decode toks[0..c) at positions p0.. of sequence 0 (the last one's logits kept). */
+static bool ref_feed(brisk_context *c, const int32_t *toks, int32_t cnt, int32_t p0) {
+    static int32_t pos[64], seq[64];
+    static uint8_t want[64];
+    CHECK(cnt >= 1 && cnt <= 64);
+    for (int32_t j = 0; j < cnt; j++) { pos[j] = p0 + j; seq[j] = 0; want[j] = j == cnt - 1; }
+    brisk_error err = {0};
+    const brisk_batch b = {cnt, toks, pos, seq, want};
+    const bool ok = brisk_decode(c, &b, &err) == BRISK_OK;
+    CHECKF(ok, "reference draft decode at %d: %s", p0, err.msg);
+    return ok;
+}
+
+static void drafter_vs_reference(const char *label, const brisk_spec_draft_kv *kv, const int32_t *prompt, int n_prompt, int k, int rounds) {
+    enum { N_CTX = 512 };
+    brisk_error err = {0};
+    brisk_sampler_params sp = brisk_sampler_default_params();
+    sp.temp = 0.0f;
+    sp.seed = 0x5eed;
+    brisk_drafter *d = NULL;
+    CHECKF(brisk_drafter_model_init(&d, draft, target, N_CTX, 1, k, &sp, 0, 0, kv, &err) == BRISK_OK, "%s: drafter: %s", label, err.msg);
+    const brisk_context_params rp = brisk_spec_draft_context_params(N_CTX, 1, 0, 0, kv);
+    brisk_context *ref = NULL;
+    CHECKF(brisk_context_init(draft, &rp, &ref, &err) == BRISK_OK, "%s: reference context: %s", label, err.msg);
+    if (!d || !ref) { brisk_drafter_free(d); brisk_context_free(ref); return; }
+    const int32_t room = kv->policy ? kv->budget - kv->sink - kv->window : 64;
+    static int32_t hist[N_CTX], ref_tok[N_CTX];
+    int32_t n = n_prompt, ref_n = 0, same_rounds = 0, done = 0, depth_seen[33] = {0};
+    memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
+    uint32_t rng = 12345;
+    for (int r = 0; r < rounds && n + k + 1 < N_CTX; r++, done++) {
+        brisk_draft dr;
+        if (d->propose(d, hist, n, k, &dr, &err) != BRISK_OK) { CHECKF(0, "%s, round %d: propose: %s", label, r, err.msg); break; }
+        /* the reference: keep the positions that agree (at most n - 1), cut the slots from the first one at or past them */
+        int32_t keep = 0;
+        while (keep < ref_n && keep < n - 1 && ref_tok[keep] == hist[keep]) keep++;
+        const brisk_kv *rkv = ref->kv;
+        int32_t slots = 0;
+        while (slots < brisk_seq_len(ref, 0) && brisk_kv_slot_pos(rkv, 0, slots) < keep) slots++;
+        brisk_seq_truncate(ref, 0, slots, NULL);
+        ref_n = slots > 0 ? brisk_kv_slot_pos(rkv, 0, slots - 1) + 1 : 0;
+        CHECKF(ref_n == keep || ref_n == 0, "%s, round %d: position %d was evicted (the test's window must exceed k)", label, r, keep - 1);
+        bool ok = true;
+        while (ok && ref_n < n) {
+            const int32_t cnt = BRISK_MIN(room, n - ref_n);
+            ok = ref_feed(ref, hist + ref_n, cnt, ref_n);
+            memcpy(ref_tok + ref_n, hist + ref_n, (size_t)cnt * sizeof *ref_tok);
+            ref_n += cnt;
+        }
+        int32_t want[32];
+        for (int i = 0; ok && i < k; i++) {
+            want[i] = argmax_logits(brisk_get_logits(ref, 0));
+            if (i + 1 == k) break;
+            ok = ref_feed(ref, &want[i], 1, ref_n);
+            ref_tok[ref_n++] = want[i];
+        }
+        if (!ok) break;
+        const bool same = dr.n == k && !memcmp(dr.tokens, want, (size_t)k * sizeof *want);
+        CHECKF(same, "%s, round %d (history %d): the drafter's drafts differ from the reference's", label, r, n);
+        same_rounds += same;
+        /* take j of the drafts, then a token of the round's own: another than draft j (a rejection) or a bonus */
+        rng = rng * 1103515245u + 12345u;
+        const int j = (int)((rng >> 16) % (uint32_t)(k + 1));
+        depth_seen[j]++;
+        memcpy(hist + n, dr.tokens, (size_t)j * sizeof *hist);
+        n += j;
+        const int32_t own = 3 + (int32_t)((rng >> 8) % 200u);
+        hist[n++] = j < k && own == dr.tokens[j] ? own + 1 : own;
+    }
+    brisk_cache_stats cs;
+    int64_t restarts = -1;
+    CHECK(brisk_drafter_model_kv_stats(d, &cs, &restarts));
+    int depths = 0;
+    for (int j = 0; j <= k; j++) depths += depth_seen[j] > 0;
+    printf("drafter vs reference, %s: %d/%d rounds equal, history %d, %lld slots dropped, %lld rebuilds, %d of %d rollback depths\n", label,
+           same_rounds, done, n, (long long)cs.dropped, (long long)restarts, depths, k + 1);
+    CHECKF(same_rounds == done && done > 0, "%s: %d of %d rounds equal", label, same_rounds, done);
+    if (kv->policy) {
+        CHECKF(cs.dropped > 0, "%s: the draft's policy never evicted", label);
+        CHECKF(restarts == 0, "%s: %lld rebuilds (every rollback was inside the window)", label, (long long)restarts);
+        CHECKF(cs.in_use_max * BRISK_KV_BLOCK <= kv->budget + BRISK_KV_BLOCK - 1, "%s: the draft pool's peak %d blocks exceeds the budget %d",
+               label, cs.in_use_max, kv->budget);
+    }
+    CHECKF(depths == k + 1, "%s: only %d of %d rollback depths ran", label, depths, k + 1);
+    brisk_drafter_free(d);
+    brisk_context_free(ref);
+}
+
+static void test_draft_compressed(void) {
+    static const char text[] =
+        "import os\nimport sys\n\n\ndef main(argv):\n    parser = argparse.ArgumentParser(description='copy files')\n"
+        "    parser.add_argument('src')\n    parser.add_argument('dst')\n    args = parser.parse_args(argv)\n"
+        "    for name in os.listdir(args.src):\n        path = os.path.join(args.src, name)\n";
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    brisk_error err = {0};
+    CHECKF(brisk_tokenize_text(target, text, sizeof text - 1, true, false, &ids, &n_ids, &err) == BRISK_OK, "%s", err.msg);
+    CHECK(n_ids > 60);
+    const brisk_spec_draft_kv f16_stream = {.policy = BRISK_KV_POLICY_STREAMING, .budget = 40, .sink = 4, .window = 8};
+    const brisk_spec_draft_kv q4_stream = {.type_k = BRISK_CACHE_Q4_0, .type_v = BRISK_CACHE_Q4_0, .policy = BRISK_KV_POLICY_STREAMING,
+                                           .budget = 48, .sink = 2, .window = 16};
+    const brisk_spec_draft_kv q8_random = {.type_k = BRISK_CACHE_Q8_0, .type_v = BRISK_CACHE_Q8_0, .policy = BRISK_KV_POLICY_RANDOM,
+                                           .budget = 40, .sink = 4, .window = 8};
+    const int rounds = test_quick() ? 40 : 120;
+    drafter_vs_reference("f16, streaming 40 (sink 4, window 8), k=4", &f16_stream, ids, (int)n_ids, 4, rounds);
+    drafter_vs_reference("q4_0, streaming 48 (sink 2, window 16), k=8", &q4_stream, ids, (int)n_ids, 8, rounds);
+    drafter_vs_reference("q8_0, random 40 (sink 4, window 8), k=4", &q8_random, ids, (int)n_ids, 4, rounds);
+    free(ids);
+
+    /* (2) the generator on the committed cases: the target's output, whatever the draft's cache */
+    char dir[1024], path[1400];
+    static char names[128][TEST_NAME_MAX];
+    test_source("tests/data/greedy", dir, sizeof dir);
+    const int n_files = test_list(dir, ".ids", names, 128);
+    static exact_case cases[128];
+    int n_cases = 0;
+    for (int i = 0; i < n_files && n_cases < (test_quick() ? 3 : 10); i++) {
+        snprintf(path, sizeof path, "%.1023s/%.255s.ids", dir, names[i]);
+        FILE *f = fopen(path, "r");
+        exact_case *e = &cases[n_cases];
+        e->ids = e->ref = NULL;
+        e->n_ids = f ? read_ids(f, &e->ids) : -1;
+        if (f) fclose(f);
+        if (e->n_ids > 0 && e->n_ids + 64 + 16 <= 512) n_cases++;
+        else free(e->ids);
+    }
+    CHECKF(n_cases > 0, "%s: no cases", dir);
+    const struct { brisk_spec_draft_kv kv; int k; const char *name; } cfgs[] = {
+        {{.type_k = BRISK_CACHE_Q8_0, .type_v = BRISK_CACHE_Q8_0}, 4, "q8_0"},
+        {{.type_k = BRISK_CACHE_Q4_0, .type_v = BRISK_CACHE_Q4_0}, 4, "q4_0"},
+        {{.policy = BRISK_KV_POLICY_STREAMING, .budget = 40, .sink = 4, .window = 8}, 4, "streaming 40"},
+        {{.type_k = BRISK_CACHE_Q4_0, .type_v = BRISK_CACHE_Q4_0, .policy = BRISK_KV_POLICY_STREAMING, .budget = 40, .sink = 4, .window = 8},
+         4, "q4_0 + streaming 40"},
+        /* a window shorter than the drafts: deep rollbacks rebuild the draft KV */
+        {{.policy = BRISK_KV_POLICY_STREAMING, .budget = 16, .sink = 2, .window = 2}, 8, "streaming 16, window 2, k=8"},
+    };
+    brisk_context *c = new_ctx(512);
+    static int32_t want[128], got[128];
+    const int n_new = 64;
+    for (size_t m = 0; c && m < sizeof cfgs / sizeof cfgs[0]; m++) {
+        int64_t drafted = 0, accepted = 0, dropped = 0, restarts = 0;
+        int identical = 0;
+        draft_kv = cfgs[m].kv;
+        for (int i = 0; i < n_cases; i++) {
+            const int nw = plain(c, cases[i].ids, cases[i].n_ids, n_new, want);
+            brisk_spec_stats st = {0};
+            const int ng = speculative(c, BRISK_SPEC_DRAFT, cfgs[m].k, 1, 0, cases[i].ids, cases[i].n_ids, n_new, got, &st);
+            const bool same = ng == nw && !memcmp(want, got, (size_t)nw * sizeof(int32_t));
+            CHECKF(same, "draft cache %s, case %d: speculative greedy output differs from plain", cfgs[m].name, i);
+            identical += same;
+            drafted += st.drafted;
+            accepted += st.accepted;
+            dropped += st.draft_dropped;
+            restarts += st.draft_restarts;
+        }
+        printf("draft cache %-28s identical %d/%d | acceptance %.1f%% (%lld/%lld) | %lld slots dropped, %lld rebuilds\n", cfgs[m].name,
+               identical, n_cases, drafted ? 100.0 * (double)accepted / (double)drafted : 0.0, (long long)accepted, (long long)drafted,
+               (long long)dropped, (long long)restarts);
+        CHECKF(accepted > 0 && accepted < drafted, "draft cache %s: %lld of %lld accepted (both paths must run)", cfgs[m].name,
+               (long long)accepted, (long long)drafted);
+        if (cfgs[m].kv.policy) CHECKF(dropped > 0, "draft cache %s: nothing was evicted", cfgs[m].name);
+    }
+    draft_kv = (brisk_spec_draft_kv){0};
+    brisk_context_free(c);
+    for (int i = 0; i < n_cases; i++) free(cases[i].ids);
+}
+
 int main(void) {
     char tp[1024], dp[1024], sdp[1024], val[1024];
     test_source("models/pycode-target-f16.gguf", tp, sizeof tp);
@@ -486,6 +676,7 @@ int main(void) {
     test_errors();
     test_sampled_trees();
     test_exact_committed();
+    test_draft_compressed();
     if (test_exists(sdp) && test_exists(val)) {
         brisk_model *q4 = draft;
         draft = NULL;

@@ -97,6 +97,9 @@ typedef enum cli_opt_id {
     CLI_O_KV_POLICY, CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW,
     /* the packed-layout cache (common.c: cli_pack_cache) */
     CLI_O_PACK_CACHE,
+    /* drafter-only compression: the draft model's KV types and retention (kv_flags.c: cli_kv_draft) */
+    CLI_O_CACHE_TYPE_K_DRAFT, CLI_O_CACHE_TYPE_V_DRAFT, CLI_O_KV_POLICY_DRAFT, CLI_O_KV_BUDGET_DRAFT, CLI_O_KV_SINK_DRAFT,
+    CLI_O_KV_WINDOW_DRAFT,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -184,6 +187,16 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp);
  * A budget without a policy, or a policy of none with budget/sink/window, is
  * refused; so is a budget that cannot hold sinks + window + ubatch tokens. */
 int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp);
+/* The draft model's cache (drafter-only compression): -ctkd/-ctvd, --kv-policy-draft, --kv-budget-draft,
+ * --kv-sink-draft, --kv-window-draft into dp (type_k/type_v, kv_policy/kv_budget/kv_sink/kv_window), with
+ * -ctk/-ctv's messages and --kv-policy's rules (names from brisk_kv_policy_parse, so every policy src/kv knows
+ * works). has_draft: -md was given (any of these flags without it is refused). n_ctx: the draft context,
+ * or 0 when not known yet (before the model loads, without -c): then only the budget's form is checked, and
+ * a second call with the context checks the rest. 0, or the usage error's exit code (the message names the
+ * flag). */
+int cli_kv_draft(const cli_args *a, const char *cmd, bool has_draft, int64_t n_ctx, brisk_context_params *dp);
+/* Whether any of the draft cache flags was given (for refusals such as -cnv's). */
+bool cli_kv_draft_given(const cli_args *a);
 
 /* ---- args.c: strict value parsing -------------------------------------------------
  * Each returns false after printing "brisk <cmd>: <flag>: <why>" to stderr. */

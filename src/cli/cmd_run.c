@@ -7,6 +7,7 @@
  * (brisk_seq_save), as llama-cli's session files. */
 #include "brisk.h"
 #include "cli/cli.h"
+#include "kv/policy.h"
 #include "spec/spec.h"
 
 #include <errno.h>
@@ -35,6 +36,10 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_SPEC}, {.id = CLI_O_MODEL_DRAFT}, {.id = CLI_O_DRAFT_MAX}, {.id = CLI_O_DRAFT_WIDTH}, {.id = CLI_O_DRAFT_TREE}, {.id = CLI_O_DRAFT_WINDOW},
     {.id = CLI_O_DRAFT_SINK}, {.id = CLI_O_NGRAM_MIN}, {.id = CLI_O_NO_CALIBRATE}, {.id = CLI_O_SPEC_COMPARE}, {.id = CLI_O_SPEC_COST},
     {.id = CLI_O_SPEC_COST_REPS},
+    {.id = CLI_O_HEADING, .heading = "the draft model's KV cache (drafter-only compression: the target keeps its own cache,\n"
+                               "-ctk/-ctv, whole, so the output stays exactly the target's; docs/KV.md):"},
+    {.id = CLI_O_CACHE_TYPE_K_DRAFT}, {.id = CLI_O_CACHE_TYPE_V_DRAFT}, {.id = CLI_O_KV_POLICY_DRAFT}, {.id = CLI_O_KV_BUDGET_DRAFT},
+    {.id = CLI_O_KV_SINK_DRAFT}, {.id = CLI_O_KV_WINDOW_DRAFT},
     {.id = CLI_O_HEADING, .heading = "constrained decoding (docs/CONSTRAIN.md; at most one; works with --spec):"},
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
@@ -157,7 +162,8 @@ static int check_conversation(const cli_args *a) {
         CLI_O_NO_BOS, CLI_O_PARSE_SPECIAL, CLI_O_NO_DISPLAY_PROMPT, CLI_O_ATTN_WINDOW, CLI_O_ATTN_SINK, CLI_O_SPEC,
         CLI_O_MODEL_DRAFT, CLI_O_DRAFT_MAX, CLI_O_DRAFT_WIDTH, CLI_O_DRAFT_TREE, CLI_O_DRAFT_WINDOW, CLI_O_DRAFT_SINK,
         CLI_O_NGRAM_MIN, CLI_O_NO_CALIBRATE, CLI_O_SPEC_COMPARE, CLI_O_SPEC_COST, CLI_O_SPEC_COST_REPS,
-        CLI_O_PROMPT_CACHE, CLI_O_PROMPT_CACHE_ALL, CLI_O_PROMPT_CACHE_RO,
+        CLI_O_PROMPT_CACHE, CLI_O_PROMPT_CACHE_ALL, CLI_O_PROMPT_CACHE_RO, CLI_O_CACHE_TYPE_K_DRAFT, CLI_O_CACHE_TYPE_V_DRAFT,
+        CLI_O_KV_POLICY_DRAFT, CLI_O_KV_BUDGET_DRAFT, CLI_O_KV_SINK_DRAFT, CLI_O_KV_WINDOW_DRAFT,
     };
     for (size_t k = 0; k < sizeof run_only / sizeof run_only[0]; k++)
         if (a->set[run_only[k]]) return cli_usage("run", "%s is not used in conversation mode (-cnv)", a->given[run_only[k]]);
@@ -208,6 +214,12 @@ int brisk_cmd_run(int argc, char **argv) {
     if (a.set[CLI_O_DRAFT_SINK] && !draft_window) { rc = cli_usage(C, "--draft-sink needs --draft-window N"); goto out_args; }
     if (a.set[CLI_O_ATTN_SINK] && !attn_window) { rc = cli_usage(C, "--attn-sink needs --attn-window N"); goto out_args; }
     if (draft_window && !draft_path) { rc = cli_usage(C, "--draft-window needs a draft model (-md)"); goto out_args; }
+    /* the draft's cache flags: everything but a fractional budget against an unknown -c is checked here, before
+     * any model loads; the budget is checked against the context once it is known (below) */
+    brisk_context_params dkv = brisk_context_default_params();
+    const int64_t c_given = a.set[CLI_O_CTX_SIZE] && a.i[CLI_O_CTX_SIZE] > 0 ? a.i[CLI_O_CTX_SIZE] : 0;
+    if ((rc = cli_kv_draft(&a, C, draft_path != NULL, c_given, &dkv)) != 0) goto out_args;
+    rc = CLI_EXIT_USAGE;
     if ((compare || draft_max || draft_width > 1 || draft_tree) && !spec_on) {
         rc = cli_usage(C, "--spec-compare, --draft-max, --draft-width and --draft-tree need --spec MODE");
         goto out_args;
@@ -293,6 +305,10 @@ int brisk_cmd_run(int argc, char **argv) {
                  n_ids, (long long)n_predict, (long long)n_ctx);
         goto fail;
     }
+    if (cli_kv_draft_given(&a) && !c_given && (rc = cli_kv_draft(&a, C, true, n_ctx, &dkv)) != 0) goto fail_quiet;
+    rc = CLI_EXIT_RUNTIME;
+    const brisk_spec_draft_kv draft_kv = {.type_k = dkv.type_k, .type_v = dkv.type_v, .policy = dkv.kv_policy, .budget = dkv.kv_budget,
+                                          .sink = dkv.kv_sink, .window = dkv.kv_window};
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx_seq = (int32_t)n_ctx;
     cp.n_batch = (int32_t)n_batch;
@@ -304,12 +320,9 @@ int brisk_cmd_run(int argc, char **argv) {
     brisk_memory_plan plans[2];
     if (cli_plan(C, "memory plan", model, &cp, verbose, &plans[0], &err)) goto fail;
     if (draft) {
-        /* the draft context spec creates: the target's context size, the draft's own window, default batch */
-        brisk_context_params dp = brisk_context_default_params();
-        dp.n_ctx_seq = cp.n_ctx_seq;
-        dp.n_threads = threads;
-        dp.attn_window = (int32_t)draft_window;
-        dp.attn_sink = draft_window ? (int32_t)draft_sink : 0;
+        /* the draft context spec creates: the target's context size, the draft's own window and KV cache, default batch */
+        const brisk_context_params dp = brisk_spec_draft_context_params(cp.n_ctx_seq, threads, (int32_t)draft_window,
+                                                                        draft_window ? (int32_t)draft_sink : 0, &draft_kv);
         if (cli_plan(C, "draft model memory plan", draft, &dp, verbose, &plans[1], &err)) goto fail;
         if (brisk_memory_plan_check(plans, 2, &err)) goto fail;
     }
@@ -346,6 +359,7 @@ int brisk_cmd_run(int argc, char **argv) {
         spp.tree_nodes = (int32_t)draft_tree;
         spp.draft_window = (int32_t)draft_window;
         spp.draft_sink = draft_window ? (int32_t)draft_sink : 0;
+        spp.draft_kv = draft_kv;
         if (draft_width > 1 && sp.temp > 0.0f && spec_mode != BRISK_SPEC_NGRAM)
             fprintf(stderr, "brisk run: note: when sampling, only n-gram trees are verified (multi-candidate rejection "
                             "sampling); the draft model drafts chains\n");
@@ -455,6 +469,16 @@ int brisk_cmd_run(int argc, char **argv) {
                             "draft %.2f ms/token\n",
                     (long long)ss.rounds_by_drafter[0], (long long)ss.rounds_by_drafter[1], ss.alpha_draft, ss.alpha_ngram,
                     ss.cost[1] * 1e3, ss.cost_n, ss.cost[ss.cost_n] * 1e3, ss.draft_cost * 1e3);
+        if (ss.draft_kv_block_bytes && (verbose || cli_kv_draft_given(&a))) {
+            /* the draft's own cache: what drafter-only compression saved, and proof that its policy ran */
+            fprintf(stderr, "brisk run: draft KV | K %s, V %s | ", brisk_cache_type_name(draft_kv.type_k),
+                    brisk_cache_type_name(draft_kv.type_v));
+            if (draft_kv.policy)
+                fprintf(stderr, "%s budget %d (sink %d, window %d) | %lld slots dropped, %lld rebuilds | ", brisk_kv_policy_name(draft_kv.policy),
+                        draft_kv.budget, draft_kv.sink, draft_kv.window, (long long)ss.draft_dropped, (long long)ss.draft_restarts);
+            fprintf(stderr, "peak %d blocks x %zu bytes = %.1f KiB\n", ss.draft_kv_peak_blocks, ss.draft_kv_block_bytes,
+                    (double)ss.draft_kv_peak_blocks * (double)ss.draft_kv_block_bytes / 1024.0);
+        }
         if (draft_width > 1)
             fprintf(stderr, "brisk run: spec trees | %lld of %lld speculative passes verified a branching tree (%.1f nodes on "
                             "average) | %lld tokens accepted off the drafter's first choice | runner-up acceptance estimate "

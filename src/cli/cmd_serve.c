@@ -73,6 +73,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_MAX_INPUT, .help = "largest --chat-template file, in bytes (K, M, G suffixes)"},
     {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_CACHE_TYPE_K_DRAFT, .def_help = "-ctk's type"}, {.id = CLI_O_CACHE_TYPE_V_DRAFT, .def_help = "-ctv's type"},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
@@ -172,6 +173,13 @@ int brisk_cmd_serve(int argc, char **argv) {
     }
     brisk_context_params kvt = brisk_context_default_params();   /* -ctk/-ctv, checked before anything loads */
     if ((code = cli_kv_types(&a, C, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
+    /* the draft's types: -ctk/-ctv's (what serve did before -ctkd/-ctvd), unless given. Its retention flags are
+     * not offered here: the scheduler's shared draft passes (src/spec/draft_batch.c) roll back by slot count */
+    brisk_context_params dkv = kvt;
+    if ((code = cli_kv_draft(&a, C, a.s[CLI_O_MODEL_DRAFT] != NULL, 0, &dkv))) {
         cli_args_free(&a);
         return code;
     }
@@ -291,6 +299,8 @@ int brisk_cmd_serve(int argc, char **argv) {
             goto fail;
         }
         brisk_context_params dp = cp;
+        dp.type_k = dkv.type_k;
+        dp.type_v = dkv.type_v;
         brisk_memory_plan dplan;
         if (brisk_context_plan(draft, &dp, &dplan, &err)) goto fail;
         brisk_memory_plan_format(&dplan, buf, sizeof buf);

@@ -241,6 +241,22 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_ISA] = {{"--isa"}, .type = CLI_T_STR, .meta = "NAME",
                    .help = "kernel table to run: ref, avx2, avx2-vnni, avx512, neon, neon-dotprod, neon-i8mm (as BRISK_ISA=NAME; "
                            "one this CPU lacks is refused); default: the best this CPU runs"},
+    /* drafter-only compression (kv_flags.c: cli_kv_draft): the draft model's cache, never the target's */
+    [CLI_O_CACHE_TYPE_K_DRAFT] = {{"-ctkd", "--cache-type-k-draft"}, .type = CLI_T_STR, .meta = "TYPE", .def_help = "f16",
+                                  .help = "the draft model's KV cache type for K (f16, f32, q8_0, q4_0, as -ctk); the target's "
+                                          "cache is unchanged, so only the acceptance rate can change (docs/KV.md)"},
+    [CLI_O_CACHE_TYPE_V_DRAFT] = {{"-ctvd", "--cache-type-v-draft"}, .type = CLI_T_STR, .meta = "TYPE", .def_help = "f16",
+                                  .help = "the draft model's KV cache type for V (as -ctv)"},
+    [CLI_O_KV_POLICY_DRAFT] = {{"--kv-policy-draft"}, .type = CLI_T_STR, .meta = "NAME", .def_help = "none",
+                               .help = "the draft model's KV retention policy (the names of --kv-policy): its evicted slots are "
+                                       "compacted and its pool holds only --kv-budget-draft slots; the target keeps its full cache"},
+    [CLI_O_KV_BUDGET_DRAFT] = {{"--kv-budget-draft"}, .type = CLI_T_STR, .meta = "N|F",
+                               .help = "the draft's KV slots with --kv-policy-draft, sinks and window included: an integer >= 1, "
+                                       "or a fraction 0 < F < 1 of -c (as --kv-budget)"},
+    [CLI_O_KV_SINK_DRAFT] = {{"--kv-sink-draft"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = I32MAX, .def = "4",
+                             .help = "first slots --kv-policy-draft always keeps (as --kv-sink)"},
+    [CLI_O_KV_WINDOW_DRAFT] = {{"--kv-window-draft"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX, .def = "32",
+                               .help = "last slots --kv-policy-draft always keeps (as --kv-window)"},
     [CLI_O_PACK_CACHE] = {{"--pack-cache"}, .type = CLI_T_STR, .meta = "auto|off|DIR",
                           .def_help = "$BRISK_PACK_CACHE, else off",
                           .help = "keep the weights' packed-GEMM layout in a cache file and map it at later loads instead of "

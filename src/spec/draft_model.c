@@ -12,7 +12,26 @@
  *
  * Trees (greedy): the chain as above, plus the draft's runners-up (by raw
  * logit) at the first positions as leaves beside it, as many positions as
- * the node budget allows; they cost no extra draft passes. */
+ * the node budget allows; they cost no extra draft passes.
+ *
+ * Drafter-only compression (brisk_spec_draft_kv): the draft context may store
+ * K/V quantized and run a retention policy that evicts and compacts slots.
+ * Then a slot is no longer a position, and brisk_seq_sync (which keeps only
+ * slots holding their own position, and prefills in chunks of n_batch, past
+ * the policy's room) would recompute the history every round. So with a
+ * policy the drafter keeps the KV itself: in_kv[0..n_in_kv) are the history
+ * tokens at positions 0..n_in_kv-1 the KV has seen (some evicted), and
+ * n_tail counts the newest slots known to hold the consecutive positions
+ * ending at n_in_kv - 1. Every policy keeps the last `window` slots
+ * (kv/policy.h), and a decode that appends c tokens either evicts nothing
+ * (the slot count grew by c: n_tail += c) or kept the old last `window`
+ * slots and appended after them (n_tail = min(n_tail, window) + c). Rolling
+ * back r < n_tail positions therefore drops exactly the last r slots and
+ * leaves position n_in_kv - r - 1 the newest, where the next token continues;
+ * a deeper rollback (rare: about as many rejected tokens as the window) clears
+ * the KV and rebuilds it from the history (counted in restarts). Every batch
+ * fed holds at most room = budget - sink - window tokens (brisk_kv_policy_make_room
+ * refuses more). */
 #include "spec/spec.h"
 #include "base/base.h"
 #include "sample/sample.h"
@@ -29,8 +48,12 @@ typedef struct model_drafter {
     brisk_sampler *rng;     /* draws from q; never reset */
     bool greedy;
     int32_t n_vocab, max_k, n_ctx, n_batch, last_n;
-    int32_t *in_kv;         /* [n_ctx] the tokens in the draft KV, in order */
-    int32_t n_in_kv;
+    int32_t *in_kv;         /* [n_ctx] the history tokens the draft KV has seen, by position */
+    int32_t n_in_kv;        /* = the next position (= the slot count when nothing was evicted) */
+    /* with a retention policy (room > 0): tokens per fed batch at most, the policy's window, the newest
+     * slots known to hold consecutive positions ending at n_in_kv - 1, and rebuilds of the KV */
+    int32_t room, kv_window, n_tail;
+    int64_t restarts;
     int32_t *tokens;        /* [max_k] */
     float *q;               /* [max_k][n_vocab] */
     int32_t *pos, *seq;     /* [n_batch] */
@@ -70,7 +93,68 @@ static void runners_up(const float *lg, int32_t n_vocab, int32_t skip, int32_t r
 
 /* Make the KV hold hist[0..n) with hist[n-1]'s logits ready: brisk_seq_sync
  * keeps the longest prefix the draft KV (or its prefix cache) already holds. */
+/* With a retention policy: forget the KV (truncate it to nothing). */
+static void evicting_clear(model_drafter *m) {
+    brisk_seq_truncate(m->ctx, 0, 0, NULL);
+    m->n_in_kv = m->n_tail = 0;
+}
+
+/* With a retention policy: decode toks[0..c) (c <= room) at positions n_in_kv.., the last one's logits
+ * kept when want_last, and follow what the policy did to the slots (see the header). */
+static brisk_status evicting_feed(model_drafter *m, const int32_t *toks, int32_t c, bool want_last, brisk_error *err) {
+    for (int32_t j = 0; j < c; j++) {
+        m->pos[j] = m->n_in_kv + j;
+        m->seq[j] = 0;
+        m->want[j] = want_last && j == c - 1;
+    }
+    const int32_t before = brisk_seq_len(m->ctx, 0);
+    const brisk_batch b = {.n_tokens = c, .token = toks, .pos = m->pos, .seq = m->seq, .logits = m->want};
+    const brisk_status st = brisk_decode(m->ctx, &b, err);
+    if (st) {
+        /* the policy may have compacted before the decode failed: start again from the history next time */
+        evicting_clear(m);
+        return st;
+    }
+    const int32_t after = brisk_seq_len(m->ctx, 0);
+    m->n_tail = after == before + c ? m->n_tail + c : BRISK_MIN(m->n_tail, m->kv_window) + c;
+    memcpy(m->in_kv + m->n_in_kv, toks, (size_t)c * sizeof(int32_t));
+    m->n_in_kv += c;
+    return BRISK_OK;
+}
+
+/* With a retention policy: the catch-up by position. Keep the positions whose tokens still agree with hist
+ * (at most n - 1: hist[n-1] is fed again for its logits), drop the rest as the last slots, feed the missing
+ * tokens in batches of at most room. */
+static brisk_status evicting_catch_up(model_drafter *m, const int32_t *hist, int32_t n, brisk_error *err) {
+    int32_t keep = 0;
+    const int32_t lim = BRISK_MIN(m->n_in_kv, n - 1);
+    while (keep < lim && m->in_kv[keep] == hist[keep]) keep++;
+    const int32_t drop = m->n_in_kv - keep;
+    if (drop > 0 && drop >= m->n_tail) {
+        /* the slot before the dropped ones must hold position keep - 1 (the next token continues after it):
+         * known only inside the tail; otherwise the KV is rebuilt (a restart when there was something to keep) */
+        evicting_clear(m);
+        if (keep > 0) m->restarts++;
+    } else if (drop > 0) {
+        brisk_status st = brisk_seq_truncate(m->ctx, 0, brisk_seq_len(m->ctx, 0) - drop, err);
+        if (st) {
+            evicting_clear(m);
+            return st;
+        }
+        m->n_tail -= drop;
+        m->n_in_kv = keep;
+    }
+    const int32_t chunk = BRISK_MIN(m->room, m->n_batch);
+    while (m->n_in_kv < n) {
+        const int32_t c = BRISK_MIN(chunk, n - m->n_in_kv);
+        brisk_status st = evicting_feed(m, hist + m->n_in_kv, c, m->n_in_kv + c == n, err);
+        if (st) return st;
+    }
+    return BRISK_OK;
+}
+
 static brisk_status catch_up(model_drafter *m, const int32_t *hist, int32_t n, brisk_error *err) {
+    if (m->room > 0) return evicting_catch_up(m, hist, n, err);
     brisk_status st = brisk_seq_sync(m->ctx, 0, hist, n, NULL, err);
     m->n_in_kv = brisk_seq_len(m->ctx, 0);
     if (st) return st;
@@ -114,6 +198,10 @@ static brisk_status model_propose(brisk_drafter *d, const int32_t *hist, int32_t
         if (i < m->n_alt_pos) runners_up(lg, m->n_vocab, t, m->want_alt, m->alt[i], m->palt[i], &m->pmain[i]);
         if (i + 1 == k) break;
         brisk_sampler_accept(m->chain, t);
+        if (m->room > 0) {
+            if ((st = evicting_feed(m, &t, 1, true, err))) return st;
+            continue;
+        }
         int32_t p = m->n_in_kv, s0 = 0;
         uint8_t one = 1;
         brisk_batch b = {.n_tokens = 1, .token = &t, .pos = &p, .seq = &s0, .logits = &one};
@@ -252,9 +340,39 @@ brisk_status brisk_spec_check_vocab(const brisk_model *target, const brisk_model
                       di.n_vocab, ti.n_vocab, diff, ld, lt);
 }
 
+brisk_context_params brisk_spec_draft_context_params(int32_t n_ctx, int32_t n_threads, int32_t window, int32_t sink,
+                                                     const brisk_spec_draft_kv *kv) {
+    brisk_context_params cp = brisk_context_default_params();
+    cp.n_ctx_seq = n_ctx;
+    cp.n_threads = n_threads;
+    cp.attn_window = window;
+    cp.attn_sink = sink;
+    if (kv) {
+        cp.type_k = kv->type_k;
+        cp.type_v = kv->type_v;
+        cp.kv_policy = kv->policy;
+        if (kv->policy) {
+            cp.kv_budget = kv->budget;
+            cp.kv_sink = kv->sink;
+            cp.kv_window = kv->window;
+            /* the pool holds the budget: a sequence never holds more, so the memory is really saved */
+            if (kv->budget > 0 && kv->budget < n_ctx) cp.kv_tokens = kv->budget;
+        }
+    }
+    return cp;
+}
+
+bool brisk_drafter_model_kv_stats(const brisk_drafter *d, brisk_cache_stats *out, int64_t *restarts) {
+    if (!d || d->propose != model_propose) return false;
+    const model_drafter *m = (const model_drafter *)d;
+    brisk_context_cache_stats(m->ctx, out);
+    *restarts = m->restarts;
+    return true;
+}
+
 brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *draft, const brisk_model *target,
                                       int32_t n_ctx, int32_t n_threads, int32_t max_k, const brisk_sampler_params *sp,
-                                      int32_t window, int32_t sink, brisk_error *err) {
+                                      int32_t window, int32_t sink, const brisk_spec_draft_kv *kv, brisk_error *err) {
     *out = NULL;
     if (max_k < 1 || max_k > BRISK_SPEC_MAX_DRAFT)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "draft model: draft length %d out of range [1, %d]", max_k,
@@ -270,17 +388,17 @@ brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *dr
     m->max_k = max_k;
     m->greedy = sp->temp <= 0.0f;
     m->last_n = sp->repeat_last_n;
-    brisk_context_params cp = brisk_context_default_params();
-    cp.n_ctx_seq = n_ctx;
-    cp.n_threads = n_threads;
-    cp.attn_window = window;
-    cp.attn_sink = sink;
+    const brisk_context_params cp = brisk_spec_draft_context_params(n_ctx, n_threads, window, sink, kv);
     if ((st = brisk_context_init(draft, &cp, &m->ctx, err))) {
         brisk_error_prefix(err, "draft model");
         goto fail;
     }
     m->n_ctx = brisk_context_n_ctx(m->ctx);
     m->n_batch = brisk_context_n_batch(m->ctx);
+    if (cp.kv_policy) {   /* brisk_context_init checked budget > sink + window */
+        m->room = cp.kv_budget - cp.kv_sink - cp.kv_window;
+        m->kv_window = cp.kv_window;
+    }
     if ((st = brisk_sampler_init(&m->chain, sp, m->n_vocab, err))) goto fail;
     brisk_sampler_params rp = *sp;
     /* independent of the target's stream (the chain's seed: the drawn one when sp asked for a random seed) */

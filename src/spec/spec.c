@@ -204,7 +204,7 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
                      "slower than plain decoding",
                      (unsigned long long)di.n_params, (unsigned long long)ti.n_params);
         if ((st = brisk_drafter_model_init(&s->dm, p->draft, target_model, n_ctx, p->n_threads, kmax, sp, p->draft_window,
-                                                p->draft_sink, err)))
+                                                p->draft_sink, &p->draft_kv, err)))
             goto fail;
         /* until measured: the draft costs its share of parameters of a target token */
         s->t_draft = ti.n_params ? (double)di.n_params / (double)ti.n_params : 0.5;
@@ -672,4 +672,12 @@ void brisk_spec_get_stats(const brisk_spec *s, brisk_spec_stats *out) {
     for (int i = 0; i < NG_BUCKETS; i++) best = fmax(best, acc_rate(&s->a_ng[i]));
     out->alpha_ngram = best;
     out->draft_cost = s->t_draft;
+    brisk_cache_stats cs;
+    int64_t restarts = 0;
+    if (brisk_drafter_model_kv_stats(s->dm, &cs, &restarts)) {
+        out->draft_dropped = cs.dropped;
+        out->draft_restarts = restarts;
+        out->draft_kv_peak_blocks = cs.in_use_max;
+        out->draft_kv_block_bytes = cs.block_bytes;
+    }
 }

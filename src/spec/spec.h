@@ -23,8 +23,11 @@
  *              (0 = plain decoding), and chain or tree, to maximise expected
  *              tokens per second.
  *
- * Not built: sampled draft-model trees and draft-side windowed attention;
- * see docs/SPECULATIVE.md.
+ * Drafter-only compression: the draft context's KV may be quantized and run a
+ * retention policy that evicts (brisk_spec_draft_kv) while the target keeps its
+ * full cache, so the output stays exactly the target's.
+ *
+ * Not built: sampled draft-model trees; see docs/SPECULATIVE.md.
  *
  * Everything here uses only include/brisk.h plus the sampler extras of
  * sample/sample.h, so it can move to the public header unchanged. */
@@ -87,16 +90,41 @@ brisk_status brisk_drafter_ngram_init(brisk_drafter **out, int32_t min_match, in
  * proposed: a continuation stops before one. Default: no limit. */
 void brisk_drafter_ngram_limit(brisk_drafter *d, int32_t n_valid);
 
+/* The draft context's KV cache (drafter-only compression; all zero = F16, every
+ * slot kept): its storage types (brisk_cache_type) and a retention policy
+ * (kv/policy.h's kinds: brisk_context_params kv_policy, kv_budget, kv_sink,
+ * kv_window). The target's cache is never touched by these, so only the
+ * acceptance rate can change. With a policy the draft's KV pool is sized to the
+ * budget (the memory is really saved), every batch the draft is fed is cut to
+ * the policy's room (budget - sink - window tokens), and rejected drafts are
+ * rolled back by position (see draft_model.c). */
+typedef struct brisk_spec_draft_kv {
+    int32_t type_k, type_v;
+    int32_t policy, budget, sink, window;
+} brisk_spec_draft_kv;
+
+/* The draft model context's parameters as brisk_drafter_model_init makes them
+ * (for a memory plan that matches what is allocated): n_ctx tokens, the
+ * windowed attention, kv (NULL = F16, no policy). */
+brisk_context_params brisk_spec_draft_context_params(int32_t n_ctx, int32_t n_threads, int32_t window, int32_t sink,
+                                                     const brisk_spec_draft_kv *kv);
+
 /* Draft model: its own context (n_ctx tokens, n_threads) over the borrowed
  * draft model, which must outlive the drafter. sp: the sampler settings of the
  * run (temperature <= 0 drafts greedily and returns point masses; otherwise the
  * draft samples from its own chain with a seed derived from sp->seed).
  * Refuses a draft whose vocabulary differs from the target's, naming both
  * sizes and the first differing token. window/sink: the draft context's
- * windowed attention (0 = full). */
+ * windowed attention (0 = full). kv: its KV cache (NULL = F16, no policy). */
 brisk_status brisk_drafter_model_init(brisk_drafter **out, const brisk_model *draft, const brisk_model *target,
                                       int32_t n_ctx, int32_t n_threads, int32_t max_k, const brisk_sampler_params *sp,
-                                      int32_t window, int32_t sink, brisk_error *err);
+                                      int32_t window, int32_t sink, const brisk_spec_draft_kv *kv, brisk_error *err);
+
+/* A draft-model drafter's KV: its context's cache statistics (dropped: the
+ * slots its retention policy evicted) and *restarts, the times a rollback
+ * reached past the slots whose positions it knows and the draft KV was
+ * rebuilt from the history. false (nothing written) for another drafter. */
+bool brisk_drafter_model_kv_stats(const brisk_drafter *d, brisk_cache_stats *out, int64_t *restarts);
 
 void brisk_drafter_free(brisk_drafter *d);   /* NULL is a no-op */
 
@@ -179,8 +207,11 @@ typedef struct brisk_spec_params {
      * draft_sink positions and the last draft_window (brisk_context_params
      * attn_window/attn_sink), so its cost per token stays flat at long
      * context. Only acceptance can change: verification keeps the target's
-     * full attention. 0 = full attention. */
+     * full attention. 0 = full attention. Masking only: the draft KV still
+     * holds every position (draft_kv.policy is what frees memory). */
     int32_t draft_window, draft_sink;
+    /* The draft context's KV cache: types and retention (zero = F16, keep all). */
+    brisk_spec_draft_kv draft_kv;
 } brisk_spec_params;
 brisk_spec_params brisk_spec_default_params(void);
 
@@ -195,6 +226,11 @@ typedef struct brisk_spec_stats {
     int64_t alt_accepted;      /* tokens accepted off the drafter's first choice (rank > 0) */
     double t_target, t_draft;  /* seconds in target passes and in drafting */
     double t_calibrate;        /* seconds spent measuring the cost curve (in prefill) */
+    /* the draft model's KV (zero without one): slots its retention policy dropped, rebuilds after a
+     * rollback past the known positions, its pool's peak in blocks and the bytes of one block */
+    int64_t draft_dropped, draft_restarts;
+    int32_t draft_kv_peak_blocks;
+    size_t draft_kv_block_bytes;
     double cost[BRISK_SPEC_MAX_DRAFT + 2]; /* the policy's current target cost per pass of n tokens (s) */
     int32_t cost_n;            /* cost[1..cost_n] meaningful */
     double alpha_draft, alpha_ngram; /* the policy's current acceptance estimates */
