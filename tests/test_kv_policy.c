@@ -432,6 +432,36 @@ done:
     brisk_context_free(c);
 }
 
+/* A budget equal to the context: the batch that would take a sequence past
+ * -c is made room for first, not refused as past the context. */
+static void test_budget_at_context(int kind, const int32_t *tok) {
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = 128;
+    p.n_batch = 16;
+    p.n_outputs_max = 16;
+    p.kv_policy = kind;
+    p.kv_budget = 128;
+    p.kv_sink = SINK;
+    p.kv_window = WIN;
+    p.kv_seed = 42;
+    brisk_error err = {0};
+    brisk_context *c = NULL;
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "context: %s", err.msg);
+    if (!c) return;
+    int bad = 0;
+    for (int32_t p0 = 0; p0 < 320 && !bad; p0 += 8) {
+        err.msg[0] = 0;
+        if (feed(c, 0, tok, p0, 8, &err) != BRISK_OK) {
+            CHECKF(0, "%s, budget = -c = 128: the batch at %d was refused: %s", brisk_kv_policy_name(kind), p0, err.msg);
+            bad = 1;
+        }
+        bad += brisk_seq_len(c, 0) > 128;
+    }
+    CHECKF(!bad, "%s: budget = -c", brisk_kv_policy_name(kind));
+    CHECK(brisk_seq_next_pos(c, 0) == (bad ? brisk_seq_next_pos(c, 0) : 320));
+    brisk_context_free(c);
+}
+
 int main(void) {
     test_parse();
     test_policy_config();
@@ -449,6 +479,8 @@ int main(void) {
     for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)(urand() % (uint32_t)n_vocab), tok1[i] = (int32_t)(urand() % (uint32_t)n_vocab);
     static const int types[] = {BRISK_KV_F16, BRISK_KV_Q8_0, BRISK_KV_Q4_0};
     for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) test_mass(kind, tok, tok1);
+    test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
+    test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
     for (int kind = BRISK_KV_POLICY_STREAMING; kind <= BRISK_KV_POLICY_TOVA; kind++)
         for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
             test_engine_policy(kind, types[t], tok);

@@ -239,6 +239,31 @@ static void test_engine(const char *path, const char *name) {
             CHECKF(maxd < (type == BRISK_KV_Q4_0 ? 4.0 : 1.0), "%s %s: logits %.3g from F16's", name, brisk_cache_type_name(type), maxd);
             printf("%s %s: max |logit - F16's| %.3g over %d positions\n", name, brisk_cache_type_name(type), maxd, NP);
         }
+        /* a token tree (speculative decoding's) in this type: its nodes see their
+         * paths, and keeping one path moves the rows in their storage type, so
+         * the sequence continues as the chain does */
+        {
+            enum { P = NP - 4 };
+            CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK);
+            CHECK(feed(c, 1, toks, P, 32, -1, NULL, got, V));
+            const int32_t junk = (toks[P] + 1) % V;
+            int32_t tt[5] = {toks[P], junk, toks[P + 1], junk, toks[P + 2]}, tp[5] = {P, P, P + 1, P + 1, P + 2}, sq[5] = {1, 1, 1, 1, 1};
+            const int32_t parent[5] = {-1, -1, 0, 0, 2};
+            uint8_t lg[5] = {1, 1, 1, 1, 1};
+            brisk_batch bt = {.n_tokens = 5, .token = tt, .pos = tp, .seq = sq, .logits = lg};
+            brisk_error err = {0};
+            CHECKF(brisk_decode_tree(c, &bt, parent, &err) == BRISK_OK, "tree %s: %s", brisk_cache_type_name(type), err.msg);
+            CHECKF(same_bits(brisk_get_logits(c, 4), ref + (size_t)(P + 2) * V, (size_t)V), "%s %s: a tree node differs from the chain", name,
+                   brisk_cache_type_name(type));
+            const int32_t path[3] = {0, 2, 4};
+            CHECKF(brisk_seq_keep_path(c, 1, path, 3, &err) == BRISK_OK, "keep_path: %s", err.msg);
+            int32_t tk = toks[P + 3], ps = P + 3, s1 = 1;
+            uint8_t l1 = 1;
+            brisk_batch b1 = {.n_tokens = 1, .token = &tk, .pos = &ps, .seq = &s1, .logits = &l1};
+            CHECKF(brisk_decode(c, &b1, &err) == BRISK_OK, "after keep_path: %s", err.msg);
+            CHECKF(same_bits(brisk_get_logits(c, 0), ref + (size_t)(P + 3) * V, (size_t)V),
+                   "%s %s: decoding after keep_path differs from the chain", name, brisk_cache_type_name(type));
+        }
         /* a state of this type continues bitwise in another context of the type, and is refused by the others */
         uint8_t *st = NULL;
         size_t n_st = 0;

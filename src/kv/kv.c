@@ -455,25 +455,14 @@ void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
     while (s->n_blocks > keep_blocks) block_release(kv, s->blocks[--s->n_blocks]);   /* last first: the tail is evicted first */
 }
 
+static void slot_move(brisk_kv *kv, int32_t seq, int32_t to, int32_t from);
+
 void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *rel, int32_t n) {
     brisk_kv_seq *s = &kv->seqs[seq];
-    const size_t head_bytes = (size_t)kv->head_dim_v * sizeof(uint16_t);
-    /* rel is increasing, so rel[d] >= d: a move never overwrites a row a later move reads */
-    for (int32_t d = 0; d < n; d++) {
-        if (rel[d] == d) continue;
-        for (int32_t il = 0; il < kv->n_layer; il++)
-            for (int32_t h = 0; h < kv->n_head; h++) {
-                uint16_t *kd = brisk_kv_k(kv, il, seq, base + d, h);
-                const uint16_t *ks = brisk_kv_k(kv, il, seq, base + rel[d], h);
-                for (int32_t i = 0; i < kv->head_dim; i++) kd[(size_t)i * BRISK_KV_BLOCK] = ks[(size_t)i * BRISK_KV_BLOCK];
-                memcpy(brisk_kv_v(kv, il, seq, base + d, h), brisk_kv_v(kv, il, seq, base + rel[d], h), head_bytes);
-            }
-        const int32_t to = base + d, from = base + rel[d];
-        const size_t at = (size_t)s->blocks[to / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(to % BRISK_KV_BLOCK);
-        const size_t fr = (size_t)s->blocks[from / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(from % BRISK_KV_BLOCK);
-        kv->tok[at] = kv->tok[fr];
-        kv->pos[at] = kv->pos[fr];
-    }
+    /* rel is increasing, so rel[d] >= d: a move never overwrites a row a later
+     * move reads; the rows move in their storage type (codes and scales) */
+    for (int32_t d = 0; d < n; d++)
+        if (rel[d] != d) slot_move(kv, seq, base + d, base + rel[d]);
     s->len = base + n;
     s->ordered = s->len;
     brisk_kv_truncate(kv, seq, s->len);
@@ -510,6 +499,23 @@ static void k_slot_move(brisk_kv_type t, uint8_t *dp, int32_t ds, const uint8_t 
     }
 }
 
+/* Slot `to` of a sequence := slot `from`, every layer and head, K and V in
+ * their storage types, with the recorded token and position. */
+static void slot_move(brisk_kv *kv, int32_t seq, int32_t to, int32_t from) {
+    const brisk_kv_seq *s = &kv->seqs[seq];
+    const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
+    for (int32_t il = 0; il < kv->n_layer; il++)
+        for (int32_t h = 0; h < kv->n_head; h++) {
+            k_slot_move(kv->k_type, brisk_kv_k_part(kv, il, seq, to, h), to % BRISK_KV_BLOCK, brisk_kv_k_part(kv, il, seq, from, h),
+                        from % BRISK_KV_BLOCK, kv->head_dim);
+            memcpy(brisk_kv_v_row(kv, il, seq, to, h), brisk_kv_v_row(kv, il, seq, from, h), vrb);
+        }
+    const size_t at = (size_t)s->blocks[to / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(to % BRISK_KV_BLOCK);
+    const size_t fr = (size_t)s->blocks[from / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(from % BRISK_KV_BLOCK);
+    kv->tok[at] = kv->tok[fr];
+    kv->pos[at] = kv->pos[fr];
+}
+
 brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err) {
     if (seq < 0 || seq >= kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence id %d out of range [0, %d)", seq, kv->n_seq);
@@ -544,21 +550,8 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
             s->blocks[bi] = nb;
         } else if (kv->blk[b].indexed) index_remove(kv, b);   /* its content changes: it leaves the index */
     }
-    const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
     /* keep[d] >= d: a move never overwrites a slot a later move reads */
-    for (int32_t d = first; d < n; d++) {
-        const int32_t from = keep[d];
-        for (int32_t il = 0; il < kv->n_layer; il++)
-            for (int32_t h = 0; h < kv->n_head; h++) {
-                k_slot_move(kv->k_type, brisk_kv_k_part(kv, il, seq, d, h), d % BRISK_KV_BLOCK, brisk_kv_k_part(kv, il, seq, from, h),
-                            from % BRISK_KV_BLOCK, kv->head_dim);
-                memcpy(brisk_kv_v_row(kv, il, seq, d, h), brisk_kv_v_row(kv, il, seq, from, h), vrb);
-            }
-        const size_t at = (size_t)s->blocks[d / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(d % BRISK_KV_BLOCK);
-        const size_t fr = (size_t)s->blocks[from / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(from % BRISK_KV_BLOCK);
-        kv->tok[at] = kv->tok[fr];
-        kv->pos[at] = kv->pos[fr];
-    }
+    for (int32_t d = first; d < n; d++) slot_move(kv, seq, d, keep[d]);
     kv->n_compacted += s->len - n;
     if (s->n_indexed > b0) s->n_indexed = b0;
     s->len = s->ordered = n;

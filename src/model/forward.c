@@ -240,8 +240,10 @@ const char *brisk_forward_isa(const brisk_forward *f) { return f->isa_name; }
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
-/* Checks every token and fills f->slot/par/tbase/direct (see brisk_forward). */
-static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b, brisk_error *err) {
+/* Checks every token and fills f->slot/par/tbase/direct (see brisk_forward).
+ * With defer_capacity a slot past the context is not refused yet: a retention
+ * policy is about to make room, and the check runs again after it. */
+static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const brisk_fwd_batch *b, bool defer_capacity, brisk_error *err) {
     const brisk_hparams *hp = &f->m->hp;
     if (b->n < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "empty batch");
     if (b->n > f->n_batch)
@@ -283,7 +285,7 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
                               i, b->pos[i], b->seq[i], expect);
         }
         const int32_t slot = len + rank, n_ctx = brisk_kv_n_ctx(kv);
-        if (slot >= n_ctx) {
+        if (slot >= n_ctx && !defer_capacity) {
             if (slot != b->pos[i])
                 return brisk_fail(err, BRISK_ERR_CAPACITY, "batch token %d: its KV slot %d (position %d) exceeds the context size %d", i,
                                   slot, b->pos[i], n_ctx);
@@ -337,13 +339,15 @@ static void set_window_masks(brisk_forward *f, const brisk_kv *kv, const brisk_f
 }
 
 brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, float *out, brisk_error *err) {
-    brisk_status st = validate_batch(f, kv, b, err);
-    if (st) return st;
     /* the retention policy (kv/policy.h) cuts sequences the batch would take
-     * past their budget; their slots moved, so the batch's are found again */
+     * past their budget; their slots moved, so the batch's are found again
+     * (and only then can a slot be said not to fit the context) */
+    const bool policy = kv->policy != NULL;
+    brisk_status st = validate_batch(f, kv, b, policy, err);
+    if (st) return st;
     bool evicted = false;
     if ((st = brisk_kv_policy_make_room(kv, b->seq, b->n, &evicted, err))) return st;
-    if (evicted && (st = validate_batch(f, kv, b, err))) return st;
+    if (policy && (st = validate_batch(f, kv, b, false, err))) return st;
     /* every sequence's slots, all or nothing, before touching anything (shared
      * blocks the batch writes into are copied here) */
     if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;
