@@ -62,19 +62,61 @@ static void test_kernels(void) {
             /* the dequantized keys, through kv.c (not the kernels' code) */
             for (int32_t i = 0; i < d; i++)
                 for (int32_t s = 0; s < 32; s++) kt[i * 32 + s] = brisk_kv_k_value(kv, kp, s, i);
+            /* a quantized K is scored as llama.cpp's flash attention scores it:
+             * the query in Q8_0 (its CPU quantizer), integer dots per block
+             * with the stored blocks (brisk_kv_row_get, kv.c's row path), each
+             * scaled by the product of the two F16 scales, summed in order */
+            int16_t qc[8 * 128];
+            float qdv[8 * 4];
+            float qscore[8][32];
+            if (type == BRISK_KV_Q8_0 || type == BRISK_KV_Q4_0) {
+                for (int h = 0; h < 8; h++)
+                    for (int b = 0; b < d / 32; b++) {
+                        brisk_block_q8_0 qb;
+                        brisk_q8_0_quantize_x86(q + h * d + 32 * b, &qb, 32);
+                        qdv[h * (d / 32) + b] = brisk_fp16_to_fp32(qb.d);
+                        for (int i = 0; i < 32; i++) qc[h * d + 32 * b + i] = qb.qs[i];
+                    }
+                uint8_t krow[128 * 4], vrow[128 * 4];
+                for (int32_t sl = 0; sl < 32; sl++) {
+                    brisk_kv_row_get(kv, 0, 0, sl, krow, vrow);
+                    for (int h = 0; h < 8; h++) {
+                        float acc = 0.0f;
+                        for (int b = 0; b < d / 32; b++) {
+                            int32_t isum = 0;
+                            float dk;
+                            if (type == BRISK_KV_Q8_0) {
+                                const brisk_block_q8_0 *kb = (const brisk_block_q8_0 *)(const void *)krow + b;
+                                dk = brisk_fp16_to_fp32(kb->d);
+                                for (int i = 0; i < 32; i++) isum += qc[h * d + 32 * b + i] * kb->qs[i];
+                            } else {
+                                const brisk_block_q4_0 *kb = (const brisk_block_q4_0 *)(const void *)krow + b;
+                                dk = brisk_fp16_to_fp32(kb->d);
+                                for (int i = 0; i < 32; i++)
+                                    isum += qc[h * d + 32 * b + i] * ((i < 16 ? kb->qs[i] & 15 : kb->qs[i - 16] >> 4) - 8);
+                            }
+                            acc = acc + (float)isum * (dk * qdv[h * (d / 32) + b]);
+                        }
+                        qscore[h][sl] = acc * 0.125f;
+                    }
+                }
+            }
             for (int m = 1; m <= 8; m++)
                 for (int slot0 = 0; slot0 < 32; slot0 += 16)
                     for (int ng = 1; slot0 + 16 * ng <= 32; ng++) {
-                        ref->kq_multi_t(q, (size_t)d, m, kt + slot0, 32, ng, d, 0.125f, want, 64);
+                        if (type == BRISK_KV_Q8_0 || type == BRISK_KV_Q4_0) {
+                            for (int h = 0; h < m; h++)
+                                for (int l = 0; l < 16 * ng; l++) want[h * 64 + l] = qscore[h][slot0 + l];
+                        } else ref->kq_multi_t(q, (size_t)d, m, kt + slot0, 32, ng, d, 0.125f, want, 64);
                         for (int t = 0; t < nt; t++) {
                             const brisk_attn_kernels *g = tabs[t];
                             memset(got, 0, sizeof got);
                             if (type == BRISK_KV_F32) g->kq_multi_t(q, (size_t)d, m, (const float *)(const void *)kp + slot0, 32, ng, d, 0.125f, got, 64);
                             else {
-                                void (*fn)(const float *, size_t, int, const uint8_t *, int, int, int, float, float *, size_t) =
+                                void (*fn)(const int16_t *, const float *, size_t, int, const uint8_t *, int, int, int, float, float *, size_t) =
                                     type == BRISK_KV_Q8_0 ? g->kq_multi_q8_0 : g->kq_multi_q4_0;
                                 if (!fn) fn = type == BRISK_KV_Q8_0 ? ref->kq_multi_q8_0 : ref->kq_multi_q4_0;
-                                fn(q, (size_t)d, m, kp, slot0, ng, d, 0.125f, got, 64);
+                                fn(qc, qdv, (size_t)d, m, kp, slot0, ng, d, 0.125f, got, 64);
                             }
                             bool ok = true;
                             for (int h = 0; h < m; h++) ok = ok && same_bits(want + h * 64, got + h * 64, (size_t)(16 * ng));

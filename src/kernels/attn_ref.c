@@ -55,37 +55,22 @@ static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size
 
 /* ---- the quantized cache types (kv/kv.h's layouts) ---- */
 
-static inline float q8_0_k(const uint8_t *part, int d, int s, int i) {
-    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * 32);
-    return brisk_fp16_to_fp32(dd[(size_t)(i / 32) * 32 + (size_t)s]) * (float)(int8_t)part[(size_t)i * 32 + (size_t)s];
-}
-
-static inline float q4_0_k(const uint8_t *part, int d, int s, int i) {
-    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * 16);
-    const int q = (part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15;
-    return brisk_fp16_to_fp32(dd[(size_t)(i / 32) * 32 + (size_t)s]) * (float)(q - 8);
-}
-
-static void kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                          size_t os) {
+static void kq_multi_qk(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                       float *out, size_t os, bool q4) {
     for (int h = 0; h < m; h++)
-        for (int l = 0; l < 16 * ng; l++) {
-            const float *qh = q + (size_t)h * qs;
-            float s = 0.0f;
-            for (int i = 0; i < d; i++) s = s + qh[i] * q8_0_k(part, d, slot0 + l, i);
-            out[(size_t)h * os + (size_t)l] = s * scale;
-        }
+        for (int l = 0; l < 16 * ng; l++)
+            out[(size_t)h * os + (size_t)l] =
+                brisk_kq_q_slot(qq + (size_t)h * qs, qd + (size_t)h * (qs / 32), part, slot0 + l, d, q4) * scale;
 }
 
-static void kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                          size_t os) {
-    for (int h = 0; h < m; h++)
-        for (int l = 0; l < 16 * ng; l++) {
-            const float *qh = q + (size_t)h * qs;
-            float s = 0.0f;
-            for (int i = 0; i < d; i++) s = s + qh[i] * q4_0_k(part, d, slot0 + l, i);
-            out[(size_t)h * os + (size_t)l] = s * scale;
-        }
+static void kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t os) {
+    kq_multi_qk(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
+}
+
+static void kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t os) {
+    kq_multi_qk(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
 }
 
 static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {

@@ -8,6 +8,7 @@
 #include "quant/quant.h"
 
 #include <immintrin.h>
+#include <string.h>
 
 static inline __m256 load8h(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline float f16(uint16_t h) { return _cvtsh_ss(h); }
@@ -175,65 +176,85 @@ static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size
 
 /* ---- the quantized KV cache (kv/kv.h's layouts): values dequantized exactly (d * q) ---- */
 
-/* 16 K values of dimension i from slot s0 (0 or 16) in two 8-lane halves. */
-static inline void k16_q8(const uint8_t *part, int i, int s0, __m256 dv0, __m256 dv1, __m256 *k0, __m256 *k1) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 32 + (size_t)s0));
-    *k0 = _mm256_mul_ps(dv0, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)));
-    *k1 = _mm256_mul_ps(dv1, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8))));
+/* The codes of channels i and i + 1 of 16 slots from s0 as int16 pairs, two
+ * vectors of 8 slots (32-bit lane l: channel i low, i + 1 high), for madd. */
+static inline void k_pairs_q8(const uint8_t *part, int i, int s0, __m256i *lo, __m256i *hi) {
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 32 + (size_t)s0));
+    const __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)(i + 1) * 32 + (size_t)s0));
+    *lo = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(x0, x1));
+    *hi = _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(x0, x1));
 }
 
-static inline void k16_q4(const uint8_t *part, int i, int s0, __m256 dv0, __m256 dv1, __m256 *k0, __m256 *k1) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 16));
-    if (s0) b = _mm_srli_epi16(b, 4);   /* slots 16..31: the high nibbles */
-    b = _mm_and_si128(b, _mm_set1_epi8(15));
-    const __m256i e8 = _mm256_set1_epi32(8);
-    *k0 = _mm256_mul_ps(dv0, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(b), e8)));
-    *k1 = _mm256_mul_ps(dv1, _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)), e8)));
+/* The same for Q4_0 (slots 0..15 the low nibbles, 16..31 the high ones), minus 8. */
+static inline void k_pairs_q4(const uint8_t *part, int i, int high, __m256i *lo, __m256i *hi) {
+    __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 16));
+    __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)(i + 1) * 16));
+    if (high) x0 = _mm_srli_epi16(x0, 4), x1 = _mm_srli_epi16(x1, 4);
+    const __m128i m4 = _mm_set1_epi8(15);
+    x0 = _mm_and_si128(x0, m4), x1 = _mm_and_si128(x1, m4);
+    const __m256i e8 = _mm256_set1_epi16(8);
+    *lo = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(x0, x1)), e8);
+    *hi = _mm256_sub_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(x0, x1)), e8);
 }
 
-static inline __attribute__((always_inline)) void kq_q(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                                       float scale, float *out, size_t os, const bool Q4) {
+static inline __m256i q_pair(const int16_t *q, int i) {
+    int32_t v;
+    memcpy(&v, q + i, sizeof v);
+    return _mm256_set1_epi32(v);
+}
+
+/* brisk_kq_q_slot for 16 slots (two vectors) and two heads side by side: the
+ * group's integer dots (exact in any order), then ref's F32 chain. */
+static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
+                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
+    const size_t ds = qs / 32;
     for (int h0 = 0; h0 < m; h0 += 2) {
         const int mm = m - h0 < 2 ? m - h0 : 2;
-        const float *q0 = q + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0);
+        const int16_t *q0 = qq + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0);
+        const float *d0 = qd + (size_t)h0 * ds, *d1 = d0 + (mm > 1 ? ds : 0);
         for (int g = 0; g < ng; g++) {
             const int s0 = slot0 + 16 * g;
-            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-            for (int i0 = 0; i0 < d; i0 += 32) {
-                const uint16_t *dg = dd + (size_t)(i0 / 32) * 32 + (size_t)s0;
-                const __m256 dv0 = load8h(dg), dv1 = load8h(dg + 8);
-                for (int i = i0; i < i0 + 32; i++) {
-                    __m256 k0, k1;
-                    if (Q4) k16_q4(part, i, s0 >= 16, dv0, dv1, &k0, &k1);
-                    else k16_q8(part, i, s0, dv0, dv1, &k0, &k1);
-                    const __m256 b0 = _mm256_set1_ps(q0[i]), b1 = _mm256_set1_ps(q1[i]);
-                    a00 = _mm256_add_ps(a00, _mm256_mul_ps(b0, k0));
-                    a01 = _mm256_add_ps(a01, _mm256_mul_ps(b0, k1));
-                    a10 = _mm256_add_ps(a10, _mm256_mul_ps(b1, k0));
-                    a11 = _mm256_add_ps(a11, _mm256_mul_ps(b1, k1));
+            __m256 f00 = _mm256_setzero_ps(), f01 = f00, f10 = f00, f11 = f00;
+            for (int b = 0; b < d / 32; b++) {
+                __m256i i00 = _mm256_setzero_si256(), i01 = i00, i10 = i00, i11 = i00;
+                for (int i = 32 * b; i < 32 * b + 32; i += 2) {
+                    __m256i lo, hi;
+                    if (Q4) k_pairs_q4(part, i, s0 >= 16, &lo, &hi);
+                    else k_pairs_q8(part, i, s0, &lo, &hi);
+                    const __m256i p0 = q_pair(q0, i), p1 = q_pair(q1, i);
+                    i00 = _mm256_add_epi32(i00, _mm256_madd_epi16(lo, p0));
+                    i01 = _mm256_add_epi32(i01, _mm256_madd_epi16(hi, p0));
+                    i10 = _mm256_add_epi32(i10, _mm256_madd_epi16(lo, p1));
+                    i11 = _mm256_add_epi32(i11, _mm256_madd_epi16(hi, p1));
                 }
+                const uint16_t *dg = dd + (size_t)b * 32 + (size_t)s0;
+                const __m256 dk0 = load8h(dg), dk1 = load8h(dg + 8), e0 = _mm256_set1_ps(d0[b]), e1 = _mm256_set1_ps(d1[b]);
+                f00 = _mm256_add_ps(f00, _mm256_mul_ps(_mm256_cvtepi32_ps(i00), _mm256_mul_ps(dk0, e0)));
+                f01 = _mm256_add_ps(f01, _mm256_mul_ps(_mm256_cvtepi32_ps(i01), _mm256_mul_ps(dk1, e0)));
+                f10 = _mm256_add_ps(f10, _mm256_mul_ps(_mm256_cvtepi32_ps(i10), _mm256_mul_ps(dk0, e1)));
+                f11 = _mm256_add_ps(f11, _mm256_mul_ps(_mm256_cvtepi32_ps(i11), _mm256_mul_ps(dk1, e1)));
             }
             const __m256 sc = _mm256_set1_ps(scale);
             float *o = out + (size_t)h0 * os + 16 * g;
-            _mm256_storeu_ps(o, _mm256_mul_ps(a00, sc));
-            _mm256_storeu_ps(o + 8, _mm256_mul_ps(a01, sc));
+            _mm256_storeu_ps(o, _mm256_mul_ps(f00, sc));
+            _mm256_storeu_ps(o + 8, _mm256_mul_ps(f01, sc));
             if (mm > 1) {
-                _mm256_storeu_ps(o + os, _mm256_mul_ps(a10, sc));
-                _mm256_storeu_ps(o + os + 8, _mm256_mul_ps(a11, sc));
+                _mm256_storeu_ps(o + os, _mm256_mul_ps(f10, sc));
+                _mm256_storeu_ps(o + os + 8, _mm256_mul_ps(f11, sc));
             }
         }
     }
 }
 
-static void kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                          size_t os) {
-    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+static void kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t os) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
 }
 
-static void kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                          size_t os) {
-    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+static void kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t os) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
 }
 
 /* 16 V values of row v from dimension off (off % 32 is 0 or 16), exact. */

@@ -1,63 +1,88 @@
 /* avx512_attn_kv: the quantized KV cache's attention kernels (kernels.h,
  * kv/kv.h's layouts) in AVX-512: 16 slots of a transposed K part per vector,
- * V rows 32 dimensions at a time. Bit-identical to attn_ref.c: each key or
- * value is dequantized exactly (d * q) before the multiply, and every output
- * keeps ref's chain of a multiply then an add, in element order. */
+ * V rows 32 dimensions at a time. Bit-identical to attn_ref.c: the scores
+ * are brisk_kq_q_slot's integer dots per group of 32 and its F32 chain over
+ * the groups; each value is dequantized exactly (d * q) before the multiply,
+ * and every output keeps ref's chain of a multiply then an add, in element
+ * order. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 
 #include <immintrin.h>
+#include <string.h>
 
-/* 16 K values of dimension i from slot s0 (0 or 16), exact (d * q). */
-static inline __m512 k_q8(const uint8_t *part, int i, int s0, __m512 dv) {
-    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 32 + (size_t)s0));
-    return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b)));
+/* The codes of channels i and i + 1 of 16 slots from s0 as int16 pairs
+ * (32-bit lane l: slot s0 + l, channel i low, i + 1 high), for madd. */
+static inline __m512i k_pairs_q8(const uint8_t *part, int i, int s0) {
+    const __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 32 + (size_t)s0));
+    const __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)(i + 1) * 32 + (size_t)s0));
+    return _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(x0, x1), _mm_unpacklo_epi8(x0, x1)));
 }
 
-static inline __m512 k_q4(const uint8_t *part, int i, int s0, __m512 dv) {
-    __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 16));
-    if (s0) b = _mm_srli_epi16(b, 4);   /* slots 16..31: the high nibbles */
-    b = _mm_and_si128(b, _mm_set1_epi8(15));
-    return _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(b), _mm512_set1_epi32(8))));
+/* The same for Q4_0 (slots 0..15 the low nibbles, 16..31 the high ones), minus 8. */
+static inline __m512i k_pairs_q4(const uint8_t *part, int i, int high) {
+    __m128i x0 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)i * 16));
+    __m128i x1 = _mm_loadu_si128((const __m128i *)(const void *)(part + (size_t)(i + 1) * 16));
+    if (high) x0 = _mm_srli_epi16(x0, 4), x1 = _mm_srli_epi16(x1, 4);
+    const __m128i m4 = _mm_set1_epi8(15);
+    x0 = _mm_and_si128(x0, m4), x1 = _mm_and_si128(x1, m4);
+    return _mm512_sub_epi16(_mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(x0, x1), _mm_unpacklo_epi8(x0, x1))), _mm512_set1_epi16(8));
 }
 
-static inline __attribute__((always_inline)) void kq_q(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                                       float scale, float *out, size_t os, const bool Q4) {
+static inline __m512i q_pair(const int16_t *q, int i) {
+    int32_t v;
+    memcpy(&v, q + i, sizeof v);
+    return _mm512_set1_epi32(v);
+}
+
+/* brisk_kq_q_slot for 16 slots per vector and up to four heads side by side:
+ * the group's integer dots (exact in any order), then ref's F32 chain over
+ * the groups. */
+static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
+                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
+    const size_t ds = qs / 32;
     for (int h0 = 0; h0 < m; h0 += 4) {
         const int mm = m - h0 < 4 ? m - h0 : 4;
-        const float *q0 = q + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0), *q2 = q0 + (mm > 2 ? 2 * qs : 0), *q3 = q0 + (mm > 3 ? 3 * qs : 0);
+        const size_t o1 = mm > 1 ? 1 : 0, o2 = mm > 2 ? 2 : 0, o3 = mm > 3 ? 3 : 0;
+        const int16_t *q0 = qq + (size_t)h0 * qs, *q1 = q0 + o1 * qs, *q2 = q0 + o2 * qs, *q3 = q0 + o3 * qs;
+        const float *d0 = qd + (size_t)h0 * ds, *d1 = d0 + o1 * ds, *d2 = d0 + o2 * ds, *d3 = d0 + o3 * ds;
         for (int g = 0; g < ng; g++) {
             const int s0 = slot0 + 16 * g;
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-            for (int i0 = 0; i0 < d; i0 += 32) {
-                const __m512 dv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(dd + (size_t)(i0 / 32) * 32 + (size_t)s0)));
-                for (int i = i0; i < i0 + 32; i++) {
-                    const __m512 kv = Q4 ? k_q4(part, i, s0 % 32 >= 16 ? 16 : 0, dv) : k_q8(part, i, s0, dv);
-                    a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(q0[i]), kv));
-                    a1 = _mm512_add_ps(a1, _mm512_mul_ps(_mm512_set1_ps(q1[i]), kv));
-                    a2 = _mm512_add_ps(a2, _mm512_mul_ps(_mm512_set1_ps(q2[i]), kv));
-                    a3 = _mm512_add_ps(a3, _mm512_mul_ps(_mm512_set1_ps(q3[i]), kv));
+            __m512 f0 = _mm512_setzero_ps(), f1 = f0, f2 = f0, f3 = f0;
+            for (int b = 0; b < d / 32; b++) {
+                __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
+                for (int i = 32 * b; i < 32 * b + 32; i += 2) {
+                    const __m512i kk = Q4 ? k_pairs_q4(part, i, s0 >= 16) : k_pairs_q8(part, i, s0);
+                    i0 = _mm512_add_epi32(i0, _mm512_madd_epi16(kk, q_pair(q0, i)));
+                    i1 = _mm512_add_epi32(i1, _mm512_madd_epi16(kk, q_pair(q1, i)));
+                    i2 = _mm512_add_epi32(i2, _mm512_madd_epi16(kk, q_pair(q2, i)));
+                    i3 = _mm512_add_epi32(i3, _mm512_madd_epi16(kk, q_pair(q3, i)));
                 }
+                const __m512 dk = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(dd + (size_t)b * 32 + (size_t)s0)));
+                f0 = _mm512_add_ps(f0, _mm512_mul_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(dk, _mm512_set1_ps(d0[b]))));
+                f1 = _mm512_add_ps(f1, _mm512_mul_ps(_mm512_cvtepi32_ps(i1), _mm512_mul_ps(dk, _mm512_set1_ps(d1[b]))));
+                f2 = _mm512_add_ps(f2, _mm512_mul_ps(_mm512_cvtepi32_ps(i2), _mm512_mul_ps(dk, _mm512_set1_ps(d2[b]))));
+                f3 = _mm512_add_ps(f3, _mm512_mul_ps(_mm512_cvtepi32_ps(i3), _mm512_mul_ps(dk, _mm512_set1_ps(d3[b]))));
             }
             const __m512 sc = _mm512_set1_ps(scale);
             float *o = out + (size_t)h0 * os + 16 * g;
-            _mm512_storeu_ps(o, _mm512_mul_ps(a0, sc));
-            if (mm > 1) _mm512_storeu_ps(o + os, _mm512_mul_ps(a1, sc));
-            if (mm > 2) _mm512_storeu_ps(o + 2 * os, _mm512_mul_ps(a2, sc));
-            if (mm > 3) _mm512_storeu_ps(o + 3 * os, _mm512_mul_ps(a3, sc));
+            _mm512_storeu_ps(o, _mm512_mul_ps(f0, sc));
+            if (mm > 1) _mm512_storeu_ps(o + os, _mm512_mul_ps(f1, sc));
+            if (mm > 2) _mm512_storeu_ps(o + 2 * os, _mm512_mul_ps(f2, sc));
+            if (mm > 3) _mm512_storeu_ps(o + 3 * os, _mm512_mul_ps(f3, sc));
         }
     }
 }
 
-void brisk_avx512_kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                                size_t os) {
-    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+void brisk_avx512_kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                float scale, float *out, size_t os) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
 }
 
-void brisk_avx512_kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                                size_t os) {
-    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+void brisk_avx512_kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                float scale, float *out, size_t os) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
 }
 
 /* 32 V values of row v from dimension off: (lo, hi) halves, exact. */

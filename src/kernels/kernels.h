@@ -187,6 +187,27 @@ typedef struct brisk_gemm_kernels {
  * axpy_f16: o[i] = o[i] + p * v[i] for i < d (v F16).
  * The _multi forms, which forward.c uses with kq16 and axpy_f16, are
  * specified (and tested) as batches of kq16t and axpy_f16_rows. */
+/* The integer K dot of the quantized cache types (the specification of
+ * kq_multi_q8_0 / _q4_0 before the scale): slot s of a Q8_0 (q4 false) or
+ * Q4_0 K part of head size d against a Q8_0 query (codes qq, scales qd):
+ *   s = 0; for each group b of 32: s = s + (float)isum_b * (dk_b * qd_b),
+ * isum_b = sum of qq[i] * k[i] over the group, exact in int32 (k the code;
+ * Q4_0's minus 8), dk_b the slot's F16 scale of the group: ggml_vec_dot_q8_0_q8_0's
+ * arithmetic per block. */
+static inline float brisk_kq_q_slot(const int16_t *qq, const float *qd, const uint8_t *part, int s, int d, bool q4) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (q4 ? 16 : 32));
+    float acc = 0.0f;
+    for (int b = 0; b < d / 32; b++) {
+        int32_t isum = 0;
+        for (int i = 32 * b; i < 32 * b + 32; i++) {
+            const int k = q4 ? ((part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15) - 8 : (int8_t)part[(size_t)i * 32 + (size_t)s];
+            isum += (int32_t)qq[i] * k;
+        }
+        acc = acc + (float)isum * (brisk_fp16_to_fp32(dd[(size_t)b * 32 + (size_t)s]) * qd[b]);
+    }
+    return acc;
+}
+
 typedef struct brisk_attn_kernels {
     const char *isa;
     void (*kq16)(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out);
@@ -211,14 +232,19 @@ typedef struct brisk_attn_kernels {
                                 int n, int d);
     /* ---- the quantized KV cache types (kv/kv.h's layouts, docs/KV.md) ----
      * A table may leave these NULL: attention then uses ref's (the same bits).
-     * kq_multi_q8_0 / _q4_0: kq_multi_t over the K part of one (block, KV
-     * head) in Q8_0 / Q4_0, groups of 16 slots from slot0 (0 or 16; slot0 +
-     * 16 ng <= 32); each key element is dequantized exactly (d * q, F32) first,
-     * so each output is kq_multi_t's chain on the dequantized keys. */
-    void (*kq_multi_q8_0)(const float *q, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t out_stride);
-    void (*kq_multi_q4_0)(const float *q, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t out_stride);
+     * kq_multi_q8_0 / _q4_0: the scores of m queries against the K part of
+     * one (block, KV head) in Q8_0 / Q4_0, groups of 16 slots from slot0 (0 or
+     * 16; slot0 + 16 ng <= 32), as llama.cpp's CPU flash attention computes a
+     * quantized K: the query in Q8_0 (brisk_q8_0_quantize_x86, ggml-cpu's x86
+     * quantizer; codes qq as int16,
+     * scales qd, one per 32 elements; head h at qq + h * q_stride and qd + h *
+     * q_stride / 32, q_stride % 32 == 0), then brisk_kq_q_slot's sum per slot:
+     * exact integer dots per group of 32, each scaled in F32, added in group
+     * order; out = that * scale. */
+    void (*kq_multi_q8_0)(const int16_t *qq, const float *qd, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d,
+                          float scale, float *out, size_t out_stride);
+    void (*kq_multi_q4_0)(const int16_t *qq, const float *qd, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d,
+                          float scale, float *out, size_t out_stride);
     /* axpy_f16_rows_multi over V rows in F32 / Q8_0 / Q4_0 row form (row j at
      * v + j * row_bytes): o[i] = o[i] + p * v_j[i], v_j[i] dequantized exactly. */
     void (*axpy_f32_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const float *v, size_t stride,
@@ -231,10 +257,10 @@ typedef struct brisk_attn_kernels {
 
 const brisk_attn_kernels *brisk_attn_ref(void);
 /* avx512_attn_kv.c: the avx512 table's quantized-cache kernels */
-void brisk_avx512_kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                                size_t os);
-void brisk_avx512_kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                                size_t os);
+void brisk_avx512_kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                float scale, float *out, size_t os);
+void brisk_avx512_kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                float scale, float *out, size_t os);
 void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d);
 void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
 void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);

@@ -126,48 +126,61 @@ static inline void codes_q4(const uint8_t *p, int high, int16x8_t *lo, int16x8_t
     *hi = vsubq_s16(vreinterpretq_s16_u16(vmovl_u8(vget_high_u8(b))), e8);
 }
 
-static inline __attribute__((always_inline)) void kq_q(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                                       float scale, float *out, size_t os, const bool Q4) {
+/* brisk_kq_q_slot for 16 slots (four int32x4 lanes) and two heads side by
+ * side: the group's integer dots by widening multiply-adds (exact in any
+ * order), then ref's F32 chain over the groups. */
+static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
+                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
+    const size_t ds = qs / 32;
     for (int h0 = 0; h0 < m; h0 += 2) {
         const int mm = m - h0 < 2 ? m - h0 : 2;
-        const float *q0 = q + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0);
+        const int16_t *q0 = qq + (size_t)h0 * qs, *q1 = q0 + (mm > 1 ? qs : 0);
+        const float *d0 = qd + (size_t)h0 * ds, *d1 = d0 + (mm > 1 ? ds : 0);
         for (int g = 0; g < ng; g++) {
             const int s0 = slot0 + 16 * g;
-            float32x4_t a[2][4];
+            float32x4_t f[2][4];
             for (int h = 0; h < 2; h++)
-                for (int c = 0; c < 4; c++) a[h][c] = vdupq_n_f32(0.0f);
-            for (int i0 = 0; i0 < d; i0 += 32) {
-                const uint16_t *dg = dd + (size_t)(i0 / 32) * 32 + (size_t)s0;
-                const float32x4_t dv[4] = {load4h(dg), load4h(dg + 4), load4h(dg + 8), load4h(dg + 12)};
-                for (int i = i0; i < i0 + 32; i++) {
+                for (int c = 0; c < 4; c++) f[h][c] = vdupq_n_f32(0.0f);
+            for (int b = 0; b < d / 32; b++) {
+                int32x4_t a[2][4];
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < 4; c++) a[h][c] = vdupq_n_s32(0);
+                for (int i = 32 * b; i < 32 * b + 32; i++) {
                     int16x8_t lo, hi;
                     if (Q4) codes_q4(part + (size_t)i * 16, s0 >= 16, &lo, &hi);
                     else codes_q8(part + (size_t)i * 32 + (size_t)s0, &lo, &hi);
-                    const float32x4_t k[4] = {vmulq_f32(dv[0], cvt_lo16(lo)), vmulq_f32(dv[1], cvt_hi16(lo)), vmulq_f32(dv[2], cvt_lo16(hi)),
-                                              vmulq_f32(dv[3], cvt_hi16(hi))};
-                    const float32x4_t b0 = vdupq_n_f32(q0[i]), b1 = vdupq_n_f32(q1[i]);
-                    for (int c = 0; c < 4; c++) {
-                        a[0][c] = madd(a[0][c], b0, k[c]);
-                        a[1][c] = madd(a[1][c], b1, k[c]);
-                    }
+                    const int16_t c0 = q0[i], c1 = q1[i];
+                    a[0][0] = vmlal_n_s16(a[0][0], vget_low_s16(lo), c0);
+                    a[0][1] = vmlal_n_s16(a[0][1], vget_high_s16(lo), c0);
+                    a[0][2] = vmlal_n_s16(a[0][2], vget_low_s16(hi), c0);
+                    a[0][3] = vmlal_n_s16(a[0][3], vget_high_s16(hi), c0);
+                    a[1][0] = vmlal_n_s16(a[1][0], vget_low_s16(lo), c1);
+                    a[1][1] = vmlal_n_s16(a[1][1], vget_high_s16(lo), c1);
+                    a[1][2] = vmlal_n_s16(a[1][2], vget_low_s16(hi), c1);
+                    a[1][3] = vmlal_n_s16(a[1][3], vget_high_s16(hi), c1);
                 }
+                const uint16_t *dg = dd + (size_t)b * 32 + (size_t)s0;
+                const float32x4_t dk[4] = {load4h(dg), load4h(dg + 4), load4h(dg + 8), load4h(dg + 12)};
+                const float32x4_t e[2] = {vdupq_n_f32(d0[b]), vdupq_n_f32(d1[b])};
+                for (int h = 0; h < 2; h++)
+                    for (int c = 0; c < 4; c++) f[h][c] = madd(f[h][c], vcvtq_f32_s32(a[h][c]), vmulq_f32(dk[c], e[h]));
             }
             const float32x4_t sc = vdupq_n_f32(scale);
             for (int h = 0; h < mm; h++)
-                for (int c = 0; c < 4; c++) vst1q_f32(out + (size_t)(h0 + h) * os + 16 * g + 4 * c, vmulq_f32(a[h][c], sc));
+                for (int c = 0; c < 4; c++) vst1q_f32(out + (size_t)(h0 + h) * os + 16 * g + 4 * c, vmulq_f32(f[h][c], sc));
         }
     }
 }
 
-static void kq_multi_q8_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                          size_t os) {
-    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+static void kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t os) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
 }
 
-static void kq_multi_q4_0(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
-                          size_t os) {
-    kq_q(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+static void kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
+                          float *out, size_t os) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
 }
 
 /* 16 V values of row v from dimension off (off % 32 is 0 or 16), exact. */

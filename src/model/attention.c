@@ -4,6 +4,8 @@
  * per-head sink logits. */
 #include "model/forward_impl.h"
 #include "kv/policy.h"
+#include "quant/blocks.h"
+#include "quant/convert.h"
 
 #include <math.h>
 #include <string.h>
@@ -43,6 +45,17 @@ void brisk_fwd_kt_worker(void *ctx, int ith, int nth) {
     kt_widen(at, lo, hi);
 }
 
+/* The item's m queries (head_dim apart) and, for a Q8_0/Q4_0 K, the same in
+ * Q8_0 (codes, and scales head_dim / 32 apart: kernels.h kq_multi_q8_0). */
+typedef struct {
+    const float *q;
+    const int16_t *codes;
+    const float *scales;
+} attn_query;
+
+/* A K type scored by integer dots against a quantized query. */
+static inline bool k_int_dot(brisk_kv_type t) { return t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0; }
+
 /* A tree token's position j (base <= j <= its own position) is held in slot
  * anc[j - base]; cached positions j < base in slot j. */
 static inline int32_t slot_of(int32_t j, int32_t base, const int32_t *anc) { return j < base ? j : anc[j - base]; }
@@ -70,14 +83,13 @@ static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t k
  * golden models amplify tiny attention differences (llama.cpp's own flash and
  * non-flash paths differ by KL 1.4e-4 on llama-tiny-Q8_0). Tiles are fixed by
  * position, so the result does not depend on the batch. */
-#define ATTN_HEADS 8   /* query heads of one KV head processed together (they share every K and V row) */
 
 /* One (token, query head) of brisk_fwd_attn_worker's group: the scores of tile j0..j0+n-1
  * from group position j on (what the kq_multi kernels did not cover: a tree
  * token's own branch), into kq: gathered into rows for kq16, the last partial
  * group through kq16 as well, and the scalar loop without a kernel table. */
-static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_t kvh, int32_t j0, int32_t j, int32_t n,
-                        int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
+static void attn_scores(const attn_task *at, const float *q, const int16_t *codes, const float *scales, int32_t seq, int32_t kvh, int32_t j0,
+                        int32_t j, int32_t n, int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
     const brisk_forward *f = at->f;
     const brisk_attn_kernels *g = f->ak;
     const int hd = f->m->hp.head_dim;
@@ -104,6 +116,9 @@ static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_
         if (f16) {
             const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, sl, kvh);
             for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
+        } else if (k_int_dot(at->kv->k_type)) {   /* the kernels' integer dot (kernels.h), same bits */
+            s = brisk_kq_q_slot(codes, scales, brisk_kv_k_part(at->kv, at->layer, seq, sl, kvh), sl % BRISK_KV_BLOCK, hd,
+                                at->kv->k_type == BRISK_KV_Q4_0);
         } else {
             const uint8_t *part = brisk_kv_k_part(at->kv, at->layer, seq, sl, kvh);
             for (int i = 0; i < hd; i++) s += q[i] * brisk_kv_k_value(at->kv, part, sl % BRISK_KV_BLOCK, i);
@@ -114,8 +129,9 @@ static void attn_scores(const attn_task *at, const float *q, int32_t seq, int32_
 
 /* Scores of the m heads over ng groups of 16 cached slots from position p
  * (inside one KV block) straight from the cache's K in its storage type. */
-static void kq_cached(const attn_task *at, const float *q, int hd, int m, int32_t seq, int32_t kvh, int32_t p, int32_t ng, float scale,
+static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, int32_t seq, int32_t kvh, int32_t p, int32_t ng, float scale,
                       float *out) {
+    const float *q = aq->q;
     const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
     const brisk_kv *kv = at->kv;
     const int slot0 = p % BRISK_KV_BLOCK;
@@ -128,12 +144,12 @@ static void kq_cached(const attn_task *at, const float *q, int hd, int m, int32_
                       ng, hd, scale, out, ATTN_TILE);
         break;
     case BRISK_KV_Q8_0:
-        (g->kq_multi_q8_0 ? g->kq_multi_q8_0 : r->kq_multi_q8_0)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng,
-                                                                 hd, scale, out, ATTN_TILE);
+        (g->kq_multi_q8_0 ? g->kq_multi_q8_0 : r->kq_multi_q8_0)(aq->codes, aq->scales, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh),
+                                                                 slot0, ng, hd, scale, out, ATTN_TILE);
         break;
     case BRISK_KV_Q4_0:
-        (g->kq_multi_q4_0 ? g->kq_multi_q4_0 : r->kq_multi_q4_0)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng,
-                                                                 hd, scale, out, ATTN_TILE);
+        (g->kq_multi_q4_0 ? g->kq_multi_q4_0 : r->kq_multi_q4_0)(aq->codes, aq->scales, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh),
+                                                                 slot0, ng, hd, scale, out, ATTN_TILE);
         break;
     }
 }
@@ -165,8 +181,9 @@ static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p,
  * all heads per call; the rest (a tree token's own branch) by attn_scores;
  * then the softcap and the window's mask [mask0, mask1). The statistics pass
  * calls it again for the same bits. */
-static void tile_scores(const attn_task *at, const float *q, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, int32_t base,
+static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, int32_t base,
                         const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], int32_t mask0, int32_t mask1) {
+    const float *q = aq->q;
     const brisk_forward *f = at->f;
     const brisk_attn_kernels *g = f->ak;
     const int hd = f->m->hp.head_dim;
@@ -194,13 +211,14 @@ static void tile_scores(const attn_task *at, const float *q, int m, int32_t seq,
             while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
             if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
             if (!ng) break;
-            kq_cached(at, q, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
+            kq_cached(at, aq, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
             j += 16 * ng;
         }
         j = j < n ? j : n;
     }
     for (int h = 0; h < m; h++) {
-        attn_scores(at, q + (size_t)h * hd, seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+        attn_scores(at, q + (size_t)h * hd, aq->codes ? aq->codes + (size_t)h * hd : NULL, aq->scales ? aq->scales + (size_t)h * (hd / 32) : NULL,
+                    seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
         if (softcap != 0.0f)   /* as ggml's flash attention: tanh of the scaled score, times the cap */
             for (int32_t i = 0; i < n; i++) kq[h][i] = softcap * tanhf(kq[h][i]);
         for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
@@ -215,7 +233,7 @@ static void tile_scores(const attn_task *at, const float *q, int m, int32_t seq,
  * atomics, so their order (threads, other items, layers) does not matter and
  * the sums are batch invariant. Only tokens in position order are observed
  * (direct: entry j is slot j). */
-static void observe_item(const attn_task *at, int32_t t, const float *q, int m, int32_t seq, int32_t kvh, int32_t h0, int32_t n_vis, int32_t base,
+static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t h0, int32_t n_vis, int32_t base,
                          const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], const float *M, const float *S, int32_t vsink,
                          int32_t wlo) {
     int64_t *mass = brisk_kv_policy_mass_row(at->kv, seq, at->b->pos[t]);
@@ -227,13 +245,26 @@ static void observe_item(const attn_task *at, int32_t t, const float *q, int m, 
     for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
         const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
         if (j0 >= vsink && j0 + n <= wlo) continue;
-        tile_scores(at, q, m, seq, kvh, j0, n, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
+        tile_scores(at, aq, m, seq, kvh, j0, n, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
         for (int32_t i = 0; i < n; i++) {
             float p = 0.0f;
             for (int h = 0; h < m; h++) p += brisk_expf(kq[h][i] - M[h]) * inv[h];
             const int64_t add = (int64_t)((double)p * BRISK_KV_MASS_ONE + 0.5);
             if (add) __atomic_fetch_add(&mass[j0 + i], add, __ATOMIC_RELAXED);
         }
+    }
+}
+
+/* Reads the K and V parts of the cached blocks of tile j0 (one KV head)
+ * into the cache ahead of use. A head's parts of consecutive blocks lie
+ * n_head parts apart (kv.h: [layer][block][head]), a page or more, where the
+ * hardware prefetchers stop: without this every block starts with misses. */
+static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t j0, int32_t base) {
+    const brisk_kv *kv = at->kv;
+    for (int32_t p = j0; p < j0 + ATTN_TILE && p < base; p += BRISK_KV_BLOCK) {
+        const char *k = (const char *)brisk_kv_k_part(kv, at->layer, seq, p, kvh), *v = (const char *)brisk_kv_v_part(kv, at->layer, seq, p, kvh);
+        for (size_t o = 0; o < kv->k_part; o += 64) __builtin_prefetch(k + o, 0, 3);
+        for (size_t o = 0; o < kv->v_part; o += 64) __builtin_prefetch(v + o, 0, 3);
     }
 }
 
@@ -272,6 +303,20 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
             anc_tok = t;
         }
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
+        attn_query aq = {.q = q};
+        if (k_int_dot(at->kv->k_type)) {   /* the queries in Q8_0, as llama.cpp scores a quantized K */
+            int16_t *codes = f->q8_codes + (size_t)ith * ATTN_HEADS * (size_t)hd;
+            float *scales = f->q8_scales + (size_t)ith * ATTN_HEADS * (size_t)(hd / 32 + 1);
+            for (int h = 0; h < m; h++)
+                for (int b = 0; b < hd / 32; b++) {
+                    brisk_block_q8_0 blk;
+                    brisk_q8_0_quantize_x86(q + (size_t)h * hd + 32 * b, &blk, 32);
+                    scales[(size_t)h * (hd / 32) + (size_t)b] = brisk_fp16_to_fp32(blk.d);
+                    for (int i = 0; i < 32; i++) codes[(size_t)h * hd + (size_t)(32 * b + i)] = blk.qs[i];
+                }
+            aq.codes = codes;
+            aq.scales = scales;
+        }
         float *o = f->att + (size_t)t * f->odim + (size_t)h0 * hv;
         memset(o, 0, (size_t)m * hv * sizeof(float));
         for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
@@ -279,8 +324,9 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
         for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
             const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
             if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
+            if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base);
             const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
-            tile_scores(at, q, m, seq, kvh, j0, n, base, anc, kg, kq, mask0, mask1);
+            tile_scores(at, &aq, m, seq, kvh, j0, n, base, anc, kg, kq, mask0, mask1);
             for (int h = 0; h < m; h++) {
                 /* four independent max chains (max is exact in any order; ties
                  * between 0 and -0 give the same exp below) */
@@ -337,7 +383,7 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
             }
         }
         if (f->observe && f->observe[t])
-            observe_item(at, t, q, m, seq, kvh, h0, n_vis, base, anc, kg, kq, M, S, vsink, wlo);
+            observe_item(at, t, &aq, m, seq, kvh, h0, n_vis, base, anc, kg, kq, M, S, vsink, wlo);
         for (int h = 0; h < m; h++) {
             float *oh = o + (size_t)h * hv;
             if (at->sinks) {

@@ -108,6 +108,8 @@ static bool alloc_scratch(brisk_forward *f) {
     }
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
+    f->q8_codes = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)hp->head_dim * sizeof(int16_t), &ok);
+    f->q8_scales = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)(hp->head_dim / 32 + 1) * sizeof(float), &ok);
     if (nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
         f->kt_cap = f->n_ctx < 4096 ? f->n_ctx : 4096;
         /* An odd number of 64-byte lines from row to row: the kernels walk
@@ -229,7 +231,7 @@ void brisk_forward_free(brisk_forward *f) {
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
     free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
     free(f->moe_logits); free(f->moe_sel); free(f->moe_w); free(f->moe_start); free(f->moe_list); free(f->moe_x); free(f->moe_y); free(f->moe_out);
-    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather);
+    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather); free(f->q8_codes); free(f->q8_scales);
     free(f);
 }
 

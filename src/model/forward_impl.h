@@ -87,6 +87,8 @@ struct brisk_forward {
     struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
     int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
+    int16_t *q8_codes;                           /* a Q8_0/Q4_0 K: [thread][ATTN_HEADS][head_dim] the item's queries in Q8_0 */
+    float *q8_scales;                            /* their scales, [thread][ATTN_HEADS][head_dim / 32] */
     size_t bytes;
     bool dry;                                    /* planning only: count bytes, allocate nothing */
 };
@@ -110,6 +112,8 @@ static inline int32_t brisk_fwd_ff_max(const brisk_hparams *hp) {
 
 /* Attention tiles: ATTN_TILE positions aligned to absolute position 0 (attention.c). */
 #define ATTN_TILE 64
+/* query heads of one KV head processed together (they share every K and V row) */
+#define ATTN_HEADS 8
 
 typedef struct attn_task {
     brisk_forward *f;
