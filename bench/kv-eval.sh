@@ -3,8 +3,10 @@
 # of each -ctk/-ctv type against the F16 cache, with llama-perplexity's
 # --kl-divergence-base / --kl-divergence on the long-context fixture.
 #   bench/kv-eval.sh [BRISK] [MODEL] [TEXT] [CTX] [CHUNKS]
-# PARTS=types (the storage types), policies (the retention policies, POLICIES="...", at 25% and
-# 50% budgets, with the KV memory's peak), or both (the default).
+# PARTS=types (the storage types), policies (the retention policies, POLICIES="...", at the
+# budgets BUDGETS="0.25 0.5" (the default), with the KV memory's peak), or both (the default).
+# CSV=FILE also appends each row as CSV (part,label,budget,ppl,kld,kld99,kldmax,same_top) for
+# bench/kv-plot.py, which draws docs/kv-fidelity.svg from it.
 # With the peer (~/.cache/brisk-peer) present, llama-perplexity's own KL of
 # the same types against the same brisk-written base file is printed too.
 set -euo pipefail
@@ -26,6 +28,12 @@ echo "# base: F16 cache, -c $CTX ${CHUNKS:+--chunks $CHUNKS} on $TEXT"
 nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
     --kl-divergence-base "$WORK/base.kld" 2>/dev/null | grep 'Final estimate'
 
+csv_row() {   # a markdown row on stdin -> CSV=FILE (part, label, budget, ppl, kld, kld99, kldmax, same top)
+    [ -n "${CSV:-}" ] || { cat > /dev/null; return; }
+    awk -F'|' -v part="$1" '{ gsub(/ /, ""); gsub(/%/, ""); if (part == "policy") print part "," $2 "," $3 "," $4 "," $5 "," $6 "," $7 "," $8;
+                                else print part "," $3 ",1," $4 "," $5 "," $6 "," $7 "," $8 }' >> "$CSV"
+}
+
 row() {   # engine label, then the command's output on stdin
     awk -v who="$1" -v t="$2" '
         /^Mean PPL\(Q\) /   { ppl = $4 }
@@ -43,7 +51,7 @@ echo "|---|---|---:|---:|---:|---:|---:|"
 for kv in f32/f32 q8_0/q8_0 q4_0/q4_0 q8_0/q4_0 q4_0/q8_0; do
     k=${kv%/*} v=${kv#*/}
     nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" -ctk "$k" -ctv "$v" \
-        --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null | row brisk "$kv"
+        --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null | row brisk "$kv" | tee >(csv_row type)
 done
 if [ -x "$PEER/llama-perplexity" ]; then
     for t in f16 q8_0 q4_0; do
@@ -66,7 +74,7 @@ if [[ $PARTS == *policies* ]]; then
     echo "| policy | budget | PPL | mean KLD | 99.0% KLD | max KLD | same top p | KV peak (blocks) | of the full cache |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
     for policy in ${POLICIES:-streaming random h2o snapkv tova}; do
-        for budget in 0.25 0.5; do
+        for budget in ${BUDGETS:-0.25 0.5}; do
             nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
                 --kv-policy "$policy" --kv-budget "$budget" --kv-sink "$SINK" --kv-window "$WINDOW" \
                 --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null |
@@ -77,7 +85,8 @@ if [[ $PARTS == *policies* ]]; then
                     /^99.0%   KLD:/     { k99 = $3 }
                     /^Maximum KLD:/     { kmax = $3 }
                     /^Same top p:/      { top = $4 }
-                    END { printf "| %s | %s | %s | %s | %s | %s | %s%% | %s | %s |\n", who, b, ppl, kld, k99, kmax, top, peak, full }'
+                    END { printf "| %s | %s | %s | %s | %s | %s | %s%% | %s | %s |\n", who, b, ppl, kld, k99, kmax, top, peak, full }' |
+                tee >(csv_row policy)
         done
     done
 fi

@@ -137,7 +137,9 @@ static void test_kernels(void) {
                     memcpy(o_want, o0, sizeof o_want);
                     for (int h = 0; h < m; h++)
                         for (int j = 0; j < n; j++)
-                            for (int i = 0; i < d; i++) o_want[h * d + i] = o_want[h * d + i] + p[h * 64 + j] * vdeq[j * d + i];
+                            for (int i = 0; i < d; i++)   /* F32: a multiply then an add; the quantized types fuse them (kernels.h) */
+                                o_want[h * d + i] = type == BRISK_KV_F32 ? o_want[h * d + i] + p[h * 64 + j] * vdeq[j * d + i]
+                                                                         : fmaf(p[h * 64 + j], vdeq[j * d + i], o_want[h * d + i]);
                     for (int t = 0; t < nt; t++) {
                         const brisk_attn_kernels *g = tabs[t];
                         memcpy(o_got, o0, sizeof o_got);

@@ -11,8 +11,13 @@
 
 /* Spin this many pause iterations (~20-50 us) before sleeping: long enough to
  * bridge back-to-back steps, short enough not to starve a descheduled worker
- * when the machine is oversubscribed (20000 made decode 100x slower then). */
+ * when the machine is oversubscribed (20000 made decode 100x slower then).
+ * A build may set it (-DPOOL_SPIN_ITERS=N): a benchmark binary on a machine
+ * shared with low-priority work spins longer, so a sched_yield does not hand
+ * its slices to the neighbours (docs/PERFORMANCE.md). */
+#ifndef POOL_SPIN_ITERS
 #define POOL_SPIN_ITERS 1000
+#endif
 
 /* Then poll with sched_yield for up to this long before sleeping. A sleeping
  * worker on this VM took long to wake (its vCPU halts): two-thread F16 decode

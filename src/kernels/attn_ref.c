@@ -1,10 +1,14 @@
 /* attn_ref: the attention kernels as plain loops, the specification every
  * ISA's table (avx2_attn.c, avx512_gemm.c, neon_attn.c) matches bit for bit.
  * Each output is one chain of a multiply then an add per element, in element
- * order (ISO C: no contraction into fused multiply-adds). */
+ * order (ISO C: no contraction into fused multiply-adds), except where a
+ * kernel's comment in kernels.h says fmaf (quantized V) or integer dots
+ * (quantized K). */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+
+#include <math.h>
 
 static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out) {
     for (int l = 0; l < 16; l++) {
@@ -85,7 +89,7 @@ static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, siz
             const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)(const void *)(v + (size_t)j * rb);
             const float pj = p[(size_t)h * ps + j];
             float *oh = o + (size_t)h * os;
-            for (int i = 0; i < d; i++) oh[i] = oh[i] + pj * (brisk_fp16_to_fp32(b[i / 32].d) * (float)b[i / 32].qs[i % 32]);
+            for (int i = 0; i < d; i++) oh[i] = fmaf(pj, brisk_fp16_to_fp32(b[i / 32].d) * (float)b[i / 32].qs[i % 32], oh[i]);
         }
 }
 
@@ -97,7 +101,7 @@ static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, siz
             float *oh = o + (size_t)h * os;
             for (int i = 0; i < d; i++) {
                 const int e = i % 32, q = e < 16 ? (b[i / 32].qs[e] & 15) : (b[i / 32].qs[e - 16] >> 4);
-                oh[i] = oh[i] + pj * (brisk_fp16_to_fp32(b[i / 32].d) * (float)(q - 8));
+                oh[i] = fmaf(pj, brisk_fp16_to_fp32(b[i / 32].d) * (float)(q - 8), oh[i]);
             }
         }
 }

@@ -281,6 +281,12 @@ static inline __attribute__((always_inline)) void v16(const uint8_t *v, int off,
     }
 }
 
+/* o + p * v: a multiply then an add for F32 V (T 0), one fused multiply-add
+ * for the quantized types (ref's fmaf, as llama.cpp's ggml_vec_mad_f32). */
+static inline __m256 v_acc(__m256 o, __m256 p, __m256 v, const int T) {
+    return T ? _mm256_fmadd_ps(p, v, o) : _mm256_add_ps(o, _mm256_mul_ps(p, v));
+}
+
 static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
                                                          size_t rb, int n, int d, const int T) {
     const int d16 = d & ~15;
@@ -295,10 +301,10 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
                 __m256 lo, hi;
                 v16(v + (size_t)j * rb, off, T, &lo, &hi);
                 const __m256 b0 = _mm256_set1_ps(p0[j]), b1 = _mm256_set1_ps(p1[j]);
-                a00 = _mm256_add_ps(a00, _mm256_mul_ps(b0, lo));
-                a01 = _mm256_add_ps(a01, _mm256_mul_ps(b0, hi));
-                a10 = _mm256_add_ps(a10, _mm256_mul_ps(b1, lo));
-                a11 = _mm256_add_ps(a11, _mm256_mul_ps(b1, hi));
+                a00 = v_acc(a00, b0, lo, T);
+                a01 = v_acc(a01, b0, hi, T);
+                a10 = v_acc(a10, b1, lo, T);
+                a11 = v_acc(a11, b1, hi, T);
             }
             if (mm > 1) {   /* o1 first: with one head it aliases o0, whose sums are the ones kept */
                 _mm256_storeu_ps(o1 + off, a10);

@@ -2,9 +2,9 @@
  * kv/kv.h's layouts) in AVX-512: 16 slots of a transposed K part per vector,
  * V rows 32 dimensions at a time. Bit-identical to attn_ref.c: the scores
  * are brisk_kq_q_slot's integer dots per group of 32 and its F32 chain over
- * the groups; each value is dequantized exactly (d * q) before the multiply,
- * and every output keeps ref's chain of a multiply then an add, in element
- * order. */
+ * the groups; each V value is dequantized exactly (d * q) and added with one
+ * fused multiply-add per element, in row order (ref's fmaf), F32 V with a
+ * multiply then an add. */
 #include "kernels/kernels.h"
 #include "quant/blocks.h"
 
@@ -36,8 +36,9 @@ static inline __m512i q_pair(const int16_t *q, int i) {
 }
 
 /* brisk_kq_q_slot for 16 slots per vector and up to four heads side by side:
- * the group's integer dots (exact in any order), then ref's F32 chain over
- * the groups. */
+ * the group's integer dots (exact in any order; vpdpwssd, AVX512-VNNI, which
+ * the avx512 table requires: a madd and an add in one, without saturation),
+ * then ref's F32 chain over the groups. */
 static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
                                                        int ng, int d, float scale, float *out, size_t os, const bool Q4) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
@@ -54,10 +55,10 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
                 __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
                 for (int i = 32 * b; i < 32 * b + 32; i += 2) {
                     const __m512i kk = Q4 ? k_pairs_q4(part, i, s0 >= 16) : k_pairs_q8(part, i, s0);
-                    i0 = _mm512_add_epi32(i0, _mm512_madd_epi16(kk, q_pair(q0, i)));
-                    i1 = _mm512_add_epi32(i1, _mm512_madd_epi16(kk, q_pair(q1, i)));
-                    i2 = _mm512_add_epi32(i2, _mm512_madd_epi16(kk, q_pair(q2, i)));
-                    i3 = _mm512_add_epi32(i3, _mm512_madd_epi16(kk, q_pair(q3, i)));
+                    i0 = _mm512_dpwssd_epi32(i0, kk, q_pair(q0, i));
+                    i1 = _mm512_dpwssd_epi32(i1, kk, q_pair(q1, i));
+                    i2 = _mm512_dpwssd_epi32(i2, kk, q_pair(q2, i));
+                    i3 = _mm512_dpwssd_epi32(i3, kk, q_pair(q3, i));
                 }
                 const __m512 dk = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(dd + (size_t)b * 32 + (size_t)s0)));
                 f0 = _mm512_add_ps(f0, _mm512_mul_ps(_mm512_cvtepi32_ps(i0), _mm512_mul_ps(dk, _mm512_set1_ps(d0[b]))));
@@ -106,30 +107,42 @@ static inline __attribute__((always_inline)) void v32(const uint8_t *v, int off,
     }
 }
 
+/* o + p * v: a multiply then an add for F32 V (T 0), one fused multiply-add
+ * for the quantized types (ref's fmaf). */
+static inline __m512 v_acc(__m512 o, __m512 p, __m512 v, const int T) {
+    return T ? _mm512_fmadd_ps(p, v, o) : _mm512_add_ps(o, _mm512_mul_ps(p, v));
+}
+
+/* Four heads side by side in named registers (an array indexed by a runtime
+ * head count lived on the stack: a load and a store around every multiply-add);
+ * with fewer heads the missing ones repeat head 0 (the same inputs, so the
+ * same sums, stored to head 0's row). */
 static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
                                                          size_t rb, int n, int d, const int T) {
     const int d32 = d & ~31;
     for (int h0 = 0; h0 < m; h0 += 4) {
         const int mm = m - h0 < 4 ? m - h0 : 4;
+        const size_t o1 = mm > 1 ? 1 : 0, o2 = mm > 2 ? 2 : 0, o3 = mm > 3 ? 3 : 0;
+        float *r0 = o + (size_t)h0 * os, *r1 = r0 + o1 * os, *r2 = r0 + o2 * os, *r3 = r0 + o3 * os;
+        const float *p0 = p + (size_t)h0 * ps, *p1 = p0 + o1 * ps, *p2 = p0 + o2 * ps, *p3 = p0 + o3 * ps;
         for (int off = 0; off < d32; off += 32) {
-            __m512 a[4][2];
-            for (int h = 0; h < mm; h++) {
-                a[h][0] = _mm512_loadu_ps(o + (size_t)(h0 + h) * os + off);
-                a[h][1] = _mm512_loadu_ps(o + (size_t)(h0 + h) * os + off + 16);
-            }
+            __m512 a0 = _mm512_loadu_ps(r0 + off), b0 = _mm512_loadu_ps(r0 + off + 16);
+            __m512 a1 = _mm512_loadu_ps(r1 + off), b1 = _mm512_loadu_ps(r1 + off + 16);
+            __m512 a2 = _mm512_loadu_ps(r2 + off), b2 = _mm512_loadu_ps(r2 + off + 16);
+            __m512 a3 = _mm512_loadu_ps(r3 + off), b3 = _mm512_loadu_ps(r3 + off + 16);
             for (int j = 0; j < n; j++) {
                 __m512 lo, hi;
                 v32(v + (size_t)j * rb, off, T, &lo, &hi);
-                for (int h = 0; h < mm; h++) {
-                    const __m512 pv = _mm512_set1_ps(p[(size_t)(h0 + h) * ps + (size_t)j]);
-                    a[h][0] = _mm512_add_ps(a[h][0], _mm512_mul_ps(pv, lo));
-                    a[h][1] = _mm512_add_ps(a[h][1], _mm512_mul_ps(pv, hi));
-                }
+                const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]), w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
+                a0 = v_acc(a0, w0, lo, T), b0 = v_acc(b0, w0, hi, T);
+                a1 = v_acc(a1, w1, lo, T), b1 = v_acc(b1, w1, hi, T);
+                a2 = v_acc(a2, w2, lo, T), b2 = v_acc(b2, w2, hi, T);
+                a3 = v_acc(a3, w3, lo, T), b3 = v_acc(b3, w3, hi, T);
             }
-            for (int h = 0; h < mm; h++) {
-                _mm512_storeu_ps(o + (size_t)(h0 + h) * os + off, a[h][0]);
-                _mm512_storeu_ps(o + (size_t)(h0 + h) * os + off + 16, a[h][1]);
-            }
+            _mm512_storeu_ps(r3 + off, a3), _mm512_storeu_ps(r3 + off + 16, b3);
+            _mm512_storeu_ps(r2 + off, a2), _mm512_storeu_ps(r2 + off + 16, b2);
+            _mm512_storeu_ps(r1 + off, a1), _mm512_storeu_ps(r1 + off + 16, b1);
+            _mm512_storeu_ps(r0 + off, a0), _mm512_storeu_ps(r0 + off + 16, b0);
         }
         for (int h = h0; h < h0 + mm && d32 < d; h++)   /* F32's last dimensions (the block types have none) */
             for (int j = 0; j < n; j++) {

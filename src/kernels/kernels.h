@@ -246,7 +246,10 @@ typedef struct brisk_attn_kernels {
     void (*kq_multi_q4_0)(const int16_t *qq, const float *qd, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d,
                           float scale, float *out, size_t out_stride);
     /* axpy_f16_rows_multi over V rows in F32 / Q8_0 / Q4_0 row form (row j at
-     * v + j * row_bytes): o[i] = o[i] + p * v_j[i], v_j[i] dequantized exactly. */
+     * v + j * row_bytes): o[i] = o[i] + p * v_j[i] for F32; for Q8_0 / Q4_0
+     * o[i] = fmaf(p, v_j[i], o[i]), one fused multiply-add with v_j[i]
+     * dequantized exactly (llama.cpp's ggml_vec_mad_f32 on the dequantized
+     * row, which its FMA builds fuse; half the vector operations per head). */
     void (*axpy_f32_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const float *v, size_t stride,
                                 int n, int d);
     void (*axpy_q8_0_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v,

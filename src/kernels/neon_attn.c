@@ -221,7 +221,7 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
                 float32x4_t x[4];
                 v16(v + (size_t)j * rb, off, T, x);
                 const float32x4_t pv = vdupq_n_f32(ph[j]);
-                for (int c = 0; c < 4; c++) a[c] = madd(a[c], pv, x[c]);
+                for (int c = 0; c < 4; c++) a[c] = T ? vfmaq_f32(a[c], pv, x[c]) : madd(a[c], pv, x[c]);   /* quantized V: fused */
             }
             for (int c = 0; c < 4; c++) vst1q_f32(oh + off + 4 * c, a[c]);
         }
