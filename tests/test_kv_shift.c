@@ -10,10 +10,16 @@
  *     (below, with its reason); V, tokens and roles are unchanged bitwise; the
  *     positions move; the rewritten blocks leave the prefix index and never
  *     rejoin it; refusals (positions that would not increase) change nothing;
- *   - engine, models/pycode-target-f16.gguf: after llama.cpp's shift (keep 4,
- *     discard half) the next logits against a fresh context fed the kept
- *     tokens at the shifted positions (F32 cache: close to float rounding;
- *     F16, Q8_0, Q4_0: the types' rounding of K, bounds below);
+ *   - engine, models/pycode-target-f16.gguf, after llama.cpp's shift (keep 4,
+ *     discard half): layer 0's K against a fresh context fed the kept tokens
+ *     at the shifted positions, within the bare bounds (deeper layers' K saw
+ *     the discarded tokens: nothing fresh can match them); F32: the next
+ *     logits against a reference holding the unshifted rows with K moved the
+ *     long way round (RoPE undone at p, applied at q) through the row API,
+ *     and positions moved without re-rotation shown to be far off; every
+ *     type: a whole-sequence shift keeps the relative positions, so the next
+ *     logits equal the unshifted run's up to the type's rounding (bounds in
+ *     test_shift_logits, measurements in docs/KV.md);
  *   - batch invariance: seq 0 shifted alone (1 thread) and beside another
  *     sequence that is fed and shifted on its own schedule (2 threads) gives
  *     bitwise the same rows and next logits;
