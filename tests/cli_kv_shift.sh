@@ -13,7 +13,8 @@
 #     --context-shift it goes on;
 #   - --kv-pin prompt survives the shifts; pinned slots that leave no room
 #     fail with a message (exit 1);
-#   - chat with a policy, a shift and --kv-pin system: two turns, the KV line.
+#   - chat with a policy, a shift and --kv-pin system: two turns, the KV line;
+#     every role pinned: nothing is evicted and the reply is refused with the message.
 set -u
 brisk="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -86,6 +87,12 @@ if [ -f "$tpl" ]; then
   [ $rc -eq 0 ] && grep -q 'brisk chat: KV .*streaming budget 64.*pinned system' "$tmp/chat.err" &&
     grep -q ' [1-9][0-9]* slots dropped' "$tmp/chat.err" && [ "$(grep -c . "$tmp/chat.out")" -ge 2 ] && ok ||
     bad "chat with retention: rc $rc $(cat "$tmp/chat.err")"
+  # every message's role pinned (the generation prompt and the reply are the assistant's): no token can go, and the
+  # policy says so; the chat goes on (exit 0)
+  printf 'def f():\n/exit\n' | "$brisk" chat -m "$model" --chat-template "$tpl" -sys "Be brief." -n 80 --ignore-eos --temp 0 -t 2 \
+    -c 96 --kv-policy streaming --kv-budget 64 --kv-window 8 --kv-pin system --kv-pin user --kv-pin assistant > "$tmp/chat3.out" 2> "$tmp/chat3.err"; rc=$?
+  [ $rc -eq 0 ] && grep -q 'pinned KV slots (--kv-pin) with the 4 sinks and the 8-slot window leave no room' "$tmp/chat3.err" &&
+    grep -q ' 0 slots dropped' "$tmp/chat3.err" && ok || bad "chat with every role pinned: rc $rc $(cat "$tmp/chat3.err")"
   printf 'def f():\nclass A:\n/exit\n' | "$brisk" chat -m "$model" --chat-template "$tpl" -n 80 --ignore-eos --temp 0 -t 2 \
     -c 64 --context-shift > "$tmp/chat2.out" 2> "$tmp/chat2.err"; rc=$?
   [ $rc -eq 0 ] && grep -q '(keep 4): [1-9][0-9]* shifts' "$tmp/chat2.err" && ok || bad "chat with a shift: rc $rc $(cat "$tmp/chat2.err")"
