@@ -148,7 +148,28 @@ typedef struct brisk_context_params {
      * kept; kv_window (>= 1): last slots always kept; both inside the budget. */
     int32_t kv_policy, kv_budget, kv_sink, kv_window;
     uint64_t kv_seed;
+    /* Pinned roles (docs/KV.md "Pinning"): bit (1u << role) for each
+     * brisk_kv_role whose slots no retention policy evicts and no context
+     * shift discards (brisk_seq_set_role tags the slots). 0 = none. */
+    uint32_t kv_pin;
 } brisk_context_params;
+
+/* What a KV slot holds, as the caller tagged it (brisk_seq_set_role), for
+ * pinning. BRISK_ROLE_NONE is what untagged slots get. */
+typedef enum brisk_kv_role {
+    BRISK_ROLE_NONE = 0,
+    BRISK_ROLE_SYSTEM = 1,      /* a chat's system message */
+    BRISK_ROLE_USER = 2,        /* a chat's user messages */
+    BRISK_ROLE_ASSISTANT = 3,   /* a chat's assistant messages (earlier replies and the one being generated) */
+    BRISK_ROLE_TOOL = 4,        /* a chat's tool messages */
+    BRISK_ROLE_PROMPT = 5,      /* a plain prompt (brisk run -p/-f) */
+    BRISK_ROLE_GENERATED = 6,   /* tokens generated after a plain prompt */
+} brisk_kv_role;
+#define BRISK_KV_N_ROLES 7
+/* "none", "system", "user", "assistant", "tool", "prompt", "generated" ("?" outside
+ * the enum); the role named (case-insensitive), or -1. */
+const char *brisk_kv_role_name(int role);
+int brisk_kv_role_parse(const char *name);
 
 /* KV cache storage types (llama.cpp's names: f16, f32, q8_0, q4_0). */
 typedef enum brisk_cache_type {
@@ -261,6 +282,40 @@ brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, b
  * most; allocates nothing. */
 brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *path, int32_t n_path, brisk_error *err);
 
+/* ---- roles, and generation past the context (docs/KV.md) ----------------------------------
+ * Every KV slot records a role (brisk_kv_role). brisk_context_params.kv_pin
+ * names the pinned roles: a retention policy never evicts their slots (a
+ * batch that cannot fit beside them fails with BRISK_ERR_CAPACITY) and a
+ * context shift never discards them.
+ *
+ * A context shift (llama.cpp's) lets generation go on past the context or
+ * past the model's trained positions: some slots are dropped and the rest are
+ * given new, smaller positions, their K re-rotated by RoPE for the difference
+ * (RoPE's angle is linear in the position, so rotating K already rotated at p
+ * by the angle of d gives K at p + d up to rounding). V is unchanged. With a
+ * quantized K (q8_0, q4_0) each moved row is dequantized, rotated and
+ * quantized again: one more rounding per shift. The shifted blocks are never
+ * put in the prefix cache (their rows are not bitwise a fresh computation's).
+ * Models with multi-head latent attention (deepseek2) are refused. */
+
+/* The role the slots seq writes from now on get (until the next call; a new
+ * context's sequences start with BRISK_ROLE_NONE). A fork copies the current role. */
+brisk_status brisk_seq_set_role(brisk_context *c, int32_t seq, int32_t role, brisk_error *err);
+/* Add delta to the positions of slots [from_slot, brisk_seq_len) of seq and
+ * re-rotate their K (llama_memory_seq_add). The new positions must stay above
+ * slot from_slot - 1's (and >= 0): BRISK_ERR_INVALID_ARG otherwise, as for a
+ * token tree; BRISK_ERR_CAPACITY when a shared block cannot be copied. On an
+ * error nothing changed. The next token continues at brisk_seq_next_pos. */
+brisk_status brisk_seq_shift(brisk_context *c, int32_t seq, int32_t from_slot, int32_t delta, brisk_error *err);
+/* llama.cpp's context shift on seq: drop the n_discard oldest slots after the
+ * first n_keep that are not pinned (fewer when fewer are unpinned), then
+ * renumber the slots from n_keep on to consecutive positions after slot
+ * n_keep - 1's, re-rotating K (this also closes the gaps a retention policy
+ * left). *n_dropped (optional) = the slots dropped. Afterwards the sequence's
+ * positions are at most brisk_seq_len - 1 + (the gaps among the first n_keep). */
+brisk_status brisk_seq_context_shift(brisk_context *c, int32_t seq, int32_t n_keep, int32_t n_discard, int32_t *n_dropped,
+                                     brisk_error *err);
+
 /* ---- sequences that know their tokens, and the prefix cache ------------------------------
  * The KV cache records the token id of every slot, shares blocks of 32 slots
  * between sequences (reference counted; a shared partial block is copied on
@@ -312,7 +367,7 @@ typedef struct brisk_cache_stats {
     int64_t evicted;       /* cached blocks evicted so far to make room */
     int32_t in_use_max;    /* high-water mark of in_use since the context was made */
     size_t block_bytes;    /* K and V bytes of one block, all layers: in_use_max * block_bytes is the KV memory's peak */
-    int64_t dropped;       /* slots a retention policy dropped so far (kv_policy) */
+    int64_t dropped;       /* slots a retention policy or a context shift dropped so far (kv_policy) */
 } brisk_cache_stats;
 void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out);
 

@@ -100,6 +100,8 @@ typedef enum cli_opt_id {
     /* drafter-only compression: the draft model's KV types and retention (kv_flags.c: cli_kv_draft) */
     CLI_O_CACHE_TYPE_K_DRAFT, CLI_O_CACHE_TYPE_V_DRAFT, CLI_O_KV_POLICY_DRAFT, CLI_O_KV_BUDGET_DRAFT, CLI_O_KV_SINK_DRAFT,
     CLI_O_KV_WINDOW_DRAFT,
+    /* generation past the context and pinning (run, chat; kv_flags.c) */
+    CLI_O_CONTEXT_SHIFT, CLI_O_KV_PIN,
     CLI_O_COUNT
 } cli_opt_id;
 
@@ -187,6 +189,36 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp);
  * A budget without a policy, or a policy of none with budget/sink/window, is
  * refused; so is a budget that cannot hold sinks + window + ubatch tokens. */
 int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp);
+
+/* --kv-pin ROLE (repeatable) into cp->kv_pin: each a brisk_kv_role name among
+ * the roles the command tags (roles: a bit mask of brisk_kv_role), and only
+ * with --kv-policy or --context-shift (else nothing could be evicted). */
+int cli_kv_pin(const cli_args *a, const char *cmd, uint32_t roles, bool evicting, brisk_context_params *cp);
+
+/* Generation past the context (run, chat): a context's shifting settings and
+ * what happened. */
+typedef struct cli_ctx_shift {
+    bool on;                 /* --context-shift */
+    bool policy;             /* a retention policy runs (kv_policy) */
+    int32_t n_ctx;           /* slots per sequence (-c) */
+    int32_t pos_limit;       /* positions stay below this: -c, or with a policy the model's trained context */
+    int32_t n_keep;          /* first slots a shift keeps (--kv-sink) */
+    int32_t batch;           /* tokens per decode: -b, or what the policy's room allows */
+    int64_t n_shifts, n_discarded;
+} cli_ctx_shift;
+void cli_ctx_shift_init(cli_ctx_shift *cs, const brisk_context *ctx, const brisk_context_params *cp, bool on, int32_t n_ctx_train);
+/* Room for n more tokens of sequence 0 (n <= cs->batch): a context shift
+ * when one is due and on; *ok = false when the context (or the trained
+ * positions) is full and shifting is off. */
+brisk_status cli_ctx_make_room(brisk_context *ctx, cli_ctx_shift *cs, int32_t n, bool *ok, brisk_error *err);
+/* Feed tokens[0..n) to sequence 0 at its next positions, role[i] each (NULL:
+ * all role0), in batches of at most cs->batch, making room before each; the
+ * last token's logits are kept. *ok = false when it stopped for a full context. */
+brisk_status cli_ctx_feed(brisk_context *ctx, cli_ctx_shift *cs, const int32_t *tokens, int32_t n, const uint8_t *role, int32_t role0,
+                          bool *ok, brisk_error *err);
+/* "KV | streaming budget 64 (sink 4, window 32) | 120 slots dropped | 2 context shifts (300 slots discarded) | pinned prompt"
+ * into buf (the stats line run and chat print). */
+void cli_ctx_shift_describe(const brisk_context *ctx, const brisk_context_params *cp, const cli_ctx_shift *cs, char *buf, size_t cap);
 /* The draft model's cache (drafter-only compression): -ctkd/-ctvd, --kv-policy-draft, --kv-budget-draft,
  * --kv-sink-draft, --kv-window-draft into dp (type_k/type_v, kv_policy/kv_budget/kv_sink/kv_window), with
  * -ctk/-ctv's messages and --kv-policy's rules (names from brisk_kv_policy_parse, so every policy src/kv knows

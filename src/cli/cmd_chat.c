@@ -33,6 +33,9 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/KV.md):"},
+    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
+    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT}, {.id = CLI_O_KV_PIN},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
@@ -77,6 +80,13 @@ typedef struct chat {
     cli_eog *eog;         /* --ignore-eos, or NULL */
     cli_stdout_state out; /* CLOSED or FAILED ends the chat */
     brisk_constraint *cons;   /* every reply is constrained from its start, or NULL */
+    /* retention (--kv-policy) or --context-shift: the cache may stop holding the conversation's tokens, so each turn
+     * feeds only what is new after the history (hist: every token decoded so far, in order) */
+    bool retention;
+    cli_ctx_shift cs;
+    uint32_t pin;           /* --kv-pin: the roles tagged slots get matter (their segments are found per turn) */
+    int32_t *hist;
+    size_t n_hist, hist_cap;
 } chat;
 
 static brisk_status oom(brisk_error *err) {
@@ -122,40 +132,144 @@ static brisk_status prefill(chat *c, const int32_t *tokens, int32_t n, brisk_err
     return brisk_seq_sync(c->ctx, 0, tokens, n, NULL, err);
 }
 
-/* One turn: render, prefill, stream the reply; returns the reply text (malloc'd). */
-static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
-    *out_text = NULL;
-    char *msgs = json_dumps(c->messages, JSON_COMPACT);
-    json_t *vars = json_pack("{s:b, s:s, s:s}", "add_generation_prompt", 1, "bos_token", c->bos, "eos_token", c->eos);
+/* The tokens of messages rendered by the template (*ids malloc'd): the
+ * special tokens it writes as text parsed, BOS put first when the
+ * vocabulary wants one and the template did not write it. */
+static brisk_status render_tokens(chat *c, const json_t *messages, bool add_generation_prompt, int32_t **ids, size_t *n_ids,
+                                  brisk_error *err) {
+    *ids = NULL;
+    *n_ids = 0;
+    char *msgs = json_dumps(messages, JSON_COMPACT);
+    json_t *vars = json_pack("{s:b, s:s, s:s}", "add_generation_prompt", add_generation_prompt, "bos_token", c->bos, "eos_token", c->eos);
     char *vars_s = vars ? json_dumps(vars, JSON_COMPACT) : NULL;
     json_decref(vars);
     char *prompt = NULL;
     size_t prompt_len = 0;
+    brisk_status st = BRISK_OK;
+    if (!msgs || !vars_s) { st = oom(err); goto done; }
+    if ((st = brisk_template_render(c->tpl, msgs, vars_s, &prompt, &prompt_len, err))) goto done;
+    /* the template writes the special tokens as text: parse them, add none */
+    if ((st = brisk_tokenize_text(c->model, prompt, prompt_len, false, true, ids, n_ids, err))) goto done;
+    const int32_t bos = brisk_token_bos(c->model);
+    if (*n_ids == 0 || (brisk_vocab_adds_bos(c->model) && bos >= 0 && (*ids)[0] != bos)) {
+        int32_t *grown = realloc(*ids, (*n_ids + 1) * sizeof **ids);
+        if (!grown) { st = oom(err); goto done; }
+        *ids = grown;
+        memmove(*ids + 1, *ids, *n_ids * sizeof **ids);
+        (*ids)[0] = bos >= 0 ? bos : 0;
+        (*n_ids)++;
+    }
+done:
+    free(msgs);
+    free(vars_s);
+    free(prompt);
+    return st;
+}
+
+/* --kv-pin: each token's role (brisk_kv_role) from the message it renders:
+ * message k's tokens are those between the renderings of the first k and the
+ * first k + 1 messages (a rendering that is not a token prefix of the whole
+ * ends at the tokens they share); what follows the last message (the
+ * generation prompt) is the reply's, assistant. Roles the engine does not
+ * know (a template's "developer", "ipython") are left untagged. */
+static brisk_status tag_roles(chat *c, const int32_t *ids, size_t n_ids, uint8_t *role, brisk_error *err) {
+    memset(role, BRISK_ROLE_ASSISTANT, n_ids);
+    const size_t n_msg = json_array_size(c->messages);
+    size_t start = 0;
+    for (size_t k = 1; k <= n_msg; k++) {
+        json_t *sub = json_array();
+        if (!sub) return oom(err);
+        for (size_t j = 0; j < k; j++) json_array_append(sub, json_array_get(c->messages, j));
+        int32_t *pre = NULL;
+        size_t n_pre = 0;
+        brisk_status st = render_tokens(c, sub, false, &pre, &n_pre, err);
+        json_decref(sub);
+        if (st) return st;
+        size_t b = 0;
+        while (b < n_pre && b < n_ids && pre[b] == ids[b]) b++;
+        free(pre);
+        const int r = brisk_kv_role_parse(json_string_value(json_object_get(json_array_get(c->messages, k - 1), "role")));
+        for (size_t i = start; i < b; i++) role[i] = (uint8_t)(r > 0 ? r : BRISK_ROLE_NONE);
+        if (b > start) start = b;
+    }
+    return BRISK_OK;
+}
+
+static brisk_status hist_push(chat *c, const int32_t *t, size_t n, brisk_error *err) {
+    if (c->n_hist + n > c->hist_cap) {
+        size_t cap = c->hist_cap ? c->hist_cap : 256;
+        while (cap < c->n_hist + n) cap *= 2;
+        int32_t *g = realloc(c->hist, cap * sizeof *g);
+        if (!g) return oom(err);
+        c->hist = g;
+        c->hist_cap = cap;
+    }
+    memcpy(c->hist + c->n_hist, t, n * sizeof *t);
+    c->n_hist += n;
+    return BRISK_OK;
+}
+
+/* With retention or a context shift: make the cache end with the
+ * conversation ids[0..n). The history and ids share a prefix of L tokens; the
+ * history's tokens after it (a template that rewrites the end of the last
+ * reply) are taken back from the cache's newest slots, matched token by token
+ * from the end (a slot already evicted is skipped), and ids[L..] is fed
+ * (roles: role[], or none). While nothing was dropped the cache holds the
+ * history exactly and this is brisk_seq_sync's prefix reuse. */
+static brisk_status feed_retained(chat *c, const int32_t *ids, size_t n, const uint8_t *role, bool *ok, brisk_error *err) {
+    size_t L = 0;
+    while (L < c->n_hist && L < n && c->hist[L] == ids[L]) L++;
+    if (L == n && L > 0) L--;   /* the last token is computed again: its logits start the reply */
+    brisk_status st = BRISK_OK;
+    if (L < c->n_hist) {
+        int32_t len = brisk_seq_len(c->ctx, 0), n_tok = 0;
+        int32_t *held = malloc((size_t)BRISK_MAX(len, 1) * sizeof *held);
+        if (!held) return oom(err);
+        if ((st = brisk_seq_tokens(c->ctx, 0, held, len, &n_tok, err))) { free(held); return st; }
+        int32_t s = len - 1;
+        for (size_t j = c->n_hist; j-- > L && s >= 0;)
+            if (held[s] == c->hist[j]) s--;   /* else hist[j] was evicted: no slot to take back */
+        free(held);
+        if ((st = brisk_seq_truncate(c->ctx, 0, s + 1, err))) return st;
+        c->n_hist = L;
+    }
+    if ((st = cli_ctx_feed(c->ctx, &c->cs, ids + L, (int32_t)(n - L), role ? role + L : NULL, BRISK_ROLE_NONE, ok, err))) return st;
+    if (!*ok) return BRISK_OK;
+    return hist_push(c, ids + L, n - L, err);
+}
+
+/* One turn: render, prefill, stream the reply; returns the reply text (malloc'd). */
+static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
+    *out_text = NULL;
     int32_t *ids = NULL;
+    uint8_t *roles = NULL;
     size_t n_ids = 0;
     brisk_text_stream *ts = NULL;
     size_t cap = 256, len = 0;
     char *text = malloc(cap);
     brisk_status st = BRISK_OK;
-    if (!msgs || !vars_s || !text) { st = oom(err); goto done; }
-    if ((st = brisk_template_render(c->tpl, msgs, vars_s, &prompt, &prompt_len, err))) goto done;
-    /* the template writes the special tokens as text: parse them, add none */
-    if ((st = brisk_tokenize_text(c->model, prompt, prompt_len, false, true, &ids, &n_ids, err))) goto done;
-    const int32_t bos = brisk_token_bos(c->model);
-    if (n_ids == 0 || (brisk_vocab_adds_bos(c->model) && bos >= 0 && ids[0] != bos)) {
-        int32_t *grown = realloc(ids, (n_ids + 1) * sizeof *ids);
-        if (!grown) { st = oom(err); goto done; }
-        ids = grown;
-        memmove(ids + 1, ids, n_ids * sizeof *ids);
-        ids[0] = bos >= 0 ? bos : 0;
-        n_ids++;
-    }
-    if ((int64_t)n_ids + 1 > c->n_ctx) {
+    if (!text) { st = oom(err); goto done; }
+    if ((st = render_tokens(c, c->messages, true, &ids, &n_ids, err))) goto done;
+    if (c->retention) {
+        if (c->pin) {
+            if (!(roles = malloc(n_ids))) { st = oom(err); goto done; }
+            if ((st = tag_roles(c, ids, n_ids, roles, err))) goto done;
+        }
+        bool ok = true;
+        if ((st = feed_retained(c, ids, n_ids, roles, &ok, err))) goto done;
+        if (!ok) {
+            snprintf(err->msg, sizeof err->msg, "the conversation (%zu tokens) passes the %s (%d positions); /reset, or add --context-shift",
+                     n_ids, c->cs.policy ? "model's trained context" : "context size", c->cs.pos_limit);
+            st = err->status = BRISK_ERR_CAPACITY;
+            goto done;
+        }
+        if ((st = brisk_seq_set_role(c->ctx, 0, BRISK_ROLE_ASSISTANT, err))) goto done;
+    } else if ((int64_t)n_ids + 1 > c->n_ctx) {
         snprintf(err->msg, sizeof err->msg, "the conversation (%zu tokens) no longer fits the context size %d; /reset or raise -c", n_ids, c->n_ctx);
         st = err->status = BRISK_ERR_CAPACITY;
         goto done;
     }
-    if ((st = prefill(c, ids, (int32_t)n_ids, err))) goto done;
+    if (!c->retention && (st = prefill(c, ids, (int32_t)n_ids, err))) goto done;
     if ((st = brisk_text_stream_init(c->model, &ts, err))) goto done;
     interrupted = 0;
     cli_stop_reset(&c->stop);
@@ -180,15 +294,27 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
         memcpy(text + len, piece, plen);
         len += plen;
         if (cli_stop_push(&c->stop, piece, plen)) break;
-        const int32_t held = brisk_seq_len(c->ctx, 0);
-        if (held + 1 > c->n_ctx) {
-            fprintf(stderr, "\n[context full: reply cut; /reset to start over]");
-            break;
+        int32_t pos, s0 = 0;
+        if (c->retention) {
+            bool ok = true;
+            if ((st = cli_ctx_make_room(c->ctx, &c->cs, 1, &ok, err))) goto done;
+            if (!ok) {
+                fprintf(stderr, "\n[context full: reply cut (finish reason length); /reset to start over, or --context-shift]");
+                break;
+            }
+            pos = brisk_seq_next_pos(c->ctx, 0);
+        } else {
+            const int32_t held = brisk_seq_len(c->ctx, 0);
+            if (held + 1 > c->n_ctx) {
+                fprintf(stderr, "\n[context full: reply cut; /reset to start over]");
+                break;
+            }
+            pos = held;
         }
-        int32_t pos = held, s0 = 0;
         uint8_t one = 1;
         brisk_batch b = {1, &tok, &pos, &s0, &one};
         if ((st = brisk_decode(c->ctx, &b, err))) goto done;
+        if (c->retention && (st = hist_push(c, &tok, 1, err))) goto done;
     }
     if (interrupted) fprintf(stderr, "\n[stopped]");
     {
@@ -203,9 +329,7 @@ static brisk_status reply(chat *c, char **out_text, brisk_error *err) {
     if (!(*out_text = utf8_sanitize(text, len))) st = oom(err);
 done:
     free(text);
-    free(msgs);
-    free(vars_s);
-    free(prompt);
+    free(roles);
     free(ids);
     brisk_text_stream_free(ts);
     return st;
@@ -292,6 +416,19 @@ int brisk_cmd_chat(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
+    /* retention, the context shift and pinning: all but a fractional budget without -c checked before the model loads */
+    const bool shift_on = a.set[CLI_O_CONTEXT_SHIFT] && a.i[CLI_O_CONTEXT_SHIFT];
+    const bool policy_given = a.set[CLI_O_KV_POLICY] && strcmp(a.s[CLI_O_KV_POLICY], "none") != 0;
+    const int64_t c_early = a.set[CLI_O_CTX_SIZE] && a.i[CLI_O_CTX_SIZE] > 0 ? a.i[CLI_O_CTX_SIZE] : 0;
+    if ((c_early || !policy_given) && (code = cli_kv_policy(&a, C, c_early ? c_early : INT32_MAX, 1, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
+    const uint32_t chat_roles = 1u << BRISK_ROLE_SYSTEM | 1u << BRISK_ROLE_USER | 1u << BRISK_ROLE_ASSISTANT | 1u << BRISK_ROLE_TOOL;
+    if ((code = cli_kv_pin(&a, C, chat_roles, policy_given || shift_on, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
     const char *model_path = a.s[CLI_O_MODEL], *tpl_path = a.s[CLI_O_CHAT_TEMPLATE];
     const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
     int rc = CLI_EXIT_USAGE;
@@ -361,16 +498,26 @@ int brisk_cmd_chat(int argc, char **argv) {
     brisk_model_info info;
     brisk_model_get_info(c.model, &info);
     c.n_ctx = (int32_t)cli_ctx_size(&a, info.n_ctx_train);
+    if (policy_given && !c_early && (rc = cli_kv_policy(&a, C, c.n_ctx, 1, &kvt)) != 0) goto fail_quiet;
+    rc = CLI_EXIT_RUNTIME;
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx_seq = c.n_ctx;
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    cp.kv_policy = kvt.kv_policy;
+    cp.kv_budget = kvt.kv_budget;
+    cp.kv_sink = kvt.kv_sink;
+    cp.kv_window = kvt.kv_window;
+    cp.kv_pin = kvt.kv_pin;
     brisk_memory_plan plan;
     if (cli_plan(C, "memory plan", c.model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(c.model, &cp, &c.ctx, &err)) goto fail;
     c.n_batch = brisk_context_n_batch(c.ctx);
+    c.retention = policy_given || shift_on;
+    c.pin = cp.kv_pin;
+    cli_ctx_shift_init(&c.cs, c.ctx, &cp, shift_on, info.n_ctx_train);
     brisk_sampler_params sp;
     cli_sampler_params(&a, &sp);
     if (cli_sampler_dry(&a, c.model, c.n_ctx, &sp, &dry_brk, &err)) goto fail;
@@ -443,6 +590,7 @@ int brisk_cmd_chat(int argc, char **argv) {
         if (!strcmp(msg, "/reset")) {
             if (!reset_messages(&c, system)) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
             brisk_seq_truncate(c.ctx, 0, 0, NULL);
+            c.n_hist = 0;
             brisk_sampler_reset(c.smp);
             if (tty) fputs("(conversation cleared)", stdout);
             continue;
@@ -464,10 +612,17 @@ int brisk_cmd_chat(int argc, char **argv) {
     }
     rc = c.out == CLI_STDOUT_FAILED ? CLI_EXIT_RUNTIME : CLI_EXIT_OK;
     if (rc == CLI_EXIT_OK) rc = cli_stdout_finish(C, rc);
+    if (c.retention || a.i[CLI_O_VERBOSE]) {
+        char kvline[512];
+        cli_ctx_shift_describe(c.ctx, &cp, &c.cs, kvline, sizeof kvline);
+        fprintf(stderr, "brisk chat: %s\n", kvline);
+    }
     goto done;
 fail:
     cli_fail(C, &err);
+fail_quiet:
 done:
+    free(c.hist);
     free(line);
     free(dry_brk);
     free(tpl_file);

@@ -44,6 +44,9 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/KV.md; not with --spec or --prompt-cache):"},
+    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
+    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT}, {.id = CLI_O_KV_PIN},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };
@@ -128,9 +131,12 @@ static bool emit(gen_out *g, int32_t tok, brisk_status *st, brisk_error *err) {
 
 /* Plain decoding after prefill: sample, stream, decode the token, until
  * n_predict tokens, end of generation, a reverse prompt or a closed stdout.
- * Generated ids go to gen (may be NULL). */
+ * Generated ids go to gen (may be NULL). With cs (retention or a context
+ * shift), each token continues at the sequence's next position after making
+ * room (cs: a context shift when due), and a full context ends it (*full). */
 static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx, brisk_sampler *smp, gen_out *g,
-                                   int32_t cur_pos, int64_t n_predict, int32_t *gen, int64_t *n_gen_out, brisk_error *err) {
+                                   int32_t cur_pos, int64_t n_predict, int32_t *gen, int64_t *n_gen_out, cli_ctx_shift *cs, bool *full,
+                                   brisk_error *err) {
     int64_t n_gen = 0;
     brisk_status st = BRISK_OK;
     while (n_gen < n_predict) {
@@ -144,6 +150,12 @@ static brisk_status plain_generate(const brisk_model *model, brisk_context *ctx,
         if (st) break;
         if (g->ts && (g->out = cli_stdout_flush("run")) != CLI_STDOUT_OK) break;
         if (!more || n_gen == n_predict) break;
+        if (cs) {
+            bool ok = true;
+            if ((st = cli_ctx_make_room(ctx, cs, 1, &ok, err))) break;
+            if (!ok) { *full = true; break; }
+            cur_pos = brisk_seq_next_pos(ctx, 0);
+        }
         uint8_t one = 1;
         int32_t s0 = 0;
         brisk_batch b = {.n_tokens = 1, .token = &tok, .pos = &cur_pos, .seq = &s0, .logits = &one};
@@ -188,6 +200,20 @@ int brisk_cmd_run(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
+    /* retention, the context shift and pinning: all but a fractional budget without -c checked before the model loads */
+    const bool shift_on = a.set[CLI_O_CONTEXT_SHIFT] && a.i[CLI_O_CONTEXT_SHIFT];
+    const bool policy_given = a.set[CLI_O_KV_POLICY] && strcmp(a.s[CLI_O_KV_POLICY], "none") != 0;
+    const int64_t c_early = a.set[CLI_O_CTX_SIZE] && a.i[CLI_O_CTX_SIZE] > 0 ? a.i[CLI_O_CTX_SIZE] : 0;
+    if ((c_early || !policy_given) && (code = cli_kv_policy(&a, C, c_early ? c_early : INT32_MAX, 1, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
+    if ((code = cli_kv_pin(&a, C, 1u << BRISK_ROLE_PROMPT | 1u << BRISK_ROLE_GENERATED, policy_given || shift_on, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
+    /* the new path: positions from the cache, room made before every batch */
+    const bool retention = policy_given || shift_on;
     const char *model_path = a.s[CLI_O_MODEL], *draft_path = a.s[CLI_O_MODEL_DRAFT];
     const char *prompt_arg = a.s[CLI_O_PROMPT], *prompt_file = a.s[CLI_O_FILE];
     int64_t n_predict = a.i[CLI_O_N_PREDICT];
@@ -245,6 +271,11 @@ int brisk_cmd_run(int argc, char **argv) {
         goto out_args;
     }
     /* a state holds K/V as full attention computes them from this prompt alone */
+    if (retention && (spec_on || cache_path)) {
+        rc = cli_usage(C, "%s is not available with %s (the draft's cache has --kv-policy-draft)",
+                       policy_given ? "--kv-policy" : "--context-shift", spec_on ? "--spec" : "--prompt-cache");
+        goto out_args;
+    }
     if (cache_path && (spec_on || attn_window)) {
         rc = cli_usage(C, "--prompt-cache is not available with %s", spec_on ? "--spec" : "--attn-window");
         goto out_args;
@@ -291,8 +322,13 @@ int brisk_cmd_run(int argc, char **argv) {
     if (brisk_tokenize_text(model, prompt, prompt_len, !a.i[CLI_O_NO_BOS], a.i[CLI_O_PARSE_SPECIAL], &ids, &n_ids, &err)) goto fail;
     if (n_ids == 0) { snprintf(err.msg, sizeof err.msg, "the prompt is empty (no tokens)"); goto fail; }
     const int64_t n_ctx = cli_ctx_size(&a, info.n_ctx_train);
+    if (policy_given && !c_early && (rc = cli_kv_policy(&a, C, n_ctx, 1, &kvt)) != 0) goto fail_quiet;
+    rc = CLI_EXIT_RUNTIME;
+    /* with retention or a context shift, generation goes past -c: -n -1 runs until end of generation (a policy
+     * without a shift: until the trained positions are used up) */
+    if (retention && n_predict < 0) n_predict = INT64_MAX - 1;
     /* refuse before allocating the cache: the whole request must fit */
-    if (n_predict < 0) {
+    if (!retention && n_predict < 0) {
         n_predict = n_ctx - (int64_t)n_ids;
         if (n_predict < 1) {
             snprintf(err.msg, sizeof err.msg, "the prompt (%zu tokens) fills the context size %lld; raise -c", n_ids, (long long)n_ctx);
@@ -300,7 +336,7 @@ int brisk_cmd_run(int argc, char **argv) {
             goto fail;
         }
     }
-    if ((int64_t)n_ids + n_predict > n_ctx) {
+    if (!retention && (int64_t)n_ids + n_predict > n_ctx) {
         snprintf(err.msg, sizeof err.msg, "prompt (%zu tokens) + --n-predict %lld exceeds the context size %lld; raise -c or lower -n",
                  n_ids, (long long)n_predict, (long long)n_ctx);
         goto fail;
@@ -317,6 +353,11 @@ int brisk_cmd_run(int argc, char **argv) {
     cp.attn_sink = attn_window ? (int32_t)attn_sink : 0;
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    cp.kv_policy = kvt.kv_policy;
+    cp.kv_budget = kvt.kv_budget;
+    cp.kv_sink = kvt.kv_sink;
+    cp.kv_window = kvt.kv_window;
+    cp.kv_pin = kvt.kv_pin;
     brisk_memory_plan plans[2];
     if (cli_plan(C, "memory plan", model, &cp, verbose, &plans[0], &err)) goto fail;
     if (draft) {
@@ -327,6 +368,9 @@ int brisk_cmd_run(int argc, char **argv) {
         if (brisk_memory_plan_check(plans, 2, &err)) goto fail;
     }
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
+    cli_ctx_shift cs;
+    cli_ctx_shift_init(&cs, ctx, &cp, shift_on, info.n_ctx_train);
+    bool ctx_full = false;
     brisk_sampler_params sp;
     cli_sampler_params(&a, &sp);
     if (cli_sampler_dry(&a, model, brisk_context_n_ctx(ctx), &sp, &dry_brk, &err)) goto fail;
@@ -373,6 +417,18 @@ int brisk_cmd_run(int argc, char **argv) {
     if (spec && !gen) { snprintf(err.msg, sizeof err.msg, "out of memory"); goto fail; }
     if (spec) {
         if (brisk_spec_prefill(spec, ids, (int32_t)n_ids, &err)) goto fail;
+    } else if (retention) {
+        /* in batches the policy's room allows, shifting when due; the prompt's slots are tagged "prompt" */
+        bool ok = true;
+        if (cli_ctx_feed(ctx, &cs, ids, (int32_t)n_ids, NULL, BRISK_ROLE_PROMPT, &ok, &err)) goto fail;
+        if (!ok) {
+            snprintf(err.msg, sizeof err.msg, "the prompt (%zu tokens) passes the %s (%d positions); add --context-shift", n_ids,
+                     cs.policy ? "model's trained context" : "context size", cs.pos_limit);
+            err.status = BRISK_ERR_CAPACITY;
+            goto fail;
+        }
+        for (size_t i = 0; i < n_ids; i++) brisk_sampler_accept(smp, ids[i]);
+        if (brisk_seq_set_role(ctx, 0, BRISK_ROLE_GENERATED, &err)) goto fail;
     } else {
         /* prefill in batches; only the last prompt token needs logits */
         if (prefill(ctx, ids, n_ids, &cache_reused, &err)) goto fail;
@@ -411,7 +467,9 @@ int brisk_cmd_run(int argc, char **argv) {
     if (g.out != CLI_STDOUT_OK) {
         /* stdout is gone before the first token: nothing to generate for */
     } else if (!spec) {
-        if (plain_generate(model, ctx, smp, &g, (int32_t)n_ids, n_predict, gen, &n_gen, &err)) goto fail;
+        if (plain_generate(model, ctx, smp, &g, retention ? brisk_seq_next_pos(ctx, 0) : (int32_t)n_ids, n_predict, gen, &n_gen,
+                           retention ? &cs : NULL, &ctx_full, &err))
+            goto fail;
     } else {
         bool done = n_predict == 0;
         while (!done) {
@@ -448,6 +506,16 @@ int brisk_cmd_run(int argc, char **argv) {
             load_s * 1e3, n_ids, pp_s > 0 ? (double)n_ids / pp_s : 0.0, (long long)n_gen, tps,
             brisk_context_isa(ctx), brisk_context_n_ctx(ctx),
             g.reverse_hit ? " | stopped at a reverse prompt" : g.out == CLI_STDOUT_CLOSED ? " | stdout closed" : "");
+    if (retention || verbose) {
+        char line[512];
+        cli_ctx_shift_describe(ctx, &cp, &cs, line, sizeof line);
+        fprintf(stderr, "brisk run: %s | finish reason %s\n", line,
+                g.ended ? "eog" : g.reverse_hit ? "stop (a reverse prompt)" : ctx_full ? "length (the context is full; --context-shift goes on)"
+                : "length");
+        if (ctx_full)
+            fprintf(stderr, "brisk run: generation stopped at position %d: the %s is %d positions\n", brisk_seq_next_pos(ctx, 0),
+                    cs.policy ? "model's trained context" : "context size (-c)", cs.pos_limit);
+    }
     if (cons)
         fprintf(stderr, "brisk run: constrained output %s\n", g.ended ? "ended by an end-of-generation token"
                 : brisk_constraint_complete(cons) ? "complete but stopped by -n (no end token)" : "cut by -n (incomplete)");
@@ -505,7 +573,7 @@ int brisk_cmd_run(int argc, char **argv) {
         }
         clock_gettime(CLOCK_MONOTONIC, &c0);
         gen_out quiet = {0};
-        if (plain_generate(model, ctx, smp, &quiet, (int32_t)n_ids, n_predict, gen_plain, &n_plain, &err)) goto fail;
+        if (plain_generate(model, ctx, smp, &quiet, (int32_t)n_ids, n_predict, gen_plain, &n_plain, NULL, NULL, &err)) goto fail;
         clock_gettime(CLOCK_MONOTONIC, &c1);
         const double pt = secs(&c0, &c1), ptps = pt > 0 ? (double)n_plain / pt : 0.0;
         bool same = n_plain == n_gen;

@@ -3,6 +3,9 @@
 #include "cli/cli.h"
 #include "kv/policy.h"
 
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 /* llama.cpp's other cache types: named in the refusal so a llama.cpp command
@@ -34,8 +37,13 @@ int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t uba
     if (kind < 0) return cli_usage(cmd, "--kv-policy '%s': unknown (%s)", a->s[CLI_O_KV_POLICY], brisk_kv_policy_names());
     if (kind == BRISK_KV_POLICY_NONE) {
         static const cli_opt_id needs[] = {CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW};
+        /* a context shift keeps the first --kv-sink slots too */
+        const bool shift = a->set[CLI_O_CONTEXT_SHIFT] && a->i[CLI_O_CONTEXT_SHIFT];
         for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
-            if (a->set[needs[i]]) return cli_usage(cmd, "%s needs --kv-policy NAME (one other than none)", a->given[needs[i]]);
+            if (a->set[needs[i]] && !(shift && needs[i] == CLI_O_KV_SINK))
+                return cli_usage(cmd, "%s needs --kv-policy NAME (one other than none)%s", a->given[needs[i]],
+                                 needs[i] == CLI_O_KV_SINK ? " or --context-shift" : "");
+        if (shift) cp->kv_sink = (int32_t)a->i[CLI_O_KV_SINK];
         return 0;
     }
     if (!a->set[CLI_O_KV_BUDGET]) return cli_usage(cmd, "--kv-policy %s needs --kv-budget N|F (slots, or a fraction of -c)", brisk_kv_policy_name(kind));
@@ -110,4 +118,121 @@ int cli_kv_draft(const cli_args *a, const char *cmd, bool has_draft, int64_t n_c
     dp->kv_sink = (int32_t)sink;
     dp->kv_window = (int32_t)window;
     return 0;
+}
+
+/* ---- pinning and generation past the context (run, chat) ------------------------------------------ */
+
+int cli_kv_pin(const cli_args *a, const char *cmd, uint32_t roles, bool evicting, brisk_context_params *cp) {
+    cp->kv_pin = 0;
+    for (int k = 0; k < a->n_list[CLI_O_KV_PIN]; k++) {
+        const char *name = a->list[CLI_O_KV_PIN][k];
+        const int r = brisk_kv_role_parse(name);
+        if (r <= 0 || !((roles >> r) & 1u)) {
+            char names[128];
+            size_t o = 0;
+            names[0] = 0;
+            for (int q = 1; q < BRISK_KV_N_ROLES && o < sizeof names; q++)
+                if ((roles >> q) & 1u) o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", o ? ", " : "", brisk_kv_role_name(q));
+            return cli_usage(cmd, "--kv-pin '%s': %s (%s tags: %s)", name, r < 0 ? "unknown role" : "not a role this command tags",
+                             cmd, names);
+        }
+        cp->kv_pin |= 1u << r;
+    }
+    if (cp->kv_pin && !evicting)
+        return cli_usage(cmd, "--kv-pin needs --kv-policy NAME or --context-shift (without them no slot is ever dropped)");
+    return 0;
+}
+
+void cli_ctx_shift_init(cli_ctx_shift *cs, const brisk_context *ctx, const brisk_context_params *cp, bool on, int32_t n_ctx_train) {
+    memset(cs, 0, sizeof *cs);
+    cs->on = on;
+    cs->policy = cp->kv_policy != 0;
+    cs->n_ctx = brisk_context_n_ctx(ctx);
+    /* without a policy the slots fill -c first; with one, positions grow past -c and the trained context bounds them */
+    cs->pos_limit = cs->policy && n_ctx_train > 0 ? n_ctx_train : cs->n_ctx;
+    cs->n_keep = cp->kv_sink;
+    cs->batch = brisk_context_n_batch(ctx);
+    if (cs->policy) cs->batch = BRISK_MIN(cs->batch, cp->kv_budget - cp->kv_sink - cp->kv_window);
+    if (cs->batch < 1) cs->batch = 1;
+}
+
+brisk_status cli_ctx_make_room(brisk_context *ctx, cli_ctx_shift *cs, int32_t n, bool *ok, brisk_error *err) {
+    *ok = true;
+    const int32_t len = brisk_seq_len(ctx, 0), next = brisk_seq_next_pos(ctx, 0);
+    const bool slots_full = !cs->policy && (int64_t)len + n > cs->n_ctx, pos_full = (int64_t)next + n > cs->pos_limit;
+    if (!slots_full && !pos_full) return BRISK_OK;
+    if (!cs->on) {
+        *ok = false;
+        return BRISK_OK;
+    }
+    /* llama.cpp's: keep n_keep, discard half of the rest. With a policy the slots already fit the budget: renumbering
+     * them is enough, unless even their count reaches the trained positions */
+    const int32_t limit = cs->policy ? cs->pos_limit : BRISK_MIN(cs->n_ctx, cs->pos_limit);
+    int32_t n_discard = 0;
+    if (!cs->policy || (int64_t)len + n > limit) n_discard = BRISK_MAX(BRISK_MAX(len - cs->n_keep, 0) / 2, len + n - limit);
+    int32_t dropped = 0;
+    brisk_status st = brisk_seq_context_shift(ctx, 0, cs->n_keep, n_discard, &dropped, err);
+    if (st) return st;
+    cs->n_shifts++;
+    cs->n_discarded += dropped;
+    if ((!cs->policy && (int64_t)brisk_seq_len(ctx, 0) + n > cs->n_ctx) || (int64_t)brisk_seq_next_pos(ctx, 0) + n > cs->pos_limit)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "context shift: %d slots stay (the first %d and the pinned ones, --kv-pin) and leave no room for %d more "
+                          "tokens in %d; pin fewer roles or raise -c",
+                          brisk_seq_len(ctx, 0), cs->n_keep, n, limit);
+    return BRISK_OK;
+}
+
+brisk_status cli_ctx_feed(brisk_context *ctx, cli_ctx_shift *cs, const int32_t *tokens, int32_t n, const uint8_t *role, int32_t role0,
+                          bool *ok, brisk_error *err) {
+    *ok = true;
+    brisk_status st = BRISK_OK;
+    int32_t *pos = malloc((size_t)cs->batch * sizeof *pos), *seq = calloc((size_t)cs->batch, sizeof *seq);
+    uint8_t *want = calloc((size_t)cs->batch, 1);
+    if (!pos || !seq || !want) {
+        st = brisk_fail(err, BRISK_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int32_t i0 = 0; i0 < n;) {
+        /* one batch: at most cs->batch tokens of one role */
+        const int32_t r = role ? role[i0] : role0;
+        int32_t m = 1;
+        while (i0 + m < n && m < cs->batch && (role ? role[i0 + m] : role0) == r) m++;
+        if ((st = cli_ctx_make_room(ctx, cs, m, ok, err)) || !*ok) goto done;
+        if ((st = brisk_seq_set_role(ctx, 0, r, err))) goto done;
+        const int32_t p0 = brisk_seq_next_pos(ctx, 0);
+        for (int32_t j = 0; j < m; j++) {
+            pos[j] = p0 + j;
+            want[j] = i0 + j == n - 1;
+        }
+        const brisk_batch b = {.n_tokens = m, .token = tokens + i0, .pos = pos, .seq = seq, .logits = want};
+        if ((st = brisk_decode(ctx, &b, err))) goto done;
+        i0 += m;
+    }
+done:
+    free(pos);
+    free(seq);
+    free(want);
+    return st;
+}
+
+void cli_ctx_shift_describe(const brisk_context *ctx, const brisk_context_params *cp, const cli_ctx_shift *cs, char *buf, size_t cap) {
+    brisk_cache_stats cst;
+    brisk_context_cache_stats(ctx, &cst);
+    size_t o = 0;
+#define PUT(...) (o += o < cap ? (size_t)snprintf(buf + o, cap - o, __VA_ARGS__) : 0)
+    PUT("KV | K %s, V %s | ", brisk_cache_type_name(cp->type_k), brisk_cache_type_name(cp->type_v));
+    if (cp->kv_policy)
+        PUT("%s budget %d (sink %d, window %d) | %lld slots dropped | ", brisk_kv_policy_name(cp->kv_policy), cp->kv_budget, cp->kv_sink,
+            cp->kv_window, (long long)(cst.dropped - cs->n_discarded));
+    PUT("context shift %s", cs->on ? "on" : "off");
+    if (cs->on) PUT(" (keep %d): %lld shifts, %lld slots discarded", cs->n_keep, (long long)cs->n_shifts, (long long)cs->n_discarded);
+    if (cp->kv_pin) {
+        PUT(" | pinned");
+        for (int r = 1; r < BRISK_KV_N_ROLES; r++)
+            if ((cp->kv_pin >> r) & 1u) PUT(" %s", brisk_kv_role_name(r));
+    }
+    PUT(" | peak %d blocks x %zu bytes = %.1f KiB", cst.in_use_max, cst.block_bytes, (double)cst.in_use_max * (double)cst.block_bytes / 1024.0);
+#undef PUT
+    if (o >= cap && cap) buf[cap - 1] = 0;
 }

@@ -193,6 +193,13 @@ static const cli_opt table[CLI_O_COUNT] = {
                        .help = "first slots a --kv-policy always keeps (attention sinks)"},
     [CLI_O_KV_WINDOW] = {{"--kv-window"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX, .def = "32",
                          .help = "last slots a --kv-policy always keeps (the recent window)"},
+    [CLI_O_CONTEXT_SHIFT] = {{"--context-shift"}, {"--no-context-shift"}, .type = CLI_T_FLAG, .def_help = "off",
+                             .help = "when generation reaches -c (with --kv-policy: the model's trained context), drop the oldest "
+                                     "unpinned half after the first --kv-sink slots and move the rest to smaller positions, re-rotating K "
+                                     "(llama.cpp's context shift), and go on; --no-context-shift stops there (finish reason length)"},
+    [CLI_O_KV_PIN] = {{"--kv-pin"}, .type = CLI_T_LIST, .meta = "ROLE",
+                      .help = "never evict (--kv-policy) nor shift out (--context-shift) the slots of ROLE; repeatable. run: prompt, "
+                              "generated; chat and run -cnv: system, user, assistant, tool"},
     [CLI_O_CHUNKS] = {{"--chunks"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX, .def_help = "all",
                       .help = "score at most N chunks"},
     [CLI_O_TOKENS] = {{"--tokens"}, .type = CLI_T_PATH, .meta = "PATH",

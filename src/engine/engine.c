@@ -6,11 +6,13 @@
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "kv/policy.h"
+#include "kv/shift.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ---- models ------------------------------------------------------------------------------ */
 
@@ -322,6 +324,11 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
                                            .seed = p->kv_seed};
         if ((st = brisk_kv_policy_set(c->kv, &pc, err))) goto fail;
     }
+    if (p->kv_pin >> BRISK_KV_N_ROLES) {
+        st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "kv_pin 0x%x names roles past the %d known (brisk_kv_role)", (unsigned)p->kv_pin, BRISK_KV_N_ROLES);
+        goto fail;
+    }
+    c->kv->pin_mask = p->kv_pin;
     c->logits = malloc(plan.logits);
     if (!c->logits) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", mib(plan.logits));
@@ -605,4 +612,60 @@ void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out) {
     out->in_use_max = c->kv->in_use_max;
     out->block_bytes = (size_t)c->kv->n_layer * (size_t)c->kv->n_head * (c->kv->k_part + c->kv->v_part);
     out->dropped = c->kv->n_compacted;
+}
+
+/* ---- roles and the context shift (kv/shift.c) ---------------------------------------------------- */
+
+static const char *const role_names[BRISK_KV_N_ROLES] = {"none", "system", "user", "assistant", "tool", "prompt", "generated"};
+
+const char *brisk_kv_role_name(int role) { return role >= 0 && role < BRISK_KV_N_ROLES ? role_names[role] : "?"; }
+
+int brisk_kv_role_parse(const char *name) {
+    for (int r = 0; name && r < BRISK_KV_N_ROLES; r++)
+        if (!strcasecmp(name, role_names[r])) return r;
+    return -1;
+}
+
+brisk_status brisk_seq_set_role(brisk_context *c, int32_t seq, int32_t role, brisk_error *err) {
+    if (seq < 0 || seq >= c->kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    if (role < 0 || role >= BRISK_KV_N_ROLES)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "role %d out of range [0, %d) (brisk_kv_role)", role, BRISK_KV_N_ROLES);
+    c->kv->seqs[seq].role = (uint8_t)role;
+    return BRISK_OK;
+}
+
+static const brisk_rope *ctx_layer_rope(const void *user, int32_t il) { return brisk_forward_layer_rope((const brisk_forward *)user, il); }
+
+static brisk_status shift_supported(const brisk_context *c, int32_t seq, brisk_error *err) {
+    if (seq < 0 || seq >= c->kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    if (c->model->data->hp.mla)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "context shift: %s's multi-head latent attention keeps K as a latent; not supported",
+                          c->model->data->hp.arch_name);
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_shift(brisk_context *c, int32_t seq, int32_t from_slot, int32_t delta, brisk_error *err) {
+    brisk_status st = shift_supported(c, seq, err);
+    if (st) return st;
+    if ((st = brisk_kv_shift(c->kv, seq, from_slot, delta, ctx_layer_rope, c->fwd, err))) return st;
+    c->tree_ok[seq] = 0;
+    return BRISK_OK;
+}
+
+brisk_status brisk_seq_context_shift(brisk_context *c, int32_t seq, int32_t n_keep, int32_t n_discard, int32_t *n_dropped,
+                                     brisk_error *err) {
+    if (n_dropped) *n_dropped = 0;
+    brisk_status st = shift_supported(c, seq, err);
+    if (st) return st;
+    /* scratch for one shift: a shift happens once per many tokens, never per token */
+    const size_t n = (size_t)BRISK_MAX(brisk_kv_len(c->kv, seq), 1);
+    int32_t *keep = malloc(n * sizeof *keep), *new_pos = malloc(n * sizeof *new_pos);
+    if (!keep || !new_pos) st = brisk_fail(err, BRISK_ERR_NOMEM, "context shift: out of memory for %zu slots", n);
+    else st = brisk_kv_context_shift(c->kv, seq, n_keep, n_discard, ctx_layer_rope, c->fwd, keep, new_pos, n_dropped, err);
+    free(keep);
+    free(new_pos);
+    if (!st) c->tree_ok[seq] = 0;
+    return st;
 }

@@ -56,7 +56,7 @@ static size_t part_bytes(brisk_kv_type t, int32_t head_dim) { return brisk_kv_ro
 typedef struct kv_sizes {
     int32_t n_blocks, max_blocks;
     uint32_t n_bucket;
-    size_t k, v, tok, pos, blk, bucket, seqs, tables, want, chain, total;
+    size_t k, v, tok, pos, role, blk, bucket, seqs, tables, want, chain, total;
 } kv_sizes;
 
 static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
@@ -83,6 +83,7 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
     return kv_size_add(t, parts, part_bytes(kt, head_dim), &z->k) && kv_size_add(t, parts, part_bytes(vt, head_dim_v), &z->v) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->tok) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->pos) &&
+           kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(uint8_t), &z->role) &&
            kv_size_add(t, (size_t)nb, sizeof(brisk_kv_block), &z->blk) && kv_size_add(t, z->n_bucket, sizeof(int32_t), &z->bucket) &&
            kv_size_add(t, (size_t)n_seq, sizeof(brisk_kv_seq), &z->seqs) &&
            kv_size_add(t, (size_t)n_seq * (size_t)z->max_blocks, sizeof(int32_t), &z->tables) &&
@@ -153,6 +154,7 @@ brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head,
     kv->v = calloc(1, z.v);
     kv->tok = calloc(1, z.tok);
     kv->pos = calloc(1, z.pos);
+    kv->role = calloc(1, z.role);
     kv->blk = calloc(1, z.blk);
     kv->bucket = malloc(z.bucket);
     kv->seqs = calloc(1, z.seqs);
@@ -161,7 +163,7 @@ brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head,
     kv->chain = malloc(z.chain);
     if (kv->seqs)
         kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
-    if (!kv->k || !kv->v || !kv->tok || !kv->pos || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain) {
+    if (!kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain) {
         if (!kv->seqs) free(tables);
         brisk_kv_free(kv);
         return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: cannot allocate %.1f MiB", (double)z.total / 1048576.0);
@@ -188,6 +190,7 @@ void brisk_kv_free(brisk_kv *kv) {
     free(kv->v);
     free(kv->tok);
     free(kv->pos);
+    free(kv->role);
     free(kv->blk);
     free(kv->bucket);
     free(kv->want);
@@ -296,6 +299,7 @@ static int32_t block_alloc(brisk_kv *kv) {
         kv->n_evicted++;
     } else kv->n_free--;
     kv->blk[b].ref = 1;
+    kv->blk[b].rotated = 0;
     const int32_t in_use = kv->n_blocks - kv->n_free - kv->n_cached;
     if (in_use > kv->in_use_max) kv->in_use_max = in_use;
     return b;
@@ -338,6 +342,8 @@ static void block_copy(brisk_kv *kv, int32_t dst, int32_t src) {
     }
     memcpy(kv->tok + (size_t)dst * BRISK_KV_BLOCK, kv->tok + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
     memcpy(kv->pos + (size_t)dst * BRISK_KV_BLOCK, kv->pos + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
+    memcpy(kv->role + (size_t)dst * BRISK_KV_BLOCK, kv->role + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK);
+    kv->blk[dst].rotated = kv->blk[src].rotated;
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */
@@ -415,6 +421,7 @@ void brisk_kv_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, in
     const size_t at = (size_t)s->blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK);
     kv->tok[at] = token;
     kv->pos[at] = pos;
+    kv->role[at] = s->role;
     if (in_order && slot == s->ordered) s->ordered++;
     if (s->len < slot + 1) s->len = slot + 1;
 }
@@ -426,7 +433,7 @@ void brisk_kv_commit(brisk_kv *kv, int32_t seq) {
         /* the index keys a block by its tokens after its prefix, which fixes
          * their positions only while slot == position: a compacted block
          * (retention dropped slots before it) is never indexed, nor after it */
-        bool at_slots = true;
+        bool at_slots = !kv->blk[b].rotated;   /* re-rotated K is not bitwise a fresh computation's */
         for (int32_t l = 0; l < BRISK_KV_BLOCK && at_slots; l++) at_slots = kv->pos[(size_t)b * BRISK_KV_BLOCK + (size_t)l] == bi * BRISK_KV_BLOCK + l;
         if (!at_slots) break;
         s->n_indexed++;
@@ -514,6 +521,7 @@ static void slot_move(brisk_kv *kv, int32_t seq, int32_t to, int32_t from) {
     const size_t fr = (size_t)s->blocks[from / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(from % BRISK_KV_BLOCK);
     kv->tok[at] = kv->tok[fr];
     kv->pos[at] = kv->pos[fr];
+    kv->role[at] = kv->role[fr];
 }
 
 brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err) {
@@ -578,6 +586,7 @@ brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *
     d->n_blocks = nb;
     d->len = d->ordered = s->len;
     d->n_indexed = s->n_indexed;
+    d->role = s->role;
     brisk_kv_policy_forked(kv, src, dst);   /* a scored policy's statistics come with the slots */
     return BRISK_OK;
 }
@@ -879,4 +888,47 @@ bool brisk_kv_check(const brisk_kv *kv, brisk_error *err) {
 done:
     free(refs);
     return ok;
+}
+
+/* ---- context shift's support (kv/shift.c) ------------------------------------------------- */
+
+brisk_status brisk_kv_make_own(brisk_kv *kv, int32_t seq, int32_t b0, int32_t b1, brisk_error *err) {
+    brisk_kv_seq *s = &kv->seqs[seq];
+    int32_t need = 0;
+    for (int32_t bi = b0; bi < b1; bi++) need += kv->blk[s->blocks[bi]].ref > 1;
+    if (need > kv->n_free + kv->n_cached)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d shares %d blocks it must rewrite, %d free or cached", seq, need,
+                          kv->n_free + kv->n_cached);
+    for (int32_t bi = b0; bi < b1; bi++) {
+        const int32_t b = s->blocks[bi];
+        if (kv->blk[b].ref > 1) {
+            const int32_t nb = block_alloc(kv);
+            BRISK_ASSERT(nb >= 0);
+            block_copy(kv, nb, b);
+            block_release(kv, b);
+            s->blocks[bi] = nb;
+        } else if (kv->blk[b].indexed) index_remove(kv, b);   /* its content changes: it leaves the index */
+    }
+    if (s->n_indexed > b0) s->n_indexed = b0;
+    return BRISK_OK;
+}
+
+void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k) {
+    const int32_t hd = kv->head_dim, sl = slot % BRISK_KV_BLOCK;
+    if (kv->k_type == BRISK_KV_F16) {
+        uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, head);
+        for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);
+    } else if (kv->k_type == BRISK_KV_F32) {
+        float *kd = (float *)(void *)brisk_kv_k_part(kv, layer, seq, slot, head) + sl;
+        for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = k[i];
+    } else {   /* the block types: head_dim <= KV_MAX_QHEAD (type_fits) */
+        _Alignas(4) uint8_t row[KV_MAX_QHEAD / 32 * sizeof(brisk_block_q8_0)];
+        to_row(kv->k_type, k, hd, row);
+        k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, head), sl, hd, row);
+    }
+}
+
+void brisk_kv_k_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, float *k) {
+    const uint8_t *part = brisk_kv_k_part(kv, layer, seq, slot, head);
+    for (int32_t i = 0; i < kv->head_dim; i++) k[i] = brisk_kv_k_value(kv, part, slot % BRISK_KV_BLOCK, i);
 }

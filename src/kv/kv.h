@@ -99,6 +99,7 @@ typedef struct brisk_kv_seq {
      * brisk_kv_keep_path or brisk_kv_truncate puts the sequence back in order */
     int32_t ordered;
     int32_t n_indexed;    /* blocks [0, n_indexed) are in the prefix index (full, ordered) */
+    uint8_t role;         /* brisk_kv_role the slots written next get (brisk_seq_set_role) */
 } brisk_kv_seq;
 
 /* Per-block bookkeeping. */
@@ -110,6 +111,10 @@ typedef struct brisk_kv_block {
     uint32_t parent_gen;  /* indexed: parent's gen when this block was indexed */
     uint32_t gen;         /* bumped each time the block leaves the index (stale children miss) */
     uint8_t indexed;      /* in the prefix index */
+    /* K of a slot in it was re-rotated to a new position (kv/shift.c): the
+     * rows are no longer bitwise what a fresh computation gives, so the block
+     * is never indexed (a prefix-cache hit must be exact). Cleared on alloc. */
+    uint8_t rotated;
     uint64_t hash;        /* indexed: hash(parent's hash, its BLOCK token ids) */
 } brisk_kv_block;
 
@@ -131,6 +136,8 @@ typedef struct brisk_kv {
     uint8_t *v;           /* [n_layer][n_blocks][n_head] parts of v_part bytes */
     int32_t *tok;         /* [n_blocks][BLOCK] token id of each slot */
     int32_t *pos;         /* [n_blocks][BLOCK] position of each slot */
+    uint8_t *role;        /* [n_blocks][BLOCK] brisk_kv_role of each slot (pinning, docs/KV.md) */
+    uint32_t pin_mask;    /* roles (bit 1 << role) never evicted nor discarded by a context shift */
     brisk_kv_block *blk;  /* [n_blocks] */
     int32_t free_head, free_tail;   /* the free queue (see above); -1 when empty */
     int32_t n_free;       /* ref 0, not indexed */
@@ -178,6 +185,14 @@ static inline int32_t brisk_kv_slot_token(const brisk_kv *kv, int32_t seq, int32
 }
 static inline int32_t brisk_kv_slot_pos(const brisk_kv *kv, int32_t seq, int32_t slot) {
     return kv->pos[(size_t)kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)];
+}
+
+/* Role of slot (< len) of seq (brisk_kv_role), and whether it is pinned. */
+static inline uint8_t brisk_kv_slot_role(const brisk_kv *kv, int32_t seq, int32_t slot) {
+    return kv->role[(size_t)kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)];
+}
+static inline bool brisk_kv_slot_pinned(const brisk_kv *kv, int32_t seq, int32_t slot) {
+    return (kv->pin_mask >> brisk_kv_slot_role(kv, seq, slot)) & 1u;
 }
 
 /* The position seq's next token takes: one past its last slot's (0 when
@@ -300,5 +315,17 @@ static inline uint16_t *brisk_kv_v(const brisk_kv *kv, int32_t layer, int32_t se
 }
 /* Element i of slot s (0..31) of a K part, dequantized (exact). */
 float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32_t i);
+
+/* ---- for the context shift (kv/shift.c) ---- */
+/* Blocks [b0, b1) of seq's table become its own before they are rewritten
+ * (shared: copied; indexed: removed from the index), as compaction does.
+ * BRISK_ERR_CAPACITY, changing nothing, when the copies need more blocks
+ * than are free or cached. */
+brisk_status brisk_kv_make_own(brisk_kv *kv, int32_t seq, int32_t b0, int32_t b1, brisk_error *err);
+/* KV head head's K of slot in layer as head_dim floats: read dequantized
+ * (exact), or written converted to the storage type as brisk_kv_put does
+ * (V untouched). The caller owns the slot's block for the write. */
+void brisk_kv_k_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, float *k);
+void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k);
 
 #endif

@@ -136,16 +136,45 @@ static int slot_cmp(const void *a, const void *b) {
 
 void brisk_kv_policy_select_top(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep) {
     const int32_t len = brisk_kv_len(kv, seq), sink = p->cfg.sink, win = p->cfg.window;
-    const int32_t lo = sink, hi = len - win, m = n_keep - sink - win;   /* candidates [lo, hi), m of them kept */
+    const int32_t lo = sink, hi = len - win;   /* candidates [lo, hi) */
     int32_t n = 0;
     for (int32_t s = 0; s < sink; s++) keep[n++] = s;
-    int32_t nc = 0;
-    for (int32_t s = lo; s < hi; s++) p->cand[nc++] = (struct brisk_kv_policy_cand){p->ops->score(p, kv, seq, s), s};
+    /* pinned candidates are kept before any score is looked at */
+    int32_t nc = 0, np = 0;
+    for (int32_t s = lo; s < hi; s++) {
+        if (brisk_kv_slot_pinned(kv, seq, s)) keep[n + np++] = s;
+        else p->cand[nc++] = (struct brisk_kv_policy_cand){p->ops->score(p, kv, seq, s), s};
+    }
+    const int32_t m = n_keep - sink - win - np;   /* scored candidates kept (make_room checked m >= 0) */
+    BRISK_ASSERT(m >= 0);
     qsort(p->cand, (size_t)nc, sizeof *p->cand, cand_cmp);
-    for (int32_t i = 0; i < m; i++) keep[n + i] = p->cand[i].slot;
-    qsort(keep + n, (size_t)m, sizeof *keep, slot_cmp);
-    n += m;
+    for (int32_t i = 0; i < m; i++) keep[n + np + i] = p->cand[i].slot;
+    qsort(keep + n, (size_t)(np + m), sizeof *keep, slot_cmp);
+    n += np + m;
     for (int32_t s = hi; s < len; s++) keep[n++] = s;
+}
+
+/* Pinned slots of seq among [lo, hi). */
+int32_t brisk_kv_policy_pinned_in(const brisk_kv *kv, int32_t seq, int32_t lo, int32_t hi) {
+    int32_t n = 0;
+    if (!kv->pin_mask) return 0;
+    for (int32_t s = lo; s < hi; s++) n += brisk_kv_slot_pinned(kv, seq, s);
+    return n;
+}
+
+/* Every pinned slot of seq is in keep[0 .. n_keep) (increasing): a policy's
+ * own select is held to the rule too. */
+static bool keeps_pinned(const brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n_keep, int32_t *missing) {
+    if (!kv->pin_mask) return true;
+    int32_t k = 0;
+    for (int32_t s = 0; s < brisk_kv_len(kv, seq); s++) {
+        while (k < n_keep && keep[k] < s) k++;
+        if (brisk_kv_slot_pinned(kv, seq, s) && (k >= n_keep || keep[k] != s)) {
+            *missing = s;
+            return false;
+        }
+    }
+    return true;
 }
 
 /* seq's mass, rows x n_ctx entries. */
@@ -199,8 +228,21 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
              * small budget keeps candidates): a decode of one token then
              * compacts once per 32 tokens, not every token (a compaction moves
              * every kept slot after the first dropped one) */
-            const int32_t n_keep = budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2));
+            int32_t n_keep = budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2));
+            const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
+            const int32_t pinned = brisk_kv_policy_pinned_in(kv, id, sink, len - win);
+            if (sink + win + pinned > budget - c)
+                return brisk_fail(err, BRISK_ERR_CAPACITY,
+                                  "sequence %d: its %d pinned KV slots (--kv-pin) with the %d sinks and the %d-slot window leave no room "
+                                  "for %d more tokens in its budget of %d slots; raise --kv-budget or pin fewer roles",
+                                  id, pinned, sink, win, c, budget);
+            n_keep = BRISK_MAX(n_keep, sink + win + pinned);
+            /* h2o's select widens its window: pinned slots then fall inside it, so the count above still bounds it */
             (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
+            int32_t missing = -1;
+            if (!keeps_pinned(kv, id, p->keep, n_keep, &missing))
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy %s: its selection would drop pinned slot %d of sequence %d",
+                                  p->ops->name, missing, id);
             brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
             if (st) return st;
             if (p->mass) mass_keep(p, id, len, p->keep, n_keep);
@@ -241,4 +283,36 @@ void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
     brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass) return;
     memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+}
+
+void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->mass) return;
+    mass_keep(p, seq, len, keep, n_keep);
+}
+
+/* Swap rows a and b of seq's mass. */
+static void swap_rows(brisk_kv_policy *p, int32_t seq, int32_t a, int32_t b) {
+    int64_t *x = seq_mass(p, seq) + (size_t)a * (size_t)p->n_ctx, *y = seq_mass(p, seq) + (size_t)b * (size_t)p->n_ctx;
+    for (int32_t i = 0; i < p->n_ctx; i++) {
+        const int64_t t = x[i];
+        x[i] = y[i];
+        y[i] = t;
+    }
+}
+
+static void reverse_rows(brisk_kv_policy *p, int32_t seq, int32_t lo, int32_t hi) {   /* rows [lo, hi) */
+    for (int32_t a = lo, b = hi - 1; a < b; a++, b--) swap_rows(p, seq, a, b);
+}
+
+void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->mass || p->rows <= 1) return;
+    /* the query that was at position P (row P % w) is now at P + delta: row (P + delta) % w := row P % w, a
+     * rotation of the rows by delta mod w (three reversals, in place) */
+    const int32_t w = p->rows, r = (int32_t)(((int64_t)delta % w + w) % w);
+    if (r == 0) return;
+    reverse_rows(p, seq, 0, w);
+    reverse_rows(p, seq, 0, r);
+    reverse_rows(p, seq, r, w);
 }

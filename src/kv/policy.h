@@ -133,9 +133,13 @@ void brisk_kv_policy_free(brisk_kv_policy *p);   /* NULL is a no-op */
 
 /* Before a batch of n tokens of sequences seq[0..n) (ids valid): every
  * sequence whose slots plus its tokens in the batch exceed the budget is cut
- * to budget - max(its tokens, min(BRISK_KV_BLOCK, (budget - sink - window) / 2)). *changed says whether any slot moved. Fails with
+ * to budget - max(its tokens, min(BRISK_KV_BLOCK, (budget - sink - window) / 2)) (or less, to
+ * keep every pinned slot). *changed says whether any slot moved. Fails with
  * BRISK_ERR_CAPACITY, before changing anything, when a sequence brings more
- * tokens than budget - sink - window leaves room for. */
+ * tokens than budget - sink - window leaves room for, or when its pinned
+ * slots with the sinks, the window and its tokens exceed the budget. A
+ * policy's select that left out a pinned slot fails it (BRISK_ERR_INVALID_ARG)
+ * before anything is evicted. */
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err);
 
 /* Observing policies: whether the query of the token that will occupy slot
@@ -154,11 +158,21 @@ int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t
  * prompt (its statistics start again). No-ops without an observing policy. */
 void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst);
 void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq);
+/* After another compaction of seq (the context shift's, kv/shift.c): the
+ * kept slots' statistics follow them as make_room's do. After seq's newest
+ * slots moved by delta positions: a window's rows (keyed by position % rows)
+ * are rotated with them, so they still hold the last queries. No-ops without
+ * an observing policy. */
+void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep);
+void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta);
 /* A slot's accumulated mass as its score (h2o's and tova's score). */
 float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot);
 
-/* The default select: slots [0, sink) and [len - window, len), then the
+/* The default select: slots [0, sink) and [len - window, len), every pinned
+ * slot (kv->pin_mask; make_room has checked that they fit n_keep), then the
  * candidates with the highest scores (ties: the later slot), in slot order. */
+/* Pinned slots (kv->pin_mask) of seq among slots [lo, hi). */
+int32_t brisk_kv_policy_pinned_in(const brisk_kv *kv, int32_t seq, int32_t lo, int32_t hi);
 void brisk_kv_policy_select_top(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep);
 
 #endif

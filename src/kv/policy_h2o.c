@@ -16,7 +16,11 @@
 #include "kv/policy.h"
 
 static void h2o_select(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t n_keep, int32_t *keep) {
-    const int32_t window = p->cfg.window, half = (n_keep - p->cfg.sink) / 2;
+    const int32_t window = p->cfg.window, len = brisk_kv_len(kv, seq);
+    int32_t half = (n_keep - p->cfg.sink) / 2;
+    /* pinned slots older than the recent half are kept beside it: the half narrows until they fit (down to --kv-window,
+     * where make_room has checked that they do) */
+    while (half > window && p->cfg.sink + half + brisk_kv_policy_pinned_in(kv, seq, p->cfg.sink, len - half) > n_keep) half--;
     if (half > window) p->cfg.window = half;   /* the recent half, for this selection only */
     brisk_kv_policy_select_top(p, kv, seq, n_keep, keep);
     p->cfg.window = window;

@@ -240,6 +240,12 @@ const brisk_kernels *brisk_forward_kernels(const brisk_forward *f) { return f->k
 
 const char *brisk_forward_isa(const brisk_forward *f) { return f->isa_name; }
 
+const brisk_rope *brisk_forward_layer_rope(const brisk_forward *f, int32_t il) {
+    const brisk_layer *L = &f->m->w.layers[il];
+    if (!L->rope) return NULL;
+    return L->rope_swa ? &f->rope_swa : &f->rope;
+}
+
 /* ---- the pass ---------------------------------------------------------------------------- */
 
 /* Checks every token and fills f->slot/par/tbase/direct (see brisk_forward).

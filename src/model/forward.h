@@ -66,5 +66,9 @@ void brisk_forward_set_window(brisk_forward *f, int32_t window, int32_t sink);
 const brisk_kernels *brisk_forward_kernels(const brisk_forward *f);
 /* "avx2", "avx512+avx512vnni-gemm", "ref": the dot-product table, plus the packed GEMM set when one is used. */
 const char *brisk_forward_isa(const brisk_forward *f);
+/* The RoPE layer il's K is rotated with in this context (LongRoPE's factors
+ * chosen for its n_ctx, the windowed layers' own base), NULL for a layer
+ * without RoPE: what a context shift re-rotates K with (kv/shift.c). */
+const brisk_rope *brisk_forward_layer_rope(const brisk_forward *f, int32_t il);
 
 #endif
