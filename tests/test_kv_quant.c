@@ -243,12 +243,65 @@ done:
     brisk_kv_free(kv2);
 }
 
+/* k4/k2 blocks through the pool's operations: commit returns a sealed
+ * block's staging, a fork's write copies the open block with its staging, a
+ * prefix sync does not keep part of a sealed block, and a truncation into a
+ * sealed block reopens it from its quantized values (the pool's invariants,
+ * staging included, after each step). */
+static void test_kivi_pool(brisk_kv_type type) {
+    brisk_kv *kv = NULL;
+    brisk_error err = {0};
+    const int32_t d = 32;
+    CHECK(brisk_kv_init_full(&kv, 1, 1, d, d, 128, 128, 2, 16, type, type, &err) == BRISK_OK);
+    if (!kv) return;
+    CHECK(kv->n_stage == 2 * 2 + 1);
+    int32_t seqs[40], slots[40], toks[40];
+    uint8_t order[40];
+    for (int32_t s = 0; s < 40; s++) seqs[s] = 0, slots[s] = s, order[s] = 1, toks[s] = 100 + s;
+    CHECK(brisk_kv_reserve_batch(kv, seqs, slots, 40, &err) == BRISK_OK);
+    brisk_kv_batch_order(kv, seqs, slots, order, 40);
+    for (int32_t s = 0; s < 40; s++) {
+        float k[32], v[32];
+        for (int i = 0; i < d; i++) k[i] = 3.0f * frand(), v[i] = frand();
+        brisk_kv_put(kv, 0, 0, s, 0, k, v);
+        brisk_kv_written(kv, 0, s, toks[s], s, true);
+    }
+    const int32_t b0 = kv->seqs[0].blocks[0], b1 = kv->seqs[0].blocks[1];
+    CHECK(kv->blk[b0].sealed && kv->blk[b0].stage >= 0 && !kv->blk[b1].sealed);
+    brisk_kv_commit(kv, 0);
+    CHECKF(kv->blk[b0].stage < 0 && kv->blk[b1].stage >= 0 && brisk_kv_check(kv, &err), "%s commit: %s", brisk_kv_type_name(type), err.msg);
+    /* a fork shares both blocks; its first write copies the open one with its staging */
+    CHECK(brisk_kv_fork(kv, 0, 1, &err) == BRISK_OK && brisk_kv_reserve(kv, 1, 41, &err) == BRISK_OK);
+    CHECK(kv->seqs[1].blocks[0] == b0 && kv->seqs[1].blocks[1] != b1);
+    int bad = 0;
+    for (int32_t s = 32; s < 40; s++)
+        for (int i = 0; i < d; i++)
+            bad += brisk_kv_k_stage(kv, 0, 1, s, 0)[i * BRISK_KV_BLOCK] != brisk_kv_k_stage(kv, 0, 0, s, 0)[i * BRISK_KV_BLOCK];
+    CHECKF(bad == 0 && brisk_kv_check(kv, &err), "%s fork: %d staged values differ; %s", brisk_kv_type_name(type), bad, err.msg);
+    /* a sync that would keep 20 slots of the sealed block keeps none of it */
+    CHECK(brisk_kv_sync_prefix(kv, 0, toks, 20) == 0);
+    /* truncated into the sealed block (shared with the index), then written: a copy reopened from its values */
+    brisk_kv_truncate(kv, 1, 20);
+    CHECK(brisk_kv_reserve(kv, 1, 21, &err) == BRISK_OK);
+    const int32_t nb0 = kv->seqs[1].blocks[0];
+    CHECK(nb0 != b0 && !kv->blk[nb0].sealed && kv->blk[nb0].stage >= 0);
+    bad = 0;
+    for (int32_t s = 0; s < 20; s++)
+        for (int i = 0; i < d; i++)
+            bad += brisk_kv_k_stage(kv, 0, 1, s, 0)[i * BRISK_KV_BLOCK] !=
+                   brisk_fp32_to_fp16(brisk_kv_k_value(kv, kv->k + (size_t)b0 * kv->k_part, s, i));
+    CHECKF(bad == 0 && brisk_kv_check(kv, &err), "%s reopen: %d staged values are not the quantized ones; %s", brisk_kv_type_name(type), bad,
+           err.msg);
+    brisk_kv_free(kv);
+}
+
 /* brisk_kv_put stores llama.cpp's blocks; row_get / row_set round-trip them. */
 static void test_storage(void) {
     for (int type = 0; type < BRISK_KV_N_TYPES; type++) {
         const int32_t d = 64, nh = 2;
         if (brisk_kv_type_kivi(type)) {
             test_storage_kivi((brisk_kv_type)type);
+            test_kivi_pool((brisk_kv_type)type);
             continue;
         }
         brisk_kv *kv = NULL;
