@@ -171,12 +171,16 @@ typedef enum brisk_kv_role {
 const char *brisk_kv_role_name(int role);
 int brisk_kv_role_parse(const char *name);
 
-/* KV cache storage types (llama.cpp's names: f16, f32, q8_0, q4_0). */
+/* KV cache storage types (llama.cpp's names: f16, f32, q8_0, q4_0; and KIVI's
+ * k4, k2: K quantized per channel over each block of 32 slots, V per token,
+ * asymmetric, docs/KV.md). */
 typedef enum brisk_cache_type {
     BRISK_CACHE_F16 = 0,
     BRISK_CACHE_F32 = 1,
     BRISK_CACHE_Q8_0 = 2,   /* llama.cpp's block_q8_0: 8.5 bits per element */
     BRISK_CACHE_Q4_0 = 3,   /* block_q4_0: 4.5 bits per element */
+    BRISK_CACHE_K4 = 4,     /* 4-bit codes, F16 scale and min per 32: 5 bits per element */
+    BRISK_CACHE_K2 = 5,     /* 2-bit codes, F16 scale and min per 32: 3 bits per element */
 } brisk_cache_type;
 /* The type named (case-insensitive), or -1; the name of a type ("?" if unknown). */
 int brisk_cache_type_parse(const char *name);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # KV cache types on the command line and perplexity's KL divergence (docs/KV.md):
-#   - -ctk/-ctv: llama.cpp's names in any case; llama.cpp's other types and
+#   - -ctk/-ctv: llama.cpp's names and KIVI's k4/k2 in any case (k4/k2 K refused
+#     with a retention policy); llama.cpp's other types and
 #     unknown names refused naming the supported ones; -fa on|off|auto accepted;
 #   - --kl-divergence-base FILE alone writes llama-perplexity's file: its header
 #     and tokens are byte-identical to tests/data/kld/peer-c16.kld, which
@@ -33,7 +34,7 @@ expect_err 2 "supported: f16, f32, q8_0, q4_0" ppl -f "$text" -c 16 -ctk bogus
 expect_err 2 "not supported by brisk" ppl -f "$text" -c 16 -ctv q5_1
 expect_err 2 "not supported by brisk" ppl -f "$text" -c 16 --cache-type-k BF16
 expect_err 2 "-fa" ppl -f "$text" -c 16 -fa maybe
-for t in F16 f32 Q8_0 q4_0; do
+for t in F16 f32 Q8_0 q4_0 K4 k2; do
   if ppl -f "$text" -c 16 -ctk "$t" --cache-type-v "$t" -fa on 2>/dev/null | grep -q '^Final estimate'; then ok; else bad "-ctk $t"; fi
 done
 a="$(ppl -f "$text" -c 16 2>/dev/null)"; b="$(ppl -f "$text" -c 16 -ctk f16 -ctv f16 -fa off 2>/dev/null)"
@@ -48,9 +49,13 @@ done
 gen() { "$brisk" run -m "$model" -p 'def add(a, b):' -n 24 --temp 0 -t 2 --no-display-prompt "$@" 2>/dev/null; }
 a="$(gen)"; b="$(gen -ctk F16 -ctv f16 -fa on)"
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "run: explicit f16 differs from the default"
-for t in f32 q8_0 q4_0; do
+for t in f32 q8_0 q4_0 k4 K2; do
   [ -n "$(gen -ctk $t -ctv $t)" ] && ok || bad "run -ctk $t -ctv $t generated nothing"
 done
+# KIVI's types mix with the others; with a retention policy a k4/k2 K is refused, naming why
+[ -n "$(gen -ctk k4 -ctv q8_0)" ] && [ -n "$(gen -ctk q4_0 -ctv k2)" ] && ok || bad "run with k4/q8_0 or q4_0/k2 generated nothing"
+expect_err 1 "retention policy cannot compact it" ppl -f "$text" -c 64 -ctk k4 --kv-policy streaming --kv-budget 48 -ub 8 --kv-window 8
+if "$brisk" bench -m "$model" -p 8 -n 4 -r 1 -d 16 -ctk k4 -ctv k2 -o json 2>/dev/null | grep -q '"n_depth"'; then ok; else bad "bench -ctk k4 -ctv k2 -d 16"; fi
 if "$brisk" bench -m "$model" -p 8 -n 4 -r 1 -d 16 -ctk q8_0 -ctv q4_0 -o json 2>/dev/null | grep -q '"n_depth"'; then ok; else bad "bench -ctk q8_0 -ctv q4_0 -d 16"; fi
 q="$(ppl -f "$text" -c 16 -ctk q4_0 -ctv q4_0 2>/dev/null)"
 [ -n "$q" ] && [ "$a" != "$q" ] && ok || bad "q4_0 K+V gives F16's perplexity: the type is not used"

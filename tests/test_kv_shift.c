@@ -77,6 +77,8 @@ static float bound(brisk_kv_type t, float amax) {
     case BRISK_KV_F16: return (1.0f / 1024.0f + 1e-4f) * amax;
     case BRISK_KV_Q8_0: return 2.0f * amax / 127.0f + 1e-4f * amax;
     case BRISK_KV_Q4_0: return 2.0f * amax / 8.0f + 1e-4f * amax;
+    case BRISK_KV_K4:
+    case BRISK_KV_K2: return 0;   /* refused (test_rerotate checks the refusal) */
     }
     return 0;
 }
@@ -183,7 +185,20 @@ static void test_rerotate_all(void) {
     }
     r[5][1].n_rot = 0;
     for (int t = 0; t < BRISK_KV_N_TYPES; t++)
-        for (int c = 0; c < 6; c++) test_rerotate((brisk_kv_type)t, r[c], names[c]);
+        if (t != BRISK_KV_K4 && t != BRISK_KV_K2)
+            for (int c = 0; c < 6; c++) test_rerotate((brisk_kv_type)t, r[c], names[c]);
+    /* a per-channel K cannot be re-rotated slot by slot: refused, naming the type */
+    for (int t = BRISK_KV_K4; t <= BRISK_KV_K2; t++) {
+        brisk_kv *kv = NULL;
+        brisk_error err = {0};
+        CHECKF(brisk_kv_init(&kv, BL, BH, BD, 4096, BN, 1, (brisk_kv_type)t, BRISK_KV_F16, &err) == BRISK_OK, "%s", err.msg);
+        if (!kv) continue;
+        CHECK(brisk_kv_reserve(kv, 0, 40, NULL) == BRISK_OK);
+        int32_t np[40];
+        for (int i = 0; i < 40; i++) np[i] = i + 7;
+        CHECK(brisk_kv_reposition(kv, 0, 0, np, NULL, NULL, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, brisk_kv_type_name(t)));
+        brisk_kv_free(kv);
+    }
 }
 
 /* ---- the engine ------------------------------------------------------------------------------- */

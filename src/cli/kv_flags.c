@@ -22,8 +22,8 @@ static int one_type(const cli_args *a, const char *cmd, cli_opt_id id, int32_t *
     }
     for (size_t i = 0; i < sizeof peer_only / sizeof peer_only[0]; i++)
         if (!strcasecmp(name, peer_only[i]))
-            return cli_usage(cmd, "%s %s: llama.cpp's cache type, not supported by brisk (supported: f16, f32, q8_0, q4_0)", a->given[id], name);
-    return cli_usage(cmd, "%s '%s': unknown cache type (supported: f16, f32, q8_0, q4_0)", a->given[id], name);
+            return cli_usage(cmd, "%s %s: llama.cpp's cache type, not supported by brisk (supported: f16, f32, q8_0, q4_0, k4, k2)", a->given[id], name);
+    return cli_usage(cmd, "%s '%s': unknown cache type (supported: f16, f32, q8_0, q4_0, k4, k2)", a->given[id], name);
 }
 
 int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {

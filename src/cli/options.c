@@ -171,9 +171,9 @@ static const cli_opt table[CLI_O_COUNT] = {
                                      "llama.cpp's --chat-template, which takes the template text)"},
     [CLI_O_ALL] = {{"--all"}, .type = CLI_T_FLAG, .help = "print arrays whole (default: their length and first elements)"},
     [CLI_O_CACHE_TYPE_K] = {{"-ctk", "--cache-type-k"}, .type = CLI_T_STR, .meta = "TYPE", .def = "f16",
-                            .help = "KV cache type for K: f16, f32, q8_0, q4_0 (llama.cpp's names, any case; docs/KV.md)"},
+                            .help = "KV cache type for K: f16, f32, q8_0, q4_0 (llama.cpp's names, any case), k4, k2 (KIVI: per-channel K; docs/KV.md)"},
     [CLI_O_CACHE_TYPE_V] = {{"-ctv", "--cache-type-v"}, .type = CLI_T_STR, .meta = "TYPE", .def = "f16",
-                            .help = "KV cache type for V: f16, f32, q8_0, q4_0"},
+                            .help = "KV cache type for V: f16, f32, q8_0, q4_0, k4, k2 (KIVI: per-token V)"},
     [CLI_O_FLASH_ATTN] = {{"-fa", "--flash-attn"}, .type = CLI_T_CHOICE, .meta = "on|off|auto", .choices = "on|off|auto", .def = "auto",
                           .help = "accepted for llama.cpp compatibility; brisk's attention is always tiled (flash) attention"},
     [CLI_O_KLD_BASE] = {{"--kl-divergence-base"}, .type = CLI_T_PATH, .meta = "FILE",
@@ -250,7 +250,7 @@ static const cli_opt table[CLI_O_COUNT] = {
                            "one this CPU lacks is refused); default: the best this CPU runs"},
     /* drafter-only compression (kv_flags.c: cli_kv_draft): the draft model's cache, never the target's */
     [CLI_O_CACHE_TYPE_K_DRAFT] = {{"-ctkd", "--cache-type-k-draft"}, .type = CLI_T_STR, .meta = "TYPE", .def_help = "f16",
-                                  .help = "the draft model's KV cache type for K (f16, f32, q8_0, q4_0, as -ctk); the target's "
+                                  .help = "the draft model's KV cache type for K (f16, f32, q8_0, q4_0, k4, k2, as -ctk); the target's "
                                           "cache is unchanged, so only the acceptance rate can change (docs/KV.md)"},
     [CLI_O_CACHE_TYPE_V_DRAFT] = {{"-ctvd", "--cache-type-v-draft"}, .type = CLI_T_STR, .meta = "TYPE", .def_help = "f16",
                                   .help = "the draft model's KV cache type for V (as -ctv)"},

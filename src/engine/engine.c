@@ -165,12 +165,17 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
     for (int w = 0; w < 2; w++) {
         const int32_t t = w ? p->type_v : p->type_k;
         if (t < 0 || t >= BRISK_KV_N_TYPES)
-            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache type %s = %d unknown (supported: f16, f32, q8_0, q4_0)",
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache type %s = %d unknown (supported: f16, f32, q8_0, q4_0, k4, k2)",
                               w ? "type_v" : "type_k", t);
-        if ((t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0) && hp->head_dim % 32)
+        if (t != BRISK_KV_F16 && t != BRISK_KV_F32 && hp->head_dim % 32)
             return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache type %s for %s needs a head size that is a multiple of 32, the model's is %d",
                               brisk_kv_type_name(t), w ? "V" : "K", hp->head_dim);
     }
+    if (brisk_kv_type_kivi(p->type_k) && p->kv_policy)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "KV cache type %s for K keeps each channel's 32 slots of a block as one quantized group, so a retention "
+                          "policy cannot compact it; use another K type (f16, f32, q8_0, q4_0) with --kv-policy",
+                          brisk_kv_type_name(p->type_k));
     o->type_k = (brisk_kv_type)p->type_k;
     o->type_v = (brisk_kv_type)p->type_v;
     o->n_ctx = p->n_ctx_seq > 0 ? p->n_ctx_seq : hp->n_ctx_train;
@@ -239,7 +244,7 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     const brisk_hparams *hp = &m->data->hp;
     memset(out, 0, sizeof *out);
     out->weights = m->data->weight_bytes;
-    if (!brisk_kv_plan_dims(hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, sh->n_ctx, sh->kv_tokens, sh->n_seq, sh->type_k,
+    if (!brisk_kv_plan_full(hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, sh->n_ctx, sh->kv_tokens, sh->n_seq, sh->n_batch, sh->type_k,
                             sh->type_v, &out->kv))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens and %d sequences overflows", sh->kv_tokens,
                           sh->n_seq);
@@ -314,7 +319,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->model = m;
     c->n_batch = n_batch;
     c->n_outputs_max = sh.n_outputs;
-    if ((st = brisk_kv_init_dims(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, n_ctx, sh.kv_tokens, n_seq, sh.type_k,
+    if ((st = brisk_kv_init_full(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, n_ctx, sh.kv_tokens, n_seq, n_batch, sh.type_k,
                                  sh.type_v, err)))
         goto fail;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
@@ -386,7 +391,8 @@ int32_t brisk_context_n_seq(const brisk_context *c) { return c->kv->n_seq; }
 const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa(c->fwd); }
 
 _Static_assert((int)BRISK_CACHE_F16 == (int)BRISK_KV_F16 && (int)BRISK_CACHE_F32 == (int)BRISK_KV_F32 &&
-                   (int)BRISK_CACHE_Q8_0 == (int)BRISK_KV_Q8_0 && (int)BRISK_CACHE_Q4_0 == (int)BRISK_KV_Q4_0,
+                   (int)BRISK_CACHE_Q8_0 == (int)BRISK_KV_Q8_0 && (int)BRISK_CACHE_Q4_0 == (int)BRISK_KV_Q4_0 &&
+                   (int)BRISK_CACHE_K4 == (int)BRISK_KV_K4 && (int)BRISK_CACHE_K2 == (int)BRISK_KV_K2,
                "public and KV cache type numbers");
 int brisk_cache_type_parse(const char *name) { return brisk_kv_type_parse(name); }
 const char *brisk_cache_type_name(int type) { return brisk_kv_type_name(type); }

@@ -11,7 +11,7 @@
  *    12  u32  n_tokens: the sequence's length
  *    16  u64  the model's header hash (GGUF header, metadata, tensor table, file size)
  *    24  u64  the model's data hash (every tensor byte)
- *    32  u32  K storage type, 36 u32 V storage type (brisk_kv_type: 0 = F16, 1 = F32, 2 = Q8_0, 3 = Q4_0)
+ *    32  u32  K storage type, 36 u32 V storage type (brisk_kv_type: 0 = F16, 1 = F32, 2 = Q8_0, 3 = Q4_0, 4 = K4, 5 = K2)
  *    40  u32  block size (BRISK_KV_BLOCK, 32)
  *    44  u32  n_layer, 48 u32 n_head_kv, 52 u32 head_dim
  *    56  u64  sampler section bytes (0 without one)
@@ -105,14 +105,24 @@ static bool row_of(uint32_t t, uint64_t n, uint64_t *out) {
     case BRISK_KV_F32: return mul_u64(n, 4, out);
     case BRISK_KV_Q8_0: return n % 32 == 0 && mul_u64(n / 32, 34, out);
     case BRISK_KV_Q4_0: return n % 32 == 0 && mul_u64(n / 32, 18, out);
+    case BRISK_KV_K4: return n % 32 == 0 && mul_u64(n / 32, 20, out);
+    case BRISK_KV_K2: return n % 32 == 0 && mul_u64(n / 32, 12, out);
     default: return false;
     }
+}
+
+/* A K row: row_of, except k4/k2, whose K row form keeps per element its
+ * staged F16 value, its channel group's d and min and its code (kv.h,
+ * brisk_kv_k_row_bytes: 7 bytes). */
+static bool k_row_of(uint32_t t, uint64_t n, uint64_t *out) {
+    if (t == BRISK_KV_K4 || t == BRISK_KV_K2) return n % 32 == 0 && mul_u64(n, 7, out);
+    return row_of(t, n, out);
 }
 
 static bool layout_of(const state_header *h, state_layout *l) {
     uint64_t k_bytes, v_bytes, tok_bytes, k_head, v_head;   /* k_head, v_head: one KV head's bytes (blocks never straddle heads) */
     l->tok_off = STATE_HEADER;
-    return row_of(h->k_type, h->head_dim, &k_head) && row_of(h->v_type, h->head_dim, &v_head) &&
+    return k_row_of(h->k_type, h->head_dim, &k_head) && row_of(h->v_type, h->head_dim, &v_head) &&
            mul_u64(k_head, (uint64_t)h->n_head_kv, &l->k_row) && mul_u64(v_head, (uint64_t)h->n_head_kv, &l->v_row) &&
            mul_u64((uint64_t)h->n_tokens, 4, &tok_bytes) && add_u64(l->tok_off, tok_bytes, &l->pos_off) &&
            add_u64(l->pos_off, tok_bytes, &l->kv_off) && mul_u64(l->k_row, (uint64_t)h->n_tokens, &k_bytes) &&
@@ -242,7 +252,7 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (!(h->flags & STATE_FLAG_SAMPLER) && h->sampler_bytes)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: %" PRIu64 " sampler bytes without the sampler flag", h->sampler_bytes);
     if (h->k_type >= BRISK_KV_N_TYPES || h->v_type >= BRISK_KV_N_TYPES)
-        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown K/V storage types %u/%u (known: 0 f16, 1 f32, 2 q8_0, 3 q4_0)", h->k_type,
+        return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown K/V storage types %u/%u (known: 0 f16, 1 f32, 2 q8_0, 3 q4_0, 4 k4, 5 k2)", h->k_type,
                           h->v_type);
     if (!layout_of(h, l))
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: the header's sizes overflow (%u tokens, %u layers, %u heads of %u)", h->n_tokens,
@@ -320,21 +330,26 @@ brisk_status brisk_seq_state_set(brisk_context *c, int32_t seq, struct brisk_sam
     const size_t krb = (size_t)l.k_row, vrb = (size_t)l.v_row, n = h.n_tokens;
     uint8_t *row = malloc(krb + vrb);
     if (!row) return brisk_fail(err, BRISK_ERR_NOMEM, "KV state: out of memory for a row of %zu bytes", krb + vrb);
-    /* from here on it cannot fail: the blocks were counted above */
+    /* from here on it cannot fail: the blocks were counted above. Block by
+     * block, each committed before the next: a k4/k2 K block's F16 staging
+     * is returned once it is sealed, so a state longer than the staging loads */
     brisk_kv_truncate(kv, seq, 0);
-    st = brisk_kv_reserve(kv, seq, (int32_t)n, err);
-    BRISK_ASSERT(st == BRISK_OK);
-    for (int32_t il = 0; il < kv->n_layer; il++)
-        for (size_t i = 0; i < n; i++) {
-            const size_t at = (size_t)il * n + i;
-            memcpy(row, p + l.kv_off + at * krb, krb);
-            memcpy(row + krb, p + l.v_off + at * vrb, vrb);
-            brisk_kv_row_set(kv, il, seq, (int32_t)i, row, row + krb);
-        }
+    for (size_t b0 = 0; b0 < n; b0 += BRISK_KV_BLOCK) {
+        const size_t b1 = BRISK_MIN(n, b0 + BRISK_KV_BLOCK);
+        st = brisk_kv_reserve(kv, seq, (int32_t)b1, err);
+        BRISK_ASSERT(st == BRISK_OK);
+        for (int32_t il = 0; il < kv->n_layer; il++)
+            for (size_t i = b0; i < b1; i++) {
+                const size_t at = (size_t)il * n + i;
+                memcpy(row, p + l.kv_off + at * krb, krb);
+                memcpy(row + krb, p + l.v_off + at * vrb, vrb);
+                brisk_kv_row_set(kv, il, seq, (int32_t)i, row, row + krb);
+            }
+        for (size_t i = b0; i < b1; i++)
+            brisk_kv_written(kv, seq, (int32_t)i, (int32_t)get_u32(p + l.tok_off + 4 * i), (int32_t)get_u32(p + l.pos_off + 4 * i), true);
+        brisk_kv_commit(kv, seq);
+    }
     free(row);
-    for (size_t i = 0; i < n; i++)
-        brisk_kv_written(kv, seq, (int32_t)i, (int32_t)get_u32(p + l.tok_off + 4 * i), (int32_t)get_u32(p + l.pos_off + 4 * i), true);
-    brisk_kv_commit(kv, seq);
     c->tree_ok[seq] = 0;
     if (smp) {
         st = brisk_sampler_state_load(smp, p + l.smp_off, (size_t)h.sampler_bytes, err);

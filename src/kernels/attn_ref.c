@@ -9,6 +9,7 @@
 #include "quant/quant.h"
 
 #include <math.h>
+#include <string.h>
 
 static void kq16(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out) {
     for (int l = 0; l < 16; l++) {
@@ -106,6 +107,79 @@ static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, siz
         }
 }
 
+/* ---- KIVI's k4 / k2 (kv/kv.h's layouts) ---- */
+
+static inline float k4_k(const uint8_t *part, int d, int s, int i) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * 16), *mm = dd + d;
+    const int q = (part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15;
+    return (float)q * brisk_fp16_to_fp32(dd[i]) + brisk_fp16_to_fp32(mm[i]);
+}
+
+static inline float k2_k(const uint8_t *part, int d, int s, int i) {
+    const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * 8), *mm = dd + d;
+    const int q = (part[(size_t)i * 8 + (size_t)(s % 8)] >> (2 * (s / 8))) & 3;
+    return (float)q * brisk_fp16_to_fp32(dd[i]) + brisk_fp16_to_fp32(mm[i]);
+}
+
+static void kq_multi_k4(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                        size_t os) {
+    for (int h = 0; h < m; h++)
+        for (int l = 0; l < 16 * ng; l++) {
+            const float *qh = q + (size_t)h * qs;
+            float s = 0.0f;
+            for (int i = 0; i < d; i++) s = s + qh[i] * k4_k(part, d, slot0 + l, i);
+            out[(size_t)h * os + (size_t)l] = s * scale;
+        }
+}
+
+static void kq_multi_k2(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                        size_t os) {
+    for (int h = 0; h < m; h++)
+        for (int l = 0; l < 16 * ng; l++) {
+            const float *qh = q + (size_t)h * qs;
+            float s = 0.0f;
+            for (int i = 0; i < d; i++) s = s + qh[i] * k2_k(part, d, slot0 + l, i);
+            out[(size_t)h * os + (size_t)l] = s * scale;
+        }
+}
+
+/* Element e (0..31) of a 32-element V group of k4 (20 bytes) / k2 (12 bytes). */
+static inline float k4_v(const uint8_t *g, int e) {
+    uint16_t d, mn;
+    memcpy(&d, g, 2);
+    memcpy(&mn, g + 2, 2);
+    const int q = e < 16 ? (g[4 + e] & 15) : (g[4 + e - 16] >> 4);
+    return (float)q * brisk_fp16_to_fp32(d) + brisk_fp16_to_fp32(mn);
+}
+
+static inline float k2_v(const uint8_t *g, int e) {
+    uint16_t d, mn;
+    memcpy(&d, g, 2);
+    memcpy(&mn, g + 2, 2);
+    const int q = (g[4 + e % 8] >> (2 * (e / 8))) & 3;
+    return (float)q * brisk_fp16_to_fp32(d) + brisk_fp16_to_fp32(mn);
+}
+
+static void axpy_k4_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    for (int h = 0; h < m; h++)
+        for (int j = 0; j < n; j++) {
+            const uint8_t *row = v + (size_t)j * rb;
+            const float pj = p[(size_t)h * ps + j];
+            float *oh = o + (size_t)h * os;
+            for (int i = 0; i < d; i++) oh[i] = fmaf(pj, k4_v(row + (size_t)(i / 32) * 20, i % 32), oh[i]);
+        }
+}
+
+static void axpy_k2_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    for (int h = 0; h < m; h++)
+        for (int j = 0; j < n; j++) {
+            const uint8_t *row = v + (size_t)j * rb;
+            const float pj = p[(size_t)h * ps + j];
+            float *oh = o + (size_t)h * os;
+            for (int i = 0; i < d; i++) oh[i] = fmaf(pj, k2_v(row + (size_t)(i / 32) * 12, i % 32), oh[i]);
+        }
+}
+
 static const brisk_attn_kernels ref_table = {
     .isa = "ref",
     .kq16 = kq16,
@@ -120,6 +194,10 @@ static const brisk_attn_kernels ref_table = {
     .axpy_f32_rows_multi = axpy_f32_rows_multi,
     .axpy_q8_0_rows_multi = axpy_q8_0_rows_multi,
     .axpy_q4_0_rows_multi = axpy_q4_0_rows_multi,
+    .kq_multi_k4 = kq_multi_k4,
+    .kq_multi_k2 = kq_multi_k2,
+    .axpy_k4_rows_multi = axpy_k4_rows_multi,
+    .axpy_k2_rows_multi = axpy_k2_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_ref(void) { return &ref_table; }

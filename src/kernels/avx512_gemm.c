@@ -1288,6 +1288,10 @@ static const brisk_attn_kernels attn_table = {
     .axpy_f32_rows_multi = brisk_avx512_axpy_f32_rows_multi,
     .axpy_q8_0_rows_multi = brisk_avx512_axpy_q8_0_rows_multi,
     .axpy_q4_0_rows_multi = brisk_avx512_axpy_q4_0_rows_multi,
+    .kq_multi_k4 = brisk_avx512_kq_multi_k4,
+    .kq_multi_k2 = brisk_avx512_kq_multi_k2,
+    .axpy_k4_rows_multi = brisk_avx512_axpy_k4_rows_multi,
+    .axpy_k2_rows_multi = brisk_avx512_axpy_k2_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_avx512(void) { return &attn_table; }

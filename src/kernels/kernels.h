@@ -256,6 +256,20 @@ typedef struct brisk_attn_kernels {
                                  size_t row_bytes, int n, int d);
     void (*axpy_q4_0_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v,
                                  size_t row_bytes, int n, int d);
+    /* KIVI's k4 / k2 (kv/kv.h's layouts, docs/KV.md): kq_multi_k4 / _k2 are
+     * kq_multi_q4_0's form over a sealed K part (per channel i: code q of slot
+     * s, F16 d[i] and min[i]), each key element (float)q * d + min (a multiply,
+     * then an add) first; axpy_k4 / _k2_rows_multi over V rows of 32-element
+     * groups (F16 d, F16 min, codes), v_j[i] = (float)q * d + min, added as
+     * the other quantized V types are: o[i] = fmaf(p, v_j[i], o[i]). */
+    void (*kq_multi_k4)(const float *q, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                        size_t out_stride);
+    void (*kq_multi_k2)(const float *q, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                        size_t out_stride);
+    void (*axpy_k4_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v, size_t row_bytes,
+                               int n, int d);
+    void (*axpy_k2_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v, size_t row_bytes,
+                               int n, int d);
 } brisk_attn_kernels;
 
 const brisk_attn_kernels *brisk_attn_ref(void);
@@ -267,6 +281,19 @@ void brisk_avx512_kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, i
 void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d);
 void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
 void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+/* avx512_attn_kivi.c / avx2_attn_kivi.c: the k4/k2 kernels of the avx512 / avx2 tables */
+void brisk_avx512_kq_multi_k4(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                              size_t os);
+void brisk_avx512_kq_multi_k2(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                              size_t os);
+void brisk_avx512_axpy_k4_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+void brisk_avx512_axpy_k2_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+void brisk_avx2_kq_multi_k4(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                            size_t os);
+void brisk_avx2_kq_multi_k2(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                            size_t os);
+void brisk_avx2_axpy_k4_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+void brisk_avx2_axpy_k2_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
 /* The table of the kernel table brisk_kernels_best runs (its ISA: the
  * AVX-512 one with the avx512 table, avx2's with avx2, NEON's with any neon
  * table, ref's with ref). Never NULL. */

@@ -17,7 +17,7 @@ static int32_t blocks_for(int32_t n_tokens) { return (int32_t)(((int64_t)n_token
  * lowers the count: forks share full blocks and copy at most their partial one). */
 static int64_t pool_blocks(int32_t kv_tokens, int32_t n_seq) { return (int64_t)blocks_for(kv_tokens) + (n_seq - 1); }
 
-static const char *const type_names[BRISK_KV_N_TYPES] = {"f16", "f32", "q8_0", "q4_0"};
+static const char *const type_names[BRISK_KV_N_TYPES] = {"f16", "f32", "q8_0", "q4_0", "k4", "k2"};
 
 const char *brisk_kv_type_name(int type) { return type >= 0 && type < BRISK_KV_N_TYPES ? type_names[type] : "?"; }
 
@@ -33,8 +33,84 @@ size_t brisk_kv_row_bytes(brisk_kv_type t, int64_t n) {
     case BRISK_KV_F32: return (size_t)n * 4;
     case BRISK_KV_Q8_0: return (size_t)(n / 32) * sizeof(brisk_block_q8_0);
     case BRISK_KV_Q4_0: return (size_t)(n / 32) * sizeof(brisk_block_q4_0);
+    case BRISK_KV_K4: return (size_t)(n / 32) * 20;   /* F16 d, F16 min, 16 bytes of nibbles (llama.cpp's block_q4_1) */
+    case BRISK_KV_K2: return (size_t)(n / 32) * 12;   /* F16 d, F16 min, 8 bytes of 2-bit codes */
     }
     return 0;
+}
+
+size_t brisk_kv_k_row_bytes(brisk_kv_type t, int64_t n) { return brisk_kv_type_kivi(t) ? (size_t)n * 7 : brisk_kv_row_bytes(t, n); }
+
+/* ---- KIVI's quantizer (k4, k2) ---------------------------------------------------------- */
+
+void brisk_kivi_quantize32(const float *x, int bits, uint16_t *d, uint16_t *m, uint8_t *code) {
+    const int levels = (1 << bits) - 1;
+    float min = x[0], max = x[0];
+    for (int j = 1; j < 32; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float dd = (max - min) / (float)levels;
+    const float id = dd ? 1.0f / dd : 0.0f;
+    *d = brisk_fp32_to_fp16(dd);
+    *m = brisk_fp32_to_fp16(min);
+    for (int j = 0; j < 32; j++) {
+        const float v = (x[j] - min) * id + 0.5f;   /* >= 0.5 for finite x: truncation rounds */
+        const int c = v >= 0.0f && v < 256.0f ? (int)v : 0;
+        code[j] = (uint8_t)(c < levels ? c : levels);
+    }
+}
+
+static int kivi_bits(brisk_kv_type t) { return t == BRISK_KV_K4 ? 4 : 2; }
+
+/* One token's V head (n floats, n % 32 == 0) into k4/k2 row form: per 32
+ * elements F16 d, F16 min, then the codes (k4: element j in the low nibble of
+ * byte j % 16 for j < 16, the high for j >= 16, as llama.cpp's q4_1; k2:
+ * element j in bits 2 (j / 8) of byte j % 8). */
+static void kivi_v_row(brisk_kv_type t, const float *x, int32_t n, uint8_t *row) {
+    const size_t gb = brisk_kv_row_bytes(t, 32);
+    for (int32_t g = 0; g < n / 32; g++) {
+        uint16_t d, m;
+        uint8_t c[32];
+        brisk_kivi_quantize32(x + 32 * g, kivi_bits(t), &d, &m, c);
+        uint8_t *b = row + (size_t)g * gb;
+        memcpy(b, &d, 2);
+        memcpy(b + 2, &m, 2);
+        if (t == BRISK_KV_K4)
+            for (int j = 0; j < 16; j++) b[4 + j] = (uint8_t)(c[j] | (c[j + 16] << 4));
+        else
+            for (int j = 0; j < 8; j++) b[4 + j] = (uint8_t)(c[j] | (c[j + 8] << 2) | (c[j + 16] << 4) | (c[j + 24] << 6));
+    }
+}
+
+/* The K part layouts of k4/k2 (kv.h): codes first (k4: byte i*16 + s%16,
+ * low nibble for s < 16; k2: byte i*8 + s%8, bits 2 (s / 8)), then the
+ * channels' F16 d[head_dim], then their F16 min[head_dim]. */
+static size_t kivi_codes_bytes(brisk_kv_type t, int32_t hd) { return (size_t)hd * (t == BRISK_KV_K4 ? 16 : 8); }
+
+static unsigned kivi_k_code(brisk_kv_type t, const uint8_t *part, int32_t s, int32_t i) {
+    if (t == BRISK_KV_K4) return (part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15u;
+    return (part[(size_t)i * 8 + (size_t)(s % 8)] >> (2 * (s / 8))) & 3u;
+}
+
+static void kivi_k_code_set(brisk_kv_type t, uint8_t *part, int32_t s, int32_t i, unsigned c) {
+    if (t == BRISK_KV_K4) {
+        uint8_t *b = &part[(size_t)i * 16 + (size_t)(s % 16)];
+        const int sh = s < 16 ? 0 : 4;
+        *b = (uint8_t)((*b & ~(15u << sh)) | (c << sh));
+    } else {
+        uint8_t *b = &part[(size_t)i * 8 + (size_t)(s % 8)];
+        const int sh = 2 * (s / 8);
+        *b = (uint8_t)((*b & ~(3u << sh)) | (c << sh));
+    }
+}
+
+static float kivi_k_value(brisk_kv_type t, const uint8_t *part, int32_t hd, int32_t s, int32_t i) {
+    uint16_t d, m;
+    const size_t cb = kivi_codes_bytes(t, hd);
+    memcpy(&d, part + cb + 2 * (size_t)i, 2);
+    memcpy(&m, part + cb + 2 * ((size_t)hd + (size_t)i), 2);
+    return (float)kivi_k_code(t, part, s, i) * brisk_fp16_to_fp32(d) + brisk_fp16_to_fp32(m);
 }
 
 /* Largest head_dim of the block types (brisk_kv_put quantizes a head on the stack). */
@@ -43,7 +119,7 @@ size_t brisk_kv_row_bytes(brisk_kv_type t, int64_t n) {
 /* Whether a head of head_dim elements can be stored as t. */
 static bool type_fits(brisk_kv_type t, int32_t head_dim) {
     if ((int)t < 0 || (int)t >= BRISK_KV_N_TYPES) return false;
-    if (t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0) return head_dim % 32 == 0 && head_dim <= KV_MAX_QHEAD;
+    if (t != BRISK_KV_F16 && t != BRISK_KV_F32) return head_dim % 32 == 0 && head_dim <= KV_MAX_QHEAD;
     return true;
 }
 
@@ -56,7 +132,8 @@ static size_t part_bytes(brisk_kv_type t, int32_t head_dim) { return brisk_kv_ro
 typedef struct kv_sizes {
     int32_t n_blocks, max_blocks;
     uint32_t n_bucket;
-    size_t k, v, tok, pos, role, blk, bucket, seqs, tables, want, chain, total;
+    int32_t n_stage;
+    size_t k, v, tok, pos, role, blk, bucket, seqs, tables, want, chain, stage, stage_free, total;
 } kv_sizes;
 
 static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
@@ -64,9 +141,10 @@ static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
 }
 
 static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
-                          int32_t n_seq, brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
+                          int32_t n_seq, int32_t n_batch, brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
     memset(z, 0, sizeof *z);
-    if (n_layer < 1 || n_head < 1 || head_dim < 1 || head_dim_v < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096) return false;
+    if (n_layer < 1 || n_head < 1 || head_dim < 1 || head_dim_v < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096 || n_batch < 1)
+        return false;
     if (!type_fits(kt, head_dim) || !type_fits(vt, head_dim_v) || (int64_t)n_head * head_dim > INT32_MAX ||
         (int64_t)n_head * head_dim_v > INT32_MAX)
         return false;
@@ -80,6 +158,17 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
     if (!brisk_mul_size((size_t)nb, (size_t)n_head, &parts) || !brisk_mul_size(parts, (size_t)n_layer, &parts)) return false;
     size_t *t = &z->total;
     *t = sizeof(brisk_kv);
+    if (brisk_kv_type_kivi(kt)) {
+        /* each sequence's open block, the blocks one batch reaches (its
+         * queries read their own block in F16 while later ones read it
+         * quantized), one more per sequence a batch may start inside */
+        z->n_stage = 2 * n_seq + blocks_for(BRISK_MIN(n_batch, n_ctx));
+        size_t one;   /* F16 elements of one stage */
+        if (!brisk_mul_size((size_t)n_layer * (size_t)n_head, (size_t)head_dim * BRISK_KV_BLOCK, &one) ||
+            !kv_size_add(t, (size_t)z->n_stage, one * sizeof(uint16_t), &z->stage) ||
+            !kv_size_add(t, (size_t)z->n_stage, sizeof(int32_t), &z->stage_free))
+            return false;
+    }
     return kv_size_add(t, parts, part_bytes(kt, head_dim), &z->k) && kv_size_add(t, parts, part_bytes(vt, head_dim_v), &z->v) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->tok) &&
            kv_size_add(t, (size_t)nb * BRISK_KV_BLOCK, sizeof(int32_t), &z->pos) &&
@@ -90,12 +179,17 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
            kv_size_add(t, (size_t)n_seq, sizeof(int32_t), &z->want) && kv_size_add(t, (size_t)z->max_blocks, sizeof(int32_t), &z->chain);
 }
 
-bool brisk_kv_plan_dims(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
-                        int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
+bool brisk_kv_plan_full(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
+                        int32_t n_seq, int32_t n_batch, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
     kv_sizes z;
-    if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, k_type, v_type, &z)) return false;
+    if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, n_batch, k_type, v_type, &z)) return false;
     *bytes = z.total;
     return true;
+}
+
+bool brisk_kv_plan_dims(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
+                        int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes) {
+    return brisk_kv_plan_full(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, n_ctx, k_type, v_type, bytes);
 }
 
 bool brisk_kv_plan(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t n_ctx, int32_t kv_tokens, int32_t n_seq,
@@ -110,7 +204,14 @@ brisk_status brisk_kv_init(brisk_kv **out, int32_t n_layer, int32_t n_head, int3
 
 brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx,
                                 int32_t kv_tokens, int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err) {
+    return brisk_kv_init_full(out, n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, n_ctx, k_type, v_type, err);
+}
+
+brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx,
+                                int32_t kv_tokens, int32_t n_seq, int32_t n_batch, brisk_kv_type k_type, brisk_kv_type v_type,
+                                brisk_error *err) {
     *out = NULL;
+    if (n_batch < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: batch of %d tokens must be positive", n_batch);
     if (n_head < 1 || head_dim < 1 || (int64_t)n_head * head_dim > INT32_MAX)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache: %d heads of %d elements", n_head, head_dim);
     if (head_dim_v < 1 || head_dim_v > head_dim)
@@ -119,7 +220,7 @@ brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head,
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
     if (kv_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV pool: %d tokens must be positive", kv_tokens);
     if ((int)k_type < 0 || (int)k_type >= BRISK_KV_N_TYPES || (int)v_type < 0 || (int)v_type >= BRISK_KV_N_TYPES)
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d unknown (supported: f16, f32, q8_0, q4_0)",
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d unknown (supported: f16, f32, q8_0, q4_0, k4, k2)",
                           (int)k_type, (int)v_type);
     for (int w = 0; w < 2; w++) {
         const brisk_kv_type t = w ? v_type : k_type;
@@ -128,7 +229,7 @@ brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head,
                               w ? "V" : "K", brisk_kv_type_name(t), KV_MAX_QHEAD, w ? head_dim_v : head_dim);
     }
     kv_sizes z;
-    if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, k_type, v_type, &z))
+    if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, n_batch, k_type, v_type, &z))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens overflows", kv_tokens);
     /* what this machine can hold is checked by the context's memory plan (engine.c) before this runs */
     brisk_kv *kv = calloc(1, sizeof *kv);
@@ -161,9 +262,15 @@ brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head,
     int32_t *tables = malloc(z.tables);
     kv->want = calloc(1, z.want);
     kv->chain = malloc(z.chain);
+    kv->n_stage = kv->n_stage_free = z.n_stage;
+    if (z.n_stage) {
+        kv->stage = calloc(1, z.stage);
+        kv->stage_free = malloc(z.stage_free);
+    }
     if (kv->seqs)
         kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
-    if (!kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain) {
+    if (!kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
+        (z.n_stage && (!kv->stage || !kv->stage_free))) {
         if (!kv->seqs) free(tables);
         brisk_kv_free(kv);
         return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: cannot allocate %.1f MiB", (double)z.total / 1048576.0);
@@ -172,8 +279,10 @@ brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head,
     for (uint32_t i = 0; i < z.n_bucket; i++) kv->bucket[i] = -1;
     /* every block free, low ids first */
     for (int32_t b = 0; b < kv->n_blocks; b++) {
-        kv->blk[b] = (brisk_kv_block){.ref = 0, .prev = b - 1, .next = b + 1 < kv->n_blocks ? b + 1 : -1, .hnext = -1, .parent = -1};
+        kv->blk[b] = (brisk_kv_block){.ref = 0, .prev = b - 1, .next = b + 1 < kv->n_blocks ? b + 1 : -1, .hnext = -1, .parent = -1,
+                                      .stage = -1};
     }
+    for (int32_t i = 0; i < kv->n_stage; i++) kv->stage_free[i] = kv->n_stage - 1 - i;   /* stage 0 handed out first */
     kv->free_head = 0;
     kv->free_tail = kv->n_blocks - 1;
     kv->n_free = kv->n_blocks;
@@ -195,6 +304,8 @@ void brisk_kv_free(brisk_kv *kv) {
     free(kv->bucket);
     free(kv->want);
     free(kv->chain);
+    free(kv->stage);
+    free(kv->stage_free);
     free(kv);
 }
 
@@ -285,6 +396,110 @@ static void index_remove(brisk_kv *kv, int32_t b) {
     x->gen++;
 }
 
+/* ---- k4/k2 K: F16 staging and sealing --------------------------------------------------- */
+
+/* A k4/k2 K block is open while it fills: its K sits in F16 in a staging
+ * block (kv.h), and every query reads the K of its own block from there.
+ * When the put of its last slot completes it (in position order, layer by
+ * layer) it is sealed: each channel's 32 staged values are quantized into the
+ * pool's K part, which every later query reads. Its staging stays until the
+ * sequence's batch is committed (the batch's queries inside the block still
+ * read it in F16), and comes back if the block is written again (truncated
+ * into, then refilled; a token tree's path moved into it). */
+static bool kivi_k(const brisk_kv *kv) { return brisk_kv_type_kivi(kv->k_type); }
+
+static size_t stage_elems(const brisk_kv *kv) {
+    return (size_t)kv->n_layer * (size_t)kv->n_head * (size_t)kv->head_dim * BRISK_KV_BLOCK;
+}
+
+static uint16_t *stage_part(const brisk_kv *kv, int32_t st, int32_t layer, int32_t head) {
+    BRISK_ASSERT(st >= 0 && st < kv->n_stage);
+    return kv->stage + (size_t)st * stage_elems(kv) + ((size_t)layer * (size_t)kv->n_head + (size_t)head) * (size_t)kv->head_dim * BRISK_KV_BLOCK;
+}
+
+uint16_t *brisk_kv_k_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
+    const int32_t b = kv->seqs[seq].blocks[pos / BRISK_KV_BLOCK];
+    return stage_part(kv, kv->blk[b].stage, layer, head) + (size_t)(pos % BRISK_KV_BLOCK);
+}
+
+static int32_t stage_take(brisk_kv *kv) {
+    BRISK_ASSERT(kv->n_stage_free > 0);   /* counted by the caller (brisk_kv_reserve_batch) */
+    return kv->stage_free[--kv->n_stage_free];
+}
+
+static void stage_give(brisk_kv *kv, int32_t b) {
+    if (kv->blk[b].stage < 0) return;
+    kv->stage_free[kv->n_stage_free++] = kv->blk[b].stage;
+    kv->blk[b].stage = -1;
+}
+
+static uint8_t *k_part_of(const brisk_kv *kv, int32_t layer, int32_t b, int32_t head) {
+    return kv->k + (((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)head) * kv->k_part;
+}
+
+/* Quantize block b's staged K of one layer into its K part, channel by channel. */
+static void kivi_seal_layer(brisk_kv *kv, int32_t layer, int32_t b) {
+    const brisk_kv_type t = kv->k_type;
+    const int32_t hd = kv->head_dim;
+    const size_t cb = kivi_codes_bytes(t, hd);
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        uint8_t *part = k_part_of(kv, layer, b, h);
+        const uint16_t *st = stage_part(kv, kv->blk[b].stage, layer, h);
+        for (int32_t i = 0; i < hd; i++) {
+            float x[BRISK_KV_BLOCK];
+            uint16_t d, m;
+            uint8_t c[BRISK_KV_BLOCK];
+            for (int32_t l = 0; l < BRISK_KV_BLOCK; l++) x[l] = brisk_fp16_to_fp32(st[(size_t)i * BRISK_KV_BLOCK + (size_t)l]);
+            brisk_kivi_quantize32(x, kivi_bits(t), &d, &m, c);
+            for (int32_t l = 0; l < BRISK_KV_BLOCK; l++) kivi_k_code_set(t, part, l, i, c[l]);
+            memcpy(part + cb + 2 * (size_t)i, &d, 2);
+            memcpy(part + cb + 2 * ((size_t)hd + (size_t)i), &m, 2);
+        }
+    }
+    kv->blk[b].sealed = 1;
+}
+
+/* Block b (held by one sequence alone, n_slots of it kept) is about to be
+ * written again: open it. With its staging still there (sealed in the batch
+ * not yet committed) the F16 is exact; otherwise the staging is rebuilt from
+ * the quantized values rounded to F16 (the one lossy path: a sequence
+ * truncated into a sealed block, docs/KV.md). */
+static void kivi_reopen(brisk_kv *kv, int32_t b, int32_t n_slots) {
+    brisk_kv_block *x = &kv->blk[b];
+    if (x->stage < 0) {
+        x->stage = stage_take(kv);
+        for (int32_t il = 0; il < kv->n_layer; il++)
+            for (int32_t h = 0; h < kv->n_head; h++) {
+                const uint8_t *part = k_part_of(kv, il, b, h);
+                uint16_t *st = stage_part(kv, x->stage, il, h);
+                for (int32_t i = 0; i < kv->head_dim; i++)
+                    for (int32_t l = 0; l < n_slots; l++)
+                        st[(size_t)i * BRISK_KV_BLOCK + (size_t)l] = brisk_fp32_to_fp16(kivi_k_value(kv->k_type, part, kv->head_dim, l, i));
+            }
+    }
+    x->sealed = 0;
+}
+
+/* Every full block of seq (slots in position order) sealed; with release,
+ * their staging returned too. Only for a sequence without a token tree. */
+static void kivi_settle(brisk_kv *kv, int32_t seq, bool release) {
+    const brisk_kv_seq *s = &kv->seqs[seq];
+    if (!kivi_k(kv) || s->ordered != s->len) return;
+    for (int32_t bi = 0; bi < s->len / BRISK_KV_BLOCK; bi++) {
+        const int32_t b = s->blocks[bi];
+        if (!kv->blk[b].sealed)
+            for (int32_t il = 0; il < kv->n_layer; il++) kivi_seal_layer(kv, il, b);
+        if (release) stage_give(kv, b);
+    }
+}
+
+void brisk_kv_batch_order(brisk_kv *kv, const int32_t *seq, const int32_t *slot, const uint8_t *in_order, int32_t n) {
+    if (!kivi_k(kv)) return;
+    for (int32_t i = 0; i < n; i++) kv->seqs[seq[i]].seal_end = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (in_order[i] && slot[i] + 1 > kv->seqs[seq[i]].seal_end) kv->seqs[seq[i]].seal_end = slot[i] + 1;
+}
+
 /* ---- references ----------------------------------------------------------------------- */
 
 /* A block from the queue's head: a plain free block while any is left, else
@@ -300,6 +515,10 @@ static int32_t block_alloc(brisk_kv *kv) {
     } else kv->n_free--;
     kv->blk[b].ref = 1;
     kv->blk[b].rotated = 0;
+    if (kivi_k(kv)) {   /* a new block is open: its K goes to staging */
+        kv->blk[b].stage = stage_take(kv);
+        kv->blk[b].sealed = 0;
+    }
     const int32_t in_use = kv->n_blocks - kv->n_free - kv->n_cached;
     if (in_use > kv->in_use_max) kv->in_use_max = in_use;
     return b;
@@ -323,6 +542,7 @@ static void block_acquire(brisk_kv *kv, int32_t b) {
 static void block_release(brisk_kv *kv, int32_t b) {
     brisk_kv_block *x = &kv->blk[b];
     if (--x->ref > 0) return;
+    stage_give(kv, b);
     if (x->indexed) {
         queue_push(kv, b, true);
         kv->n_cached++;
@@ -344,6 +564,12 @@ static void block_copy(brisk_kv *kv, int32_t dst, int32_t src) {
     memcpy(kv->pos + (size_t)dst * BRISK_KV_BLOCK, kv->pos + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK * sizeof(int32_t));
     memcpy(kv->role + (size_t)dst * BRISK_KV_BLOCK, kv->role + (size_t)src * BRISK_KV_BLOCK, BRISK_KV_BLOCK);
     kv->blk[dst].rotated = kv->blk[src].rotated;
+    if (kivi_k(kv)) {   /* dst is fresh from block_alloc, with staging */
+        kv->blk[dst].sealed = kv->blk[src].sealed;
+        if (kv->blk[src].stage >= 0)
+            memcpy(stage_part(kv, kv->blk[dst].stage, 0, 0), stage_part(kv, kv->blk[src].stage, 0, 0), stage_elems(kv) * sizeof(uint16_t));
+        else stage_give(kv, dst);
+    }
 }
 
 /* ---- sequences ------------------------------------------------------------------------ */
@@ -354,7 +580,7 @@ brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int3
     for (int32_t i = 0; i < n; i++) kv->want[seq[i]] = BRISK_MAX(kv->want[seq[i]], slot[i] + 1);
     /* count: blocks to append, plus one copy per writer of a shared block;
      * want[s] turns negative once s is counted */
-    int64_t need = 0;
+    int64_t need = 0, need_stage = 0;
     int32_t worst = -1, worst_need = 0;
     for (int32_t i = 0; i < n; i++) {
         const int32_t id = seq[i], w = kv->want[id];
@@ -368,6 +594,10 @@ brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int3
         int32_t k = BRISK_MAX(last - s->n_blocks, 0);
         for (int32_t bi = s->len / BRISK_KV_BLOCK; bi < BRISK_MIN(s->n_blocks, last); bi++) k += kv->blk[s->blocks[bi]].ref > 1;
         need += k;
+        need_stage += k;   /* k4/k2 K: every new block opens with staging, */
+        if (kivi_k(kv) && s->len % BRISK_KV_BLOCK && kv->blk[s->blocks[s->len / BRISK_KV_BLOCK]].sealed &&
+            kv->blk[s->blocks[s->len / BRISK_KV_BLOCK]].stage < 0)
+            need_stage++;   /* and a sealed block written again reopens with it */
         if (k > worst_need) worst = id, worst_need = k;
     }
     if (need > kv->n_free + kv->n_cached)
@@ -375,6 +605,11 @@ brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int3
                           "KV cache full: sequence %d needs %d more blocks of %d tokens (the batch %lld), %d free or cached "
                           "(context %d over %d sequences)",
                           worst, worst_need, BRISK_KV_BLOCK, (long long)need, kv->n_free + kv->n_cached, kv->n_ctx, kv->n_seq);
+    if (kivi_k(kv) && need_stage > kv->n_stage_free)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "KV cache: the %s K staging is full: the batch opens %lld blocks, %d of %d staging blocks are free (they hold "
+                          "each sequence's open block and the blocks one batch fills: a larger batch size gives more)",
+                          brisk_kv_type_name(kv->k_type), (long long)need_stage, kv->n_stage_free, kv->n_stage);
     for (int32_t i = 0; i < n; i++) {
         const int32_t id = seq[i], w = -kv->want[id];
         if (w <= 0) continue;
@@ -399,6 +634,8 @@ brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int3
             block_release(kv, b);
             s->blocks[bi] = nb;
         }
+        if (kivi_k(kv) && s->len % BRISK_KV_BLOCK && kv->blk[s->blocks[s->len / BRISK_KV_BLOCK]].sealed)
+            kivi_reopen(kv, s->blocks[s->len / BRISK_KV_BLOCK], s->len % BRISK_KV_BLOCK);
         while (s->n_blocks < last) {
             const int32_t nb = block_alloc(kv);
             BRISK_ASSERT(nb >= 0);
@@ -428,6 +665,7 @@ void brisk_kv_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, in
 
 void brisk_kv_commit(brisk_kv *kv, int32_t seq) {
     brisk_kv_seq *s = &kv->seqs[seq];
+    kivi_settle(kv, seq, true);   /* k4/k2 K: full blocks sealed, their staging returned */
     while ((int64_t)(s->n_indexed + 1) * BRISK_KV_BLOCK <= s->ordered) {
         const int32_t bi = s->n_indexed, b = s->blocks[bi], parent = bi ? s->blocks[bi - 1] : -1;
         /* the index keys a block by its tokens after its prefix, which fixes
@@ -473,6 +711,7 @@ void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *
     s->len = base + n;
     s->ordered = s->len;
     brisk_kv_truncate(kv, seq, s->len);
+    kivi_settle(kv, seq, false);   /* k4/k2 K: the path's full blocks sealed from their new rows */
 }
 
 /* K of slot ss of part sp := K of slot ds of part dp, in storage type t (the
@@ -480,6 +719,8 @@ void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *
 static void k_slot_move(brisk_kv_type t, uint8_t *dp, int32_t ds, const uint8_t *sp, int32_t ss, int32_t hd) {
     const size_t B = BRISK_KV_BLOCK;
     switch (t) {
+    case BRISK_KV_K4:
+    case BRISK_KV_K2: break;   /* moved in F16 staging by kivi_k_slot_move */
     case BRISK_KV_F16:
         for (int32_t i = 0; i < hd; i++) memcpy(dp + 2 * ((size_t)i * B + (size_t)ds), sp + 2 * ((size_t)i * B + (size_t)ss), 2);
         break;
@@ -506,6 +747,19 @@ static void k_slot_move(brisk_kv_type t, uint8_t *dp, int32_t ds, const uint8_t 
     }
 }
 
+/* k4/k2 K of slot `to` := slot `from` (one layer and head), in F16 staging:
+ * slots move only inside a token tree's open blocks (keep_path) and into the
+ * block they continue, which reopens (its staging is still there: the block
+ * was sealed by the tree's own batch, not committed since). */
+static void kivi_k_slot_move(brisk_kv *kv, int32_t layer, int32_t seq, int32_t to, int32_t from, int32_t head) {
+    const int32_t bt = kv->seqs[seq].blocks[to / BRISK_KV_BLOCK];
+    BRISK_ASSERT(kv->blk[bt].stage >= 0);
+    kv->blk[bt].sealed = 0;
+    uint16_t *d = brisk_kv_k_stage(kv, layer, seq, to, head);
+    const uint16_t *sp = brisk_kv_k_stage(kv, layer, seq, from, head);
+    for (int32_t i = 0; i < kv->head_dim; i++) d[(size_t)i * BRISK_KV_BLOCK] = sp[(size_t)i * BRISK_KV_BLOCK];
+}
+
 /* Slot `to` of a sequence := slot `from`, every layer and head, K and V in
  * their storage types, with the recorded token and position. */
 static void slot_move(brisk_kv *kv, int32_t seq, int32_t to, int32_t from) {
@@ -513,8 +767,10 @@ static void slot_move(brisk_kv *kv, int32_t seq, int32_t to, int32_t from) {
     const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
     for (int32_t il = 0; il < kv->n_layer; il++)
         for (int32_t h = 0; h < kv->n_head; h++) {
-            k_slot_move(kv->k_type, brisk_kv_k_part(kv, il, seq, to, h), to % BRISK_KV_BLOCK, brisk_kv_k_part(kv, il, seq, from, h),
-                        from % BRISK_KV_BLOCK, kv->head_dim);
+            if (kivi_k(kv)) kivi_k_slot_move(kv, il, seq, to, from, h);
+            else
+                k_slot_move(kv->k_type, brisk_kv_k_part(kv, il, seq, to, h), to % BRISK_KV_BLOCK, brisk_kv_k_part(kv, il, seq, from, h),
+                            from % BRISK_KV_BLOCK, kv->head_dim);
             memcpy(brisk_kv_v_row(kv, il, seq, to, h), brisk_kv_v_row(kv, il, seq, from, h), vrb);
         }
     const size_t at = (size_t)s->blocks[to / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(to % BRISK_KV_BLOCK);
@@ -531,6 +787,11 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
     if (s->ordered != s->len)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence %d still holds the token tree of an earlier decode", seq);
     if (n < 0 || n > s->len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: %d slots to keep of %d", n, s->len);
+    if (kivi_k(kv) && !(n == 0 || keep[n - 1] == n - 1))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "compact: a %s K cache keeps each channel's 32 slots of a block as one quantized group, so slots cannot "
+                          "move between blocks (sequence %d); retention policies need another K type (f16, f32, q8_0, q4_0)",
+                          brisk_kv_type_name(kv->k_type), seq);
     for (int32_t d = 0; d < n; d++)
         if (keep[d] < 0 || keep[d] >= s->len || (d && keep[d] <= keep[d - 1]))
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: keep[%d] = %d is not increasing inside [0, %d)", d, keep[d], s->len);
@@ -598,6 +859,11 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
     /* a slot matches token own only if it holds position own: after a
      * retention policy dropped slots, slot i holds a later position */
     while (own < own_max && brisk_kv_slot_token(kv, seq, own) == tok[own] && brisk_kv_slot_pos(kv, seq, own) == own) own++;
+    /* k4/k2 K: keeping part of a sealed block would reopen it from its
+     * quantized values; recompute that block's tokens instead, so a reused
+     * prefix gives the bits a fresh computation gives */
+    if (kivi_k(kv) && own < s->len && own % BRISK_KV_BLOCK && kv->blk[s->blocks[own / BRISK_KV_BLOCK]].stage < 0)
+        own -= own % BRISK_KV_BLOCK;
     int32_t nb = 0, parent = -1;
     while ((int64_t)(nb + 1) * BRISK_KV_BLOCK <= limit) {
         const int32_t *t = tok + (size_t)nb * BRISK_KV_BLOCK;
@@ -627,6 +893,8 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
 static void k_part_get(brisk_kv_type t, const uint8_t *part, int32_t sl, int32_t hd, uint8_t *row) {
     const int32_t B = BRISK_KV_BLOCK;
     switch (t) {
+    case BRISK_KV_K4:
+    case BRISK_KV_K2: break;   /* per block, not per part: kivi_row_get */
     case BRISK_KV_F16: {
         const uint16_t *k = (const uint16_t *)(const void *)part;
         for (int32_t i = 0; i < hd; i++) memcpy(row + 2 * (size_t)i, &k[(size_t)i * B + (size_t)sl], 2);
@@ -668,6 +936,8 @@ static void k_part_get(brisk_kv_type t, const uint8_t *part, int32_t sl, int32_t
 static void k_part_set(brisk_kv_type t, uint8_t *part, int32_t sl, int32_t hd, const uint8_t *row) {
     const int32_t B = BRISK_KV_BLOCK;
     switch (t) {
+    case BRISK_KV_K4:
+    case BRISK_KV_K2: break;   /* kivi_row_set */
     case BRISK_KV_F16: {
         uint16_t *k = (uint16_t *)(void *)part;
         for (int32_t i = 0; i < hd; i++) memcpy(&k[(size_t)i * B + (size_t)sl], row + 2 * (size_t)i, 2);
@@ -731,8 +1001,55 @@ float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32
         const int q = (part[(size_t)i * 16 + (size_t)(s % 16)] >> (s < 16 ? 0 : 4)) & 15;
         return brisk_fp16_to_fp32(d) * (float)(q - 8);
     }
+    case BRISK_KV_K4:
+    case BRISK_KV_K2: return kivi_k_value(kv->k_type, part, hd, s, i);
     }
     return 0.0f;
+}
+
+/* k4/k2 K in row form (brisk_kv_k_row_bytes: per head the F16 staged
+ * values, then the channels' d, min (u16) and the slot's codes (u8, 0xFF
+ * while open)) <-> slot of seq's block. */
+static void kivi_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k) {
+    const int32_t b = kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK], sl = slot % BRISK_KV_BLOCK, hd = kv->head_dim;
+    const brisk_kv_block *x = &kv->blk[b];
+    const size_t cb = kivi_codes_bytes(kv->k_type, hd);
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        uint8_t *r = k + (size_t)h * 7 * (size_t)hd;
+        const uint8_t *part = k_part_of(kv, layer, b, h);
+        for (int32_t i = 0; i < hd; i++) {
+            const uint16_t v = x->stage >= 0 ? stage_part(kv, x->stage, layer, h)[(size_t)i * BRISK_KV_BLOCK + (size_t)sl] : 0;
+            uint16_t d = 0, m = 0;
+            if (x->sealed) {
+                memcpy(&d, part + cb + 2 * (size_t)i, 2);
+                memcpy(&m, part + cb + 2 * ((size_t)hd + (size_t)i), 2);
+            }
+            memcpy(r + 2 * (size_t)i, &v, 2);
+            memcpy(r + 2 * ((size_t)hd + (size_t)i), &d, 2);
+            memcpy(r + 2 * (2 * (size_t)hd + (size_t)i), &m, 2);
+            r[6 * (size_t)hd + (size_t)i] = x->sealed ? (uint8_t)kivi_k_code(kv->k_type, part, sl, i) : 0xFF;
+        }
+    }
+}
+
+static void kivi_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k) {
+    const int32_t b = kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK], sl = slot % BRISK_KV_BLOCK, hd = kv->head_dim;
+    brisk_kv_block *x = &kv->blk[b];
+    const size_t cb = kivi_codes_bytes(kv->k_type, hd);
+    const unsigned top = kv->k_type == BRISK_KV_K4 ? 15u : 3u;
+    for (int32_t h = 0; h < kv->n_head; h++) {
+        const uint8_t *r = k + (size_t)h * 7 * (size_t)hd;
+        uint8_t *part = k_part_of(kv, layer, b, h);
+        for (int32_t i = 0; i < hd; i++) {
+            if (x->stage >= 0) memcpy(&stage_part(kv, x->stage, layer, h)[(size_t)i * BRISK_KV_BLOCK + (size_t)sl], r + 2 * (size_t)i, 2);
+            const uint8_t c = r[6 * (size_t)hd + (size_t)i];
+            if (c == 0xFF) continue;
+            kivi_k_code_set(kv->k_type, part, sl, i, c & top);
+            memcpy(part + cb + 2 * (size_t)i, r + 2 * ((size_t)hd + (size_t)i), 2);
+            memcpy(part + cb + 2 * ((size_t)hd + (size_t)i), r + 2 * (2 * (size_t)hd + (size_t)i), 2);
+            x->sealed = 1;
+        }
+    }
 }
 
 /* Row form keeps head_dim elements per head for V too (the KV-state file's
@@ -741,8 +1058,10 @@ float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32
 void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, uint8_t *k, uint8_t *v) {
     const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim_v);
     const size_t vform = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
+    if (kivi_k(kv)) kivi_row_get(kv, layer, seq, slot, k);
     for (int32_t h = 0; h < kv->n_head; h++) {
-        k_part_get(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
+        if (!kivi_k(kv))
+            k_part_get(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
         memcpy(v + (size_t)h * vform, brisk_kv_v_row(kv, layer, seq, slot, h), vrb);
         memset(v + (size_t)h * vform + vrb, 0, vform - vrb);
     }
@@ -751,8 +1070,10 @@ void brisk_kv_row_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t sl
 void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, const uint8_t *k, const uint8_t *v) {
     const size_t krb = brisk_kv_row_bytes(kv->k_type, kv->head_dim), vrb = brisk_kv_row_bytes(kv->v_type, kv->head_dim_v);
     const size_t vform = brisk_kv_row_bytes(kv->v_type, kv->head_dim);
+    if (kivi_k(kv)) kivi_row_set(kv, layer, seq, slot, k);
     for (int32_t h = 0; h < kv->n_head; h++) {
-        k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
+        if (!kivi_k(kv))
+            k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, h), slot % BRISK_KV_BLOCK, kv->head_dim, k + (size_t)h * krb);
         memcpy(brisk_kv_v_row(kv, layer, seq, slot, h), v + (size_t)h * vform, vrb);
     }
 }
@@ -769,6 +1090,8 @@ static void to_row(brisk_kv_type t, const float *x, int32_t hd, uint8_t *row) {
     case BRISK_KV_F32: memcpy(row, x, (size_t)hd * sizeof(float)); break;
     case BRISK_KV_Q8_0: brisk_q8_0_quantize_x86(x, row, hd); break;   /* llama.cpp's CPU quantize_row_q8_0 (x86) */
     case BRISK_KV_Q4_0: brisk_q4_0_quantize(x, row, hd); break;       /* its quantize_row_q4_0 (= the ref) */
+    case BRISK_KV_K4:
+    case BRISK_KV_K2: kivi_v_row(t, x, hd, row); break;
     }
 }
 
@@ -780,6 +1103,11 @@ void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_
     } else if (kv->k_type == BRISK_KV_F32) {
         float *kd = (float *)(void *)brisk_kv_k_part(kv, layer, seq, slot, head) + sl;
         for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = k[i];
+    } else if (kivi_k(kv)) {   /* into the open block's staging; its last slot in order seals it */
+        const int32_t b = kv->seqs[seq].blocks[slot / BRISK_KV_BLOCK];
+        uint16_t *kd = brisk_kv_k_stage(kv, layer, seq, slot, head);
+        for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);
+        if (sl == BRISK_KV_BLOCK - 1 && head == kv->n_head - 1 && slot < kv->seqs[seq].seal_end) kivi_seal_layer(kv, layer, b);
     } else {
         _Alignas(4) uint8_t row[KV_MAX_QHEAD / 32 * sizeof(brisk_block_q8_0)];
         to_row(kv->k_type, k, hd, row);
@@ -852,6 +1180,23 @@ bool brisk_kv_check(const brisk_kv *kv, brisk_error *err) {
                 brisk_fail(err, BRISK_ERR_INVALID_ARG, "block %d: hash does not match its parent and tokens", b);
                 goto done;
             }
+        }
+    }
+    /* k4/k2 K staging: every stage held by one block or free; a block in use
+     * and open holds one, an unreferenced block none */
+    if (kv->n_stage) {
+        int32_t held = 0;
+        for (int32_t b = 0; b < kv->n_blocks; b++) {
+            const brisk_kv_block *x = &kv->blk[b];
+            if ((x->ref == 0 && x->stage >= 0) || (x->ref > 0 && !x->sealed && x->stage < 0)) {
+                brisk_fail(err, BRISK_ERR_INVALID_ARG, "block %d: ref %d, sealed %d, staging %d", b, x->ref, x->sealed, x->stage);
+                goto done;
+            }
+            held += x->stage >= 0;
+        }
+        if (held + kv->n_stage_free != kv->n_stage) {
+            brisk_fail(err, BRISK_ERR_INVALID_ARG, "staging: %d held + %d free != %d", held, kv->n_stage_free, kv->n_stage);
+            goto done;
         }
     }
     /* the queue: exactly the unreferenced blocks, plain ones before cached ones */

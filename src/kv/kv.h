@@ -54,8 +54,18 @@
  *     Q8_0 i8  qs[head_dim][32], then u16 d[head_dim/32][32]   value d[i/32][s] * qs[i][s]
  *     Q4_0 u8  qs[head_dim][16], then u16 d[head_dim/32][32]   byte i*16 + s%16, low nibble for
  *          s < 16, high for s >= 16 (as llama.cpp pairs elements j and j+16); value d * (nibble - 8)
+ *     K4   u8  qs[head_dim][16], then u16 d[head_dim], then u16 min[head_dim]: one group per
+ *          channel i (its 32 slots), byte i*16 + s%16, low nibble for s < 16; value
+ *          (float)q * d[i] + min[i]
+ *     K2   u8  qs[head_dim][8], then d[head_dim], min[head_dim]: slot s at bits 2 (s / 8) of
+ *          byte i*8 + s%8
+ *     (K4/K2 hold this only once the block is sealed; until then its K is in F16 staging:
+ *     brisk_kv.stage, laid out as an F16 part, and every query reads its own block from
+ *     there: docs/KV.md "k4 and k2".)
  *   V, per part: 32 rows (one per slot) of head_dim elements in llama.cpp's
- *     row form (F16, F32, or head_dim/32 block_q8_0 / block_q4_0).
+ *     row form (F16, F32, or head_dim/32 block_q8_0 / block_q4_0; K4: block_q4_1's
+ *     form, F16 d, F16 min, 16 bytes of nibbles; K2: F16 d, F16 min, 8 bytes, element j
+ *     at bits 2 (j / 8) of byte j % 8).
  * Every dequantized value d * q is exact in F32 (11-bit d times a 7-bit q),
  * so every path (the kernels' fused dequantization, widening into kt, a
  * scalar loop) sees the same values.
@@ -80,15 +90,32 @@ typedef enum brisk_kv_type {
     BRISK_KV_F32 = 1,    /* 4 bytes per element */
     BRISK_KV_Q8_0 = 2,   /* llama.cpp's q8_0: 34 bytes per 32 elements */
     BRISK_KV_Q4_0 = 3,   /* llama.cpp's q4_0: 18 bytes per 32 elements */
+    /* KIVI's representation (docs/KV.md "k4 and k2"): K per channel (a
+     * channel's 32 slots of a block share an F16 scale and min), V per token
+     * (32 elements of one head share them, llama.cpp's q4_1 layout for k4);
+     * asymmetric, 4 or 2 bits. The open block of a sequence keeps its K in F16
+     * staging until it fills (below). */
+    BRISK_KV_K4 = 4,     /* 20 bytes per 32 elements */
+    BRISK_KV_K2 = 5,     /* 12 bytes per 32 elements */
 } brisk_kv_type;
-#define BRISK_KV_N_TYPES 4
+#define BRISK_KV_N_TYPES 6
 
-/* "f16", "f32", "q8_0", "q4_0" (llama.cpp's names); "?" outside the enum. */
+/* Whether t is one of KIVI's types (k4, k2). */
+static inline bool brisk_kv_type_kivi(int t) { return t == BRISK_KV_K4 || t == BRISK_KV_K2; }
+
+/* "f16", "f32", "q8_0", "q4_0" (llama.cpp's names), "k4", "k2"; "?" outside the enum. */
 const char *brisk_kv_type_name(int type);
 /* The type named (case-insensitive), or -1. */
 int brisk_kv_type_parse(const char *name);
-/* Bytes of n elements (n % 32 == 0 for the block types) in row form. */
+/* Bytes of n elements (n % 32 == 0 for the block types) in row form: V's
+ * row (and its storage), and K's for every type but k4/k2, whose storage is
+ * per channel and whose K row form is brisk_kv_k_row_bytes's. */
 size_t brisk_kv_row_bytes(brisk_kv_type t, int64_t n);
+/* Bytes of one token's K row of n elements in row form (brisk_kv_row_get/set,
+ * KV state files): brisk_kv_row_bytes, except k4/k2: per element its F16
+ * staged value (u16), the channel group's F16 scale and min (u16 each) and its
+ * code (u8, 0xFF while the slot's block is open, not yet quantized): 7 n. */
+size_t brisk_kv_k_row_bytes(brisk_kv_type t, int64_t n);
 
 typedef struct brisk_kv_seq {
     int32_t *blocks;      /* block ids, [n_blocks] used, capacity blocks_for(n_ctx) */
@@ -100,6 +127,10 @@ typedef struct brisk_kv_seq {
     int32_t ordered;
     int32_t n_indexed;    /* blocks [0, n_indexed) are in the prefix index (full, ordered) */
     uint8_t role;         /* brisk_kv_role the slots written next get (brisk_seq_set_role) */
+    /* k4/k2 K: during a forward pass, slots [0, seal_end) are in position order
+     * once the batch is written (brisk_kv_batch_order): the put of slot 31 of
+     * a block below it quantizes the block */
+    int32_t seal_end;
 } brisk_kv_seq;
 
 /* Per-block bookkeeping. */
@@ -116,6 +147,13 @@ typedef struct brisk_kv_block {
      * is never indexed (a prefix-cache hit must be exact). Cleared on alloc. */
     uint8_t rotated;
     uint64_t hash;        /* indexed: hash(parent's hash, its BLOCK token ids) */
+    /* k4/k2 K: the block's F16 staging (an index into brisk_kv.stage, -1:
+     * none) and whether its quantized K is valid (sealed). An open block
+     * (not sealed) holds its K in its staging only; a sealed block keeps its
+     * staging until the sequence's batch is committed, so the queries of
+     * the batch that sealed it still read their own block in F16. */
+    int32_t stage;
+    uint8_t sealed;
 } brisk_kv_block;
 
 typedef struct brisk_kv {
@@ -156,6 +194,14 @@ typedef struct brisk_kv {
      * the context (brisk_kv_policy_set) and run before each batch
      * (brisk_kv_policy_make_room, forward.c); owns its own scratch. */
     struct brisk_kv_policy *policy;
+    /* k4/k2 K's F16 staging: n_stage blocks of [n_layer][n_head][head_dim][32]
+     * F16 (a K part's F16 layout), 2 n_seq + blocks_for(n_batch) of them
+     * (each sequence's open block, and the blocks one batch fills, whose
+     * queries read their own block in F16); stage_free[0, n_stage_free) the
+     * unused ones. 0 and NULL for the other K types. */
+    int32_t n_stage, n_stage_free;
+    uint16_t *stage;
+    int32_t *stage_free;
 } brisk_kv;
 
 /* Bytes the cache would allocate for these limits, all of it: K, V and the
@@ -172,6 +218,13 @@ bool brisk_kv_plan_dims(int32_t n_layer, int32_t n_head, int32_t head_dim, int32
                         int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes);
 brisk_status brisk_kv_init_dims(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx,
                                 int32_t kv_tokens, int32_t n_seq, brisk_kv_type k_type, brisk_kv_type v_type, brisk_error *err);
+/* The same with the largest batch a forward pass gives it (n_batch tokens):
+ * it sizes k4/k2 K's staging (the variants above assume n_ctx). */
+bool brisk_kv_plan_full(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
+                        int32_t n_seq, int32_t n_batch, brisk_kv_type k_type, brisk_kv_type v_type, size_t *bytes);
+brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx,
+                                int32_t kv_tokens, int32_t n_seq, int32_t n_batch, brisk_kv_type k_type, brisk_kv_type v_type,
+                                brisk_error *err);
 void brisk_kv_free(brisk_kv *kv);   /* NULL is a no-op */
 
 static inline int32_t brisk_kv_n_seq(const brisk_kv *kv) { return kv->n_seq; }
@@ -215,6 +268,12 @@ static inline int32_t brisk_kv_next_pos(const brisk_kv *kv, int32_t seq) {
 brisk_status brisk_kv_reserve_batch(brisk_kv *kv, const int32_t *seq, const int32_t *slot, int32_t n, brisk_error *err);
 /* One sequence's brisk_kv_reserve_batch for slots [len, new_len). */
 brisk_status brisk_kv_reserve(brisk_kv *kv, int32_t seq, int32_t new_len, brisk_error *err);
+/* Before a forward pass writes the batch's rows (after brisk_kv_reserve_batch):
+ * token i writes slot[i] of seq[i] and is in position order (in_order[i],
+ * forward.c's "direct"). For a k4/k2 K, a block whose last slot such a token
+ * writes is quantized as that put completes it, layer by layer, so later
+ * queries of the batch read it quantized; a no-op for the other types. */
+void brisk_kv_batch_order(brisk_kv *kv, const int32_t *seq, const int32_t *slot, const uint8_t *in_order, int32_t n);
 /* After the rows of slot (reserved) were written: record its token and
  * position and extend the sequence; in_order: the slot holds its position
  * and so does every slot before it (forward.c's "direct"). O(1). */
@@ -313,7 +372,8 @@ static inline uint8_t *brisk_kv_v_row(const brisk_kv *kv, int32_t layer, int32_t
 static inline uint16_t *brisk_kv_v(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
     return (uint16_t *)(void *)brisk_kv_v_row(kv, layer, seq, pos, head);
 }
-/* Element i of slot s (0..31) of a K part, dequantized (exact). */
+/* Element i of slot s (0..31) of a K part, dequantized (exact; k4/k2: the
+ * quantized value, valid once the block is sealed). */
 float brisk_kv_k_value(const brisk_kv *kv, const uint8_t *part, int32_t s, int32_t i);
 
 /* ---- for the context shift (kv/shift.c) ---- */
@@ -327,5 +387,13 @@ brisk_status brisk_kv_make_own(brisk_kv *kv, int32_t seq, int32_t b0, int32_t b1
  * (V untouched). The caller owns the slot's block for the write. */
 void brisk_kv_k_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, float *k);
 void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k);
+/* k4/k2 K: the F16 staging of (layer, seq, pos, head)'s block, laid out as an
+ * F16 K part: element i of the slot at [i * BRISK_KV_BLOCK]. The block must
+ * have staging (open, or sealed in the batch not yet committed). */
+uint16_t *brisk_kv_k_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head);
+/* KIVI's asymmetric quantizer of 32 values (q4_1's arithmetic: d = (max -
+ * min) / L, L = 15 or 3, codes (int)((x - min) / d + 0.5) capped at L, d and
+ * min stored as F16); a value reads back as (float)code * d + min. */
+void brisk_kivi_quantize32(const float *x, int bits, uint16_t *d, uint16_t *m, uint8_t *code);
 
 #endif

@@ -25,6 +25,9 @@ brisk_status brisk_kv_reposition(brisk_kv *kv, int32_t seq, int32_t from, const 
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "shift: sequence %d still holds the token tree of an earlier decode", seq);
     if (from < 0 || from > s->len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "shift: slot %d outside [0, %d]", from, s->len);
     if (kv->head_dim > SHIFT_MAX_HEAD) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "shift: head size %d > %d", kv->head_dim, SHIFT_MAX_HEAD);
+    if (kv->k_type == BRISK_KV_K4 || kv->k_type == BRISK_KV_K2)   /* a channel's scale spans 32 slots: a rotation would requantize whole blocks */
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "shift: a %s K cache (quantized per channel over each block of 32 slots) cannot be re-rotated; "
+                          "use -ctk f16, q8_0 or q4_0 with a context shift", brisk_kv_type_name(kv->k_type));
     int32_t prev = from > 0 ? brisk_kv_slot_pos(kv, seq, from - 1) : -1, first = -1;
     for (int32_t i = 0; i < s->len - from; i++) {
         if (new_pos[i] <= prev)

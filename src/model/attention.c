@@ -84,16 +84,48 @@ static void gather_k16(uint16_t *kg, const attn_task *at, int32_t seq, int32_t k
  * non-flash paths differ by KL 1.4e-4 on llama-tiny-Q8_0). Tiles are fixed by
  * position, so the result does not depend on the batch. */
 
+/* k4/k2 K (kv.h): a query reads the entries of its own block (from fresh0,
+ * the block's first entry) in F16 from the block's staging, the entries
+ * before in the sealed blocks' quantized form, so what it sees of a key does
+ * not depend on how the tokens were batched. The fast paths (kt, kq_cached)
+ * read entries below cached_lim: base for the other types; for k4/k2 fresh0,
+ * or, for a tree token whose path crossed into a new block past the cached
+ * part, the start of base's block (the entries from there to fresh0 are read
+ * as the chain would have sealed them: kivi_virtual). */
+static inline int32_t kivi_fresh0(int32_t n_vis) { return (n_vis - 1) / BRISK_KV_BLOCK * BRISK_KV_BLOCK; }
+
+static inline int32_t cached_lim(const brisk_kv *kv, int32_t n_vis, int32_t base) {
+    if (!brisk_kv_type_kivi(kv->k_type)) return base;
+    const int32_t f0 = kivi_fresh0(n_vis);
+    return f0 <= base ? f0 : base / BRISK_KV_BLOCK * BRISK_KV_BLOCK;
+}
+
+/* Element i of entry e of a tree token's crossed block: the block of its
+ * path's 32 entries (cached slots, then ancestors, all still staged) sealed
+ * as a chain decode seals it, with the same quantizer. */
+static float kivi_virtual(const attn_task *at, int32_t seq, int32_t kvh, int32_t e, int32_t i, int32_t base, const int32_t *anc) {
+    const int32_t vb0 = e / BRISK_KV_BLOCK * BRISK_KV_BLOCK;
+    float x[BRISK_KV_BLOCK];
+    for (int32_t l = 0; l < BRISK_KV_BLOCK; l++)
+        x[l] = brisk_fp16_to_fp32(brisk_kv_k_stage(at->kv, at->layer, seq, slot_of(vb0 + l, base, anc), kvh)[(size_t)i * BRISK_KV_BLOCK]);
+    uint16_t d, m;
+    uint8_t c[BRISK_KV_BLOCK];
+    brisk_kivi_quantize32(x, at->kv->k_type == BRISK_KV_K4 ? 4 : 2, &d, &m, c);
+    return (float)c[e - vb0] * brisk_fp16_to_fp32(d) + brisk_fp16_to_fp32(m);
+}
+
 /* One (token, query head) of brisk_fwd_attn_worker's group: the scores of tile j0..j0+n-1
  * from group position j on (what the kq_multi kernels did not cover: a tree
  * token's own branch), into kq: gathered into rows for kq16, the last partial
  * group through kq16 as well, and the scalar loop without a kernel table. */
 static void attn_scores(const attn_task *at, const float *q, const int16_t *codes, const float *scales, int32_t seq, int32_t kvh, int32_t j0,
-                        int32_t j, int32_t n, int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
+                        int32_t j, int32_t n, int32_t n_vis, int32_t base, const int32_t *anc, uint16_t *kg, float scale, float *kq) {
     const brisk_forward *f = at->f;
     const brisk_attn_kernels *g = f->ak;
     const int hd = f->m->hp.head_dim;
     const bool f16 = at->kv->k_type == BRISK_KV_F16;   /* other types: the scalar loop below, on their exact values */
+    const bool kivi = brisk_kv_type_kivi(at->kv->k_type);
+    const int32_t fresh0 = kivi_fresh0(n_vis), lim = cached_lim(at->kv, n_vis, base);
     if ((hd % 2) == 0 && f16)   /* groups of 16 positions, gathered into rows */
         for (; j + 16 <= n; j += 16) {
             gather_k16(kg, at, seq, kvh, hd, j0 + j, 16, base, anc);
@@ -113,9 +145,11 @@ static void attn_scores(const attn_task *at, const float *q, const int16_t *code
     for (; j < n; j++) {
         const int32_t sl = slot_of(j0 + j, base, anc);
         float s = 0.0f;
-        if (f16) {
-            const uint16_t *kr = brisk_kv_k(at->kv, at->layer, seq, sl, kvh);
+        if (f16 || (kivi && j0 + j >= fresh0)) {   /* k4/k2: the query's own block, staged */
+            const uint16_t *kr = f16 ? brisk_kv_k(at->kv, at->layer, seq, sl, kvh) : brisk_kv_k_stage(at->kv, at->layer, seq, sl, kvh);
             for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
+        } else if (kivi && j0 + j >= lim) {
+            for (int i = 0; i < hd; i++) s += q[i] * kivi_virtual(at, seq, kvh, j0 + j, i, base, anc);
         } else if (k_int_dot(at->kv->k_type)) {   /* the kernels' integer dot (kernels.h), same bits */
             s = brisk_kq_q_slot(codes, scales, brisk_kv_k_part(at->kv, at->layer, seq, sl, kvh), sl % BRISK_KV_BLOCK, hd,
                                 at->kv->k_type == BRISK_KV_Q4_0);
@@ -151,6 +185,14 @@ static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, 
         (g->kq_multi_q4_0 ? g->kq_multi_q4_0 : r->kq_multi_q4_0)(aq->codes, aq->scales, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh),
                                                                  slot0, ng, hd, scale, out, ATTN_TILE);
         break;
+    case BRISK_KV_K4:   /* sealed blocks only (cached_lim) */
+        (g->kq_multi_k4 ? g->kq_multi_k4 : r->kq_multi_k4)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng, hd,
+                                                           scale, out, ATTN_TILE);
+        break;
+    case BRISK_KV_K2:
+        (g->kq_multi_k2 ? g->kq_multi_k2 : r->kq_multi_k2)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng, hd,
+                                                           scale, out, ATTN_TILE);
+        break;
     }
 }
 
@@ -173,6 +215,12 @@ static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p,
     case BRISK_KV_Q4_0:
         (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : r->axpy_q4_0_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
         break;
+    case BRISK_KV_K4:
+        (g->axpy_k4_rows_multi ? g->axpy_k4_rows_multi : r->axpy_k4_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        break;
+    case BRISK_KV_K2:
+        (g->axpy_k2_rows_multi ? g->axpy_k2_rows_multi : r->axpy_k2_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        break;
     }
 }
 
@@ -181,13 +229,14 @@ static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p,
  * all heads per call; the rest (a tree token's own branch) by attn_scores;
  * then the softcap and the window's mask [mask0, mask1). The statistics pass
  * calls it again for the same bits. */
-static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, int32_t base,
-                        const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], int32_t mask0, int32_t mask1) {
+static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, int32_t n_vis,
+                        int32_t base, const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], int32_t mask0, int32_t mask1) {
     const float *q = aq->q;
     const brisk_forward *f = at->f;
     const brisk_attn_kernels *g = f->ak;
     const int hd = f->m->hp.head_dim;
     const float scale = at->scale, softcap = at->softcap;
+    const int32_t lim = cached_lim(at->kv, n_vis, base);   /* the entries the fast paths read: base, or less for k4/k2 */
     int32_t j = 0;
     if (at->kt) {
         /* kt holds the cached positions (a tree token's own branch comes
@@ -195,8 +244,8 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
          * whole tile is cached its last partial group too (kt has room
          * past it: the lanes past n are computed and ignored) */
         int32_t ng = 0;
-        while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= base) ng++;
-        if (16 * ng < n && j0 + n <= base && j0 + 16 * (ng + 1) <= f->kt_stride) ng++;
+        while (j + 16 * (ng + 1) <= n && j0 + 16 * (ng + 1) <= lim) ng++;
+        if (16 * ng < n && j0 + n <= lim && j0 + 16 * (ng + 1) <= f->kt_stride) ng++;
         if (ng) g->kq_multi_t(q, (size_t)hd, m, at->kt + (size_t)kvh * hd * f->kt_stride + (size_t)j0, (size_t)f->kt_stride, ng, hd, scale,
                               kq[0], ATTN_TILE);
         j = 16 * ng < n ? 16 * ng : n;
@@ -208,8 +257,8 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
         while (j < n) {
             const int32_t p = j0 + j, in_block = BRISK_KV_BLOCK - p % BRISK_KV_BLOCK;
             int32_t ng = 0;
-            while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= base) ng++;
-            if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= base) ng++;
+            while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= lim) ng++;
+            if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= lim) ng++;
             if (!ng) break;
             kq_cached(at, aq, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
             j += 16 * ng;
@@ -218,7 +267,7 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
     }
     for (int h = 0; h < m; h++) {
         attn_scores(at, q + (size_t)h * hd, aq->codes ? aq->codes + (size_t)h * hd : NULL, aq->scales ? aq->scales + (size_t)h * (hd / 32) : NULL,
-                    seq, kvh, j0, j, n, base, anc, kg, scale, kq[h]);
+                    seq, kvh, j0, j, n, n_vis, base, anc, kg, scale, kq[h]);
         if (softcap != 0.0f)   /* as ggml's flash attention: tanh of the scaled score, times the cap */
             for (int32_t i = 0; i < n; i++) kq[h][i] = softcap * tanhf(kq[h][i]);
         for (int32_t i = mask0; i < mask1; i++) kq[h][i] = -INFINITY;   /* exp gives 0: no weight */
@@ -245,7 +294,7 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
     for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
         const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
         if (j0 >= vsink && j0 + n <= wlo) continue;
-        tile_scores(at, aq, m, seq, kvh, j0, n, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
+        tile_scores(at, aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
         for (int32_t i = 0; i < n; i++) {
             float p = 0.0f;
             for (int h = 0; h < m; h++) p += brisk_expf(kq[h][i] - M[h]) * inv[h];
@@ -326,7 +375,7 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
             if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
             if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base);
             const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
-            tile_scores(at, &aq, m, seq, kvh, j0, n, base, anc, kg, kq, mask0, mask1);
+            tile_scores(at, &aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1);
             for (int h = 0; h < m; h++) {
                 /* four independent max chains (max is exact in any order; ties
                  * between 0 and -0 give the same exp below) */

@@ -359,6 +359,7 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     /* every sequence's slots, all or nothing, before touching anything (shared
      * blocks the batch writes into are copied here) */
     if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;
+    brisk_kv_batch_order(kv, b->seq, f->slot, f->direct, b->n);   /* k4/k2 K: which blocks the batch seals (kv.h) */
     set_window_masks(f, kv, b);
     for (int32_t t = 0; t < b->n; t++) f->observe[t] = f->direct[t] && brisk_kv_policy_observes(kv, b->seq[t], f->slot[t]);
 
