@@ -804,21 +804,8 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
     }
     /* the blocks the moves write into: [first / BLOCK, blocks_for(n)), each made exclusive */
     const int32_t b0 = first / BRISK_KV_BLOCK, b1 = blocks_for(n);
-    int32_t need = 0;
-    for (int32_t bi = b0; bi < b1; bi++) need += kv->blk[s->blocks[bi]].ref > 1;
-    if (need > kv->n_free + kv->n_cached)
-        return brisk_fail(err, BRISK_ERR_CAPACITY, "compact: sequence %d shares %d blocks it must rewrite, %d free or cached", seq, need,
-                          kv->n_free + kv->n_cached);
-    for (int32_t bi = b0; bi < b1; bi++) {
-        const int32_t b = s->blocks[bi];
-        if (kv->blk[b].ref > 1) {
-            const int32_t nb = block_alloc(kv);
-            BRISK_ASSERT(nb >= 0);
-            block_copy(kv, nb, b);
-            block_release(kv, b);
-            s->blocks[bi] = nb;
-        } else if (kv->blk[b].indexed) index_remove(kv, b);   /* its content changes: it leaves the index */
-    }
+    brisk_status st = brisk_kv_make_own(kv, seq, b0, b1, err);
+    if (st) return st;
     /* keep[d] >= d: a move never overwrites a slot a later move reads */
     for (int32_t d = first; d < n; d++) slot_move(kv, seq, d, keep[d]);
     kv->n_compacted += s->len - n;
