@@ -329,6 +329,33 @@ static void test_shift_logits(int type, const int32_t *tok) {
            brisk_kv_type_name(type), (double)worst, (double)d_all);
     CHECK(a->kv->seqs[0].n_indexed == 0);
     CHECKF(brisk_kv_check(a->kv, &err), "%s", err.msg);
+    {   /* its state says the K was re-rotated (flags bit 1), and a context loading it keeps the blocks out of the prefix index */
+        uint8_t *st = NULL;
+        size_t n_st = 0;
+        CHECKF(brisk_seq_state_get_alloc(a, 0, NULL, &st, &n_st, &err) == BRISK_OK, "%s", err.msg);
+        if (st) {
+            CHECK(n_st > 12 && (st[8] & 2u));
+            brisk_context *l = make_ctx(type, 1, 2, 0, 0, 0);
+            if (l) {
+                CHECKF(brisk_seq_state_set(l, 0, NULL, st, n_st, &err) == BRISK_OK, "%s", err.msg);
+                CHECK(brisk_seq_len(l, 0) == n && l->kv->seqs[0].n_indexed == 0);
+                brisk_context_free(l);
+            }
+            free(st);
+        }
+        /* and an unshifted sequence's state does not: its full blocks are indexed once loaded */
+        CHECKF(brisk_seq_state_get_alloc(f, 0, NULL, &st, &n_st, &err) == BRISK_OK, "%s", err.msg);
+        if (st) {
+            CHECK(!(st[8] & 2u));
+            brisk_context *l = make_ctx(type, 1, 2, 0, 0, 0);
+            if (l) {
+                CHECKF(brisk_seq_state_set(l, 0, NULL, st, n_st, &err) == BRISK_OK, "%s", err.msg);
+                CHECK(l->kv->seqs[0].n_indexed == n / BRISK_KV_BLOCK);
+                brisk_context_free(l);
+            }
+            free(st);
+        }
+    }
     if (type == BRISK_KV_F32) {
         /* the reference: u's unshifted rows, moved the long way round into r by the row API */
         brisk_context *r = make_ctx(type, 1, 2, 0, 0, 0);

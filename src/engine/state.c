@@ -7,7 +7,8 @@
  *   header, 80 bytes
  *     0  u32  magic "BKVS" (42 4b 56 53)
  *     4  u32  version (1)
- *     8  u32  flags: bit 0 = a sampler section follows the K/V; others 0
+ *     8  u32  flags: bit 0 = a sampler section follows the K/V; bit 1 = K was
+ *          re-rotated by a context shift (never prefix-indexed); others 0
  *    12  u32  n_tokens: the sequence's length
  *    16  u64  the model's header hash (GGUF header, metadata, tensor table, file size)
  *    24  u64  the model's data hash (every tensor byte)
@@ -54,6 +55,9 @@
 #define STATE_VERSION BRISK_STATE_VERSION
 #define STATE_HEADER BRISK_STATE_HEADER
 #define STATE_FLAG_SAMPLER 1u
+/* K rows re-rotated by a context shift (kv/shift.c): the loaded blocks are
+ * marked so, and never enter the prefix index (a hit there must be exact) */
+#define STATE_FLAG_ROTATED 2u
 #define CHECKSUM_SEED 0x424b56534b53554dull
 
 typedef struct state_header {
@@ -151,9 +155,10 @@ static uint64_t model_data_hash(const brisk_model *cm) {
 }
 
 /* The header this context writes for a sequence of n tokens. */
-static state_header header_for(const brisk_context *c, uint32_t n_tokens, uint64_t sampler_bytes, bool with_sampler) {
+static state_header header_for(const brisk_context *c, uint32_t n_tokens, uint64_t sampler_bytes, bool with_sampler, bool rotated) {
     const brisk_kv *kv = c->kv;
-    return (state_header){.magic = STATE_MAGIC, .version = STATE_VERSION, .flags = with_sampler ? STATE_FLAG_SAMPLER : 0,
+    return (state_header){.magic = STATE_MAGIC, .version = STATE_VERSION,
+                          .flags = (with_sampler ? STATE_FLAG_SAMPLER : 0) | (rotated ? STATE_FLAG_ROTATED : 0),
                           .n_tokens = n_tokens, .header_hash = c->model->data->header_hash,
                           .data_hash = model_data_hash(c->model), .k_type = (uint32_t)kv->k_type, .v_type = (uint32_t)kv->v_type,
                           .block = BRISK_KV_BLOCK, .n_layer = (uint32_t)kv->n_layer, .n_head_kv = (uint32_t)kv->n_head,
@@ -178,7 +183,9 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
     size_t smp_bytes = 0;
     brisk_status st;
     if (smp && (st = brisk_sampler_state_size(smp, &smp_bytes, err))) return st;
-    const state_header h0 = header_for(c, (uint32_t)s->len, smp_bytes, smp != NULL);
+    bool rotated = false;
+    for (int32_t bi = 0; bi < s->n_blocks; bi++) rotated = rotated || kv->blk[s->blocks[bi]].rotated;
+    const state_header h0 = header_for(c, (uint32_t)s->len, smp_bytes, smp != NULL, rotated);
     state_layout l;
     if (!layout_of(&h0, &l) || l.total > SIZE_MAX)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "sequence %d: its state's size overflows", seq);
@@ -247,7 +254,7 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (len < STATE_HEADER + 8)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state truncated: %zu bytes, the header and checksum alone take %u", len, STATE_HEADER + 8);
     header_read(p, h);
-    if (h->flags & ~STATE_FLAG_SAMPLER) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown flags 0x%x", h->flags);
+    if (h->flags & ~(STATE_FLAG_SAMPLER | STATE_FLAG_ROTATED)) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown flags 0x%x", h->flags);
     if (h->reserved) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: reserved header field is %u, not 0", h->reserved);
     if (!(h->flags & STATE_FLAG_SAMPLER) && h->sampler_bytes)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: %" PRIu64 " sampler bytes without the sampler flag", h->sampler_bytes);
@@ -338,6 +345,7 @@ brisk_status brisk_seq_state_set(brisk_context *c, int32_t seq, struct brisk_sam
         const size_t b1 = BRISK_MIN(n, b0 + BRISK_KV_BLOCK);
         st = brisk_kv_reserve(kv, seq, (int32_t)b1, err);
         BRISK_ASSERT(st == BRISK_OK);
+        if (h.flags & STATE_FLAG_ROTATED) kv->blk[kv->seqs[seq].blocks[b0 / BRISK_KV_BLOCK]].rotated = 1;
         for (int32_t il = 0; il < kv->n_layer; il++)
             for (size_t i = b0; i < b1; i++) {
                 const size_t at = (size_t)il * n + i;
