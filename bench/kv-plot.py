@@ -14,7 +14,7 @@ import math
 import sys
 
 # bytes per element of each storage type, over F16's 2 (docs/KV.md)
-TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "k4": None, "k2": None}
+TYPE_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32, "k4": 20 / 32, "k2": 12 / 32}
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
 
 
