@@ -195,6 +195,18 @@ int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t uba
  * with --kv-policy or --context-shift (else nothing could be evicted). */
 int cli_kv_pin(const cli_args *a, const char *cmd, uint32_t roles, bool evicting, brisk_context_params *cp);
 
+/* run's and chat's retention flags as given, checked before the model loads:
+ * --kv-policy and its flags (all but a fractional budget without -c, which
+ * needs the model's context: call cli_kv_policy again then, when
+ * policy_given && !c_early) and --kv-pin among roles; 0 or the usage error's
+ * exit code. */
+typedef struct cli_retention {
+    bool policy_given;   /* a --kv-policy other than none */
+    bool shift_on;       /* --context-shift */
+    int64_t c_early;     /* -c N > 0 as given, else 0 */
+} cli_retention;
+int cli_kv_retention(const cli_args *a, const char *cmd, uint32_t roles, brisk_context_params *cp, cli_retention *r);
+
 /* Generation past the context (run, chat): a context's shifting settings and
  * what happened. */
 typedef struct cli_ctx_shift {

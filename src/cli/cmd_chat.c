@@ -417,18 +417,14 @@ int brisk_cmd_chat(int argc, char **argv) {
         return code;
     }
     /* retention, the context shift and pinning: all but a fractional budget without -c checked before the model loads */
-    const bool shift_on = a.set[CLI_O_CONTEXT_SHIFT] && a.i[CLI_O_CONTEXT_SHIFT];
-    const bool policy_given = a.set[CLI_O_KV_POLICY] && strcmp(a.s[CLI_O_KV_POLICY], "none") != 0;
-    const int64_t c_early = a.set[CLI_O_CTX_SIZE] && a.i[CLI_O_CTX_SIZE] > 0 ? a.i[CLI_O_CTX_SIZE] : 0;
-    if ((c_early || !policy_given) && (code = cli_kv_policy(&a, C, c_early ? c_early : INT32_MAX, 1, &kvt))) {
-        cli_args_free(&a);
-        return code;
-    }
     const uint32_t chat_roles = 1u << BRISK_ROLE_SYSTEM | 1u << BRISK_ROLE_USER | 1u << BRISK_ROLE_ASSISTANT | 1u << BRISK_ROLE_TOOL;
-    if ((code = cli_kv_pin(&a, C, chat_roles, policy_given || shift_on, &kvt))) {
+    cli_retention ret;
+    if ((code = cli_kv_retention(&a, C, chat_roles, &kvt, &ret))) {
         cli_args_free(&a);
         return code;
     }
+    const bool shift_on = ret.shift_on, policy_given = ret.policy_given;
+    const int64_t c_early = ret.c_early;
     const char *model_path = a.s[CLI_O_MODEL], *tpl_path = a.s[CLI_O_CHAT_TEMPLATE];
     const size_t max_input = (size_t)a.i[CLI_O_MAX_INPUT];
     int rc = CLI_EXIT_USAGE;

@@ -122,6 +122,15 @@ int cli_kv_draft(const cli_args *a, const char *cmd, bool has_draft, int64_t n_c
 
 /* ---- pinning and generation past the context (run, chat) ------------------------------------------ */
 
+int cli_kv_retention(const cli_args *a, const char *cmd, uint32_t roles, brisk_context_params *cp, cli_retention *r) {
+    r->shift_on = a->set[CLI_O_CONTEXT_SHIFT] && a->i[CLI_O_CONTEXT_SHIFT];
+    r->policy_given = a->set[CLI_O_KV_POLICY] && strcmp(a->s[CLI_O_KV_POLICY], "none") != 0;
+    r->c_early = a->set[CLI_O_CTX_SIZE] && a->i[CLI_O_CTX_SIZE] > 0 ? a->i[CLI_O_CTX_SIZE] : 0;
+    int code;
+    if ((r->c_early || !r->policy_given) && (code = cli_kv_policy(a, cmd, r->c_early ? r->c_early : INT32_MAX, 1, cp))) return code;
+    return cli_kv_pin(a, cmd, roles, r->policy_given || r->shift_on, cp);
+}
+
 int cli_kv_pin(const cli_args *a, const char *cmd, uint32_t roles, bool evicting, brisk_context_params *cp) {
     cp->kv_pin = 0;
     for (int k = 0; k < a->n_list[CLI_O_KV_PIN]; k++) {
