@@ -102,6 +102,8 @@ typedef enum brisk_kv_type {
 
 /* Whether t is one of KIVI's types (k4, k2). */
 static inline bool brisk_kv_type_kivi(int t) { return t == BRISK_KV_K4 || t == BRISK_KV_K2; }
+/* A K type attention scores by integer dots against the query in Q8_0 (as llama.cpp does): Q8_0, Q4_0. */
+static inline bool brisk_kv_type_int_dot(int t) { return t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0; }
 
 /* "f16", "f32", "q8_0", "q4_0" (llama.cpp's names), "k4", "k2"; "?" outside the enum. */
 const char *brisk_kv_type_name(int type);

@@ -53,9 +53,6 @@ typedef struct {
     const float *scales;
 } attn_query;
 
-/* A K type scored by integer dots against a quantized query. */
-static inline bool k_int_dot(brisk_kv_type t) { return t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0; }
-
 /* A tree token's position j (base <= j <= its own position) is held in slot
  * anc[j - base]; cached positions j < base in slot j. */
 static inline int32_t slot_of(int32_t j, int32_t base, const int32_t *anc) { return j < base ? j : anc[j - base]; }
@@ -150,7 +147,7 @@ static void attn_scores(const attn_task *at, const float *q, const int16_t *code
             for (int i = 0; i < hd; i++) s += q[i] * f->f16_lut[kr[(size_t)i * BRISK_KV_BLOCK]];
         } else if (kivi && j0 + j >= lim) {
             for (int i = 0; i < hd; i++) s += q[i] * kivi_virtual(at, seq, kvh, j0 + j, i, base, anc);
-        } else if (k_int_dot(at->kv->k_type)) {   /* the kernels' integer dot (kernels.h), same bits */
+        } else if (brisk_kv_type_int_dot(at->kv->k_type)) {   /* the kernels' integer dot (kernels.h), same bits */
             s = brisk_kq_q_slot(codes, scales, brisk_kv_k_part(at->kv, at->layer, seq, sl, kvh), sl % BRISK_KV_BLOCK, hd,
                                 at->kv->k_type == BRISK_KV_Q4_0);
         } else {
@@ -353,7 +350,7 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
         }
         const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
         attn_query aq = {.q = q};
-        if (k_int_dot(at->kv->k_type)) {   /* the queries in Q8_0, as llama.cpp scores a quantized K */
+        if (brisk_kv_type_int_dot(at->kv->k_type)) {   /* the queries in Q8_0, as llama.cpp scores a quantized K */
             int16_t *codes = f->q8_codes + (size_t)ith * ATTN_HEADS * (size_t)hd;
             float *scales = f->q8_scales + (size_t)ith * ATTN_HEADS * (size_t)(hd / 32 + 1);
             for (int h = 0; h < m; h++)

@@ -215,7 +215,7 @@ static void attend(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int
      * all the batch's queries (tree batches too: kt serves their cached
      * positions), so each K element is converted once, not once per
      * token. One token reads the cache's transposed K directly. */
-    if (f->kt && T >= 2 && kv->k_type != BRISK_KV_Q8_0 && kv->k_type != BRISK_KV_Q4_0) {   /* those are scored in integers, from the cache */
+    if (f->kt && T >= 2 && !brisk_kv_type_int_dot(kv->k_type)) {   /* those are scored in integers, from the cache */
         int32_t len = 0;
         bool one = true;
         for (int32_t t = 0; t < T; t++) {
