@@ -193,30 +193,31 @@ static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, 
     }
 }
 
-/* o[h] += p[h][j] * V row j for the m heads over n V rows from vrow (rows
- * of one KV block, or n = 1), V in its storage type; hd is V's head size. */
-static void v_rows(const attn_task *at, float *o, int hd, int m, const float *p, const uint8_t *vrow, int32_t n) {
+/* o[h] += p[h][j] * V row j for the m heads (o_stride floats apart) over n
+ * V rows from vrow (rows of one KV block, or n = 1), V in its storage type;
+ * hd is V's head size. */
+static void v_rows(const attn_task *at, float *o, size_t o_stride, int hd, int m, const float *p, const uint8_t *vrow, int32_t n) {
     const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
     const size_t rb = at->kv->v_part / BRISK_KV_BLOCK;
     switch (at->kv->v_type) {
     case BRISK_KV_F16:
-        g->axpy_f16_rows_multi(o, (size_t)hd, m, p, ATTN_TILE, (const uint16_t *)(const void *)vrow, (size_t)hd, n, hd);
+        g->axpy_f16_rows_multi(o, o_stride, m, p, ATTN_TILE, (const uint16_t *)(const void *)vrow, (size_t)hd, n, hd);
         break;
     case BRISK_KV_F32:
-        (g->axpy_f32_rows_multi ? g->axpy_f32_rows_multi : r->axpy_f32_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE,
+        (g->axpy_f32_rows_multi ? g->axpy_f32_rows_multi : r->axpy_f32_rows_multi)(o, o_stride, m, p, ATTN_TILE,
                                                                                    (const float *)(const void *)vrow, (size_t)hd, n, hd);
         break;
     case BRISK_KV_Q8_0:
-        (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : r->axpy_q8_0_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : r->axpy_q8_0_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
         break;
     case BRISK_KV_Q4_0:
-        (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : r->axpy_q4_0_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : r->axpy_q4_0_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
         break;
     case BRISK_KV_K4:
-        (g->axpy_k4_rows_multi ? g->axpy_k4_rows_multi : r->axpy_k4_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        (g->axpy_k4_rows_multi ? g->axpy_k4_rows_multi : r->axpy_k4_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
         break;
     case BRISK_KV_K2:
-        (g->axpy_k2_rows_multi ? g->axpy_k2_rows_multi : r->axpy_k2_rows_multi)(o, (size_t)hd, m, p, ATTN_TILE, vrow, rb, n, hd);
+        (g->axpy_k2_rows_multi ? g->axpy_k2_rows_multi : r->axpy_k2_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
         break;
     }
 }
@@ -314,139 +315,306 @@ static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t
     }
 }
 
-/* Work items are (token, KV head, up to ATTN_HEADS of its query heads): the
- * heads run side by side through every tile, so each K and V row is read and
- * widened once for all of them, and their independent chains fill the
- * pipeline. Every head's arithmetic is still the one-head loop's, in its order. */
+/* One work item: a token, one of its KV heads and up to ATTN_HEADS of that
+ * head's query heads (h0.., m of them), with what its tiles read. */
+typedef struct {
+    int32_t t, kvh, h0, seq, n_vis, base;
+    int m;
+    attn_query aq;
+    const int32_t *anc;
+} attn_item;
+
+/* Item i of token t (i < n_kv * chunks): its heads, entries, ancestors (a
+ * tree token reads its ancestors' rows, wherever the batch put them, in
+ * position order, so every operation is the one a chain decode of its path
+ * performs) and, for a Q8_0/Q4_0 K, its queries in Q8_0 (as llama.cpp scores
+ * a quantized K), in thread ith's scratch. *anc_tok: the token whose
+ * ancestors the thread's anc holds. */
+static void item_setup(const attn_task *at, int ith, int32_t t, int32_t i, int32_t *anc_tok, attn_item *it) {
+    brisk_forward *f = at->f;
+    const brisk_hparams *hp = &f->m->hp;
+    const int hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
+    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
+    it->t = t;
+    it->kvh = i / chunks;
+    it->h0 = it->kvh * gqa + (i % chunks) * per;
+    it->m = gqa - (i % chunks) * per < per ? gqa - (i % chunks) * per : per;
+    it->seq = at->b->seq[t];
+    it->n_vis = f->vis[t] + 1;   /* entries it attends to, itself last */
+    it->base = f->direct[t] ? it->n_vis : f->tbase[t];
+    int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
+    if (!f->direct[t] && *anc_tok != t) {
+        for (int32_t u = t; u >= 0; u = f->par[u]) anc[f->vis[u] - it->base] = f->slot[u];
+        *anc_tok = t;
+    }
+    it->anc = anc;
+    const float *q = f->q + (size_t)t * f->qdim + (size_t)it->h0 * hd;
+    it->aq = (attn_query){.q = q};
+    if (brisk_kv_type_int_dot(at->kv->k_type)) {
+        int16_t *codes = f->q8_codes + (size_t)ith * ATTN_HEADS * (size_t)hd;
+        float *scales = f->q8_scales + (size_t)ith * ATTN_HEADS * (size_t)(hd / 32 + 1);
+        for (int h = 0; h < it->m; h++)
+            for (int b = 0; b < hd / 32; b++) {
+                brisk_block_q8_0 blk;
+                brisk_q8_0_quantize_x86(q + (size_t)h * hd + 32 * b, &blk, 32);
+                scales[(size_t)h * (hd / 32) + (size_t)b] = brisk_fp16_to_fp32(blk.d);
+                for (int e = 0; e < 32; e++) codes[(size_t)h * hd + (size_t)(32 * b + e)] = blk.qs[e];
+            }
+        it->aq.codes = codes;
+        it->aq.scales = scales;
+    }
+}
+
+/* The item's tiles over entries [lo, hi) (lo a multiple of ATTN_TILE) from
+ * an empty state: the unnormalised output of its m heads into o (head h at
+ * o + h * o_stride), their running maxima M and sums S. The tiles run the
+ * heads side by side, so each K and V row is read and widened once for all
+ * of them, and their independent chains fill the pipeline; every head's
+ * arithmetic is still the one-head loop's, in its order. */
+static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t lo, int32_t hi, float *o, size_t o_stride, float *M, float *S) {
+    brisk_forward *f = at->f;
+    const brisk_attn_kernels *g = f->ak;
+    /* hv: V's and the output's head size (K's differs only for multi-head
+     * latent attention, where V holds K's first hv values) */
+    const int hv = f->m->hp.head_dim_v, m = it->m;
+    const int32_t seq = it->seq, kvh = it->kvh, n_vis = it->n_vis, base = it->base, t = it->t;
+    const int32_t *anc = it->anc;
+    uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)f->m->hp.head_dim;
+    float kq[ATTN_HEADS][ATTN_TILE];
+    for (int h = 0; h < m; h++) {
+        memset(o + (size_t)h * o_stride, 0, (size_t)hv * sizeof(float));
+        M[h] = -INFINITY, S[h] = 0.0f;
+    }
+    const int32_t vsink = at->vsink[t], wlo = at->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
+    for (int32_t j0 = lo; j0 < hi; j0 += ATTN_TILE) {
+        const int32_t n = hi - j0 < ATTN_TILE ? hi - j0 : ATTN_TILE;
+        if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
+        if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base);
+        const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
+        tile_scores(at, &it->aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1);
+        for (int h = 0; h < m; h++) {
+            /* four independent max chains (max is exact in any order; ties
+             * between 0 and -0 give the same exp below) */
+            float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
+            int32_t i = 0;
+            for (; i + 4 <= n; i += 4)
+                for (int l = 0; l < 4; l++) m4[l] = kq[h][i + l] > m4[l] ? kq[h][i + l] : m4[l];
+            for (; i < n; i++) m4[0] = kq[h][i] > m4[0] ? kq[h][i] : m4[0];
+            for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
+            const float Mnew = M[h] > tile_max ? M[h] : tile_max;
+            if (Mnew > M[h]) {
+                const float ms = brisk_expf(M[h] - Mnew);
+                float *oh = o + (size_t)h * o_stride;
+                for (int e = 0; e < hv; e++) oh[e] *= ms;
+                S[h] *= ms;
+            }
+            M[h] = Mnew;
+        }
+        for (int h = 0; h < m; h++) f->exp_sub(kq[h], n, M[h]);
+        /* each head's sum in position order; four heads' chains side by
+         * side in registers (the add latency bounds one chain) */
+        for (int h = 0; h < m; h += 4) {
+            const float *k0 = kq[h], *k1 = kq[h + 1 < m ? h + 1 : h], *k2 = kq[h + 2 < m ? h + 2 : h], *k3 = kq[h + 3 < m ? h + 3 : h];
+            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+            for (int32_t i = 0; i < n; i++) {
+                s0 += k0[i];
+                s1 += k1[i];
+                s2 += k2[i];
+                s3 += k3[i];
+            }
+            const double sums[4] = {s0, s1, s2, s3};
+            for (int l = 0; l < 4 && h + l < m; l++) S[h + l] += (float)sums[l];
+        }
+        for (int32_t i = 0; i < n; i++) {
+            if (i == mask0 && mask1 > mask0) {   /* masked rows add nothing (not even a signed zero) */
+                i = mask1 - 1;
+                continue;
+            }
+            if (j0 + i < base) {
+                /* cached positions: the rest of this KV block (rows row apart) in one call */
+                const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
+                int32_t len = n - i < blk_left ? n - i : blk_left;
+                len = base - at_pos < len ? base - at_pos : len;
+                if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
+                v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
+                i += len - 1;
+                continue;
+            }
+            const int32_t sl = slot_of(j0 + i, base, anc);
+            if (at->kv->v_type == BRISK_KV_F16) {
+                const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, sl, kvh);
+                for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * o_stride, kq[h][i], vr, hv);
+            } else v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
+        }
+    }
+}
+
+/* Flash-decoding's merge of one split into the running state, in split
+ * order: the state's and the split's outputs and sums, each rescaled to the
+ * larger maximum (one of the two factors is exactly 1), added. A split every
+ * entry of which is masked (M = -inf) adds nothing. One scalar function
+ * compiled once, so a split merged on the thread that computed it and one
+ * merged after a parallel step give the same bits. */
+static void merge_split(int m, int hv, float *o, size_t o_stride, float *M, float *S, const float *os, size_t os_stride, const float *Ms,
+                        const float *Ss) {
+    for (int h = 0; h < m; h++) {
+        if (Ms[h] == -INFINITY) continue;
+        const float Mn = M[h] > Ms[h] ? M[h] : Ms[h];
+        const float a = M[h] == Mn ? 1.0f : brisk_expf(M[h] - Mn), b = Ms[h] == Mn ? 1.0f : brisk_expf(Ms[h] - Mn);
+        float *oh = o + (size_t)h * o_stride;
+        const float *sh = os + (size_t)h * os_stride;
+        for (int e = 0; e < hv; e++) oh[e] = oh[e] * a + sh[e] * b;
+        S[h] = S[h] * a + Ss[h] * b;
+        M[h] = Mn;
+    }
+}
+
+/* After the last tile (and merge): each head's sink logit, then the division by S. */
+static void finish_item(const attn_task *at, const attn_item *it, float *o, const float *M, const float *S) {
+    const int hv = at->f->m->hp.head_dim_v;
+    for (int h = 0; h < it->m; h++) {
+        float *oh = o + (size_t)h * hv, s = S[h];
+        if (at->sinks) {
+            /* the head's sink logit joins the denominator as a key with
+             * no value, after every tile (ggml's flash attention with
+             * sinks: S = S * ms + vs, which its FMA build contracts) */
+            const float sk = at->sinks[it->h0 + h];
+            if (sk > M[h]) {
+                const float ms = brisk_expf(M[h] - sk);
+                for (int e = 0; e < hv; e++) oh[e] *= ms;
+                s = fmaf(s, ms, 1.0f);
+            } else {
+                s += brisk_expf(sk - M[h]);
+            }
+        }
+        const float inv = s == 0.0f ? 0.0f : 1.0f / s;
+        for (int e = 0; e < hv; e++) oh[e] *= inv;
+    }
+}
+
+/* Entries of the item's split s: [s * split, min((s + 1) * split, n_vis)). */
+static inline int32_t n_splits(const brisk_forward *f, int32_t n_vis) { return (n_vis + f->attn_split - 1) / f->attn_split; }
+
+/* Causal attention, one thread's items. Items are (token, KV head, up to
+ * ATTN_HEADS of its query heads). A token's entries are attended in splits of
+ * f->attn_split (a fixed multiple of ATTN_TILE, by entry index: never by
+ * thread count or batch), each from an empty state, merged in split order
+ * (merge_split), so a token with more entries than one split gets the same
+ * bits whether its splits run here one after the other or side by side in
+ * brisk_fwd_attn_split_worker; with one split (every context up to
+ * attn_split) nothing is merged, and the bits are those of a single chain. */
 void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
     const attn_task *at = ctx;
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
-    int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
-    uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
-    int32_t anc_tok = -1;   /* the token whose ancestors anc holds */
-    /* hd: K's (and Q's) head size; hv: V's and the output's (they differ
-     * only for multi-head latent attention, where V holds K's first hv values) */
-    const int hd = hp->head_dim, hv = hp->head_dim_v, n_kv = hp->n_head_kv, gqa = hp->n_head / hp->n_head_kv;
-    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
-    const brisk_attn_kernels *g = f->ak;
-    float kq[ATTN_HEADS][ATTN_TILE], M[ATTN_HEADS], S[ATTN_HEADS];
+    const int hv = hp->head_dim_v, gqa = hp->n_head / hp->n_head_kv;
+    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per, n_items_tok = hp->n_head_kv * chunks;
+    float *os = f->split_o + (size_t)ith * ATTN_HEADS * (size_t)hv;
+    float M[ATTN_HEADS], S[ATTN_HEADS], Ms[ATTN_HEADS], Ss[ATTN_HEADS];
+    int32_t anc_tok = -1;
     /* items round robin: an item's work grows with its token's position, so
      * contiguous ranges gave the last thread ~3x the first one's in a prefill */
-    const int64_t n_items = (int64_t)at->b->n * n_kv * chunks;
+    const int64_t n_items = (int64_t)at->b->n * n_items_tok;
     for (int64_t item = ith; item < n_items; item += nth) {
-        const int32_t t = (int32_t)(item / (n_kv * chunks)), r = (int32_t)(item % (n_kv * chunks));
-        const int32_t kvh = r / chunks, h0 = kvh * gqa + (r % chunks) * per;
-        const int m = gqa - (r % chunks) * per < per ? gqa - (r % chunks) * per : per;
-        const int32_t seq = at->b->seq[t], n_vis = f->vis[t] + 1;   /* entries it attends to, itself last */
-        /* A tree token reads its ancestors' rows (wherever the batch put them)
-         * in position order, so every operation is the one a chain decode of
-         * its path performs: same tiles, same kernels, same order. */
-        const bool direct = f->direct[t];
-        const int32_t base = direct ? n_vis : f->tbase[t];
-        if (!direct && anc_tok != t) {
-            for (int32_t u = t; u >= 0; u = f->par[u]) anc[f->vis[u] - base] = f->slot[u];
-            anc_tok = t;
+        attn_item it;
+        item_setup(at, ith, (int32_t)(item / n_items_tok), (int32_t)(item % n_items_tok), &anc_tok, &it);
+        float *o = f->att + (size_t)it.t * f->odim + (size_t)it.h0 * hv;
+        const int32_t ns = n_splits(f, it.n_vis);
+        run_tiles(at, ith, &it, 0, BRISK_MIN(it.n_vis, f->attn_split), o, (size_t)hv, M, S);
+        for (int32_t s = 1; s < ns; s++) {
+            run_tiles(at, ith, &it, s * f->attn_split, BRISK_MIN(it.n_vis, (s + 1) * f->attn_split), os, (size_t)hv, Ms, Ss);
+            merge_split(it.m, hv, o, (size_t)hv, M, S, os, (size_t)hv, Ms, Ss);
         }
-        const float *q = f->q + (size_t)t * f->qdim + (size_t)h0 * hd;
-        attn_query aq = {.q = q};
-        if (brisk_kv_type_int_dot(at->kv->k_type)) {   /* the queries in Q8_0, as llama.cpp scores a quantized K */
-            int16_t *codes = f->q8_codes + (size_t)ith * ATTN_HEADS * (size_t)hd;
-            float *scales = f->q8_scales + (size_t)ith * ATTN_HEADS * (size_t)(hd / 32 + 1);
-            for (int h = 0; h < m; h++)
-                for (int b = 0; b < hd / 32; b++) {
-                    brisk_block_q8_0 blk;
-                    brisk_q8_0_quantize_x86(q + (size_t)h * hd + 32 * b, &blk, 32);
-                    scales[(size_t)h * (hd / 32) + (size_t)b] = brisk_fp16_to_fp32(blk.d);
-                    for (int i = 0; i < 32; i++) codes[(size_t)h * hd + (size_t)(32 * b + i)] = blk.qs[i];
-                }
-            aq.codes = codes;
-            aq.scales = scales;
+        if (f->observe && f->observe[it.t]) {
+            float kq[ATTN_HEADS][ATTN_TILE];
+            uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
+            observe_item(at, it.t, &it.aq, it.m, it.seq, it.kvh, it.h0, it.n_vis, it.base, it.anc, kg, kq, M, S, at->vsink[it.t], at->vlo[it.t]);
         }
-        float *o = f->att + (size_t)t * f->odim + (size_t)h0 * hv;
-        memset(o, 0, (size_t)m * hv * sizeof(float));
-        for (int h = 0; h < m; h++) M[h] = -INFINITY, S[h] = 0.0f;
-        const int32_t vsink = at->vsink[t], wlo = at->vlo[t];   /* entries vsink .. wlo - 1 are masked (none without a window) */
-        for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
-            const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
-            if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
-            if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base);
-            const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
-            tile_scores(at, &aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1);
-            for (int h = 0; h < m; h++) {
-                /* four independent max chains (max is exact in any order; ties
-                 * between 0 and -0 give the same exp below) */
-                float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
-                int32_t i = 0;
-                for (; i + 4 <= n; i += 4)
-                    for (int l = 0; l < 4; l++) m4[l] = kq[h][i + l] > m4[l] ? kq[h][i + l] : m4[l];
-                for (; i < n; i++) m4[0] = kq[h][i] > m4[0] ? kq[h][i] : m4[0];
-                for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
-                const float Mnew = M[h] > tile_max ? M[h] : tile_max;
-                if (Mnew > M[h]) {
-                    const float ms = brisk_expf(M[h] - Mnew);
-                    float *oh = o + (size_t)h * hv;
-                    for (int e = 0; e < hv; e++) oh[e] *= ms;
-                    S[h] *= ms;
-                }
-                M[h] = Mnew;
-            }
-            for (int h = 0; h < m; h++) f->exp_sub(kq[h], n, M[h]);
-            /* each head's sum in position order; four heads' chains side by
-             * side in registers (the add latency bounds one chain) */
-            for (int h = 0; h < m; h += 4) {
-                const float *k0 = kq[h], *k1 = kq[h + 1 < m ? h + 1 : h], *k2 = kq[h + 2 < m ? h + 2 : h], *k3 = kq[h + 3 < m ? h + 3 : h];
-                double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-                for (int32_t i = 0; i < n; i++) {
-                    s0 += k0[i];
-                    s1 += k1[i];
-                    s2 += k2[i];
-                    s3 += k3[i];
-                }
-                const double sums[4] = {s0, s1, s2, s3};
-                for (int l = 0; l < 4 && h + l < m; l++) S[h + l] += (float)sums[l];
-            }
-            for (int32_t i = 0; i < n; i++) {
-                if (i == mask0 && mask1 > mask0) {   /* masked rows add nothing (not even a signed zero) */
-                    i = mask1 - 1;
-                    continue;
-                }
-                if (j0 + i < base) {
-                    /* cached positions: the rest of this KV block (rows row apart) in one call */
-                    const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
-                    int32_t len = n - i < blk_left ? n - i : blk_left;
-                    len = base - at_pos < len ? base - at_pos : len;
-                    if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
-                    v_rows(at, o, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
-                    i += len - 1;
-                    continue;
-                }
-                const int32_t sl = slot_of(j0 + i, base, anc);
-                if (at->kv->v_type == BRISK_KV_F16) {
-                    const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, sl, kvh);
-                    for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * hv, kq[h][i], vr, hv);
-                } else v_rows(at, o, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
-            }
-        }
-        if (f->observe && f->observe[t])
-            observe_item(at, t, &aq, m, seq, kvh, h0, n_vis, base, anc, kg, kq, M, S, vsink, wlo);
-        for (int h = 0; h < m; h++) {
-            float *oh = o + (size_t)h * hv;
-            if (at->sinks) {
-                /* the head's sink logit joins the denominator as a key with
-                 * no value, after every tile (ggml's flash attention with
-                 * sinks: S = S * ms + vs, which its FMA build contracts) */
-                const float sk = at->sinks[h0 + h];
-                if (sk > M[h]) {
-                    const float ms = brisk_expf(M[h] - sk);
-                    for (int e = 0; e < hv; e++) oh[e] *= ms;
-                    S[h] = fmaf(S[h], ms, 1.0f);
-                } else {
-                    S[h] += brisk_expf(sk - M[h]);
-                }
-            }
-            const float inv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-            for (int e = 0; e < hv; e++) oh[e] *= inv;
-        }
+        finish_item(at, &it, o, M, S);
     }
+}
+
+/* A split's state in f->split_part: token t (< ATTN_SPLIT_TOKENS), query
+ * head h, split s: hv output values, then M and S. */
+static inline float *split_state(const brisk_forward *f, int32_t t, int32_t h, int32_t s) {
+    const int hv = f->m->hp.head_dim_v;
+    return f->split_part + (((size_t)t * (size_t)f->m->hp.n_head + (size_t)h) * (size_t)f->split_cap + (size_t)s) * (size_t)(hv + 2);
+}
+
+/* The split items of a small batch (brisk_fwd_attn_split_plan): (token, KV
+ * head, heads, split), each from an empty state into its split state, so a
+ * lone decode token's long context spreads over every thread. */
+void brisk_fwd_attn_split_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    brisk_forward *f = at->f;
+    const brisk_hparams *hp = &f->m->hp;
+    const int hv = hp->head_dim_v;
+    float M[ATTN_HEADS], S[ATTN_HEADS];
+    int32_t anc_tok = -1, t = 0;
+    for (int64_t item = ith; item < at->split_first[at->b->n]; item += nth) {
+        while (item >= at->split_first[t + 1]) t++;
+        const int64_t r = item - at->split_first[t];
+        const int32_t ns = n_splits(f, f->vis[t] + 1), i = (int32_t)(r / ns), s = (int32_t)(r % ns);
+        attn_item it;
+        item_setup(at, ith, t, i, &anc_tok, &it);
+        float *st = split_state(f, t, it.h0, s);
+        const size_t stride = (size_t)f->split_cap * (size_t)(hv + 2);   /* from one head's state to the next */
+        run_tiles(at, ith, &it, s * f->attn_split, BRISK_MIN(it.n_vis, (s + 1) * f->attn_split), st, stride, M, S);
+        for (int h = 0; h < it.m; h++) st[(size_t)h * stride + (size_t)hv] = M[h], st[(size_t)h * stride + (size_t)hv + 1] = S[h];
+    }
+}
+
+/* Then, per (token, KV head, heads): the splits merged in order, as
+ * brisk_fwd_attn_worker merges them, and the item finished. */
+void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth) {
+    const attn_task *at = ctx;
+    brisk_forward *f = at->f;
+    const brisk_hparams *hp = &f->m->hp;
+    const int hv = hp->head_dim_v, gqa = hp->n_head / hp->n_head_kv;
+    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per, n_items_tok = hp->n_head_kv * chunks;
+    const size_t stride = (size_t)f->split_cap * (size_t)(hv + 2);
+    const int64_t n_items = (int64_t)at->b->n * n_items_tok;
+    float M[ATTN_HEADS], S[ATTN_HEADS], Ms[ATTN_HEADS], Ss[ATTN_HEADS];
+    for (int64_t item = ith; item < n_items; item += nth) {
+        const int32_t t = (int32_t)(item / n_items_tok), i = (int32_t)(item % n_items_tok);
+        const int32_t kvh = i / chunks, h0 = kvh * gqa + (i % chunks) * per;
+        const int m = gqa - (i % chunks) * per < per ? gqa - (i % chunks) * per : per;
+        attn_item it = {.t = t, .kvh = kvh, .h0 = h0, .m = m};
+        float *o = f->att + (size_t)t * f->odim + (size_t)h0 * hv;
+        const float *s0 = split_state(f, t, h0, 0);
+        for (int h = 0; h < m; h++) {
+            memcpy(o + (size_t)h * hv, s0 + (size_t)h * stride, (size_t)hv * sizeof(float));
+            M[h] = s0[(size_t)h * stride + (size_t)hv], S[h] = s0[(size_t)h * stride + (size_t)hv + 1];
+        }
+        const int32_t ns = n_splits(f, f->vis[t] + 1);
+        for (int32_t s = 1; s < ns; s++) {
+            const float *ss = split_state(f, t, h0, s);
+            for (int h = 0; h < m; h++) Ms[h] = ss[(size_t)h * stride + (size_t)hv], Ss[h] = ss[(size_t)h * stride + (size_t)hv + 1];
+            merge_split(m, hv, o, (size_t)hv, M, S, ss, stride, Ms, Ss);
+        }
+        finish_item(at, &it, o, M, S);
+    }
+}
+
+/* Whether a batch runs its splits as separate items: a small batch (at most
+ * ATTN_SPLIT_TOKENS tokens, every one with at most split_cap splits, none
+ * observed by a retention policy) whose (token, KV head, heads) items would
+ * leave threads idle or unevenly loaded, and that has a token with more than
+ * one split. Fills at->split_first (the first split item of each token). The
+ * choice changes no result, only where the work runs. */
+bool brisk_fwd_attn_split_plan(attn_task *at, int n_threads) {
+    const brisk_forward *f = at->f;
+    const brisk_hparams *hp = &f->m->hp;
+    const int gqa = hp->n_head / hp->n_head_kv, per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
+    const int64_t n_items_tok = (int64_t)hp->n_head_kv * chunks, T = at->b->n;
+    if (n_threads < 2 || T > ATTN_SPLIT_TOKENS || !f->split_part || (T * n_items_tok) % n_threads == 0) return false;
+    bool many = false;
+    at->split_first[0] = 0;
+    for (int32_t t = 0; t < T; t++) {
+        const int32_t ns = n_splits(f, f->vis[t] + 1);
+        if (ns > f->split_cap || (f->observe && f->observe[t])) return false;
+        many = many || ns > 1;
+        at->split_first[t + 1] = at->split_first[t] + n_items_tok * ns;
+    }
+    return many;
 }

@@ -108,6 +108,14 @@ static bool alloc_scratch(brisk_forward *f) {
     }
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
+    f->split_o = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)hp->head_dim_v * sizeof(float), &ok);
+    /* split items need room for every split of ATTN_SPLIT_TOKENS tokens: for
+     * llama-3.2-1b at n_ctx 131072, 4 x 32 heads x 128 splits x 66 floats (4.3 MB) */
+    const int32_t splits = (int32_t)(((int64_t)f->n_ctx + f->attn_split - 1) / f->attn_split);
+    f->split_cap = f->n_threads > 1 && splits > 1 ? BRISK_MIN(splits, ATTN_SPLIT_CAP) : 0;
+    if (f->split_cap)
+        f->split_part = xcalloc_track(f, (size_t)ATTN_SPLIT_TOKENS * (size_t)hp->n_head * (size_t)f->split_cap, (size_t)(hp->head_dim_v + 2) * sizeof(float),
+                                      &ok);
     f->q8_codes = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)hp->head_dim * sizeof(int16_t), &ok);
     f->q8_scales = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)(hp->head_dim / 32 + 1) * sizeof(float), &ok);
     if (nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
@@ -122,10 +130,21 @@ static bool alloc_scratch(brisk_forward *f) {
     return ok;
 }
 
+/* Entries per attention split: ATTN_SPLIT, or BRISK_ATTN_SPLIT (tests), a
+ * positive multiple of ATTN_TILE; -1 when that variable is not one. */
+static int32_t attn_split_size(void) {
+    const char *env = getenv("BRISK_ATTN_SPLIT");
+    if (!env) return ATTN_SPLIT;
+    char *end = NULL;
+    const long v = strtol(env, &end, 10);
+    return end != env && !*end && v >= ATTN_TILE && v <= (1L << 30) && v % ATTN_TILE == 0 ? (int32_t)v : -1;
+}
+
 /* The fields alloc_scratch reads, from the model and the context's limits. */
 static void scratch_shape(brisk_forward *f, const brisk_model_data *m, int32_t n_batch, int32_t n_ctx) {
     const brisk_hparams *hp = &m->hp;
     f->m = m;
+    f->attn_split = attn_split_size() > 0 ? attn_split_size() : ATTN_SPLIT;
     f->gk = brisk_gemm_best();
     f->n_batch = n_batch;
     f->n_ctx = n_ctx;
@@ -180,6 +199,10 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         }
         f->min_parallel_macs = v;
     }
+    if (attn_split_size() < 0) {
+        free(f);
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_ATTN_SPLIT='%s' is not a positive multiple of %d", getenv("BRISK_ATTN_SPLIT"), ATTN_TILE);
+    }
     brisk_status st = brisk_pool_acquire(&f->pool, n_threads, err);   /* shared with the process's other contexts */
     if (st) {
         free(f);
@@ -232,6 +255,7 @@ void brisk_forward_free(brisk_forward *f) {
     free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
     free(f->moe_logits); free(f->moe_sel); free(f->moe_w); free(f->moe_start); free(f->moe_list); free(f->moe_x); free(f->moe_y); free(f->moe_out);
     free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather); free(f->q8_codes); free(f->q8_scales);
+    free(f->split_o); free(f->split_part);
     free(f);
 }
 

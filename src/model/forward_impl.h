@@ -89,6 +89,10 @@ struct brisk_forward {
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
     int16_t *q8_codes;                           /* a Q8_0/Q4_0 K: [thread][ATTN_HEADS][head_dim] the item's queries in Q8_0 */
     float *q8_scales;                            /* their scales, [thread][ATTN_HEADS][head_dim / 32] */
+    int32_t attn_split;                          /* entries per attention split (ATTN_SPLIT, or BRISK_ATTN_SPLIT) */
+    int32_t split_cap;                           /* splits a token may have in split_part (0: no split items) */
+    float *split_o;                              /* [thread][ATTN_HEADS][head_dim_v] one split's output beside the running one */
+    float *split_part;                           /* [ATTN_SPLIT_TOKENS][n_head][split_cap][head_dim_v + 2] split states */
     size_t bytes;
     bool dry;                                    /* planning only: count bytes, allocate nothing */
 };
@@ -114,6 +118,15 @@ static inline int32_t brisk_fwd_ff_max(const brisk_hparams *hp) {
 #define ATTN_TILE 64
 /* query heads of one KV head processed together (they share every K and V row) */
 #define ATTN_HEADS 8
+/* Flash-decoding splits (attention.c): a token's visible entries are attended
+ * in runs of ATTN_SPLIT (a multiple of ATTN_TILE; BRISK_ATTN_SPLIT overrides
+ * it, for tests), merged in order. Batches of at most ATTN_SPLIT_TOKENS
+ * tokens may run the splits as separate items; ATTN_SPLIT_CAP bounds the
+ * splits one token may have there (its scratch), a longer context's run on
+ * one thread each (the same bits). */
+#define ATTN_SPLIT 1024
+#define ATTN_SPLIT_TOKENS 4
+#define ATTN_SPLIT_CAP 512
 
 typedef struct attn_task {
     brisk_forward *f;
@@ -128,6 +141,7 @@ typedef struct attn_task {
     float scale;                  /* multiplier of q.k (divided by the softcap when there is one) */
     float softcap;                /* 0, or scores become softcap * tanh(q.k * scale) */
     const float *sinks;           /* [n_head] learned sink logits joining each head's softmax denominator (arch attn_sinks), or NULL */
+    int64_t split_first[ATTN_SPLIT_TOKENS + 1];   /* split items: token t's are [split_first[t], split_first[t + 1]) */
 } attn_task;
 
 /* SwiGLU of the FFN rows, split by token: an expf per element, on the calling
@@ -163,6 +177,10 @@ void brisk_fwd_matmul_rows(brisk_forward *f, const float *x, int32_t rows, int n
 /* pool workers over an attn_task / swiglu_task */
 void brisk_fwd_kt_worker(void *ctx, int ith, int nth);
 void brisk_fwd_attn_worker(void *ctx, int ith, int nth);
+/* a small batch's splits as items, then their merge (brisk_fwd_attn_split_plan says when) */
+bool brisk_fwd_attn_split_plan(attn_task *at, int n_threads);
+void brisk_fwd_attn_split_worker(void *ctx, int ith, int nth);
+void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth);
 void brisk_fwd_swiglu_worker(void *ctx, int ith, int nth);
 /* The stages of brisk_forward_run (layer.c). */
 void brisk_fwd_embed(brisk_forward *f, const brisk_fwd_batch *b);
