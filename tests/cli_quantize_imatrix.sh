@@ -2,7 +2,7 @@
 # cli_quantize_imatrix: `brisk quantize --imatrix FILE` writes llama-quantize --imatrix's bytes:
 # every case of tests/data/imatrix/cases.txt (GGUF and legacy .dat importance matrices, a MoE
 # with per-expert rows and the dense pycode-target, the types that fit with importances and a
-# few that ignore them) hashes to what llama-quantize wrote (cases.sha256, recorded by
+# few that ignore them; --include-weights/--exclude-weights selections) hashes to what llama-quantize wrote (cases.sha256, recorded by
 # record.sh). Bad importance matrices are one clear line, exit 1 and no output file.
 # Usage: bash tests/cli_quantize_imatrix.sh BRISK_BINARY [SHARED_DIR]
 set -u
@@ -37,8 +37,22 @@ done < cases.txt
 "$brisk" quantize "$tmp/kt-f32.gguf" "$tmp/plain.gguf" Q4_K_M 1 2>/dev/null
 [ "$(sha256sum < "$tmp/plain.gguf" | cut -d' ' -f1)" != "$(grep ' kt-gguf-Q4_K_M$' cases.sha256 | cut -d' ' -f1)" ] && ok ||
   fail "Q4_K_M with and without the imatrix are the same file"
-"$brisk" inspect "$tmp/out.gguf" 2>/dev/null | grep -q 'quantize.imatrix.dataset (str) = "pycode-calibration.txt"' && ok ||
+"$brisk" quantize --pure --imatrix py.imatrix.gguf "$root/models/pycode-target-f16.gguf" "$tmp/ds.gguf" Q6_K 1 2>/dev/null
+"$brisk" inspect "$tmp/ds.gguf" 2>/dev/null | grep -q 'quantize.imatrix.dataset (str) = "pycode-calibration.txt"' && ok ||
   fail "quantize.imatrix.dataset missing"
+# --include-weights / --exclude-weights (the cases above): a selection that keeps nothing writes no
+# imatrix keys, as llama-quantize; the two together, or either without --imatrix, are refused
+"$brisk" quantize --include-weights no-such-tensor --imatrix py.imatrix.gguf "$root/models/pycode-target-f16.gguf" "$tmp/none.gguf" Q4_K_M 1 2>/dev/null
+"$brisk" inspect "$tmp/none.gguf" 2>/dev/null | grep -q 'quantize.imatrix' && fail "an emptied imatrix still wrote its keys" || ok
+usage_err() {   # NEEDLE ARGS...
+  local needle="$1"; shift
+  rm -f "$tmp/u.gguf"
+  "$brisk" quantize "$@" "$root/models/pycode-target-f16.gguf" "$tmp/u.gguf" Q4_K_M 1 >/dev/null 2>"$tmp/err"; local rc=$?
+  [ $rc -eq 2 ] && grep -q -- "$needle" "$tmp/err" && [ ! -e "$tmp/u.gguf" ] && ok || fail "quantize $*: rc $rc, $(cat "$tmp/err")"
+}
+usage_err "cannot be used together" --imatrix py.imatrix.gguf --include-weights attn --exclude-weights ffn
+usage_err "needs --imatrix" --exclude-weights attn
+usage_err "needs --imatrix" --include-weights attn
 
 # bad importance matrices: one line naming the problem, exit 1, nothing written
 refused() {   # NAME PATTERN IMATRIX [MODEL]

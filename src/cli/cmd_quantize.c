@@ -17,6 +17,7 @@ static const cli_use quantize_uses[] = {
     {.id = CLI_O_OUTPUT_TENSOR_TYPE}, {.id = CLI_O_TOKEN_EMBD_TYPE}, {.id = CLI_O_TENSOR_TYPE},
     {.id = CLI_O_OVERRIDE_KV},
     {.id = CLI_O_IMATRIX, .help = "importance matrix of llama-imatrix (GGUF or legacy .dat): the quantizers fit with it, as llama-quantize --imatrix"},
+    {.id = CLI_O_INCLUDE_WEIGHTS}, {.id = CLI_O_EXCLUDE_WEIGHTS},
     {.id = CLI_O_THREADS, .def_help = "$BRISK_THREADS, else all CPUs (a 4th argument N also sets it, as llama-quantize's)"},
     {.id = CLI_O_VERBOSE, .help = "print each tensor's type on stderr"},
     {.id = CLI_O_END},
@@ -152,6 +153,16 @@ int brisk_cmd_quantize(int argc, char **argv) {
         }
     }
     int n_imatrix_kv = 0;
+    const int n_inc = a.n_list[CLI_O_INCLUDE_WEIGHTS], n_exc = a.n_list[CLI_O_EXCLUDE_WEIGHTS];
+    if (n_inc && n_exc) {   /* llama-quantize refuses the pair too */
+        fprintf(stderr, "brisk quantize: --include-weights and --exclude-weights cannot be used together\n");
+        goto done;
+    }
+    if ((n_inc || n_exc) && !a.set[CLI_O_IMATRIX]) {
+        fprintf(stderr, "brisk quantize: %s selects importance-matrix entries: it needs --imatrix FILE\n",
+                n_inc ? "--include-weights" : "--exclude-weights");
+        goto done;
+    }
     if (a.set[CLI_O_IMATRIX]) {
         brisk_error err = {0};
         if (brisk_imatrix_load(a.s[CLI_O_IMATRIX], &imatrix, &err)) {
@@ -159,9 +170,13 @@ int brisk_cmd_quantize(int argc, char **argv) {
             rc = CLI_EXIT_RUNTIME;
             goto done;
         }
-        /* after the user's overrides, as llama-quantize appends them */
+        if (n_inc || n_exc)
+            brisk_imatrix_filter(&imatrix, (const char *const *)(n_inc ? a.list[CLI_O_INCLUDE_WEIGHTS] : a.list[CLI_O_EXCLUDE_WEIGHTS]),
+                                 n_inc ? n_inc : n_exc, n_inc > 0);
+        /* after the user's overrides, as llama-quantize appends them; a
+         * matrix the selection emptied is not used, and its keys are not written */
         brisk_quantize_imatrix_overrides(&imatrix, a.s[CLI_O_IMATRIX], kvo + n_kvo, &n_imatrix_kv);
-        p.imatrix = &imatrix;
+        p.imatrix = imatrix.n_entries ? &imatrix : NULL;
     }
     p.tensor_types = tt;
     p.n_tensor_types = n_tt;

@@ -319,6 +319,10 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_OVERRIDE_KV] = {{"--override-kv"}, .type = CLI_T_LIST, .meta = "KEY=TYPE:VALUE",
                            .help = "set a metadata key in the output: int (stored as u32 of |VALUE|), float, bool or str "
                                    "(at most 127 bytes); repeatable"},
+    [CLI_O_INCLUDE_WEIGHTS] = {{"--include-weights"}, .type = CLI_T_LIST, .meta = "NAME",
+                               .help = "use the importance matrix only for tensors whose name contains NAME; repeatable"},
+    [CLI_O_EXCLUDE_WEIGHTS] = {{"--exclude-weights"}, .type = CLI_T_LIST, .meta = "NAME",
+                               .help = "do not use the importance matrix for tensors whose name contains NAME; repeatable"},
     [CLI_O_API_KEY_FILE] = {{"--api-key-file"}, .type = CLI_T_PATH, .meta = "FILE",
                             .help = "accept every key in FILE (one per line; blank lines and lines starting with # skipped), "
                                     "as --api-key does"},

@@ -37,6 +37,20 @@ static int entry_cmp(const void *a, const void *b) {
     return strcmp(((const brisk_imatrix_entry *)a)->name, ((const brisk_imatrix_entry *)b)->name);
 }
 
+void brisk_imatrix_filter(brisk_imatrix *m, const char *const *names, int n, bool include) {
+    int kept = 0;
+    for (int i = 0; i < m->n_entries; i++) {
+        bool hit = false;
+        for (int k = 0; k < n && !hit; k++) hit = strstr(m->entries[i].name, names[k]) != NULL;
+        if (hit == include) m->entries[kept++] = m->entries[i];
+        else {
+            free(m->entries[i].name);
+            free(m->entries[i].values);
+        }
+    }
+    m->n_entries = kept;
+}
+
 const brisk_imatrix_entry *brisk_imatrix_find(const brisk_imatrix *m, const char *name) {
     if (!m || !m->n_entries) return NULL;
     const brisk_imatrix_entry key = {.name = (char *)name};

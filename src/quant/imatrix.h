@@ -40,6 +40,11 @@ typedef struct brisk_imatrix {
 brisk_status brisk_imatrix_parse(const uint8_t *buf, size_t len, const char *what, brisk_imatrix *out, brisk_error *err);
 brisk_status brisk_imatrix_load(const char *path, brisk_imatrix *out, brisk_error *err);
 void brisk_imatrix_free(brisk_imatrix *m);
+/* llama-quantize's --include-weights / --exclude-weights: keep only the
+ * entries whose name contains one of names[0, n) (include), or drop those
+ * (exclude); substring matches, as its prepare_imatrix. The order stays
+ * sorted; the matrix may end up empty. */
+void brisk_imatrix_filter(brisk_imatrix *m, const char *const *names, int n, bool include);
 /* The entry of a tensor, NULL when the matrix has none. */
 const brisk_imatrix_entry *brisk_imatrix_find(const brisk_imatrix *m, const char *name);
 
