@@ -324,6 +324,19 @@ typedef struct {
     const int32_t *anc;
 } attn_item;
 
+/* The item split of a token: n_head_kv x chunks items, item i covering
+ * KV head i / chunks and up to ATTN_HEADS of its query heads (*h0.., *m of
+ * them). Returns the items per token. */
+static int item_heads(const brisk_hparams *hp, int32_t i, int32_t *kvh, int32_t *h0, int *m) {
+    const int gqa = hp->n_head / hp->n_head_kv, per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
+    if (kvh) {
+        *kvh = i / chunks;
+        *h0 = *kvh * gqa + (i % chunks) * per;
+        *m = gqa - (i % chunks) * per < per ? gqa - (i % chunks) * per : per;
+    }
+    return hp->n_head_kv * chunks;
+}
+
 /* Item i of token t (i < n_kv * chunks): its heads, entries, ancestors (a
  * tree token reads its ancestors' rows, wherever the batch put them, in
  * position order, so every operation is the one a chain decode of its path
@@ -333,12 +346,9 @@ typedef struct {
 static void item_setup(const attn_task *at, int ith, int32_t t, int32_t i, int32_t *anc_tok, attn_item *it) {
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
-    const int hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
-    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
+    const int hd = hp->head_dim;
     it->t = t;
-    it->kvh = i / chunks;
-    it->h0 = it->kvh * gqa + (i % chunks) * per;
-    it->m = gqa - (i % chunks) * per < per ? gqa - (i % chunks) * per : per;
+    item_heads(hp, i, &it->kvh, &it->h0, &it->m);
     it->seq = at->b->seq[t];
     it->n_vis = f->vis[t] + 1;   /* entries it attends to, itself last */
     it->base = f->direct[t] ? it->n_vis : f->tbase[t];
@@ -507,8 +517,7 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
     const attn_task *at = ctx;
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
-    const int hv = hp->head_dim_v, gqa = hp->n_head / hp->n_head_kv;
-    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per, n_items_tok = hp->n_head_kv * chunks;
+    const int hv = hp->head_dim_v, n_items_tok = item_heads(hp, 0, NULL, NULL, NULL);
     float *os = f->split_o + (size_t)ith * ATTN_HEADS * (size_t)hv;
     float M[ATTN_HEADS], S[ATTN_HEADS], Ms[ATTN_HEADS], Ss[ATTN_HEADS];
     int32_t anc_tok = -1;
@@ -570,16 +579,16 @@ void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth) {
     const attn_task *at = ctx;
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
-    const int hv = hp->head_dim_v, gqa = hp->n_head / hp->n_head_kv;
-    const int per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per, n_items_tok = hp->n_head_kv * chunks;
+    const int hv = hp->head_dim_v, n_items_tok = item_heads(hp, 0, NULL, NULL, NULL);
     const size_t stride = (size_t)f->split_cap * (size_t)(hv + 2);
     const int64_t n_items = (int64_t)at->b->n * n_items_tok;
     float M[ATTN_HEADS], S[ATTN_HEADS], Ms[ATTN_HEADS], Ss[ATTN_HEADS];
     for (int64_t item = ith; item < n_items; item += nth) {
-        const int32_t t = (int32_t)(item / n_items_tok), i = (int32_t)(item % n_items_tok);
-        const int32_t kvh = i / chunks, h0 = kvh * gqa + (i % chunks) * per;
-        const int m = gqa - (i % chunks) * per < per ? gqa - (i % chunks) * per : per;
-        attn_item it = {.t = t, .kvh = kvh, .h0 = h0, .m = m};
+        const int32_t t = (int32_t)(item / n_items_tok);
+        attn_item it = {.t = t};
+        item_heads(hp, (int32_t)(item % n_items_tok), &it.kvh, &it.h0, &it.m);
+        const int32_t h0 = it.h0;
+        const int m = it.m;
         float *o = f->att + (size_t)t * f->odim + (size_t)h0 * hv;
         const float *s0 = split_state(f, t, h0, 0);
         for (int h = 0; h < m; h++) {
@@ -605,8 +614,7 @@ void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth) {
 bool brisk_fwd_attn_split_plan(attn_task *at, int n_threads) {
     const brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
-    const int gqa = hp->n_head / hp->n_head_kv, per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, chunks = (gqa + per - 1) / per;
-    const int64_t n_items_tok = (int64_t)hp->n_head_kv * chunks, T = at->b->n;
+    const int64_t n_items_tok = item_heads(hp, 0, NULL, NULL, NULL), T = at->b->n;
     if (n_threads < 2 || T > ATTN_SPLIT_TOKENS || !f->split_part || (T * n_items_tok) % n_threads == 0) return false;
     bool many = false;
     at->split_first[0] = 0;
