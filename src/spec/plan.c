@@ -21,9 +21,16 @@
  *
  * AUTO's choice for one sequence: with acceptance a per draft (independent),
  * k drafts yield E(k) = 1 + a + ... + a^k tokens; the pass's rate is
- * (n_out + sum over sequences of (E(k_i) - 1)) / cost(base + sum k_i). The
- * sequences are taken in order (the scheduler's: oldest first) and each gets
- * the k that raises the rate most, if any raises it by PLAN_GAIN. At 16 sequences the pass is
+ * (n_out + sum over sequences of (E(k_i) - 1)) / cost(base + sum k_i). A
+ * draft token at depth d is worth a^d, the chance that it is accepted, so the
+ * plan ranks every candidate token of every sequence by its worth (issue
+ * #14: "the batch takes the most valuable ones until the marginal cost
+ * exceeds their value") and takes the prefix of that order with the best
+ * rate, if it beats the rate without drafts by PLAN_GAIN. Ranking across
+ * sequences rather than in the scheduler's order (oldest first, each taking
+ * the k best for itself) matters when room is short or acceptances differ:
+ * an old sequence with a weak match no longer fills the pass before a
+ * strong one is looked at (tests/test_spec_plan.c). At 16 sequences the pass is
  * already compute-bound (cost grows with every token) and the extra tokens
  * rarely pay; at 1 sequence it is memory-bound and they usually do. */
 #include "spec/spec.h"
@@ -54,6 +61,11 @@ struct brisk_spec_policy {
      * plans until it is probed again while it is not drafting */
     double acc_d, tested_d, draft_cost;
     int32_t draft_probe_wait;
+    /* brisk_spec_plan's scratch, n_max entries each (a pass holds at most n_max sequences and tokens):
+     * the candidates (sequence indices), their acceptance and tokens taken; the ordered tokens' sequence,
+     * worth (acceptance to their depth) and depth */
+    int32_t *cand, *taken, *order, *depth;
+    double *rate, *worth;
 };
 
 typedef struct plan_shadow {  /* a proposal not drafted, compared with the tokens that follow */
@@ -84,7 +96,13 @@ brisk_status brisk_spec_policy_init(brisk_spec_policy **out, int32_t n_max, bris
     p->n_max = n_max;
     p->cost = calloc((size_t)n_max + 1, sizeof *p->cost);
     p->sizes = calloc((size_t)n_max, sizeof *p->sizes);
-    if (!p->cost || !p->sizes) {
+    p->cand = calloc((size_t)n_max, sizeof *p->cand);
+    p->taken = calloc((size_t)n_max, sizeof *p->taken);
+    p->order = calloc((size_t)n_max, sizeof *p->order);
+    p->depth = calloc((size_t)n_max, sizeof *p->depth);
+    p->rate = calloc((size_t)n_max, sizeof *p->rate);
+    p->worth = calloc((size_t)n_max, sizeof *p->worth);
+    if (!p->cost || !p->sizes || !p->cand || !p->taken || !p->order || !p->depth || !p->rate || !p->worth) {
         brisk_spec_policy_free(p);
         return brisk_fail(err, BRISK_ERR_NOMEM, "speculation policy: out of memory for a cost table of %d sizes", n_max);
     }
@@ -103,6 +121,12 @@ void brisk_spec_policy_free(brisk_spec_policy *p) {
     if (!p) return;
     free(p->cost);
     free(p->sizes);
+    free(p->cand);
+    free(p->taken);
+    free(p->order);
+    free(p->depth);
+    free(p->rate);
+    free(p->worth);
     free(p);
 }
 
@@ -199,6 +223,7 @@ void brisk_spec_policy_observe_draft(brisk_spec_policy *p, double seconds) {
 
 /* `accepted` of `drafted` tokens were accepted; a rejection is a trial too. */
 static void plan_learn(brisk_spec_policy *p, int b, int32_t drafted, int32_t accepted) {
+    if (drafted < 0 || accepted < 0 || accepted > drafted) return;
     const int32_t tested = accepted < drafted ? accepted + 1 : drafted;
     double *acc = b < 0 ? &p->acc_d : &p->acc[b], *tst = b < 0 ? &p->tested_d : &p->tested[b];
     for (int32_t i = 0; i < tested; i++) {
@@ -207,29 +232,67 @@ static void plan_learn(brisk_spec_policy *p, int b, int32_t drafted, int32_t acc
     }
 }
 
+/* The candidates' draft tokens in the order of their worth: each step takes
+ * the candidate whose next token is the most likely to be accepted (a^d at
+ * depth d, its acceptance to that depth; ties to the earlier sequence), so
+ * a prefix of the order is the most valuable set of tokens of its size.
+ * Fills p->order (candidate c's sequence index), p->worth and p->depth per
+ * token; returns the tokens ordered (at most cap). */
+static int32_t plan_order(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t n_cand, int32_t cap) {
+    for (int32_t c = 0; c < n_cand; c++) {
+        const brisk_spec_seq *q = qs[p->cand[c]];
+        p->rate[c] = q->mode == BRISK_SPEC_DRAFT_BATCH ? draft_rate(p) : plan_rate(p, plan_bucket(q->draft.match_len));
+        p->taken[c] = 0;
+    }
+    int32_t m = 0;
+    while (m < cap) {
+        int32_t best = -1;
+        double bv = -1.0;
+        for (int32_t c = 0; c < n_cand; c++) {
+            if (p->taken[c] >= qs[p->cand[c]]->draft.n) continue;
+            const double v = pow(p->rate[c], (double)(p->taken[c] + 1));
+            if (v > bv) bv = v, best = c;
+        }
+        if (best < 0) break;
+        p->order[m] = p->cand[best];
+        p->depth[m] = ++p->taken[best];
+        p->worth[m++] = bv;
+    }
+    return m;
+}
+
+void brisk_spec_policy_learn(brisk_spec_policy *p, int32_t match_len, int32_t drafted, int32_t accepted) {
+    plan_learn(p, match_len < 0 ? -1 : plan_bucket(match_len), drafted, accepted);
+}
+
 int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t n, int32_t base, int32_t n_out, int32_t room,
                         int32_t *k) {
     int32_t total = 0, b = base, rounds = 0;   /* rounds: draft-model passes the choices so far need */
-    double out = n_out;
     bool any_draft = false, drafted_model = false;
+    /* NGRAM sequences take their whole proposal while room lasts; the others are valued below */
     for (int32_t i = 0; i < n; i++) {
-        brisk_spec_seq *q = qs[i];
-        const int32_t avail = BRISK_MIN(q->draft.n, room - total);
-        const bool dm = q->mode == BRISK_SPEC_DRAFT_BATCH;
         k[i] = 0;
-        if (avail <= 0) continue;
-        any_draft |= dm;
-        if (q->mode == BRISK_SPEC_NGRAM) {
-            k[i] = avail;
-        } else {
-            const double c0 = brisk_spec_policy_cost(p, b);
-            if (!(c0 > 0.0) || out <= 0.0) continue;   /* nothing measured yet: no guess */
-            const bool unmeasured = p->sizes[p->n_sizes - 1] <= b && p->n_sizes < 2;
-            if ((unmeasured && fit_slope(p) <= 0.0) || (dm && !(p->draft_cost > 0.0))) {
+        any_draft |= qs[i]->mode == BRISK_SPEC_DRAFT_BATCH && qs[i]->draft.n > 0;
+        if (qs[i]->mode != BRISK_SPEC_NGRAM) continue;
+        k[i] = BRISK_MAX(0, BRISK_MIN(qs[i]->draft.n, room - total));
+        total += k[i];
+        b += k[i];
+    }
+    const double c0 = brisk_spec_policy_cost(p, b);
+    if (c0 > 0.0 && n_out > 0) {
+        /* probes first: while the curve above the pass (or the draft model's cost) is unmeasured, a
+         * probe of 2 now and then measures it; the sequences left are the candidates */
+        const bool unmeasured = p->sizes[p->n_sizes - 1] <= b && p->n_sizes < 2 && fit_slope(p) <= 0.0;
+        int32_t n_cand = 0;
+        for (int32_t i = 0; i < n; i++) {
+            brisk_spec_seq *q = qs[i];
+            const bool dm = q->mode == BRISK_SPEC_DRAFT_BATCH;
+            if (q->mode == BRISK_SPEC_NGRAM || BRISK_MIN(q->draft.n, room - total) <= 0) continue;
+            if (unmeasured || (dm && !(p->draft_cost > 0.0))) {
                 int32_t *wait = dm ? &p->draft_probe_wait : &p->probe_wait;
                 if (--*wait <= 0) {
                     *wait = PLAN_PROBE;
-                    k[i] = BRISK_MIN(2, avail);
+                    k[i] = BRISK_MIN(2, BRISK_MIN(q->draft.n, room - total));
                     total += k[i];
                     b += k[i];
                     if (dm) {
@@ -239,29 +302,33 @@ int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t
                 }
                 continue;
             }
-            /* the draft model's passes are shared by the sequences drafting in this step: a sequence pays for
-             * the rounds it adds beyond the longest draft chosen so far */
-            const double a = dm ? draft_rate(p) : plan_rate(p, plan_bucket(q->draft.match_len));
-            const double dc = dm ? p->draft_cost : 0.0, d0 = p->draft_cost * rounds;
-            double best = out / (c0 + d0) * PLAN_GAIN, e = 0.0, ak = 1.0, gain = 0.0;
-            for (int32_t kk = 1; kk <= avail; kk++) {
-                ak *= a;
-                e += ak;   /* E(kk) - 1 */
-                const double r = (out + e) / (brisk_spec_policy_cost(p, b + kk) + d0 + dc * BRISK_MAX(0, kk - rounds));
-                if (r > best) {
-                    best = r;
-                    k[i] = kk;
-                    gain = e;
+            if (n_cand < p->n_max) p->cand[n_cand++] = i;   /* a pass holds at most n_max sequences */
+        }
+        /* the candidates' tokens by worth; the pass takes the prefix of that order with the best expected
+         * rate (n_out + the tokens' worth) / (cost(b + m) + the draft model's rounds), if it beats the rate
+         * without them by PLAN_GAIN: a token is taken while its worth exceeds its marginal cost, and a
+         * step of the curve that only a few more tokens pay for is looked past */
+        if (n_cand > 0) {
+            const int32_t m = plan_order(p, qs, n_cand, BRISK_MIN(room - total, p->n_max));
+            double best = (double)n_out / (brisk_spec_policy_cost(p, b) + p->draft_cost * rounds) * PLAN_GAIN, out = n_out;
+            int32_t best_m = 0, r = rounds;
+            for (int32_t j = 0; j < m; j++) {
+                out += p->worth[j];
+                if (qs[p->order[j]]->mode == BRISK_SPEC_DRAFT_BATCH) r = BRISK_MAX(r, p->depth[j]);
+                const double rate = out / (brisk_spec_policy_cost(p, b + j + 1) + p->draft_cost * r);
+                if (rate > best) best = rate, best_m = j + 1;
+            }
+            for (int32_t j = 0; j < best_m; j++) {
+                const int32_t i = p->order[j];
+                k[i]++;
+                if (qs[i]->mode == BRISK_SPEC_DRAFT_BATCH) {
+                    rounds = BRISK_MAX(rounds, k[i]);
+                    drafted_model = true;
                 }
             }
-            out += gain;
-            if (dm && k[i] > 0) {
-                rounds = BRISK_MAX(rounds, k[i]);
-                drafted_model = true;
-            }
+            total += best_m;
+            b += best_m;
         }
-        total += k[i];
-        b += k[i];
     }
     if (any_draft && !drafted_model && --p->draft_probe_wait <= 0) {
         /* not paying now: a probe of 2 now and then keeps the draft's acceptance and cost measured */

@@ -290,6 +290,11 @@ void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, int32_t rows, do
 double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n);
 /* The current n-gram acceptance estimate for a match of match_len tokens. */
 double brisk_spec_policy_acceptance(const brisk_spec_policy *p, int32_t match_len);
+/* Learn from a verified draft: accepted of drafted tokens were accepted (a
+ * rejection is a trial too), for an n-gram match of match_len tokens, or for
+ * the draft model when match_len < 0. Commit calls it; tests and tools may
+ * set an estimate with it. */
+void brisk_spec_policy_learn(brisk_spec_policy *p, int32_t match_len, int32_t drafted, int32_t accepted);
 
 typedef struct brisk_spec_seq brisk_spec_seq;
 
@@ -309,9 +314,12 @@ const int32_t *brisk_spec_seq_draft(const brisk_spec_seq *q);
  * pass that holds base tokens without drafts, of which n_out are sampled
  * (decode tokens and finishing prefills), with room more tokens (and logit
  * rows) free. NGRAM sequences take their whole proposal while room lasts;
- * AUTO sequences take the k that raises the pass's expected tokens per second
- * (n_out + sum (E(k) - 1)) / cost(base + sum k) the most, or 0 when none
- * raises it by 15% (plan.c's PLAN_GAIN; a probe of 2 now and then while the
+ * the AUTO and draft-model sequences' tokens are ranked by their worth (a
+ * token at depth d: the acceptance to the d-th power) across sequences, and
+ * the pass takes the most valuable ones as far as the pass's expected tokens
+ * per second (n_out + their worth) / (cost(base + tokens) + the draft
+ * model's passes) is best, or none when that does not beat the rate without
+ * drafts by 15% (plan.c's PLAN_GAIN; a probe of 2 now and then while the
  * curve above base is unmeasured). k[i] receives the choice. Returns the drafts in all. */
 int32_t brisk_spec_plan(brisk_spec_policy *p, brisk_spec_seq *const *qs, int32_t n, int32_t base, int32_t n_out,
                         int32_t room, int32_t *k);
