@@ -143,6 +143,92 @@ brisk_status brisk_out_target(const char *path, brisk_out_kind *kind, char **tar
     return BRISK_OK;
 }
 
+brisk_status brisk_outfile_open(brisk_outfile *o, const char *path, uint64_t need, unsigned mode, brisk_error *err) {
+    *o = (brisk_outfile){.path = path};
+    brisk_out_kind kind;
+    brisk_status st = brisk_out_target(path, &kind, &o->target, err);
+    if (st) return st;
+    if (kind == BRISK_OUT_STDOUT) {
+        o->f = stdout;
+        o->is_stdout = true;
+        return BRISK_OK;
+    }
+    if (kind == BRISK_OUT_STRAIGHT) {
+        if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        return BRISK_OK;
+    }
+    const int64_t avail = need ? brisk_disk_free(o->target) : -1;
+    if (avail >= 0 && (uint64_t)avail < need) {
+        brisk_outfile_abort(o);
+        return brisk_fail(err, BRISK_ERR_IO, "%s: needs %llu bytes but only %lld are free on its filesystem", path, (unsigned long long)need,
+                          (long long)avail);
+    }
+    const size_t tl = strlen(o->target) + 16;
+    if (!(o->tmp = malloc(tl))) {
+        brisk_outfile_abort(o);
+        return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(o->tmp, tl, "%s.tmp.XXXXXX", o->target);
+    const int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        const int e = errno;
+        free(o->tmp);
+        o->tmp = NULL;
+        brisk_outfile_abort(o);
+        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(e));
+    }
+    if (!mode) {   /* what a plain fopen would give: 0666 less the umask */
+        const mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666u & ~(unsigned)mask;
+    }
+    if (fchmod(fd, (mode_t)mode) != 0 || !(o->f = fdopen(fd, "wb"))) {
+        const int e = errno;
+        close(fd);
+        brisk_outfile_abort(o);
+        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open a temporary file beside it: %s", path, strerror(e));
+    }
+    return BRISK_OK;
+}
+
+brisk_status brisk_outfile_commit(brisk_outfile *o, brisk_error *err) {
+    if (o->is_stdout) {
+        errno = 0;
+        const bool bad = fflush(stdout) != 0 || ferror(stdout);
+        const int e = errno;
+        brisk_outfile_abort(o);
+        if (bad && e != EPIPE) return brisk_fail(err, BRISK_ERR_IO, "write to stdout failed: %s", e ? strerror(e) : "write error");
+        return BRISK_OK;
+    }
+    errno = 0;
+    bool bad = fflush(o->f) != 0 || ferror(o->f);
+    int e = errno;
+    if (!bad && o->tmp && fsync(fileno(o->f)) != 0) bad = true, e = errno;
+    if (fclose(o->f) != 0 && !bad) bad = true, e = errno;
+    o->f = NULL;
+    if (bad) {
+        brisk_outfile_abort(o);
+        return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", o->path, e ? strerror(e) : "write error");
+    }
+    if (o->tmp && rename(o->tmp, o->target) != 0) {
+        e = errno;
+        brisk_outfile_abort(o);
+        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename the temporary file into place: %s", o->path, strerror(e));
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+    brisk_outfile_abort(o);
+    return BRISK_OK;
+}
+
+void brisk_outfile_abort(brisk_outfile *o) {
+    if (o->f && !o->is_stdout) fclose(o->f);
+    if (o->tmp) unlink(o->tmp);
+    free(o->tmp);
+    free(o->target);
+    *o = (brisk_outfile){.path = o->path};
+}
+
 brisk_status brisk_file_read(const char *path, uint8_t **out, size_t *len, brisk_error *err) {
     *out = NULL;
     *len = 0;

@@ -5,6 +5,7 @@
 
 #include "brisk.h"
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,6 +68,29 @@ typedef enum brisk_out_kind {
  * symlink resolved, so the link survives), malloc'd (caller frees). Refuses
  * an existing directory, FIFO, device or socket with a message naming it. */
 brisk_status brisk_out_target(const char *path, brisk_out_kind *kind, char **target, brisk_error *err);
+
+/* An output file written atomically, the one writer of every command and
+ * module that writes a file (the CLI's outputs, synth, quantize, the GGUF
+ * writer, KV states): brisk_out_target's classification, then for a regular
+ * file a temporary file beside the target (mkstemp in the same directory),
+ * fsync'd and renamed over it at commit. On any failure, or at abort, the
+ * temporary file is removed and the target is untouched. */
+typedef struct brisk_outfile {
+    FILE *f;            /* where to write */
+    const char *path;   /* as given, for messages (borrowed until commit or abort) */
+    char *tmp;          /* the temporary file; NULL when written straight or to stdout */
+    char *target;       /* what tmp is renamed to (a symlink's target is followed) */
+    bool is_stdout;
+} brisk_outfile;
+/* path "-" is stdout, /dev/null is written straight. need > 0: refused up
+ * front when the target's filesystem has fewer bytes free. mode: the file's
+ * permissions, 0 = what fopen gives (0666 less the umask). */
+brisk_status brisk_outfile_open(brisk_outfile *o, const char *path, uint64_t need, unsigned mode, brisk_error *err);
+/* Flush, fsync, close and rename into place (stdout: flush; a closed pipe,
+ * EPIPE, is no error). On failure it aborts. */
+brisk_status brisk_outfile_commit(brisk_outfile *o, brisk_error *err);
+/* Close and remove the temporary file; a no-op on a zeroed or finished one. */
+void brisk_outfile_abort(brisk_outfile *o);
 
 /* Read a whole file into a malloc'd buffer (NUL-terminated for convenience;
  * *len excludes the NUL). Caller frees. */

@@ -268,21 +268,7 @@ brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint
 brisk_status cli_constraint(const cli_args *a, const brisk_model *m, brisk_constraint **out, brisk_error *err);
 bool cli_constraint_given(const cli_args *a);
 
-/* An output file written atomically: a temporary file beside the target
- * (mkstemp in the same directory), fsync'd, then renamed over it. A target
- * that exists and is not a regular file is refused, except '-' (stdout) and
- * /dev/null, which are written straight. On any failure the temp file is
- * removed and the target is untouched. */
-typedef struct cli_out {
-    FILE *f;
-    char *tmp;          /* the temp file's path; NULL when written straight */
-    char *target;       /* what tmp is renamed to (a symlink's target is followed) */
-    const char *path;   /* as given, for messages */
-    bool is_stdout;
-} cli_out;
-brisk_status cli_out_open(cli_out *o, const char *path, brisk_error *err);
-brisk_status cli_out_commit(cli_out *o, brisk_error *err);
-void cli_out_abort(cli_out *o);
+/* Output files: brisk_outfile (base/base.h), the one atomic writer. */
 
 /* stdout: flush and classify. A write error prints "brisk <cmd>: write to
  * stdout failed: <why>" once; a closed pipe (EPIPE) prints nothing. */

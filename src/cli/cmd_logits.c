@@ -51,7 +51,7 @@ int brisk_cmd_logits(int argc, char **argv) {
     size_t raw_len = 0;
     brisk_model *model = NULL;
     brisk_context *ctx = NULL;
-    cli_out out = {0};
+    brisk_outfile out = {0};
     bool out_open = false;
     int32_t *tokens = NULL, *pos = NULL, *seq = NULL;
     uint8_t *want = NULL;
@@ -85,7 +85,7 @@ int brisk_cmd_logits(int argc, char **argv) {
     brisk_memory_plan plan;
     if (cli_plan(C, "memory plan", model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
-    if (cli_out_open(&out, out_path, &err)) goto fail;
+    if (brisk_outfile_open(&out, out_path, 0, 0, &err)) goto fail;
     out_open = true;
     pos = malloc((size_t)n * sizeof *pos);
     seq = calloc((size_t)n, sizeof *seq);
@@ -106,12 +106,12 @@ int brisk_cmd_logits(int argc, char **argv) {
             }
     }
     out_open = false;
-    if (cli_out_commit(&out, &err)) goto fail;
+    if (brisk_outfile_commit(&out, &err)) goto fail;
     fprintf(stderr, "brisk logits: %d tokens x %d vocab -> %s\n", n, info.n_vocab, out_path);
     rc = CLI_EXIT_OK;
 fail:
     if (rc) cli_fail(C, &err);
-    if (out_open) cli_out_abort(&out);
+    if (out_open) brisk_outfile_abort(&out);
     free(raw); free(tokens); free(pos); free(seq); free(want);
     brisk_context_free(ctx);
     brisk_model_free(model);

@@ -1,6 +1,6 @@
 /* io: the command line's files and stdout. Input files are regular files or
- * '-' (stdin), read whole up to a cap; output files are written beside their
- * target and renamed into place; stdout is flushed and checked after every
+ * '-' (stdin), read whole up to a cap (output files: brisk_outfile, in
+ * base); stdout is flushed and checked after every
  * write that matters, and a closed pipe is a quiet stop. Also the two text
  * helpers the commands share: escape processing (-e) and UTF-8 checking. */
 #include "cli/cli.h"
@@ -85,90 +85,6 @@ brisk_status cli_read_input(const char *path, const char *flag, size_t cap, uint
     }
     close(fd);
     return s;
-}
-
-/* ---- output files ------------------------------------------------------------------ */
-
-brisk_status cli_out_open(cli_out *o, const char *path, brisk_error *err) {
-    *o = (cli_out){.path = path};
-    if (!strcmp(path, "-")) {
-        o->f = stdout;
-        o->is_stdout = true;
-        return BRISK_OK;
-    }
-    brisk_out_kind kind;
-    char *target = NULL;
-    brisk_status st = brisk_out_target(path, &kind, &target, err);
-    if (st) return st;
-    if (kind == BRISK_OUT_STRAIGHT) {
-        if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return BRISK_OK;
-    }
-    const size_t tl = strlen(target);
-    o->target = target;
-    o->tmp = malloc(tl + 16);
-    if (!o->target || !o->tmp) {
-        cli_out_abort(o);
-        return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(o->tmp, tl + 16, "%s.tmp.XXXXXX", target);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        const int e = errno;
-        free(o->tmp);
-        o->tmp = NULL;
-        cli_out_abort(o);
-        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(e));
-    }
-    /* the permissions a plain fopen would give: 0666 less the umask */
-    const mode_t mask = umask(0);
-    umask(mask);
-    if (fchmod(fd, 0666 & ~mask) != 0 || !(o->f = fdopen(fd, "wb"))) {
-        const int e = errno;
-        close(fd);
-        cli_out_abort(o);
-        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open a temporary file beside it: %s", path, strerror(e));
-    }
-    return BRISK_OK;
-}
-
-brisk_status cli_out_commit(cli_out *o, brisk_error *err) {
-    if (o->is_stdout) {
-        errno = 0;
-        if (fflush(stdout) != 0 || ferror(stdout)) {
-            if (errno == EPIPE) return BRISK_OK;
-            return brisk_fail(err, BRISK_ERR_IO, "write to stdout failed: %s", errno ? strerror(errno) : "write error");
-        }
-        return BRISK_OK;
-    }
-    errno = 0;
-    int bad = fflush(o->f) != 0 || ferror(o->f);
-    int e = errno;
-    if (!bad && o->tmp && fsync(fileno(o->f)) != 0) bad = 1, e = errno;
-    if (fclose(o->f) != 0 && !bad) bad = 1, e = errno;
-    o->f = NULL;
-    if (bad) {
-        cli_out_abort(o);
-        return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", o->path, e ? strerror(e) : "write error");
-    }
-    if (o->tmp && rename(o->tmp, o->target) != 0) {
-        e = errno;
-        cli_out_abort(o);
-        return brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename the temporary file into place: %s", o->path, strerror(e));
-    }
-    free(o->tmp);
-    free(o->target);
-    o->tmp = o->target = NULL;
-    return BRISK_OK;
-}
-
-void cli_out_abort(cli_out *o) {
-    if (o->f && !o->is_stdout) fclose(o->f);
-    o->f = NULL;
-    if (o->tmp) unlink(o->tmp);
-    free(o->tmp);
-    free(o->target);
-    o->tmp = o->target = NULL;
 }
 
 /* ---- stdout -------------------------------------------------------------------------- */

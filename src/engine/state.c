@@ -368,70 +368,22 @@ brisk_status brisk_seq_state_set(brisk_context *c, int32_t seq, struct brisk_sam
 
 /* ---- files -------------------------------------------------------------------------------------- */
 
-static brisk_status write_all(FILE *f, const uint8_t *p, size_t n, const char *path, brisk_error *err) {
-    if (fwrite(p, 1, n, f) != n || fflush(f) != 0)
-        return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno ? errno : EIO));
-    return BRISK_OK;
-}
-
 brisk_status brisk_seq_save(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, const char *path, brisk_error *err) {
     if (!path) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state: no path to save to");
     uint8_t *blob = NULL;
     size_t n = 0;
     brisk_status st = brisk_seq_state_get_alloc(c, seq, smp, &blob, &n, err);
     if (st) return st;
-    brisk_out_kind kind;
-    char *target = NULL, *tmp = NULL;
-    FILE *f = NULL;
-    if ((st = brisk_out_target(path, &kind, &target, err))) goto done;
-    if (kind != BRISK_OUT_REPLACE) {
-        f = kind == BRISK_OUT_STDOUT ? stdout : fopen(path, "wb");
-        if (!f) {
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-            goto done;
-        }
-        st = write_all(f, blob, n, path, err);
-        if (f != stdout && fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-        goto done;
-    }
-    const int64_t avail = brisk_disk_free(target);
-    if (avail >= 0 && (uint64_t)avail < n) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: the KV state needs %zu bytes, only %" PRId64 " are free on its filesystem", path, n, avail);
-        goto done;
-    }
     /* beside the target, then renamed: a reader never sees half a state */
-    const size_t plen = strlen(target) + 16;
-    if (!(tmp = malloc(plen))) {
-        st = brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
-        goto done;
+    brisk_outfile o;
+    if (!(st = brisk_outfile_open(&o, path, n, 0644, err))) {
+        if (fwrite(blob, 1, n, o.f) != n) {
+            st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", o.tmp ? o.tmp : path, strerror(errno ? errno : EIO));
+            brisk_outfile_abort(&o);
+        } else {
+            st = brisk_outfile_commit(&o, err);
+        }
     }
-    snprintf(tmp, plen, "%s.tmp.XXXXXX", target);
-    const int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
-        tmp = NULL;
-        goto done;
-    }
-    if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open temporary file %s: %s", path, tmp, strerror(errno));
-        close(fd);
-        goto fail_tmp;
-    }
-    st = write_all(f, blob, n, tmp, err);
-    if (!st && fsync(fileno(f)) != 0) st = brisk_fail(err, BRISK_ERR_IO, "%s: fsync failed: %s", tmp, strerror(errno));
-    if (fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-    if (st) goto fail_tmp;
-    if (rename(tmp, target) != 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        goto fail_tmp;
-    }
-    goto done;
-fail_tmp:
-    unlink(tmp);
-done:
-    free(tmp);
-    free(target);
     free(blob);
     return st;
 }

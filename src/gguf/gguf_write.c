@@ -587,87 +587,21 @@ brisk_status brisk_gguf_writer_write_mem(brisk_gguf_writer *w, uint8_t **out, si
     return BRISK_OK;
 }
 
-/* Write the file straight to an open stream ('-' = stdout, /dev/null). */
-static brisk_status write_straight(brisk_gguf_writer *w, FILE *f, const char *path, brisk_error *err) {
-    sink s = {.f = f};
-    errno = 0;
-    emit_file(w, &s);
-    if (s.fail) return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(s.err_no));
-    if (fflush(f) != 0) return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    return BRISK_OK;
-}
-
 brisk_status brisk_gguf_writer_write(brisk_gguf_writer *w, const char *path, brisk_error *err) {
     if (!w || !path) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "gguf writer: NULL argument");
     size_t total = 0;
     brisk_status st = file_size(w, &total, err);
     if (st) return st;
-    if (!strcmp(path, "-")) return write_straight(w, stdout, "stdout", err);
-    brisk_out_kind kind;
-    char *resolved = NULL;
-    if ((st = brisk_out_target(path, &kind, &resolved, err))) return st;
-    if (kind == BRISK_OUT_STRAIGHT) {
-        FILE *f = fopen(path, "wb");
-        if (!f) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        st = write_straight(w, f, path, err);
-        if (fclose(f) != 0 && !st) st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-        return st;
-    }
-    const char *target = resolved;
-    int64_t avail = brisk_disk_free(target);
-    if (avail >= 0 && (uint64_t)avail < total) {
-        free(resolved);
-        return brisk_fail(err, BRISK_ERR_IO, "%s: needs %zu bytes but only %" PRId64 " are free on its filesystem",
-                          path, total, avail);
-    }
-    /* write beside the target, then rename: a reader never sees a half file */
-    size_t plen = strlen(target);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) {
-        free(resolved);
-        return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
-    }
-    snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", target);
-    FILE *f = NULL;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(tmp);
-        free(resolved);
-        return st;
-    }
-    if (fchmod(fd, 0644) != 0 || !(f = fdopen(fd, "wb"))) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open temporary file %s: %s", path, tmp, strerror(errno));
-        close(fd);
-        goto fail;
-    }
-    sink s = {.f = f};
+    /* beside the target, then renamed: a reader never sees a half file */
+    brisk_outfile o;
+    if ((st = brisk_outfile_open(&o, path, total, 0644, err))) return st;
+    sink s = {.f = o.f};
     errno = 0;
     emit_file(w, &s);
     if (s.fail) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", tmp, strerror(s.err_no));
-        fclose(f);
-        goto fail;
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", o.tmp ? o.tmp : path, strerror(s.err_no));
+        brisk_outfile_abort(&o);
+        return st;
     }
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        fclose(f);
-        goto fail;
-    }
-    if (fclose(f) != 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, target) != 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", path, tmp, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    free(resolved);
-    return BRISK_OK;
-fail:
-    unlink(tmp);
-    free(tmp);
-    free(resolved);
-    return st;
+    return brisk_outfile_commit(&o, err);
 }

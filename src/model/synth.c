@@ -420,66 +420,6 @@ brisk_status brisk_synth_write_vocab(const brisk_synth_shape *s, uint32_t type, 
 
 #define SYNTH_ALIGN 32
 
-typedef struct synth_out {
-    FILE *f;
-    char *tmp, *target;   /* temp file beside target, renamed at the end; NULL when written straight */
-    bool is_stdout;
-} synth_out;
-
-static brisk_status out_open(synth_out *o, const char *path, brisk_error *err) {
-    memset(o, 0, sizeof *o);
-    brisk_out_kind kind;
-    brisk_status st = brisk_out_target(path, &kind, &o->target, err);
-    if (st) return st;
-    if (kind == BRISK_OUT_STDOUT) {
-        o->f = stdout;
-        o->is_stdout = true;
-        return BRISK_OK;
-    }
-    if (kind == BRISK_OUT_STRAIGHT) {
-        if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return BRISK_OK;
-    }
-    const size_t plen = strlen(o->target) + 16;
-    if (!(o->tmp = malloc(plen))) return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(o->tmp, plen, "%s.tmp.XXXXXX", o->target);
-    const int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        return st;
-    }
-    if (fchmod(fd, 0644) != 0 || !(o->f = fdopen(fd, "wb"))) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open temporary file %s: %s", path, o->tmp, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-    }
-    return st;
-}
-
-/* Close; rename into place when ok, else remove the temporary file. */
-static brisk_status out_close(synth_out *o, const char *path, bool ok, brisk_error *err) {
-    brisk_status st = BRISK_OK;
-    if (o->f) {
-        if (ok && (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0)))
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-        if (!o->is_stdout && fclose(o->f) != 0 && ok && !st)
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", path, strerror(errno));
-    }
-    if (o->tmp) {
-        if (ok && !st && rename(o->tmp, o->target) != 0)
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", path, o->tmp, strerror(errno));
-        if (!ok || st) unlink(o->tmp);
-    }
-    free(o->tmp);
-    free(o->target);
-    memset(o, 0, sizeof *o);
-    return st;
-}
-
 static bool out_put(FILE *f, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, f) == n; }
 static bool out_u32(FILE *f, uint32_t v) { return out_put(f, &v, 4); }   /* GGUF is little-endian, as every host brisk runs on */
 static bool out_u64(FILE *f, uint64_t v) { return out_put(f, &v, 8); }
@@ -503,8 +443,7 @@ brisk_status brisk_synth_write_types(const brisk_synth_shape *s, brisk_synth_typ
     uint8_t *kvs = NULL;
     float *row = NULL;
     void *qrow = NULL;
-    synth_out o = {0};
-    bool opened = false;
+    brisk_outfile o = {0};
     brisk_status st;
     if (!ts || !tt || !row_bytes) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory");
@@ -583,8 +522,7 @@ brisk_status brisk_synth_write_types(const brisk_synth_shape *s, brisk_synth_typ
     row = malloc((size_t)max_cols * sizeof(float));
     qrow = malloc(widest_row);
     if (!row || !qrow) { st = brisk_fail(err, BRISK_ERR_NOMEM, "synth: out of memory"); goto done; }
-    if ((st = out_open(&o, path, err))) goto done;
-    opened = true;
+    if ((st = brisk_outfile_open(&o, path, 0, 0644, err))) goto done;
     bool ok = out_put(o.f, kvs, kv_len);
     uint64_t offset = 0, pos = kv_len;
     for (int i = 0; i < n && ok; i++) {
@@ -620,10 +558,8 @@ brisk_status brisk_synth_write_types(const brisk_synth_shape *s, brisk_synth_typ
     }
     if (!ok) st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", path, strerror(errno));
 done:
-    if (opened) {
-        const brisk_status cst = out_close(&o, path, st == BRISK_OK, st ? NULL : err);
-        if (!st) st = cst;
-    }
+    if (st) brisk_outfile_abort(&o);   /* a no-op before the file was opened */
+    else st = brisk_outfile_commit(&o, err);
     free(row);
     free(qrow);
     free(kvs);

@@ -882,80 +882,6 @@ static void slab_worker(void *ctx, int ith, int nth) {
     }
 }
 
-typedef struct out_file {
-    FILE *f;
-    char *tmp;        /* temp path, NULL when written straight */
-    char *target;
-    const char *path;
-    bool is_stdout;
-} out_file;
-
-static brisk_status out_open(out_file *o, const char *path, uint64_t need, brisk_error *err) {
-    memset(o, 0, sizeof *o);
-    o->path = path;
-    brisk_out_kind kind;
-    brisk_status st = brisk_out_target(path, &kind, &o->target, err);
-    if (st) return st;
-    if (kind == BRISK_OUT_STDOUT) {
-        o->f = stdout;
-        o->is_stdout = true;
-        return BRISK_OK;
-    }
-    if (kind == BRISK_OUT_STRAIGHT) {
-        if (!(o->f = fopen(path, "wb"))) return brisk_fail(err, BRISK_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        return BRISK_OK;
-    }
-    const int64_t avail = brisk_disk_free(o->target);
-    if (avail >= 0 && (uint64_t)avail < need)
-        return brisk_fail(err, BRISK_ERR_IO, "%s: needs %" PRIu64 " bytes but only %" PRId64 " are free on its filesystem", path,
-                          need, avail);
-    const size_t plen = strlen(o->target);
-    if (!(o->tmp = malloc(plen + 16))) return brisk_fail(err, BRISK_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(o->tmp, plen + 16, "%s.tmp.XXXXXX", o->target);
-    const int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot create a temporary file beside it: %s", path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        return st;
-    }
-    if (fchmod(fd, 0644) != 0 || !(o->f = fdopen(fd, "wb"))) {
-        st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot open temporary file %s: %s", path, o->tmp, strerror(errno));
-        close(fd);
-        unlink(o->tmp);
-        free(o->tmp);
-        o->tmp = NULL;
-        return st;
-    }
-    return BRISK_OK;
-}
-
-static brisk_status out_write(out_file *o, const void *data, size_t n, brisk_error *err) {
-    if (n && fwrite(data, 1, n, o->f) != n)
-        return brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", o->tmp ? o->tmp : o->path, strerror(errno));
-    return BRISK_OK;
-}
-
-/* Close; rename into place when ok, else remove the temp file. */
-static brisk_status out_close(out_file *o, bool ok, brisk_error *err) {
-    brisk_status st = BRISK_OK;
-    if (o->f) {
-        if (ok && (fflush(o->f) != 0 || (o->tmp && fsync(fileno(o->f)) != 0)))
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", o->tmp ? o->tmp : o->path, strerror(errno));
-        if (!o->is_stdout && fclose(o->f) != 0 && ok && !st)
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: close failed: %s", o->tmp ? o->tmp : o->path, strerror(errno));
-    }
-    if (o->tmp) {
-        if (ok && !st && rename(o->tmp, o->target) != 0)
-            st = brisk_fail(err, BRISK_ERR_IO, "%s: cannot rename %s into place: %s", o->path, o->tmp, strerror(errno));
-        if (!ok || st) unlink(o->tmp);
-    }
-    free(o->tmp);
-    free(o->target);
-    memset(o, 0, sizeof *o);
-    return st;
-}
-
 /* Drop the pages of a source range we are done with: the mapping is the
  * file's page cache, so this keeps the resident set to about one slab. */
 static void release_pages(const void *p, size_t n) {
@@ -1001,25 +927,25 @@ void brisk_quantize_imatrix_overrides(const brisk_imatrix *m, const char *path, 
     }
 }
 
-/* The file sink: temp file beside the target, renamed at the end. */
+/* The file sink: brisk_outfile (a temporary file beside the target, renamed at the end). */
 typedef struct file_sink {
-    out_file out;
+    brisk_outfile out;
     const char *path;
-    bool opened;
     bool output_failed;   /* the error is the output's (it names its path), not the input's */
 } file_sink;
 
 static brisk_status file_sink_begin(void *ud, uint64_t total, brisk_error *err) {
     file_sink *fs = ud;
-    brisk_status st = out_open(&fs->out, fs->path, total, err);
-    fs->opened = st == BRISK_OK;
+    brisk_status st = brisk_outfile_open(&fs->out, fs->path, total, 0644, err);
     fs->output_failed = st != BRISK_OK;
     return st;
 }
 
 static brisk_status file_sink_write(void *ud, const void *data, size_t n, brisk_error *err) {
     file_sink *fs = ud;
-    brisk_status st = out_write(&fs->out, data, n, err);
+    brisk_status st = BRISK_OK;
+    if (n && fwrite(data, 1, n, fs->out.f) != n)
+        st = brisk_fail(err, BRISK_ERR_IO, "%s: write failed: %s", fs->out.tmp ? fs->out.tmp : fs->path, strerror(errno));
     fs->output_failed |= st != BRISK_OK;
     return st;
 }
@@ -1150,10 +1076,8 @@ brisk_status brisk_quantize_file(const char *in_path, const char *out_path, cons
     const brisk_quantize_sink sink = {.begin = file_sink_begin, .write = file_sink_write, .ud = &fs, .release_input = true};
     st = brisk_quantize_gguf(g, p, &sink, err);
     if (st && !fs.output_failed) brisk_error_prefix(err, "%s", in_path);
-    if (fs.opened) {
-        brisk_status cst = out_close(&fs.out, st == BRISK_OK, st ? NULL : err);
-        if (!st) st = cst;
-    }
+    if (st) brisk_outfile_abort(&fs.out);   /* a no-op when it never opened */
+    else st = brisk_outfile_commit(&fs.out, err);
     brisk_gguf_close(g);
     return st;
 }
