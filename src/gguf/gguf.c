@@ -96,6 +96,8 @@ static const char *show(brisk_str s, char *buf, size_t n) {
     return buf;
 }
 
+const char *brisk_gguf_show(brisk_str s, char *buf, size_t n) { return show(s, buf, n); }
+
 /* ---- cursor and value decoding ------------------------------------------------- */
 
 typedef struct cursor {

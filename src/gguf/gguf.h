@@ -119,6 +119,10 @@ brisk_status brisk_gguf_get_i64(const brisk_gguf *g, const char *key, int64_t *o
 brisk_status brisk_gguf_get_f32(const brisk_gguf *g, const char *key, float *out, bool *found, brisk_error *err);
 brisk_status brisk_gguf_get_bool(const brisk_gguf *g, const char *key, bool *out, bool *found, brisk_error *err);
 brisk_status brisk_gguf_get_str(const brisk_gguf *g, const char *key, brisk_str *out, bool *found, brisk_error *err);
+/* A string from the file as one line of a message: a bounded copy into buf
+ * (n >= 8 bytes) with control bytes shown as '?' and a long string cut with
+ * "...". Returns buf. */
+const char *brisk_gguf_show(brisk_str s, char *buf, size_t n);
 /* An array of the given element type (STRING arrays: elements read with brisk_gguf_arr_strings). */
 brisk_status brisk_gguf_get_arr(const brisk_gguf *g, const char *key, brisk_gguf_type elem, brisk_gguf_value *out, bool *found, brisk_error *err);
 

@@ -744,12 +744,12 @@ static brisk_status read_hparams(brisk_model_data *m, brisk_error *err) {
     if (!found) return brisk_fail(err, BRISK_ERR_FORMAT, "missing metadata key 'general.architecture'");
     const brisk_arch_info *ai = brisk_arch_find(arch.ptr, arch.len);
     if (!ai) {
-        char names[256];
+        char names[256], shown[68];
         brisk_arch_names(names, sizeof names);
-        int n = arch.len > 64 ? 64 : (int)arch.len;
+        brisk_gguf_show(arch, shown, sizeof shown);
         const char *why = brisk_arch_missing_reason(arch.ptr, arch.len);
-        if (why) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%.*s' is not supported: %s", n, arch.ptr, why);
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%.*s' is not supported (supported: %s)", n, arch.ptr, names);
+        if (why) return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%s' is not supported: %s", shown, why);
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "architecture '%s' is not supported (supported: %s)", shown, names);
     }
     hp->ai = ai;
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", ai->name);

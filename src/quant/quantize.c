@@ -465,6 +465,15 @@ static brisk_status plan_read_model(const brisk_gguf *g, plan_model *m, brisk_er
     if (arch.len == 0 || arch.len >= sizeof name)
         return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture': length %zu is not 1..%zu", arch.len,
                           sizeof name - 1);
+    /* the name becomes part of metadata keys and messages: printable ASCII only (every family's is) */
+    for (size_t i = 0; i < arch.len; i++) {
+        const unsigned char ch = (unsigned char)arch.ptr[i];
+        if (ch < 0x20 || ch >= 0x7f) {
+            char shown[68];
+            return brisk_fail(err, BRISK_ERR_FORMAT, "metadata 'general.architecture' ('%s'): byte 0x%02x at %zu is not printable ASCII",
+                              brisk_gguf_show(arch, shown, sizeof shown), ch, i);
+        }
+    }
     memcpy(name, arch.ptr, arch.len);
     name[arch.len] = 0;
     brisk_quantize_model q = {.arch = name};
