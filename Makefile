@@ -54,10 +54,11 @@ test-fuzz: build-fuzz
 # aarch64: the NEON kernel tables, cross-compiled (cmake/aarch64-linux-gnu.cmake)
 # and run under qemu-aarch64 -cpu max (dotprod, so both NEON tables run): every
 # table against ref, the golden logits (a subset of ../shared/golden, one file per
-# weight type; AARCH64_GOLDEN=all for every file) and batch invariance. test_kv_quant (the
-# quantized-KV NEON kernels) is built too but run by hand: under qemu it takes ~8 minutes
-# (cd build-aarch64 && ctest -R test_kv_quant).
-AARCH64_TESTS  = ^(test_kernels|test_golden|test_engine)$$
+# weight type; AARCH64_GOLDEN=all for every file), batch invariance, and the NEON
+# quantized-cache attention kernels against ref (test_kv_quant_kernels: test_kv_quant's kernel
+# check alone, under a second; the whole of test_kv_quant takes over 15 minutes under qemu and
+# is run by hand: cd build-aarch64 && ctest -R '^test_kv_quant$$').
+AARCH64_TESTS  = ^(test_kernels|test_golden|test_engine|test_kv_quant_kernels)$$
 AARCH64_GOLDEN ?=
 AARCH64_READY  = command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null && \
                  test -f /usr/lib/aarch64-linux-gnu/pkgconfig/libpcre2-8.pc && test -f /usr/lib/aarch64-linux-gnu/pkgconfig/jansson.pc

@@ -7,6 +7,7 @@
 #include "quant/quant.h"
 
 #include <arm_neon.h>
+#include <string.h>
 
 static inline float32x4_t load4h(const uint16_t *p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
 static inline float32x4_t madd(float32x4_t acc, float32x4_t a, float32x4_t b) { return vaddq_f32(acc, vmulq_f32(a, b)); }
@@ -244,6 +245,127 @@ static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, siz
     axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
 }
 
+/* ---- KIVI's k4 / k2 (kernels.h, kv/kv.h's layouts) -------------------------------------------
+ * 16 slots of a sealed K part as four vectors of 4 (each channel's d and
+ * min broadcast), 4 heads sharing each dequantized channel; V rows 16
+ * dimensions at a time. Every key or value is (float)q * d + min (a
+ * multiply, then an add) before it is used; K's scores keep ref's chain of
+ * a multiply then an add in element order; V is added with one fused
+ * multiply-add, as ref's fmaf. */
+
+static inline float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return brisk_fp16_to_fp32(h);
+}
+
+/* 16 codes -> their values q * d + min, 4 at a time. */
+static inline void deq16(uint8x16_t c, float32x4_t dv, float32x4_t mv, float32x4_t x[4]) {
+    const uint16x8_t lo = vmovl_u8(vget_low_u8(c)), hi = vmovl_u8(vget_high_u8(c));
+    const uint32x4_t u[4] = {vmovl_u16(vget_low_u16(lo)), vmovl_u16(vget_high_u16(lo)), vmovl_u16(vget_low_u16(hi)),
+                             vmovl_u16(vget_high_u16(hi))};
+    for (int c4 = 0; c4 < 4; c4++) x[c4] = vaddq_f32(vmulq_f32(vcvtq_f32_u32(u[c4]), dv), mv);
+}
+
+/* The 16 codes of channel i for slots s0..s0+15 (s0 = 0 or 16) of a K part. */
+static inline uint8x16_t k_codes(const uint8_t *part, int i, int s0, const bool K4) {
+    if (K4) {   /* byte j: slot j in the low nibble, slot j + 16 in the high one */
+        const uint8x16_t b = vld1q_u8(part + (size_t)i * 16);
+        return s0 ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(15));
+    }
+    /* byte j: slots j, j + 8, j + 16, j + 24 at bits 0, 2, 4, 6 */
+    const uint8x8_t b = vld1_u8(part + (size_t)i * 8), m3 = vdup_n_u8(3);
+    const int8_t sh = (int8_t)(s0 ? 4 : 0);
+    return vcombine_u8(vand_u8(vshl_u8(b, vdup_n_s8((int8_t)-sh)), m3), vand_u8(vshl_u8(b, vdup_n_s8((int8_t)(-sh - 2))), m3));
+}
+
+static inline __attribute__((always_inline)) void kq_kivi(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
+                                                          float scale, float *out, size_t os, const bool K4) {
+    const uint8_t *dd = part + (size_t)d * (K4 ? 16 : 8), *mn = dd + 2 * (size_t)d;
+    for (int h0 = 0; h0 < m; h0 += 4) {
+        const int mm = m - h0 < 4 ? m - h0 : 4;
+        const float *qh[4];
+        for (int h = 0; h < 4; h++) qh[h] = q + (size_t)(h0 + (h < mm ? h : 0)) * qs;
+        for (int g = 0; g < ng; g++) {
+            const int s0 = (slot0 + 16 * g) % 32 >= 16 ? 16 : 0;
+            float32x4_t a[4][4];
+            for (int h = 0; h < 4; h++)
+                for (int c = 0; c < 4; c++) a[h][c] = vdupq_n_f32(0.0f);
+            for (int i = 0; i < d; i++) {
+                float32x4_t k[4];
+                deq16(k_codes(part, i, s0, K4), vdupq_n_f32(f16_at(dd + 2 * (size_t)i)), vdupq_n_f32(f16_at(mn + 2 * (size_t)i)), k);
+                for (int h = 0; h < 4; h++) {
+                    const float32x4_t qv = vdupq_n_f32(qh[h][i]);
+                    for (int c = 0; c < 4; c++) a[h][c] = madd(a[h][c], qv, k[c]);
+                }
+            }
+            const float32x4_t sc = vdupq_n_f32(scale);
+            for (int h = 0; h < mm; h++) {
+                float *o = out + (size_t)(h0 + h) * os + 16 * g;
+                for (int c = 0; c < 4; c++) vst1q_f32(o + 4 * c, vmulq_f32(a[h][c], sc));
+            }
+        }
+    }
+}
+
+static void kq_multi_k4(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                        size_t os) {
+    kq_kivi(q, qs, m, part, slot0, ng, d, scale, out, os, true);
+}
+
+static void kq_multi_k2(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
+                        size_t os) {
+    kq_kivi(q, qs, m, part, slot0, ng, d, scale, out, os, false);
+}
+
+/* The 16 values of a V row's elements off..off+15 (off % 16 == 0): a group
+ * of 32 is F16 d, F16 min and the codes (k4: element j in the low nibble of
+ * byte j, j + 16 in the high one; k2: element j at bits 2 (j / 8) of byte j % 8). */
+static inline __attribute__((always_inline)) void v16_kivi(const uint8_t *row, int off, const bool K4, float32x4_t x[4]) {
+    const uint8_t *g = row + (size_t)(off / 32) * (K4 ? 20 : 12);
+    const int e0 = off % 32;
+    uint8x16_t c;
+    if (K4) {
+        const uint8x16_t b = vld1q_u8(g + 4);
+        c = e0 ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(15));
+    } else {
+        const uint8x8_t b = vld1_u8(g + 4), m3 = vdup_n_u8(3);
+        const int8_t sh = (int8_t)(2 * (e0 / 8));
+        c = vcombine_u8(vand_u8(vshl_u8(b, vdup_n_s8((int8_t)-sh)), m3), vand_u8(vshl_u8(b, vdup_n_s8((int8_t)(-sh - 2))), m3));
+    }
+    deq16(c, vdupq_n_f32(f16_at(g)), vdupq_n_f32(f16_at(g + 2)), x);
+}
+
+static inline __attribute__((always_inline)) void axpy_kivi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
+                                                            size_t rb, int n, int d, const bool K4) {
+    for (int h0 = 0; h0 < m; h0 += 4) {
+        const int mm = m - h0 < 4 ? m - h0 : 4;
+        for (int off = 0; off < d; off += 16) {
+            float32x4_t a[4][4];
+            for (int h = 0; h < mm; h++)
+                for (int c = 0; c < 4; c++) a[h][c] = vld1q_f32(o + (size_t)(h0 + h) * os + off + 4 * c);
+            for (int j = 0; j < n; j++) {
+                float32x4_t x[4];
+                v16_kivi(v + (size_t)j * rb, off, K4, x);
+                for (int h = 0; h < mm; h++) {
+                    const float32x4_t pv = vdupq_n_f32(p[(size_t)(h0 + h) * ps + (size_t)j]);
+                    for (int c = 0; c < 4; c++) a[h][c] = vfmaq_f32(a[h][c], pv, x[c]);   /* fused (ref's fmaf) */
+                }
+            }
+            for (int h = 0; h < mm; h++)
+                for (int c = 0; c < 4; c++) vst1q_f32(o + (size_t)(h0 + h) * os + off + 4 * c, a[h][c]);
+        }
+    }
+}
+
+static void axpy_k4_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_kivi(o, os, m, p, ps, v, rb, n, d, true);
+}
+
+static void axpy_k2_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+    axpy_kivi(o, os, m, p, ps, v, rb, n, d, false);
+}
+
 static const brisk_attn_kernels neon_attn = {
     .isa = "neon",
     .kq16 = kq16,
@@ -258,6 +380,10 @@ static const brisk_attn_kernels neon_attn = {
     .axpy_f32_rows_multi = axpy_f32_rows_multi,
     .axpy_q8_0_rows_multi = axpy_q8_0_rows_multi,
     .axpy_q4_0_rows_multi = axpy_q4_0_rows_multi,
+    .kq_multi_k4 = kq_multi_k4,
+    .kq_multi_k2 = kq_multi_k2,
+    .axpy_k4_rows_multi = axpy_k4_rows_multi,
+    .axpy_k2_rows_multi = axpy_k2_rows_multi,
 };
 
 const brisk_attn_kernels *brisk_attn_neon(void) { return &neon_attn; }
