@@ -8,7 +8,8 @@
 #     once give the same text and logprobs as each alone, and so does a server with -b 7 and one with
 #     --prefill-budget 3 beside the others (the policy's cuts do not depend on the chunking or the load); a
 #     pinned chat (--kv-pin system) runs past -c too; a request's "spec" is a 400 naming spec; a prompt over -c
-#     is still refused (context_length_exceeded);
+#     is still refused (context_length_exceeded); with system, user and assistant pinned a chat stops when its
+#     slots fill the budget (finish "length": the roles were tagged), while a completion (prompt, generated) goes on;
 #   - no policy: --no-context-shift (the default) stops a request at -c with finish reason length; with
 #     --context-shift -c 64 a request generates 150 tokens, the same alone and among three others.
 # No wall-clock assertion. Model: models/pycode-target-f16.gguf (skipped, 77, when absent).
@@ -86,6 +87,18 @@ long=$(python3 -c 'print("x = 1\\n" * 100)')
 [ "$($C -o "$tmp/e2" -w '%{http_code}' "$U/v1/completions" -d "{\"prompt\": \"$long\"}")" = 400 ] \
   && jcheck "$tmp/e2" 'j["error"]["code"] == "context_length_exceeded"' && ok || bad "a prompt over -c: $(cat "$tmp/e2")"
 kill -TERM "$pid_pol"; wait "$pid_pol" 2>/dev/null
+
+# every chat role pinned: a chat's slots can never be dropped, so it stops when they fill the budget ("length", the
+# context full); a completion on the same server (roles prompt and generated, not pinned) goes on past -c
+start pin -m "$model" --chat-template "$tpl" -c 128 -np 2 --kv-policy streaming --kv-budget 64 --kv-window 16 \
+  --kv-pin system --kv-pin user --kv-pin assistant || exit 1
+W="http://127.0.0.1:$port_pin"
+$C "$W/v1/chat/completions" -d '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "def f():"}], "max_tokens": 200, "temperature": 0, "ignore_eos": true}' >"$tmp/chat3"
+jcheck "$tmp/chat3" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] <= 64 + 1' \
+  && ok || bad "every chat role pinned: the chat must stop at the budget"
+$C "$W/v1/completions" -d "$(body "$P1" 240)" >"$tmp/pin1"
+same "$tmp/pin1" "$tmp/alone1" && ok || bad "a completion beside pinned chat roles"
+kill -TERM "$pid_pin"; wait "$pid_pin" 2>/dev/null
 
 start b7 -m "$model" -c 128 -np 4 -b 7 --kv-policy streaming --kv-budget 64 --kv-window 16 || exit 1
 $C "http://127.0.0.1:$port_b7/v1/completions" -d "$(body "$P1" 240)" >"$tmp/b7"

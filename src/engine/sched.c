@@ -34,7 +34,11 @@
  * and the cancel flags are under mu; everything else belongs to the stepping
  * thread. Callbacks are called without mu held. Requests are allocated in
  * brisk_sched_add (the caller's thread) and freed at the end of the step that
- * finished them; a step allocates nothing. */
+ * finished them; a step allocates nothing (but a context shift's scratch, once per shift: brisk_seq_context_shift).
+ *
+ * Retention (a kv_policy on the context, or context_shift): positions come from the cache, and a sequence is
+ * fed on a fixed schedule so that its cuts and shifts fall at the same points whatever runs beside it (see
+ * "retention" above build_pass). */
 #include "engine/engine_impl.h"
 #include "kv/policy.h"
 #include "spec/spec.h"
