@@ -11,6 +11,8 @@
  *   shift       no policy, -c 64, --context-shift keeping 4: a 40-token prompt + 90 generated tokens equal
  *               the hand-fed reference that shifts (llama.cpp's: keep 4, discard half) whenever the next token
  *               would pass -c, alone, in steps of 5 and beside others; shifts happened.
+ *               With the shift too, 100 + 436 tokens pass the trained positions (512) and are renumbered there:
+ *               the same equality alone and beside 3 streams.
  *   limits      without a shift a request past -c (no policy) or past the trained positions (policy) is
  *               refused, a policy lets prompt + max_tokens pass -c and ends with "length"; speculation is
  *               refused with retention.
@@ -24,7 +26,7 @@
 
 #include <stdint.h>
 
-#define GEN 96
+#define GEN 448
 
 static brisk_model *model;
 static int32_t n_vocab;
@@ -291,6 +293,26 @@ static void test_shift(void) {
     free(target);
 }
 
+/* A policy and the shift: positions pass the trained context (512), the slots are renumbered there. */
+static void test_policy_shift(void) {
+    brisk_model_info mi;
+    brisk_model_get_info(model, &mi);
+    const setup u = {.n_ctx = 128, .kv_tokens = 4 * 128, .n_seq = 4, .kind = BRISK_KV_POLICY_STREAMING, .budget = 72, .sink = 4,
+                     .window = 16, .shift = true};
+    const int32_t n_prompt = 100, n_gen = mi.n_ctx_train - n_prompt + 24;
+    if (n_gen > GEN) return;
+    int32_t *target = prompt_of(TEXT, n_prompt, 0);
+    rec want;
+    rec_init(&want, 1);
+    reference(&u, target, n_prompt, n_gen, &want);
+    CHECK(want.n == n_gen);
+    printf("policy streaming with the context shift (trained context %d)\n", mi.n_ctx_train);
+    run_case(&u, "alone, steps of 512", target, n_prompt, n_gen, &want, 512, 0, 0, u.kv_tokens, 1, false);
+    run_case(&u, "beside 3 streams, steps of 64", target, n_prompt, n_gen, &want, 64, 0, 3, u.kv_tokens, 1, false);
+    rec_free(&want, 1);
+    free(target);
+}
+
 static void test_limits(void) {
     int32_t *p = prompt_of(TEXT, 40, 0);
     brisk_model_info mi;
@@ -402,6 +424,12 @@ int main(void) {
     brisk_model_info mi;
     brisk_model_get_info(model, &mi);
     n_vocab = mi.n_vocab;
+    /* BRISK_TEST_SCHED_KV_SHIFT_ONLY=1: the policy-and-shift case alone (developing it on a loaded machine) */
+    if (getenv("BRISK_TEST_SCHED_KV_SHIFT_ONLY")) {
+        test_policy_shift();
+        brisk_model_free(model);
+        return test_finish();
+    }
     test_limits();
     test_pin();
     test_shift();
@@ -409,6 +437,7 @@ int main(void) {
     if (!test_quick()) {
         test_policy(BRISK_KV_POLICY_H2O);
         test_policy(BRISK_KV_POLICY_SNAPKV);
+        test_policy_shift();
     }
     brisk_model_free(model);
     return test_finish();
