@@ -779,7 +779,7 @@ static bool chat_roles(http_srv *s, const srv_request *r, const int32_t *ids, si
         return false;
     }
     const size_t n_msg = json_array_size(msgs);
-    size_t start = 0;
+    size_t start = 0, last = 0;   /* tokens tagged so far; messages rendered so far */
     bool ok = true;
     for (size_t k = 1; ok && k <= n_msg; k++) {
         json_t *sub = json_array();
@@ -788,20 +788,25 @@ static bool chat_roles(http_srv *s, const srv_request *r, const int32_t *ids, si
         json_decref(sub);
         int32_t *pre = NULL;
         size_t n_pre = 0;
+        srv_error ignored;
         if (!sub_json) {
             srv_error_set(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
             ok = false;
-        } else {
-            ok = chat_tokens(s, r, sub_json, false, &pre, &n_pre, e);
+            break;
         }
+        /* a template may refuse a partial conversation (one that must end with a user message): those tokens
+         * then go with the next rendering that works, untagged (never pinned) when it spans several messages */
+        const bool rendered = chat_tokens(s, r, sub_json, false, &pre, &n_pre, &ignored);
         free(sub_json);
-        if (!ok) break;
+        if (!rendered) continue;
         size_t b = 0;
         while (b < n_pre && b < n_ids && pre[b] == ids[b]) b++;
         free(pre);
         const int rr = brisk_kv_role_parse(json_string_value(json_object_get(json_array_get(msgs, k - 1), "role")));
-        for (size_t i = start; i < b; i++) role[i] = (uint8_t)(rr > 0 && rr <= BRISK_ROLE_TOOL ? rr : BRISK_ROLE_NONE);
+        const uint8_t tag = (uint8_t)(k == last + 1 && rr > 0 && rr <= BRISK_ROLE_TOOL ? rr : BRISK_ROLE_NONE);
+        for (size_t i = start; i < b; i++) role[i] = tag;
         if (b > start) start = b;
+        last = k;
     }
     json_decref(msgs);
     return ok;
@@ -831,10 +836,17 @@ static enum MHD_Result do_generate(conn *c) {
     /* positions a request reaches without a context shift: -c, with --kv-policy the trained context */
     const int32_t limit = s->cfg->gen_limit > 0 ? s->cfg->gen_limit : n_ctx;
     if ((int64_t)n_ids > s->cfg->max_prompt_tokens || (int64_t)n_ids >= n_ctx || (!s->cfg->context_shift && (int64_t)n_ids >= limit)) {
-        srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
-                      "the prompt is %zu tokens; this server takes at most %d prompt tokens and %d tokens in all (prompt + "
-                      "completion), and leaves room for at least one generated token",
-                      n_ids, s->cfg->max_prompt_tokens < n_ctx - 1 ? s->cfg->max_prompt_tokens : n_ctx - 1, n_ctx);
+        const int32_t most = BRISK_MIN(s->cfg->max_prompt_tokens, BRISK_MIN(n_ctx, s->cfg->context_shift ? n_ctx : limit) - 1);
+        if (s->cfg->retention)
+            srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
+                          "the prompt is %zu tokens; this server takes at most %d prompt tokens (-c %d; KV retention lets the "
+                          "completion go past it)",
+                          n_ids, most, n_ctx);
+        else
+            srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
+                          "the prompt is %zu tokens; this server takes at most %d prompt tokens and %d tokens in all (prompt + "
+                          "completion), and leaves room for at least one generated token",
+                          n_ids, most, n_ctx);
         free(ids);
         return send_error(c->srv, c->mc, &e);
     }
