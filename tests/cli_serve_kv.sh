@@ -7,7 +7,8 @@
 #     slots were dropped: a sequence never holds more than -c slots) finish "length" with every token; four at
 #     once give the same text and logprobs as each alone, and so does a server with -b 7 and one with
 #     --prefill-budget 3 beside the others (the policy's cuts do not depend on the chunking or the load); a
-#     pinned chat (--kv-pin system) runs past -c too; a request's "spec" is a 400 naming spec; a prompt over -c
+#     pinned chat (--kv-pin system) runs past -c too, one without max_tokens stops at the trained context (512,
+#     "length": no shift); a request's "spec" is a 400 naming spec; a prompt over -c
 #     is still refused (context_length_exceeded); with system, user and assistant pinned a chat stops when its
 #     slots fill the budget (finish "length": the roles were tagged), while a completion (prompt, generated) goes on;
 #   - no policy: --no-context-shift (the default) stops a request at -c with finish reason length; with
@@ -81,6 +82,10 @@ for k in 1 2 3 4; do same "$tmp/tog$k" "$tmp/alone$k" && ok || bad "prompt $k am
 # a pinned chat past -c
 $C "$U/v1/chat/completions" -d '{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "def f():"}], "max_tokens": 200, "temperature": 0, "ignore_eos": true}' >"$tmp/chat"
 jcheck "$tmp/chat" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 200' && ok || bad "a pinned chat past -c"
+# --no-context-shift (the default): a chat without max_tokens runs past -c to the trained context (512) and stops there
+$C "$U/v1/chat/completions" -d '{"messages": [{"role": "user", "content": "def g():"}], "temperature": 0, "ignore_eos": true}' >"$tmp/chat512"
+jcheck "$tmp/chat512" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] == 512' \
+  && ok || bad "a chat without max_tokens stops at the trained context"
 [ "$($C -o "$tmp/e1" -w '%{http_code}' "$U/v1/completions" -d '{"prompt": "x", "spec": "ngram"}')" = 400 ] \
   && jcheck "$tmp/e1" 'j["error"]["param"] == "spec" and "retention" in j["error"]["message"]' && ok || bad "spec with retention: $(cat "$tmp/e1")"
 long=$(python3 -c 'print("x = 1\\n" * 100)')
