@@ -706,7 +706,7 @@ typedef void (*brisk_sched_prompt_logits_fn)(void *user, int64_t id, int32_t pos
 
 typedef struct brisk_sched_request {
     const int32_t *prompt;          /* [n_prompt] token ids, borrowed during brisk_sched_add only (copied) */
-    int32_t n_prompt;               /* >= 1; n_prompt + max_tokens <= the context's n_ctx_seq */
+    int32_t n_prompt;               /* >= 1; n_prompt + max_tokens <= the context's n_ctx_seq (retention: below) */
     /* The request's sampler chain (brisk_sampler_init; its pointers are
      * borrowed during brisk_sched_add only). Choice i > 0 of n gets its own
      * chain from the same settings with the seed seed + i * 0x9E3779B97F4A7C15
@@ -733,6 +733,11 @@ typedef struct brisk_sched_request {
      * prompt went through it (brisk_constraint_mask gives one). The array is borrowed during brisk_sched_add
      * only; each mask's callbacks and user must stay valid until that choice's finish callback. NULL: none. */
     const brisk_mask *masks;
+    /* Roles (docs/KV.md "Pinning"), which matter when the context pins some (kv_pin): roles[i] is prompt token
+     * i's brisk_kv_role (borrowed during brisk_sched_add only; NULL: every prompt token BRISK_ROLE_PROMPT), and
+     * gen_role the generated tokens' (0 = BRISK_ROLE_GENERATED; a chat's reply: BRISK_ROLE_ASSISTANT). */
+    const uint8_t *roles;
+    int32_t gen_role;
 } brisk_sched_request;
 /* One completion, greedy sampling, 16 tokens, speculation off; prompt and on_token to fill in. */
 brisk_sched_request brisk_sched_default_request(void);
@@ -758,6 +763,17 @@ typedef struct brisk_sched_params {
      * c's, and the target's vocabulary. Sequence i drafts for the choice in slot i; it is cleared whenever
      * the slot is released (its full blocks stay in the draft's prefix cache). */
     brisk_context *draft;
+    /* Generation past the context (docs/KV.md, docs/SERVER.md "Retention"). With a retention policy on the
+     * context (kv_policy), a sequence keeps at most kv_budget slots and its positions grow past n_ctx_seq up
+     * to the model's trained context; without one, positions and slots end at n_ctx_seq. With context_shift,
+     * a sequence whose next token would pass that limit is shifted first (brisk_seq_context_shift: the first
+     * shift_keep slots kept, without a policy half of the rest dropped, the rest renumbered), so a request
+     * may ask for any max_tokens; without it, n_prompt + max_tokens must fit the limit. Requests of such a
+     * scheduler cannot speculate. A sequence with a policy is fed on a fixed schedule (its chunks never cross
+     * the point where the policy cuts it, and a cut brings at most the tokens that one cut of a decode
+     * leaves room for), so its cuts, shifts and output depend on its own tokens only. */
+    bool context_shift;
+    int32_t shift_keep;  /* first slots a context shift keeps (4 by default: --kv-sink) */
 } brisk_sched_params;
 brisk_sched_params brisk_sched_default_params(void);
 
@@ -781,6 +797,7 @@ typedef struct brisk_sched_info {
      * is computing (they take its blocks from the prefix cache when written: shared prefixes arriving
      * together are computed once) */
     int32_t n_prefix_held;
+    int64_t n_shifts;        /* context shifts so far (brisk_sched_params.context_shift) */
 } brisk_sched_info;
 
 /* c: borrowed; must outlive the scheduler, which uses all its sequences
@@ -824,6 +841,7 @@ typedef struct brisk_sched_request_info {
     int32_t n_prefilled;        /* = n_prompt_computed + n_recomputed */
     int32_t n_generated;        /* tokens sampled, all choices */
     int32_t n_preemptions, n_passes;
+    int32_t n_shifts;           /* context shifts of its sequences (brisk_sched_params.context_shift) */
     int64_t n_drafted, n_accepted;
     double flops, bytes_read;
     /* brisk_time_now() at brisk_sched_add, first admission, first sampled token; 0 = not yet */

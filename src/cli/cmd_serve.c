@@ -10,6 +10,7 @@
 #include "brisk.h"
 #include "cli/cli.h"
 #include "gguf/gguf.h"
+#include "kv/policy.h"
 #include "server/embed.h"
 #include "server/server.h"
 #include "server/tools.h"
@@ -75,6 +76,13 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_CACHE_TYPE_K_DRAFT, .def_help = "-ctk's type"}, {.id = CLI_O_CACHE_TYPE_V_DRAFT, .def_help = "-ctv's type"},
     {.id = CLI_O_PACK_CACHE},
+    {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/SERVER.md \"Retention\"; not with --spec, -md or --kv-dir):"},
+    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET, .help = "KV slots per request with --kv-policy, sinks and window included: an integer >= 1, or a "
+                                                            "fraction 0 < F < 1 of -c (each request's own)"},
+    {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
+    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT},
+    {.id = CLI_O_KV_PIN, .help = "never evict (--kv-policy) nor shift out (--context-shift) the slots of ROLE; repeatable. Chat "
+                                 "requests tag system, user, assistant, tool per message; completions prompt and generated"},
     {.id = CLI_O_END},
 };
 
@@ -121,6 +129,24 @@ static brisk_status load_keys(const cli_args *a, uint8_t **file, const char ***k
     if (a->s[CLI_O_API_KEY_FILE] && *n == (a->s[CLI_O_API_KEY] ? 1 : 0))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "%s %s holds no key", a->given[CLI_O_API_KEY_FILE], a->s[CLI_O_API_KEY_FILE]);
     return BRISK_OK;
+}
+
+/* What retention cannot be combined with, refused before the model loads (as run refuses them): a k4/k2 K (its
+ * channel groups span 32 slots: no compaction, no re-rotation), speculation (drafts are rolled back by slot
+ * count), and KV states (--kv-dir: a state holds slots at their positions). */
+static int retention_conflicts(const cli_args *a, const char *cmd, const brisk_context_params *kvt, const cli_retention *ret) {
+    if (!ret->policy_given && !ret->shift_on) return 0;
+    const char *what = ret->policy_given ? "--kv-policy" : "--context-shift";
+    if (kvt->type_k == BRISK_CACHE_K4 || kvt->type_k == BRISK_CACHE_K2)
+        return cli_usage(cmd, "%s is not available with -ctk %s (a K quantized per channel over each block of 32 slots cannot be %s); use "
+                              "-ctk f16, f32, q8_0 or q4_0",
+                         what, brisk_cache_type_name(kvt->type_k), ret->policy_given ? "compacted" : "re-rotated");
+    if (a->set[CLI_O_SERVE_SPEC] && a->i[CLI_O_SERVE_SPEC] != BRISK_SCHED_SPEC_OFF)
+        return cli_usage(cmd, "%s is not available with --spec (drafts are rolled back by slot count; evicted or shifted slots are not)", what);
+    if (a->s[CLI_O_MODEL_DRAFT]) return cli_usage(cmd, "%s is not available with -md (speculation is off with retention)", what);
+    if (a->s[CLI_O_KV_DIR])
+        return cli_usage(cmd, "%s is not available with --kv-dir (a KV state holds a prompt's slots at their positions)", what);
+    return 0;
 }
 
 /* The default pool: half the memory left after the weights, scratch and
@@ -173,6 +199,23 @@ int brisk_cmd_serve(int argc, char **argv) {
     }
     brisk_context_params kvt = brisk_context_default_params();   /* -ctk/-ctv, checked before anything loads */
     if ((code = cli_kv_types(&a, C, &kvt))) {
+        cli_args_free(&a);
+        return code;
+    }
+    /* retention, the context shift and pinning, checked before anything loads (a fractional budget without -c once
+     * the model's context is known); serve tags chat messages by role, completions as prompt and generated */
+    const uint32_t serve_roles = 1u << BRISK_ROLE_SYSTEM | 1u << BRISK_ROLE_USER | 1u << BRISK_ROLE_ASSISTANT | 1u << BRISK_ROLE_TOOL |
+                                 1u << BRISK_ROLE_PROMPT | 1u << BRISK_ROLE_GENERATED;
+    cli_retention ret;
+    if ((code = cli_kv_retention(&a, C, serve_roles, &kvt, &ret))) {
+        cli_args_free(&a);
+        return code;
+    }
+    const bool retention = ret.policy_given || ret.shift_on;
+    /* without -c the budget's form and bounds but the context are checked now (a fraction again once -c is known) */
+    brisk_context_params early = kvt;
+    if ((ret.policy_given && !ret.c_early && (code = cli_kv_policy(&a, C, INT32_MAX, 1, &early))) ||
+        (code = retention_conflicts(&a, C, &kvt, &ret))) {
         cli_args_free(&a);
         return code;
     }
@@ -272,6 +315,14 @@ int brisk_cmd_serve(int argc, char **argv) {
     cp.n_seq = max_running;
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    /* a fractional budget is of each request's -c, known now */
+    if (ret.policy_given && !ret.c_early && (rc = cli_kv_policy(&a, C, cp.n_ctx_seq, 1, &kvt)) != 0) goto fail_quiet;
+    rc = CLI_EXIT_RUNTIME;
+    cp.kv_policy = kvt.kv_policy;
+    cp.kv_budget = kvt.kv_budget;
+    cp.kv_sink = kvt.kv_sink;
+    cp.kv_window = kvt.kv_window;
+    cp.kv_pin = kvt.kv_pin;
     if (a.set[CLI_O_KV_SIZE]) {
         if (a.i[CLI_O_KV_SIZE] < cp.n_ctx_seq) {
             fprintf(stderr, "brisk serve: %s %lld is smaller than one request (-c %d); raise it or lower -c\n", a.given[CLI_O_KV_SIZE],
@@ -289,6 +340,25 @@ int brisk_cmd_serve(int argc, char **argv) {
     fprintf(stderr, "brisk serve: memory plan: %s\n", buf);
     fprintf(stderr, "brisk serve: KV pool %d tokens shared by all requests; each request up to %d tokens (-c); %d running, %lld queued at most\n",
             cp.kv_tokens, cp.n_ctx_seq, max_running, (long long)a.i[CLI_O_MAX_QUEUE]);
+    /* positions a request reaches without a shift: -c, with a policy the trained context (the cache keeps the budget) */
+    const int32_t gen_limit = cp.kv_policy && info.n_ctx_train > 0 ? info.n_ctx_train : cp.n_ctx_seq;
+    if (retention) {
+        char line[256];
+        size_t o = 0;
+        line[0] = 0;
+        if (cp.kv_policy)
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s budget %d slots per request (sink %d, window %d); ",
+                                  brisk_kv_policy_name(cp.kv_policy), cp.kv_budget, cp.kv_sink, cp.kv_window);
+        if (ret.shift_on)
+            o += (size_t)snprintf(line + o, sizeof line - o, "context shift on (keep %lld) at %d positions", (long long)a.i[CLI_O_KV_SINK],
+                                  gen_limit);
+        else
+            o += (size_t)snprintf(line + o, sizeof line - o, "context shift off: a request stops at %d positions (finish reason length)",
+                                  gen_limit);
+        for (int r = 1, k = 0; r < BRISK_KV_N_ROLES && o < sizeof line; r++)
+            if ((cp.kv_pin >> r) & 1u) o += (size_t)snprintf(line + o, sizeof line - o, "%s%s", k++ ? ", " : "; pinned: ", brisk_kv_role_name(r));
+        fprintf(stderr, "brisk serve: KV retention: %s\n", line);
+    }
     if (brisk_memory_plan_check(&plan, 1, &err)) goto fail;
     if (brisk_context_init(model, &cp, &ctx, &err)) goto fail;
     if (a.s[CLI_O_MODEL_DRAFT]) {
@@ -323,6 +393,11 @@ int brisk_cmd_serve(int argc, char **argv) {
     cfg.fingerprint = fingerprint;
     cfg.n_ctx = cp.n_ctx_seq;
     cfg.max_prompt_tokens = a.set[CLI_O_MAX_PROMPT_TOKENS] ? (int32_t)a.i[CLI_O_MAX_PROMPT_TOKENS] : cp.n_ctx_seq;
+    cfg.retention = retention;
+    cfg.context_shift = ret.shift_on;
+    cfg.shift_keep = (int32_t)a.i[CLI_O_KV_SINK];
+    cfg.gen_limit = gen_limit;
+    cfg.tag_roles = cp.kv_pin != 0;
     cfg.embed_threads = cp.n_threads;
     cfg.embed_pooling = embed_pooling(model_path, info.arch);
     cfg.prefill_budget = (int32_t)a.i[CLI_O_PREFILL_BUDGET];
@@ -348,6 +423,10 @@ fail:
     srv_abort(srv);   /* the listener closes before the message */
     srv = NULL;
     rc = cli_fail(C, &err);
+    goto out;
+fail_quiet:
+    srv_abort(srv);   /* a usage error, already printed */
+    srv = NULL;
 out:
     srv_abort(srv);
     free(alias);

@@ -34,8 +34,13 @@
  * and the cancel flags are under mu; everything else belongs to the stepping
  * thread. Callbacks are called without mu held. Requests are allocated in
  * brisk_sched_add (the caller's thread) and freed at the end of the step that
- * finished them; a step allocates nothing. */
+ * finished them; a step allocates nothing (but a context shift's scratch, once per shift: brisk_seq_context_shift).
+ *
+ * Retention (a kv_policy on the context, or context_shift): positions come from the cache, and a sequence is
+ * fed on a fixed schedule so that its cuts and shifts fall at the same points whatever runs beside it (see
+ * "retention" above build_pass). */
 #include "engine/engine_impl.h"
+#include "kv/policy.h"
 #include "spec/spec.h"
 
 #include <math.h>
@@ -76,6 +81,8 @@ typedef struct sched_req {
     bool greedy;
     bool admitted;          /* it has been admitted once (later admissions rebuild it) */
     int32_t plp_done;       /* prompt_logits: positions [0, plp_done) reported */
+    uint8_t *roles;         /* [n_prompt] each prompt token's brisk_kv_role (pinning only; NULL: none kept) */
+    uint8_t gen_role;       /* the generated tokens' role */
     brisk_sched_request_info acct;   /* the stepping thread's (t_added: brisk_sched_add's) */
     /* under mu */
     bool cancel, cancel_taken, queued;
@@ -94,6 +101,7 @@ typedef struct sched_entry {
     int32_t k;              /* drafts after them */
     int32_t row;            /* logit row of the last hist token, -1: a prefill chunk that does not finish */
     int32_t row0;           /* prompt_logits: the logit row of the chunk's first token, -1: none */
+    int32_t len0;           /* its sequence's slots before the pass */
     bool decode;            /* a decode entry (else a prefill chunk) */
     bool proposed;          /* its spec state proposed in this pass */
 } sched_entry;
@@ -111,6 +119,13 @@ struct brisk_sched {
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
     bool step_pf_fixed;     /* prefill_budget has been applied to this step's allowance */
     brisk_sched_pass_clock pass_clock;   /* tests: a pass's cost from its shape instead of the wall clock */
+    /* retention (the context's kv_policy) and the context shift: see "Retention" above build_pass */
+    bool retention;         /* a policy runs or the context shift is on: positions come from the cache */
+    bool shift;             /* brisk_sched_params.context_shift */
+    bool pin;               /* the context pins roles: each pass sets its sequences' roles */
+    int32_t shift_keep;     /* first slots a shift keeps */
+    int32_t pos_limit;      /* positions stay below this without a shift: n_ctx, with a policy the trained context */
+    int32_t sync_cap;       /* prefix-cache tokens a sequence may take (a scored policy's statistics need its own queries) */
     void *pass_clock_user;
 
     pthread_mutex_t mu;
@@ -147,7 +162,7 @@ struct brisk_sched {
     int32_t n_eog;
     const float *rows[BRISK_SPEC_MAX_DRAFT + 1];
     int32_t out[BRISK_SPEC_MAX_DRAFT + 1];
-    int64_t n_preemptions, n_drafted, n_accepted;
+    int64_t n_preemptions, n_drafted, n_accepted, n_shifts;
     int32_t preempt_free, preempt_need;
     brisk_sched_info *info; /* the step's (never NULL during a step) */
     /* cost model (brisk_sched_request_info): per token and per position */
@@ -178,7 +193,7 @@ brisk_sched_request brisk_sched_default_request(void) {
 
 brisk_sched_params brisk_sched_default_params(void) {
     return (brisk_sched_params){.n_batch = 0, .n_ubatch = 0, .max_running = 0, .max_queue = 0, .max_stall = 0.0, .prefill_budget = 0,
-                                .draft = NULL};
+                                .draft = NULL, .context_shift = false, .shift_keep = 4};
 }
 
 /* ---- lifecycle --------------------------------------------------------------------------------- */
@@ -198,6 +213,7 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     if (p->prefill_budget < 0)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: prefill_budget %d must not be negative (0 = no limit)",
                           p->prefill_budget);
+    if (p->shift_keep < 0) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "scheduler: shift_keep %d must not be negative", p->shift_keep);
     const int32_t n_batch = p->n_batch > 0 ? p->n_batch : ctx_batch;
     const int32_t n_ubatch = p->n_ubatch > 0 ? p->n_ubatch : BRISK_MIN(n_batch, ctx_batch);
     if (n_ubatch > ctx_batch)
@@ -256,6 +272,22 @@ brisk_status brisk_sched_init(brisk_sched **out, brisk_context *c, const brisk_s
     s->max_stall = p->max_stall;
     s->prefill_budget = p->prefill_budget;
     s->next_id = 1;
+    const brisk_kv_policy *pol = s->kv->policy;
+    s->shift = p->context_shift;
+    s->retention = pol != NULL || p->context_shift;
+    s->pin = s->kv->pin_mask != 0;
+    s->shift_keep = p->shift_keep;
+    s->pos_limit = pol && mi.n_ctx_train > 0 ? mi.n_ctx_train : s->n_ctx;
+    s->sync_cap = INT32_MAX;
+    if (pol) {
+        /* a scored policy's choice at a cut reads the attention of the sequence's own queries (h2o: every one
+         * since the slot was written; snapkv, tova: the last rows positions'); blocks from the prefix cache come
+         * without it, so a sequence takes only as many as leave those queries to be computed by itself */
+        const brisk_kv_observe ob = pol->ops->observe;
+        s->sync_cap = ob == BRISK_KV_OBSERVE_NONE  ? pol->cfg.budget
+                      : ob == BRISK_KV_OBSERVE_ALL ? 0
+                                                   : BRISK_MAX(0, pol->cfg.budget - pol->rows);
+    }
     if (pthread_mutex_init(&s->mu, NULL)) {
         free(s);
         return brisk_fail(err, BRISK_ERR_NOMEM, "scheduler: cannot create its mutex");
@@ -317,6 +349,7 @@ static void req_free(sched_req *r) {
             brisk_spec_seq_free(r->ch[i].spec);
         }
     free(r->ch);
+    free(r->roles);
     free(r);
 }
 
@@ -458,10 +491,29 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     if (r->min_tokens < 0 || r->min_tokens > r->max_tokens)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: min_tokens %d out of range [0, max_tokens %d]", r->min_tokens,
                           r->max_tokens);
-    if ((int64_t)r->n_prompt + r->max_tokens > s->n_ctx)
+    if (!s->retention && (int64_t)r->n_prompt + r->max_tokens > s->n_ctx)
         return brisk_fail(err, BRISK_ERR_CAPACITY,
                           "request: prompt of %d tokens + max_tokens %d exceed the context of %d tokens per sequence", r->n_prompt,
                           r->max_tokens, s->n_ctx);
+    /* a policy keeps the slots within its budget; positions still end at the trained context unless a shift renumbers them */
+    if (s->retention && !s->shift && (int64_t)r->n_prompt + r->max_tokens > s->pos_limit)
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "request: prompt of %d tokens + max_tokens %d exceed the %d positions a sequence may reach without a context shift",
+                          r->n_prompt, r->max_tokens, s->pos_limit);
+    if ((int64_t)r->n_prompt + r->max_tokens > INT32_MAX)
+        return brisk_fail(err, BRISK_ERR_CAPACITY, "request: prompt of %d tokens + max_tokens %d exceed %d tokens", r->n_prompt,
+                          r->max_tokens, INT32_MAX);
+    if (s->retention && r->spec != BRISK_SCHED_SPEC_OFF)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "request: speculative decoding is not available with KV retention (a policy or a context shift): drafts are "
+                          "rolled back by slot count, and evicted or shifted slots are not");
+    if (r->gen_role < 0 || r->gen_role >= BRISK_KV_N_ROLES)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: gen_role %d out of range [0, %d) (brisk_kv_role)", r->gen_role,
+                          BRISK_KV_N_ROLES);
+    for (int32_t i = 0; r->roles && i < r->n_prompt; i++)
+        if (r->roles[i] >= BRISK_KV_N_ROLES)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: prompt token %d: role %d out of range [0, %d) (brisk_kv_role)", i,
+                              r->roles[i], BRISK_KV_N_ROLES);
     if (r->n < 1 || r->n > s->max_running)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "request: n = %d completions out of range [1, %d] (max_running)", r->n,
                           s->max_running);
@@ -492,6 +544,8 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     q->rq = *r;
     q->rq.prompt = NULL;
     q->rq.masks = NULL;
+    q->rq.roles = NULL;
+    q->gen_role = (uint8_t)(r->gen_role > 0 ? r->gen_role : BRISK_ROLE_GENERATED);
     q->n_prompt = r->n_prompt;
     q->n_live = r->n;
     q->acct.n_prompt = r->n_prompt;
@@ -502,6 +556,15 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
         q->rq.n = 0;
         st = brisk_fail(err, BRISK_ERR_NOMEM, "request: out of memory for %d completions", r->n);
         goto fail;
+    }
+    if (s->pin) {
+        /* the roles matter only when some are pinned */
+        if (!(q->roles = malloc((size_t)r->n_prompt))) {
+            st = brisk_fail(err, BRISK_ERR_NOMEM, "request: out of memory for the roles of %d prompt tokens", r->n_prompt);
+            goto fail;
+        }
+        if (r->roles) memcpy(q->roles, r->roles, (size_t)r->n_prompt);
+        else memset(q->roles, BRISK_ROLE_PROMPT, (size_t)r->n_prompt);
     }
     const size_t cap = (size_t)r->n_prompt + (size_t)r->max_tokens;
     brisk_sampler_params sp = r->sampling;
@@ -647,7 +710,7 @@ static void admit(brisk_sched *s, sched_req *r) {
         ch->held = true;   /* prefix_held looks at the cache again at its turn: blocks may be written meanwhile */
         if (i == 0 || r->forked) {
             /* whole blocks of its history from the prefix cache; the last token is always computed */
-            ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, ch->n_hist - 1);
+            ch->kv_len = brisk_kv_sync_prefix(s->kv, ch->seq, ch->hist, BRISK_MIN(ch->n_hist - 1, s->sync_cap));
             s->c->tree_ok[ch->seq] = 0;
             if (r->rq.prompt_logits && i == 0 && ch->kv_len > r->plp_done) {
                 /* the positions not reported yet are computed, for their logits */
@@ -767,7 +830,7 @@ static int32_t shared_len(const sched_choice *x, const sched_choice *y, int32_t 
 /* Take what the prefix cache now has of x's history (whole blocks another choice finished meanwhile). */
 static void resync_prefix(brisk_sched *s, sched_req *r, sched_choice *x) {
     const int32_t had = x->kv_len;
-    const int32_t got = brisk_kv_sync_prefix(s->kv, x->seq, x->hist, x->n_hist - 1);
+    const int32_t got = brisk_kv_sync_prefix(s->kv, x->seq, x->hist, BRISK_MIN(x->n_hist - 1, s->sync_cap));
     if (got <= had) return;
     s->kv->n_hit_tokens -= had;   /* the sync counted all it kept; only the gain is new */
     s->c->tree_ok[x->seq] = 0;
@@ -785,6 +848,11 @@ static void resync_prefix(brisk_sched *s, sched_req *r, sched_choice *x) {
  * with prompt logits compute every position anyway and take no part. A step allocates nothing here. */
 static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
     const int32_t B = BRISK_KV_BLOCK;
+    if (s->sync_cap < B) {
+        /* it takes nothing from the cache (a scored policy's statistics): nothing to wait for */
+        x->held = false;
+        return false;
+    }
     bool sync = x->held, hold = false;
     for (int round = 0; round < 2; round++) {
         if (sync) resync_prefix(s, r, x);
@@ -800,7 +868,7 @@ static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
                                    (y->kv_len == x->kv_len && (q->id < r->id || (q == r && y->index < x->index)));
                 if (!above) continue;
                 /* up to the block past y's: enough to tell both conditions below (y.kv_len >= x.kv_len) */
-                const int32_t L = shared_len(x, y, (y->kv_len / B + 1) * B);
+                const int32_t L = shared_len(x, y, BRISK_MIN((y->kv_len / B + 1) * B, s->sync_cap));
                 if (L <= x->kv_len) continue;
                 if (y->kv_len < L) hold = true;
                 if (BRISK_MIN(y->kv_len, L) / B * B > x->kv_len) sync = true;   /* y wrote blocks x lacks */
@@ -815,6 +883,95 @@ static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
     }
     return hold;
 }
+
+/* ---- retention: generation past the context on a fixed schedule ------------------------------------------
+ * With a retention policy, brisk_decode (brisk_kv_policy_make_room) cuts a sequence that its batch would take
+ * past the budget to budget - max(its tokens in the batch, g) slots, g = min(32, (budget - sink - window) / 2),
+ * or more to keep its pinned slots (kv/policy.h). Where the cut falls would thus depend on how many tokens each
+ * batch brought, which in a server depends on the load. So a sequence with a policy is fed on a fixed
+ * schedule: below the budget, never past it (no cut); at the budget, at most the tokens that a decode's cut
+ * leaves room for (the cut is then the decode's, to the same slots). Its cuts happen at the same points of its
+ * history with the same survivors (a scored policy's statistics are its own queries', which no chunking
+ * changes), however its prompt was chunked and whatever ran beside it: a function of its tokens alone.
+ *
+ * Positions come from the cache (brisk_kv_next_pos), and a sequence's slots or positions end at a limit
+ * (without a policy -c; with one the trained context). A sequence is fed no further than the limit; at the
+ * limit, with the context shift on, it is shifted before the pass (llama.cpp's: the first shift_keep slots
+ * kept, without a policy half of the rest dropped, the rest renumbered and their K re-rotated), so shifts too
+ * fall at the same points; with it off the choice finishes ("length"). Rotated and compacted blocks never join
+ * the prefix cache (kv.c), and a sequence takes from it only blocks that hold their own positions. */
+
+/* Tokens seq's next batch may bring under its policy (INT32_MAX without one); 0 when its pinned slots, sinks
+ * and window fill the budget. Mirrors brisk_kv_policy_make_room's cut (kv/policy.h). */
+static int32_t policy_room(const brisk_sched *s, int32_t seq) {
+    const brisk_kv_policy *p = s->kv->policy;
+    if (!p) return INT32_MAX;
+    const int32_t len = brisk_kv_len(s->kv, seq), budget = p->cfg.budget, room = budget - p->cfg.sink - p->cfg.window;
+    if (len < budget) return BRISK_MIN(budget - len, room);
+    const int32_t g = BRISK_MAX(1, BRISK_MIN(BRISK_KV_BLOCK, room / 2));
+    const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
+    const int32_t keep = BRISK_MAX(budget - g, sink + win + brisk_kv_policy_pinned_in(s->kv, seq, sink, len - win));
+    return BRISK_MAX(0, budget - keep);
+}
+
+/* Tokens seq may take before its slots (no policy) or positions reach the limit. */
+static int32_t limit_room(const brisk_sched *s, int32_t seq) {
+    int64_t r = (int64_t)s->pos_limit - brisk_kv_next_pos(s->kv, seq);
+    if (!s->kv->policy) r = BRISK_MIN(r, (int64_t)s->n_ctx - brisk_kv_len(s->kv, seq));
+    return (int32_t)BRISK_MAX(0, r);
+}
+
+/* The most tokens a pass may bring to seq (retention only). */
+static int32_t retention_cap(const brisk_sched *s, int32_t seq) { return BRISK_MIN(policy_room(s, seq), limit_room(s, seq)); }
+
+static void retention_end(brisk_sched *s, sched_req *r, sched_choice *ch, brisk_finish why) {
+    /* before the fork the other choices wait for choice 0's prompt: they end with it */
+    if (!r->forked && r->rq.n > 1) finish_request(s, r, why);
+    else finish_choice(s, r, ch, why);
+}
+
+/* Before a pass: every choice that will take tokens and has no room left is shifted (context shift on) or
+ * finishes: at the limit "length" (never reached for a request brisk_sched_add took, unless the shift is on),
+ * when pinned slots leave no room "context full". */
+static void retention_prepare(brisk_sched *s) {
+    for (int32_t i = 0; i < s->n_running;) {
+        sched_req *r = s->running[i];
+        for (int32_t j = 0; j < r->rq.n; j++) {
+            sched_choice *ch = &r->ch[j];
+            if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len >= ch->n_hist) continue;
+            if (!r->forked && j > 0) continue;
+            if (limit_room(s, ch->seq) == 0) {
+                if (!s->shift) {
+                    retention_end(s, r, ch, BRISK_FINISH_LENGTH);
+                    continue;
+                }
+                const int32_t len = brisk_kv_len(s->kv, ch->seq), keep = s->shift_keep;
+                /* llama.cpp's n_discard: half of what follows the kept slots; with a policy the slots already fit its
+                 * budget and renumbering them is enough, unless they alone reach the limit */
+                int32_t n_discard = 0;
+                if (!s->kv->policy || (int64_t)len + 1 > s->pos_limit)
+                    n_discard = BRISK_MAX(BRISK_MAX(len - keep, 0) / 2, len + 1 - s->pos_limit);
+                int32_t dropped = 0;
+                brisk_error err = {0};
+                if (brisk_seq_context_shift(s->c, ch->seq, keep, n_discard, &dropped, &err) != BRISK_OK) {
+                    retention_end(s, r, ch, BRISK_FINISH_ERROR);
+                    continue;
+                }
+                s->n_shifts++;
+                r->acct.n_shifts++;
+                if (limit_room(s, ch->seq) == 0) {   /* the kept and pinned slots alone fill it */
+                    retention_end(s, r, ch, BRISK_FINISH_CONTEXT_FULL);
+                    continue;
+                }
+            }
+            if (policy_room(s, ch->seq) == 0) retention_end(s, r, ch, BRISK_FINISH_CONTEXT_FULL);
+        }
+        if (i < s->n_running && s->running[i] == r) i++;
+    }
+}
+
+/* The role of history token i of r. */
+static uint8_t role_at(const sched_req *r, int32_t i) { return i < r->n_prompt ? r->roles[i] : r->gen_role; }
 
 /* Fill the pass (at most room tokens): decode tokens and drafts, then
  * prefill chunks. progressed: a pass of this step ran already. *need: the
@@ -834,7 +991,8 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0 || ch->kv_len != ch->n_hist - 1 || ch->stamp == s->step_no) continue;
             if (!r->forked && j > 0) continue;
             sched_entry *e = &s->ent[s->n_ent++];
-            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .row0 = -1, .decode = true, .proposed = false};
+            *e = (sched_entry){.r = r, .ch = ch, .n = 1, .k = 0, .row = -1, .row0 = -1, .len0 = brisk_kv_len(s->kv, ch->seq),
+                               .decode = true, .proposed = false};
             nd++;
             if (ch->spec && ch->n_gen >= r->rq.min_tokens) {
                 const int32_t kcap = BRISK_MIN(s->n_ctx - ch->n_hist, r->rq.max_tokens - ch->n_gen - 1);
@@ -880,11 +1038,12 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
         sched_entry *e = &s->ent[i];
         sched_choice *ch = e->ch;
         e->row = rows;
-        put(s, n++, ch->hist[ch->n_hist - 1], ch->n_hist - 1, ch->seq, 1);
+        const int32_t p0 = brisk_kv_next_pos(s->kv, ch->seq);
+        put(s, n++, ch->hist[ch->n_hist - 1], p0, ch->seq, 1);
         const int32_t *d = e->k > 0 ? brisk_spec_seq_draft(ch->spec) : NULL;
-        for (int32_t j = 0; j < e->k; j++) put(s, n++, d[j], ch->n_hist + j, ch->seq, 1);
+        for (int32_t j = 0; j < e->k; j++) put(s, n++, d[j], p0 + 1 + j, ch->seq, 1);
         rows += 1 + e->k;
-        *need += blocks_for(ch->kv_len, ch->kv_len + 1 + e->k);
+        *need += blocks_for(e->len0, e->len0 + 1 + e->k);
     }
     /* the step's prompt allowance, set by its first pass that decodes: max_stall times the decode-only pass */
     if (s->step_pf_left < 0 && n > 0 && s->max_stall > 0.0 && s->prefill_tok_s > 0.0) {
@@ -911,12 +1070,20 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             brisk_kv_counts(s->kv, &in_use, &cached, &free_blocks);   /* a look at the cache may have taken cached blocks */
             avail = cached + free_blocks;
             int32_t chunk = BRISK_MIN(ch->n_hist - ch->kv_len, room - n);
+            if (s->retention) chunk = BRISK_MIN(chunk, retention_cap(s, ch->seq));   /* the fixed schedule (above) */
+            if (s->pin) {
+                /* one role per sequence and pass (brisk_seq_set_role) */
+                const uint8_t role = role_at(r, ch->kv_len);
+                int32_t m = 1;
+                while (m < chunk && role_at(r, ch->kv_len + m) == role) m++;
+                chunk = m;
+            }
             if (ch->kv_len + chunk == ch->n_hist && rows >= s->n_outputs) chunk--;   /* no logit row left for its last token */
             const bool plp = r->rq.prompt_logits && ch->index == 0 && ch->kv_len < r->n_prompt - 1;
             if (plp) chunk = BRISK_MIN(chunk, s->n_outputs - rows);   /* a row for every token */
             if (n > 0 || progressed) {
                 /* what the pool can still give, so a prompt does not push running requests out */
-                const int32_t B = BRISK_KV_BLOCK, a = ch->kv_len;
+                const int32_t B = BRISK_KV_BLOCK, a = brisk_kv_len(s->kv, ch->seq);
                 const int32_t extra = avail - *need - (a % B != 0 ? 1 : 0);
                 const int32_t fit = extra < 0 ? 0 : ((a + B - 1) / B + extra) * B - a;
                 chunk = BRISK_MIN(chunk, fit);
@@ -924,9 +1091,10 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             if (chunk <= 0) continue;
             const bool last = ch->kv_len + chunk == ch->n_hist;
             sched_entry *e = &s->ent[s->n_ent++];
-            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .row0 = -1, .decode = false,
-                               .proposed = false};
-            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], ch->kv_len + t, ch->seq, plp || (last && t == chunk - 1));
+            *e = (sched_entry){.r = r, .ch = ch, .n = chunk, .k = 0, .row = last ? rows : -1, .row0 = -1,
+                               .len0 = brisk_kv_len(s->kv, ch->seq), .decode = false, .proposed = false};
+            const int32_t p0 = brisk_kv_next_pos(s->kv, ch->seq);
+            for (int32_t t = 0; t < chunk; t++) put(s, n + t, ch->hist[ch->kv_len + t], p0 + t, ch->seq, plp || (last && t == chunk - 1));
             n += chunk;
             if (plp) {
                 e->row0 = rows;
@@ -935,8 +1103,13 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
             } else {
                 rows += last;
             }
-            *need += blocks_for(ch->kv_len, ch->kv_len + chunk);
+            *need += blocks_for(e->len0, e->len0 + chunk);
         }
+    }
+    for (int32_t i = 0; s->pin && i < s->n_ent; i++) {
+        /* the slots each sequence writes in this pass take its tokens' role (a pass holds one entry per choice) */
+        const sched_entry *e = &s->ent[i];
+        brisk_seq_set_role(s->c, e->ch->seq, role_at(e->r, e->decode ? e->ch->n_hist - 1 : e->ch->kv_len), NULL);
     }
     return n;
 }
@@ -1002,7 +1175,7 @@ static void account_pass(brisk_sched *s, int32_t n_pass) {
     for (int32_t i = 0; i < s->n_ent; i++) {
         const sched_entry *e = &s->ent[i];
         brisk_sched_request_info *a = &e->r->acct;
-        const int32_t t = e->n + e->k, p0 = e->ch->kv_len;
+        const int32_t t = e->n + e->k, p0 = e->len0;   /* the slots it attends (a policy keeps fewer than its positions) */
         const int32_t rows = e->decode ? 1 + e->k : e->row >= 0;
         /* token at position p attends p + 1 positions */
         const double attn = ((double)(p0 + 1) + (double)(p0 + t)) * t / 2.0;
@@ -1093,6 +1266,8 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     s->step_pf_fixed = false;
     while (budget > 0 && s->n_running > 0) {
         int32_t need;
+        if (s->retention) retention_prepare(s);
+        if (s->n_running == 0) break;
         const int32_t n = build_pass(s, BRISK_MIN(s->n_ubatch, budget), progressed, &need);
         if (n == 0) break;
         const brisk_batch b = {.n_tokens = n, .token = s->tok, .pos = s->pos, .seq = s->seq, .logits = s->want};
@@ -1135,6 +1310,7 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     in->n_waiting = s->n_queued;
     pthread_mutex_unlock(&s->mu);
     in->n_preemptions = s->n_preemptions;
+    in->n_shifts = s->n_shifts;
     in->n_drafted = s->n_drafted;
     in->n_accepted = s->n_accepted;
     in->preempt_free_blocks = s->preempt_free;

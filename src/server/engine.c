@@ -49,6 +49,8 @@ struct srv_job {
     int refs;
     /* input, immutable after srv_job_new */
     int32_t *prompt, n_prompt, n_cap, n;
+    uint8_t *roles;           /* [n_prompt] or NULL (--kv-pin) */
+    int32_t gen_role;
     bool cap_is_context, ignore_eos, logprobs;
     int32_t top_logprobs;
     int32_t min_tokens;
@@ -131,6 +133,11 @@ srv_job *srv_job_new(const srv_job_params *p) {
     j->stop = calloc((size_t)p->n_stop + 1, sizeof *j->stop);
     if (!j->prompt || !j->ch || !j->bias || !j->stop) goto fail;
     memcpy(j->prompt, p->prompt, (size_t)p->n_prompt * sizeof *j->prompt);
+    j->gen_role = p->gen_role;
+    if (p->roles) {
+        if (!(j->roles = malloc((size_t)(p->n_prompt > 0 ? p->n_prompt : 1)))) goto fail;
+        memcpy(j->roles, p->roles, (size_t)p->n_prompt);
+    }
     if (p->sampling.n_logit_bias) memcpy(j->bias, p->sampling.logit_bias, (size_t)p->sampling.n_logit_bias * sizeof *j->bias);
     j->n_bias = p->sampling.n_logit_bias;
     j->sp.logit_bias = j->bias;
@@ -187,6 +194,7 @@ void srv_job_unref(srv_job *j) {
     free(j->stop);
     free(j->bias);
     free(j->prompt);
+    free(j->roles);
     free(j->plp);
     free(j->plp_top);
     if (j->cst)
@@ -632,6 +640,8 @@ static void *engine_main(void *arg) {
     sp.max_stall = e->p.max_stall;
     sp.prefill_budget = e->p.prefill_budget;
     sp.draft = e->p.draft;
+    sp.context_shift = e->p.context_shift;
+    sp.shift_keep = e->p.shift_keep;
     sp.max_queue = e->p.max_running + e->p.max_queue + 1;   /* admission is ours: the scheduler never refuses */
     const brisk_status st = brisk_sched_init(&e->sched, e->ctx, &sp, &e->init_err);
     pthread_mutex_lock(&e->mu);
@@ -775,6 +785,8 @@ srv_admit srv_engine_submit(srv_engine *e, srv_job *j) {
     brisk_sched_request rq = brisk_sched_default_request();
     rq.prompt = j->prompt;
     rq.n_prompt = j->n_prompt;
+    rq.roles = j->roles;
+    rq.gen_role = j->gen_role;
     rq.sampling = j->sp;
     rq.max_tokens = j->n_cap > 0 ? j->n_cap : 1;
     rq.prompt_logits = j->prompt_logprobs;

@@ -74,6 +74,8 @@ typedef struct srv_job_params {
     /* constrained decoding: choice i's constraint (NULL: none), n of them or NULL; the job takes them
      * (freed with it, also when srv_job_new fails) */
     struct srv_constraint **constraints;
+    const uint8_t *roles;      /* [n_prompt] the prompt tokens' brisk_kv_role (--kv-pin; copied), NULL: "prompt" */
+    int32_t gen_role;          /* the generated tokens' role, 0: "generated" */
     /* Called on the inference thread after new events are queued or the job
      * ends; must not block. user is the connection's. */
     void (*notify)(void *user);
@@ -139,6 +141,8 @@ typedef struct srv_engine_params {
     double batch_window_ms;
     brisk_context *draft;     /* brisk_sched_params.draft (borrowed; NULL = none) */
     int32_t spec_draft_max;   /* brisk_sched_request.spec_draft_max (0 = the scheduler's default) */
+    bool context_shift;       /* brisk_sched_params.context_shift */
+    int32_t shift_keep;       /* brisk_sched_params.shift_keep */
     struct srv_metrics *metrics;   /* borrowed; NULL = none */
 } srv_engine_params;
 

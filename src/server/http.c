@@ -697,14 +697,14 @@ static void meta_init(conn *c, srv_kind kind) {
 /* The chat prompt: the template rendered with the messages, tokenized with
  * its special tokens parsed, BOS added when the vocabulary wants one and the
  * template did not write it (as brisk chat does). */
-static bool render(http_srv *s, const srv_request *r, char **text, size_t *len, srv_error *e) {
+static bool render_messages(http_srv *s, const srv_request *r, const char *messages_json, bool add_gen, char **text, size_t *len,
+                            srv_error *e) {
     if (!s->tpl) {
         srv_error_set(e, 400, "invalid_request_error", "no_chat_template", "messages",
                       "this model has no chat template (tokenizer.chat_template); start the server with --chat-template FILE");
         return false;
     }
-    json_t *vars = json_pack("{s:b, s:s, s:s}", "add_generation_prompt", r->kind == SRV_CHAT ? 1 : r->add_generation_prompt,
-                             "bos_token", s->bos, "eos_token", s->eos);
+    json_t *vars = json_pack("{s:b, s:s, s:s}", "add_generation_prompt", add_gen, "bos_token", s->bos, "eos_token", s->eos);
     if (vars && r->tools_json) json_object_set_new(vars, "tools", json_loads(r->tools_json, 0, NULL));
     char *vs = vars ? json_dumps(vars, JSON_COMPACT) : NULL;
     json_decref(vars);
@@ -713,13 +713,17 @@ static bool render(http_srv *s, const srv_request *r, char **text, size_t *len, 
         return false;
     }
     brisk_error err = {0};
-    const brisk_status st = brisk_template_render(s->tpl, r->messages_json, vs, text, len, &err);
+    const brisk_status st = brisk_template_render(s->tpl, messages_json, vs, text, len, &err);
     free(vs);
     if (st) {
         srv_error_set(e, 400, "invalid_request_error", "template_error", "messages", "the chat template failed: %s", err.msg);
         return false;
     }
     return true;
+}
+
+static bool render(http_srv *s, const srv_request *r, char **text, size_t *len, srv_error *e) {
+    return render_messages(s, r, r->messages_json, r->kind == SRV_CHAT ? 1 : r->add_generation_prompt, text, len, e);
 }
 
 static bool tokenize(http_srv *s, const char *text, size_t len, bool add_special, int32_t **ids, size_t *n, srv_error *e) {
@@ -731,10 +735,12 @@ static bool tokenize(http_srv *s, const char *text, size_t len, bool add_special
     return true;
 }
 
-static bool chat_prompt(http_srv *s, const srv_request *r, int32_t **ids, size_t *n, srv_error *e) {
+/* The rendering of messages_json (the generation prompt after it with add_gen) tokenized with its special
+ * tokens parsed, and a BOS when the vocabulary wants one and the template did not write it (as brisk chat does). */
+static bool chat_tokens(http_srv *s, const srv_request *r, const char *messages_json, bool add_gen, int32_t **ids, size_t *n, srv_error *e) {
     char *text = NULL;
     size_t len = 0;
-    if (!render(s, r, &text, &len, e)) return false;
+    if (!render_messages(s, r, messages_json, add_gen, &text, &len, e)) return false;
     const bool ok = tokenize(s, text, len, false, ids, n, e);
     free(text);
     if (!ok) return false;
@@ -753,6 +759,57 @@ static bool chat_prompt(http_srv *s, const srv_request *r, int32_t **ids, size_t
         (*n)++;
     }
     return true;
+}
+
+static bool chat_prompt(http_srv *s, const srv_request *r, int32_t **ids, size_t *n, srv_error *e) {
+    return chat_tokens(s, r, r->messages_json, true, ids, n, e);
+}
+
+/* --kv-pin: each chat prompt token's role (brisk_kv_role) by the message it renders, as brisk chat tags them:
+ * message k's tokens lie between the renderings of the first k and k + 1 messages (a rendering that is not a
+ * token prefix of the whole ends where they differ); the generation prompt is the reply's (assistant); roles
+ * the engine does not know are left untagged. Renders the template once per message (the message count is
+ * bounded by the request's limits). */
+static bool chat_roles(http_srv *s, const srv_request *r, const int32_t *ids, size_t n_ids, uint8_t *role, srv_error *e) {
+    memset(role, BRISK_ROLE_ASSISTANT, n_ids);
+    json_t *msgs = json_loads(r->messages_json, 0, NULL);
+    if (!json_is_array(msgs)) {
+        json_decref(msgs);
+        srv_error_set(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        return false;
+    }
+    const size_t n_msg = json_array_size(msgs);
+    size_t start = 0, last = 0;   /* tokens tagged so far; messages rendered so far */
+    bool ok = true;
+    for (size_t k = 1; ok && k <= n_msg; k++) {
+        json_t *sub = json_array();
+        for (size_t j = 0; sub && j < k; j++) json_array_append(sub, json_array_get(msgs, j));
+        char *sub_json = sub ? json_dumps(sub, JSON_COMPACT) : NULL;
+        json_decref(sub);
+        int32_t *pre = NULL;
+        size_t n_pre = 0;
+        srv_error ignored;
+        if (!sub_json) {
+            srv_error_set(e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+            ok = false;
+            break;
+        }
+        /* a template may refuse a partial conversation (one that must end with a user message): those tokens
+         * then go with the next rendering that works, untagged (never pinned) when it spans several messages */
+        const bool rendered = chat_tokens(s, r, sub_json, false, &pre, &n_pre, &ignored);
+        free(sub_json);
+        if (!rendered) continue;
+        size_t b = 0;
+        while (b < n_pre && b < n_ids && pre[b] == ids[b]) b++;
+        free(pre);
+        const int rr = brisk_kv_role_parse(json_string_value(json_object_get(json_array_get(msgs, k - 1), "role")));
+        const uint8_t tag = (uint8_t)(k == last + 1 && rr > 0 && rr <= BRISK_ROLE_TOOL ? rr : BRISK_ROLE_NONE);
+        for (size_t i = start; i < b; i++) role[i] = tag;
+        if (b > start) start = b;
+        last = k;
+    }
+    json_decref(msgs);
+    return ok;
 }
 
 static enum MHD_Result do_generate(conn *c) {
@@ -776,15 +833,26 @@ static enum MHD_Result do_generate(conn *c) {
         return fail(c->srv, c->mc, 400, "invalid_request_error", "invalid_value", r->kind == SRV_CHAT ? "messages" : "prompt",
                     "the prompt is empty");
     }
-    if ((int64_t)n_ids > s->cfg->max_prompt_tokens || (int64_t)n_ids >= n_ctx) {
-        srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
-                      "the prompt is %zu tokens; this server takes at most %d prompt tokens and %d tokens in all (prompt + "
-                      "completion), and leaves room for at least one generated token",
-                      n_ids, s->cfg->max_prompt_tokens < n_ctx - 1 ? s->cfg->max_prompt_tokens : n_ctx - 1, n_ctx);
+    /* positions a request reaches without a context shift: -c, with --kv-policy the trained context */
+    const int32_t limit = s->cfg->gen_limit > 0 ? s->cfg->gen_limit : n_ctx;
+    if ((int64_t)n_ids > s->cfg->max_prompt_tokens || (int64_t)n_ids >= n_ctx || (!s->cfg->context_shift && (int64_t)n_ids >= limit)) {
+        const int32_t most = BRISK_MIN(s->cfg->max_prompt_tokens, BRISK_MIN(n_ctx, s->cfg->context_shift ? n_ctx : limit) - 1);
+        if (s->cfg->retention)
+            srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
+                          "the prompt is %zu tokens; this server takes at most %d prompt tokens (-c %d; KV retention lets the "
+                          "completion go past it)",
+                          n_ids, most, n_ctx);
+        else
+            srv_error_set(&e, 400, "invalid_request_error", "context_length_exceeded", r->kind == SRV_CHAT ? "messages" : "prompt",
+                          "the prompt is %zu tokens; this server takes at most %d prompt tokens and %d tokens in all (prompt + "
+                          "completion), and leaves room for at least one generated token",
+                          n_ids, most, n_ctx);
         free(ids);
         return send_error(c->srv, c->mc, &e);
     }
-    const int64_t room = n_ctx - (int64_t)n_ids;
+    /* with a retention policy generation goes past -c (the cache keeps the budget) up to the trained positions;
+     * with --context-shift it goes on (renumbered), up to SRV_SHIFT_MAX_GEN tokens per choice */
+    const int64_t room = s->cfg->context_shift ? SRV_SHIFT_MAX_GEN : limit - (int64_t)n_ids;
     /* not given: legacy completions 16 tokens (OpenAI's default), chat the rest of the context */
     int64_t want = r->max_tokens >= 0 ? r->max_tokens : r->kind == SRV_COMPLETION ? 16 : room;
     if (r->echo && r->stream) {
@@ -803,6 +871,12 @@ static enum MHD_Result do_generate(conn *c) {
         return fail(c->srv, c->mc, 400, "invalid_request_error", "unsupported_parameter", "tools",
                     "the chat template shows no tool-call format this server parses (Llama 3 JSON, <tool_call> or [TOOL_CALLS]); "
                     "send tool_choice \"none\", or start the server with --chat-template FILE of a template that has one");
+    }
+    if (r->spec_set && r->spec != BRISK_SCHED_SPEC_OFF && s->cfg->retention) {
+        free(ids);
+        return fail(c->srv, c->mc, 400, "invalid_request_error", "unsupported_parameter", "spec",
+                    "speculative decoding is not available on a server with KV retention (--kv-policy, --context-shift): "
+                    "send spec \"off\" or leave it out");
     }
     if (r->spec_set && r->spec == BRISK_SCHED_SPEC_DRAFT && !s->cfg->draft) {
         free(ids);
@@ -827,7 +901,17 @@ static enum MHD_Result do_generate(conn *c) {
                 srv_constraint_set_budget(cst[i], want);
             }
     }
-    srv_job_params jp = {.constraints = cst,.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
+    /* --kv-pin: a chat's tokens tagged by message (a completion's are "prompt", its output "generated") */
+    uint8_t *roles = NULL;
+    if (s->cfg->tag_roles && r->kind == SRV_CHAT && (!(roles = malloc(n_ids)) || !chat_roles(s, r, ids, n_ids, roles, &e))) {
+        if (!roles) srv_error_set(&e, 500, "server_error", "out_of_memory", NULL, "out of memory");
+        for (int32_t k = 0; cst && k < r->n; k++) srv_constraint_free(cst[k]);
+        free(cst);
+        free(roles);
+        free(ids);
+        return send_error(c->srv, c->mc, &e);
+    }
+    srv_job_params jp = {.roles = roles, .gen_role = roles ? BRISK_ROLE_ASSISTANT : 0, .constraints = cst,.prompt = ids, .n_prompt = (int32_t)n_ids, .n_cap = (int32_t)want, .cap_is_context = capped,
                          .n = r->n, .sampling = r->sampling, .ignore_eos = r->ignore_eos, .stop = r->stop,
                          .n_stop = r->n_stop, .logprobs = r->logprobs, .top_logprobs = r->top_logprobs,
                          .min_tokens = (int32_t)(r->min_tokens < want ? r->min_tokens : want), .spec_set = r->spec_set,
@@ -835,6 +919,7 @@ static enum MHD_Result do_generate(conn *c) {
                          .spec = r->spec, .notify = on_job_event, .user = c};
     c->job = srv_job_new(&jp);   /* it owns the constraints now */
     free(cst);
+    free(roles);
     if (r->echo) {
         c->echo_ids = ids;   /* the echo names every prompt token */
         c->n_echo_ids = (int32_t)n_ids;
@@ -1674,6 +1759,8 @@ int srv_serve(srv_server *s, brisk_model *model, brisk_context *ctx, const brisk
     ep.batch_window_ms = cfg->batch_window_ms;
     ep.draft = cfg->draft;
     ep.spec_draft_max = cfg->spec_draft_max;
+    ep.context_shift = cfg->context_shift;
+    ep.shift_keep = cfg->shift_keep;
     if (srv_engine_init(&s->engine, model, ctx, &ep, &err)) {
         teardown(s);   /* the listener closes before the message */
         fprintf(stderr, "brisk serve: %s\n", err.msg);

@@ -41,6 +41,12 @@ typedef struct srv_config {
     int32_t max_running, max_queue;
     int32_t n_ctx;             /* per-request context cap (prompt + generated) (model) */
     int32_t max_prompt_tokens; /* (model) */
+    /* KV retention (docs/SERVER.md "Retention"): */
+    bool retention;            /* (model) --kv-policy or --context-shift: requests cannot speculate */
+    bool context_shift;        /* (model) --context-shift (brisk_sched_params.context_shift) */
+    int32_t shift_keep;        /* (model) --kv-sink: the first slots a shift keeps */
+    int32_t gen_limit;         /* (model) positions a request reaches without a shift: n_ctx, with --kv-policy the trained context */
+    bool tag_roles;            /* (model) --kv-pin: chat prompts' tokens are tagged by their message's role */
     unsigned conn_limit, per_ip_limit;
     unsigned timeout_s;        /* idle connection timeout */
     unsigned http_threads;
@@ -50,6 +56,10 @@ typedef struct srv_config {
     int32_t embed_threads;     /* threads of /v1/embeddings' context (0 = the library's default) */
     int tool_format;           /* srv_tool_format of the chat template (tools.h): how tool calls are written (model) */
 } srv_config;
+
+/* --context-shift: tokens one choice generates at most (its whole history is kept, so that a preempted request
+ * is rebuilt on the same schedule); a request's max_tokens is capped to it, finish reason "length" */
+#define SRV_SHIFT_MAX_GEN (1 << 20)
 
 /* --stream-quantum: every write of a stream is a multiple of this many bytes */
 #define SRV_STREAM_PAD 512
