@@ -24,7 +24,7 @@
  *     rounding; the mass is the same bits fed in one batch, in chunks of 7, or
  *     batched with another sequence; a fork copies it, eviction carries it with
  *     the kept slots;
- *   - the oracle: its recording, sealed, is exactly (integer sums) what h2o's
+ *   - the oracle (F16): its recording, sealed, is exactly (integer sums) what h2o's
  *     mass says the queries after each position give each slot (h2o's sum
  *     over all N queries minus its sum over the first P); each eviction of the
  *     replay keeps candidates that score at least as high as every dropped
@@ -32,7 +32,13 @@
  *     replay's logits are the same bits alone (1 thread) and with the
  *     recording chunked by 7 and both passes batched beside another
  *     sequence's (2 threads); the refusals (no recording, another policy, a
- *     table past its limit). */
+ *     table past its limit);
+ *   - memdecay (with the engine tests above too): the last position that
+ *     attended each slot is the same bits in one batch and in chunks of 7
+ *     batched with another sequence, lies between the slot's position and the
+ *     newest query, is copied by a fork, and follows the kept slots; each
+ *     eviction keeps candidates whose decayed priority (by role: user slots
+ *     decay at half the rate) is at least every dropped one's. */
 #include "brisk.h"
 #include "engine/engine_impl.h"
 #include "kv/kv.h"
@@ -72,7 +78,8 @@ static void test_parse(void) {
     CHECK(brisk_kv_policy_parse("streaming") == BRISK_KV_POLICY_STREAMING && brisk_kv_policy_parse("RANDOM") == BRISK_KV_POLICY_RANDOM);
     CHECK(brisk_kv_policy_parse("none") == BRISK_KV_POLICY_NONE && brisk_kv_policy_parse("h3o") == -1 && brisk_kv_policy_parse(NULL) == -1);
     CHECK(brisk_kv_policy_parse("H2O") == BRISK_KV_POLICY_H2O && brisk_kv_policy_parse("snapkv") == BRISK_KV_POLICY_SNAPKV &&
-          brisk_kv_policy_parse("tova") == BRISK_KV_POLICY_TOVA && brisk_kv_policy_parse("Oracle") == BRISK_KV_POLICY_ORACLE);
+          brisk_kv_policy_parse("tova") == BRISK_KV_POLICY_TOVA && brisk_kv_policy_parse("Oracle") == BRISK_KV_POLICY_ORACLE &&
+          brisk_kv_policy_parse("memdecay") == BRISK_KV_POLICY_MEMDECAY);
     for (int k = 0; k < BRISK_KV_N_POLICIES; k++) CHECKF(strstr(brisk_kv_policy_names(), brisk_kv_policy_name(k)), "%d missing from the names", k);
     CHECK(!strcmp(brisk_kv_policy_name(BRISK_KV_POLICY_RANDOM), "random") && !strcmp(brisk_kv_policy_name(9), "?"));
 }
@@ -456,7 +463,7 @@ static void test_mass(int kind, const int32_t *tok, const int32_t *tok1) {
         total += brisk_kv_policy_slot_mass(pa, 0, s);
         differ += brisk_kv_policy_slot_mass(pa, 0, s) != brisk_kv_policy_slot_mass(pc, 0, s);
     }
-    const int32_t observed = kind == BRISK_KV_POLICY_H2O ? n : kind == BRISK_KV_POLICY_SNAPKV ? WIN : 1;
+    const int32_t observed = kind == BRISK_KV_POLICY_H2O || kind == BRISK_KV_POLICY_MEMDECAY ? n : kind == BRISK_KV_POLICY_SNAPKV ? WIN : 1;
     const double want = (double)observed * info.n_layer * info.n_head * BRISK_KV_MASS_ONE;
     /* each add rounds to the nearest unit: at most half a unit per (query, layer, KV-head group, slot) */
     const double slack = (double)observed * info.n_layer * info.n_head * n;
@@ -629,6 +636,76 @@ static void test_oracle_limit(void) {
     brisk_kv_free(kv);
 }
 
+/* ---- memdecay ---------------------------------------------------------------------------- */
+
+static const int32_t *seen_of(const brisk_context *c, int32_t seq) { return c->kv->policy->seen + (size_t)seq * (size_t)c->kv->n_ctx; }
+
+static float decayed(const brisk_kv *kv, int32_t seen, int32_t pos, int32_t role, int32_t next) {
+    return -(role == BRISK_ROLE_USER ? 0.5f : 1.0f) * (float)(next - (seen > pos ? seen : pos));
+}
+
+static void test_memdecay(const int32_t *tok, const int32_t *tok1) {
+    const int32_t n = 70;   /* below the budget: nothing evicted yet */
+    brisk_context *a = ctx_policy(BRISK_KV_POLICY_MEMDECAY, BRISK_KV_F16, 2, 2, 2 * BUDGET), *c = ctx_policy(BRISK_KV_POLICY_MEMDECAY, BRISK_KV_F16, 2, 1, 2 * BUDGET);
+    brisk_context *e = ctx_policy(BRISK_KV_POLICY_MEMDECAY, BRISK_KV_F16, 1, 2, BUDGET);
+    brisk_error err = {0};
+    if (!a || !c || !e) goto done;
+    CHECKF(feed(a, 0, tok, 0, n, &err) == BRISK_OK, "%s", err.msg);
+    for (int32_t q = 0; q < n; q += 7) {
+        int32_t bt[10], bp[10], bs[10];
+        uint8_t bw[10];
+        int32_t m = 0;
+        for (int32_t j = 0; j < 3; j++) bt[m] = tok1[q / 7 * 3 + j], bp[m] = q / 7 * 3 + j, bs[m] = 1, bw[m++] = 1;
+        for (int32_t j = 0; j < 7 && q + j < n; j++) bt[m] = tok[q + j], bp[m] = q + j, bs[m] = 0, bw[m++] = 1;
+        brisk_batch bb = {m, bt, bp, bs, bw};
+        CHECKF(brisk_decode(c, &bb, &err) == BRISK_OK, "%s", err.msg);
+    }
+    int differ = 0, out = 0, attended = 0;
+    for (int32_t s = 0; s < n; s++) {
+        const int32_t v = seen_of(a, 0)[s];
+        differ += v != seen_of(c, 0)[s];
+        out += v != -1 && (v < s || v > n - 1);
+        attended += v >= 0;
+    }
+    CHECKF(differ == 0, "memdecay: %d of %d slots' last attending position differs between one batch and chunks of 7 batched", differ, n);
+    CHECKF(out == 0 && attended > n / 2, "memdecay: %d positions out of range, %d of %d slots attended", out, attended, n);
+    CHECK(brisk_seq_fork(a, 0, 1, &err) == BRISK_OK && !memcmp(seen_of(a, 0), seen_of(a, 1), (size_t)n * sizeof(int32_t)));
+    /* evictions: user slots (positions 100-179) decay at half the rate; the kept candidates rank at least as high as the dropped */
+    int32_t sizes[NTOK], before[BUDGET], bseen[BUDGET], brole[BUDGET];
+    const int32_t n_ub = schedule(sizes);
+    int evictions = 0, bad_top = 0, bad_follow = 0, user_kept = 0;
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_seq_len(e, 0);
+        for (int32_t s = 0; s < len0; s++)
+            before[s] = brisk_kv_slot_pos(e->kv, 0, s), bseen[s] = seen_of(e, 0)[s], brole[s] = brisk_kv_slot_role(e->kv, 0, s);
+        CHECK(brisk_seq_set_role(e, 0, p0 >= 100 && p0 < 180 ? BRISK_ROLE_USER : BRISK_ROLE_NONE, &err) == BRISK_OK);
+        CHECKF(feed(e, 0, tok, p0, m, &err) == BRISK_OK, "memdecay: %s", err.msg);
+        const int32_t kept = brisk_seq_len(e, 0) - m;
+        if (kept == len0) continue;
+        evictions++;
+        float min_kept = INFINITY, max_dropped = -INFINITY;
+        for (int32_t s = SINK, k = 0; s < len0 - WIN; s++) {
+            const float f = decayed(e->kv, bseen[s], before[s], brole[s], p0);
+            while (k < kept && brisk_kv_slot_pos(e->kv, 0, k) < before[s]) k++;
+            if (k < kept && brisk_kv_slot_pos(e->kv, 0, k) == before[s]) {
+                min_kept = f < min_kept ? f : min_kept;
+                /* the kept slot's record followed it (or was raised by the batch's queries) */
+                bad_follow += seen_of(e, 0)[k] < bseen[s];
+                user_kept += brole[s] == BRISK_ROLE_USER && p0 - before[s] > 2 * BUDGET;
+            } else
+                max_dropped = f > max_dropped ? f : max_dropped;
+        }
+        bad_top += min_kept < max_dropped;
+    }
+    CHECKF(evictions > 5 && bad_top == 0 && bad_follow == 0, "memdecay: %d of %d evictions dropped a higher priority, %d records lost", bad_top,
+           evictions, bad_follow);
+    if (getenv("BRISK_TEST_VERBOSE")) printf("memdecay: %d evictions, %d old user slots kept\n", evictions, user_kept);
+done:
+    brisk_context_free(a);
+    brisk_context_free(c);
+    brisk_context_free(e);
+}
+
 int main(void) {
     test_parse();
     test_policy_config();
@@ -647,12 +724,13 @@ int main(void) {
     for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)(urand() % (uint32_t)n_vocab), tok1[i] = (int32_t)(urand() % (uint32_t)n_vocab);
     static const int types[] = {BRISK_KV_F16, BRISK_KV_Q8_0, BRISK_KV_Q4_0};
     for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) test_mass(kind, tok, tok1);
-    test_oracle(BRISK_KV_F16, tok, tok1);
-    test_oracle(BRISK_KV_Q8_0, tok, tok1);
+    test_oracle(BRISK_KV_F16, tok, tok1);   /* Q8_0 and Q4_0: test_kv_shift's test_pinned replays the oracle on them */
+    test_mass(BRISK_KV_POLICY_MEMDECAY, tok, tok1);
+    test_memdecay(tok, tok1);
     test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
     test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
-    for (int kind = BRISK_KV_POLICY_STREAMING; kind <= BRISK_KV_POLICY_TOVA; kind++)
-        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    for (int kind = BRISK_KV_POLICY_STREAMING; kind < BRISK_KV_N_POLICIES; kind++)
+        for (size_t t = 0; kind != BRISK_KV_POLICY_ORACLE && t < sizeof types / sizeof types[0]; t++) {   /* the oracle: test_oracle */
             test_engine_policy(kind, types[t], tok);
             if (types[t] != BRISK_KV_Q4_0) test_invariance(kind, types[t], tok, tok1);
         }

@@ -14,9 +14,10 @@ static const brisk_kv_policy_ops *const policy_table[BRISK_KV_N_POLICIES] = {
     &brisk_kv_policy_snapkv,
     &brisk_kv_policy_tova,
     &brisk_kv_policy_oracle,
+    &brisk_kv_policy_memdecay,
 };
 
-const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova|oracle"; }
+const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova|oracle|memdecay"; }
 
 const char *brisk_kv_policy_name(int kind) {
     if (kind == BRISK_KV_POLICY_NONE) return "none";
@@ -75,6 +76,7 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p->batch_end);
     free(p->phase);
     free(p->recorded);
+    free(p->seen);
     free(p);
 }
 
@@ -136,6 +138,16 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
                               brisk_kv_policy_name(c.kind), kv->n_seq, p->rows, kv->n_ctx);
         }
         p->bytes += (size_t)kv->n_seq * ((size_t)p->rows * (size_t)kv->n_ctx * sizeof *p->mass + sizeof *p->batch_end);
+    }
+    if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_ctx, 4 bytes each */
+        p->seen = malloc((size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);
+        if (!p->seen) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics", brisk_kv_policy_name(c.kind));
+        }
+        memset(p->seen, 0xff, (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);   /* -1: not attended yet */
+        p->bytes += (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen;
+        p->seen_threshold = p->ops->seen_threshold;
     }
     brisk_kv_policy_free(kv->policy);
     kv->policy = p;
@@ -209,6 +221,11 @@ static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_
         for (int32_t k = 0; k < n_keep; k++) m[k] = m[keep[k]];
         memset(m + n_keep, 0, (size_t)(len - n_keep) * sizeof *m);
     }
+    if (p->seen) {
+        int32_t *v = p->seen + (size_t)seq * (size_t)p->n_ctx;
+        for (int32_t k = 0; k < n_keep; k++) v[k] = v[keep[k]];
+        memset(v + n_keep, 0xff, (size_t)(len - n_keep) * sizeof *v);
+    }
 }
 
 /* Before a batch bringing c tokens of seq (after any eviction): its new slots
@@ -219,6 +236,7 @@ static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_
 static void observe_batch(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t c) {
     const int32_t len = brisk_kv_len(kv, seq), next = brisk_kv_next_pos(kv, seq), w = p->rows;
     p->batch_end[seq] = len + c;
+    if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx + len, 0xff, (size_t)c * sizeof *p->seen);   /* new slots: not attended yet */
     for (int32_t r = 0; r < w; r++) memset(seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx + len, 0, (size_t)c * sizeof *p->mass);
     if (p->ops->observe == BRISK_KV_OBSERVE_ALL) return;
     /* window, last, and the oracle's recording (rows = n_ctx: row P is the query at P's alone) */
@@ -315,6 +333,7 @@ void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     if (!p || !p->mass || src == dst) return;
     memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
     if (p->phase) p->phase[dst] = p->phase[src], p->recorded[dst] = p->recorded[src];
+    if (p->seen) memcpy(p->seen + (size_t)dst * (size_t)p->n_ctx, p->seen + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->seen);
 }
 
 void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
@@ -322,6 +341,7 @@ void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
     if (!p || !p->mass) return;
     memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
     if (p->phase) p->phase[seq] = BRISK_KV_ORACLE_NONE, p->recorded[seq] = 0;
+    if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx, 0xff, (size_t)p->n_ctx * sizeof *p->seen);
 }
 
 void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
@@ -350,6 +370,9 @@ static void reverse_rows(brisk_kv_policy *p, int32_t seq, int32_t lo, int32_t hi
 
 void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta) {
     brisk_kv_policy *p = kv->policy;
+    if (p && p->seen)   /* the positions that attended moved with the slots: the steps since stay what they were */
+        for (int32_t s = 0, *v = p->seen + (size_t)seq * (size_t)p->n_ctx; s < p->n_ctx; s++)
+            if (v[s] >= 0) v[s] = v[s] + delta < 0 ? 0 : v[s] + delta;
     if (!p || !p->mass || p->rows <= 1) return;
     if (p->phase) {   /* the oracle's rows are positions of the recorded pass: they no longer match */
         p->phase[seq] = BRISK_KV_ORACLE_NONE;

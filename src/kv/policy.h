@@ -45,7 +45,12 @@
  * The oracle (policy_oracle.c, a reference row for brisk perplexity) records
  * one row per query position (rows = n_ctx) in a first pass that keeps every
  * slot, and ranks the slots of a second pass of the same tokens by what the
- * recorded queries still to come give them (brisk_kv_policy_oracle_phase). */
+ * recorded queries still to come give them (brisk_kv_policy_oracle_phase).
+ *
+ * memdecay (policy_memdecay.c) needs when a slot was last attended, not how
+ * much: with ops->seen_threshold set, attention also raises p->seen[slot] to
+ * the position of every query that gives the slot at least that probability
+ * in some head (an atomic max: order independent, batch invariant). */
 #ifndef BRISK_KV_POLICY_H
 #define BRISK_KV_POLICY_H
 
@@ -59,8 +64,9 @@ typedef enum brisk_kv_policy_kind {
     BRISK_KV_POLICY_SNAPKV = 4,      /* the attention of an observation window of the last queries, pooled (Li et al., 2024) */
     BRISK_KV_POLICY_TOVA = 5,        /* the attention of the newest query (Oren et al., 2024) */
     BRISK_KV_POLICY_ORACLE = 6,      /* the attention of the queries still to come, recorded by a full-cache pass (a reference row) */
+    BRISK_KV_POLICY_MEMDECAY = 7,    /* a priority per slot that decays, at its role's rate, with the steps since it was last attended */
 } brisk_kv_policy_kind;
-#define BRISK_KV_N_POLICIES 7
+#define BRISK_KV_N_POLICIES 8
 
 /* Which queries' attention a policy accumulates into p->mass. */
 typedef enum brisk_kv_observe {
@@ -86,7 +92,7 @@ typedef enum brisk_kv_oracle_phase {
  * below 2^63 up to 2^33 head-queries, e.g. 64 layers x 64 heads x 2M tokens). */
 #define BRISK_KV_MASS_ONE 1073741824.0
 
-/* "none", "streaming", "random", "h2o", "snapkv", "tova", "oracle"; "?" outside the enum. */
+/* "none", "streaming", "random", "h2o", "snapkv", "tova", "oracle", "memdecay"; "?" outside the enum. */
 const char *brisk_kv_policy_name(int kind);
 /* The policy named (case-insensitive), or -1. */
 int brisk_kv_policy_parse(const char *name);
@@ -117,6 +123,10 @@ typedef struct brisk_kv_policy_ops {
     /* drop every slot but keep[0..n_keep); NULL = brisk_kv_compact */
     brisk_status (*evict)(brisk_kv_policy *p, brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n_keep, brisk_error *err);
     brisk_kv_observe observe;   /* the attention it scores by (p->mass), or NONE */
+    /* > 0: also track, per slot, the last query position that gave it a
+     * probability >= this in some head of some layer (p->seen; observe must
+     * be ALL) */
+    float seen_threshold;
 } brisk_kv_policy_ops;
 
 struct brisk_kv_policy {
@@ -135,6 +145,11 @@ struct brisk_kv_policy {
     /* the oracle: per sequence its phase (brisk_kv_oracle_phase) and the
      * positions recorded (the sealed rows), else NULL */
     int32_t *phase, *recorded;
+    /* seen_threshold > 0: [n_seq][n_ctx] the last query position that
+     * attended the slot (-1: none yet), raised by attention with an atomic
+     * max (order independent, so batch invariant); moves with the slots */
+    int32_t *seen;
+    float seen_threshold;   /* ops->seen_threshold */
     int32_t rows, n_ctx;
     int64_t n_runs;        /* evictions run (sequences cut) */
     size_t bytes;          /* what brisk_kv_policy_set allocated */
@@ -146,6 +161,7 @@ extern const brisk_kv_policy_ops brisk_kv_policy_h2o;
 extern const brisk_kv_policy_ops brisk_kv_policy_snapkv;
 extern const brisk_kv_policy_ops brisk_kv_policy_tova;
 extern const brisk_kv_policy_ops brisk_kv_policy_oracle;
+extern const brisk_kv_policy_ops brisk_kv_policy_memdecay;
 
 /* Check cfg against the cache (budget within [sink + window + 1, n_ctx],
  * sink >= 0, window >= 1, a known kind) and attach it to kv (replacing any
@@ -173,6 +189,14 @@ static inline int64_t *brisk_kv_policy_mass_row(const brisk_kv *kv, int32_t seq,
     const brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass) return NULL;
     return p->mass + ((size_t)seq * (size_t)p->rows + (size_t)(pos % p->rows)) * (size_t)p->n_ctx;
+}
+/* seq's seen row (n_ctx entries) and the probability that counts as
+ * attending, or NULL without a policy that tracks it. */
+static inline int32_t *brisk_kv_policy_seen_row(const brisk_kv *kv, int32_t seq, float *threshold) {
+    const brisk_kv_policy *p = kv->policy;
+    if (!p || !p->seen) return NULL;
+    *threshold = p->seen_threshold;
+    return p->seen + (size_t)seq * (size_t)p->n_ctx;
 }
 /* A slot's mass: its entries summed over the rows. */
 int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot);
