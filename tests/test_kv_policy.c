@@ -24,6 +24,9 @@
  *     rounding; the mass is the same bits fed in one batch, in chunks of 7, or
  *     batched with another sequence; a fork copies it, eviction carries it with
  *     the kept slots;
+ *   - snapkv: at every eviction the kept candidates' window mass, max-pooled
+ *     over 7 neighbouring slots (computed here from the slots' mass before
+ *     the batch), is at least every dropped candidate's;
  *   - the oracle (F16): its recording, sealed, is exactly (integer sums) what h2o's
  *     mass says the queries after each position give each slot (h2o's sum
  *     over all N queries minus its sum over the first P); each eviction of the
@@ -510,6 +513,37 @@ static void test_budget_at_context(int kind, const int32_t *tok) {
     brisk_context_free(c);
 }
 
+/* snapkv's choice against its definition: the window's mass max-pooled over 7 slots. */
+static void test_snapkv_top(const int32_t *tok) {
+    brisk_context *c = ctx_policy(BRISK_KV_POLICY_SNAPKV, BRISK_KV_F16, 1, 2, BUDGET);
+    if (!c) return;
+    int32_t sizes[NTOK], before[BUDGET];
+    int64_t mass[BUDGET];
+    const int32_t n_ub = schedule(sizes);
+    int evictions = 0, bad_top = 0;
+    brisk_error err = {0};
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_seq_len(c, 0);
+        for (int32_t s = 0; s < len0; s++) before[s] = brisk_kv_slot_pos(c->kv, 0, s), mass[s] = brisk_kv_policy_slot_mass(c->kv->policy, 0, s);
+        CHECKF(feed(c, 0, tok, p0, m, &err) == BRISK_OK, "snapkv: %s", err.msg);
+        const int32_t kept = brisk_seq_len(c, 0) - m;
+        if (kept == len0) continue;
+        evictions++;
+        float min_kept = INFINITY, max_dropped = -INFINITY;
+        for (int32_t s = SINK, k = 0; s < len0 - WIN; s++) {
+            int64_t best = 0;
+            for (int32_t t = BRISK_MAX(0, s - 3); t <= s + 3 && t < len0; t++) best = mass[t] > best ? mass[t] : best;
+            const float f = (float)best;
+            while (k < kept && brisk_kv_slot_pos(c->kv, 0, k) < before[s]) k++;
+            if (k < kept && brisk_kv_slot_pos(c->kv, 0, k) == before[s]) min_kept = f < min_kept ? f : min_kept;
+            else max_dropped = f > max_dropped ? f : max_dropped;
+        }
+        bad_top += min_kept < max_dropped;
+    }
+    CHECKF(evictions > 5 && bad_top == 0, "snapkv: %d of %d evictions dropped a candidate with a higher pooled mass", bad_top, evictions);
+    brisk_context_free(c);
+}
+
 /* ---- the oracle ------------------------------------------------------------------------------ */
 
 /* One pass of the schedule for seq 0 of c; logits (optional) of every position kept. */
@@ -726,6 +760,7 @@ int main(void) {
     for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) test_mass(kind, tok, tok1);
     test_oracle(BRISK_KV_F16, tok, tok1);   /* Q8_0 and Q4_0: test_kv_shift's test_pinned replays the oracle on them */
     test_mass(BRISK_KV_POLICY_MEMDECAY, tok, tok1);
+    test_snapkv_top(tok);
     test_memdecay(tok, tok1);
     test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
     test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
