@@ -24,9 +24,11 @@
  *     rounding; the mass is the same bits fed in one batch, in chunks of 7, or
  *     batched with another sequence; a fork copies it, eviction carries it with
  *     the kept slots;
- *   - snapkv: at every eviction the kept candidates' window mass, max-pooled
- *     over 7 neighbouring slots (computed here from the slots' mass before
- *     the batch), is at least every dropped candidate's;
+ *   - snapkv and h2o against their definitions: at every eviction the kept
+ *     candidates' score, computed here from the slots' mass before the batch
+ *     (snapkv: the window's mass max-pooled over 7 neighbouring slots; h2o:
+ *     the mass over the queries that saw the slot, beyond its recent half),
+ *     is at least every dropped candidate's;
  *   - the oracle (F16): its recording, sealed, is exactly (integer sums) what h2o's
  *     mass says the queries after each position give each slot (h2o's sum
  *     over all N queries minus its sum over the first P); each eviction of the
@@ -513,9 +515,11 @@ static void test_budget_at_context(int kind, const int32_t *tok) {
     brisk_context_free(c);
 }
 
-/* snapkv's choice against its definition: the window's mass max-pooled over 7 slots. */
-static void test_snapkv_top(const int32_t *tok) {
-    brisk_context *c = ctx_policy(BRISK_KV_POLICY_SNAPKV, BRISK_KV_F16, 1, 2, BUDGET);
+/* A scored policy's choice against its definition (snapkv: the window's mass
+ * max-pooled over 7 slots; h2o: the mean mass, the recent half protected). */
+static void test_scored_top(int kind, const int32_t *tok) {
+    const char *what = brisk_kv_policy_name(kind);
+    brisk_context *c = ctx_policy(kind, BRISK_KV_F16, 1, 2, BUDGET);
     if (!c) return;
     int32_t sizes[NTOK], before[BUDGET];
     int64_t mass[BUDGET];
@@ -525,22 +529,25 @@ static void test_snapkv_top(const int32_t *tok) {
     for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
         const int32_t m = sizes[u], len0 = brisk_seq_len(c, 0);
         for (int32_t s = 0; s < len0; s++) before[s] = brisk_kv_slot_pos(c->kv, 0, s), mass[s] = brisk_kv_policy_slot_mass(c->kv->policy, 0, s);
-        CHECKF(feed(c, 0, tok, p0, m, &err) == BRISK_OK, "snapkv: %s", err.msg);
+        CHECKF(feed(c, 0, tok, p0, m, &err) == BRISK_OK, "%s: %s", what, err.msg);
         const int32_t kept = brisk_seq_len(c, 0) - m;
         if (kept == len0) continue;
         evictions++;
+        /* h2o protects the recent half of what it keeps beside the sinks (no pins here) */
+        const int32_t n_keep = BUDGET - BRISK_MAX(m, BRISK_MIN(BRISK_KV_BLOCK, (BUDGET - SINK - WIN) / 2));
+        const int32_t recent = kind == BRISK_KV_POLICY_H2O ? BRISK_MAX(WIN, (n_keep - SINK) / 2) : WIN;
         float min_kept = INFINITY, max_dropped = -INFINITY;
-        for (int32_t s = SINK, k = 0; s < len0 - WIN; s++) {
+        for (int32_t s = SINK, k = 0; s < len0 - recent; s++) {
             int64_t best = 0;
             for (int32_t t = BRISK_MAX(0, s - 3); t <= s + 3 && t < len0; t++) best = mass[t] > best ? mass[t] : best;
-            const float f = (float)best;
+            const float f = kind == BRISK_KV_POLICY_H2O ? (float)((double)mass[s] / (double)(p0 - before[s])) : (float)best;
             while (k < kept && brisk_kv_slot_pos(c->kv, 0, k) < before[s]) k++;
             if (k < kept && brisk_kv_slot_pos(c->kv, 0, k) == before[s]) min_kept = f < min_kept ? f : min_kept;
             else max_dropped = f > max_dropped ? f : max_dropped;
         }
         bad_top += min_kept < max_dropped;
     }
-    CHECKF(evictions > 5 && bad_top == 0, "snapkv: %d of %d evictions dropped a candidate with a higher pooled mass", bad_top, evictions);
+    CHECKF(evictions > 5 && bad_top == 0, "%s: %d of %d evictions dropped a candidate with a higher score", what, bad_top, evictions);
     brisk_context_free(c);
 }
 
@@ -760,7 +767,8 @@ int main(void) {
     for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) test_mass(kind, tok, tok1);
     test_oracle(BRISK_KV_F16, tok, tok1);   /* Q8_0 and Q4_0: test_kv_shift's test_pinned replays the oracle on them */
     test_mass(BRISK_KV_POLICY_MEMDECAY, tok, tok1);
-    test_snapkv_top(tok);
+    test_scored_top(BRISK_KV_POLICY_SNAPKV, tok);
+    test_scored_top(BRISK_KV_POLICY_H2O, tok);
     test_memdecay(tok, tok1);
     test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
     test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
