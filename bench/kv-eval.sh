@@ -74,7 +74,7 @@ if [[ $PARTS == *policies* ]]; then
     echo
     echo "| policy | budget | PPL | mean KLD | 99.0% KLD | max KLD | same top p | KV peak (blocks) | of the full cache |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-    for policy in ${POLICIES:-streaming random h2o snapkv tova}; do
+    for policy in ${POLICIES:-streaming random h2o snapkv tova oracle memdecay}; do
         for budget in ${BUDGETS:-0.25 0.5}; do
             nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
                 --kv-policy "$policy" --kv-budget "$budget" --kv-sink "$SINK" --kv-window "$WINDOW" \

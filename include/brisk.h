@@ -141,7 +141,8 @@ typedef struct brisk_context_params {
     int32_t type_k, type_v;
     /* KV retention (docs/KV.md, src/kv/policy.h): kv_policy 0 = none (every
      * slot kept, the default), 1 = streaming (sinks + recent), 2 = random
-     * (sinks + window + a seeded random choice). Before each decode, a
+     * (sinks + window + a seeded random choice), 3 = h2o, 4 = snapkv, 5 =
+     * tova, 6 = oracle (brisk_seq_oracle). Before each decode, a
      * sequence that would hold more than kv_budget slots is cut to kv_budget
      * minus its tokens in the batch, and the survivors are compacted so their
      * blocks return to the pool (positions kept). kv_sink: first slots always
@@ -305,6 +306,19 @@ brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *p
 /* The role the slots seq writes from now on get (until the next call; a new
  * context's sequences start with BRISK_ROLE_NONE). A fork copies the current role. */
 brisk_status brisk_seq_set_role(brisk_context *c, int32_t seq, int32_t role, brisk_error *err);
+/* kv_policy 6, "oracle" (a reference row; docs/KV.md): the slots are ranked by
+ * the attention the queries still to come give them, which only a caller
+ * that knows the whole text can provide (brisk perplexity). record = true:
+ * seq is emptied, and its next decodes (positions 0, 1, ... in order) keep
+ * every slot (the pool must hold them: kv_tokens) and record every query's
+ * attention by position, summed over heads and layers, in a table of n_ctx x
+ * n_ctx sums per sequence (8 bytes each; refused above 256 MiB in all).
+ * record = false: what was recorded is sealed and seq emptied; feeding the
+ * same tokens again from position 0, each eviction keeps the slots that the
+ * recorded queries at and after the batch's first position attend to most.
+ * BRISK_ERR_INVALID_ARG without the oracle policy, or for a replay without a
+ * recording of positions 0 .. n - 1. */
+brisk_status brisk_seq_oracle(brisk_context *c, int32_t seq, bool record, brisk_error *err);
 /* Add delta to the positions of slots [from_slot, brisk_seq_len) of seq and
  * re-rotate their K (llama_memory_seq_add). The new positions must stay above
  * slot from_slot - 1's (and >= 0): BRISK_ERR_INVALID_ARG otherwise, as for a

@@ -10,7 +10,11 @@
 #   - random with one seed is repeatable, another seed changes the choice;
 #   - the scored policies (h2o, snapkv, tova) evict within the budget, differ
 #     from streaming's choice, and with a budget of the whole chunk give the
-#     plain run's PPL (observing attention changes no output bit).
+#     plain run's PPL (observing attention changes no output bit);
+#   - oracle: evicts within the budget after its recording pass (the pool's peak
+#     is the whole chunk, which the recording holds), differs from streaming,
+#     a budget of the whole chunk gives the plain PPL; run, chat, bench and a
+#     draft refuse it, naming why.
 set -u
 brisk="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -68,6 +72,19 @@ for pol in h2o snapkv tova; do
   whole="$(ppl --kv-policy "$pol" --kv-budget 64 --kv-window 8 -ub 8 2>/dev/null | grep '^Final estimate')"
   [ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "$pol, a budget of the whole chunk: '$whole' vs '$plain'"
 done
+
+out="$(ppl --kv-policy oracle --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null)"
+est="$(printf '%s\n' "$out" | grep '^Final estimate')"
+if [ -n "$est" ] && [ "$est" != "$stream" ] && printf '%s\n' "$out" | grep -q ' [1-9][0-9]* slots dropped'; then ok; else bad "oracle run: '$out'"; fi
+whole="$(ppl --kv-policy oracle --kv-budget 64 --kv-window 8 -ub 8 2>/dev/null | grep '^Final estimate')"
+[ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "oracle, a budget of the whole chunk: '$whole' vs '$plain'"
+absent="$tmp/absent.gguf"
+for cmd in run chat; do
+  expect_err 2 "--kv-policy oracle ranks slots by the attention of queries still to come" "$brisk" $cmd -m "$absent" -p x -c 128 --kv-policy oracle --kv-budget 64
+  expect_err 2 "only brisk perplexity knows its text ahead (a chunk), $cmd cannot" "$brisk" $cmd -m "$absent" -p x -c 128 --kv-policy oracle --kv-budget 64
+done
+expect_err 2 "only brisk perplexity knows its text ahead (a chunk), bench cannot" "$brisk" bench -m "$absent" --kv-policy oracle --kv-budget 64
+expect_err 2 "--kv-policy-draft oracle ranks slots by the attention of queries still to come" "$brisk" run -m "$absent" -p x -md "$absent" --spec draft --kv-policy-draft oracle --kv-budget-draft 64
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

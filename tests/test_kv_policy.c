@@ -23,7 +23,27 @@
  *     x n_head (h2o: all n, snapkv: the window, tova: 1) to the fixed point's
  *     rounding; the mass is the same bits fed in one batch, in chunks of 7, or
  *     batched with another sequence; a fork copies it, eviction carries it with
- *     the kept slots. */
+ *     the kept slots;
+ *   - snapkv and h2o against their definitions: at every eviction the kept
+ *     candidates' score, computed here from the slots' mass before the batch
+ *     (snapkv: the window's mass max-pooled over 7 neighbouring slots; h2o:
+ *     the mass over the queries that saw the slot, beyond its recent half),
+ *     is at least every dropped candidate's;
+ *   - the oracle (F16): its recording, sealed, is exactly (integer sums) what h2o's
+ *     mass says the queries after each position give each slot (h2o's sum
+ *     over all N queries minus its sum over the first P); each eviction of the
+ *     replay keeps candidates that score at least as high as every dropped
+ *     one by that difference, within the budget, sinks and window kept; the
+ *     replay's logits are the same bits alone (1 thread) and with the
+ *     recording chunked by 7 and both passes batched beside another
+ *     sequence's (2 threads); the refusals (no recording, another policy, a
+ *     table past its limit);
+ *   - memdecay (with the engine tests above too): the last position that
+ *     attended each slot is the same bits in one batch and in chunks of 7
+ *     batched with another sequence, lies between the slot's position and the
+ *     newest query, is copied by a fork, and follows the kept slots; each
+ *     eviction keeps candidates whose decayed priority (by role: user slots
+ *     decay at half the rate) is at least every dropped one's. */
 #include "brisk.h"
 #include "engine/engine_impl.h"
 #include "kv/kv.h"
@@ -63,7 +83,8 @@ static void test_parse(void) {
     CHECK(brisk_kv_policy_parse("streaming") == BRISK_KV_POLICY_STREAMING && brisk_kv_policy_parse("RANDOM") == BRISK_KV_POLICY_RANDOM);
     CHECK(brisk_kv_policy_parse("none") == BRISK_KV_POLICY_NONE && brisk_kv_policy_parse("h3o") == -1 && brisk_kv_policy_parse(NULL) == -1);
     CHECK(brisk_kv_policy_parse("H2O") == BRISK_KV_POLICY_H2O && brisk_kv_policy_parse("snapkv") == BRISK_KV_POLICY_SNAPKV &&
-          brisk_kv_policy_parse("tova") == BRISK_KV_POLICY_TOVA);
+          brisk_kv_policy_parse("tova") == BRISK_KV_POLICY_TOVA && brisk_kv_policy_parse("Oracle") == BRISK_KV_POLICY_ORACLE &&
+          brisk_kv_policy_parse("memdecay") == BRISK_KV_POLICY_MEMDECAY);
     for (int k = 0; k < BRISK_KV_N_POLICIES; k++) CHECKF(strstr(brisk_kv_policy_names(), brisk_kv_policy_name(k)), "%d missing from the names", k);
     CHECK(!strcmp(brisk_kv_policy_name(BRISK_KV_POLICY_RANDOM), "random") && !strcmp(brisk_kv_policy_name(9), "?"));
 }
@@ -206,7 +227,7 @@ static void test_policy_config(void) {
         {{.kind = 1, .budget = 36, .sink = 4, .window = 32}, "room to spare"},
         {{.kind = 2, .budget = 129, .sink = 4, .window = 32}, "at most the context"},
         {{.kind = 1, .budget = 64, .sink = -1, .window = 8}, "negative"},
-        {{.kind = 7, .budget = 64, .sink = 4, .window = 8}, "unknown"},
+        {{.kind = BRISK_KV_N_POLICIES, .budget = 64, .sink = 4, .window = 8}, "unknown"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err.msg[0] = 0;
@@ -226,7 +247,7 @@ static brisk_model *model;
 static int32_t n_vocab;
 enum { NCTX = 512, BUDGET = 100, SINK = 4, WIN = 16, NTOK = 420, UBMAX = 24 };
 
-static brisk_context *ctx_policy(int kind, int type, int n_seq, int threads, int kv_tokens) {
+static brisk_context *ctx_policy_b(int kind, int type, int n_seq, int threads, int kv_tokens, int budget) {
     brisk_context_params p = brisk_context_default_params();
     p.n_ctx_seq = NCTX;
     p.n_batch = 96;
@@ -236,7 +257,7 @@ static brisk_context *ctx_policy(int kind, int type, int n_seq, int threads, int
     p.type_k = p.type_v = type;
     p.kv_tokens = kv_tokens;
     p.kv_policy = kind;
-    p.kv_budget = BUDGET;
+    p.kv_budget = budget;
     p.kv_sink = SINK;
     p.kv_window = WIN;
     p.kv_seed = 42;
@@ -244,6 +265,10 @@ static brisk_context *ctx_policy(int kind, int type, int n_seq, int threads, int
     brisk_context *c = NULL;
     CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "context: %s", err.msg);
     return c;
+}
+
+static brisk_context *ctx_policy(int kind, int type, int n_seq, int threads, int kv_tokens) {
+    return ctx_policy_b(kind, type, n_seq, threads, kv_tokens, BUDGET);
 }
 
 /* One decode of tok[p0, p0 + m) for seq, every token's logits wanted. */
@@ -443,7 +468,7 @@ static void test_mass(int kind, const int32_t *tok, const int32_t *tok1) {
         total += brisk_kv_policy_slot_mass(pa, 0, s);
         differ += brisk_kv_policy_slot_mass(pa, 0, s) != brisk_kv_policy_slot_mass(pc, 0, s);
     }
-    const int32_t observed = kind == BRISK_KV_POLICY_H2O ? n : kind == BRISK_KV_POLICY_SNAPKV ? WIN : 1;
+    const int32_t observed = kind == BRISK_KV_POLICY_H2O || kind == BRISK_KV_POLICY_MEMDECAY ? n : kind == BRISK_KV_POLICY_SNAPKV ? WIN : 1;
     const double want = (double)observed * info.n_layer * info.n_head * BRISK_KV_MASS_ONE;
     /* each add rounds to the nearest unit: at most half a unit per (query, layer, KV-head group, slot) */
     const double slack = (double)observed * info.n_layer * info.n_head * n;
@@ -490,9 +515,242 @@ static void test_budget_at_context(int kind, const int32_t *tok) {
     brisk_context_free(c);
 }
 
+/* A scored policy's choice against its definition (snapkv: the window's mass
+ * max-pooled over 7 slots; h2o: the mean mass, the recent half protected). */
+static void test_scored_top(int kind, const int32_t *tok) {
+    const char *what = brisk_kv_policy_name(kind);
+    brisk_context *c = ctx_policy(kind, BRISK_KV_F16, 1, 2, BUDGET);
+    if (!c) return;
+    int32_t sizes[NTOK], before[BUDGET];
+    int64_t mass[BUDGET];
+    const int32_t n_ub = schedule(sizes);
+    int evictions = 0, bad_top = 0;
+    brisk_error err = {0};
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_seq_len(c, 0);
+        for (int32_t s = 0; s < len0; s++) before[s] = brisk_kv_slot_pos(c->kv, 0, s), mass[s] = brisk_kv_policy_slot_mass(c->kv->policy, 0, s);
+        CHECKF(feed(c, 0, tok, p0, m, &err) == BRISK_OK, "%s: %s", what, err.msg);
+        const int32_t kept = brisk_seq_len(c, 0) - m;
+        if (kept == len0) continue;
+        evictions++;
+        /* h2o protects the recent half of what it keeps beside the sinks (no pins here) */
+        const int32_t n_keep = BUDGET - BRISK_MAX(m, BRISK_MIN(BRISK_KV_BLOCK, (BUDGET - SINK - WIN) / 2));
+        const int32_t recent = kind == BRISK_KV_POLICY_H2O ? BRISK_MAX(WIN, (n_keep - SINK) / 2) : WIN;
+        float min_kept = INFINITY, max_dropped = -INFINITY;
+        for (int32_t s = SINK, k = 0; s < len0 - recent; s++) {
+            int64_t best = 0;
+            for (int32_t t = BRISK_MAX(0, s - 3); t <= s + 3 && t < len0; t++) best = mass[t] > best ? mass[t] : best;
+            const float f = kind == BRISK_KV_POLICY_H2O ? (float)((double)mass[s] / (double)(p0 - before[s])) : (float)best;
+            while (k < kept && brisk_kv_slot_pos(c->kv, 0, k) < before[s]) k++;
+            if (k < kept && brisk_kv_slot_pos(c->kv, 0, k) == before[s]) min_kept = f < min_kept ? f : min_kept;
+            else max_dropped = f > max_dropped ? f : max_dropped;
+        }
+        bad_top += min_kept < max_dropped;
+    }
+    CHECKF(evictions > 5 && bad_top == 0, "%s: %d of %d evictions dropped a candidate with a higher score", what, bad_top, evictions);
+    brisk_context_free(c);
+}
+
+/* ---- the oracle ------------------------------------------------------------------------------ */
+
+/* One pass of the schedule for seq 0 of c; logits (optional) of every position kept. */
+static void oracle_pass(brisk_context *c, const int32_t *tok, const int32_t *sizes, int32_t n_ub, float *logits, const char *what) {
+    brisk_error err = {0};
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        CHECKF(feed(c, 0, tok, p0, sizes[u], &err) == BRISK_OK, "%s: %s", what, err.msg);
+        if (logits)
+            for (int32_t j = 0; j < sizes[u]; j++) memcpy(logits + (size_t)(p0 + j) * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
+    }
+}
+
+static void test_oracle(int type, const int32_t *tok, const int32_t *tok1) {
+    const char *what = brisk_kv_type_name(type);
+    int32_t sizes[NTOK];
+    const int32_t n_ub = schedule(sizes);
+    /* h2o with a budget of the whole context: never evicts; its mass after P tokens at slot s = position s is the
+     * sum over the queries before P, so H_N - H_P is what the queries at P and after give s */
+    int64_t *hp = calloc((size_t)(NTOK + 1) * NTOK, sizeof *hp);
+    float *la = malloc((size_t)NTOK * n_vocab * sizeof(float)), *lb = malloc((size_t)NTOK * n_vocab * sizeof(float));
+    brisk_context *h = ctx_policy_b(BRISK_KV_POLICY_H2O, type, 1, 2, NCTX, NCTX), *o = ctx_policy(BRISK_KV_POLICY_ORACLE, type, 1, 1, NCTX);
+    brisk_context *b = ctx_policy(BRISK_KV_POLICY_ORACLE, type, 2, 2, 2 * NCTX);
+    brisk_error err = {0};
+    if (!hp || !la || !lb || !h || !o || !b) goto done;
+    for (int32_t u = 0, p0 = 0; u <= n_ub; p0 += sizes[u++]) {
+        for (int32_t s = 0; s < p0; s++) hp[(size_t)p0 * NTOK + (size_t)s] = brisk_kv_policy_slot_mass(h->kv->policy, 0, s);
+        if (u == n_ub) break;
+        CHECKF(feed(h, 0, tok, p0, sizes[u], &err) == BRISK_OK, "h2o: %s", err.msg);
+    }
+    CHECK(brisk_seq_len(h, 0) == NTOK);
+    const int64_t *hn = hp + (size_t)NTOK * NTOK;
+    /* the recording, sealed: row P = H_N - H_P, exactly */
+    CHECKF(brisk_seq_oracle(o, 0, true, &err) == BRISK_OK, "%s", err.msg);
+    oracle_pass(o, tok, sizes, n_ub, NULL, "record");
+    CHECKF(brisk_seq_len(o, 0) == NTOK, "%s: the recording evicted (%d slots)", what, brisk_seq_len(o, 0));
+    CHECKF(brisk_seq_oracle(o, 0, false, &err) == BRISK_OK, "%s", err.msg);
+    CHECK(brisk_seq_len(o, 0) == 0);
+    int bad_table = 0, rows = 0;
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++], rows++)
+        for (int32_t s = 0; s < NTOK; s++)
+            bad_table += brisk_kv_policy_mass_row(o->kv, 0, p0)[s] != hn[s] - (s < p0 ? hp[(size_t)p0 * NTOK + (size_t)s] : 0);
+    CHECKF(bad_table == 0, "%s: %d of %d recorded sums differ from h2o's future mass", what, bad_table, rows * NTOK);
+    /* the replay: budget, sinks, window, and the top of the future mass kept */
+    int bad_budget = 0, bad_kept = 0, bad_top = 0, evictions = 0, older = 0;
+    int32_t before[BUDGET];
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_seq_len(o, 0);
+        for (int32_t s = 0; s < len0; s++) before[s] = brisk_kv_slot_pos(o->kv, 0, s);
+        CHECKF(feed(o, 0, tok, p0, m, &err) == BRISK_OK, "%s replay: %s", what, err.msg);
+        for (int32_t j = 0; j < m; j++) memcpy(la + (size_t)(p0 + j) * n_vocab, brisk_get_logits(o, j), (size_t)n_vocab * sizeof(float));
+        check_kept(o, BRISK_KV_POLICY_ORACLE, what, p0 + m, &bad_budget, &bad_kept);
+        const int32_t len = brisk_seq_len(o, 0), kept = len - m;
+        if (kept == len0) continue;
+        evictions++;
+        /* candidates: neither the first SINK nor the last WIN slots before the batch */
+        float min_kept = INFINITY, max_dropped = -INFINITY;
+        for (int32_t s = SINK, k = SINK; s < len0 - WIN; s++) {
+            const float f = (float)(hn[before[s]] - hp[(size_t)p0 * NTOK + (size_t)before[s]]);
+            while (k < kept && brisk_kv_slot_pos(o->kv, 0, k) < before[s]) k++;
+            if (k < kept && brisk_kv_slot_pos(o->kv, 0, k) == before[s]) min_kept = f < min_kept ? f : min_kept;
+            else max_dropped = f > max_dropped ? f : max_dropped;
+        }
+        bad_top += min_kept < max_dropped;
+        for (int32_t s = SINK; s < len; s++) older += brisk_kv_slot_pos(o->kv, 0, s) < p0 + m - (len - SINK);
+    }
+    CHECKF(bad_budget == 0 && bad_kept == 0, "%s: budget exceeded %d times, %d sink/window/order violations", what, bad_budget, bad_kept);
+    CHECKF(evictions > 5 && bad_top == 0, "%s: %d of %d evictions dropped a candidate the future queries attend to more than a kept one", what,
+           bad_top, evictions);
+    CHECKF(older > 0, "%s: the oracle kept nothing streaming would have dropped", what);
+    /* batch invariance: b records seq 0 in chunks of 7 beside seq 1 (chunks of 5), then replays both on their own schedules */
+    CHECKF(brisk_seq_oracle(b, 0, true, &err) == BRISK_OK && brisk_seq_oracle(b, 1, true, &err) == BRISK_OK, "%s", err.msg);
+    for (int32_t q = 0, q1 = 0; q < NTOK; q += 7, q1 += 5) {
+        int32_t bt[16], bp[16], bs[16];
+        uint8_t bw[16];
+        int32_t n = 0;
+        for (int32_t j = 0; j < 5 && q1 + j < NTOK; j++) bt[n] = tok1[q1 + j], bp[n] = q1 + j, bs[n] = 1, bw[n++] = 0;
+        for (int32_t j = 0; j < 7 && q + j < NTOK; j++) bt[n] = tok[q + j], bp[n] = q + j, bs[n] = 0, bw[n++] = 0;
+        brisk_batch bb = {n, bt, bp, bs, bw};
+        CHECKF(brisk_decode(b, &bb, &err) == BRISK_OK, "%s", err.msg);
+    }
+    const int32_t n1 = brisk_seq_len(b, 1);   /* seq 1's recording */
+    CHECKF(brisk_seq_oracle(b, 0, false, &err) == BRISK_OK && brisk_seq_oracle(b, 1, false, &err) == BRISK_OK, "%s", err.msg);
+    int32_t p1 = 0;
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], m1 = BRISK_MIN(UBMAX + 1 - m, n1 - p1);
+        int32_t bt[64], bp[64], bs[64];
+        uint8_t bw[64];
+        int32_t n = 0;
+        for (int32_t j = 0; j < m1; j++) bt[n] = tok1[p1 + j], bp[n] = p1 + j, bs[n] = 1, bw[n++] = 1;
+        for (int32_t j = 0; j < m; j++) bt[n] = tok[p0 + j], bp[n] = p0 + j, bs[n] = 0, bw[n++] = 1;
+        brisk_batch bb = {n, bt, bp, bs, bw};
+        CHECKF(brisk_decode(b, &bb, &err) == BRISK_OK, "%s", err.msg);
+        for (int32_t j = 0; j < m; j++) memcpy(lb + (size_t)(p0 + j) * n_vocab, brisk_get_logits(b, m1 + j), (size_t)n_vocab * sizeof(float));
+        p1 += m1;
+    }
+    int bad_b = 0;
+    for (int32_t p = 0; p < NTOK; p++) bad_b += memcmp(la + (size_t)p * n_vocab, lb + (size_t)p * n_vocab, (size_t)n_vocab * sizeof(float)) != 0;
+    CHECKF(bad_b == 0, "oracle %s: %d of %d positions differ alone vs recorded in chunks of 7 and batched with another sequence", what, bad_b, NTOK);
+    /* refusals: an eviction with nothing recorded, a replay without a recording, another policy */
+    CHECKF(brisk_seq_oracle(o, 0, false, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "no recording"), "%s", err.msg);
+    brisk_kv_policy_reset_seq(o->kv, 0);
+    brisk_seq_truncate(o, 0, 0, &err);
+    brisk_status st = BRISK_OK;
+    for (int32_t p0 = 0; p0 < NTOK && !st; p0 += 20) st = feed(o, 0, tok, p0, 20, &err);
+    CHECKF(st == BRISK_ERR_INVALID_ARG && strstr(err.msg, "no recorded pass"), "%d %s", st, err.msg);
+    CHECKF(brisk_seq_oracle(h, 0, true, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "oracle"), "%s", err.msg);
+done:
+    free(hp), free(la), free(lb);
+    brisk_context_free(h);
+    brisk_context_free(o);
+    brisk_context_free(b);
+}
+
+/* The oracle's table is bounded: -c 8192 would need 512 MiB. */
+static void test_oracle_limit(void) {
+    brisk_kv *kv = NULL;
+    brisk_error err = {0};
+    CHECK(brisk_kv_init(&kv, 1, 1, 32, 8192, 128, 1, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK);
+    if (!kv) return;
+    const brisk_kv_policy_config c = {.kind = BRISK_KV_POLICY_ORACLE, .budget = 1024, .sink = 4, .window = 32};
+    CHECKF(brisk_kv_policy_set(kv, &c, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "512 MiB") && strstr(err.msg, "limit") && !kv->policy,
+           "%s", err.msg);
+    CHECK(brisk_kv_policy_oracle_phase(kv, 0, BRISK_KV_ORACLE_RECORD, &err) == BRISK_ERR_INVALID_ARG);
+    brisk_kv_free(kv);
+}
+
+/* ---- memdecay ---------------------------------------------------------------------------- */
+
+static const int32_t *seen_of(const brisk_context *c, int32_t seq) { return c->kv->policy->seen + (size_t)seq * (size_t)c->kv->n_ctx; }
+
+static float decayed(const brisk_kv *kv, int32_t seen, int32_t pos, int32_t role, int32_t next) {
+    return -(role == BRISK_ROLE_USER ? 0.5f : 1.0f) * (float)(next - (seen > pos ? seen : pos));
+}
+
+static void test_memdecay(const int32_t *tok, const int32_t *tok1) {
+    const int32_t n = 70;   /* below the budget: nothing evicted yet */
+    brisk_context *a = ctx_policy(BRISK_KV_POLICY_MEMDECAY, BRISK_KV_F16, 2, 2, 2 * BUDGET), *c = ctx_policy(BRISK_KV_POLICY_MEMDECAY, BRISK_KV_F16, 2, 1, 2 * BUDGET);
+    brisk_context *e = ctx_policy(BRISK_KV_POLICY_MEMDECAY, BRISK_KV_F16, 1, 2, BUDGET);
+    brisk_error err = {0};
+    if (!a || !c || !e) goto done;
+    CHECKF(feed(a, 0, tok, 0, n, &err) == BRISK_OK, "%s", err.msg);
+    for (int32_t q = 0; q < n; q += 7) {
+        int32_t bt[10], bp[10], bs[10];
+        uint8_t bw[10];
+        int32_t m = 0;
+        for (int32_t j = 0; j < 3; j++) bt[m] = tok1[q / 7 * 3 + j], bp[m] = q / 7 * 3 + j, bs[m] = 1, bw[m++] = 1;
+        for (int32_t j = 0; j < 7 && q + j < n; j++) bt[m] = tok[q + j], bp[m] = q + j, bs[m] = 0, bw[m++] = 1;
+        brisk_batch bb = {m, bt, bp, bs, bw};
+        CHECKF(brisk_decode(c, &bb, &err) == BRISK_OK, "%s", err.msg);
+    }
+    int differ = 0, out = 0, attended = 0;
+    for (int32_t s = 0; s < n; s++) {
+        const int32_t v = seen_of(a, 0)[s];
+        differ += v != seen_of(c, 0)[s];
+        out += v != -1 && (v < s || v > n - 1);
+        attended += v >= 0;
+    }
+    CHECKF(differ == 0, "memdecay: %d of %d slots' last attending position differs between one batch and chunks of 7 batched", differ, n);
+    CHECKF(out == 0 && attended > n / 2, "memdecay: %d positions out of range, %d of %d slots attended", out, attended, n);
+    CHECK(brisk_seq_fork(a, 0, 1, &err) == BRISK_OK && !memcmp(seen_of(a, 0), seen_of(a, 1), (size_t)n * sizeof(int32_t)));
+    /* evictions: user slots (positions 100-179) decay at half the rate; the kept candidates rank at least as high as the dropped */
+    int32_t sizes[NTOK], before[BUDGET], bseen[BUDGET], brole[BUDGET];
+    const int32_t n_ub = schedule(sizes);
+    int evictions = 0, bad_top = 0, bad_follow = 0, user_kept = 0;
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_seq_len(e, 0);
+        for (int32_t s = 0; s < len0; s++)
+            before[s] = brisk_kv_slot_pos(e->kv, 0, s), bseen[s] = seen_of(e, 0)[s], brole[s] = brisk_kv_slot_role(e->kv, 0, s);
+        CHECK(brisk_seq_set_role(e, 0, p0 >= 100 && p0 < 180 ? BRISK_ROLE_USER : BRISK_ROLE_NONE, &err) == BRISK_OK);
+        CHECKF(feed(e, 0, tok, p0, m, &err) == BRISK_OK, "memdecay: %s", err.msg);
+        const int32_t kept = brisk_seq_len(e, 0) - m;
+        if (kept == len0) continue;
+        evictions++;
+        float min_kept = INFINITY, max_dropped = -INFINITY;
+        for (int32_t s = SINK, k = 0; s < len0 - WIN; s++) {
+            const float f = decayed(e->kv, bseen[s], before[s], brole[s], p0);
+            while (k < kept && brisk_kv_slot_pos(e->kv, 0, k) < before[s]) k++;
+            if (k < kept && brisk_kv_slot_pos(e->kv, 0, k) == before[s]) {
+                min_kept = f < min_kept ? f : min_kept;
+                /* the kept slot's record followed it (or was raised by the batch's queries) */
+                bad_follow += seen_of(e, 0)[k] < bseen[s];
+                user_kept += brole[s] == BRISK_ROLE_USER && p0 - before[s] > 2 * BUDGET;
+            } else
+                max_dropped = f > max_dropped ? f : max_dropped;
+        }
+        bad_top += min_kept < max_dropped;
+    }
+    CHECKF(evictions > 5 && bad_top == 0 && bad_follow == 0, "memdecay: %d of %d evictions dropped a higher priority, %d records lost", bad_top,
+           evictions, bad_follow);
+    if (getenv("BRISK_TEST_VERBOSE")) printf("memdecay: %d evictions, %d old user slots kept\n", evictions, user_kept);
+done:
+    brisk_context_free(a);
+    brisk_context_free(c);
+    brisk_context_free(e);
+}
+
 int main(void) {
     test_parse();
     test_policy_config();
+    test_oracle_limit();
     for (int t = 0; t < BRISK_KV_N_TYPES; t++) test_compact_type((brisk_kv_type)t);
     char path[1024];
     test_source("models/pycode-target-f16.gguf", path, sizeof path);
@@ -507,10 +765,15 @@ int main(void) {
     for (int i = 0; i < NTOK; i++) tok[i] = (int32_t)(urand() % (uint32_t)n_vocab), tok1[i] = (int32_t)(urand() % (uint32_t)n_vocab);
     static const int types[] = {BRISK_KV_F16, BRISK_KV_Q8_0, BRISK_KV_Q4_0};
     for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) test_mass(kind, tok, tok1);
+    test_oracle(BRISK_KV_F16, tok, tok1);   /* Q8_0 and Q4_0: test_kv_shift's test_pinned replays the oracle on them */
+    test_mass(BRISK_KV_POLICY_MEMDECAY, tok, tok1);
+    test_scored_top(BRISK_KV_POLICY_SNAPKV, tok);
+    test_scored_top(BRISK_KV_POLICY_H2O, tok);
+    test_memdecay(tok, tok1);
     test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
     test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
-    for (int kind = BRISK_KV_POLICY_STREAMING; kind <= BRISK_KV_POLICY_TOVA; kind++)
-        for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+    for (int kind = BRISK_KV_POLICY_STREAMING; kind < BRISK_KV_N_POLICIES; kind++)
+        for (size_t t = 0; kind != BRISK_KV_POLICY_ORACLE && t < sizeof types / sizeof types[0]; t++) {   /* the oracle: test_oracle */
             test_engine_policy(kind, types[t], tok);
             if (types[t] != BRISK_KV_Q4_0) test_invariance(kind, types[t], tok, tok1);
         }

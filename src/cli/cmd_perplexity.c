@@ -3,6 +3,7 @@
 #include "brisk.h"
 #include "cli/cli.h"
 #include "kv/kld.h"
+#include "kv/policy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ static const cli_spec ppl_spec = {
     .name = "perplexity",
     .usage = "-m MODEL -f TEXT [-c CTX] [-b BATCH] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]\n"
              "       [--kl-divergence-base FILE [--kl-divergence]]\n"
-             "       [--kv-policy streaming|random|h2o|snapkv|tova --kv-budget N|F [--kv-sink N] [--kv-window N] [-ub N]]",
+             "       [--kv-policy streaming|random|h2o|snapkv|tova|oracle|memdecay --kv-budget N|F [--kv-sink N] [--kv-window N] [-ub N]]",
     .about = "Perplexity of a text file, scored exactly as llama-perplexity does:\n"
              "  1. read the file (one trailing newline is dropped, as llama.cpp's -f does)\n"
              "     and tokenize all of it with BOS (when the vocabulary adds BOS);\n"
@@ -44,7 +45,11 @@ static const cli_spec ppl_spec = {
              "statistics are printed. With --kv-policy, each chunk is fed in ubatches of\n"
              "-ub tokens and the policy cuts the cache to --kv-budget slots before each\n"
              "one, so no token is computed with more than the budget resident; the KV\n"
-             "pool is sized to the budget and its peak use is printed. docs/KV.md.\n",
+             "pool is sized to the budget and its peak use is printed. --kv-policy oracle\n"
+             "(a reference row) first runs each chunk with every slot kept, recording the\n"
+             "attention of every query on every position, then runs it again keeping at\n"
+             "each eviction the slots the queries still to come attend to most; its pool\n"
+             "holds the full chunk for the first pass. docs/KV.md.\n",
     .uses = ppl_uses,
 };
 
@@ -275,7 +280,9 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     cp.n_ctx_seq = (int32_t)n_ctx;
     cp.n_batch = (int32_t)(n_batch > 0 && n_batch < n_ctx ? n_batch : n_ctx);
     if (ubatch > 0 && ubatch < cp.n_batch) cp.n_batch = (int32_t)ubatch;   /* the physical batch: one decode each */
-    if (cp.kv_policy) cp.kv_tokens = cp.kv_budget;   /* the pool sized to the budget: memory really saved */
+    const bool oracle = cp.kv_policy == BRISK_KV_POLICY_ORACLE;
+    /* the pool sized to the budget: memory really saved (the oracle's first pass keeps the whole chunk) */
+    if (cp.kv_policy) cp.kv_tokens = oracle ? (int32_t)n_ctx : cp.kv_budget;
     cp.n_outputs_max = cp.n_batch;   /* every token's logits */
     cp.n_threads = cli_threads(&a);
     brisk_memory_plan plan;
@@ -326,6 +333,16 @@ int brisk_cmd_perplexity(int argc, char **argv) {
     for (int64_t c = 0; c < n_chunk; c++) {
         memcpy(chunk, tok + c * n_ctx, (size_t)n_ctx * sizeof *chunk);
         if (brisk_vocab_adds_bos(model) && bos >= 0) chunk[0] = bos;
+        if (oracle) {   /* the recording pass: every slot kept, no logits */
+            if (brisk_seq_oracle(ctx, 0, true, &err)) goto fail;
+            for (int32_t i0 = 0; i0 < n_ctx; i0 += nb) {
+                const int32_t m = (int32_t)(n_ctx - i0 < nb ? n_ctx - i0 : nb);
+                for (int32_t j = 0; j < m; j++) pos[j] = i0 + j, want[j] = 0;
+                brisk_batch b = {.n_tokens = m, .token = chunk + i0, .pos = pos, .seq = seq, .logits = want};
+                if (brisk_decode(ctx, &b, &err)) goto fail;
+            }
+            if (brisk_seq_oracle(ctx, 0, false, &err)) goto fail;
+        }
         if (brisk_seq_truncate(ctx, 0, 0, &err)) goto fail;
         for (int32_t i0 = 0; i0 < n_ctx; i0 += nb) {
             const int32_t m = (int32_t)(n_ctx - i0 < nb ? n_ctx - i0 : nb);

@@ -35,6 +35,12 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {
 int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp) {
     const int kind = a->set[CLI_O_KV_POLICY] ? brisk_kv_policy_parse(a->s[CLI_O_KV_POLICY]) : BRISK_KV_POLICY_NONE;
     if (kind < 0) return cli_usage(cmd, "--kv-policy '%s': unknown (%s)", a->s[CLI_O_KV_POLICY], brisk_kv_policy_names());
+    if (kind == BRISK_KV_POLICY_ORACLE && strcmp(cmd, "perplexity") != 0)
+        return cli_usage(cmd,
+                         "--kv-policy oracle ranks slots by the attention of queries still to come, recorded by a first pass over the whole "
+                         "text with every slot kept: only brisk perplexity knows its text ahead (a chunk), %s cannot; it is a reference "
+                         "row for measuring the other policies (docs/KV.md)",
+                         cmd);
     if (kind == BRISK_KV_POLICY_NONE) {
         static const cli_opt_id needs[] = {CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW};
         /* a context shift keeps the first --kv-sink slots too */
@@ -92,6 +98,11 @@ int cli_kv_draft(const cli_args *a, const char *cmd, bool has_draft, int64_t n_c
             o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", k ? ", " : "", brisk_kv_policy_name(k));
         return cli_usage(cmd, "%s '%s': unknown policy (%s)", a->given[CLI_O_KV_POLICY_DRAFT], name, names);
     }
+    if (kind == BRISK_KV_POLICY_ORACLE)
+        return cli_usage(cmd,
+                         "%s oracle ranks slots by the attention of queries still to come, recorded by a first pass over the whole "
+                         "text: a draft model does not know its text ahead; only brisk perplexity runs it (docs/KV.md)",
+                         a->given[CLI_O_KV_POLICY_DRAFT]);
     if (kind == BRISK_KV_POLICY_NONE) {
         static const cli_opt_id needs[] = {CLI_O_KV_BUDGET_DRAFT, CLI_O_KV_SINK_DRAFT, CLI_O_KV_WINDOW_DRAFT};
         for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)

@@ -641,6 +641,22 @@ brisk_status brisk_seq_set_role(brisk_context *c, int32_t seq, int32_t role, bri
     return BRISK_OK;
 }
 
+brisk_status brisk_seq_oracle(brisk_context *c, int32_t seq, bool record, brisk_error *err) {
+    if (seq < 0 || seq >= c->kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    if (!c->kv->policy || c->kv->policy->cfg.kind != BRISK_KV_POLICY_ORACLE)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "brisk_seq_oracle needs the context's KV policy to be oracle (kv_policy %d)",
+                          BRISK_KV_POLICY_ORACLE);
+    brisk_status st;
+    if (record) {   /* empty first, then record from position 0 */
+        if ((st = brisk_seq_truncate(c, seq, 0, err))) return st;
+        return brisk_kv_policy_oracle_phase(c->kv, seq, BRISK_KV_ORACLE_RECORD, err);
+    }
+    /* seal what the slots recorded, then empty */
+    if ((st = brisk_kv_policy_oracle_phase(c->kv, seq, BRISK_KV_ORACLE_REPLAY, err))) return st;
+    return brisk_seq_truncate(c, seq, 0, err);
+}
+
 static const brisk_rope *ctx_layer_rope(const void *user, int32_t il) { return brisk_forward_layer_rope((const brisk_forward *)user, il); }
 
 static brisk_status shift_supported(const brisk_context *c, int32_t seq, brisk_error *err) {

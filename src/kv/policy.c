@@ -13,9 +13,11 @@ static const brisk_kv_policy_ops *const policy_table[BRISK_KV_N_POLICIES] = {
     &brisk_kv_policy_h2o,
     &brisk_kv_policy_snapkv,
     &brisk_kv_policy_tova,
+    &brisk_kv_policy_oracle,
+    &brisk_kv_policy_memdecay,
 };
 
-const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova"; }
+const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova|oracle|memdecay"; }
 
 const char *brisk_kv_policy_name(int kind) {
     if (kind == BRISK_KV_POLICY_NONE) return "none";
@@ -72,6 +74,9 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p->count);
     free(p->mass);
     free(p->batch_end);
+    free(p->phase);
+    free(p->recorded);
+    free(p->seen);
     free(p);
 }
 
@@ -106,7 +111,24 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
     }
     p->bytes = sizeof *p + (size_t)kv->n_ctx * (sizeof *p->cand + sizeof *p->keep) + (size_t)kv->n_seq * sizeof *p->count;
     p->n_ctx = kv->n_ctx;
-    p->rows = p->ops->observe == BRISK_KV_OBSERVE_WINDOW ? c.window : 1;
+    p->rows = p->ops->observe == BRISK_KV_OBSERVE_WINDOW ? c.window : p->ops->observe == BRISK_KV_OBSERVE_RECORD ? kv->n_ctx : 1;
+    if (p->ops->observe == BRISK_KV_OBSERVE_RECORD) {   /* one row per query position: n_ctx^2 sums per sequence, bounded */
+        const double table = (double)kv->n_seq * (double)kv->n_ctx * (double)kv->n_ctx * (double)sizeof *p->mass;
+        if (table > (double)BRISK_KV_ORACLE_MAX_BYTES) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                              "KV policy %s records every query's attention on every slot: %d sequences x %d x %d x 8 bytes = %.0f MiB, "
+                              "over its limit of %zu MiB; lower -c or the sequences",
+                              brisk_kv_policy_name(c.kind), kv->n_seq, kv->n_ctx, kv->n_ctx, table / 1048576.0, BRISK_KV_ORACLE_MAX_BYTES >> 20);
+        }
+        p->phase = calloc((size_t)kv->n_seq, sizeof *p->phase);
+        p->recorded = calloc((size_t)kv->n_seq, sizeof *p->recorded);
+        if (!p->phase || !p->recorded) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
+        }
+        p->bytes += (size_t)kv->n_seq * (sizeof *p->phase + sizeof *p->recorded);
+    }
     if (p->ops->observe != BRISK_KV_OBSERVE_NONE) {   /* the attention statistics: n_seq x rows x n_ctx sums, 8 bytes each */
         p->mass = calloc((size_t)kv->n_seq * (size_t)p->rows * (size_t)kv->n_ctx, sizeof *p->mass);
         p->batch_end = calloc((size_t)kv->n_seq, sizeof *p->batch_end);
@@ -116,6 +138,16 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
                               brisk_kv_policy_name(c.kind), kv->n_seq, p->rows, kv->n_ctx);
         }
         p->bytes += (size_t)kv->n_seq * ((size_t)p->rows * (size_t)kv->n_ctx * sizeof *p->mass + sizeof *p->batch_end);
+    }
+    if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_ctx, 4 bytes each */
+        p->seen = malloc((size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);
+        if (!p->seen) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics", brisk_kv_policy_name(c.kind));
+        }
+        memset(p->seen, 0xff, (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);   /* -1: not attended yet */
+        p->bytes += (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen;
+        p->seen_threshold = p->ops->seen_threshold;
     }
     brisk_kv_policy_free(kv->policy);
     kv->policy = p;
@@ -189,6 +221,11 @@ static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_
         for (int32_t k = 0; k < n_keep; k++) m[k] = m[keep[k]];
         memset(m + n_keep, 0, (size_t)(len - n_keep) * sizeof *m);
     }
+    if (p->seen) {
+        int32_t *v = p->seen + (size_t)seq * (size_t)p->n_ctx;
+        for (int32_t k = 0; k < n_keep; k++) v[k] = v[keep[k]];
+        memset(v + n_keep, 0xff, (size_t)(len - n_keep) * sizeof *v);
+    }
 }
 
 /* Before a batch bringing c tokens of seq (after any eviction): its new slots
@@ -199,8 +236,10 @@ static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_
 static void observe_batch(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t c) {
     const int32_t len = brisk_kv_len(kv, seq), next = brisk_kv_next_pos(kv, seq), w = p->rows;
     p->batch_end[seq] = len + c;
+    if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx + len, 0xff, (size_t)c * sizeof *p->seen);   /* new slots: not attended yet */
     for (int32_t r = 0; r < w; r++) memset(seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx + len, 0, (size_t)c * sizeof *p->mass);
     if (p->ops->observe == BRISK_KV_OBSERVE_ALL) return;
+    /* window, last, and the oracle's recording (rows = n_ctx: row P is the query at P's alone) */
     for (int32_t pos = BRISK_MAX(next, next + c - w); pos < next + c; pos++)
         memset(seq_mass(p, seq) + (size_t)(pos % w) * (size_t)p->n_ctx, 0, (size_t)len * sizeof *p->mass);
 }
@@ -223,6 +262,16 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
         if (c <= 0) continue;
         p->count[id] = 0;   /* once per sequence */
         const int32_t len = brisk_kv_len(kv, id);
+        const int32_t phase = p->phase ? p->phase[id] : BRISK_KV_ORACLE_REPLAY;
+        if (phase == BRISK_KV_ORACLE_RECORD) {   /* the oracle's first pass: every slot kept, each slot its own position */
+            if (len != brisk_kv_next_pos(kv, id) || len + c > p->n_ctx)
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                                  "KV policy %s: sequence %d's recording holds %d slots up to position %d; it records positions 0, 1, ... "
+                                  "in order, at most %d",
+                                  p->ops->name, id, len, brisk_kv_next_pos(kv, id), p->n_ctx);
+            observe_batch(p, kv, id, c);
+            continue;
+        }
         if (len + c > budget) {
             /* cut at least a block's worth (at most half the room, so that a
              * small budget keeps candidates): a decode of one token then
@@ -237,6 +286,11 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
                                   "for %d more tokens in its budget of %d slots; raise --kv-budget or pin fewer roles",
                                   id, pinned, sink, win, c, budget);
             n_keep = BRISK_MAX(n_keep, sink + win + pinned);
+            if (phase == BRISK_KV_ORACLE_NONE)
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                                  "KV policy %s: sequence %d has no recorded pass to rank its slots by (a first pass over the same "
+                                  "tokens with every slot kept: brisk_seq_oracle)",
+                                  p->ops->name, id);
             /* h2o's select widens its window: pinned slots then fall inside it, so the count above still bounds it */
             (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
             int32_t missing = -1;
@@ -245,11 +299,11 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
                                   p->ops->name, missing, id);
             brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
             if (st) return st;
-            if (p->mass) mass_keep(p, id, len, p->keep, n_keep);
+            if (p->mass && !p->phase) mass_keep(p, id, len, p->keep, n_keep);   /* the oracle's table is by position */
             p->n_runs++;
             *changed = true;
         }
-        if (p->mass) observe_batch(p, kv, id, c);
+        if (p->mass && !p->phase) observe_batch(p, kv, id, c);
     }
     return BRISK_OK;
 }
@@ -258,6 +312,7 @@ bool brisk_kv_policy_observes(const brisk_kv *kv, int32_t seq, int32_t slot) {
     const brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass) return false;
     const int32_t end = p->batch_end[seq];
+    if (p->phase) return p->phase[seq] == BRISK_KV_ORACLE_RECORD;
     return p->ops->observe == BRISK_KV_OBSERVE_ALL || end - slot <= p->rows;   /* window or last: the batch's last `rows` tokens */
 }
 
@@ -277,17 +332,25 @@ void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass || src == dst) return;
     memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+    if (p->phase) p->phase[dst] = p->phase[src], p->recorded[dst] = p->recorded[src];
+    if (p->seen) memcpy(p->seen + (size_t)dst * (size_t)p->n_ctx, p->seen + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->seen);
 }
 
 void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
     brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass) return;
     memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+    if (p->phase) p->phase[seq] = BRISK_KV_ORACLE_NONE, p->recorded[seq] = 0;
+    if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx, 0xff, (size_t)p->n_ctx * sizeof *p->seen);
 }
 
 void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
     brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass) return;
+    if (p->phase) {   /* the oracle's table is by position, and the positions no longer match it */
+        p->phase[seq] = BRISK_KV_ORACLE_NONE;
+        return;
+    }
     mass_keep(p, seq, len, keep, n_keep);
 }
 
@@ -307,7 +370,14 @@ static void reverse_rows(brisk_kv_policy *p, int32_t seq, int32_t lo, int32_t hi
 
 void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta) {
     brisk_kv_policy *p = kv->policy;
+    if (p && p->seen)   /* the positions that attended moved with the slots: the steps since stay what they were */
+        for (int32_t s = 0, *v = p->seen + (size_t)seq * (size_t)p->n_ctx; s < p->n_ctx; s++)
+            if (v[s] >= 0) v[s] = v[s] + delta < 0 ? 0 : v[s] + delta;
     if (!p || !p->mass || p->rows <= 1) return;
+    if (p->phase) {   /* the oracle's rows are positions of the recorded pass: they no longer match */
+        p->phase[seq] = BRISK_KV_ORACLE_NONE;
+        return;
+    }
     /* the query that was at position P (row P % w) is now at P + delta: row (P + delta) % w := row P % w, a
      * rotation of the rows by delta mod w (three reversals, in place) */
     const int32_t w = p->rows, r = (int32_t)(((int64_t)delta % w + w) % w);
@@ -315,4 +385,31 @@ void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta) {
     reverse_rows(p, seq, 0, w);
     reverse_rows(p, seq, 0, r);
     reverse_rows(p, seq, r, w);
+}
+
+brisk_status brisk_kv_policy_oracle_phase(brisk_kv *kv, int32_t seq, brisk_kv_oracle_phase phase, brisk_error *err) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->phase) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the oracle's passes need the context's KV policy to be oracle");
+    if (seq < 0 || seq >= kv->n_seq) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d out of range [0, %d)", seq, kv->n_seq);
+    int64_t *m = seq_mass(p, seq);
+    const size_t w = (size_t)p->n_ctx;
+    if (phase == BRISK_KV_ORACLE_RECORD) {
+        memset(m, 0, w * w * sizeof *m);
+        p->recorded[seq] = 0;
+    } else if (phase == BRISK_KV_ORACLE_REPLAY) {
+        if (p->phase[seq] != BRISK_KV_ORACLE_RECORD)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy oracle: sequence %d has no recording to replay (record a pass first)", seq);
+        /* seal: row P := the sum of rows P, P + 1, ... (the queries at P and after); slot s of the recording is position s */
+        const int32_t n = brisk_kv_len(kv, seq);
+        if (brisk_kv_next_pos(kv, seq) != n)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy oracle: sequence %d's recording of %d slots ends at position %d, not %d",
+                              seq, n, brisk_kv_next_pos(kv, seq) - 1, n - 1);
+        for (int32_t q = n - 2; q >= 0; q--)
+            for (int32_t s = 0; s < n; s++) m[(size_t)q * w + (size_t)s] += m[(size_t)(q + 1) * w + (size_t)s];
+        p->recorded[seq] = n;
+    } else {
+        p->recorded[seq] = 0;
+    }
+    p->phase[seq] = phase;
+    return BRISK_OK;
 }

@@ -40,7 +40,17 @@
  * position P adds to row P % w, and before a batch the rows its observed
  * queries will write are cleared, so the rows always hold the last w
  * positions' queries and a slot's mass is the sum of its w entries. h2o's
- * single row is never cleared. */
+ * single row is never cleared.
+ *
+ * The oracle (policy_oracle.c, a reference row for brisk perplexity) records
+ * one row per query position (rows = n_ctx) in a first pass that keeps every
+ * slot, and ranks the slots of a second pass of the same tokens by what the
+ * recorded queries still to come give them (brisk_kv_policy_oracle_phase).
+ *
+ * memdecay (policy_memdecay.c) needs when a slot was last attended, not how
+ * much: with ops->seen_threshold set, attention also raises p->seen[slot] to
+ * the position of every query that gives the slot at least that probability
+ * in some head (an atomic max: order independent, batch invariant). */
 #ifndef BRISK_KV_POLICY_H
 #define BRISK_KV_POLICY_H
 
@@ -53,8 +63,10 @@ typedef enum brisk_kv_policy_kind {
     BRISK_KV_POLICY_H2O = 3,         /* heavy hitters: the most attention accumulated over every query (Zhang et al., 2023) */
     BRISK_KV_POLICY_SNAPKV = 4,      /* the attention of an observation window of the last queries, pooled (Li et al., 2024) */
     BRISK_KV_POLICY_TOVA = 5,        /* the attention of the newest query (Oren et al., 2024) */
+    BRISK_KV_POLICY_ORACLE = 6,      /* the attention of the queries still to come, recorded by a full-cache pass (a reference row) */
+    BRISK_KV_POLICY_MEMDECAY = 7,    /* a priority per slot that decays, at its role's rate, with the steps since it was last attended */
 } brisk_kv_policy_kind;
-#define BRISK_KV_N_POLICIES 6
+#define BRISK_KV_N_POLICIES 8
 
 /* Which queries' attention a policy accumulates into p->mass. */
 typedef enum brisk_kv_observe {
@@ -62,13 +74,25 @@ typedef enum brisk_kv_observe {
     BRISK_KV_OBSERVE_ALL = 1,      /* every query, summed since the slot was written */
     BRISK_KV_OBSERVE_WINDOW = 2,   /* the queries of the last `window` positions fed, however they were batched */
     BRISK_KV_OBSERVE_LAST = 3,     /* the newest token's query only */
+    BRISK_KV_OBSERVE_RECORD = 4,   /* the oracle's: every query of a recording pass, one row per position */
 } brisk_kv_observe;
+
+/* The oracle's phases per sequence (brisk_kv_policy_oracle_phase). */
+typedef enum brisk_kv_oracle_phase {
+    BRISK_KV_ORACLE_NONE = 0,     /* nothing recorded: an eviction is refused */
+    BRISK_KV_ORACLE_RECORD = 1,   /* every slot kept, every query's attention recorded by position */
+    BRISK_KV_ORACLE_REPLAY = 2,   /* evictions rank slots by the recorded queries after them */
+} brisk_kv_oracle_phase;
+
+/* The oracle's table: n_seq x n_ctx x n_ctx sums of 8 bytes (-c 2048: 32 MiB
+ * per sequence); a larger table is refused. */
+#define BRISK_KV_ORACLE_MAX_BYTES ((size_t)256 << 20)
 
 /* Fixed point of p->mass: a probability of 1 (2^30; a slot's sum stays
  * below 2^63 up to 2^33 head-queries, e.g. 64 layers x 64 heads x 2M tokens). */
 #define BRISK_KV_MASS_ONE 1073741824.0
 
-/* "none", "streaming", "random", "h2o", "snapkv", "tova"; "?" outside the enum. */
+/* "none", "streaming", "random", "h2o", "snapkv", "tova", "oracle", "memdecay"; "?" outside the enum. */
 const char *brisk_kv_policy_name(int kind);
 /* The policy named (case-insensitive), or -1. */
 int brisk_kv_policy_parse(const char *name);
@@ -99,6 +123,10 @@ typedef struct brisk_kv_policy_ops {
     /* drop every slot but keep[0..n_keep); NULL = brisk_kv_compact */
     brisk_status (*evict)(brisk_kv_policy *p, brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n_keep, brisk_error *err);
     brisk_kv_observe observe;   /* the attention it scores by (p->mass), or NONE */
+    /* > 0: also track, per slot, the last query position that gave it a
+     * probability >= this in some head of some layer (p->seen; observe must
+     * be ALL) */
+    float seen_threshold;
 } brisk_kv_policy_ops;
 
 struct brisk_kv_policy {
@@ -114,6 +142,14 @@ struct brisk_kv_policy {
      * its last token in the current batch */
     int64_t *mass;
     int32_t *batch_end;
+    /* the oracle: per sequence its phase (brisk_kv_oracle_phase) and the
+     * positions recorded (the sealed rows), else NULL */
+    int32_t *phase, *recorded;
+    /* seen_threshold > 0: [n_seq][n_ctx] the last query position that
+     * attended the slot (-1: none yet), raised by attention with an atomic
+     * max (order independent, so batch invariant); moves with the slots */
+    int32_t *seen;
+    float seen_threshold;   /* ops->seen_threshold */
     int32_t rows, n_ctx;
     int64_t n_runs;        /* evictions run (sequences cut) */
     size_t bytes;          /* what brisk_kv_policy_set allocated */
@@ -124,6 +160,8 @@ extern const brisk_kv_policy_ops brisk_kv_policy_random;
 extern const brisk_kv_policy_ops brisk_kv_policy_h2o;
 extern const brisk_kv_policy_ops brisk_kv_policy_snapkv;
 extern const brisk_kv_policy_ops brisk_kv_policy_tova;
+extern const brisk_kv_policy_ops brisk_kv_policy_oracle;
+extern const brisk_kv_policy_ops brisk_kv_policy_memdecay;
 
 /* Check cfg against the cache (budget within [sink + window + 1, n_ctx],
  * sink >= 0, window >= 1, a known kind) and attach it to kv (replacing any
@@ -152,6 +190,14 @@ static inline int64_t *brisk_kv_policy_mass_row(const brisk_kv *kv, int32_t seq,
     if (!p || !p->mass) return NULL;
     return p->mass + ((size_t)seq * (size_t)p->rows + (size_t)(pos % p->rows)) * (size_t)p->n_ctx;
 }
+/* seq's seen row (n_ctx entries) and the probability that counts as
+ * attending, or NULL without a policy that tracks it. */
+static inline int32_t *brisk_kv_policy_seen_row(const brisk_kv *kv, int32_t seq, float *threshold) {
+    const brisk_kv_policy *p = kv->policy;
+    if (!p || !p->seen) return NULL;
+    *threshold = p->seen_threshold;
+    return p->seen + (size_t)seq * (size_t)p->n_ctx;
+}
 /* A slot's mass: its entries summed over the rows. */
 int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot);
 /* The cache's hooks (kv.c): dst became a fork of src; seq was re-synced to a
@@ -165,6 +211,15 @@ void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq);
  * an observing policy. */
 void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep);
 void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta);
+/* The oracle (policy_oracle.c): RECORD empties nothing itself (the caller
+ * empties seq first) and starts a recording: seq's next decodes, positions 0,
+ * 1, ... in order, keep every slot and record each query's attention by
+ * position. REPLAY seals what was recorded (row P := the attention of the
+ * queries at P and after, per key position) for the same tokens fed again
+ * from position 0: its evictions keep the slots those queries give the most.
+ * BRISK_ERR_INVALID_ARG without the oracle policy or for REPLAY without a
+ * recording. */
+brisk_status brisk_kv_policy_oracle_phase(brisk_kv *kv, int32_t seq, brisk_kv_oracle_phase phase, brisk_error *err);
 /* A slot's accumulated mass as its score (h2o's and tova's score). */
 float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot);
 

@@ -284,6 +284,9 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
                          const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], const float *M, const float *S, int32_t vsink,
                          int32_t wlo) {
     int64_t *mass = brisk_kv_policy_mass_row(at->kv, seq, at->b->pos[t]);
+    float thr = 0.0f;
+    int32_t *seen = brisk_kv_policy_seen_row(at->kv, seq, &thr);   /* memdecay: the last query that attended a slot */
+    const int32_t qpos = at->b->pos[t];
     float inv[ATTN_HEADS];
     for (int h = 0; h < m; h++) {
         const float tot = S[h] + (at->sinks ? brisk_expf(at->sinks[h0 + h] - M[h]) : 0.0f);
@@ -295,9 +298,19 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
         tile_scores(at, aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
         for (int32_t i = 0; i < n; i++) {
             float p = 0.0f;
-            for (int h = 0; h < m; h++) p += brisk_expf(kq[h][i] - M[h]) * inv[h];
+            bool hit = false;
+            for (int h = 0; h < m; h++) {
+                const float ph = brisk_expf(kq[h][i] - M[h]) * inv[h];
+                p += ph;
+                hit = hit || ph >= thr;
+            }
             const int64_t add = (int64_t)((double)p * BRISK_KV_MASS_ONE + 0.5);
             if (add) __atomic_fetch_add(&mass[j0 + i], add, __ATOMIC_RELAXED);
+            if (seen && hit) {   /* an atomic max: the same result in any order */
+                int32_t cur = __atomic_load_n(&seen[j0 + i], __ATOMIC_RELAXED);
+                while (cur < qpos && !__atomic_compare_exchange_n(&seen[j0 + i], &cur, qpos, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                }
+            }
         }
     }
 }
