@@ -902,15 +902,14 @@ static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
  * the prefix cache (kv.c), and a sequence takes from it only blocks that hold their own positions. */
 
 /* Tokens seq's next batch may bring under its policy (INT32_MAX without one); 0 when its pinned slots, sinks
- * and window fill the budget. Mirrors brisk_kv_policy_make_room's cut (kv/policy.h). */
+ * and window fill the budget. The cut is make_room's own (brisk_kv_policy_cut). */
 static int32_t policy_room(const brisk_sched *s, int32_t seq) {
     const brisk_kv_policy *p = s->kv->policy;
     if (!p) return INT32_MAX;
     const int32_t len = brisk_kv_len(s->kv, seq), budget = p->cfg.budget, room = budget - p->cfg.sink - p->cfg.window;
     if (len < budget) return BRISK_MIN(budget - len, room);
-    const int32_t g = BRISK_MAX(1, BRISK_MIN(BRISK_KV_BLOCK, room / 2));
-    const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
-    const int32_t keep = BRISK_MAX(budget - g, sink + win + brisk_kv_policy_pinned_in(s->kv, seq, sink, len - win));
+    int32_t keep, must;
+    brisk_kv_policy_cut(s->kv, seq, 1, &keep, &must);   /* what a one-token decode's cut keeps */
     return BRISK_MAX(0, budget - keep);
 }
 

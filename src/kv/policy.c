@@ -244,6 +244,18 @@ static void observe_batch(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, i
         memset(seq_mass(p, seq) + (size_t)(pos % w) * (size_t)p->n_ctx, 0, (size_t)len * sizeof *p->mass);
 }
 
+void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_keep, int32_t *must) {
+    const brisk_kv_policy *p = kv->policy;
+    const int32_t budget = p->cfg.budget, room = budget - p->cfg.sink - p->cfg.window, len = brisk_kv_len(kv, seq);
+    const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
+    /* cut at least a block's worth (at most half the room, so that a small
+     * budget keeps candidates): a decode of one token then compacts once per
+     * 32 tokens, not every token (a compaction moves every kept slot after
+     * the first dropped one) */
+    *must = sink + win + brisk_kv_policy_pinned_in(kv, seq, sink, len - win);
+    *n_keep = BRISK_MAX(budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2)), *must);
+}
+
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err) {
     *changed = false;
     brisk_kv_policy *p = kv->policy;
@@ -273,19 +285,15 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
             continue;
         }
         if (len + c > budget) {
-            /* cut at least a block's worth (at most half the room, so that a
-             * small budget keeps candidates): a decode of one token then
-             * compacts once per 32 tokens, not every token (a compaction moves
-             * every kept slot after the first dropped one) */
-            int32_t n_keep = budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2));
-            const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
-            const int32_t pinned = brisk_kv_policy_pinned_in(kv, id, sink, len - win);
-            if (sink + win + pinned > budget - c)
+            int32_t n_keep, must;
+            brisk_kv_policy_cut(kv, id, c, &n_keep, &must);
+            if (must > budget - c) {
+                const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
                 return brisk_fail(err, BRISK_ERR_CAPACITY,
                                   "sequence %d: its %d pinned KV slots (--kv-pin) with the %d sinks and the %d-slot window leave no room "
                                   "for %d more tokens in its budget of %d slots; raise --kv-budget or pin fewer roles",
-                                  id, pinned, sink, win, c, budget);
-            n_keep = BRISK_MAX(n_keep, sink + win + pinned);
+                                  id, must - sink - win, sink, win, c, budget);
+            }
             if (phase == BRISK_KV_ORACLE_NONE)
                 return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                                   "KV policy %s: sequence %d has no recorded pass to rank its slots by (a first pass over the same "

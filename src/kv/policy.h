@@ -180,6 +180,14 @@ void brisk_kv_policy_free(brisk_kv_policy *p);   /* NULL is a no-op */
  * before anything is evicted. */
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err);
 
+/* The cut make_room makes of seq before c of its tokens (its slots plus c
+ * exceed the budget): *must, the slots that stay whatever the policy (the
+ * sinks, the window and every pinned slot), and *n_keep, the slots it
+ * keeps: budget - max(c, min(BRISK_KV_BLOCK, (budget - sink - window) / 2)),
+ * or *must when that is more. The scheduler sizes a sequence's chunks from
+ * it (sched.c), so its cuts fall where a one-token decode's would. */
+void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_keep, int32_t *must);
+
 /* Observing policies: whether the query of the token that will occupy slot
  * of seq in the batch make_room just prepared is observed (false without an
  * observing policy), and the mass row the query at position pos adds to
