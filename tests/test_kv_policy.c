@@ -105,6 +105,42 @@ static void fill_rows(brisk_kv *kv, int32_t seq, int32_t from, int32_t to, int32
     }
 }
 
+/* make_room refuses a batch before it changes anything: in a batch of two
+ * sequences, the first would be cut and the second's pinned slots leave it
+ * no room; the refusal names the second and the first keeps every slot
+ * (before, the first had been compacted already). Alone, the first is cut. */
+static void test_make_room_atomic(void) {
+    brisk_kv *kv = NULL;
+    brisk_error err = {0};
+    if (brisk_kv_init(&kv, CL, CH, CD, CN, CN * 2, 2, BRISK_KV_F16, BRISK_KV_F16, &err) != BRISK_OK) {
+        CHECKF(0, "init: %s", err.msg);
+        return;
+    }
+    const brisk_kv_policy_config cfg = {.kind = BRISK_KV_POLICY_STREAMING, .budget = 64, .sink = 4, .window = 8};
+    CHECKF(brisk_kv_policy_set(kv, &cfg, &err) == BRISK_OK, "%s", err.msg);
+    kv->pin_mask = 1u << BRISK_ROLE_SYSTEM;
+    CHECK(brisk_kv_reserve(kv, 0, 64, &err) == BRISK_OK);
+    fill_rows(kv, 0, 0, 64, 100);
+    brisk_kv_commit(kv, 0);
+    kv->seqs[1].role = BRISK_ROLE_SYSTEM;   /* every slot of sequence 1 pinned */
+    CHECK(brisk_kv_reserve(kv, 1, 64, &err) == BRISK_OK);
+    fill_rows(kv, 1, 0, 64, 500);
+    brisk_kv_commit(kv, 1);
+    const int32_t both[2] = {0, 1};
+    bool changed = true;
+    err.msg[0] = 0;
+    CHECK(brisk_kv_policy_make_room(kv, both, 2, &changed, &err) == BRISK_ERR_CAPACITY);
+    CHECKF(strstr(err.msg, "sequence 1") != NULL, "%s", err.msg);
+    CHECK(!changed && brisk_kv_len(kv, 0) == 64 && brisk_kv_len(kv, 1) == 64 && kv->policy->n_runs == 0);
+    int bad = 0;
+    for (int32_t s = 0; s < 64; s++) bad += brisk_kv_slot_pos(kv, 0, s) != s;
+    CHECKF(bad == 0, "%d slots of sequence 0 moved in a refused batch", bad);
+    CHECK(brisk_kv_policy_make_room(kv, both, 1, &changed, &err) == BRISK_OK);
+    CHECK(changed && brisk_kv_len(kv, 0) < 64);
+    CHECKF(brisk_kv_check(kv, &err), "%s", err.msg);
+    brisk_kv_free(kv);
+}
+
 /* k4/k2 K (KIVI): a channel's 32 slots of a block are one quantized group,
  * so compaction that moves slots is refused, naming the type, and changes
  * nothing; dropping only a tail still works. */
@@ -751,6 +787,7 @@ int main(void) {
     test_parse();
     test_policy_config();
     test_oracle_limit();
+    test_make_room_atomic();
     for (int t = 0; t < BRISK_KV_N_TYPES; t++) test_compact_type((brisk_kv_type)t);
     char path[1024];
     test_source("models/pycode-target-f16.gguf", path, sizeof path);

@@ -256,6 +256,38 @@ void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_
     *n_keep = BRISK_MAX(budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2)), *must);
 }
 
+/* make_room's refusals for c tokens of seq, before anything changes: an
+ * oracle recording out of order, pinned slots that leave no room, an oracle
+ * replay with no recording. */
+static brisk_status cut_check(const brisk_kv_policy *p, const brisk_kv *kv, int32_t id, int32_t c, brisk_error *err) {
+    const int32_t budget = p->cfg.budget, len = brisk_kv_len(kv, id);
+    const int32_t phase = p->phase ? p->phase[id] : BRISK_KV_ORACLE_REPLAY;
+    if (phase == BRISK_KV_ORACLE_RECORD) {
+        if (len != brisk_kv_next_pos(kv, id) || len + c > p->n_ctx)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                              "KV policy %s: sequence %d's recording holds %d slots up to position %d; it records positions 0, 1, ... "
+                              "in order, at most %d",
+                              p->ops->name, id, len, brisk_kv_next_pos(kv, id), p->n_ctx);
+        return BRISK_OK;
+    }
+    if (len + c <= budget) return BRISK_OK;
+    int32_t n_keep, must;
+    brisk_kv_policy_cut(kv, id, c, &n_keep, &must);
+    if (must > budget - c) {
+        const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
+        return brisk_fail(err, BRISK_ERR_CAPACITY,
+                          "sequence %d: its %d pinned KV slots (--kv-pin) with the %d sinks and the %d-slot window leave no room "
+                          "for %d more tokens in its budget of %d slots; raise --kv-budget or pin fewer roles",
+                          id, must - sink - win, sink, win, c, budget);
+    }
+    if (phase == BRISK_KV_ORACLE_NONE)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "KV policy %s: sequence %d has no recorded pass to rank its slots by (a first pass over the same "
+                          "tokens with every slot kept: brisk_seq_oracle)",
+                          p->ops->name, id);
+    return BRISK_OK;
+}
+
 brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t n, bool *changed, brisk_error *err) {
     *changed = false;
     brisk_kv_policy *p = kv->policy;
@@ -269,36 +301,27 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
                               "sequence %d: a batch of %d of its tokens does not fit its KV budget of %d slots beside the %d sinks and the "
                               "%d-slot window; feed it in batches of at most %d",
                               seq[i], p->count[seq[i]], budget, p->cfg.sink, p->cfg.window, room);
+    /* every sequence's refusals first, so that a refused batch has changed nothing (count is negated: checked) */
     for (int32_t i = 0; i < n; i++) {
         const int32_t id = seq[i], c = p->count[id];
+        if (c <= 0) continue;
+        p->count[id] = -c;
+        brisk_status st = cut_check(p, kv, id, c, err);
+        if (st) return st;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t id = seq[i], c = -p->count[id];
         if (c <= 0) continue;
         p->count[id] = 0;   /* once per sequence */
         const int32_t len = brisk_kv_len(kv, id);
         const int32_t phase = p->phase ? p->phase[id] : BRISK_KV_ORACLE_REPLAY;
         if (phase == BRISK_KV_ORACLE_RECORD) {   /* the oracle's first pass: every slot kept, each slot its own position */
-            if (len != brisk_kv_next_pos(kv, id) || len + c > p->n_ctx)
-                return brisk_fail(err, BRISK_ERR_INVALID_ARG,
-                                  "KV policy %s: sequence %d's recording holds %d slots up to position %d; it records positions 0, 1, ... "
-                                  "in order, at most %d",
-                                  p->ops->name, id, len, brisk_kv_next_pos(kv, id), p->n_ctx);
             observe_batch(p, kv, id, c);
             continue;
         }
         if (len + c > budget) {
             int32_t n_keep, must;
             brisk_kv_policy_cut(kv, id, c, &n_keep, &must);
-            if (must > budget - c) {
-                const int32_t sink = BRISK_MIN(p->cfg.sink, len), win = BRISK_MIN(p->cfg.window, len - sink);
-                return brisk_fail(err, BRISK_ERR_CAPACITY,
-                                  "sequence %d: its %d pinned KV slots (--kv-pin) with the %d sinks and the %d-slot window leave no room "
-                                  "for %d more tokens in its budget of %d slots; raise --kv-budget or pin fewer roles",
-                                  id, must - sink - win, sink, win, c, budget);
-            }
-            if (phase == BRISK_KV_ORACLE_NONE)
-                return brisk_fail(err, BRISK_ERR_INVALID_ARG,
-                                  "KV policy %s: sequence %d has no recorded pass to rank its slots by (a first pass over the same "
-                                  "tokens with every slot kept: brisk_seq_oracle)",
-                                  p->ops->name, id);
             /* h2o's select widens its window: pinned slots then fall inside it, so the count above still bounds it */
             (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->keep);
             int32_t missing = -1;
