@@ -269,6 +269,14 @@ int32_t brisk_seq_len(const brisk_context *c, int32_t seq);
  * empty; -1 for an unknown seq). Equals brisk_seq_len until a retention
  * policy (kv_policy) drops slots: positions are kept, so RoPE stays right. */
 int32_t brisk_seq_next_pos(const brisk_context *c, int32_t seq);
+/* With a retention policy (kv_policy): the most tokens seq's next batch may
+ * bring for the policy's cuts to fall where a token-by-token feed's would, so
+ * that the output does not depend on how the caller chunks its tokens. Below
+ * the budget it is what fills it (at most budget - sink - window); at the
+ * budget, what one token's cut frees. 0 when pinned slots, sinks and window
+ * fill the budget; INT32_MAX without a policy; -1 for an unknown seq. Feed
+ * batches of any size from 1 to this (brisk_sched does). */
+int32_t brisk_seq_policy_room(const brisk_context *c, int32_t seq);
 /* Keep the first n_keep tokens of seq (0 clears it). After a tree decode only
  * its leading chain is in position order; keeping more is refused. */
 brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, brisk_error *err);

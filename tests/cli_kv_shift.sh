@@ -11,6 +11,7 @@
 #   - a policy without a shift stops where the positions reach the model's
 #     trained context (512 for the fixture), finish reason length; with
 #     --context-shift it goes on;
+#   - the prompt's batch size (-b) does not change the output, with a policy or a shift;
 #   - --kv-pin prompt survives the shifts; pinned slots that leave no room
 #     fail with a message (exit 1);
 #   - chat with a policy, a shift and --kv-pin system: two turns, the KV line;
@@ -79,6 +80,16 @@ run -n 150 -c 64 --ignore-eos --context-shift --kv-pin prompt > "$tmp/pin.out" 2
   bad "--kv-pin prompt: rc $rc $(cat "$tmp/pin.err")"
 expect_err 1 "pin fewer roles" run -n 150 -c 64 --ignore-eos --context-shift --kv-pin prompt --kv-pin generated
 expect_err 1 "pinned KV slots (--kv-pin)" run -n 300 -c 64 --ignore-eos --kv-policy streaming --kv-budget 48 --kv-window 8 --kv-pin generated
+
+# the prompt's batches (-b) do not change the output: under a policy every batch stops where the policy cuts
+# (brisk_seq_policy_room), and a context shift falls where the slots are full, whatever -b is (a 442-token prompt)
+head -c 1200 "$root/bench/kv-needle.py" > "$tmp/long.txt"
+for flags in "--kv-policy streaming --kv-budget 96 -c 256" "--kv-policy h2o --kv-budget 96 -c 256" "--context-shift -c 128"; do
+  # shellcheck disable=SC2086 # word splitting of the flags is intended
+  for b in 5 64 512; do "$brisk" run -m "$model" -f "$tmp/long.txt" -n 40 --ignore-eos --temp 0 -t 2 $flags -b $b > "$tmp/b$b.out" 2>/dev/null; done
+  [ -s "$tmp/b5.out" ] && cmp -s "$tmp/b5.out" "$tmp/b64.out" && cmp -s "$tmp/b5.out" "$tmp/b512.out" && ok ||
+    bad "$flags: the output depends on -b (5, 64, 512)"
+done
 
 # chat: a policy, a shift and a pinned system prompt over two turns
 if [ -f "$tpl" ]; then

@@ -218,7 +218,15 @@ brisk_status cli_ctx_feed(brisk_context *ctx, cli_ctx_shift *cs, const int32_t *
         const int32_t r = role ? role[i0] : role0;
         int32_t m = 1;
         while (i0 + m < n && m < cs->batch && (role ? role[i0 + m] : role0) == r) m++;
-        if ((st = cli_ctx_make_room(ctx, cs, m, ok, err)) || !*ok) goto done;
+        /* a fixed schedule, so that the output does not depend on -b: a context shift only when the slots or
+         * positions are full (room for one more token), then no batch crosses their end, and with a policy no
+         * batch crosses the point where it cuts (brisk_seq_policy_room; 0, pinned slots filling the budget: a
+         * batch of one, which the policy refuses with the reason) */
+        if ((st = cli_ctx_make_room(ctx, cs, 1, ok, err)) || !*ok) goto done;
+        int64_t left = (int64_t)cs->pos_limit - brisk_seq_next_pos(ctx, 0);
+        if (!cs->policy) left = BRISK_MIN(left, (int64_t)cs->n_ctx - brisk_seq_len(ctx, 0));
+        if (left < m) m = (int32_t)left;   /* >= 1 after make_room */
+        if (cs->policy) m = BRISK_MAX(1, BRISK_MIN(m, brisk_seq_policy_room(ctx, 0)));
         if ((st = brisk_seq_set_role(ctx, 0, r, err))) goto done;
         const int32_t p0 = brisk_seq_next_pos(ctx, 0);
         for (int32_t j = 0; j < m; j++) {

@@ -498,6 +498,11 @@ int32_t brisk_seq_next_pos(const brisk_context *c, int32_t seq) {
     return brisk_kv_next_pos(c->kv, seq);
 }
 
+int32_t brisk_seq_policy_room(const brisk_context *c, int32_t seq) {
+    if (seq < 0 || seq >= c->kv->n_seq) return -1;
+    return brisk_kv_policy_room(c->kv, seq);
+}
+
 brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, brisk_error *err) {
     if (seq < 0 || seq >= c->kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);

@@ -901,17 +901,8 @@ static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
  * fall at the same points; with it off the choice finishes ("length"). Rotated and compacted blocks never join
  * the prefix cache (kv.c), and a sequence takes from it only blocks that hold their own positions. */
 
-/* Tokens seq's next batch may bring under its policy (INT32_MAX without one); 0 when its pinned slots, sinks
- * and window fill the budget. The cut is make_room's own (brisk_kv_policy_cut). */
-static int32_t policy_room(const brisk_sched *s, int32_t seq) {
-    const brisk_kv_policy *p = s->kv->policy;
-    if (!p) return INT32_MAX;
-    const int32_t len = brisk_kv_len(s->kv, seq), budget = p->cfg.budget, room = budget - p->cfg.sink - p->cfg.window;
-    if (len < budget) return BRISK_MIN(budget - len, room);
-    int32_t keep, must;
-    brisk_kv_policy_cut(s->kv, seq, 1, &keep, &must);   /* what a one-token decode's cut keeps */
-    return BRISK_MAX(0, budget - keep);
-}
+/* Tokens seq's next batch may bring under its policy: the fixed schedule (brisk_kv_policy_room). */
+static int32_t policy_room(const brisk_sched *s, int32_t seq) { return brisk_kv_policy_room(s->kv, seq); }
 
 /* Tokens seq may take before its slots (no policy) or positions reach the limit. */
 static int32_t limit_room(const brisk_sched *s, int32_t seq) {

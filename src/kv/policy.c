@@ -256,6 +256,16 @@ void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_
     *n_keep = BRISK_MAX(budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2)), *must);
 }
 
+int32_t brisk_kv_policy_room(const brisk_kv *kv, int32_t seq) {
+    const brisk_kv_policy *p = kv->policy;
+    if (!p) return INT32_MAX;
+    const int32_t len = brisk_kv_len(kv, seq), budget = p->cfg.budget, room = budget - p->cfg.sink - p->cfg.window;
+    if (len < budget) return BRISK_MIN(budget - len, room);
+    int32_t keep, must;
+    brisk_kv_policy_cut(kv, seq, 1, &keep, &must);
+    return BRISK_MAX(0, budget - keep);
+}
+
 /* make_room's refusals for c tokens of seq, before anything changes: an
  * oracle recording out of order, pinned slots that leave no room, an oracle
  * replay with no recording. */

@@ -187,6 +187,14 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
  * or *must when that is more. The scheduler sizes a sequence's chunks from
  * it (sched.c), so its cuts fall where a one-token decode's would. */
 void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_keep, int32_t *must);
+/* The most tokens seq's next batch may bring so that the policy cuts where a
+ * token-by-token feed would (INT32_MAX without a policy; 0 when the pinned
+ * slots, sinks and window fill the budget): below the budget, up to it (and
+ * at most budget - sink - window); at it, what a one-token decode's cut
+ * leaves free. Feeding in batches of at most this many (any size within it)
+ * gives the same cuts, hence the same output, as any other such feed: the
+ * fixed schedule of serve, run and chat (batch invariance under retention). */
+int32_t brisk_kv_policy_room(const brisk_kv *kv, int32_t seq);
 
 /* Observing policies: whether the query of the token that will occupy slot
  * of seq in the batch make_room just prepared is observed (false without an
