@@ -4,6 +4,7 @@
 #include "test.h"
 #include "brisk.h"
 #include "engine/engine_impl.h"   /* the eviction check below reaches into the KV */
+#include "kv/policy.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -624,6 +625,39 @@ static void test_memory_plan(void) {
         CHECKF(plan.logits == rows * (size_t)n_vocab * sizeof(float), "logits %zu, want %zu rows", plan.logits, rows);
         CHECK(brisk_context_n_outputs_max(c) == (int32_t)rows && brisk_context_kv_tokens(c) >= p.n_ctx_seq);
         CHECK(plan.total == plan.weights + plan.kv + plan.scratch + plan.logits && plan.available > 0);
+        brisk_context_free(c);
+    }
+    /* a retention policy's scratch and attention statistics are in the plan, and the plan is what init allocates:
+     * the scratch grows by the policy's bytes, which for the oracle are its n_seq x n_ctx^2 table */
+    size_t base_scratch = 0;
+    for (int kind = BRISK_KV_POLICY_NONE; kind < BRISK_KV_N_POLICIES; kind++) {
+        brisk_context_params p = brisk_context_default_params();
+        p.n_ctx_seq = 256;
+        p.n_batch = 64;
+        p.n_seq = 2;
+        p.n_threads = 2;
+        p.kv_policy = kind;
+        if (kind) {
+            p.kv_budget = 128;
+            p.kv_sink = 4;
+            p.kv_window = 16;
+        }
+        brisk_memory_plan plan;
+        brisk_context *c = NULL;
+        CHECKF(brisk_context_plan(model, &p, &plan, &err) == BRISK_OK, "plan: %s", err.msg);
+        CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "policy %d: %s", kind, err.msg);
+        if (!c) continue;
+        size_t kv = 0, scratch = 0;
+        brisk_context_memory(c, &kv, &scratch);
+        CHECKF(scratch == plan.scratch + plan.logits && (c->kv->policy == NULL) == (kind == 0),
+               "policy %d: plan scratch %zu + %zu, init %zu", kind, plan.scratch, plan.logits, scratch);
+        if (kind == 0) base_scratch = plan.scratch;
+        else {
+            CHECKF(c->kv->policy && plan.scratch == base_scratch + c->kv->policy->bytes, "policy %d: plan scratch %zu = %zu + policy %zu",
+                   kind, plan.scratch, base_scratch, c->kv->policy ? c->kv->policy->bytes : 0);
+            if (kind == BRISK_KV_POLICY_ORACLE)   /* its table: 2 sequences x 256 x 256 sums of 8 bytes */
+                CHECKF(plan.scratch - base_scratch >= (size_t)2 * 256 * 256 * 8, "oracle's table not in the plan (%zu)", plan.scratch - base_scratch);
+        }
         brisk_context_free(c);
     }
     /* a plan over the memory available: refused with its numbers in the message */

@@ -152,6 +152,7 @@ brisk_context_params brisk_context_default_params(void) {
 typedef struct ctx_shape {
     int32_t n_ctx, kv_tokens, n_seq, n_batch, n_outputs, n_threads;
     brisk_kv_type type_k, type_v;
+    int32_t kv_policy, kv_window;   /* the retention policy, whose statistics the plan counts */
 } ctx_shape;
 
 static brisk_status resolve_params(const brisk_model *m, const brisk_context_params *p, ctx_shape *o, brisk_error *err) {
@@ -178,6 +179,8 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
                           brisk_kv_type_name(p->type_k));
     o->type_k = (brisk_kv_type)p->type_k;
     o->type_v = (brisk_kv_type)p->type_v;
+    o->kv_policy = p->kv_policy;
+    o->kv_window = p->kv_window;
     o->n_ctx = p->n_ctx_seq > 0 ? p->n_ctx_seq : hp->n_ctx_train;
     o->kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : o->n_ctx;
     o->n_seq = p->n_seq > 0 ? p->n_seq : 1;
@@ -253,6 +256,11 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     /* the context's own bookkeeping, [n_batch] and [n_seq] arrays */
     out->scratch += (size_t)sh->n_batch * (6 * sizeof(int32_t) + 1) +
                     (size_t)sh->n_seq * (3 * sizeof(int32_t) + 1 + sizeof(int64_t) + 2 * BRISK_TREE_RECORD * sizeof(int32_t));
+    /* the retention policy's scratch and attention statistics (the oracle's table: n_seq x n_ctx^2 sums); a table
+     * over its limit is left to the policy's init, which names it */
+    size_t policy = 0;
+    brisk_kv_policy_plan(sh->kv_policy, sh->kv_window, sh->n_seq, sh->n_ctx, &policy);
+    if (!brisk_add_size(out->scratch, policy, &out->scratch)) return brisk_fail(err, BRISK_ERR_CAPACITY, "context memory overflows");
     if (!brisk_mul_size((size_t)sh->n_outputs * sizeof(float), (size_t)hp->n_vocab, &out->logits))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for %d output rows x %d vocabulary overflow", sh->n_outputs, hp->n_vocab);
     size_t t = out->weights;

@@ -109,7 +109,7 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         brisk_kv_policy_free(p);
         return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
     }
-    p->bytes = sizeof *p + (size_t)kv->n_ctx * (sizeof *p->cand + sizeof *p->keep) + (size_t)kv->n_seq * sizeof *p->count;
+    brisk_kv_policy_plan(c.kind, c.window, kv->n_seq, kv->n_ctx, &p->bytes);   /* what the allocations below add up to */
     p->n_ctx = kv->n_ctx;
     p->rows = p->ops->observe == BRISK_KV_OBSERVE_WINDOW ? c.window : p->ops->observe == BRISK_KV_OBSERVE_RECORD ? kv->n_ctx : 1;
     if (p->ops->observe == BRISK_KV_OBSERVE_RECORD) {   /* one row per query position: n_ctx^2 sums per sequence, bounded */
@@ -127,7 +127,6 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
             brisk_kv_policy_free(p);
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
         }
-        p->bytes += (size_t)kv->n_seq * (sizeof *p->phase + sizeof *p->recorded);
     }
     if (p->ops->observe != BRISK_KV_OBSERVE_NONE) {   /* the attention statistics: n_seq x rows x n_ctx sums, 8 bytes each */
         p->mass = calloc((size_t)kv->n_seq * (size_t)p->rows * (size_t)kv->n_ctx, sizeof *p->mass);
@@ -137,7 +136,6 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d slots)",
                               brisk_kv_policy_name(c.kind), kv->n_seq, p->rows, kv->n_ctx);
         }
-        p->bytes += (size_t)kv->n_seq * ((size_t)p->rows * (size_t)kv->n_ctx * sizeof *p->mass + sizeof *p->batch_end);
     }
     if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_ctx, 4 bytes each */
         p->seen = malloc((size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);
@@ -146,7 +144,6 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics", brisk_kv_policy_name(c.kind));
         }
         memset(p->seen, 0xff, (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);   /* -1: not attended yet */
-        p->bytes += (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen;
         p->seen_threshold = p->ops->seen_threshold;
     }
     brisk_kv_policy_free(kv->policy);
@@ -254,6 +251,25 @@ void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_
      * the first dropped one) */
     *must = sink + win + brisk_kv_policy_pinned_in(kv, seq, sink, len - win);
     *n_keep = BRISK_MAX(budget - BRISK_MAX(c, BRISK_MIN(BRISK_KV_BLOCK, room / 2)), *must);
+}
+
+bool brisk_kv_policy_plan(int kind, int32_t window, int32_t n_seq, int32_t n_ctx, size_t *bytes) {
+    *bytes = 0;
+    if (kind <= BRISK_KV_POLICY_NONE || kind >= BRISK_KV_N_POLICIES || window < 0 || n_seq < 1 || n_ctx < 1) return true;
+    const brisk_kv_policy_ops *ops = policy_table[kind];
+    const brisk_kv_policy *p = NULL;   /* for the element sizes */
+    const double seqs = (double)n_seq, ctx = (double)n_ctx;
+    double b = (double)sizeof *p + ctx * (double)(sizeof *p->cand + sizeof *p->keep) + seqs * (double)sizeof *p->count;
+    if (ops->observe == BRISK_KV_OBSERVE_RECORD) {
+        if (seqs * ctx * ctx * (double)sizeof *p->mass > (double)BRISK_KV_ORACLE_MAX_BYTES) return false;
+        b += seqs * (double)(sizeof *p->phase + sizeof *p->recorded);
+    }
+    const double rows = ops->observe == BRISK_KV_OBSERVE_WINDOW ? (double)window : ops->observe == BRISK_KV_OBSERVE_RECORD ? ctx : 1.0;
+    if (ops->observe != BRISK_KV_OBSERVE_NONE) b += seqs * (rows * ctx * (double)sizeof *p->mass + (double)sizeof *p->batch_end);
+    if (ops->seen_threshold > 0.0f) b += seqs * ctx * (double)sizeof *p->seen;
+    if (b > (double)SIZE_MAX / 2) return false;
+    *bytes = (size_t)b;
+    return true;
 }
 
 int32_t brisk_kv_policy_room(const brisk_kv *kv, int32_t seq) {

@@ -195,6 +195,12 @@ void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_
  * gives the same cuts, hence the same output, as any other such feed: the
  * fixed schedule of serve, run and chat (batch invariance under retention). */
 int32_t brisk_kv_policy_room(const brisk_kv *kv, int32_t seq);
+/* The bytes brisk_kv_policy_set allocates for a policy of this kind
+ * (BRISK_KV_POLICY_NONE or an unknown kind: 0) over n_seq sequences of n_ctx
+ * slots: its scratch and its attention statistics (the oracle's table is
+ * n_seq x n_ctx^2 sums). false, *bytes 0, when they exceed the oracle's
+ * limit or overflow (the policy's init then refuses, naming why). */
+bool brisk_kv_policy_plan(int kind, int32_t window, int32_t n_seq, int32_t n_ctx, size_t *bytes);
 
 /* Observing policies: whether the query of the token that will occupy slot
  * of seq in the batch make_room just prepared is observed (false without an
