@@ -153,6 +153,13 @@ typedef struct brisk_context_params {
      * brisk_kv_role whose slots no retention policy evicts and no context
      * shift discards (brisk_seq_set_role tags the slots). 0 = none. */
     uint32_t kv_pin;
+    /* Store K rotated by a Walsh-Hadamard transform per head, the queries
+     * rotated alike (q.k unchanged up to rounding), so that the K cache's
+     * quantization error spreads evenly over each block instead of following
+     * its outlier channels (QuaRot; ik_llama.cpp's -khad). Needs a q8_0 or
+     * q4_0 K (type_k); not for multi-head latent attention. Fidelity in
+     * docs/KV.md. false = off, the default. */
+    bool k_hadamard;
 } brisk_context_params;
 
 /* What a KV slot holds, as the caller tagged it (brisk_seq_set_role), for

@@ -59,6 +59,15 @@ if "$brisk" bench -m "$model" -p 8 -n 4 -r 1 -d 16 -ctk k4 -ctv k2 -o json 2>/de
 if "$brisk" bench -m "$model" -p 8 -n 4 -r 1 -d 16 -ctk q8_0 -ctv q4_0 -o json 2>/dev/null | grep -q '"n_depth"'; then ok; else bad "bench -ctk q8_0 -ctv q4_0 -d 16"; fi
 q="$(ppl -f "$text" -c 16 -ctk q4_0 -ctv q4_0 2>/dev/null)"
 [ -n "$q" ] && [ "$a" != "$q" ] && ok || bad "q4_0 K+V gives F16's perplexity: the type is not used"
+# --k-hadamard (-khad): a q8_0/q4_0 K stored rotated; it changes the result, and any other K is refused naming the types
+qh="$(ppl -f "$text" -c 16 -ctk q4_0 -ctv q4_0 --k-hadamard 2>/dev/null)"
+[ -n "$qh" ] && [ "$qh" != "$q" ] && ok || bad "--k-hadamard gives the unrotated q4_0 perplexity: the rotation is not used"
+[ -n "$(gen -ctk q8_0 -khad)" ] && ok || bad "run -ctk q8_0 -khad generated nothing"
+for cmd in run chat bench serve; do
+  expect_err 2 "needs -ctk q8_0 or q4_0 (K is f16)" "$brisk" $cmd -m "$model" -khad < /dev/null
+done
+expect_err 2 "needs -ctk q8_0 or q4_0 (K is f16)" ppl -f "$text" -c 16 -khad
+expect_err 2 "needs -ctk q8_0 or q4_0 (K is k4)" ppl -f "$text" -c 16 -ctk k4 --k-hadamard
 
 # the file brisk writes: llama-perplexity's header and tokens
 ppl -f "$text" -c 16 --chunks 1 --kl-divergence-base "$tmp/base.kld" >/dev/null 2>&1 || bad "writing the base file"

@@ -205,6 +205,7 @@ static void test_rerotate_all(void) {
 
 static brisk_model *model;
 static int32_t n_vocab;
+static bool k_hadamard;   /* make_ctx's contexts store K Hadamard-rotated */
 enum { NCTX = 512, NTOK = 300 };
 
 static brisk_context *make_ctx(int type, int n_seq, int threads, int policy, int32_t budget, uint32_t pin) {
@@ -221,6 +222,7 @@ static brisk_context *make_ctx(int type, int n_seq, int threads, int policy, int
     p.kv_window = 16;
     p.kv_seed = 7;
     p.kv_pin = pin;
+    p.k_hadamard = k_hadamard;
     brisk_error err = {0};
     brisk_context *c = NULL;
     CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "context: %s", err.msg);
@@ -316,6 +318,10 @@ static void test_shift_logits(int type, const int32_t *tok) {
             float ka[256], kf[256], amax = 0.0f;
             brisk_kv_k_get(a->kv, 0, 0, s, h, ka);
             brisk_kv_k_get(f->kv, 0, 0, s, h, kf);
+            if (a->kv->k_hadamard) {   /* compared as stored, where the type's bound applies to each element */
+                brisk_kv_hadamard(ka, hd);
+                brisk_kv_hadamard(kf, hd);
+            }
             for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(kf[i]));
             for (int32_t i = 0; i < hd; i++) {
                 const float d = fabsf(ka[i] - kf[i]);
@@ -544,6 +550,108 @@ static void test_shift_pinned(const int32_t *tok) {
           brisk_kv_role_parse("bot") == -1 && !strcmp(brisk_kv_role_name(99), "?"));
 }
 
+/* brisk_kv_hadamard: orthonormal (norms and dot products kept) and its own inverse, per group of the largest
+ * power of two dividing the head (96: three groups of 32, each mixed only within itself). */
+static void test_hadamard_transform(void) {
+    static const int32_t dims[] = {32, 64, 96, 128, 256};
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        const int32_t n = dims[i];
+        float x[256] = {0}, y[256] = {0}, z[256];
+        double dot = 0, dot_r = 0, max_back = 0;
+        for (int32_t j = 0; j < n; j++) x[j] = (float)((int32_t)(urand() % 2001) - 1000) / 100.0f, y[j] = (float)((int32_t)(urand() % 2001) - 1000) / 300.0f;
+        for (int32_t j = 0; j < n; j++) dot += (double)x[j] * y[j];
+        memcpy(z, x, sizeof z);
+        brisk_kv_hadamard(z, n);
+        float yr[256];
+        memcpy(yr, y, sizeof yr);
+        brisk_kv_hadamard(yr, n);
+        for (int32_t j = 0; j < n; j++) dot_r += (double)z[j] * yr[j];
+        brisk_kv_hadamard(z, n);
+        for (int32_t j = 0; j < n; j++) max_back = fmax(max_back, fabs((double)z[j] - x[j]));
+        CHECKF(fabs(dot - dot_r) <= 1e-4 * (1 + fabs(dot)) && max_back <= 1e-4, "hadamard %d: dot %.6f vs rotated %.6f, back to x within %g", n, dot,
+               dot_r, max_back);
+    }
+    float e[96] = {0};
+    e[40] = 1.0f;   /* a unit vector in the second group of 32: only that group changes, every element by 1/sqrt(32) */
+    brisk_kv_hadamard(e, 96);
+    int spread = 1;
+    for (int32_t j = 0; j < 96; j++) spread &= (j >= 32 && j < 64) ? fabsf(fabsf(e[j]) - 1.0f / sqrtf(32.0f)) < 1e-6f : e[j] == 0.0f;
+    CHECKF(spread, "hadamard 96: a unit vector of group 1 spreads over that group alone");
+}
+
+/* A Hadamard-rotated K (k_hadamard) on a q8_0 and a q4_0 cache:
+ *   - its logits stay near an F32 cache's, as the plain type's do (the rotation keeps q.k);
+ *   - batch invariant: fed in chunks of 7 beside another sequence, the same logits bits as fed alone in 64s;
+ *   - a state saved from it continues bitwise in another rotated context, and an unrotated context refuses it;
+ *   - F16 K with the rotation is refused at init, naming the types it needs. */
+static void test_hadamard_engine(const int32_t *tok, const int32_t *tok1) {
+    brisk_error err = {0};
+    static const int types[] = {BRISK_KV_Q8_0, BRISK_KV_Q4_0};
+    float *lr = malloc((size_t)n_vocab * sizeof *lr), *lp = malloc((size_t)n_vocab * sizeof *lp);
+    k_hadamard = false;
+    brisk_context *ref = make_ctx(BRISK_KV_F32, 1, 2, 0, 0, 0);
+    if (!ref || !lr || !lp) goto done;
+    CHECKF(feed_all(ref, 0, tok, NTOK, 64, &err) == BRISK_OK, "%s", err.msg);
+    memcpy(lr, brisk_get_logits(ref, 0), (size_t)n_vocab * sizeof *lr);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        k_hadamard = false;
+        brisk_context *plain = make_ctx(types[t], 1, 2, 0, 0, 0);
+        k_hadamard = true;
+        brisk_context *a = make_ctx(types[t], 1, 2, 0, 0, 0), *b = make_ctx(types[t], 2, 2, 0, 0, 0), *c = make_ctx(types[t], 1, 2, 0, 0, 0);
+        k_hadamard = false;
+        brisk_context *u = make_ctx(types[t], 1, 2, 0, 0, 0);
+        uint8_t *st = NULL;
+        size_t n_st = 0;
+        if (!plain || !a || !b || !c || !u) goto next;
+        CHECK(a->kv->k_hadamard && !plain->kv->k_hadamard);
+        CHECKF(feed_all(plain, 0, tok, NTOK, 64, &err) == BRISK_OK && feed_all(a, 0, tok, NTOK, 64, &err) == BRISK_OK, "%s", err.msg);
+        memcpy(lp, brisk_get_logits(plain, 0), (size_t)n_vocab * sizeof *lp);
+        const float d_plain = max_diff(lp, lr, n_vocab), d_rot = max_diff(brisk_get_logits(a, 0), lr, n_vocab);
+        const float tol = types[t] == BRISK_KV_Q8_0 ? 0.5f : 3.0f;
+        CHECKF(d_rot < tol && memcmp(lp, brisk_get_logits(a, 0), (size_t)n_vocab * sizeof *lp) != 0,
+               "%s rotated: logits %g from the F32 cache's (plain %s: %g), and not the plain cache's bits", brisk_kv_type_name(types[t]), d_rot,
+               brisk_kv_type_name(types[t]), d_plain);
+        printf("hadamard %s: logits vs an F32 cache %.3g (plain %.3g)\n", brisk_kv_type_name(types[t]), d_rot, d_plain);
+        /* alone in 64s vs chunks of 7 beside sequence 1 */
+        CHECKF(feed_all(b, 1, tok1, 100, 13, &err) == BRISK_OK && feed_all(b, 0, tok, NTOK, 7, &err) == BRISK_OK, "%s", err.msg);
+        CHECKF(!memcmp(brisk_get_logits(a, 0), brisk_get_logits(b, 0), (size_t)n_vocab * sizeof(float)),
+               "%s rotated: logits differ alone vs chunked beside another sequence", brisk_kv_type_name(types[t]));
+        /* a state: continues bitwise in a rotated context, refused by an unrotated one */
+        CHECKF(brisk_seq_state_get_alloc(a, 0, NULL, &st, &n_st, &err) == BRISK_OK, "%s", err.msg);
+        if (st) {
+            CHECKF(brisk_seq_state_set(c, 0, NULL, st, n_st, &err) == BRISK_OK, "%s", err.msg);
+            const int32_t x = tok[NTOK];
+            CHECKF(feed(a, 0, &x, 1, &err) == BRISK_OK && feed(c, 0, &x, 1, &err) == BRISK_OK, "%s", err.msg);
+            CHECKF(!memcmp(brisk_get_logits(a, 0), brisk_get_logits(c, 0), (size_t)n_vocab * sizeof(float)),
+                   "%s rotated: a loaded state does not continue bitwise", brisk_kv_type_name(types[t]));
+            CHECKF(brisk_seq_state_set(u, 0, NULL, st, n_st, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "Hadamard-rotated") &&
+                       strstr(err.msg, "--k-hadamard"),
+                   "an unrotated context took a rotated state: %s", err.msg);
+        }
+    next:
+        free(st);
+        brisk_context_free(plain);
+        brisk_context_free(a);
+        brisk_context_free(b);
+        brisk_context_free(c);
+        brisk_context_free(u);
+    }
+    {
+        brisk_context_params p = brisk_context_default_params();
+        p.n_ctx_seq = 64;
+        p.k_hadamard = true;   /* F16 K */
+        brisk_context *c = NULL;
+        CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_INVALID_ARG && !c && strstr(err.msg, "needs a q8_0 or q4_0 K cache; K is f16"),
+               "f16 K with the rotation: %s", err.msg);
+        brisk_context_free(c);
+    }
+done:
+    k_hadamard = false;
+    free(lr);
+    free(lp);
+    brisk_context_free(ref);
+}
+
 int main(void) {
     test_rerotate_all();
     char path[1024];
@@ -561,9 +669,17 @@ int main(void) {
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) test_shift_logits(types[t], tok);
     test_shift_invariance(BRISK_KV_F16, tok, tok1);
     test_shift_invariance(BRISK_KV_Q8_0, tok, tok1);
+    test_hadamard_engine(tok, tok1);
+    /* a shift through a rotated K: brisk_kv_k_get/k_set undo and redo the rotation around RoPE's */
+    k_hadamard = true;
+    test_shift_logits(BRISK_KV_Q8_0, tok);
+    test_shift_logits(BRISK_KV_Q4_0, tok);
+    test_shift_invariance(BRISK_KV_Q8_0, tok, tok1);
+    k_hadamard = false;
     test_shift_pinned(tok);
     for (int kind = BRISK_KV_POLICY_STREAMING; kind < BRISK_KV_N_POLICIES; kind++)
         for (size_t t = 1; t < sizeof types / sizeof types[0]; t++) test_pinned(kind, types[t], tok);
     brisk_model_free(model);
+    test_hadamard_transform();   /* last: its random draws must not move the tests' above */
     return test_finish();
 }

@@ -394,7 +394,8 @@ static void check_refusals(const brisk_model *m, const brisk_model *other, const
     } crafted[] = {
         {4, 2, BRISK_ERR_UNSUPPORTED, "version", "version 2"},
         {0, 0x46554747u, BRISK_ERR_FORMAT, "magic", "a GGUF magic"},
-        {8, 6, BRISK_ERR_FORMAT, "flags", "unknown flags"},
+        {8, 9, BRISK_ERR_FORMAT, "flags", "unknown flags"},
+        {8, 5, BRISK_ERR_INVALID_ARG, "Hadamard-rotated", "K marked Hadamard-rotated (--k-hadamard), loaded into an unrotated context"},
         {76, 1, BRISK_ERR_FORMAT, "reserved", "reserved field"},
         /* another storage type changes the rows' sizes (test_kv_quant loads real states of other types) */
         {32, 1, BRISK_ERR_FORMAT, "sizes add up", "K type F32"},

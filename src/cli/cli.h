@@ -90,7 +90,7 @@ typedef enum cli_opt_id {
     /* constrained decoding (run, chat) */
     CLI_O_GRAMMAR, CLI_O_GRAMMAR_FILE, CLI_O_JSON_SCHEMA, CLI_O_JSON_SCHEMA_FILE, CLI_O_REGEX, CLI_O_CHOICE,
     /* the KV cache's storage types (kv_flags.c) and perplexity's KL divergence */
-    CLI_O_CACHE_TYPE_K, CLI_O_CACHE_TYPE_V, CLI_O_FLASH_ATTN, CLI_O_KLD_BASE, CLI_O_KLD,
+    CLI_O_CACHE_TYPE_K, CLI_O_CACHE_TYPE_V, CLI_O_K_HADAMARD, CLI_O_FLASH_ATTN, CLI_O_KLD_BASE, CLI_O_KLD,
     /* brisk synth, session 9 */
     CLI_O_SYNTH_VOCAB,
     /* KV retention policies (kv_flags.c; perplexity) */

@@ -38,7 +38,7 @@ static const cli_use bench_uses[] = {
     {.id = CLI_O_MODEL}, {.id = CLI_O_BENCH_N_PROMPT}, {.id = CLI_O_BENCH_N_GEN}, {.id = CLI_O_BATCH}, {.id = CLI_O_THREADS},
     {.id = CLI_O_BENCH_N_DEPTH}, {.id = CLI_O_BENCH_REPS}, {.id = CLI_O_BENCH_FORMAT}, {.id = CLI_O_NO_ROOFLINE}, {.id = CLI_O_ISA},
     {.id = CLI_O_VERBOSE, .help = "accepted (bench always prints the memory plan)"}, {.id = CLI_O_NGL},
-    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET, .help = "KV slots with --kv-policy, sinks and window included: an integer >= 1, or "
                                                              "a fraction 0 < F < 1 of the context (the deepest -d plus the longest test)"},
     {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW},
@@ -386,6 +386,7 @@ int brisk_cmd_bench(int argc, char **argv) {
     brisk_context_params cp = brisk_context_default_params();
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    cp.k_hadamard = kvt.k_hadamard;
     const int64_t longest = n_prompt > n_gen ? n_prompt : n_gen, need_ctx = max_depth + longest + 1;
     /* the context holds the deepest depth plus the longest test: refuse one past what the model was trained for */
     if (mi.n_ctx_train > 0 && max_depth + longest > mi.n_ctx_train) {

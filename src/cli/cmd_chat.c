@@ -32,7 +32,7 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_HEADING, .heading = "constrained decoding (every reply; docs/CONSTRAIN.md; at most one):"},
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
-    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/KV.md):"},
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
     {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT}, {.id = CLI_O_KV_PIN},
@@ -502,6 +502,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     cp.n_threads = cli_threads(&a);
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    cp.k_hadamard = kvt.k_hadamard;
     cp.kv_policy = kvt.kv_policy;
     cp.kv_budget = kvt.kv_budget;
     cp.kv_sink = kvt.kv_sink;

@@ -43,7 +43,7 @@ static const cli_use run_uses[] = {
     {.id = CLI_O_HEADING, .heading = "constrained decoding (docs/CONSTRAIN.md; at most one; works with --spec):"},
     {.id = CLI_O_JSON_SCHEMA}, {.id = CLI_O_JSON_SCHEMA_FILE}, {.id = CLI_O_GRAMMAR}, {.id = CLI_O_GRAMMAR_FILE},
     {.id = CLI_O_REGEX}, {.id = CLI_O_CHOICE},
-    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/KV.md; not with --spec or --prompt-cache):"},
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
     {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT}, {.id = CLI_O_KV_PIN},
@@ -349,6 +349,7 @@ int brisk_cmd_run(int argc, char **argv) {
     cp.attn_sink = attn_window ? (int32_t)attn_sink : 0;
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    cp.k_hadamard = kvt.k_hadamard;
     cp.kv_policy = kvt.kv_policy;
     cp.kv_budget = kvt.kv_budget;
     cp.kv_sink = kvt.kv_sink;

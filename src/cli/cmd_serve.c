@@ -73,7 +73,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_HEADING, .heading = "other"},
     {.id = CLI_O_MAX_INPUT, .help = "largest --chat-template file, in bytes (K, M, G suffixes)"},
     {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
-    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_FLASH_ATTN},
+    {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_CACHE_TYPE_K_DRAFT, .def_help = "-ctk's type"}, {.id = CLI_O_CACHE_TYPE_V_DRAFT, .def_help = "-ctv's type"},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/SERVER.md \"Retention\"; not with --spec, -md or --kv-dir):"},
@@ -315,6 +315,7 @@ int brisk_cmd_serve(int argc, char **argv) {
     cp.n_seq = max_running;
     cp.type_k = kvt.type_k;
     cp.type_v = kvt.type_v;
+    cp.k_hadamard = kvt.k_hadamard;
     /* a fractional budget is of each request's -c, known now */
     if (ret.policy_given && !ret.c_early && (rc = cli_kv_policy(&a, C, cp.n_ctx_seq, 1, &kvt)) != 0) goto fail_quiet;
     rc = CLI_EXIT_RUNTIME;

@@ -174,6 +174,9 @@ static const cli_opt table[CLI_O_COUNT] = {
                             .help = "KV cache type for K: f16, f32, q8_0, q4_0 (llama.cpp's names, any case), k4, k2 (KIVI: per-channel K; docs/KV.md)"},
     [CLI_O_CACHE_TYPE_V] = {{"-ctv", "--cache-type-v"}, .type = CLI_T_STR, .meta = "TYPE", .def = "f16",
                             .help = "KV cache type for V: f16, f32, q8_0, q4_0, k4, k2 (KIVI: per-token V)"},
+    [CLI_O_K_HADAMARD] = {{"-khad", "--k-hadamard"}, .type = CLI_T_FLAG,
+                          .help = "store K rotated by a Hadamard transform per head, the queries alike (q.k unchanged): a q8_0 or "
+                                  "q4_0 K loses less (docs/KV.md); needs -ctk q8_0 or q4_0"},
     [CLI_O_FLASH_ATTN] = {{"-fa", "--flash-attn"}, .type = CLI_T_CHOICE, .meta = "on|off|auto", .choices = "on|off|auto", .def = "auto",
                           .help = "accepted for llama.cpp compatibility; brisk's attention is always tiled (flash) attention"},
     [CLI_O_KLD_BASE] = {{"--kl-divergence-base"}, .type = CLI_T_PATH, .meta = "FILE",

@@ -163,6 +163,14 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
     if (p->n_outputs_max < 0)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "output rows %d must not be negative", p->n_outputs_max);
     if (p->n_seq < 0 || p->n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences %d out of range [1, 4096]", p->n_seq);
+    if (p->k_hadamard) {
+        if (p->type_k != BRISK_KV_Q8_0 && p->type_k != BRISK_KV_Q4_0)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "a Hadamard-rotated K (k_hadamard, --k-hadamard) needs a q8_0 or q4_0 K cache; K is %s",
+                              p->type_k >= 0 && p->type_k < BRISK_KV_N_TYPES ? brisk_kv_type_name((brisk_kv_type)p->type_k) : "unknown");
+        if (hp->mla)
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "a Hadamard-rotated K (k_hadamard, --k-hadamard) is not supported with multi-head "
+                              "latent attention (%s)", hp->arch_name);
+    }
     for (int w = 0; w < 2; w++) {
         const int32_t t = w ? p->type_v : p->type_k;
         if (t < 0 || t >= BRISK_KV_N_TYPES)
@@ -330,6 +338,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     if ((st = brisk_kv_init_full(&c->kv, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, n_ctx, sh.kv_tokens, n_seq, n_batch, sh.type_k,
                                  sh.type_v, err)))
         goto fail;
+    c->kv->k_hadamard = p->k_hadamard;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
     if (p->kv_policy) {

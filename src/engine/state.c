@@ -8,7 +8,8 @@
  *     0  u32  magic "BKVS" (42 4b 56 53)
  *     4  u32  version (1)
  *     8  u32  flags: bit 0 = a sampler section follows the K/V; bit 1 = K was
- *          re-rotated by a context shift (never prefix-indexed); others 0
+ *          re-rotated by a context shift (never prefix-indexed); bit 2 = K stored
+ *          Hadamard-rotated (k_hadamard: loads only into such a context); others 0
  *    12  u32  n_tokens: the sequence's length
  *    16  u64  the model's header hash (GGUF header, metadata, tensor table, file size)
  *    24  u64  the model's data hash (every tensor byte)
@@ -58,6 +59,8 @@
 /* K rows re-rotated by a context shift (kv/shift.c): the loaded blocks are
  * marked so, and never enter the prefix index (a hit there must be exact) */
 #define STATE_FLAG_ROTATED 2u
+/* K stored Hadamard-rotated (brisk_context_params.k_hadamard): loads only into such a context */
+#define STATE_FLAG_K_HADAMARD 4u
 #define CHECKSUM_SEED 0x424b56534b53554dull
 
 typedef struct state_header {
@@ -158,7 +161,8 @@ static uint64_t model_data_hash(const brisk_model *cm) {
 static state_header header_for(const brisk_context *c, uint32_t n_tokens, uint64_t sampler_bytes, bool with_sampler, bool rotated) {
     const brisk_kv *kv = c->kv;
     return (state_header){.magic = STATE_MAGIC, .version = STATE_VERSION,
-                          .flags = (with_sampler ? STATE_FLAG_SAMPLER : 0) | (rotated ? STATE_FLAG_ROTATED : 0),
+                          .flags = (with_sampler ? STATE_FLAG_SAMPLER : 0) | (rotated ? STATE_FLAG_ROTATED : 0) |
+                                   (kv->k_hadamard ? STATE_FLAG_K_HADAMARD : 0),
                           .n_tokens = n_tokens, .header_hash = c->model->data->header_hash,
                           .data_hash = model_data_hash(c->model), .k_type = (uint32_t)kv->k_type, .v_type = (uint32_t)kv->v_type,
                           .block = BRISK_KV_BLOCK, .n_layer = (uint32_t)kv->n_layer, .n_head_kv = (uint32_t)kv->n_head,
@@ -254,7 +258,7 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (len < STATE_HEADER + 8)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state truncated: %zu bytes, the header and checksum alone take %u", len, STATE_HEADER + 8);
     header_read(p, h);
-    if (h->flags & ~(STATE_FLAG_SAMPLER | STATE_FLAG_ROTATED)) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown flags 0x%x", h->flags);
+    if (h->flags & ~(STATE_FLAG_SAMPLER | STATE_FLAG_ROTATED | STATE_FLAG_K_HADAMARD)) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: unknown flags 0x%x", h->flags);
     if (h->reserved) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: reserved header field is %u, not 0", h->reserved);
     if (!(h->flags & STATE_FLAG_SAMPLER) && h->sampler_bytes)
         return brisk_fail(err, BRISK_ERR_FORMAT, "KV state: %" PRIu64 " sampler bytes without the sampler flag", h->sampler_bytes);
@@ -282,6 +286,9 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     if (h->k_type != (uint32_t)kv->k_type || h->v_type != (uint32_t)kv->v_type)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state stores K/V as %s/%s (types %u/%u), this context %s/%s", kv_type_name(h->k_type),
                           kv_type_name(h->v_type), h->k_type, h->v_type, kv_type_name((uint32_t)kv->k_type), kv_type_name((uint32_t)kv->v_type));
+    if (!(h->flags & STATE_FLAG_K_HADAMARD) != !kv->k_hadamard)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV state stores K %s, this context %s (--k-hadamard)",
+                          h->flags & STATE_FLAG_K_HADAMARD ? "Hadamard-rotated" : "unrotated", kv->k_hadamard ? "rotated" : "unrotated");
     if (h->block != BRISK_KV_BLOCK || h->n_layer != (uint32_t)kv->n_layer || h->n_head_kv != (uint32_t)kv->n_head ||
         h->head_dim != (uint32_t)kv->head_dim || h->n_vocab != (uint32_t)md->hp.n_vocab)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,

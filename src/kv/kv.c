@@ -6,6 +6,7 @@
 #include "quant/convert.h"
 #include "quant/quant.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -1082,8 +1083,31 @@ static void to_row(brisk_kv_type t, const float *x, int32_t hd, uint8_t *row) {
     }
 }
 
+void brisk_kv_hadamard(float *x, int32_t n) {
+    int32_t g = 1;
+    while (g < n && n % (2 * g) == 0) g *= 2;
+    const float s = 1.0f / sqrtf((float)g);
+    for (int32_t o = 0; o < n; o += g) {
+        float *y = x + o;
+        for (int32_t len = 1; len < g; len *= 2)
+            for (int32_t i = 0; i < g; i += 2 * len)
+                for (int32_t j = i; j < i + len; j++) {
+                    const float a = y[j], b = y[j + len];
+                    y[j] = a + b;
+                    y[j + len] = a - b;
+                }
+        for (int32_t i = 0; i < g; i++) y[i] *= s;
+    }
+}
+
 void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k, const float *v) {
     const int32_t hd = kv->head_dim, sl = slot % BRISK_KV_BLOCK;
+    float kr[KV_MAX_QHEAD];
+    if (kv->k_hadamard) {   /* q8_0/q4_0 only (head_dim <= KV_MAX_QHEAD): stored rotated */
+        memcpy(kr, k, (size_t)hd * sizeof *kr);
+        brisk_kv_hadamard(kr, hd);
+        k = kr;
+    }
     if (kv->k_type == BRISK_KV_F16) {   /* the common case, straight into the transposed part */
         uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, head);
         for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);
@@ -1247,6 +1271,12 @@ brisk_status brisk_kv_make_own(brisk_kv *kv, int32_t seq, int32_t b0, int32_t b1
 
 void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k) {
     const int32_t hd = kv->head_dim, sl = slot % BRISK_KV_BLOCK;
+    float kr[KV_MAX_QHEAD];
+    if (kv->k_hadamard) {
+        memcpy(kr, k, (size_t)hd * sizeof *kr);
+        brisk_kv_hadamard(kr, hd);
+        k = kr;
+    }
     if (kv->k_type == BRISK_KV_F16) {
         uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, head);
         for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);
@@ -1263,4 +1293,5 @@ void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int3
 void brisk_kv_k_get(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, float *k) {
     const uint8_t *part = brisk_kv_k_part(kv, layer, seq, slot, head);
     for (int32_t i = 0; i < kv->head_dim; i++) k[i] = brisk_kv_k_value(kv, part, slot % BRISK_KV_BLOCK, i);
+    if (kv->k_hadamard) brisk_kv_hadamard(k, kv->head_dim);   /* back from the rotated storage */
 }

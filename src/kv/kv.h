@@ -171,6 +171,11 @@ typedef struct brisk_kv {
     int32_t n_blocks;     /* pool size: blocks_for(kv_tokens) + n_seq - 1 */
     int32_t max_blocks;   /* blocks_for(n_ctx): a block table's capacity */
     brisk_kv_type k_type, v_type;
+    /* K stored rotated by a normalized Walsh-Hadamard transform per head
+     * (brisk_kv_hadamard; --k-hadamard): the queries are rotated alike, so
+     * q.k is unchanged while an outlier channel's energy spreads over the
+     * block that shares its scale. Only for q8_0/q4_0 K; set before use. */
+    bool k_hadamard;
     size_t k_part, v_part;   /* bytes of one (layer, block, KV head) part of K / V (layouts above) */
     uint8_t *k;           /* [n_layer][n_blocks][n_head] parts of k_part bytes (transposed) */
     uint8_t *v;           /* [n_layer][n_blocks][n_head] parts of v_part bytes */
@@ -333,6 +338,11 @@ void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, co
  * layer, converted to the storage types (F16: round to nearest even; Q8_0:
  * llama.cpp's x86 CPU quantize_row_q8_0; Q4_0: quantize_row_q4_0). The
  * caller owns the slot's block (brisk_kv_reserve_batch). */
+/* x := H x for a head of n floats, H the orthonormal Walsh-Hadamard transform
+ * over consecutive groups of g elements, g the largest power of two dividing
+ * n (n = 96: three groups of 32). H is its own inverse. One butterfly order,
+ * so every caller gets the same bits. */
+void brisk_kv_hadamard(float *x, int32_t n);
 void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k, const float *v);
 /* Blocks seq could be given if it were cleared first: the free and cached
  * blocks plus those only seq holds. A load checks this before it clears

@@ -191,6 +191,8 @@ void brisk_fwd_attention_block(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
             brisk_rope_apply(rope, rc, k, hp->n_head_kv, hd);
         }
         if (hp->q_scale != 1.0f) scale_rows(q, f->qdim, hp->q_scale);
+        if (kv->k_hadamard)   /* K is stored rotated (brisk_kv_put): rotate the queries alike, q.k is unchanged */
+            for (int h = 0; h < hp->n_head; h++) brisk_kv_hadamard(q + (size_t)h * hd, hd);
         const float *v = f->vc + (size_t)t * f->kvdim;
         for (int h = 0; h < hp->n_head_kv; h++)   /* in the cache's storage types (K transposed: kv.h) */
             brisk_kv_put(kv, il, b->seq[t], f->slot[t], h, k + (size_t)h * hd, v + (size_t)h * hd);
