@@ -3,7 +3,8 @@
 # of each -ctk/-ctv type against the F16 cache, with llama-perplexity's
 # --kl-divergence-base / --kl-divergence on the long-context fixture.
 #   bench/kv-eval.sh [BRISK] [MODEL] [TEXT] [CTX] [CHUNKS]
-# PARTS=types (the storage types, TYPES="K/V ...", default every row of docs/KV.md), policies
+# PARTS=types (the storage types, TYPES="K/V ...", default every row of docs/KV.md; a K type
+# ending in h, e.g. q4_0h/q4_0, is that type with --k-hadamard), policies
 # (the retention policies, POLICIES="...", at the budgets BUDGETS="0.25 0.5" (the default), with
 # the KV memory's peak), or both (the default).
 # CSV=FILE also appends each row as CSV (part,label,budget,ppl,kld,kld99,kldmax,same_top) for
@@ -49,9 +50,10 @@ if [[ $PARTS == *types* ]]; then
 echo
 echo "| engine | K/V types | PPL | mean KLD | 99.0% KLD | max KLD | same top p |"
 echo "|---|---|---:|---:|---:|---:|---:|"
-for kv in ${TYPES:-f32/f32 q8_0/q8_0 q4_0/q4_0 q8_0/q4_0 q4_0/q8_0 k4/k4 k2/k2 k4/q8_0 q8_0/k4 k4/q4_0}; do
-    k=${kv%/*} v=${kv#*/}
-    nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" -ctk "$k" -ctv "$v" \
+for kv in ${TYPES:-f32/f32 q8_0/q8_0 q4_0/q4_0 q8_0/q4_0 q4_0/q8_0 k4/k4 k2/k2 k4/q8_0 q8_0/k4 k4/q4_0 q8_0h/q8_0 q4_0h/q4_0 q4_0h/q8_0}; do
+    k=${kv%/*} v=${kv#*/} rot=()
+    if [[ $k == *h ]]; then k=${k%h} rot=(--k-hadamard); fi
+    nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" -ctk "$k" -ctv "$v" "${rot[@]}" \
         --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null | row brisk "$kv" | tee >(csv_row type)
 done
 if [ -x "$PEER/llama-perplexity" ]; then
