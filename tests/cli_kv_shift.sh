@@ -104,6 +104,15 @@ if [ -f "$tpl" ]; then
     -c 96 --kv-policy streaming --kv-budget 64 --kv-window 8 --kv-pin system --kv-pin user --kv-pin assistant > "$tmp/chat3.out" 2> "$tmp/chat3.err"; rc=$?
   [ $rc -eq 0 ] && grep -q 'pinned KV slots (--kv-pin) with the 4 sinks and the 8-slot window leave no room' "$tmp/chat3.err" &&
     grep -q ' 0 slots dropped' "$tmp/chat3.err" && ok || bad "chat with every role pinned: rc $rc $(cat "$tmp/chat3.err")"
+  # a message refused part way (its pinned slots outgrow the budget) leaves nothing behind: the next turn answers
+  # as a chat that never had it does (before 2026-12-06 its partial slots stayed, and the next turn was refused too)
+  long="$(head -c 400 "$root/bench/kv-needle.py" | tr '\n' ' ')"
+  chp() { "$brisk" chat -m "$model" --chat-template "$tpl" -sys "Be brief." -n 30 --ignore-eos --temp 0 -t 2 -c 256 \
+            --kv-policy streaming --kv-budget 64 --kv-window 8 --kv-pin user; }
+  printf '%s\ndef f():\n/exit\n' "$long" | chp > "$tmp/chA.out" 2> "$tmp/chA.err"
+  printf 'def f():\n/exit\n' | chp > "$tmp/chB.out" 2> /dev/null
+  grep -q 'pinned KV slots (--kv-pin) with the 4 sinks' "$tmp/chA.err" && [ -s "$tmp/chB.out" ] && cmp -s "$tmp/chA.out" "$tmp/chB.out" && ok ||
+    bad "a refused message changed the next turn: $(cat "$tmp/chA.err")"
   printf 'def f():\nclass A:\n/exit\n' | "$brisk" chat -m "$model" --chat-template "$tpl" -n 80 --ignore-eos --temp 0 -t 2 \
     -c 64 --context-shift > "$tmp/chat2.out" 2> "$tmp/chat2.err"; rc=$?
   [ $rc -eq 0 ] && grep -q '(keep 4): [1-9][0-9]* shifts' "$tmp/chat2.err" && ok || bad "chat with a shift: rc $rc $(cat "$tmp/chat2.err")"

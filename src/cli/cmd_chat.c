@@ -233,8 +233,21 @@ static brisk_status feed_retained(chat *c, const int32_t *ids, size_t n, const u
         if ((st = brisk_seq_truncate(c->ctx, 0, s + 1, err))) return st;
         c->n_hist = L;
     }
-    if ((st = cli_ctx_feed(c->ctx, &c->cs, ids + L, (int32_t)(n - L), role ? role + L : NULL, BRISK_ROLE_NONE, ok, err))) return st;
-    if (!*ok) return BRISK_OK;
+    /* a feed that stops part way (the context full, pinned slots leaving no room) must not leave a partial
+     * message in the cache, which the next turn's matching against the history would not know about: the
+     * slots it appended are taken back, or, when slots were dropped or shifted meanwhile, the cache restarts */
+    brisk_cache_stats before, after;
+    brisk_context_cache_stats(c->ctx, &before);
+    const int32_t len0 = brisk_seq_len(c->ctx, 0);
+    const int64_t shifts0 = c->cs.n_shifts;
+    st = cli_ctx_feed(c->ctx, &c->cs, ids + L, (int32_t)(n - L), role ? role + L : NULL, BRISK_ROLE_NONE, ok, err);
+    if (st || !*ok) {
+        brisk_context_cache_stats(c->ctx, &after);
+        const bool appended_only = after.dropped == before.dropped && c->cs.n_shifts == shifts0 && brisk_seq_len(c->ctx, 0) >= len0;
+        brisk_error e2 = {0};
+        if (brisk_seq_truncate(c->ctx, 0, appended_only ? len0 : 0, &e2) == BRISK_OK && !appended_only) c->n_hist = 0;
+        return st;
+    }
     return hist_push(c, ids + L, n - L, err);
 }
 
