@@ -142,7 +142,8 @@ typedef struct brisk_context_params {
     /* KV retention (docs/KV.md, src/kv/policy.h): kv_policy 0 = none (every
      * slot kept, the default), 1 = streaming (sinks + recent), 2 = random
      * (sinks + window + a seeded random choice), 3 = h2o, 4 = snapkv, 5 =
-     * tova, 6 = oracle (brisk_seq_oracle). Before each decode, a
+     * tova, 6 = oracle (brisk_seq_oracle), 7 = memdecay, 8 = role (JSON
+     * punctuation first, keys last; docs/KV.md). Before each decode, a
      * sequence that would hold more than kv_budget slots is cut to kv_budget
      * minus its tokens in the batch, and the survivors are compacted so their
      * blocks return to the pool (positions kept). kv_sink: first slots always

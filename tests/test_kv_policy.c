@@ -783,8 +783,91 @@ done:
     brisk_context_free(e);
 }
 
+/* The JSON lexer against hand-labelled tokens: keys (quotes included), values (strings in arrays and after
+ * colons, numbers, literals), punctuation, text outside; escapes, nesting, a token spanning roles (its first
+ * non-space byte decides), space-only tokens (where they stand). */
+static void test_role_lexer(void) {
+    enum { T = BRISK_KV_LEX_TEXT, P = BRISK_KV_LEX_PUNCT, V = BRISK_KV_LEX_VALUE, K = BRISK_KV_LEX_KEY };
+    static const struct {
+        const char *piece;
+        uint8_t want;
+    } doc[] = {
+        {"Say", T}, {" it", T},      {" {", P},       {"\"na", K},   {"me\"", K}, {":", P},   {" \"Bo", V}, {"b\\\"", V}, {"x\"", V},
+        {",", P},   {" \"tags\":", K}, {" [", P},       {"\"a\"", V}, {", ", P},    {"{\"", P}, {"k", K},     {"\": ", K},    {"true", V},
+        {"}]", P},  {",\n  ", P},    {"\"n\"", K},   {":", P},       {" -1", V},   {".5e3", V}, {" ", P},   {"}", P},      {" done", T},
+        {"[", P},   {"null", V},     {",", P},        {"[", P},       {"2", V},     {"]]", P},  {" ok", T},
+    };
+    uint64_t st = 0;
+    int bad = 0;
+    for (size_t i = 0; i < sizeof doc / sizeof doc[0]; i++) {
+        const uint8_t got = brisk_kv_json_step(&st, doc[i].piece, strlen(doc[i].piece));
+        if (got != doc[i].want) {
+            bad++;
+            printf("lexer: token %zu '%s': role %d, want %d\n", i, doc[i].piece, got, doc[i].want);
+        }
+    }
+    CHECKF(bad == 0, "the JSON lexer mislabelled %d tokens", bad);
+    /* unbalanced closers in prose do not underflow, and a deep nest is tracked past its stack (taken as arrays) */
+    st = 0;
+    CHECK(brisk_kv_json_step(&st, "}} ]", 4) == T && brisk_kv_json_step(&st, "x", 1) == T);
+    st = 0;
+    for (int d = 0; d < 60; d++) brisk_kv_json_step(&st, "{", 1);
+    CHECK(brisk_kv_json_step(&st, "\"q\"", 3) == V);   /* level 60 > 48: an array's string */
+    for (int d = 0; d < 60; d++) brisk_kv_json_step(&st, "}", 1);
+    CHECK(brisk_kv_json_step(&st, "after", 5) == T);
+}
+
+/* role in the engine: each slot's role is the lexer's over the token pieces in order (the state threaded
+ * across ubatches), it moves with compaction (a kept slot keeps its token's role), and truncating then feeding
+ * again gives the same roles as feeding straight. */
+static void test_role_engine(void) {
+    const char *json = "Data: {\"name\": \"brisk\", \"tags\": [\"fast\", \"c\"], \"size\": 42, \"ok\": true} and ";
+    brisk_error err = {0};
+    int32_t *ids = NULL;
+    size_t n_one = 0;
+    CHECKF(brisk_tokenize_text(model, json, strlen(json), false, false, &ids, &n_one, &err) == BRISK_OK, "%s", err.msg);
+    enum { N = 400 };
+    int32_t tok[N];
+    uint8_t want[N];
+    for (int i = 0; i < N && n_one; i++) tok[i] = ids[(size_t)i % n_one];
+    free(ids);
+    uint64_t st = 0;
+    for (int i = 0; i < N; i++) {
+        char buf[256];
+        size_t n = 0;
+        CHECK(brisk_token_to_piece(model->vocab, tok[i], buf, sizeof buf, &n, &err) == BRISK_OK);
+        want[i] = brisk_kv_json_step(&st, buf, n);
+    }
+    int counts[BRISK_KV_N_LEX] = {0};
+    for (int i = 0; i < N; i++) counts[want[i]]++;
+    CHECKF(counts[BRISK_KV_LEX_KEY] > 20 && counts[BRISK_KV_LEX_VALUE] > 20 && counts[BRISK_KV_LEX_PUNCT] > 20 && counts[BRISK_KV_LEX_TEXT] > 10,
+           "the document's roles: text %d, punct %d, value %d, key %d", counts[0], counts[1], counts[2], counts[3]);
+    brisk_context *a = ctx_policy(BRISK_KV_POLICY_ROLE, BRISK_KV_F16, 1, 2, BUDGET), *b = ctx_policy(BRISK_KV_POLICY_ROLE, BRISK_KV_F16, 1, 2, BUDGET);
+    if (!a || !b) goto done;
+    int bad = 0, checked = 0, evicted = 0;
+    for (int32_t p0 = 0; p0 < N;) {
+        const int32_t m = BRISK_MIN(1 + p0 % 13, N - p0);
+        CHECKF(feed(a, 0, tok, p0, m, &err) == BRISK_OK, "%s", err.msg);
+        p0 += m;
+        const brisk_kv_policy *p = a->kv->policy;
+        for (int32_t s = 0; s < brisk_kv_len(a->kv, 0); s++, checked++) bad += p->lex[s] != want[brisk_kv_slot_pos(a->kv, 0, s)];
+        evicted = brisk_kv_len(a->kv, 0) < p0;
+    }
+    CHECKF(bad == 0 && evicted && checked > 1000, "role: %d of %d slots' roles differ from the lexer's over the pieces (evicted: %d)", bad,
+           checked, evicted);
+    /* truncate b part way, feed the rest again: the same roles as a straight feed */
+    CHECK(feed(b, 0, tok, 0, 50, &err) == BRISK_OK && brisk_seq_truncate(b, 0, 23, &err) == BRISK_OK && feed(b, 0, tok, 23, 40, &err) == BRISK_OK);
+    bad = 0;
+    for (int32_t s = 0; s < brisk_kv_len(b->kv, 0); s++) bad += b->kv->policy->lex[s] != want[s];
+    CHECKF(bad == 0 && brisk_kv_len(b->kv, 0) == 63, "role after a truncation: %d slots differ", bad);
+done:
+    brisk_context_free(a);
+    brisk_context_free(b);
+}
+
 int main(void) {
     test_parse();
+    test_role_lexer();
     test_policy_config();
     test_oracle_limit();
     test_make_room_atomic();
@@ -807,6 +890,7 @@ int main(void) {
     test_scored_top(BRISK_KV_POLICY_SNAPKV, tok);
     test_scored_top(BRISK_KV_POLICY_H2O, tok);
     test_memdecay(tok, tok1);
+    test_role_engine();
     test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
     test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
     /* BRISK_TEST_QUICK (the ASan run): every policy on F16, the quantized caches with streaming and h2o

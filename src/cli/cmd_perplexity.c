@@ -28,7 +28,7 @@ static const cli_spec ppl_spec = {
     .name = "perplexity",
     .usage = "-m MODEL -f TEXT [-c CTX] [-b BATCH] [-t THREADS] [--chunks N] [-ctk TYPE] [-ctv TYPE]\n"
              "       [--kl-divergence-base FILE [--kl-divergence]]\n"
-             "       [--kv-policy streaming|random|h2o|snapkv|tova|oracle|memdecay --kv-budget N|F [--kv-sink N] [--kv-window N] [-ub N]]",
+             "       [--kv-policy streaming|random|h2o|snapkv|tova|oracle|memdecay|role --kv-budget N|F [--kv-sink N] [--kv-window N] [-ub N]]",
     .about = "Perplexity of a text file, scored exactly as llama-perplexity does:\n"
              "  1. read the file (one trailing newline is dropped, as llama.cpp's -f does)\n"
              "     and tokenize all of it with BOS (when the vocabulary adds BOS);\n"

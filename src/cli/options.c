@@ -183,12 +183,12 @@ static const cli_opt table[CLI_O_COUNT] = {
                         .help = "llama-perplexity's log-probability file: written (alone) or read (with --kl-divergence)"},
     [CLI_O_KLD] = {{"--kl-divergence"}, .type = CLI_T_FLAG,
                    .help = "KL divergence against --kl-divergence-base's file, printed as llama-perplexity does"},
-    [CLI_O_KV_POLICY] = {{"--kv-policy"}, .type = CLI_T_CHOICE, .meta = "none|streaming|random|h2o|snapkv|tova|oracle|memdecay",
-                         .choices = "none|streaming|random|h2o|snapkv|tova|oracle|memdecay", .def = "none",
+    [CLI_O_KV_POLICY] = {{"--kv-policy"}, .type = CLI_T_CHOICE, .meta = "none|streaming|random|h2o|snapkv|tova|oracle|memdecay|role",
+                         .choices = "none|streaming|random|h2o|snapkv|tova|oracle|memdecay|role", .def = "none",
                          .help = "KV retention, beside the sinks and the window: streaming keeps the newest slots, random a seeded random "
                                  "rest, h2o the most attention over every query, snapkv the most (pooled) attention of the last --kv-window "
                                  "queries, tova the most attention of the newest query, oracle (perplexity only, a reference) the most "
-                                 "attention of the queries still to come, memdecay the slots attended most recently (decaying by role); evicted slots are compacted and their blocks freed (docs/KV.md)"},
+                                 "attention of the queries still to come, memdecay the slots attended most recently (decaying by role), role by each token's role in the JSON around it (punctuation first, keys last); evicted slots are compacted and their blocks freed (docs/KV.md)"},
     [CLI_O_KV_BUDGET] = {{"--kv-budget"}, .type = CLI_T_STR, .meta = "N|F",
                          .help = "KV slots per sequence with --kv-policy, sinks and window included: an integer >= 1, or a fraction "
                                  "0 < F < 1 of -c"},

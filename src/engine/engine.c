@@ -71,6 +71,15 @@ int32_t brisk_token_bos(const brisk_model *m) { return brisk_vocab_bos(m->vocab)
 int32_t brisk_token_eos(const brisk_model *m) { return brisk_vocab_eos(m->vocab); }
 bool brisk_token_is_eog(const brisk_model *m, int32_t id) { return brisk_vocab_is_eog(m->vocab, id); }
 bool brisk_vocab_adds_bos(const brisk_model *m) { return brisk_vocab_add_bos(m->vocab); }
+/* The role policy's token text: the piece the detokenizer renders (NULL when
+ * it does not fit buf: the lexer then treats the token as text). */
+static const char *policy_token_text(const void *user, int32_t token, char *buf, size_t cap, size_t *n) {
+    const brisk_model *m = user;
+    brisk_error e = {0};
+    if (brisk_token_to_piece(m->vocab, token, buf, cap, n, &e) != BRISK_OK) return *n = 0, NULL;
+    return buf;
+}
+
 const char *brisk_token_text(const brisk_model *m, int32_t id, size_t *len) {
     if (id >= brisk_vocab_size(m->vocab) && id < m->data->hp.n_vocab) {   /* padding rows: no text */
         *len = 0;
@@ -345,6 +354,7 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
         const brisk_kv_policy_config pc = {.kind = p->kv_policy, .budget = p->kv_budget, .sink = p->kv_sink, .window = p->kv_window,
                                            .seed = p->kv_seed};
         if ((st = brisk_kv_policy_set(c->kv, &pc, err))) goto fail;
+        brisk_kv_policy_set_text(c->kv, policy_token_text, m);
     }
     if (p->kv_pin >> BRISK_KV_N_ROLES) {
         st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "kv_pin 0x%x names roles past the %d known (brisk_kv_role)", (unsigned)p->kv_pin, BRISK_KV_N_ROLES);

@@ -662,6 +662,7 @@ void brisk_kv_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, in
     kv->role[at] = s->role;
     if (in_order && slot == s->ordered) s->ordered++;
     if (s->len < slot + 1) s->len = slot + 1;
+    brisk_kv_policy_written(kv, seq, slot, token, in_order);   /* a lexing policy's role of the slot (policy_role.c) */
 }
 
 void brisk_kv_commit(brisk_kv *kv, int32_t seq) {

@@ -15,9 +15,10 @@ static const brisk_kv_policy_ops *const policy_table[BRISK_KV_N_POLICIES] = {
     &brisk_kv_policy_tova,
     &brisk_kv_policy_oracle,
     &brisk_kv_policy_memdecay,
+    &brisk_kv_policy_role,
 };
 
-const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova|oracle|memdecay"; }
+const char *brisk_kv_policy_names(void) { return "none|streaming|random|h2o|snapkv|tova|oracle|memdecay|role"; }
 
 const char *brisk_kv_policy_name(int kind) {
     if (kind == BRISK_KV_POLICY_NONE) return "none";
@@ -77,6 +78,8 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p->phase);
     free(p->recorded);
     free(p->seen);
+    free(p->lex);
+    free(p->lexst);
     free(p);
 }
 
@@ -146,6 +149,14 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         memset(p->seen, 0xff, (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);   /* -1: not attended yet */
         p->seen_threshold = p->ops->seen_threshold;
     }
+    if (p->ops->lexes) {   /* each slot's JSON role and the lexer's state after it: n_seq x n_ctx, 1 + 8 bytes each */
+        p->lex = calloc((size_t)kv->n_seq * (size_t)kv->n_ctx, sizeof *p->lex);
+        p->lexst = calloc((size_t)kv->n_seq * (size_t)kv->n_ctx, sizeof *p->lexst);
+        if (!p->lex || !p->lexst) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its slots' roles", brisk_kv_policy_name(c.kind));
+        }
+    }
     brisk_kv_policy_free(kv->policy);
     kv->policy = p;
     return BRISK_OK;
@@ -213,7 +224,7 @@ static int64_t *seq_mass(const brisk_kv_policy *p, int32_t seq) { return p->mass
  * (keep is increasing, so moving forward never overwrites a source still to
  * read); the freed slots' mass is cleared. */
 static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
-    for (int32_t r = 0; r < p->rows; r++) {
+    for (int32_t r = 0; p->mass && r < p->rows; r++) {
         int64_t *m = seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx;
         for (int32_t k = 0; k < n_keep; k++) m[k] = m[keep[k]];
         memset(m + n_keep, 0, (size_t)(len - n_keep) * sizeof *m);
@@ -222,6 +233,11 @@ static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_
         int32_t *v = p->seen + (size_t)seq * (size_t)p->n_ctx;
         for (int32_t k = 0; k < n_keep; k++) v[k] = v[keep[k]];
         memset(v + n_keep, 0xff, (size_t)(len - n_keep) * sizeof *v);
+    }
+    if (p->lex) {   /* a role and the lexer's state after its token stay the slot's */
+        uint8_t *x = p->lex + (size_t)seq * (size_t)p->n_ctx;
+        uint64_t *st = p->lexst + (size_t)seq * (size_t)p->n_ctx;
+        for (int32_t k = 0; k < n_keep; k++) x[k] = x[keep[k]], st[k] = st[keep[k]];
     }
 }
 
@@ -267,6 +283,7 @@ bool brisk_kv_policy_plan(int kind, int32_t window, int32_t n_seq, int32_t n_ctx
     const double rows = ops->observe == BRISK_KV_OBSERVE_WINDOW ? (double)window : ops->observe == BRISK_KV_OBSERVE_RECORD ? ctx : 1.0;
     if (ops->observe != BRISK_KV_OBSERVE_NONE) b += seqs * (rows * ctx * (double)sizeof *p->mass + (double)sizeof *p->batch_end);
     if (ops->seen_threshold > 0.0f) b += seqs * ctx * (double)sizeof *p->seen;
+    if (ops->lexes) b += seqs * ctx * (double)(sizeof *p->lex + sizeof *p->lexst);
     if (b > (double)SIZE_MAX / 2) return false;
     *bytes = (size_t)b;
     return true;
@@ -356,7 +373,7 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
                                   p->ops->name, missing, id);
             brisk_status st = p->ops->evict ? p->ops->evict(p, kv, id, p->keep, n_keep, err) : brisk_kv_compact(kv, id, p->keep, n_keep, err);
             if (st) return st;
-            if (p->mass && !p->phase) mass_keep(p, id, len, p->keep, n_keep);   /* the oracle's table is by position */
+            if ((p->mass || p->lex) && !p->phase) mass_keep(p, id, len, p->keep, n_keep);   /* the oracle's table is by position */
             p->n_runs++;
             *changed = true;
         }
@@ -387,23 +404,51 @@ float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, i
 
 void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     brisk_kv_policy *p = kv->policy;
-    if (!p || !p->mass || src == dst) return;
-    memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+    if (!p || (!p->mass && !p->lex) || src == dst) return;
+    if (p->mass) memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
     if (p->phase) p->phase[dst] = p->phase[src], p->recorded[dst] = p->recorded[src];
     if (p->seen) memcpy(p->seen + (size_t)dst * (size_t)p->n_ctx, p->seen + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->seen);
+    if (p->lex) {
+        memcpy(p->lex + (size_t)dst * (size_t)p->n_ctx, p->lex + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->lex);
+        memcpy(p->lexst + (size_t)dst * (size_t)p->n_ctx, p->lexst + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->lexst);
+    }
+}
+
+void brisk_kv_policy_set_text(brisk_kv *kv, brisk_kv_token_text_fn fn, const void *user) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p) return;
+    p->token_text = fn;
+    p->token_text_user = user;
+}
+
+void brisk_kv_policy_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, bool in_order) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->lex || slot < 0 || slot >= p->n_ctx) return;
+    const size_t at = (size_t)seq * (size_t)p->n_ctx + (size_t)slot;
+    /* a token tree's node (not in position order) is not lexed: it may be undone, and a chain continues from its
+     * own previous slot */
+    uint64_t state = slot > 0 ? p->lexst[at - 1] : 0;
+    char buf[256];
+    size_t n = 0;
+    const char *text = in_order && p->token_text ? p->token_text(p->token_text_user, token, buf, sizeof buf, &n) : NULL;
+    p->lex[at] = text ? brisk_kv_json_step(&state, text, n) : BRISK_KV_LEX_TEXT;
+    p->lexst[at] = state;
 }
 
 void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
     brisk_kv_policy *p = kv->policy;
-    if (!p || !p->mass) return;
-    memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+    if (!p || (!p->mass && !p->lex)) return;
+    if (p->mass) memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
     if (p->phase) p->phase[seq] = BRISK_KV_ORACLE_NONE, p->recorded[seq] = 0;
     if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx, 0xff, (size_t)p->n_ctx * sizeof *p->seen);
+    /* a prompt synced from the prefix cache holds every one of its tokens in order: lexed again from them */
+    if (p->lex)
+        for (int32_t s = 0; s < brisk_kv_len(kv, seq); s++) brisk_kv_policy_written(kv, seq, s, brisk_kv_slot_token(kv, seq, s), true);
 }
 
 void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
     brisk_kv_policy *p = kv->policy;
-    if (!p || !p->mass) return;
+    if (!p || (!p->mass && !p->lex)) return;
     if (p->phase) {   /* the oracle's table is by position, and the positions no longer match it */
         p->phase[seq] = BRISK_KV_ORACLE_NONE;
         return;

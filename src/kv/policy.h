@@ -65,8 +65,25 @@ typedef enum brisk_kv_policy_kind {
     BRISK_KV_POLICY_TOVA = 5,        /* the attention of the newest query (Oren et al., 2024) */
     BRISK_KV_POLICY_ORACLE = 6,      /* the attention of the queries still to come, recorded by a full-cache pass (a reference row) */
     BRISK_KV_POLICY_MEMDECAY = 7,    /* a priority per slot that decays, at its role's rate, with the steps since it was last attended */
+    BRISK_KV_POLICY_ROLE = 8,        /* by the slot's role in the JSON around it (key, value, text, punctuation), then h2o's score */
 } brisk_kv_policy_kind;
-#define BRISK_KV_N_POLICIES 8
+#define BRISK_KV_N_POLICIES 9
+
+/* A slot's lexical role in the JSON around it (policy_role.c). */
+typedef enum brisk_kv_lex {
+    BRISK_KV_LEX_TEXT = 0,    /* outside any JSON value */
+    BRISK_KV_LEX_PUNCT = 1,   /* { } [ ] , : and whitespace inside a value */
+    BRISK_KV_LEX_VALUE = 2,   /* a string value, number or literal */
+    BRISK_KV_LEX_KEY = 3,     /* an object key's string, quotes included */
+} brisk_kv_lex;
+#define BRISK_KV_N_LEX 4
+/* A token's bytes through the JSON lexer: *state (0 = before any text)
+ * advances, and the token's role is returned (that of its first non-space
+ * byte; a space-only token takes the role of where it stands). */
+uint8_t brisk_kv_json_step(uint64_t *state, const char *bytes, size_t n);
+/* The text of a token for the lexer: the engine's callback (the vocabulary's
+ * piece); *n its length. NULL with *n = 0 for none. */
+typedef const char *(*brisk_kv_token_text_fn)(const void *user, int32_t token, char *buf, size_t cap, size_t *n);
 
 /* Which queries' attention a policy accumulates into p->mass. */
 typedef enum brisk_kv_observe {
@@ -127,6 +144,8 @@ typedef struct brisk_kv_policy_ops {
      * probability >= this in some head of some layer (p->seen; observe must
      * be ALL) */
     float seen_threshold;
+    /* true: each slot's JSON role is lexed as it is written (p->lex; policy_role.c) */
+    bool lexes;
 } brisk_kv_policy_ops;
 
 struct brisk_kv_policy {
@@ -150,6 +169,13 @@ struct brisk_kv_policy {
      * max (order independent, so batch invariant); moves with the slots */
     int32_t *seen;
     float seen_threshold;   /* ops->seen_threshold */
+    /* ops->lexes: [n_seq][n_ctx] each slot's brisk_kv_lex and the lexer's
+     * state after it; they move with the slots. The token text comes from
+     * token_text (brisk_kv_policy_set_text; none: every slot is text) */
+    uint8_t *lex;
+    uint64_t *lexst;
+    brisk_kv_token_text_fn token_text;
+    const void *token_text_user;
     int32_t rows, n_ctx;
     int64_t n_runs;        /* evictions run (sequences cut) */
     size_t bytes;          /* what brisk_kv_policy_set allocated */
@@ -162,6 +188,7 @@ extern const brisk_kv_policy_ops brisk_kv_policy_snapkv;
 extern const brisk_kv_policy_ops brisk_kv_policy_tova;
 extern const brisk_kv_policy_ops brisk_kv_policy_oracle;
 extern const brisk_kv_policy_ops brisk_kv_policy_memdecay;
+extern const brisk_kv_policy_ops brisk_kv_policy_role;
 
 /* Check cfg against the cache (budget within [sink + window + 1, n_ctx],
  * sink >= 0, window >= 1, a known kind) and attach it to kv (replacing any
@@ -225,6 +252,11 @@ int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t
 /* The cache's hooks (kv.c): dst became a fork of src; seq was re-synced to a
  * prompt (its statistics start again). No-ops without an observing policy. */
 void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst);
+/* A lexing policy (role): where token texts come from (the engine's vocabulary). */
+void brisk_kv_policy_set_text(brisk_kv *kv, brisk_kv_token_text_fn fn, const void *user);
+/* The cache's hook after token was written into slot of seq (brisk_kv_written):
+ * a lexing policy lexes it from the state after slot - 1. No-op otherwise. */
+void brisk_kv_policy_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, bool in_order);
 void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq);
 /* After another compaction of seq (the context shift's, kv/shift.c): the
  * kept slots' statistics follow them as make_room's do. After seq's newest
