@@ -1,0 +1,42 @@
+/* fuzz_kv_json_role: libFuzzer target for the role policy's JSON lexer
+ * (src/kv/policy_role.c, brisk_kv_json_step), which reads every token's text
+ * of a sequence under --kv-policy role: whatever a prompt or a model writes.
+ * The input is a stream of tokens, each a length byte (low 4 bits: 0-15
+ * bytes) and its bytes. Invariants, each a crash when broken: every role is
+ * one of the four (brisk_kv_lex); the state after the stream depends only on
+ * its bytes, not on how they were split into tokens (fed again one byte per
+ * token, the final state is the same bits), so chunking never changes a
+ * slot's role context; the depth field saturates, never wraps.
+ * Seeds: fuzz/corpus/fuzz_kv_json_role/ (JSON documents cut at every kind of
+ * boundary, escapes split across tokens, 300 levels of nesting, stray
+ * closers, lone quotes, NUL bytes, prose with braces). */
+#include "kv/policy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define FUZZ_CHECK(cond)                                                                   \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "fuzz_kv_json_role: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > 65536) return 0;
+    uint64_t tokens = 0, bytes = 0;
+    size_t i = 0;
+    while (i < size) {
+        const size_t n = data[i] & 15u;
+        const size_t take = n < size - i - 1 ? n : size - i - 1;
+        const uint8_t role = brisk_kv_json_step(&tokens, (const char *)data + i + 1, take);
+        FUZZ_CHECK(role < BRISK_KV_N_LEX);
+        for (size_t j = 0; j < take; j++) FUZZ_CHECK(brisk_kv_json_step(&bytes, (const char *)data + i + 1 + j, 1) < BRISK_KV_N_LEX);
+        i += 1 + take;
+    }
+    FUZZ_CHECK(tokens == bytes);
+    return 0;
+}
