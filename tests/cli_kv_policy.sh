@@ -73,6 +73,19 @@ for pol in h2o snapkv tova; do
   [ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "$pol, a budget of the whole chunk: '$whole' vs '$plain'"
 done
 
+# role: on JSON it differs from streaming (each role ages at its own rate), on a budget of the whole chunk it is the
+# plain run, and its evictions free blocks as every policy's do
+for i in 1 2 3 4 5 6; do printf '{"name": "item%d", "tags": ["a", "b"], "size": %d, "ok": true}, ' "$i" "$((i * 7))"; done > "$tmp/json.txt"
+jppl() { "$brisk" perplexity -m "$model" -f "$tmp/json.txt" -t 2 -c 64 "$@"; }
+jstream="$(jppl --kv-policy streaming --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null | grep '^Final estimate')"
+out="$(jppl --kv-policy role --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null)"
+est="$(printf '%s\n' "$out" | grep '^Final estimate')"
+if [ -n "$est" ] && [ -n "$jstream" ] && [ "$est" != "$jstream" ] && printf '%s\n' "$out" | grep -q ' [1-9][0-9]* slots dropped'; then ok
+else bad "role run: '$out' (streaming: '$jstream')"; fi
+jplain="$(jppl 2>/dev/null | grep '^Final estimate')"
+whole="$(jppl --kv-policy role --kv-budget 64 --kv-window 8 -ub 8 2>/dev/null | grep '^Final estimate')"
+[ -n "$jplain" ] && [ "$jplain" = "$whole" ] && ok || bad "role, a budget of the whole chunk: '$whole' vs '$jplain'"
+
 out="$(ppl --kv-policy oracle --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null)"
 est="$(printf '%s\n' "$out" | grep '^Final estimate')"
 if [ -n "$est" ] && [ "$est" != "$stream" ] && printf '%s\n' "$out" | grep -q ' [1-9][0-9]* slots dropped'; then ok; else bad "oracle run: '$out'"; fi
