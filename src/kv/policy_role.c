@@ -1,21 +1,23 @@
 /* policy_role: issue #18's "role" retention for JSON in the context: every
  * slot gets the lexical role its token plays in the JSON around it, from a
  * JSON lexer that the engine runs over each sequence's tokens as they are
- * written (brisk_kv_policy_written; the token's text from the vocabulary via
- * the classifier the engine attaches):
+ * written (brisk_kv_policy_written; the token's text is the piece the
+ * detokenizer renders, through the callback the engine attaches,
+ * brisk_kv_policy_set_text):
  *   key    inside an object key's string (its quotes included),
  *   value  a string value, a number, true / false / null,
  *   punct  the structure: { } [ ] , : and whitespace between them,
  *   text   anything outside a JSON value (the prose around it).
  * A token takes the role of its first non-space byte (a space-only token
- * that of where it stands). A slot's score is its age scaled by its role's
+ * that of where it leaves the lexer: spaces after a number are punctuation). A slot's score is its age scaled by its role's
  * rate (below): the newest slots stay, as in StreamingLLM, but how far back
  * a role reaches depends on the role.
  *
  * The lexer's state after each slot is kept beside the slot (p->lexst), so a
- * truncation continues from the right state, and it moves with compaction and
- * forks as the scored policies' statistics do. A sequence re-synced to a prompt (the prefix
- * cache) re-lexes its slots from their tokens. The state is a pure function
+ * truncation continues from the right state, and it moves with compaction
+ * and forks as the scored policies' statistics do. A sequence re-synced to a
+ * prompt (the prefix cache) or loaded from a state re-lexes its slots from
+ * their tokens. The state is a pure function
  * of the sequence's tokens, so batch invariance holds. The lexer tolerates
  * what is not JSON: a '{' or '[' in prose starts a value and its closing
  * bracket ends it; an unquoted word inside one is read as a value. */
