@@ -23,7 +23,6 @@
  * bracket ends it; an unquoted word inside one is read as a value. */
 #include "kv/policy.h"
 
-#include <string.h>
 
 /* The state, in 64 bits: mode (bits 0-2), the open string is a key (bit 3), the
  * next string in this object is a key (bit 4), nesting depth (bits 8-15, up to
