@@ -316,6 +316,22 @@ static brisk_status feed(brisk_context *c, int32_t seq, const int32_t *tok, int3
     return brisk_decode(c, &b, err);
 }
 
+/* One decode of seq 1's tok1[p1, p1 + m1) then seq 0's tok[p0, p0 + m) (m1 + m <= 64), seq 0's logits
+ * copied to out at rows p0 .. p0 + m - 1. */
+static brisk_status feed_beside(brisk_context *c, const int32_t *tok1, int32_t p1, int32_t m1, const int32_t *tok, int32_t p0, int32_t m,
+                                float *out, brisk_error *err) {
+    int32_t bt[64], bp[64], bs[64];
+    uint8_t bw[64];
+    int32_t n = 0;
+    for (int32_t j = 0; j < m1; j++) bt[n] = tok1[p1 + j], bp[n] = p1 + j, bs[n] = 1, bw[n++] = 1;
+    for (int32_t j = 0; j < m; j++) bt[n] = tok[p0 + j], bp[n] = p0 + j, bs[n] = 0, bw[n++] = 1;
+    brisk_batch bb = {n, bt, bp, bs, bw};
+    brisk_status st = brisk_decode(c, &bb, err);
+    if (st) return st;
+    for (int32_t j = 0; j < m; j++) memcpy(out + (size_t)(p0 + j) * n_vocab, brisk_get_logits(c, m1 + j), (size_t)n_vocab * sizeof(float));
+    return BRISK_OK;
+}
+
 /* The ubatch schedule: sizes 1..UBMAX from a fixed stream. */
 static int32_t schedule(int32_t *sizes) {
     uint64_t s = 0x1234567ull;
@@ -428,15 +444,7 @@ static void test_invariance(int kind, int type, const int32_t *tok, const int32_
         const int32_t m = sizes[u], m1 = BRISK_MIN(UBMAX + 1 - m, NTOK - p1);
         CHECKF(feed(a, 0, tok, p0, m, &err) == BRISK_OK, "%s", err.msg);
         for (int32_t j = 0; j < m; j++) memcpy(la + (size_t)(p0 + j) * n_vocab, brisk_get_logits(a, j), (size_t)n_vocab * sizeof(float));
-        /* b: seq 1's tokens first, then seq 0's */
-        int32_t bt[64], bp[64], bs[64];
-        uint8_t bw[64];
-        int32_t n = 0;
-        for (int32_t j = 0; j < m1; j++) bt[n] = tok1[p1 + j], bp[n] = p1 + j, bs[n] = 1, bw[n++] = 1;
-        for (int32_t j = 0; j < m; j++) bt[n] = tok[p0 + j], bp[n] = p0 + j, bs[n] = 0, bw[n++] = 1;
-        brisk_batch bb = {n, bt, bp, bs, bw};
-        CHECKF(brisk_decode(b, &bb, &err) == BRISK_OK, "%s", err.msg);
-        for (int32_t j = 0; j < m; j++) memcpy(lb + (size_t)(p0 + j) * n_vocab, brisk_get_logits(b, m1 + j), (size_t)n_vocab * sizeof(float));
+        CHECKF(feed_beside(b, tok1, p1, m1, tok, p0, m, lb, &err) == BRISK_OK, "%s", err.msg);   /* b: seq 1 beside seq 0 */
         p1 += m1;
         /* c: the first 60 tokens in chunks of 7, then the same schedule */
         if (p0 + m <= 60) {
@@ -672,14 +680,7 @@ static void test_oracle(int type, const int32_t *tok, const int32_t *tok1) {
     int32_t p1 = 0;
     for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
         const int32_t m = sizes[u], m1 = BRISK_MIN(UBMAX + 1 - m, n1 - p1);
-        int32_t bt[64], bp[64], bs[64];
-        uint8_t bw[64];
-        int32_t n = 0;
-        for (int32_t j = 0; j < m1; j++) bt[n] = tok1[p1 + j], bp[n] = p1 + j, bs[n] = 1, bw[n++] = 1;
-        for (int32_t j = 0; j < m; j++) bt[n] = tok[p0 + j], bp[n] = p0 + j, bs[n] = 0, bw[n++] = 1;
-        brisk_batch bb = {n, bt, bp, bs, bw};
-        CHECKF(brisk_decode(b, &bb, &err) == BRISK_OK, "%s", err.msg);
-        for (int32_t j = 0; j < m; j++) memcpy(lb + (size_t)(p0 + j) * n_vocab, brisk_get_logits(b, m1 + j), (size_t)n_vocab * sizeof(float));
+        CHECKF(feed_beside(b, tok1, p1, m1, tok, p0, m, lb, &err) == BRISK_OK, "%s", err.msg);
         p1 += m1;
     }
     int bad_b = 0;

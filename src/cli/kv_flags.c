@@ -30,7 +30,7 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {
     int code = one_type(a, cmd, CLI_O_CACHE_TYPE_K, &cp->type_k);
     if (!code) code = one_type(a, cmd, CLI_O_CACHE_TYPE_V, &cp->type_v);
     if (!code && a->set[CLI_O_K_HADAMARD] && a->i[CLI_O_K_HADAMARD]) {
-        if (cp->type_k != BRISK_KV_Q8_0 && cp->type_k != BRISK_KV_Q4_0)
+        if (!brisk_kv_type_hadamard(cp->type_k))
             return cli_usage(cmd, "%s needs -ctk q8_0 or q4_0 (K is %s): an F16/F32 K loses nothing to rotate away, and k4/k2 "
                              "quantize per channel, which the rotation would mix", a->given[CLI_O_K_HADAMARD], brisk_cache_type_name(cp->type_k));
         cp->k_hadamard = true;

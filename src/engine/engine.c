@@ -173,7 +173,7 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "output rows %d must not be negative", p->n_outputs_max);
     if (p->n_seq < 0 || p->n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences %d out of range [1, 4096]", p->n_seq);
     if (p->k_hadamard) {
-        if (p->type_k != BRISK_KV_Q8_0 && p->type_k != BRISK_KV_Q4_0)
+        if (!brisk_kv_type_hadamard(p->type_k))
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "a Hadamard-rotated K (k_hadamard, --k-hadamard) needs a q8_0 or q4_0 K cache; K is %s",
                               p->type_k >= 0 && p->type_k < BRISK_KV_N_TYPES ? brisk_kv_type_name((brisk_kv_type)p->type_k) : "unknown");
         if (hp->mla)

@@ -1101,14 +1101,19 @@ void brisk_kv_hadamard(float *x, int32_t n) {
     }
 }
 
+/* K as the cache stores it: k itself, or with k_hadamard its rotation in buf
+ * (q8_0/q4_0 only, so head_dim <= KV_MAX_QHEAD). */
+static const float *k_as_stored(const brisk_kv *kv, const float *k, float *buf) {
+    if (!kv->k_hadamard) return k;
+    memcpy(buf, k, (size_t)kv->head_dim * sizeof *buf);
+    brisk_kv_hadamard(buf, kv->head_dim);
+    return buf;
+}
+
 void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k, const float *v) {
     const int32_t hd = kv->head_dim, sl = slot % BRISK_KV_BLOCK;
     float kr[KV_MAX_QHEAD];
-    if (kv->k_hadamard) {   /* q8_0/q4_0 only (head_dim <= KV_MAX_QHEAD): stored rotated */
-        memcpy(kr, k, (size_t)hd * sizeof *kr);
-        brisk_kv_hadamard(kr, hd);
-        k = kr;
-    }
+    k = k_as_stored(kv, k, kr);
     if (kv->k_type == BRISK_KV_F16) {   /* the common case, straight into the transposed part */
         uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, head);
         for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);
@@ -1273,11 +1278,7 @@ brisk_status brisk_kv_make_own(brisk_kv *kv, int32_t seq, int32_t b0, int32_t b1
 void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k) {
     const int32_t hd = kv->head_dim, sl = slot % BRISK_KV_BLOCK;
     float kr[KV_MAX_QHEAD];
-    if (kv->k_hadamard) {
-        memcpy(kr, k, (size_t)hd * sizeof *kr);
-        brisk_kv_hadamard(kr, hd);
-        k = kr;
-    }
+    k = k_as_stored(kv, k, kr);
     if (kv->k_type == BRISK_KV_F16) {
         uint16_t *kd = brisk_kv_k(kv, layer, seq, slot, head);
         for (int32_t i = 0; i < hd; i++) kd[(size_t)i * BRISK_KV_BLOCK] = brisk_fp32_to_fp16(k[i]);

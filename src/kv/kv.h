@@ -343,6 +343,10 @@ void brisk_kv_row_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, co
  * n (n = 96: three groups of 32). H is its own inverse. One butterfly order,
  * so every caller gets the same bits. */
 void brisk_kv_hadamard(float *x, int32_t n);
+/* The K types a Hadamard rotation serves (k_hadamard): the per-token block
+ * types q8_0 and q4_0 (F16/F32 lose nothing to spread; k4/k2 quantize per
+ * channel, which the rotation would mix). */
+static inline bool brisk_kv_type_hadamard(int32_t t) { return t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0; }
 void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_t head, const float *k, const float *v);
 /* Blocks seq could be given if it were cleared first: the free and cached
  * blocks plus those only seq holds. A load checks this before it clears

@@ -83,6 +83,12 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p);
 }
 
+/* Rows of attention statistics a policy keeps per sequence (above, in policy.h): its observation window, one per
+ * query position (the oracle), else one. */
+static int32_t observe_rows(const brisk_kv_policy_ops *ops, int32_t window, int32_t n_ctx) {
+    return ops->observe == BRISK_KV_OBSERVE_WINDOW ? window : ops->observe == BRISK_KV_OBSERVE_RECORD ? n_ctx : 1;
+}
+
 brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg, brisk_error *err) {
     const brisk_kv_policy_config c = *cfg;
     if (c.kind < 0 || c.kind >= BRISK_KV_N_POLICIES)
@@ -114,7 +120,7 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
     }
     brisk_kv_policy_plan(c.kind, c.window, kv->n_seq, kv->n_ctx, &p->bytes);   /* what the allocations below add up to */
     p->n_ctx = kv->n_ctx;
-    p->rows = p->ops->observe == BRISK_KV_OBSERVE_WINDOW ? c.window : p->ops->observe == BRISK_KV_OBSERVE_RECORD ? kv->n_ctx : 1;
+    p->rows = observe_rows(p->ops, c.window, kv->n_ctx);
     if (p->ops->observe == BRISK_KV_OBSERVE_RECORD) {   /* one row per query position: n_ctx^2 sums per sequence, bounded */
         const double table = (double)kv->n_seq * (double)kv->n_ctx * (double)kv->n_ctx * (double)sizeof *p->mass;
         if (table > (double)BRISK_KV_ORACLE_MAX_BYTES) {
@@ -280,7 +286,7 @@ bool brisk_kv_policy_plan(int kind, int32_t window, int32_t n_seq, int32_t n_ctx
         if (seqs * ctx * ctx * (double)sizeof *p->mass > (double)BRISK_KV_ORACLE_MAX_BYTES) return false;
         b += seqs * (double)(sizeof *p->phase + sizeof *p->recorded);
     }
-    const double rows = ops->observe == BRISK_KV_OBSERVE_WINDOW ? (double)window : ops->observe == BRISK_KV_OBSERVE_RECORD ? ctx : 1.0;
+    const double rows = (double)observe_rows(ops, window, n_ctx);
     if (ops->observe != BRISK_KV_OBSERVE_NONE) b += seqs * (rows * ctx * (double)sizeof *p->mass + (double)sizeof *p->batch_end);
     if (ops->seen_threshold > 0.0f) b += seqs * ctx * (double)sizeof *p->seen;
     if (ops->lexes) b += seqs * ctx * (double)(sizeof *p->lex + sizeof *p->lexst);
