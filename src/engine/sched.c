@@ -49,6 +49,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* max_stall: after this many decoding passes in a row with prompt tokens, a step decodes alone (observe_prefill) */
+#define STALL_PROBE_EVERY 8
+
 #define SCHED_DEFAULT_QUEUE 1024
 #define SCHED_DEFAULT_DRAFT 8
 /* choice i > 0 of a request samples with seed + i * this (the 64-bit golden ratio: seeds far apart) */
@@ -116,6 +119,9 @@ struct brisk_sched {
     int32_t prefill_budget; /* see brisk_sched_params; 0 = none */
     double prefill_tok_s;   /* measured seconds per prompt token in a pure prefill pass (EMA), 0 until measured */
     double pf_allow;        /* prompt tokens a decoding step may add (max_stall's controller), 0 until set */
+    int32_t stall_streak;   /* decoding passes in a row that carried prompt tokens (max_stall's probe) */
+    int32_t probe_n;        /* tokens of the last decode-only pass (0: none yet) ... */
+    double probe_dt;        /* ... and its seconds: max_stall's decode-only cost at that size */
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
     bool step_pf_fixed;     /* prefill_budget has been applied to this step's allowance */
     brisk_sched_pass_clock pass_clock;   /* tests: a pass's cost from its shape instead of the wall clock */
@@ -963,6 +969,12 @@ static void retention_prepare(brisk_sched *s) {
 /* The role of history token i of r. */
 static uint8_t role_at(const sched_req *r, int32_t i) { return i < r->n_prompt ? r->roles[i] : r->gen_role; }
 
+/* max_stall's decode-only cost of a pass of n decode tokens: the last decode-only pass's time when it had n
+ * tokens (a probe's, so it follows the contexts' growth), else the speculation policy's cost table. */
+static double stall_dec(const brisk_sched *s, int32_t n) {
+    return s->probe_n == n && s->probe_dt > 0.0 ? s->probe_dt : brisk_spec_policy_cost(s->policy, n);
+}
+
 /* Fill the pass (at most room tokens): decode tokens and drafts, then
  * prefill chunks. progressed: a pass of this step ran already. *need: the
  * blocks its sequences may take. Returns its tokens. */
@@ -1037,8 +1049,9 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
     }
     /* the step's prompt allowance, set by its first pass that decodes: max_stall times the decode-only pass */
     if (s->step_pf_left < 0 && n > 0 && s->max_stall > 0.0 && s->prefill_tok_s > 0.0) {
-        const double dec = brisk_spec_policy_cost(s->policy, n);
-        if (dec > 0.0) {
+        const double dec = stall_dec(s, n);
+        if (s->stall_streak >= STALL_PROBE_EVERY) s->step_pf_left = 0;   /* a probe: this step decodes only */
+        else if (dec > 0.0) {
             if (!(s->pf_allow > 0.0)) s->pf_allow = BRISK_MAX(1.0, s->max_stall * dec / s->prefill_tok_s);
             s->step_pf_left = s->pf_allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)s->pf_allow);
         }
@@ -1222,7 +1235,11 @@ static void after_pass(brisk_sched *s) {
  * prompt token (EMA; one outlier clipped to [1/2, 2]x), which sets the first allowance. Prompt tokens beside
  * decodes cost more each than in a large pass (the pass changes shape; a late chunk attends to more
  * positions), so the allowance is then steered by what mixed passes really cost: their time over the
- * decode-only estimate against max_stall times that estimate, a damped multiplicative step. */
+ * decode-only estimate against max_stall times that estimate, a damped multiplicative step. The decode-only
+ * estimate is the speculation policy's cost table, which only decode-only passes update; while a long
+ * prompt is always beside the decodes their contexts grow and the table would go stale (the growth then
+ * charged to the prompt, whose allowance fell to its floor of one token a step: docs/SERVER.md), so after
+ * STALL_PROBE_EVERY decoding passes in a row with prompt tokens one step decodes alone: a probe. */
 static void observe_prefill(brisk_sched *s, double dt) {
     int32_t n_dec = 0, n_pf = 0;
     for (int32_t i = 0; i < s->n_ent; i++) {
@@ -1230,13 +1247,15 @@ static void observe_prefill(brisk_sched *s, double dt) {
         else n_pf += s->ent[i].n;
     }
     if (s->step_pf_left >= 0) s->step_pf_left = BRISK_MAX(0, s->step_pf_left - n_pf);
+    if (n_dec > 0) s->stall_streak = n_pf > 0 ? s->stall_streak + 1 : 0;
+    if (n_dec > 0 && n_pf == 0 && dt > 0.0) s->probe_n = n_dec, s->probe_dt = dt;
     if (n_pf == 0) return;
     if (n_dec == 0) {
         const double per = dt / n_pf, c = s->prefill_tok_s;
         if (per > 0.0) s->prefill_tok_s = c > 0.0 ? 0.7 * c + 0.3 * fmax(0.5 * c, fmin(2.0 * c, per)) : per;
         return;
     }
-    const double dec = brisk_spec_policy_cost(s->policy, n_dec);
+    const double dec = stall_dec(s, n_dec);
     if (!(dec > 0.0) || !(s->pf_allow > 0.0) || s->max_stall <= 0.0) return;
     const double extra = dt - dec, target = s->max_stall * dec;
     const double r = extra > 0.0 ? fmax(0.5, fmin(2.0, target / extra)) : 2.0;
