@@ -96,11 +96,11 @@ check "q8_0 + random 48, k=6" 1 -ctkd q8_0 -ctvd q8_0 --kv-policy-draft random -
 
 # ---- serve: -ctkd/-ctvd reach the scheduler's draft context
 serve_check() {
-  command -v curl >/dev/null && command -v python3 >/dev/null || { echo "serve part skipped: curl or python3 missing"; return; }
-  if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then echo "serve part skipped: no HTTP server in this build"; return; fi
   local p0=$pass f0=$fail
   . "$here/serve/lib.sh"   # (it starts its own counts)
   pass=$p0; fail=$f0
+  command -v curl >/dev/null && command -v python3 >/dev/null || { echo "serve part skipped: curl or python3 missing"; return; }
+  serve_has_http || { echo "serve part skipped: no HTTP server in this build"; return; }
   trap cleanup EXIT        # its cleanup stops the server too
   start q -m "$model" -md "$draft" --spec draft -c 512 -np 2 -ctkd q4_0 -ctvd q8_0 || { bad "serve with -ctkd did not start"; return; }
   local U="http://127.0.0.1:$port_q" C="curl -s --max-time 120"

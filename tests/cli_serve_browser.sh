@@ -6,17 +6,11 @@
 # template. tests/cli_serve_browser.mjs says what is checked. Skips (77)
 # without chromium, node/npm, the registry, or a build with libmicrohttpd.
 set -u
-brisk="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1"   # model: the bundled one until the synth model below
 [ -x /usr/bin/chromium ] || { echo "SKIP: /usr/bin/chromium absent (scripts/bootstrap.sh installs Debian's chromium)"; exit 77; }
-command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; }
-if "$brisk" serve -m "$root/models/pycode-target-f16.gguf" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
+serve_need node-npm http
+tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
 builddir="$(cd "$(dirname "$brisk")" && pwd)"
 npmdir="$builddir/npm-playwright"
 if ! grep -qs '"version": "1.65.1"' "$npmdir/node_modules/playwright-core/package.json"; then

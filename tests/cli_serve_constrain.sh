@@ -8,18 +8,9 @@
 # BRISK_TEST_QUICK (the sanitizer runs) trims the client's schemas and seeds. Skips (77) without node/npm or
 # the registry, or in a build without libmicrohttpd.
 set -u
-brisk="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-model="$root/models/pycode-target-f16.gguf"
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1" node-npm model http
 data="$root/tests/data/templates"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
-command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; }
-[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
-if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
 bdir="$(cd "$(dirname "$brisk")" && pwd)"
 npm_pin() {   # DIR CHECKFILE VERSION PACKAGES...
   local dir=$1 file=$2 ver=$3; shift 3

@@ -14,22 +14,13 @@
 # pair: models/pycode-target-f16.gguf and ../shared/models/pycode-draft-f16.gguf
 # (skipped, 77, when either is absent).
 set -u
-brisk="$1"
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1" curl python3 model
 shared="${2:-}"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-model="$root/models/pycode-target-f16.gguf"
 [ -n "$shared" ] || shared="$root/../shared"
 draft="$shared/models/pycode-draft-f16.gguf"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
-command -v curl >/dev/null || { echo "SKIP: curl is not installed (scripts/bootstrap.sh installs it)"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
-[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
 [ -f "$draft" ] || { echo "SKIP: $draft absent (the draft half of the pycode pair lives in ../shared/models)"; exit 77; }
-if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
+serve_need http
 C="curl -s --max-time 120"
 
 # ---- --spec draft needs -md

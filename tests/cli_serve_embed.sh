@@ -5,17 +5,9 @@
 # (tests/data/embed/pycode-last.json, recorded as its README says).
 # Skips (77) in a build without libmicrohttpd; the npm part skips without node/npm.
 set -u
-brisk="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-model="$root/models/pycode-target-f16.gguf"
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1" model http
 ref="$root/tests/data/embed/pycode-last.json"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
-[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
-if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
 start e -m "$model" -c 64 --api-key k1 -a tiny || exit 1
 url="http://127.0.0.1:$port_e"
 post() {   # post NAME BODY [AUTH]: status in $tmp/NAME.code, body in $tmp/NAME.json

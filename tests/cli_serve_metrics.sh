@@ -12,19 +12,9 @@
 # header deadline (a slowloris connection is closed, a normal request is
 # served meanwhile). No wall-clock assertion: waits are bounded, never timed.
 set -u
-brisk="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-model="$root/models/pycode-target-f16.gguf"
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1" curl python3 model http
 tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
-command -v curl >/dev/null || { echo "SKIP: curl is not installed (scripts/bootstrap.sh installs it)"; exit 77; }
-command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; }
-[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
-if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
 C="curl -s --max-time 60"
 
 printf '# keys for the test\n\n  key-one  \nkey-two\n' >"$tmp/keys"

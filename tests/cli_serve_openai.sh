@@ -6,18 +6,9 @@
 # automatic retry. Skips (77) without node/npm, without the registry, or in a
 # build without libmicrohttpd.
 set -u
-brisk="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-model="$root/models/pycode-target-f16.gguf"
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1" node-npm model http
 tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
-command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; }
-[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
-if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
 npmdir="$(cd "$(dirname "$brisk")" && pwd)/npm-openai"
 if ! grep -qs '"version": "6.49.0"' "$npmdir/node_modules/openai/package.json"; then
   mkdir -p "$npmdir"

@@ -20,17 +20,10 @@
 # BRISK_TEST_QUICK=1 (the sanitizer runs) makes them smaller, with the same checks.
 # Skips (77) without node or a build with libmicrohttpd.
 set -u
-brisk="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
-model="$root/models/pycode-target-f16.gguf"
-tmp="$(mktemp -d)"
-. "$root/tests/serve/lib.sh"
-trap cleanup EXIT
+. "$(dirname "$0")/serve/lib.sh"
+serve_test_init "$1"
 command -v node >/dev/null || { echo "SKIP: node is not installed (the load generator runs on Node 20)"; exit 77; }
-[ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; }
-if "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"; then
-  echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77
-fi
+serve_need model http
 gen="$root/bench/serve-load.mjs"
 # the model's vocabulary is 4,096 tokens, its context 512
 tok=(--token-lo 100 --token-hi 4000)

@@ -51,54 +51,10 @@
 static brisk_model *model;
 static int32_t n_vocab;
 
-/* ---- recording a request's output ------------------------------------------------------------- */
+/* ---- recording a request's output: sched_rec.h ---------------------------------------------------- */
 
-typedef struct rec {
-    int32_t tok[MAX_GEN];
-    int32_t n;
-    float *logits;          /* [MAX_GEN][n_vocab], NULL: not recorded */
-    brisk_finish finish;
-    int32_t n_finish;       /* finish callbacks (must end at 1) */
-    int64_t id;
-} rec;
-
-static void on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
-    rec *r = (rec *)user + choice;
-    r->id = id;
-    if (token < 0) {
-        r->finish = finish;
-        r->n_finish++;
-        return;
-    }
-    if (r->n < MAX_GEN) r->tok[r->n] = token;
-    r->n++;
-}
-
-static void on_logits(void *user, int64_t id, int32_t choice, int32_t token, const float *logits, int32_t nv) {
-    (void)id;
-    (void)token;
-    rec *r = (rec *)user + choice;
-    if (r->logits && r->n < MAX_GEN) memcpy(r->logits + (size_t)r->n * (size_t)nv, logits, (size_t)nv * sizeof(float));
-}
-
-static void rec_init(rec *r, int n, bool logits) {
-    memset(r, 0, (size_t)n * sizeof *r);
-    for (int i = 0; i < n; i++)
-        if (logits) r[i].logits = calloc((size_t)MAX_GEN * (size_t)n_vocab, sizeof(float));
-}
-
-static void rec_free(rec *r, int n) {
-    for (int i = 0; i < n; i++) free(r[i].logits);
-}
-
-/* Same tokens, same logits for every token, one finish. */
-static bool rec_same(const rec *a, const rec *b) {
-    if (a->n != b->n || a->finish != b->finish || memcmp(a->tok, b->tok, (size_t)BRISK_MIN(a->n, MAX_GEN) * sizeof(int32_t)))
-        return false;
-    if (a->logits && b->logits && memcmp(a->logits, b->logits, (size_t)BRISK_MIN(a->n, MAX_GEN) * (size_t)n_vocab * sizeof(float)))
-        return false;
-    return true;
-}
+#define REC_GEN MAX_GEN
+#include "sched_rec.h"
 
 static brisk_context *new_ctx(int n_ctx, int kv_tokens, int n_batch, int n_seq) {
     brisk_context_params p = brisk_context_default_params();

@@ -31,61 +31,8 @@
 static brisk_model *model;
 static int32_t n_vocab;
 
-typedef struct rec {
-    int32_t tok[GEN];
-    int32_t n;
-    float *logits;   /* [GEN][n_vocab] */
-    brisk_finish finish;
-    int32_t n_finish;
-} rec;
-
-static void rec_init(rec *r, int n) {
-    memset(r, 0, (size_t)n * sizeof *r);
-    for (int i = 0; i < n; i++) r[i].logits = calloc((size_t)GEN * (size_t)n_vocab, sizeof(float));
-}
-
-static void rec_free(rec *r, int n) {
-    for (int i = 0; i < n; i++) free(r[i].logits);
-}
-
-static bool rec_same(const rec *a, const rec *b) {
-    if (a->n != b->n || a->finish != b->finish || memcmp(a->tok, b->tok, (size_t)BRISK_MIN(a->n, GEN) * sizeof(int32_t))) return false;
-    return !memcmp(a->logits, b->logits, (size_t)BRISK_MIN(a->n, GEN) * (size_t)n_vocab * sizeof(float));
-}
-
-static void rec_reset(rec *r) {
-    float *l = r->logits;
-    memset(r, 0, sizeof *r);
-    r->logits = l;
-}
-
-/* The first token (or logits row) where a and b differ. */
-static int first_diff(const rec *a, const rec *b) {
-    int d = 0;
-    while (d < BRISK_MIN(BRISK_MIN(a->n, b->n), GEN) && a->tok[d] == b->tok[d] &&
-           !memcmp(a->logits + (size_t)d * n_vocab, b->logits + (size_t)d * n_vocab, (size_t)n_vocab * sizeof(float)))
-        d++;
-    return d;
-}
-
-static void on_token(void *user, int64_t id, int32_t choice, int32_t token, brisk_finish finish) {
-    (void)id;
-    rec *r = (rec *)user + choice;
-    if (token < 0) {
-        r->finish = finish;
-        r->n_finish++;
-        return;
-    }
-    if (r->n < GEN) r->tok[r->n] = token;
-    r->n++;
-}
-
-static void on_logits(void *user, int64_t id, int32_t choice, int32_t token, const float *logits, int32_t nv) {
-    (void)id;
-    (void)token;
-    rec *r = (rec *)user + choice;
-    if (r->n < GEN) memcpy(r->logits + (size_t)r->n * (size_t)nv, logits, (size_t)nv * sizeof(float));
-}
+#define REC_GEN GEN
+#include "sched_rec.h"   /* every rec here records logits: rec_init(..., true) */
 
 /* The context of every case: -c n_ctx, a pool of kv_tokens, n_seq slots, a policy (kind 0: none). */
 typedef struct setup {
@@ -220,11 +167,11 @@ static void run_case(const setup *u, const char *what, const int32_t *target, in
     }
     rec out[2], other[3];
     int32_t *op[3] = {0};
-    rec_init(other, 3);
+    rec_init(other, 3, true);
     brisk_sched_info info = {0};
     brisk_error err = {0};
     for (int pass = 0; pass < (twice ? 2 : 1); pass++) {
-        rec_init(out, 2);
+        rec_init(out, 2, true);
         for (int k = 0; k < n_other; k++) {
             if (!op[k]) op[k] = prompt_of(TEXT, 70 + 9 * k, k + 1);
             rec_reset(&other[k]);
@@ -261,7 +208,7 @@ static void test_policy(int kind) {
     const int32_t n_prompt = 100, n_gen = 60;
     int32_t *target = prompt_of(TEXT, n_prompt, 0);
     rec want;
-    rec_init(&want, 1);
+    rec_init(&want, 1, true);
     reference(&u, target, n_prompt, n_gen, &want);
     CHECK(want.n == n_gen);
     printf("policy %s\n", brisk_kv_policy_name(kind));
@@ -282,7 +229,7 @@ static void test_shift(void) {
     const int32_t n_prompt = 40, n_gen = 90;
     int32_t *target = prompt_of(TEXT, n_prompt, 0);
     rec want;
-    rec_init(&want, 1);
+    rec_init(&want, 1, true);
     reference(&u, target, n_prompt, n_gen, &want);
     CHECK(want.n == n_gen);
     printf("context shift (no policy)\n");
@@ -303,7 +250,7 @@ static void test_policy_shift(void) {
     if (n_gen > GEN) return;
     int32_t *target = prompt_of(TEXT, n_prompt, 0);
     rec want;
-    rec_init(&want, 1);
+    rec_init(&want, 1, true);
     reference(&u, target, n_prompt, n_gen, &want);
     CHECK(want.n == n_gen);
     printf("policy streaming with the context shift (trained context %d)\n", mi.n_ctx_train);
@@ -344,7 +291,7 @@ static void test_limits(void) {
     CHECKF(strstr(err.msg, "speculative decoding is not available") != NULL, "%s", err.msg);
     r.spec = BRISK_SCHED_SPEC_OFF;
     rec out;
-    rec_init(&out, 1);
+    rec_init(&out, 1, true);
     r.user = &out;
     r.ignore_eog = true;
     CHECK(brisk_sched_add(s, &r, &id, &err) == BRISK_OK);

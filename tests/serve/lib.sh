@@ -1,5 +1,6 @@
-# Helpers for the brisk serve tests (sourced): start a server on a free
-# loopback port, check JSON with python3, count passes and failures.
+# Helpers for the brisk serve tests (sourced): the scripts' common start and
+# skips, start a server on a free loopback port, check JSON with python3, count
+# passes and failures.
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL $*"; }
@@ -8,6 +9,47 @@ cleanup() {
   local p
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
   rm -rf "$tmp" 2>/dev/null
+}
+
+# serve_test_init BRISK [NEED...]: the start of a serve test script, in its
+# shell. Sets brisk (BRISK, the binary), root (the repository), model
+# (models/pycode-target-f16.gguf) and tmp (a new directory); trap cleanup EXIT
+# (a script that needs more at exit sets its own trap after this); then
+# serve_need NEED...
+serve_test_init() {
+  brisk="$1"; shift
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  model="$root/models/pycode-target-f16.gguf"
+  tmp="$(mktemp -d)"
+  trap cleanup EXIT
+  serve_need "$@"
+}
+
+# serve_need NEED...: skips the test (exit 77, saying why) at the first NEED,
+# in the order given, that does not hold:
+#   curl      curl is installed
+#   python3   python3 is installed
+#   node-npm  node and npm are installed
+#   model     the file $model exists
+#   http      this build has the HTTP server (serve_has_http)
+serve_need() {
+  local need
+  for need in "$@"; do
+    case $need in
+      curl) command -v curl >/dev/null || { echo "SKIP: curl is not installed (scripts/bootstrap.sh installs it)"; exit 77; } ;;
+      python3) command -v python3 >/dev/null || { echo "SKIP: python3 is not installed"; exit 77; } ;;
+      node-npm) command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node/npm absent"; exit 77; } ;;
+      model) [ -f "$model" ] || { echo "SKIP: $model absent"; exit 77; } ;;
+      http) serve_has_http || { echo "SKIP: this build has no HTTP server (libmicrohttpd-dev not installed when it was configured)"; exit 77; } ;;
+      *) echo "serve_need: unknown need '$need'"; exit 1 ;;
+    esac
+  done
+}
+
+# serve_has_http: $brisk has the HTTP server (a build without libmicrohttpd
+# says "no HTTP server"; asked with $model and a host that cannot bind)
+serve_has_http() {
+  ! "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"
 }
 
 # start NAME ARGS...: runs brisk serve --port 0 ARGS in the background, sets
