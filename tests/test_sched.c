@@ -1021,6 +1021,32 @@ static void test_stall_probe(void) {
     printf("max_stall probe: %d steps beside decodes (last 4: %d prompt tokens), %d probes, at most %d shared in a row; outputs equal alone\n",
            n_pf_steps, late, probes, longest_run);
     rec_free(out, 2);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+
+    /* A and B arrive together: the first step prefills (nothing decodes), the second is A's first decode, whose
+     * size was never measured alone, so it is a probe (no prompt tokens: before, B's next 64-token chunk went in
+     * beside it unbounded), and the third carries B's tokens within the measured allowance */
+    c = new_ctx(256, 512, 64, 2);
+    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+    brisk_sched_set_pass_clock(s, linear_pass_cost, NULL);
+    rec_init(out, 2, false);
+    ja.out = &out[0];
+    jb.out = &out[1];
+    add_job(s, &ja);
+    add_job(s, &jb);
+    int32_t pf[3] = {0}, dec[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        const int32_t a_before = out[0].n;
+        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+        pf[i] = info.n_prefill;
+        dec[i] = out[0].n - a_before;
+    }
+    CHECKF(pf[0] == 64 && dec[1] == 1 && pf[1] == 0 && dec[2] == 1 && pf[2] >= 1 && pf[2] < 64,
+           "steps of A and B arriving together: prompt tokens %d, %d, %d; A's tokens %d, %d, %d", pf[0], pf[1], pf[2], dec[0], dec[1], dec[2]);
+    drain(s, NULL);
+    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
+    rec_free(out, 2);
     rec_free(alone, 1);
     rec_free(&alone[1], 1);
     brisk_sched_free(s);

@@ -1050,7 +1050,8 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
     /* the step's prompt allowance, set by its first pass that decodes: max_stall times the decode-only pass */
     if (s->step_pf_left < 0 && n > 0 && s->max_stall > 0.0 && s->prefill_tok_s > 0.0) {
         const double dec = stall_dec(s, n);
-        if (s->stall_streak >= STALL_PROBE_EVERY) s->step_pf_left = 0;   /* a probe: this step decodes only */
+        /* a probe: this step decodes only, to measure (or refresh) the decode-only cost of its size */
+        if (s->stall_streak >= STALL_PROBE_EVERY || (s->probe_n != n && !brisk_spec_policy_measured(s->policy, n))) s->step_pf_left = 0;
         else if (dec > 0.0) {
             if (!(s->pf_allow > 0.0)) s->pf_allow = BRISK_MAX(1.0, s->max_stall * dec / s->prefill_tok_s);
             s->step_pf_left = s->pf_allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)s->pf_allow);
@@ -1239,7 +1240,9 @@ static void after_pass(brisk_sched *s) {
  * estimate is the speculation policy's cost table, which only decode-only passes update; while a long
  * prompt is always beside the decodes their contexts grow and the table would go stale (the growth then
  * charged to the prompt, whose allowance fell to its floor of one token a step: docs/SERVER.md), so after
- * STALL_PROBE_EVERY decoding passes in a row with prompt tokens one step decodes alone: a probe. */
+ * STALL_PROBE_EVERY decoding passes in a row with prompt tokens one step decodes alone: a probe. A step whose
+ * decode size was never measured alone is a probe too (an estimate interpolated from other sizes, or none,
+ * let the first prompts of a burst stall the first streams by whole 512-token chunks). */
 static void observe_prefill(brisk_sched *s, double dt) {
     int32_t n_dec = 0, n_pf = 0;
     for (int32_t i = 0; i < s->n_ent; i++) {

@@ -178,6 +178,8 @@ double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n) {
     return p->cost[a] * (double)n / (double)a;
 }
 
+bool brisk_spec_policy_measured(const brisk_spec_policy *p, int32_t n) { return n >= 1 && n <= p->n_max && p->cost[n] > 0.0; }
+
 void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, int32_t rows, double seconds) {
     if (n < 1 || n > p->n_max || rows < 0 || rows > n || !(seconds > 0.0)) return;
     const double x[3] = {1.0, (double)n, (double)rows};

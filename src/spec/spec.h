@@ -288,6 +288,8 @@ void brisk_spec_policy_free(brisk_spec_policy *p);   /* NULL is a no-op */
 void brisk_spec_policy_observe(brisk_spec_policy *p, int32_t n, int32_t rows, double seconds);
 /* Estimated seconds per pass of n tokens that all keep their logits (1..n_max); 0 while no such pass was measured. */
 double brisk_spec_policy_cost(const brisk_spec_policy *p, int32_t n);
+/* Whether a pass of exactly n tokens, all with logits, was measured (else brisk_spec_policy_cost interpolates). */
+bool brisk_spec_policy_measured(const brisk_spec_policy *p, int32_t n);
 /* The current n-gram acceptance estimate for a match of match_len tokens. */
 double brisk_spec_policy_acceptance(const brisk_spec_policy *p, int32_t match_len);
 /* Learn from a verified draft: accepted of drafted tokens were accepted (a
