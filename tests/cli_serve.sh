@@ -14,7 +14,7 @@ C="curl -s --max-time 60"
 
 start main -m "$model" --chat-template "$tpl" -c 512 || exit 1
 U="http://127.0.0.1:$port_main"
-grep -q "memory plan: weights" "$tmp/main.err" && grep -q "KV pool" "$tmp/main.err" && ok || bad "no memory plan printed: $(cat "$tmp/main.err")"
+grep -q "memory plan: weights" "$tmp/main.err" && grep -q "KV pool [0-9]* tokens (K f16, V f16)" "$tmp/main.err" && ok || bad "no memory plan printed: $(cat "$tmp/main.err")"
 
 # ---- GET endpoints
 $C "$U/health" >"$tmp/h" && jcheck "$tmp/h" 'j == {"status": "ok"}' && ok || bad "/health"

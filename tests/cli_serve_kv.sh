@@ -11,7 +11,8 @@
 #     "length": no shift); a request's "spec" is a 400 naming spec; a prompt over -c
 #     is still refused (context_length_exceeded); with system, user and assistant pinned a chat stops when its
 #     slots fill the budget (finish "length": the roles were tagged), while a completion (prompt, generated) goes on;
-#   - no policy: --no-context-shift (the default) stops a request at -c with finish reason length; with
+#   - no policy: --no-context-shift (the default) stops a request at -c with finish reason length (that server with
+#     -ctk q8_0 -ctv q4_0 -khad, whose startup line names the types); with
 #     --context-shift -c 64 a request generates 150 tokens, the same alone and among three others.
 # No wall-clock assertion. Model: models/pycode-target-f16.gguf (skipped, 77, when absent).
 set -u
@@ -106,7 +107,8 @@ for k in 1 2 3 4; do same "$tmp/pb$k" "$tmp/alone$k" && ok || bad "--prefill-bud
 kill -TERM "$pid_pb"; wait "$pid_pb" 2>/dev/null
 
 # ---- no policy: the default stops at -c; --context-shift goes on
-start ns -m "$model" -c 64 -np 4 || exit 1
+start ns -m "$model" -c 64 -np 4 -ctk q8_0 -ctv q4_0 -khad || exit 1
+grep -q "KV pool [0-9]* tokens (K q8_0 Hadamard-rotated, V q4_0)" "$tmp/ns.err" && ok || bad "the KV types line: $(cat "$tmp/ns.err")"
 $C "http://127.0.0.1:$port_ns/v1/completions" -d "$(body "$P2" 150)" >"$tmp/ns"
 jcheck "$tmp/ns" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] == 64' \
   && ok || bad "without a shift a request stops at -c"

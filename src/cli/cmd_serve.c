@@ -339,8 +339,11 @@ int brisk_cmd_serve(int argc, char **argv) {
     char buf[256];
     brisk_memory_plan_format(&plan, buf, sizeof buf);
     fprintf(stderr, "brisk serve: memory plan: %s\n", buf);
-    fprintf(stderr, "brisk serve: KV pool %d tokens shared by all requests; each request up to %d tokens (-c); %d running, %lld queued at most\n",
-            cp.kv_tokens, cp.n_ctx_seq, max_running, (long long)a.i[CLI_O_MAX_QUEUE]);
+    fprintf(stderr,
+            "brisk serve: KV pool %d tokens (K %s%s, V %s) shared by all requests; each request up to %d tokens (-c); %d running, %lld "
+            "queued at most\n",
+            cp.kv_tokens, brisk_cache_type_name(cp.type_k), cp.k_hadamard ? " Hadamard-rotated" : "", brisk_cache_type_name(cp.type_v),
+            cp.n_ctx_seq, max_running, (long long)a.i[CLI_O_MAX_QUEUE]);
     /* positions a request reaches without a shift: -c, with a policy the trained context (the cache keeps the budget) */
     const int32_t gen_limit = cp.kv_policy && info.n_ctx_train > 0 ? info.n_ctx_train : cp.n_ctx_seq;
     if (retention) {
