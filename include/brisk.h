@@ -778,10 +778,11 @@ typedef struct brisk_sched_params {
     int32_t max_running; /* sequences (slots) running at once, <= n_seq; 0 = n_seq */
     int32_t max_queue;   /* requests waiting at most; a full queue refuses with BRISK_ERR_CAPACITY; 0 = 1024 */
     /* Stall-bounded chunked prefill (as Sarathi-Serve): while requests decode, the prompt tokens of a step may
-     * add at most max_stall times the step's estimated decode-only time (from the measured pass costs), so a
-     * decoding stream's inter-token time stays within (1 + max_stall) of its undisturbed one while a long
-     * prompt is prefilled. At least one prompt token per step is computed, so prompts always progress.
-     * 0 = no limit (prompt chunks fill n_batch); the limit applies only once both costs have been measured. */
+     * add at most max_stall times the step's decode-only time, so a decoding stream's inter-token time stays
+     * within (1 + max_stall) of its decode-only step while a long prompt is prefilled. The decode-only time is
+     * measured: a step whose decode size was never measured alone, and one after every 8 decoding steps in a
+     * row with prompt tokens, decodes alone (a probe). At least one prompt token per other step is computed,
+     * so prompts always progress. 0 = no limit (prompt chunks fill n_batch). */
     double max_stall;
     /* While requests decode, a step computes at most this many prompt tokens (0 = no limit; with max_stall
      * the smaller allowance wins): a fixed share of the step for prefills, so a decoding stream's inter-token

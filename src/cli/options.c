@@ -336,7 +336,8 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_MAX_STALL] = {{"--max-stall"}, .type = CLI_T_FLOAT, .meta = "F", .lo = 0, .hi = 1000, .def = "0",
                          .help = "while requests decode, a step's prompt tokens may add at most F times the decode time "
                                  "(measured), so streams keep their pace while a long prompt is read: inter-token time "
-                                 "<= (1 + F) x undisturbed; 0 = no limit (prompt chunks fill -b). Experimental: see docs/SERVER.md"},
+                                 "<= (1 + F) x the current decode step (measured by decode-only probe steps); 0 = no limit (prompt chunks "
+                                 "fill -b). 1 suits interactive multi-user serving: docs/SERVER.md \"Stall-bounded prefill\""},
     [CLI_O_PREFILL_BUDGET] = {{"--prefill-budget"}, .type = CLI_T_INT, .meta = "N", .lo = 0, .hi = 1 << 20, .def = "0",
                               .help = "while requests decode, a step computes at most N prompt tokens, so streams keep their pace "
                                       "while a long prompt is read (it then takes longer to its first token); 0 = no limit "
