@@ -13,12 +13,7 @@ serve_need node-npm http
 tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
 builddir="$(cd "$(dirname "$brisk")" && pwd)"
 npmdir="$builddir/npm-playwright"
-if ! grep -qs '"version": "1.65.1"' "$npmdir/node_modules/playwright-core/package.json"; then
-  mkdir -p "$npmdir"
-  if ! timeout 300 npm install --no-save --no-audit --no-fund --prefix "$npmdir" playwright-core@1.65.1 >"$tmp/npm.log" 2>&1; then
-    echo "SKIP: npm install playwright-core@1.65.1 failed (registry unreachable?): $(tail -3 "$tmp/npm.log")"; exit 77
-  fi
-fi
+npm_pin "$npmdir" playwright-core 1.65.1 playwright-core@1.65.1
 model="$builddir/serve-browser/smollm2-135m-q8_0.gguf"
 if [ ! -f "$model" ]; then
   mkdir -p "$(dirname "$model")"

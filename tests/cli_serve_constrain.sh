@@ -12,13 +12,6 @@ set -u
 serve_test_init "$1" node-npm model http
 data="$root/tests/data/templates"
 bdir="$(cd "$(dirname "$brisk")" && pwd)"
-npm_pin() {   # DIR CHECKFILE VERSION PACKAGES...
-  local dir=$1 file=$2 ver=$3; shift 3
-  grep -qs "\"version\": \"$ver\"" "$dir/node_modules/$file/package.json" && return 0
-  mkdir -p "$dir"
-  timeout 300 npm install --no-save --no-audit --no-fund --prefix "$dir" "$@" >"$tmp/npm.log" 2>&1 ||
-    { echo "SKIP: npm install $* failed (registry unreachable?): $(tail -3 "$tmp/npm.log")"; exit 77; }
-}
 npm_pin "$bdir/npm-openai" openai 6.49.0 openai@6.49.0
 npm_pin "$bdir/npm-ajv" ajv 8.17.1 ajv@8.17.1 ajv-formats@3.0.1 ajv-draft-04@1.0.0
 

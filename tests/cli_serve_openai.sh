@@ -10,12 +10,7 @@ set -u
 serve_test_init "$1" node-npm model http
 tpl="$root/tests/data/templates/Qwen-Qwen3-0.6B.jinja"
 npmdir="$(cd "$(dirname "$brisk")" && pwd)/npm-openai"
-if ! grep -qs '"version": "6.49.0"' "$npmdir/node_modules/openai/package.json"; then
-  mkdir -p "$npmdir"
-  if ! timeout 300 npm install --no-save --no-audit --no-fund --prefix "$npmdir" openai@6.49.0 >"$tmp/npm.log" 2>&1; then
-    echo "SKIP: npm install openai@6.49.0 failed (registry unreachable?): $(tail -3 "$tmp/npm.log")"; exit 77
-  fi
-fi
+npm_pin "$npmdir" openai 6.49.0 openai@6.49.0
 start main -m "$model" --chat-template "$tpl" -c 512 --api-key test-key -a tiny || exit 1
 start busy -m "$model" -c 32768 -np 1 --max-queue 0 || exit 1
 timeout 120 node "$root/tests/serve/openai_client.mjs" "$npmdir/node_modules" "http://127.0.0.1:$port_main/v1" \

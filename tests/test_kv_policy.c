@@ -45,6 +45,7 @@
  *     eviction keeps candidates whose decayed priority (by role: user slots
  *     decay at half the rate) is at least every dropped one's. */
 #include "brisk.h"
+#include "base/json_lex.h"
 #include "engine/engine_impl.h"
 #include "kv/kv.h"
 #include "kv/policy.h"
@@ -818,6 +819,75 @@ static void test_role_lexer(void) {
     CHECK(brisk_kv_json_step(&st, "after", 5) == T);
 }
 
+/* The shared JSON lexer (base/json_lex.h) byte by byte in both starts, against hand-labelled classes (T text,
+ * P punct, K key, S string value, N scalar): the same bytes are prose's TEXT outside a value but a value's
+ * string or scalar from the value start; a value start never returns to TEXT; where a state stands
+ * (brisk_json_lex_inside); objects are known for the outer 48 levels, deeper ones are arrays; the depth
+ * count saturates at 255. */
+static int lex_mismatches(brisk_json_start start, const char *doc, const char *want) {
+    static const char letter[BRISK_JSON_N_CLASSES] = {[BRISK_JSON_TEXT] = 'T', [BRISK_JSON_PUNCT] = 'P', [BRISK_JSON_KEY] = 'K',
+                                                      [BRISK_JSON_STRING] = 'S', [BRISK_JSON_SCALAR] = 'N'};
+    CHECKF(strlen(doc) == strlen(want), "'%s': %zu labels for %zu bytes", doc, strlen(want), strlen(doc));
+    uint64_t st = brisk_json_lex_start(start);
+    int bad = 0;
+    for (size_t i = 0; doc[i] && want[i]; i++) {
+        const char got = letter[brisk_json_lex_byte(&st, (uint8_t)doc[i])];
+        if (got != want[i]) {
+            if (bad++ < 3) printf("json_lex (%s start): '%s' byte %zu '%c': %c, want %c\n", start ? "value" : "prose", doc, i, doc[i], got, want[i]);
+        }
+    }
+    return bad;
+}
+
+static void test_json_lex(void) {
+    static const struct {
+        brisk_json_start start;
+        const char *doc, *want;
+    } cases[] = {
+        {BRISK_JSON_START_VALUE, "{\"k\\\"\": [12, \"v\", true], \"o\": {\"n\": null}} \n",
+                                 "PKKKKKPPPNNPPSSSPPNNNNPPPKKKPPPKKKPPNNNNPPPP"},
+        {BRISK_JSON_START_VALUE, "\"a,b\" ", "SSSSSP"},
+        {BRISK_JSON_START_VALUE, " -1.5e3\t", "PNNNNNNP"},
+        {BRISK_JSON_START_VALUE, "[{\"a\":1},\"b\"]", "PPKKKPNPPSSSP"},
+        {BRISK_JSON_START_PROSE, "Hi {\"a\": [1]} \"q\" [x] end", "TTTPKKKPPPNPPTTTTTPNPTTTT"},
+        {BRISK_JSON_START_PROSE, "a, b: \"c\" }] {", "TTTTTTTTTTTTTP"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) bad += lex_mismatches(cases[i].start, cases[i].doc, cases[i].want);
+    CHECKF(bad == 0, "the JSON lexer mislabelled %d bytes", bad);
+    /* where a state stands: in a key, in a scalar, back in prose after the value; a value start stays in structure */
+    uint64_t st = brisk_json_lex_start(BRISK_JSON_START_PROSE);
+    CHECK(st == 0 && brisk_json_lex_inside(st) == BRISK_JSON_TEXT);
+    const char *prose = "x {\"ke";
+    for (const char *c = prose; *c; c++) brisk_json_lex_byte(&st, (uint8_t)*c);
+    CHECK(brisk_json_lex_inside(st) == BRISK_JSON_KEY);
+    const char *rest = "y\": 4";
+    for (const char *c = rest; *c; c++) brisk_json_lex_byte(&st, (uint8_t)*c);
+    CHECK(brisk_json_lex_inside(st) == BRISK_JSON_SCALAR);
+    CHECK(brisk_json_lex_byte(&st, '}') == BRISK_JSON_PUNCT && brisk_json_lex_inside(st) == BRISK_JSON_TEXT);
+    st = brisk_json_lex_start(BRISK_JSON_START_VALUE);
+    CHECK(brisk_json_lex_inside(st) == BRISK_JSON_PUNCT);
+    CHECK(brisk_json_lex_byte(&st, '[') == BRISK_JSON_PUNCT && brisk_json_lex_byte(&st, ']') == BRISK_JSON_PUNCT);
+    CHECK(brisk_json_lex_inside(st) == BRISK_JSON_PUNCT && brisk_json_lex_byte(&st, 'x') == BRISK_JSON_SCALAR);
+    /* level 48 is a known object, level 49 an array: its string is a value; back at 48 the next string is a key again */
+    for (int start = BRISK_JSON_START_PROSE; start <= BRISK_JSON_START_VALUE; start++) {
+        st = brisk_json_lex_start((brisk_json_start)start);
+        for (int d = 0; d < 48; d++) brisk_json_lex_byte(&st, '{');
+        CHECK(brisk_json_lex_byte(&st, '"') == BRISK_JSON_KEY);
+        brisk_json_lex_byte(&st, '"');
+        brisk_json_lex_byte(&st, ':');
+        CHECK(brisk_json_lex_byte(&st, '{') == BRISK_JSON_PUNCT && brisk_json_lex_byte(&st, '"') == BRISK_JSON_STRING);
+        brisk_json_lex_byte(&st, '"');
+        brisk_json_lex_byte(&st, '}');
+        CHECK(brisk_json_lex_byte(&st, ',') == BRISK_JSON_PUNCT && brisk_json_lex_byte(&st, '"') == BRISK_JSON_KEY);
+    }
+    /* 300 openers count as 255: in prose the 255th closer ends the value */
+    st = brisk_json_lex_start(BRISK_JSON_START_PROSE);
+    for (int d = 0; d < 300; d++) brisk_json_lex_byte(&st, '[');
+    for (int d = 0; d < 255; d++) CHECK(brisk_json_lex_byte(&st, ']') == BRISK_JSON_PUNCT);
+    CHECK(brisk_json_lex_byte(&st, ']') == BRISK_JSON_TEXT);
+}
+
 /* role in the engine: each slot's role is the lexer's over the token pieces in order (the state threaded
  * across ubatches), it moves with compaction (a kept slot keeps its token's role), and truncating then feeding
  * again gives the same roles as feeding straight. */
@@ -869,6 +939,7 @@ done:
 int main(void) {
     test_parse();
     test_role_lexer();
+    test_json_lex();
     test_policy_config();
     test_oracle_limit();
     test_make_room_atomic();

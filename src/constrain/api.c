@@ -1,6 +1,7 @@
 /* api: brisk.h's constrained-decoding entry points over the internal engine, the finite-set front
  * end, and the vocabulary's token bytes. */
 #include "constrain/constrain.h"
+#include "base/json_lex.h"
 /* only m->vocab is read: the token bytes need the tokenizer's own piece rendering */
 #include "engine/engine_impl.h"
 #include "tokenizer/tokenizer.h"
@@ -94,52 +95,17 @@ static brisk_status split_choices(const char *src, size_t len, char ***items, si
     return BRISK_OK;
 }
 
-/* A streaming JSON lexer over the output bytes, for token roles: exact on JSON (a JSON Schema
- * constraint only lets valid JSON through), so it needs no grammar: the container stack, whether an
- * object wants a key, and whether a string or a scalar is open. */
-#define ROLE_STACK 256
-typedef struct json_lex {
-    uint8_t stack[ROLE_STACK];   /* '{' or '[' */
-    int32_t depth;               /* may exceed ROLE_STACK: deeper levels are then taken as arrays */
-    bool want_key;               /* in an object, the next string is a key */
-    bool in_string, escape;
-    uint8_t string_role;
-} json_lex;
-
-static uint8_t lex_byte(json_lex *l, uint8_t b) {
-    if (l->in_string) {
-        if (l->escape) l->escape = false;
-        else if (b == '\\') l->escape = true;
-        else if (b == '"') l->in_string = false;
-        return l->string_role;
-    }
-    const bool in_object = l->depth > 0 && l->depth <= ROLE_STACK && l->stack[l->depth - 1] == '{';
-    switch (b) {
-    case '{': case '[':
-        if (l->depth < ROLE_STACK) l->stack[l->depth] = b;
-        l->depth++;
-        l->want_key = b == '{';
-        return BRISK_ROLE_PUNCT;
-    case '}': case ']':
-        if (l->depth > 0) l->depth--;
-        l->want_key = false;
-        return BRISK_ROLE_PUNCT;
-    case ',':
-        l->want_key = in_object;
-        return BRISK_ROLE_PUNCT;
-    case ':':
-        l->want_key = false;
-        return BRISK_ROLE_PUNCT;
-    case ' ': case '\t': case '\n': case '\r':
-        return BRISK_ROLE_PUNCT;
-    case '"':
-        l->in_string = true;
-        l->string_role = in_object && l->want_key ? BRISK_ROLE_KEY : BRISK_ROLE_STRING;
-        return l->string_role;
-    default:
-        return BRISK_ROLE_SCALAR;   /* a number, true, false or null */
-    }
-}
+/* Token roles come from brisk's JSON lexer (base/json_lex.h) over the output bytes, from its value start
+ * (the output is one JSON value): exact on JSON, which is all a JSON Schema constraint lets through, so
+ * it needs no grammar. Whether a level is an object is known for the outer 48 levels, deeper ones are
+ * taken as arrays: a key nested deeper than 48 levels is reported as BRISK_ROLE_STRING. (Before the
+ * lexer was shared this file kept its own with 256 levels, so the roles changed only past 48.) The depth
+ * count saturates at 255 levels; only an output nested deeper than that would be mislabelled after it
+ * closes, which a schema nested at most 128 levels deep reaches only through recursion. */
+static const uint8_t role_of_class[BRISK_JSON_N_CLASSES] = {
+    [BRISK_JSON_TEXT] = BRISK_ROLE_TEXT, [BRISK_JSON_PUNCT] = BRISK_ROLE_PUNCT,   [BRISK_JSON_KEY] = BRISK_ROLE_KEY,
+    [BRISK_JSON_STRING] = BRISK_ROLE_STRING, [BRISK_JSON_SCALAR] = BRISK_ROLE_SCALAR,
+};
 
 struct brisk_constraint {
     cst_vocab *vocab;
@@ -149,7 +115,7 @@ struct brisk_constraint {
     int64_t budget;   /* tokens the output may take, its end token included; -1: none */
     int64_t used;     /* tokens accepted since the start (or the last reset) */
     bool json;        /* a JSON Schema constraint: roles from the lexer, else BRISK_ROLE_TEXT */
-    json_lex lex;
+    uint64_t lex;     /* the JSON lexer's state (base/json_lex.h) */
     uint8_t last_roles[256];   /* per byte of the last accepted token */
     size_t last_len;
 };
@@ -231,6 +197,7 @@ brisk_status brisk_constraint_init(brisk_constraint **out, const brisk_model *m,
     c->state = cst_start(c->g);
     c->budget = -1;
     c->json = kind == BRISK_CONSTRAINT_JSON_SCHEMA || kind == BRISK_CONSTRAINT_JSON_SCHEMA_COMPACT;
+    c->lex = brisk_json_lex_start(BRISK_JSON_START_VALUE);
     *out = c;
     return BRISK_OK;
 }
@@ -261,7 +228,7 @@ bool brisk_constraint_accept(brisk_constraint *c, int32_t token) {
     size_t len = 0;
     const uint8_t *bytes = cst_vocab_piece(c->vocab, token, &len);
     c->last_len = len;
-    for (size_t i = 0; i < len; i++) c->last_roles[i] = c->json ? lex_byte(&c->lex, bytes[i]) : (uint8_t)BRISK_ROLE_TEXT;
+    for (size_t i = 0; i < len; i++) c->last_roles[i] = c->json ? role_of_class[brisk_json_lex_byte(&c->lex, bytes[i])] : (uint8_t)BRISK_ROLE_TEXT;
     return c->state != CST_DEAD;
 }
 
@@ -289,7 +256,7 @@ void brisk_constraint_reset(brisk_constraint *c) {
     c->state = cst_start(c->g);
     c->ended = false;
     c->used = 0;
-    memset(&c->lex, 0, sizeof c->lex);
+    c->lex = brisk_json_lex_start(BRISK_JSON_START_VALUE);
     c->last_len = 0;
 }
 

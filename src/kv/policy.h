@@ -77,7 +77,7 @@ typedef enum brisk_kv_lex {
     BRISK_KV_LEX_KEY = 3,     /* an object key's string, quotes included */
 } brisk_kv_lex;
 #define BRISK_KV_N_LEX 4
-/* A token's bytes through the JSON lexer: *state (0 = before any text)
+/* A token's bytes through the JSON lexer (base/json_lex.h; *state 0 = its prose start, before any text)
  * advances, and the token's role is returned (that of its first non-space
  * byte; a space-only token takes the role of where it stands). */
 uint8_t brisk_kv_json_step(uint64_t *state, const char *bytes, size_t n);

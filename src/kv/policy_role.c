@@ -1,6 +1,7 @@
 /* policy_role: issue #18's "role" retention for JSON in the context: every
- * slot gets the lexical role its token plays in the JSON around it, from a
- * JSON lexer that the engine runs over each sequence's tokens as they are
+ * slot gets the lexical role its token plays in the JSON around it, from
+ * brisk's JSON lexer (base/json_lex.h, from its prose start) that the engine
+ * runs over each sequence's tokens as they are
  * written (brisk_kv_policy_written; the token's text is the piece the
  * detokenizer renders, through the callback the engine attaches,
  * brisk_kv_policy_set_text):
@@ -20,91 +21,33 @@
  * their tokens. The state is a pure function
  * of the sequence's tokens, so batch invariance holds. The lexer tolerates
  * what is not JSON: a '{' or '[' in prose starts a value and its closing
- * bracket ends it; an unquoted word inside one is read as a value. */
+ * bracket ends it; an unquoted word inside one is read as a value; nesting
+ * deeper than 48 levels is taken as arrays. */
 #include "kv/policy.h"
 
+#include "base/json_lex.h"
 
-/* The state, in 64 bits: mode (bits 0-2), the open string is a key (bit 3), the
- * next string in this object is a key (bit 4), nesting depth (bits 8-15, up to
- * JSON_MAX_DEPTH tracked; deeper brackets count but are taken as arrays), and
- * per level whether it is an object (bits 16-63). */
-enum { M_TEXT = 0, M_STRUCT = 1, M_STR = 2, M_ESC = 3, M_ATOM = 4 };
-#define JSON_MAX_DEPTH 48
-#define ST_MODE(s) ((int)((s) & 7u))
-#define ST_KEY(s) (((s) >> 3) & 1u)
-#define ST_EXPECT(s) (((s) >> 4) & 1u)
-#define ST_DEPTH(s) ((int)(((s) >> 8) & 0xffu))
-
-static uint64_t st_make(int mode, uint64_t key, uint64_t expect, int depth, uint64_t stack) {
-    return (uint64_t)mode | key << 3 | expect << 4 | (uint64_t)depth << 8 | stack << 16;
-}
-
-static bool top_is_object(uint64_t s) {
-    const int d = ST_DEPTH(s);
-    return d > 0 && d <= JSON_MAX_DEPTH && ((s >> (16 + d - 1)) & 1u);
-}
+/* The shared lexer's classes as the policy's roles: a string value and a scalar are both a value. */
+static const uint8_t role_of_class[BRISK_JSON_N_CLASSES] = {
+    [BRISK_JSON_TEXT] = BRISK_KV_LEX_TEXT,    [BRISK_JSON_PUNCT] = BRISK_KV_LEX_PUNCT,   [BRISK_JSON_KEY] = BRISK_KV_LEX_KEY,
+    [BRISK_JSON_STRING] = BRISK_KV_LEX_VALUE, [BRISK_JSON_SCALAR] = BRISK_KV_LEX_VALUE,
+};
 
 static bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-/* One byte: the new state and the byte's role. */
-static uint8_t lex_byte(uint64_t *state, unsigned char c) {
-    uint64_t s = *state, stack = s >> 16;
-    int mode = ST_MODE(s), depth = ST_DEPTH(s);
-    uint64_t key = ST_KEY(s), expect = ST_EXPECT(s);
-    uint8_t role;
-    if (mode == M_ATOM && (is_space(c) || c == ',' || c == '}' || c == ']' || c == ':')) mode = M_STRUCT;   /* the atom ends here */
-    switch (mode) {
-    case M_STR:
-        role = key ? BRISK_KV_LEX_KEY : BRISK_KV_LEX_VALUE;
-        if (c == '\\') mode = M_ESC;
-        else if (c == '"') mode = M_STRUCT, key = 0;
-        break;
-    case M_ESC:
-        role = key ? BRISK_KV_LEX_KEY : BRISK_KV_LEX_VALUE;
-        mode = M_STR;
-        break;
-    case M_ATOM: role = BRISK_KV_LEX_VALUE; break;
-    default:   /* text or structure */
-        if (c == '{' || c == '[') {
-            if (depth < 255) depth++;
-            if (depth <= JSON_MAX_DEPTH) stack = c == '{' ? stack | (uint64_t)1 << (depth - 1) : stack & ~((uint64_t)1 << (depth - 1));
-            mode = M_STRUCT;
-            expect = c == '{';
-            role = BRISK_KV_LEX_PUNCT;
-        } else if (mode == M_TEXT) role = BRISK_KV_LEX_TEXT;
-        else if (c == '}' || c == ']') {
-            if (depth > 0) depth--;
-            mode = depth ? M_STRUCT : M_TEXT;
-            expect = 0;
-            role = BRISK_KV_LEX_PUNCT;
-        } else if (c == '"') {
-            key = expect && top_is_object(st_make(mode, 0, 0, depth, stack));
-            mode = M_STR;
-            role = key ? BRISK_KV_LEX_KEY : BRISK_KV_LEX_VALUE;
-        } else if (c == ':') expect = 0, role = BRISK_KV_LEX_PUNCT;
-        else if (c == ',') expect = top_is_object(st_make(mode, 0, 0, depth, stack)), role = BRISK_KV_LEX_PUNCT;
-        else if (is_space(c)) role = BRISK_KV_LEX_PUNCT;
-        else mode = M_ATOM, role = BRISK_KV_LEX_VALUE;
-        break;
-    }
-    *state = st_make(mode, key, expect, depth, stack & 0xffffffffffffull);
-    return role;
-}
-
+/* The state is base/json_lex.h's, from the prose start (0). */
 uint8_t brisk_kv_json_step(uint64_t *state, const char *bytes, size_t n) {
     uint8_t role = BRISK_KV_LEX_TEXT;
     bool first = true;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)bytes[i];
-        const bool in_string = ST_MODE(*state) == M_STR || ST_MODE(*state) == M_ESC;
-        const uint8_t r = lex_byte(state, c);
+        const brisk_json_class before = brisk_json_lex_inside(*state);
+        const bool in_string = before == BRISK_JSON_KEY || before == BRISK_JSON_STRING;
+        const uint8_t r = role_of_class[brisk_json_lex_byte(state, c)];
         if (first && (in_string || !is_space(c))) role = r, first = false;
     }
-    if (first) {   /* a space-only (or empty) token: the role of where it leaves the lexer (spaces end an atom) */
-        const int mode = ST_MODE(*state);
-        role = mode == M_TEXT ? BRISK_KV_LEX_TEXT : mode == M_STR || mode == M_ESC ? (ST_KEY(*state) ? BRISK_KV_LEX_KEY : BRISK_KV_LEX_VALUE)
-               : mode == M_ATOM ? BRISK_KV_LEX_VALUE : BRISK_KV_LEX_PUNCT;
-    }
+    /* a space-only (or empty) token: the role of where it leaves the lexer (spaces end a scalar) */
+    if (first) role = role_of_class[brisk_json_lex_inside(*state)];
     return role;
 }
 

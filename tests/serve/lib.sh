@@ -1,6 +1,6 @@
 # Helpers for the brisk serve tests (sourced): the scripts' common start and
-# skips, start a server on a free loopback port, check JSON with python3, count
-# passes and failures.
+# skips, pinned npm packages, start a server on a free loopback port, check
+# JSON with python3, count passes and failures.
 pass=0; fail=0
 ok() { pass=$((pass+1)); }
 bad() { fail=$((fail+1)); echo "FAIL $*"; }
@@ -50,6 +50,19 @@ serve_need() {
 # says "no HTTP server"; asked with $model and a host that cannot bind)
 serve_has_http() {
   ! "$brisk" serve -m "$model" --port 0 --host 256.0.0.1 2>&1 | grep -q "no HTTP server"
+}
+
+# npm_pin DIR PACKAGE VERSION SPEC...: pinned npm packages under DIR (in the
+# build tree), installed on first use: nothing to do when
+# DIR/node_modules/PACKAGE is at VERSION already, else npm install SPEC...;
+# skips the test (exit 77, with npm's last lines) when that fails, as it does
+# without the registry. Needs $tmp (serve_test_init).
+npm_pin() {
+  local dir=$1 package=$2 version=$3; shift 3
+  grep -qs "\"version\": \"$version\"" "$dir/node_modules/$package/package.json" && return 0
+  mkdir -p "$dir"
+  timeout 300 npm install --no-save --no-audit --no-fund --prefix "$dir" "$@" >"$tmp/npm.log" 2>&1 ||
+    { echo "SKIP: npm install $* failed (registry unreachable?): $(tail -3 "$tmp/npm.log")"; exit 77; }
 }
 
 # start NAME ARGS...: runs brisk serve --port 0 ARGS in the background, sets
