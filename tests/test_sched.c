@@ -879,6 +879,19 @@ static void test_prompt_logits(void) {
 
 /* ---- stall-bounded prefill (max_stall) ----------------------------------------------------------- */
 
+/* One request alone on a fresh context (256 tokens a sequence, a 512-token pool, batches of 64): the reference
+ * the stall tests hold their shared runs to. */
+static void run_alone(const int32_t *prompt, int32_t n_prompt, int32_t max_tokens, bool logits, rec *out) {
+    brisk_context *c = new_ctx(256, 512, 64, 2);
+    brisk_sched *s = new_sched(c, 64, 64, 0);
+    rec_init(out, 1, logits);
+    job j = {.prompt = prompt, .n_prompt = n_prompt, .max_tokens = max_tokens, .n = 1, .out = out};
+    add_job(s, &j);
+    drain(s, NULL);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+}
+
 /* A pass's cost for test_stall: linear in its tokens, so the controller's decisions do not depend on
  * how loaded the machine is (the wall clock made this test fail under load). */
 static double linear_pass_cost(void *user, int32_t n_tokens, int32_t n_logits) {
@@ -895,16 +908,8 @@ static void test_stall(void) {
     for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     rec alone[2], out[2][2];
-    for (int k = 0; k < 2; k++) {
-        brisk_context *c = new_ctx(256, 512, 64, 2);
-        brisk_sched *s = new_sched(c, 64, 64, 0);
-        rec_init(&alone[k], 1, true);
-        job j = {.prompt = k ? pb : pa, .n_prompt = k ? LONG : 20, .max_tokens = MAX_GEN, .n = 1, .out = &alone[k]};
-        add_job(s, &j);
-        drain(s, NULL);
-        brisk_sched_free(s);
-        brisk_context_free(c);
-    }
+    run_alone(pa, 20, MAX_GEN, true, &alone[0]);
+    run_alone(pb, LONG, MAX_GEN, true, &alone[1]);
     brisk_error err = {0};
     for (int mode = 0; mode < 2; mode++) {
         brisk_context *c = new_ctx(256, 512, 64, 2);
@@ -969,16 +974,8 @@ static void test_stall_probe(void) {
     for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     rec alone[2], out[2];
-    for (int k = 0; k < 2; k++) {
-        brisk_context *c = new_ctx(256, 512, 64, 2);
-        brisk_sched *s = new_sched(c, 64, 64, 0);
-        rec_init(&alone[k], 1, false);
-        job j = {.prompt = k ? pb : pa, .n_prompt = k ? LONG : 20, .max_tokens = k ? 4 : GEN_A, .n = 1, .out = &alone[k]};
-        add_job(s, &j);
-        drain(s, NULL);
-        brisk_sched_free(s);
-        brisk_context_free(c);
-    }
+    run_alone(pa, 20, GEN_A, false, &alone[0]);
+    run_alone(pb, LONG, 4, false, &alone[1]);
     brisk_error err = {0};
     brisk_context *c = new_ctx(256, 512, 64, 2);
     brisk_sched_params sp = brisk_sched_default_params();
@@ -1053,6 +1050,55 @@ static void test_stall_probe(void) {
     brisk_context_free(c);
 }
 
+/* The KV deadline: A decodes while B's 150-token prompt goes in at max_stall's floor of one token a step, in
+ * a pool of 320 tokens: at one token a step A would grow by 150 and the pool (20 + 150 + 150 > 320) fill before
+ * B's prompt is in, and B, the youngest, would be preempted and start again (measured with the deadline off:
+ * preemptions). The deadline raises the allowance just enough: no preemption, B's prompt still beside A's
+ * decodes in small steps, both outputs equal each alone. */
+static void test_stall_deadline(void) {
+    enum { LONG = 150, GEN_A = 230 };
+    int32_t pa[20], pb[LONG];
+    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    rec alone[2], out[2];
+    run_alone(pa, 20, GEN_A, false, &alone[0]);
+    run_alone(pb, LONG, 4, false, &alone[1]);
+    brisk_error err = {0};
+    brisk_context *c = new_ctx(256, 320, 64, 2);
+    brisk_sched_params sp = brisk_sched_default_params();
+    sp.n_batch = 64;
+    sp.max_stall = 1e-9;
+    brisk_sched *s = NULL;
+    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+    brisk_sched_set_pass_clock(s, linear_pass_cost, NULL);
+    rec_init(out, 2, false);
+    job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = GEN_A, .n = 1, .out = &out[0]};
+    add_job(s, &ja);
+    brisk_sched_info info;
+    for (int i = 0; i < 3; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);   /* A's prompt, then it decodes */
+    job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = 4, .n = 1, .out = &out[1]};
+    add_job(s, &jb);
+    int shared = 0, max_pf = 0;
+    while (brisk_sched_pending(s) > 0) {
+        const int32_t a_before = out[0].n;
+        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+        if (out[0].n > a_before && info.n_prefill > 0) {
+            shared++;
+            max_pf = BRISK_MAX(max_pf, info.n_prefill);
+        }
+    }
+    CHECKF(info.n_preemptions == 0, "%lld preemptions: the pool filled before B's prompt was in", (long long)info.n_preemptions);
+    CHECKF(shared >= 20 && max_pf < 32, "B's prompt beside A's decodes: %d steps, at most %d tokens a step", shared, max_pf);
+    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
+    printf("max_stall KV deadline: B's %d-token prompt in %d steps beside A's decodes (at most %d a step), %lld preemptions\n", LONG,
+           shared, max_pf, (long long)info.n_preemptions);
+    rec_free(out, 2);
+    rec_free(alone, 1);
+    rec_free(&alone[1], 1);
+    brisk_sched_free(s);
+    brisk_context_free(c);
+}
+
 /* A fixed prompt budget per decoding step (prefill_budget): while A decodes, B's 200-token prompt goes in
  * 5 tokens a step, exactly; before anything decodes a prompt fills the step; outputs equal each alone. */
 static void test_prefill_budget(void) {
@@ -1061,16 +1107,8 @@ static void test_prefill_budget(void) {
     for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     rec alone[2], out[2];
-    for (int k = 0; k < 2; k++) {
-        brisk_context *c = new_ctx(256, 512, 64, 2);
-        brisk_sched *s = new_sched(c, 64, 64, 0);
-        rec_init(&alone[k], 1, true);
-        job j = {.prompt = k ? pb : pa, .n_prompt = k ? LONG : 20, .max_tokens = MAX_GEN, .n = 1, .out = &alone[k]};
-        add_job(s, &j);
-        drain(s, NULL);
-        brisk_sched_free(s);
-        brisk_context_free(c);
-    }
+    run_alone(pa, 20, MAX_GEN, true, &alone[0]);
+    run_alone(pb, LONG, MAX_GEN, true, &alone[1]);
     brisk_error err = {0};
     brisk_context *c = new_ctx(256, 512, 64, 2);
     brisk_sched_params sp = brisk_sched_default_params();
@@ -1620,6 +1658,7 @@ int main(void) {
     test_prompt_logits();
     test_stall();
     test_stall_probe();
+    test_stall_deadline();
     test_prefill_budget();
     test_shared_prefix();
     test_invariance("qwen2-tiny-Q4_0", NULL);

@@ -124,6 +124,8 @@ struct brisk_sched {
     double probe_dt;        /* ... and its seconds: max_stall's decode-only cost at that size */
     int32_t step_pf_left;   /* prompt tokens this step may still add while requests decode; -1 = no limit */
     bool step_pf_fixed;     /* prefill_budget has been applied to this step's allowance */
+    bool step_pf_deadline;  /* the KV deadline (kv_deadline_allowance) has been applied to it */
+    bool step_probe;        /* this step decodes alone to measure the decode-only cost (max_stall) */
     brisk_sched_pass_clock pass_clock;   /* tests: a pass's cost from its shape instead of the wall clock */
     /* retention (the context's kv_policy) and the context shift: see "Retention" above build_pass */
     bool retention;         /* a policy runs or the context shift is on: positions come from the cache */
@@ -975,6 +977,48 @@ static double stall_dec(const brisk_sched *s, int32_t n) {
     return s->probe_n == n && s->probe_dt > 0.0 ? s->probe_dt : brisk_spec_policy_cost(s->policy, n);
 }
 
+/* The fewest prompt tokens a decoding step may take so that the prompts being prefilled are in before the
+ * pool fills (with max_stall or prefill_budget). At a tokens a step a prompt with R tokens still to compute
+ * takes S = R / a steps, while each decoding stream grows by a token a step until its max_tokens (or the
+ * context) ends it; if R plus that growth passes what the pool can give, a stream finds no block and the
+ * youngest request, the prompt, is preempted and starts again, over and over while the streams run (a
+ * 4,096-token prompt beside 7 streams in an 8,192-token pool with --max-stall 1 never finished). So S is the
+ * most steps the pool allows (a binary search: the growth only rises with S), counting one probe step in
+ * every 8 and one more, since probes carry no prompt tokens; the pool's room is the blocks left after this
+ * pass's decodes less one partly filled block per sequence. Prompts that cannot fit even at once get n_batch:
+ * their chunks are then cut to what the pool gives. The first pass of a step calls it (s->ent holds its
+ * decode entries). */
+static int32_t kv_deadline_allowance(const brisk_sched *s, int32_t free_blocks) {
+    int64_t rest = 0;
+    int32_t seqs = 0;
+    for (int32_t i = 0; i < s->n_running; i++) {
+        const sched_req *r = s->running[i];
+        for (int32_t j = 0; j < r->rq.n; j++) {
+            const sched_choice *ch = &r->ch[j];
+            if (ch->finish != BRISK_FINISH_NONE || ch->seq < 0) continue;
+            seqs++;
+            if ((r->forked || j == 0) && ch->kv_len < ch->n_hist - 1) rest += ch->n_hist - 1 - ch->kv_len;
+        }
+    }
+    if (rest == 0) return 0;
+    const int64_t room = ((int64_t)free_blocks - seqs) * BRISK_KV_BLOCK;
+    int64_t lo = 0, hi = rest;   /* the most steps S in [1, rest] with rest + growth(S) <= room; 0: none */
+    while (lo < hi) {
+        const int64_t S = (lo + hi + 1) / 2, steps = S + S / STALL_PROBE_EVERY + 1;
+        int64_t grow = 0;
+        for (int32_t i = 0; i < s->n_ent; i++) {
+            const sched_entry *e = &s->ent[i];
+            if (!e->decode) continue;
+            const int64_t left = BRISK_MIN((int64_t)e->r->rq.max_tokens - e->ch->n_gen, (int64_t)s->n_ctx - e->ch->n_hist);
+            grow += BRISK_MAX(0, BRISK_MIN(steps, left));
+        }
+        if (rest + grow <= room) lo = S;
+        else hi = S - 1;
+    }
+    if (lo == 0) return s->n_batch;
+    return (int32_t)BRISK_MIN((rest + lo - 1) / lo, (int64_t)s->n_batch);
+}
+
 /* Fill the pass (at most room tokens): decode tokens and drafts, then
  * prefill chunks. progressed: a pass of this step ran already. *need: the
  * blocks its sequences may take. Returns its tokens. */
@@ -1051,7 +1095,10 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
     if (s->step_pf_left < 0 && n > 0 && s->max_stall > 0.0 && s->prefill_tok_s > 0.0) {
         const double dec = stall_dec(s, n);
         /* a probe: this step decodes only, to measure (or refresh) the decode-only cost of its size */
-        if (s->stall_streak >= STALL_PROBE_EVERY || (s->probe_n != n && !brisk_spec_policy_measured(s->policy, n))) s->step_pf_left = 0;
+        if (s->stall_streak >= STALL_PROBE_EVERY || (s->probe_n != n && !brisk_spec_policy_measured(s->policy, n))) {
+            s->step_pf_left = 0;
+            s->step_probe = true;
+        }
         else if (dec > 0.0) {
             if (!(s->pf_allow > 0.0)) s->pf_allow = BRISK_MAX(1.0, s->max_stall * dec / s->prefill_tok_s);
             s->step_pf_left = s->pf_allow >= (double)s->n_batch ? s->n_batch : BRISK_MAX(1, (int32_t)s->pf_allow);
@@ -1061,6 +1108,12 @@ static int32_t build_pass(brisk_sched *s, int32_t room, bool progressed, int32_t
     if (n > 0 && s->prefill_budget > 0 && !s->step_pf_fixed) {
         s->step_pf_fixed = true;
         s->step_pf_left = s->step_pf_left < 0 ? s->prefill_budget : BRISK_MIN(s->step_pf_left, s->prefill_budget);
+    }
+    /* the KV deadline: never so few prompt tokens that the pool fills before the prompts are in (a probe
+     * step keeps its none: the deadline counts the probes) */
+    if (n > 0 && s->step_pf_left >= 0 && !s->step_pf_deadline) {
+        s->step_pf_deadline = true;
+        if (!s->step_probe) s->step_pf_left = BRISK_MAX(s->step_pf_left, kv_deadline_allowance(s, avail - *need));
     }
     if (s->step_pf_left >= 0) room = BRISK_MIN(room, n + s->step_pf_left);
     /* prefill chunks, oldest first */
@@ -1276,6 +1329,8 @@ brisk_status brisk_sched_step(brisk_sched *s, brisk_sched_info *info, brisk_erro
     bool progressed = false;
     s->step_pf_left = -1;
     s->step_pf_fixed = false;
+    s->step_pf_deadline = false;
+    s->step_probe = false;
     while (budget > 0 && s->n_running > 0) {
         int32_t need;
         if (s->retention) retention_prepare(s);
