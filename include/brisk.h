@@ -782,12 +782,15 @@ typedef struct brisk_sched_params {
      * within (1 + max_stall) of its decode-only step while a long prompt is prefilled. The decode-only time is
      * measured: a step whose decode size was never measured alone, and one after every 8 decoding steps in a
      * row with prompt tokens, decodes alone (a probe). At least one prompt token per other step is computed,
-     * so prompts always progress. 0 = no limit (prompt chunks fill n_batch). */
+     * so prompts always progress, and at least as many as get the prompts in before the KV pool fills with
+     * the decoding streams' growth (else the prompt would be preempted again and again; this floor applies
+     * to prefill_budget too). 0 = no limit (prompt chunks fill n_batch). */
     double max_stall;
     /* While requests decode, a step computes at most this many prompt tokens (0 = no limit; with max_stall
      * the smaller allowance wins): a fixed share of the step for prefills, so a decoding stream's inter-token
      * time stays near its undisturbed one while a long prompt is read, at the cost of that prompt's TTFT
-     * (a prompt arriving with nothing decoding still fills n_batch). */
+     * (a prompt arriving with nothing decoding still fills n_batch; more than N only when the KV pool would
+     * otherwise fill before the prompt is in: see max_stall). */
     int32_t prefill_budget;
     /* The draft model's context for BRISK_SCHED_SPEC_DRAFT (borrowed, must outlive the scheduler; NULL =
      * none, and such requests are refused): at least as many sequences as c's, all empty, n_ctx_seq at least
