@@ -892,6 +892,63 @@ static void run_alone(const int32_t *prompt, int32_t n_prompt, int32_t max_token
     brisk_context_free(c);
 }
 
+/* The stall tests' case: A (a 20-token prompt) decodes, then B's long prompt arrives beside it; both are
+ * held to each run alone. stall_begin runs A's first a_steps steps before B arrives (0: they arrive
+ * together); stall_end drains, checks the outputs and frees. */
+typedef struct stall_case {
+    int32_t pa[20], pb[256];
+    rec alone[2], out[2];
+    job ja, jb;
+    brisk_context *c;
+    brisk_sched *s;
+    brisk_sched_info info;   /* of stall_begin's last step */
+} stall_case;
+
+static void stall_begin(stall_case *t, int32_t n_b, int32_t gen_a, int32_t gen_b, bool logits, int32_t kv_tokens,
+                        const brisk_sched_params *sp, brisk_sched_pass_clock clock, void *clock_user, int a_steps) {
+    for (int i = 0; i < 20; i++) t->pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    for (int i = 0; i < n_b; i++) t->pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
+    run_alone(t->pa, 20, gen_a, logits, &t->alone[0]);
+    run_alone(t->pb, n_b, gen_b, logits, &t->alone[1]);
+    brisk_error err = {0};
+    t->c = new_ctx(256, kv_tokens, 64, 2);
+    t->s = NULL;
+    CHECKF(brisk_sched_init(&t->s, t->c, sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
+    if (clock) brisk_sched_set_pass_clock(t->s, clock, clock_user);
+    rec_init(t->out, 2, logits);
+    t->ja = (job){.prompt = t->pa, .n_prompt = 20, .max_tokens = gen_a, .n = 1, .out = &t->out[0]};
+    t->jb = (job){.prompt = t->pb, .n_prompt = n_b, .max_tokens = gen_b, .n = 1, .out = &t->out[1]};
+    add_job(t->s, &t->ja);
+    memset(&t->info, 0, sizeof t->info);
+    for (int i = 0; i < a_steps; i++) CHECK(brisk_sched_step(t->s, &t->info, &err) == BRISK_OK);
+    add_job(t->s, &t->jb);
+}
+
+/* Steps to the end: how many steps A decoded beside B's prompt tokens, and the most prompt tokens of one. */
+static int stall_shared_steps(stall_case *t, int *max_pf, brisk_sched_info *info) {
+    brisk_error err = {0};
+    int shared = 0;
+    *max_pf = 0;
+    while (brisk_sched_pending(t->s) > 0) {
+        const int32_t a_before = t->out[0].n;
+        CHECK(brisk_sched_step(t->s, info, &err) == BRISK_OK);
+        if (t->out[0].n > a_before && info->n_prefill > 0) {
+            shared++;
+            *max_pf = BRISK_MAX(*max_pf, info->n_prefill);
+        }
+    }
+    return shared;
+}
+
+static void stall_end(stall_case *t) {
+    drain(t->s, NULL);
+    CHECK(rec_same(&t->out[0], &t->alone[0]) && rec_same(&t->out[1], &t->alone[1]));
+    rec_free(t->out, 2);
+    rec_free(t->alone, 2);
+    brisk_sched_free(t->s);
+    brisk_context_free(t->c);
+}
+
 /* A pass's cost for test_stall: linear in its tokens, so the controller's decisions do not depend on
  * how loaded the machine is (the wall clock made this test fail under load). */
 static double linear_pass_cost(void *user, int32_t n_tokens, int32_t n_logits) {
@@ -903,47 +960,20 @@ static double linear_pass_cost(void *user, int32_t n_tokens, int32_t n_logits) {
  * computes exactly one prompt token (the floor that keeps prompts moving) once both costs are
  * measured; with max_stall 0 the prompt fills the step. Both outputs equal the request alone. */
 static void test_stall(void) {
-    enum { LONG = 200 };
-    int32_t pa[20], pb[LONG];
-    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    rec alone[2], out[2][2];
-    run_alone(pa, 20, MAX_GEN, true, &alone[0]);
-    run_alone(pb, LONG, MAX_GEN, true, &alone[1]);
     brisk_error err = {0};
     for (int mode = 0; mode < 2; mode++) {
-        brisk_context *c = new_ctx(256, 512, 64, 2);
         brisk_sched_params sp = brisk_sched_default_params();
         sp.n_batch = 64;
         sp.max_stall = mode ? 1e-9 : 0.0;
-        brisk_sched *s = NULL;
-        CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
-        brisk_sched_set_pass_clock(s, linear_pass_cost, NULL);
-        rec_init(out[mode], 2, true);
-        job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = MAX_GEN, .n = 1, .out = &out[mode][0]};
-        add_job(s, &ja);
+        stall_case t;
+        stall_begin(&t, 200, MAX_GEN, MAX_GEN, true, 512, &sp, linear_pass_cost, NULL, 3);   /* A's prompt, then it decodes */
         brisk_sched_info info;
-        for (int i = 0; i < 3; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);   /* A's prompt, then it decodes */
-        job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = MAX_GEN, .n = 1, .out = &out[mode][1]};
-        add_job(s, &jb);
-        int max_pf = 0, steps_shared = 0;
-        while (brisk_sched_pending(s) > 0) {
-            const int32_t a_before = out[mode][0].n;
-            CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
-            if (out[mode][0].n > a_before && info.n_prefill > 0) {   /* A decoded beside B's prompt */
-                steps_shared++;
-                if (info.n_prefill > max_pf) max_pf = info.n_prefill;
-            }
-        }
+        int max_pf;
+        const int steps_shared = stall_shared_steps(&t, &max_pf, &info);
         if (mode) CHECKF(max_pf == 1 && steps_shared >= 16,   /* A's 24 tokens less a probe step after every 8 */ "max_stall ~0: %d prompt tokens at most per decoding step over %d steps", max_pf, steps_shared);
         else CHECKF(max_pf > 1, "max_stall 0: the prompt fills the step (%d tokens)", max_pf);
-        CHECK(rec_same(&out[mode][0], &alone[0]) && rec_same(&out[mode][1], &alone[1]));
-        rec_free(out[mode], 2);
-        brisk_sched_free(s);
-        brisk_context_free(c);
+        stall_end(&t);
     }
-    rec_free(alone, 1);
-    rec_free(&alone[1], 1);
     brisk_sched_params bad = brisk_sched_default_params();
     bad.max_stall = -1.0;
     brisk_context *c = new_ctx(256, 512, 64, 2);
@@ -970,42 +1000,28 @@ static double growing_pass_cost(void *user, int32_t n_tokens, int32_t n_logits) 
  * prompt tokens. Both outputs equal each request alone. */
 static void test_stall_probe(void) {
     enum { LONG = 200, GEN_A = 120 };
-    int32_t pa[20], pb[LONG];
-    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    rec alone[2], out[2];
-    run_alone(pa, 20, GEN_A, false, &alone[0]);
-    run_alone(pb, LONG, 4, false, &alone[1]);
     brisk_error err = {0};
-    brisk_context *c = new_ctx(256, 512, 64, 2);
     brisk_sched_params sp = brisk_sched_default_params();
     sp.n_batch = 64;
     sp.max_stall = 1.0;
-    brisk_sched *s = NULL;
-    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
     double base = 1e-3;
-    brisk_sched_set_pass_clock(s, growing_pass_cost, &base);
-    rec_init(out, 2, false);
-    job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = GEN_A, .n = 1, .out = &out[0]};
-    add_job(s, &ja);
+    stall_case t;
+    stall_begin(&t, LONG, GEN_A, 4, false, 512, &sp, growing_pass_cost, &base, 3);   /* A's prompt, then it decodes */
     brisk_sched_info info;
-    for (int i = 0; i < 3; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);   /* A's prompt, then it decodes */
-    job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = 4, .n = 1, .out = &out[1]};
-    add_job(s, &jb);
     int pf_steps[LONG], n_pf_steps = 0, run = 0, longest_run = 0, probes = 0;
-    while (out[1].n == 0 && brisk_sched_pending(s) > 0) {
-        const int32_t a_before = out[0].n;
-        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
-        if (out[0].n == a_before) continue;   /* A did not decode in this step */
+    while (t.out[1].n == 0 && brisk_sched_pending(t.s) > 0) {
+        const int32_t a_before = t.out[0].n;
+        CHECK(brisk_sched_step(t.s, &info, &err) == BRISK_OK);
+        if (t.out[0].n == a_before) continue;   /* A did not decode in this step */
         if (info.n_prefill > 0) {
             if (n_pf_steps < LONG) pf_steps[n_pf_steps++] = info.n_prefill;
             if (++run > longest_run) longest_run = run;
-        } else if (out[1].n == 0) {
+        } else if (t.out[1].n == 0) {
             probes++;
             run = 0;
         }
     }
-    CHECKF(out[0].n < GEN_A, "A still decoded when B's prompt was done (%d tokens)", out[0].n);
+    CHECKF(t.out[0].n < GEN_A, "A still decoded when B's prompt was done (%d tokens)", t.out[0].n);
     CHECKF(longest_run <= 8 && probes >= 1, "a probe after at most 8 shared steps: longest run %d, %d probes", longest_run, probes);
     CHECKF(n_pf_steps >= 8, "B's prompt went in beside A's decodes over %d steps", n_pf_steps);
     int late = 0;
@@ -1013,41 +1029,24 @@ static void test_stall_probe(void) {
     /* a decode-only pass costs >= 1.1 ms and a prompt token 0.1 ms, so max_stall 1 allows about 10 and more as the
      * passes grow; a stale estimate leaves about 6 here (measured with the probe off) and then falls to the floor of 1 */
     CHECKF(late >= 4 * 8, "the last 4 steps beside A's decodes carried %d prompt tokens", late);
-    drain(s, NULL);
-    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
+    stall_end(&t);
     printf("max_stall probe: %d steps beside decodes (last 4: %d prompt tokens), %d probes, at most %d shared in a row; outputs equal alone\n",
            n_pf_steps, late, probes, longest_run);
-    rec_free(out, 2);
-    brisk_sched_free(s);
-    brisk_context_free(c);
 
     /* A and B arrive together: the first step prefills (nothing decodes), the second is A's first decode, whose
      * size was never measured alone, so it is a probe (no prompt tokens: before, B's next 64-token chunk went in
      * beside it unbounded), and the third carries B's tokens within the measured allowance */
-    c = new_ctx(256, 512, 64, 2);
-    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
-    brisk_sched_set_pass_clock(s, linear_pass_cost, NULL);
-    rec_init(out, 2, false);
-    ja.out = &out[0];
-    jb.out = &out[1];
-    add_job(s, &ja);
-    add_job(s, &jb);
+    stall_begin(&t, LONG, GEN_A, 4, false, 512, &sp, linear_pass_cost, NULL, 0);
     int32_t pf[3] = {0}, dec[3] = {0};
     for (int i = 0; i < 3; i++) {
-        const int32_t a_before = out[0].n;
-        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
+        const int32_t a_before = t.out[0].n;
+        CHECK(brisk_sched_step(t.s, &info, &err) == BRISK_OK);
         pf[i] = info.n_prefill;
-        dec[i] = out[0].n - a_before;
+        dec[i] = t.out[0].n - a_before;
     }
     CHECKF(pf[0] == 64 && dec[1] == 1 && pf[1] == 0 && dec[2] == 1 && pf[2] >= 1 && pf[2] < 64,
            "steps of A and B arriving together: prompt tokens %d, %d, %d; A's tokens %d, %d, %d", pf[0], pf[1], pf[2], dec[0], dec[1], dec[2]);
-    drain(s, NULL);
-    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
-    rec_free(out, 2);
-    rec_free(alone, 1);
-    rec_free(&alone[1], 1);
-    brisk_sched_free(s);
-    brisk_context_free(c);
+    stall_end(&t);
 }
 
 /* The KV deadline: A decodes while B's 150-token prompt goes in at max_stall's floor of one token a step, in
@@ -1057,87 +1056,40 @@ static void test_stall_probe(void) {
  * decodes in small steps, both outputs equal each alone. */
 static void test_stall_deadline(void) {
     enum { LONG = 150, GEN_A = 230 };
-    int32_t pa[20], pb[LONG];
-    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    rec alone[2], out[2];
-    run_alone(pa, 20, GEN_A, false, &alone[0]);
-    run_alone(pb, LONG, 4, false, &alone[1]);
-    brisk_error err = {0};
-    brisk_context *c = new_ctx(256, 320, 64, 2);
     brisk_sched_params sp = brisk_sched_default_params();
     sp.n_batch = 64;
     sp.max_stall = 1e-9;
-    brisk_sched *s = NULL;
-    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
-    brisk_sched_set_pass_clock(s, linear_pass_cost, NULL);
-    rec_init(out, 2, false);
-    job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = GEN_A, .n = 1, .out = &out[0]};
-    add_job(s, &ja);
+    stall_case t;
+    stall_begin(&t, LONG, GEN_A, 4, false, 320, &sp, linear_pass_cost, NULL, 3);   /* A's prompt, then it decodes */
     brisk_sched_info info;
-    for (int i = 0; i < 3; i++) CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);   /* A's prompt, then it decodes */
-    job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = 4, .n = 1, .out = &out[1]};
-    add_job(s, &jb);
-    int shared = 0, max_pf = 0;
-    while (brisk_sched_pending(s) > 0) {
-        const int32_t a_before = out[0].n;
-        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
-        if (out[0].n > a_before && info.n_prefill > 0) {
-            shared++;
-            max_pf = BRISK_MAX(max_pf, info.n_prefill);
-        }
-    }
+    int max_pf;
+    const int shared = stall_shared_steps(&t, &max_pf, &info);
     CHECKF(info.n_preemptions == 0, "%lld preemptions: the pool filled before B's prompt was in", (long long)info.n_preemptions);
     CHECKF(shared >= 20 && max_pf < 32, "B's prompt beside A's decodes: %d steps, at most %d tokens a step", shared, max_pf);
-    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
+    stall_end(&t);
     printf("max_stall KV deadline: B's %d-token prompt in %d steps beside A's decodes (at most %d a step), %lld preemptions\n", LONG,
            shared, max_pf, (long long)info.n_preemptions);
-    rec_free(out, 2);
-    rec_free(alone, 1);
-    rec_free(&alone[1], 1);
-    brisk_sched_free(s);
-    brisk_context_free(c);
 }
 
 /* A fixed prompt budget per decoding step (prefill_budget): while A decodes, B's 200-token prompt goes in
  * 5 tokens a step, exactly; before anything decodes a prompt fills the step; outputs equal each alone. */
 static void test_prefill_budget(void) {
     enum { LONG = 200, BUDGET = 5 };
-    int32_t pa[20], pb[LONG];
-    for (int i = 0; i < 20; i++) pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    for (int i = 0; i < LONG; i++) pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
-    rec alone[2], out[2];
-    run_alone(pa, 20, MAX_GEN, true, &alone[0]);
-    run_alone(pb, LONG, MAX_GEN, true, &alone[1]);
     brisk_error err = {0};
-    brisk_context *c = new_ctx(256, 512, 64, 2);
     brisk_sched_params sp = brisk_sched_default_params();
     sp.n_batch = 64;
     sp.prefill_budget = BUDGET;
-    brisk_sched *s = NULL;
-    CHECKF(brisk_sched_init(&s, c, &sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
-    rec_init(out, 2, true);
-    job ja = {.prompt = pa, .n_prompt = 20, .max_tokens = MAX_GEN, .n = 1, .out = &out[0]};
-    add_job(s, &ja);
+    stall_case t;
+    stall_begin(&t, LONG, MAX_GEN, MAX_GEN, true, 512, &sp, NULL, NULL, 1);   /* A's prompt: nothing decodes, no limit */
+    CHECK(t.info.n_prefill == 20 && t.out[0].n == 1);
     brisk_sched_info info;
-    CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK && info.n_prefill == 20);   /* nothing decodes: no limit */
-    job jb = {.prompt = pb, .n_prompt = LONG, .max_tokens = MAX_GEN, .n = 1, .out = &out[1]};
-    add_job(s, &jb);
-    int max_pf = 0, steps_shared = 0;
-    while (brisk_sched_pending(s) > 0) {
-        const int32_t a_before = out[0].n;
-        CHECK(brisk_sched_step(s, &info, &err) == BRISK_OK);
-        if (out[0].n > a_before && info.n_prefill > 0) {
-            steps_shared++;
-            if (info.n_prefill > max_pf) max_pf = info.n_prefill;
-        }
-    }
+    int max_pf;
+    const int steps_shared = stall_shared_steps(&t, &max_pf, &info);
     CHECKF(max_pf == BUDGET && steps_shared == MAX_GEN - 1, "prefill_budget %d: %d prompt tokens at most per decoding step over %d steps",
            BUDGET, max_pf, steps_shared);
-    CHECK(rec_same(&out[0], &alone[0]) && rec_same(&out[1], &alone[1]));
-    rec_free(out, 2);
-    rec_free(alone, 2);
-    brisk_sched_free(s);
+    stall_end(&t);
+    brisk_context *c = new_ctx(256, 512, 64, 2);
+    brisk_sched *s = NULL;
     sp.prefill_budget = -1;
     CHECK(brisk_sched_init(&s, c, &sp, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "prefill_budget"));
     brisk_context_free(c);
