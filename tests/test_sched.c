@@ -893,8 +893,9 @@ static void run_alone(const int32_t *prompt, int32_t n_prompt, int32_t max_token
 }
 
 /* The stall tests' case: A (a 20-token prompt) decodes, then B's long prompt arrives beside it; both are
- * held to each run alone. stall_begin runs A's first a_steps steps before B arrives (0: they arrive
- * together); stall_end drains, checks the outputs and frees. */
+ * held to each run alone (stall_prepare, once per case). stall_begin runs A's first a_steps steps before B
+ * arrives (0: they arrive together); stall_end drains, checks the outputs and frees the run; the case's
+ * alone runs are freed with rec_free(t.alone, 2). */
 typedef struct stall_case {
     int32_t pa[20], pb[256];
     rec alone[2], out[2];
@@ -902,22 +903,29 @@ typedef struct stall_case {
     brisk_context *c;
     brisk_sched *s;
     brisk_sched_info info;   /* of stall_begin's last step */
+    bool logits;
 } stall_case;
 
-static void stall_begin(stall_case *t, int32_t n_b, int32_t gen_a, int32_t gen_b, bool logits, int32_t kv_tokens,
-                        const brisk_sched_params *sp, brisk_sched_pass_clock clock, void *clock_user, int a_steps) {
+/* The prompts (B's n_b tokens) and each request's run alone. */
+static void stall_prepare(stall_case *t, int32_t n_b, int32_t gen_a, int32_t gen_b, bool logits) {
     for (int i = 0; i < 20; i++) t->pa[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     for (int i = 0; i < n_b; i++) t->pb[i] = (int32_t)(rnd() % (uint32_t)n_vocab);
     run_alone(t->pa, 20, gen_a, logits, &t->alone[0]);
     run_alone(t->pb, n_b, gen_b, logits, &t->alone[1]);
+    t->ja = (job){.prompt = t->pa, .n_prompt = 20, .max_tokens = gen_a, .n = 1, .out = &t->out[0]};
+    t->jb = (job){.prompt = t->pb, .n_prompt = n_b, .max_tokens = gen_b, .n = 1, .out = &t->out[1]};
+    t->logits = logits;
+}
+
+/* A fresh context of kv_tokens and scheduler (sp, the pass clock) with A added, a_steps steps, then B. */
+static void stall_begin(stall_case *t, int32_t kv_tokens, const brisk_sched_params *sp, brisk_sched_pass_clock clock, void *clock_user,
+                        int a_steps) {
     brisk_error err = {0};
     t->c = new_ctx(256, kv_tokens, 64, 2);
     t->s = NULL;
     CHECKF(brisk_sched_init(&t->s, t->c, sp, &err) == BRISK_OK, "scheduler: %s", err.msg);
     if (clock) brisk_sched_set_pass_clock(t->s, clock, clock_user);
-    rec_init(t->out, 2, logits);
-    t->ja = (job){.prompt = t->pa, .n_prompt = 20, .max_tokens = gen_a, .n = 1, .out = &t->out[0]};
-    t->jb = (job){.prompt = t->pb, .n_prompt = n_b, .max_tokens = gen_b, .n = 1, .out = &t->out[1]};
+    rec_init(t->out, 2, t->logits);
     add_job(t->s, &t->ja);
     memset(&t->info, 0, sizeof t->info);
     for (int i = 0; i < a_steps; i++) CHECK(brisk_sched_step(t->s, &t->info, &err) == BRISK_OK);
@@ -944,7 +952,6 @@ static void stall_end(stall_case *t) {
     drain(t->s, NULL);
     CHECK(rec_same(&t->out[0], &t->alone[0]) && rec_same(&t->out[1], &t->alone[1]));
     rec_free(t->out, 2);
-    rec_free(t->alone, 2);
     brisk_sched_free(t->s);
     brisk_context_free(t->c);
 }
@@ -961,12 +968,13 @@ static double linear_pass_cost(void *user, int32_t n_tokens, int32_t n_logits) {
  * measured; with max_stall 0 the prompt fills the step. Both outputs equal the request alone. */
 static void test_stall(void) {
     brisk_error err = {0};
+    stall_case t;
+    stall_prepare(&t, 200, MAX_GEN, MAX_GEN, true);
     for (int mode = 0; mode < 2; mode++) {
         brisk_sched_params sp = brisk_sched_default_params();
         sp.n_batch = 64;
         sp.max_stall = mode ? 1e-9 : 0.0;
-        stall_case t;
-        stall_begin(&t, 200, MAX_GEN, MAX_GEN, true, 512, &sp, linear_pass_cost, NULL, 3);   /* A's prompt, then it decodes */
+        stall_begin(&t, 512, &sp, linear_pass_cost, NULL, 3);   /* A's prompt, then it decodes */
         brisk_sched_info info;
         int max_pf;
         const int steps_shared = stall_shared_steps(&t, &max_pf, &info);
@@ -974,6 +982,7 @@ static void test_stall(void) {
         else CHECKF(max_pf > 1, "max_stall 0: the prompt fills the step (%d tokens)", max_pf);
         stall_end(&t);
     }
+    rec_free(t.alone, 2);
     brisk_sched_params bad = brisk_sched_default_params();
     bad.max_stall = -1.0;
     brisk_context *c = new_ctx(256, 512, 64, 2);
@@ -1006,7 +1015,8 @@ static void test_stall_probe(void) {
     sp.max_stall = 1.0;
     double base = 1e-3;
     stall_case t;
-    stall_begin(&t, LONG, GEN_A, 4, false, 512, &sp, growing_pass_cost, &base, 3);   /* A's prompt, then it decodes */
+    stall_prepare(&t, LONG, GEN_A, 4, false);
+    stall_begin(&t, 512, &sp, growing_pass_cost, &base, 3);   /* A's prompt, then it decodes */
     brisk_sched_info info;
     int pf_steps[LONG], n_pf_steps = 0, run = 0, longest_run = 0, probes = 0;
     while (t.out[1].n == 0 && brisk_sched_pending(t.s) > 0) {
@@ -1036,7 +1046,7 @@ static void test_stall_probe(void) {
     /* A and B arrive together: the first step prefills (nothing decodes), the second is A's first decode, whose
      * size was never measured alone, so it is a probe (no prompt tokens: before, B's next 64-token chunk went in
      * beside it unbounded), and the third carries B's tokens within the measured allowance */
-    stall_begin(&t, LONG, GEN_A, 4, false, 512, &sp, linear_pass_cost, NULL, 0);
+    stall_begin(&t, 512, &sp, linear_pass_cost, NULL, 0);
     int32_t pf[3] = {0}, dec[3] = {0};
     for (int i = 0; i < 3; i++) {
         const int32_t a_before = t.out[0].n;
@@ -1047,6 +1057,7 @@ static void test_stall_probe(void) {
     CHECKF(pf[0] == 64 && dec[1] == 1 && pf[1] == 0 && dec[2] == 1 && pf[2] >= 1 && pf[2] < 64,
            "steps of A and B arriving together: prompt tokens %d, %d, %d; A's tokens %d, %d, %d", pf[0], pf[1], pf[2], dec[0], dec[1], dec[2]);
     stall_end(&t);
+    rec_free(t.alone, 2);
 }
 
 /* The KV deadline: A decodes while B's 150-token prompt goes in at max_stall's floor of one token a step, in
@@ -1060,13 +1071,15 @@ static void test_stall_deadline(void) {
     sp.n_batch = 64;
     sp.max_stall = 1e-9;
     stall_case t;
-    stall_begin(&t, LONG, GEN_A, 4, false, 320, &sp, linear_pass_cost, NULL, 3);   /* A's prompt, then it decodes */
+    stall_prepare(&t, LONG, GEN_A, 4, false);
+    stall_begin(&t, 320, &sp, linear_pass_cost, NULL, 3);   /* A's prompt, then it decodes */
     brisk_sched_info info;
     int max_pf;
     const int shared = stall_shared_steps(&t, &max_pf, &info);
     CHECKF(info.n_preemptions == 0, "%lld preemptions: the pool filled before B's prompt was in", (long long)info.n_preemptions);
     CHECKF(shared >= 20 && max_pf < 32, "B's prompt beside A's decodes: %d steps, at most %d tokens a step", shared, max_pf);
     stall_end(&t);
+    rec_free(t.alone, 2);
     printf("max_stall KV deadline: B's %d-token prompt in %d steps beside A's decodes (at most %d a step), %lld preemptions\n", LONG,
            shared, max_pf, (long long)info.n_preemptions);
 }
@@ -1080,7 +1093,8 @@ static void test_prefill_budget(void) {
     sp.n_batch = 64;
     sp.prefill_budget = BUDGET;
     stall_case t;
-    stall_begin(&t, LONG, MAX_GEN, MAX_GEN, true, 512, &sp, NULL, NULL, 1);   /* A's prompt: nothing decodes, no limit */
+    stall_prepare(&t, LONG, MAX_GEN, MAX_GEN, true);
+    stall_begin(&t, 512, &sp, NULL, NULL, 1);   /* A's prompt: nothing decodes, no limit */
     CHECK(t.info.n_prefill == 20 && t.out[0].n == 1);
     brisk_sched_info info;
     int max_pf;
@@ -1088,6 +1102,7 @@ static void test_prefill_budget(void) {
     CHECKF(max_pf == BUDGET && steps_shared == MAX_GEN - 1, "prefill_budget %d: %d prompt tokens at most per decoding step over %d steps",
            BUDGET, max_pf, steps_shared);
     stall_end(&t);
+    rec_free(t.alone, 2);
     brisk_context *c = new_ctx(256, 512, 64, 2);
     brisk_sched *s = NULL;
     sp.prefill_budget = -1;
