@@ -1,23 +1,16 @@
 /* constrain_fuzz.h: what the constrained-decoding fuzz targets (fuzz_gbnf, fuzz_regex, fuzz_schema)
  * share: a vocabulary of the 256 single bytes and an end token, and the mask walk that checks every
  * mask against the brute-force definition (byte b allowed iff advancing by it leaves the parse alive;
- * the end token iff complete). Define FUZZ_NAME before including it. */
+ * the end token iff complete). */
 #ifndef BRISK_CONSTRAIN_FUZZ_H
 #define BRISK_CONSTRAIN_FUZZ_H
 
+#include "fuzz_check.h"
 #include "constrain/constrain.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                     \
-    do {                                                                                     \
-        if (!(cond)) {                                                                       \
-            fprintf(stderr, FUZZ_NAME ": check failed: %s (line %d)\n", #cond, __LINE__);  \
-            abort();                                                                         \
-        }                                                                                    \
-    } while (0)
 
 /* The byte vocabulary, made on first use and kept for the process. */
 static cst_vocab *fuzz_byte_vocab(void) {

@@ -3,19 +3,12 @@
  * UB; a refusal is a 4xx/5xx with a message; an accepted request has 1..256
  * inputs, each a non-empty text or non-empty in-range token ids; and an item
  * built from the ids (as floats) in either encoding is a well-formed object. */
+#include "fuzz_check.h"
 #include "server/embed.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_embed_request: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 enum { N_VOCAB = 1000, N_EMBD = 16 };
 

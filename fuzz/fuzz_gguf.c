@@ -3,19 +3,12 @@
  * every kv, looks up every tensor, and rebuilds the file with the writer
  * (copy_kv + borrowed tensors), which must parse back to the same content.
  * On failure the message must be a non-empty single line. */
+#include "fuzz_check.h"
 #include "gguf/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                           \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr, "fuzz_gguf: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                               \
-        }                                                                          \
-    } while (0)
 
 static volatile uint64_t sink;
 

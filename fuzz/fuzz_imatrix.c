@@ -3,6 +3,7 @@
  * name, at least one finite value, and is found by brisk_imatrix_find; the
  * keys llama-quantize writes for it are well formed. On failure the message
  * is a non-empty single line. */
+#include "fuzz_check.h"
 #include "quant/imatrix.h"
 #include "quant/quantize.h"
 
@@ -10,14 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_imatrix: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,19 +9,12 @@
  * read past it); the statistics count every position.
  * Seeds: fuzz/corpus/fuzz_kld/ (a file llama-perplexity wrote, and hostile
  * headers: bad magic, truncated, negative and overflowing counts). */
+#include "fuzz_check.h"
 #include "kv/kld.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                            \
-    do {                                                                            \
-        if (!(cond)) {                                                              \
-            fprintf(stderr, "fuzz_kld: %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
-            abort();                                                                \
-        }                                                                           \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

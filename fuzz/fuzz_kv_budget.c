@@ -6,19 +6,12 @@
  * accepted all-digit text is its own integer value.
  * Seeds: fuzz/corpus/fuzz_kv_budget/ (integers, fractions, and hostile forms:
  * signs, exponents, spaces, overflow, two points, NaN/inf spellings). */
+#include "fuzz_check.h"
 #include "kv/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_kv_budget: %s:%d: %s\n", __FILE__, __LINE__, #cond);  \
-            abort();                                                                    \
-        }                                                                               \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

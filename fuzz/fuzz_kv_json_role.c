@@ -13,19 +13,12 @@
  * Seeds: fuzz/corpus/fuzz_kv_json_role/ (JSON documents cut at every kind of
  * boundary, escapes split across tokens, 300 levels of nesting, stray
  * closers, lone quotes, NUL bytes, prose with braces). */
+#include "fuzz_check.h"
 #include "base/json_lex.h"
 #include "kv/policy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
-
-#define FUZZ_CHECK(cond)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "fuzz_kv_json_role: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

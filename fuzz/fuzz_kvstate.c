@@ -18,6 +18,7 @@
  * with BRISK_REGEN_KVSTATE_SEEDS=1). Half the mutations are resealed
  * (LLVMFuzzerCustomMutator: the total-size field set to the input's size and
  * the checksum recomputed), so the checks behind the checksum are reached. */
+#include "fuzz_check.h"
 #include "brisk.h"
 #include "engine/engine_impl.h"
 #include "engine/state.h"
@@ -26,14 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                    \
-    do {                                                                                    \
-        if (!(cond)) {                                                                      \
-            fprintf(stderr, "fuzz_kvstate: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                        \
-        }                                                                                   \
-    } while (0)
 
 #define N_BASE 40
 

@@ -19,6 +19,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "fuzz_check.h"
 #include "brisk.h"
 #include "gguf/gguf.h"
 
@@ -28,14 +29,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#define FUZZ_CHECK(cond)                                                                 \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "fuzz_model: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                     \
-        }                                                                                \
-    } while (0)
 
 static void check_error(brisk_status st, const brisk_error *err) {
     FUZZ_CHECK(st < 0 && err->msg[0] != 0 && strchr(err->msg, '\n') == NULL);

@@ -15,20 +15,13 @@
  * BRISK_REGEN_PACK_CACHE_SEEDS=1. Half the mutations are resealed
  * (LLVMFuzzerCustomMutator: the file-size field set to the input's size and
  * the checksum recomputed), so the checks behind the checksum are reached. */
+#include "fuzz_check.h"
 #include "model/pack_cache.h"
 #include "fuzz_pack_cache_key.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                       \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "fuzz_pack_cache: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                           \
-        }                                                                                      \
-    } while (0)
 
 size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max_size);
 

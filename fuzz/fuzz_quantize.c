@@ -5,6 +5,7 @@
  * the plan and the run into memory. A refusal must be a one-line message; a
  * success must be a GGUF that parses back with the planned types and sizes,
  * of exactly the size announced to the sink. */
+#include "fuzz_check.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "quant/quantize.h"
@@ -12,14 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "fuzz_quantize: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
-    } while (0)
 
 typedef struct mem {
     uint8_t *p;

@@ -3,7 +3,6 @@
  * fail with a status and a message. When it succeeds, a walk of up to 64 steps follows the first
  * allowed byte chosen by the input's own bytes, and every mask is checked against the brute-force
  * definition (byte b allowed iff advancing by it leaves the parse alive; the end token iff complete). */
-#define FUZZ_NAME "fuzz_regex"
 #include "constrain_fuzz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -6,6 +6,7 @@
  * field in range; a chat request's messages render through a small template;
  * and streaming the prompt through the stop strings in uneven pieces releases
  * exactly the text before the first match (or all of it). */
+#include "fuzz_check.h"
 #include "server/request.h"
 #include "server/stop.h"
 #include "template/template.h"
@@ -14,14 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_serve_request: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 static const char tpl_src[] =
     "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] if m['content'] is string else '' }}\n{% endfor %}"

@@ -5,19 +5,12 @@
  * input finishes quickly. Checks: no crash/leak/UB (sanitizers), every
  * failure carries a status and a message, output is NUL-terminated with the
  * reported length, and rendering twice gives the same result. */
+#include "fuzz_check.h"
 #include "template/template.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "fuzz_template: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                      \
-        }                                                                                 \
-    } while (0)
 
 static const char *messages =
     "[{\"role\":\"system\",\"content\":\"You are terse. \\u00e9\"},"

@@ -11,19 +11,12 @@
  * (valid UTF-8, no U+2581, no special parsing, not WordPiece); the streaming
  * detokenizer emits valid UTF-8 on every push and, for valid UTF-8, the same
  * text as the one-shot one. */
+#include "fuzz_check.h"
 #include "fuzz_tokenizer_vocab.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                   \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "fuzz_tokenizer: check failed: %s (line %d)\n", #cond, __LINE__); \
-            abort();                                                                       \
-        }                                                                                  \
-    } while (0)
 
 enum { V_SPM, V_BPE, V_GEMMA, V_WPM, V_COUNT };
 

@@ -6,20 +6,13 @@
  * arrives (what was sent stays sent); a call's arguments only grow while it is being written; and at the
  * end every call names one of the tools and its arguments parse as a JSON object (else the whole text is
  * content). */
+#include "fuzz_check.h"
 #include "server/tools.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define FUZZ_CHECK(cond)                                                                         \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            fprintf(stderr, "fuzz_tool_parse: check failed: %s (line %d)\n", #cond, __LINE__);   \
-            abort();                                                                             \
-        }                                                                                        \
-    } while (0)
 
 static void check_bounds(const srv_tool_parse *p, size_t n) {
     FUZZ_CHECK(p->content_len <= n);
