@@ -6,7 +6,7 @@
 # PARTS=types (the storage types, TYPES="K/V ...", default every row of docs/KV.md; a K type
 # ending in h, e.g. q4_0h/q4_0, is that type with --k-hadamard), policies
 # (the retention policies, POLICIES="...", at the budgets BUDGETS="0.25 0.5" (the default), with
-# the KV memory's peak), or both (the default).
+# the KV memory's peak; NAME/head is NAME with --kv-per-head, e.g. snapkv/head), or both (the default).
 # CSV=FILE also appends each row as CSV (part,label,budget,ppl,kld,kld99,kldmax,same_top) for
 # bench/kv-plot.py, which draws docs/kv-fidelity.svg from it.
 # With the peer (~/.cache/brisk-peer) present, llama-perplexity's own KL of
@@ -77,9 +77,11 @@ if [[ $PARTS == *policies* ]]; then
     echo "| policy | budget | PPL | mean KLD | 99.0% KLD | max KLD | same top p | KV peak (blocks) | of the full cache |"
     echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
     for policy in ${POLICIES:-streaming random h2o snapkv tova oracle memdecay}; do
+        heads=()
+        [[ $policy == */head ]] && heads=(--kv-per-head)
         for budget in ${BUDGETS:-0.25 0.5}; do
             nice "$BRISK" perplexity -m "$MODEL" -f "$TEXT" -c "$CTX" "${chunk_flag[@]}" -t "$THREADS" \
-                --kv-policy "$policy" --kv-budget "$budget" --kv-sink "$SINK" --kv-window "$WINDOW" \
+                --kv-policy "${policy%/head}" "${heads[@]}" --kv-budget "$budget" --kv-sink "$SINK" --kv-window "$WINDOW" \
                 --kl-divergence-base "$WORK/base.kld" --kl-divergence 2>/dev/null |
                 awk -v who="$policy" -v b="$budget" '
                     /^KV memory:/       { peak = $4; full = $0; sub(/.*MiB \(/, "", full); sub(/\).*/, "", full) }

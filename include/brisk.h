@@ -150,6 +150,12 @@ typedef struct brisk_context_params {
      * kept; kv_window (>= 1): last slots always kept; both inside the budget. */
     int32_t kv_policy, kv_budget, kv_sink, kv_window;
     uint64_t kv_seed;
+    /* Per-head selection (docs/KV.md "Per-head selection"): with kv_policy
+     * h2o, snapkv, tova or oracle, each layer's KV heads rank and keep their own
+     * slots (as the papers select), each keeping kv_budget, so the same
+     * blocks are freed. Not with kv_pin, windowed attention or k4/k2 K;
+     * a sequence whose heads differ cannot be saved (brisk_seq_save). */
+    bool kv_per_head;
     /* Pinned roles (docs/KV.md "Pinning"): bit (1u << role) for each
      * brisk_kv_role whose slots no retention policy evicts and no context
      * shift discards (brisk_seq_set_role tags the slots). 0 = none. */

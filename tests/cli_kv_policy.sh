@@ -14,7 +14,11 @@
 #   - oracle: evicts within the budget after its recording pass (the pool's peak
 #     is the whole chunk, which the recording holds), differs from streaming,
 #     a budget of the whole chunk gives the plain PPL; run, chat, bench and a
-#     draft refuse it, naming why.
+#     draft refuse it, naming why;
+#   - --kv-per-head (h2o, snapkv, tova, oracle): evicts within the same blocks,
+#     chooses otherwise than the shared selection, a budget of the whole chunk
+#     gives the plain PPL; refused without a policy, with another policy and
+#     with --kv-pin, naming why.
 set -u
 brisk="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -98,6 +102,20 @@ for cmd in run chat; do
 done
 expect_err 2 "only brisk perplexity knows its text ahead (a chunk), bench cannot" "$brisk" bench -m "$absent" --kv-policy oracle --kv-budget 64
 expect_err 2 "--kv-policy-draft oracle ranks slots by the attention of queries still to come" "$brisk" run -m "$absent" -p x -md "$absent" --spec draft --kv-policy-draft oracle --kv-budget-draft 64
+
+for pol in h2o snapkv tova oracle; do
+  shared="$(ppl --kv-policy "$pol" --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null | grep '^Final estimate')"
+  out="$(ppl --kv-policy "$pol" --kv-per-head --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null)"
+  peak="$(printf '%s\n' "$out" | sed -n 's/^KV memory: peak \([0-9]*\) blocks.*/\1/p')"
+  est="$(printf '%s\n' "$out" | grep '^Final estimate')"
+  if [ -n "$est" ] && [ -n "$shared" ] && [ "$est" != "$shared" ] && printf '%s\n' "$out" | grep -q ' [1-9][0-9]* slots dropped' &&
+     { [ "$pol" = oracle ] || { [ -n "$peak" ] && [ "$peak" -le 1 ]; }; }; then ok; else bad "$pol --kv-per-head: '$out' (shared: '$shared')"; fi
+  whole="$(ppl --kv-policy "$pol" --kv-per-head --kv-budget 64 --kv-window 8 -ub 8 2>/dev/null | grep '^Final estimate')"
+  [ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "$pol --kv-per-head, a budget of the whole chunk: '$whole' vs '$plain'"
+done
+expect_err 2 "--kv-per-head needs --kv-policy" ppl --kv-per-head
+expect_err 2 "it needs --kv-policy h2o, snapkv, tova or oracle (not streaming)" ppl --kv-policy streaming --kv-budget 32 --kv-window 8 -ub 8 --kv-per-head
+expect_err 2 "--kv-per-head does not keep pinned roles yet" "$brisk" run -m "$absent" -p x -c 128 --kv-policy h2o --kv-budget 64 --kv-per-head --kv-pin prompt
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -254,6 +254,119 @@ static void test_compact_type(brisk_kv_type t) {
     brisk_kv_free(kv);
 }
 
+/* Per-head compaction (brisk_kv_compact_heads) on a bare cache: each (layer,
+ * head) keeps its own random slots; each kept slot of each head holds its
+ * source's K (dequantized, bitwise) and V row bytes in that head only; the
+ * blocks past the kept count return to the pool; a fork sharing the blocks is
+ * unchanged; the rewritten blocks never rejoin the prefix index; with every
+ * head's list equal it is brisk_kv_compact, byte for byte. */
+static void test_compact_heads(brisk_kv_type t) {
+    brisk_kv *kv = NULL, *kw = NULL;
+    brisk_error err = {0};
+    if (brisk_kv_init(&kv, CL, CH, CD, CN, CN * 2, 2, t, t, &err) != BRISK_OK || brisk_kv_init(&kw, CL, CH, CD, CN, CN * 2, 2, t, t, &err)) {
+        CHECKF(0, "init %s: %s", brisk_kv_type_name(t), err.msg);
+        brisk_kv_free(kv);
+        return;
+    }
+    enum { NH = CL * CH };
+    const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
+    const int32_t n0 = 150, n = 90;
+    const uint64_t seed = rng;
+    CHECK(brisk_kv_reserve(kv, 0, n0, &err) == BRISK_OK && brisk_kv_reserve(kw, 0, n0, &err) == BRISK_OK);
+    fill_rows(kv, 0, 0, n0, 1000);
+    rng = seed;
+    fill_rows(kw, 0, 0, n0, 1000);   /* the same rows */
+    brisk_kv_commit(kv, 0);
+    CHECK(brisk_kv_fork(kv, 0, 1, &err) == BRISK_OK);
+    static float k0[NH][150][CD], kr[CD];
+    static uint8_t v0[NH][150][64 * 4];
+    for (int32_t il = 0; il < CL; il++)
+        for (int32_t h = 0; h < CH; h++)
+            for (int32_t s = 0; s < n0; s++) {
+                brisk_kv_k_get(kv, il, 0, s, h, k0[il * CH + h][s]);
+                memcpy(v0[il * CH + h][s], brisk_kv_v_row(kv, il, 0, s, h), vrb);
+            }
+    /* each head: sinks 0..3, the last 10, and its own random choice of the middle, n in all */
+    static int32_t keep[NH * CN];
+    for (int32_t h = 0; h < NH; h++) {
+        int32_t *k = keep + (size_t)h * CN, m = 0;
+        bool take[150] = {0};
+        for (int32_t s = 0; s < 4; s++) take[s] = true;
+        for (int32_t s = n0 - 10; s < n0; s++) take[s] = true;
+        for (int32_t left = n - 14; left > 0;) {
+            const int32_t s = 4 + (int32_t)(urand() % (uint32_t)(n0 - 14));
+            if (!take[s]) take[s] = true, left--;
+        }
+        for (int32_t s = 0; s < n0; s++)
+            if (take[s]) k[m++] = s;
+        CHECK(m == n);
+    }
+    CHECKF(brisk_kv_compact_heads(kv, 0, keep, CN, n, &err) == BRISK_OK, "%s: %s", brisk_kv_type_name(t), err.msg);
+    CHECKF(brisk_kv_check(kv, &err), "%s: %s", brisk_kv_type_name(t), err.msg);
+    CHECK(brisk_kv_len(kv, 0) == n && brisk_kv_next_pos(kv, 0) == n0);
+    int bad = 0, differ = 0;
+    for (int32_t il = 0; il < CL; il++)
+        for (int32_t h = 0; h < CH; h++) {
+            const int32_t lh = il * CH + h, *k = keep + (size_t)lh * CN;
+            for (int32_t d = 0; d < n; d++) {
+                brisk_kv_k_get(kv, il, 0, d, h, kr);
+                bad += memcmp(kr, k0[lh][k[d]], sizeof kr) != 0;
+                bad += memcmp(brisk_kv_v_row(kv, il, 0, d, h), v0[lh][k[d]], vrb) != 0;
+                differ += k[d] != keep[d];
+            }
+        }
+    CHECKF(bad == 0 && differ > 0, "%s: %d per-head rows differ from their sources (%d slots differ from head 0's)", brisk_kv_type_name(t), bad,
+           differ);
+    for (int32_t d = 0; d < n; d++) bad += brisk_kv_slot_pos(kv, 0, d) != keep[d] || brisk_kv_slot_token(kv, 0, d) != 1000 + keep[d];
+    CHECKF(bad == 0, "%s: the cache's positions and tokens are not head 0's", brisk_kv_type_name(t));
+    for (int32_t il = 0; il < CL; il++)   /* the fork still reads the original rows */
+        for (int32_t h = 0; h < CH; h++)
+            for (int32_t s = 0; s < n0; s++) {
+                brisk_kv_k_get(kv, il, 1, s, h, kr);
+                bad += memcmp(kr, k0[il * CH + h][s], sizeof kr) != 0;
+            }
+    CHECKF(bad == 0, "%s: the fork's rows changed under per-head compaction", brisk_kv_type_name(t));
+    int32_t first = n;
+    for (int32_t h = 0; h < NH; h++) {
+        int32_t f = 0;
+        while (keep[(size_t)h * CN + f] == f) f++;
+        first = BRISK_MIN(first, f);
+    }
+    brisk_kv_commit(kv, 0);
+    CHECK(kv->seqs[0].n_indexed <= first / BRISK_KV_BLOCK);
+    brisk_kv_truncate(kv, 1, 0);
+    int32_t in_use = 0;
+    brisk_kv_counts(kv, &in_use, NULL, NULL);
+    CHECKF(in_use == (n + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK, "%s: %d blocks in use for %d slots", brisk_kv_type_name(t), in_use, n);
+    /* every head the same list: brisk_kv_compact's bytes */
+    for (int32_t h = 1; h < NH; h++) memcpy(keep + (size_t)h * CN, keep, (size_t)n * sizeof *keep);
+    brisk_kv *kx = NULL;
+    CHECK(brisk_kv_init(&kx, CL, CH, CD, CN, CN * 2, 2, t, t, &err) == BRISK_OK);
+    if (kx) {
+        rng = seed;
+        CHECK(brisk_kv_reserve(kx, 0, n0, &err) == BRISK_OK);
+        fill_rows(kx, 0, 0, n0, 1000);
+        CHECK(brisk_kv_compact_heads(kw, 0, keep, CN, n, &err) == BRISK_OK && brisk_kv_compact(kx, 0, keep, n, &err) == BRISK_OK);
+        const size_t krb = brisk_kv_row_bytes(t, (int64_t)CH * CD);
+        uint8_t *ka = malloc(krb), *kb = malloc(krb), *va = malloc(krb), *vb = malloc(krb);
+        for (int32_t d = 0; d < n; d++)
+            for (int32_t il = 0; il < CL; il++) {
+                brisk_kv_row_get(kw, il, 0, d, ka, va);
+                brisk_kv_row_get(kx, il, 0, d, kb, vb);
+                bad += memcmp(ka, kb, krb) != 0 || memcmp(va, vb, brisk_kv_row_bytes(t, (int64_t)CH * CD)) != 0;
+            }
+        CHECKF(bad == 0, "%s: equal per-head lists differ from brisk_kv_compact at %d rows", brisk_kv_type_name(t), bad);
+        free(ka), free(kb), free(va), free(vb);
+        brisk_kv_free(kx);
+    }
+    /* refusals change nothing */
+    keep[(size_t)1 * CN + 5] = keep[(size_t)1 * CN + 4];
+    CHECK(brisk_kv_compact_heads(kv, 0, keep, CN, 10, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "head 1") && brisk_kv_len(kv, 0) == n);
+    CHECK(brisk_kv_compact_heads(kv, 0, keep, CN, n + 1, &err) == BRISK_ERR_INVALID_ARG && brisk_kv_len(kv, 0) == n);
+    brisk_kv_free(kv);
+    brisk_kv_free(kw);
+}
+
 static void test_policy_config(void) {
     brisk_kv *kv = NULL;
     brisk_error err = {0};
@@ -284,8 +397,11 @@ static brisk_model *model;
 static int32_t n_vocab;
 enum { NCTX = 512, BUDGET = 100, SINK = 4, WIN = 16, NTOK = 420, UBMAX = 24 };
 
+static bool per_head_mode;   /* contexts made with kv_per_head (the per-head tests) */
+
 static brisk_context *ctx_policy_b(int kind, int type, int n_seq, int threads, int kv_tokens, int budget) {
     brisk_context_params p = brisk_context_default_params();
+    p.kv_per_head = per_head_mode && kind;
     p.n_ctx_seq = NCTX;
     p.n_batch = 96;
     p.n_outputs_max = 96;
@@ -530,6 +646,166 @@ done:
     brisk_context_free(c);
 }
 
+/* ---- per-head selection (--kv-per-head) ---------------------------------------------------- */
+
+/* After every decode each head holds at most the budget, its sinks and its
+ * window, in increasing positions; the heads choose differently; and the
+ * logits are bitwise those of a policy-free cache into which each head's
+ * kept rows were copied by that head's positions (F16: the row API's
+ * float round trip is exact). */
+static void test_engine_per_head(int kind, const int32_t *tok) {
+    const char *what = brisk_kv_policy_name(kind);
+    per_head_mode = true;
+    brisk_context *a = ctx_policy(kind, BRISK_KV_F16, 1, 2, BUDGET), *r = ctx_policy(0, BRISK_KV_F16, 1, 2, NCTX);
+    per_head_mode = false;
+    float *ks = NULL;
+    uint8_t *vs = NULL;
+    int32_t *hp = NULL;
+    if (!a || !r) goto done;
+    brisk_kv *ka = a->kv, *kr = r->kv;
+    const int32_t nl = ka->n_layer, nkv = ka->n_head, nh = nl * nkv, hd = ka->head_dim;
+    const size_t vrb = ka->v_part / BRISK_KV_BLOCK;
+    ks = malloc((size_t)BUDGET * nh * hd * sizeof *ks);
+    vs = malloc((size_t)BUDGET * nh * vrb);
+    hp = malloc((size_t)BUDGET * nh * sizeof *hp);
+    int32_t stok[BUDGET], sizes[NTOK];
+    const int32_t n_ub = schedule(sizes);
+    int bad_budget = 0, bad_kept = 0, bad_bits = 0, compared = 0, evictions = 0, heads_differ = 0;
+    brisk_error err = {0};
+    for (int32_t u = 0, p0 = 0; u < n_ub; p0 += sizes[u++]) {
+        const int32_t m = sizes[u], len0 = brisk_kv_len(ka, 0);
+        for (int32_t s = 0; s < len0; s++) {
+            stok[s] = brisk_kv_slot_token(ka, 0, s);
+            for (int32_t il = 0; il < nl; il++)
+                for (int32_t h = 0; h < nkv; h++) {
+                    const size_t at = (size_t)s * nh + (size_t)(il * nkv + h);
+                    brisk_kv_k_get(ka, il, 0, s, h, ks + at * hd);
+                    memcpy(vs + at * vrb, brisk_kv_v_row(ka, il, 0, s, h), vrb);
+                    hp[at] = brisk_kv_policy_head_pos(ka, 0, il * nkv + h, s);
+                }
+        }
+        CHECKF(feed(a, 0, tok, p0, m, &err) == BRISK_OK, "%s: %s", what, err.msg);
+        const int32_t len = brisk_kv_len(ka, 0), kept = len - m, next = p0 + m;
+        bad_budget += len > BUDGET;
+        if (kept < len0) evictions++;
+        for (int32_t lh = 0; lh < nh; lh++) {
+            for (int32_t s = 0; s < SINK && s < next; s++) bad_kept += brisk_kv_policy_head_pos(ka, 0, lh, s) != s;
+            for (int32_t i = 1; i <= WIN && i <= next; i++) bad_kept += brisk_kv_policy_head_pos(ka, 0, lh, len - i) != next - i;
+            for (int32_t s = 1; s < len; s++) bad_kept += brisk_kv_policy_head_pos(ka, 0, lh, s) <= brisk_kv_policy_head_pos(ka, 0, lh, s - 1);
+            for (int32_t s = 0; lh > 0 && s < len; s++) heads_differ += brisk_kv_policy_head_pos(ka, 0, lh, s) != brisk_kv_slot_pos(ka, 0, s);
+        }
+        if (kept < len0 || u % 5 == 0) {   /* the reference: each head's kept rows, by its positions */
+            brisk_seq_truncate(r, 0, 0, &err);
+            CHECK(brisk_kv_reserve(kr, 0, kept, &err) == BRISK_OK);
+            for (int32_t lh = 0; lh < nh; lh++)
+                for (int32_t d = 0, s = 0; d < kept; d++) {
+                    const int32_t want = brisk_kv_policy_head_pos(ka, 0, lh, d);
+                    while (s < len0 && hp[(size_t)s * nh + (size_t)lh] != want) s++;
+                    if (s == len0) {
+                        bad_bits++;
+                        break;
+                    }
+                    const size_t at = (size_t)s * nh + (size_t)lh;
+                    brisk_kv_k_set(kr, lh / nkv, 0, d, lh % nkv, ks + at * hd);
+                    memcpy(brisk_kv_v_row(kr, lh / nkv, 0, d, lh % nkv), vs + at * vrb, vrb);
+                    if (lh == 0) brisk_kv_written(kr, 0, d, stok[s], want, true);
+                }
+            CHECKF(feed(r, 0, tok, p0, m, &err) == BRISK_OK, "%s ref: %s", what, err.msg);
+            for (int32_t j = 0; j < m; j++)
+                bad_bits += memcmp(brisk_get_logits(a, j), brisk_get_logits(r, j), (size_t)n_vocab * sizeof(float)) != 0;
+            compared += m;
+        }
+    }
+    brisk_cache_stats cs;
+    brisk_context_cache_stats(a, &cs);
+    CHECKF(bad_budget == 0 && cs.in_use_max <= (BUDGET + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK, "%s per-head: budget exceeded %d times, peak %d blocks",
+           what, bad_budget, cs.in_use_max);
+    CHECKF(bad_kept == 0, "%s per-head: %d sink/window/order violations", what, bad_kept);
+    CHECKF(evictions > 5 && compared > 100 && heads_differ > 0, "%s per-head: %d evictions, %d compared, heads differ at %d slots", what, evictions,
+           compared, heads_differ);
+    CHECKF(bad_bits == 0, "%s per-head: %d of %d tokens' logits differ from a cache holding each head's slots", what, bad_bits, compared);
+    CHECKF(brisk_kv_check(ka, &err), "%s", err.msg);
+    /* a sync with the original tokens keeps only slots that hold their position in every head (head 0's alone
+     * would take the others' compacted slots for a prefix) */
+    brisk_context *y = NULL;
+    per_head_mode = true;
+    y = ctx_policy(kind, BRISK_KV_F16, 2, 2, 2 * NCTX);
+    per_head_mode = false;
+    if (y) {
+        int32_t sizes1[NTOK], over = 0, first = INT32_MAX;
+        const int32_t n1 = schedule(sizes1);
+        for (int32_t u = 0, q = 0; u < n1; q += sizes1[u++]) CHECKF(feed(y, 0, tok, q, sizes1[u], &err) == BRISK_OK, "%s", err.msg);
+        for (int32_t lh = 0; lh < nh; lh++) {
+            int32_t f = 0;
+            while (f < brisk_kv_len(y->kv, 0) && brisk_kv_policy_head_pos(y->kv, 0, lh, f) == f) f++;
+            first = BRISK_MIN(first, f);
+        }
+        int32_t h0 = 0;   /* head 0's own aligned prefix: where a head-0-only check would stop */
+        while (h0 < brisk_kv_len(y->kv, 0) && brisk_kv_slot_pos(y->kv, 0, h0) == h0) h0++;
+        const int32_t kept = brisk_kv_sync_prefix(y->kv, 0, tok, NTOK);
+        for (int32_t lh = 0; lh < nh; lh++)
+            for (int32_t s = 0; s < kept; s++) over += brisk_kv_policy_head_pos(y->kv, 0, lh, s) != s;
+        /* h2o's recent half leaves head 0 aligned past another head's first change here: the case the check is for */
+        CHECKF(over == 0 && kept == first && (h0 > first || kind != BRISK_KV_POLICY_H2O), "%s per-head: sync kept %d slots (%d not at their position in some head; every head "
+               "aligned up to %d, head 0 up to %d)", what, kept, over, first, h0);
+        brisk_context_free(y);
+    }
+    /* a sequence whose heads differ has no state file; one cut back to its aligned slots has */
+    if (brisk_kv_policy_heads_differ(ka, 0)) {
+        size_t need = 0;
+        CHECKF(brisk_seq_state_get(a, 0, NULL, NULL, 0, &need, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "per-head"), "%s", err.msg);
+        CHECK(brisk_seq_truncate(a, 0, 0, &err) == BRISK_OK && !brisk_kv_policy_heads_differ(ka, 0));
+        CHECKF(feed(a, 0, tok, 0, 20, &err) == BRISK_OK && brisk_seq_state_get(a, 0, NULL, NULL, 0, &need, &err) == BRISK_ERR_CAPACITY && need > 0,
+               "%s", err.msg);
+    } else {
+        CHECKF(0, "%s per-head: the heads hold the same slots at the end", what);
+    }
+done:
+    free(ks), free(vs), free(hp);
+    brisk_context_free(a);
+    brisk_context_free(r);
+}
+
+/* Per-head mass is the shared mass split by (layer, KV head): the same
+ * integer adds land in the head's part, so summed over the heads it is the
+ * shared policy's, bit for bit. */
+static void test_mass_per_head(int kind, const int32_t *tok) {
+    brisk_context *a = ctx_policy(kind, BRISK_KV_F16, 1, 2, BUDGET);
+    per_head_mode = true;
+    brisk_context *b = ctx_policy(kind, BRISK_KV_F16, 1, 1, BUDGET);
+    per_head_mode = false;
+    brisk_error err = {0};
+    if (!a || !b) goto done;
+    const int32_t n = 70;
+    CHECKF(feed(a, 0, tok, 0, n, &err) == BRISK_OK && feed(b, 0, tok, 0, n, &err) == BRISK_OK, "%s", err.msg);
+    int differ = 0, nonzero_heads = 0;
+    for (int32_t s = 0; s < n; s++) differ += brisk_kv_policy_slot_mass(a->kv->policy, 0, s) != brisk_kv_policy_slot_mass(b->kv->policy, 0, s);
+    brisk_kv_policy *pb = b->kv->policy;
+    for (pb->head = 0; pb->head < pb->n_heads; pb->head++) nonzero_heads += brisk_kv_policy_slot_mass(pb, 0, n - 1) > 0;
+    pb->head = -1;
+    CHECKF(differ == 0 && nonzero_heads == pb->n_heads, "%s: per-head mass summed differs from the shared mass at %d of %d slots (%d heads)",
+           brisk_kv_policy_name(kind), differ, n, nonzero_heads);
+done:
+    brisk_context_free(a);
+    brisk_context_free(b);
+}
+
+/* Per-head selection's refusals: other policies, pinning, windowed attention. */
+static void test_per_head_refusals(void) {
+    brisk_context_params p = brisk_context_default_params();
+    p.n_ctx_seq = NCTX;
+    p.kv_policy = BRISK_KV_POLICY_STREAMING, p.kv_budget = BUDGET, p.kv_sink = SINK, p.kv_window = WIN, p.kv_per_head = true;
+    brisk_context *c = NULL;
+    brisk_error err = {0};
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "per-head") && !c, "%s", err.msg);
+    p.kv_policy = BRISK_KV_POLICY_SNAPKV, p.kv_pin = 1u << BRISK_ROLE_PROMPT;
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "pinned") && !c, "%s", err.msg);
+    p.kv_pin = 0, p.attn_window = 64;
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "windowed") && !c, "%s", err.msg);
+    p.attn_window = 0, p.kv_policy = 0;
+    CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "needs a retention policy") && !c, "%s", err.msg);
+}
+
 /* A budget equal to the context: the batch that would take a sequence past
  * -c is made room for first, not refused as past the context. */
 static void test_budget_at_context(int kind, const int32_t *tok) {
@@ -702,16 +978,23 @@ done:
     brisk_context_free(b);
 }
 
-/* The oracle's table is bounded: -c 8192 would need 512 MiB. */
+/* The oracle's table is bounded: -c 12288 would need 1152 MiB; per-head, 4
+ * layers x 8 KV heads at -c 2048, 1024 MiB. */
 static void test_oracle_limit(void) {
     brisk_kv *kv = NULL;
     brisk_error err = {0};
-    CHECK(brisk_kv_init(&kv, 1, 1, 32, 8192, 128, 1, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK);
+    CHECK(brisk_kv_init(&kv, 1, 1, 32, 12288, 128, 1, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK);
     if (!kv) return;
     const brisk_kv_policy_config c = {.kind = BRISK_KV_POLICY_ORACLE, .budget = 1024, .sink = 4, .window = 32};
-    CHECKF(brisk_kv_policy_set(kv, &c, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "512 MiB") && strstr(err.msg, "limit") && !kv->policy,
+    CHECKF(brisk_kv_policy_set(kv, &c, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "1152 MiB") && strstr(err.msg, "limit") && !kv->policy,
            "%s", err.msg);
     CHECK(brisk_kv_policy_oracle_phase(kv, 0, BRISK_KV_ORACLE_RECORD, &err) == BRISK_ERR_INVALID_ARG);
+    brisk_kv_free(kv);
+    CHECK(brisk_kv_init(&kv, 4, 8, 32, 2048, 128, 1, BRISK_KV_F16, BRISK_KV_F16, &err) == BRISK_OK);
+    if (!kv) return;
+    const brisk_kv_policy_config h = {.kind = BRISK_KV_POLICY_ORACLE, .budget = 1024, .sink = 4, .window = 32, .per_head = true};
+    CHECKF(brisk_kv_policy_set(kv, &h, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "32 heads") && strstr(err.msg, "1024 MiB") && !kv->policy,
+           "%s", err.msg);
     brisk_kv_free(kv);
 }
 
@@ -944,6 +1227,8 @@ int main(void) {
     test_oracle_limit();
     test_make_room_atomic();
     for (int t = 0; t < BRISK_KV_N_TYPES; t++) test_compact_type((brisk_kv_type)t);
+    for (int t = 0; t < BRISK_KV_N_TYPES; t++)
+        if (!brisk_kv_type_kivi(t)) test_compact_heads((brisk_kv_type)t);
     char path[1024];
     test_source("models/pycode-target-f16.gguf", path, sizeof path);
     if (!test_exists(path)) TEST_SKIP("%s absent (make models)", path);
@@ -963,6 +1248,15 @@ int main(void) {
     test_scored_top(BRISK_KV_POLICY_H2O, tok);
     test_memdecay(tok, tok1);
     test_role_engine();
+    test_per_head_refusals();
+    for (int kind = BRISK_KV_POLICY_H2O; kind <= BRISK_KV_POLICY_TOVA; kind++) {
+        test_mass_per_head(kind, tok);
+        test_engine_per_head(kind, tok);
+        per_head_mode = true;   /* alone vs beside another sequence vs chunked, per-head */
+        test_invariance(kind, BRISK_KV_F16, tok, tok1);
+        if (!getenv("BRISK_TEST_QUICK")) test_invariance(kind, BRISK_KV_Q8_0, tok, tok1);
+        per_head_mode = false;
+    }
     test_budget_at_context(BRISK_KV_POLICY_STREAMING, tok);
     test_budget_at_context(BRISK_KV_POLICY_SNAPKV, tok);
     /* BRISK_TEST_QUICK (the ASan run): every policy on F16, the quantized caches with streaming and h2o

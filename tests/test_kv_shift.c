@@ -206,6 +206,7 @@ static void test_rerotate_all(void) {
 static brisk_model *model;
 static int32_t n_vocab;
 static bool k_hadamard;   /* make_ctx's contexts store K Hadamard-rotated */
+static bool per_head;     /* make_ctx's contexts with a policy select per head (kv_per_head) */
 enum { NCTX = 512, NTOK = 300 };
 
 static brisk_context *make_ctx(int type, int n_seq, int threads, int policy, int32_t budget, uint32_t pin) {
@@ -223,6 +224,7 @@ static brisk_context *make_ctx(int type, int n_seq, int threads, int policy, int
     p.kv_seed = 7;
     p.kv_pin = pin;
     p.k_hadamard = k_hadamard;
+    p.kv_per_head = per_head && policy;
     brisk_error err = {0};
     brisk_context *c = NULL;
     CHECKF(brisk_context_init(model, &p, &c, &err) == BRISK_OK, "context: %s", err.msg);
@@ -409,6 +411,77 @@ done:
     brisk_context_free(a);
     brisk_context_free(f);
     brisk_context_free(u);
+}
+
+/* Per-head selection (kv_per_head, h2o) then llama.cpp's shift, F32: each
+ * head's slots have their own positions, so each head's K turns by its own
+ * delta (a shift that drops 8 slots, so that slots where the heads differ
+ * stay). Every head's K after the shift against its K before, moved the long
+ * way round from that head's old position to its new one, within the bare
+ * test's F32 bound; head 0's delta applied to every head is shown to be off
+ * (so the check can tell). Then a whole-sequence shift moves every head's
+ * positions alike. */
+static void test_shift_per_head(const int32_t *tok) {
+    per_head = true;
+    brisk_context *a = make_ctx(BRISK_KV_F32, 1, 2, BRISK_KV_POLICY_H2O, 128, 0);
+    per_head = false;
+    brisk_error err = {0};
+    float *k0 = NULL;
+    int32_t *p0 = NULL;
+    if (!a) return;
+    brisk_kv *kv = a->kv;
+    CHECKF(feed_all(a, 0, tok, NTOK, 16, &err) == BRISK_OK, "%s", err.msg);
+    CHECK(brisk_kv_policy_heads_differ(kv, 0));
+    const int32_t nl = kv->n_layer, nkv = kv->n_head, nh = nl * nkv, hd = kv->head_dim, len = brisk_kv_len(kv, 0);
+    k0 = malloc((size_t)nh * len * hd * sizeof *k0);
+    p0 = malloc((size_t)nh * len * sizeof *p0);
+    if (!k0 || !p0) goto done;
+    int differ = 0;
+    for (int32_t lh = 0; lh < nh; lh++)
+        for (int32_t s = 0; s < len; s++) {
+            brisk_kv_k_get(kv, lh / nkv, 0, s, lh % nkv, k0 + ((size_t)lh * len + s) * hd);
+            p0[(size_t)lh * len + s] = brisk_kv_policy_head_pos(kv, 0, lh, s);
+            differ += p0[(size_t)lh * len + s] != p0[s];
+        }
+    CHECKF(differ > 0, "per-head: every head holds head 0's positions (%d slots)", len);
+    int32_t dropped = 0;
+    const int32_t n_keep = 4;
+    /* a few slots only: the older ones, where the heads differ, must stay (the newest, h2o's recent half, are alike) */
+    CHECKF(brisk_seq_context_shift(a, 0, n_keep, 8, &dropped, &err) == BRISK_OK, "%s", err.msg);
+    const int32_t n = brisk_kv_len(kv, 0);
+    CHECK(dropped == 8 && n == len - dropped && brisk_seq_next_pos(a, 0) == n);
+    int bad = 0, bad_pos = 0, off = 0;
+    for (int32_t lh = 0; lh < nh; lh++) {
+        const brisk_rope *rp = model_rope(a, lh / nkv);
+        for (int32_t s = 0; s < n; s++) {
+            const int32_t src = s < n_keep ? s : s + dropped, from = p0[(size_t)lh * len + src];
+            bad_pos += brisk_kv_policy_head_pos(kv, 0, lh, s) != s;
+            float want[256], head0[256], got[256], amax = 0.0f;
+            memcpy(want, k0 + ((size_t)lh * len + src) * hd, (size_t)hd * sizeof *want);
+            memcpy(head0, want, (size_t)hd * sizeof *want);
+            if (rp) {
+                rotate_long_way(rp, want, 1, hd, from, s);
+                rotate_long_way(rp, head0, 1, hd, p0[src], s);   /* head 0's old position for every head: wrong */
+            }
+            brisk_kv_k_get(kv, lh / nkv, 0, s, lh % nkv, got);
+            for (int32_t i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(want[i]));
+            for (int32_t i = 0; i < hd; i++) {
+                bad += fabsf(got[i] - want[i]) > bound(BRISK_KV_F32, amax);
+                off += fabsf(got[i] - head0[i]) > bound(BRISK_KV_F32, amax);
+            }
+        }
+    }
+    CHECKF(bad_pos == 0, "per-head shift: %d head slots not at their new position", bad_pos);
+    CHECKF(bad == 0 && off > 0, "per-head shift: %d K elements past the bound; head 0's delta for every head would put %d past it", bad, off);
+    CHECKF(brisk_seq_shift(a, 0, 0, 37, &err) == BRISK_OK, "%s", err.msg);
+    bad_pos = 0;
+    for (int32_t lh = 0; lh < nh; lh++)
+        for (int32_t s = 0; s < n; s++) bad_pos += brisk_kv_policy_head_pos(kv, 0, lh, s) != s + 37;
+    CHECKF(bad_pos == 0, "per-head: a whole-sequence shift of 37 left %d head slots elsewhere", bad_pos);
+    CHECKF(feed(a, 0, tok, 8, &err) == BRISK_OK && brisk_kv_check(kv, &err), "%s", err.msg);
+done:
+    free(k0), free(p0);
+    brisk_context_free(a);
 }
 
 /* seq 0 shifted alone (1 thread) and beside seq 1 (2 threads, its own tokens and shifts): the same bits. */
@@ -677,6 +750,7 @@ int main(void) {
     test_shift_invariance(BRISK_KV_Q8_0, tok, tok1);
     k_hadamard = false;
     test_shift_pinned(tok);
+    test_shift_per_head(tok);
     for (int kind = BRISK_KV_POLICY_STREAMING; kind < BRISK_KV_N_POLICIES; kind++)
         for (size_t t = 1; t < sizeof types / sizeof types[0]; t++) test_pinned(kind, types[t], tok);
     brisk_model_free(model);

@@ -94,7 +94,7 @@ typedef enum cli_opt_id {
     /* brisk synth, session 9 */
     CLI_O_SYNTH_VOCAB,
     /* KV retention policies (kv_flags.c; perplexity) */
-    CLI_O_KV_POLICY, CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW,
+    CLI_O_KV_POLICY, CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW, CLI_O_KV_PER_HEAD,
     /* the packed-layout cache (common.c: cli_pack_cache) */
     CLI_O_PACK_CACHE,
     /* drafter-only compression: the draft model's KV types and retention (kv_flags.c: cli_kv_draft) */

@@ -41,7 +41,7 @@ static const cli_use bench_uses[] = {
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET, .help = "KV slots with --kv-policy, sinks and window included: an integer >= 1, or "
                                                              "a fraction 0 < F < 1 of the context (the deepest -d plus the longest test)"},
-    {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW},
+    {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_KV_PER_HEAD},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };

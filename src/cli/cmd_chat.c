@@ -35,7 +35,7 @@ static const cli_use chat_uses[] = {
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_HEADING, .heading = "KV retention and generation past the context (docs/KV.md):"},
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
-    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT}, {.id = CLI_O_KV_PIN},
+    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_KV_PER_HEAD}, {.id = CLI_O_CONTEXT_SHIFT}, {.id = CLI_O_KV_PIN},
     {.id = CLI_O_PACK_CACHE},
     {.id = CLI_O_END},
 };

@@ -17,7 +17,7 @@ static const cli_use ppl_uses[] = {
     {.id = CLI_O_MAX_INPUT}, {.id = CLI_O_VERBOSE}, {.id = CLI_O_NGL},
     {.id = CLI_O_CACHE_TYPE_K}, {.id = CLI_O_CACHE_TYPE_V}, {.id = CLI_O_K_HADAMARD}, {.id = CLI_O_FLASH_ATTN},
     {.id = CLI_O_KLD_BASE}, {.id = CLI_O_KLD},
-    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW},
+    {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET}, {.id = CLI_O_KV_SINK}, {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_KV_PER_HEAD},
     {.id = CLI_O_UBATCH, .def_help = "64 with --kv-policy, else the batch"},
     {.id = CLI_O_SEED, .def = "0", .help = "the seed of --kv-policy random's choice"},
     {.id = CLI_O_PACK_CACHE},

@@ -80,7 +80,7 @@ static const cli_use serve_uses[] = {
     {.id = CLI_O_KV_POLICY}, {.id = CLI_O_KV_BUDGET, .help = "KV slots per request with --kv-policy, sinks and window included: an integer >= 1, or a "
                                                             "fraction 0 < F < 1 of -c (each request's own)"},
     {.id = CLI_O_KV_SINK, .help = "first slots a --kv-policy always keeps and a context shift keeps"},
-    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_CONTEXT_SHIFT},
+    {.id = CLI_O_KV_WINDOW}, {.id = CLI_O_KV_PER_HEAD}, {.id = CLI_O_CONTEXT_SHIFT},
     {.id = CLI_O_KV_PIN, .help = "never evict (--kv-policy) nor shift out (--context-shift) the slots of ROLE; repeatable. Chat "
                                  "requests tag system, user, assistant, tool per message; completions prompt and generated"},
     {.id = CLI_O_END},

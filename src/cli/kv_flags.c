@@ -48,7 +48,7 @@ int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t uba
                          "row for measuring the other policies (docs/KV.md)",
                          cmd);
     if (kind == BRISK_KV_POLICY_NONE) {
-        static const cli_opt_id needs[] = {CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW};
+        static const cli_opt_id needs[] = {CLI_O_KV_BUDGET, CLI_O_KV_SINK, CLI_O_KV_WINDOW, CLI_O_KV_PER_HEAD};
         /* a context shift keeps the first --kv-sink slots too */
         const bool shift = a->set[CLI_O_CONTEXT_SHIFT] && a->i[CLI_O_CONTEXT_SHIFT];
         for (size_t i = 0; i < sizeof needs / sizeof needs[0]; i++)
@@ -68,6 +68,14 @@ int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t uba
                          "--kv-budget %s = %d slots cannot hold the %lld sinks (--kv-sink), the %lld-slot window (--kv-window) and a "
                          "ubatch of %d tokens (-ub)",
                          a->s[CLI_O_KV_BUDGET], budget, (long long)sink, (long long)window, ubatch);
+    if (a->set[CLI_O_KV_PER_HEAD] && a->i[CLI_O_KV_PER_HEAD]) {
+        if (kind != BRISK_KV_POLICY_H2O && kind != BRISK_KV_POLICY_SNAPKV && kind != BRISK_KV_POLICY_TOVA && kind != BRISK_KV_POLICY_ORACLE)
+            return cli_usage(cmd, "--kv-per-head ranks slots by the attention each KV head gives them: it needs --kv-policy h2o, snapkv, "
+                             "tova or oracle (not %s)", brisk_kv_policy_name(kind));
+        if (a->n_list[CLI_O_KV_PIN] > 0)
+            return cli_usage(cmd, "--kv-per-head does not keep pinned roles yet: drop --kv-pin or --kv-per-head");
+        cp->kv_per_head = true;
+    }
     cp->kv_policy = kind;
     cp->kv_budget = budget;
     cp->kv_sink = (int32_t)sink;

@@ -162,6 +162,7 @@ typedef struct ctx_shape {
     int32_t n_ctx, kv_tokens, n_seq, n_batch, n_outputs, n_threads;
     brisk_kv_type type_k, type_v;
     int32_t kv_policy, kv_window;   /* the retention policy, whose statistics the plan counts */
+    int32_t kv_heads;               /* its per-head slot maps: n_layer x KV heads, else 1 */
 } ctx_shape;
 
 static brisk_status resolve_params(const brisk_model *m, const brisk_context_params *p, ctx_shape *o, brisk_error *err) {
@@ -196,8 +197,18 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
                           brisk_kv_type_name(p->type_k));
     o->type_k = (brisk_kv_type)p->type_k;
     o->type_v = (brisk_kv_type)p->type_v;
+    if (p->kv_per_head) {
+        /* windowed attention masks by the cache's positions, which per-head slots no longer share */
+        if (hp->swa_window > 0 || p->attn_window > 0)
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                              "per-head KV selection (kv_per_head, --kv-per-head) is not supported with windowed attention (%s)",
+                              p->attn_window > 0 ? "attn_window" : hp->arch_name);
+        if (!p->kv_policy)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "per-head KV selection (kv_per_head, --kv-per-head) needs a retention policy (kv_policy)");
+    }
     o->kv_policy = p->kv_policy;
     o->kv_window = p->kv_window;
+    o->kv_heads = p->kv_per_head ? hp->n_layer * hp->n_head_kv : 1;
     o->n_ctx = p->n_ctx_seq > 0 ? p->n_ctx_seq : hp->n_ctx_train;
     o->kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : o->n_ctx;
     o->n_seq = p->n_seq > 0 ? p->n_seq : 1;
@@ -276,7 +287,7 @@ static brisk_status plan_shape(const brisk_model *m, const ctx_shape *sh, brisk_
     /* the retention policy's scratch and attention statistics (the oracle's table: n_seq x n_ctx^2 sums); a table
      * over its limit is left to the policy's init, which names it */
     size_t policy = 0;
-    brisk_kv_policy_plan(sh->kv_policy, sh->kv_window, sh->n_seq, sh->n_ctx, &policy);
+    brisk_kv_policy_plan_heads(sh->kv_policy, sh->kv_window, sh->n_seq, sh->n_ctx, sh->kv_heads, &policy);
     if (!brisk_add_size(out->scratch, policy, &out->scratch)) return brisk_fail(err, BRISK_ERR_CAPACITY, "context memory overflows");
     if (!brisk_mul_size((size_t)sh->n_outputs * sizeof(float), (size_t)hp->n_vocab, &out->logits))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "logits for %d output rows x %d vocabulary overflow", sh->n_outputs, hp->n_vocab);
@@ -350,17 +361,17 @@ brisk_status brisk_context_init(const brisk_model *m, const brisk_context_params
     c->kv->k_hadamard = p->k_hadamard;
     if ((st = brisk_forward_init(&c->fwd, m->data, n_batch, n_ctx, sh.n_threads, err))) goto fail;
     brisk_forward_set_window(c->fwd, p->attn_window, p->attn_sink);
-    if (p->kv_policy) {
-        const brisk_kv_policy_config pc = {.kind = p->kv_policy, .budget = p->kv_budget, .sink = p->kv_sink, .window = p->kv_window,
-                                           .seed = p->kv_seed};
-        if ((st = brisk_kv_policy_set(c->kv, &pc, err))) goto fail;
-        brisk_kv_policy_set_text(c->kv, policy_token_text, m);
-    }
     if (p->kv_pin >> BRISK_KV_N_ROLES) {
         st = brisk_fail(err, BRISK_ERR_INVALID_ARG, "kv_pin 0x%x names roles past the %d known (brisk_kv_role)", (unsigned)p->kv_pin, BRISK_KV_N_ROLES);
         goto fail;
     }
-    c->kv->pin_mask = p->kv_pin;
+    c->kv->pin_mask = p->kv_pin;   /* before the policy, which checks it against per-head selection */
+    if (p->kv_policy) {
+        const brisk_kv_policy_config pc = {.kind = p->kv_policy, .budget = p->kv_budget, .sink = p->kv_sink, .window = p->kv_window,
+                                           .seed = p->kv_seed, .per_head = p->kv_per_head};
+        if ((st = brisk_kv_policy_set(c->kv, &pc, err))) goto fail;
+        brisk_kv_policy_set_text(c->kv, policy_token_text, m);
+    }
     c->logits = malloc(plan.logits);
     if (!c->logits) {
         st = brisk_fail(err, BRISK_ERR_NOMEM, "context: cannot allocate %.1f MiB of logits", mib(plan.logits));

@@ -40,6 +40,7 @@
 #include "engine/state.h"
 #include "engine/engine_impl.h"
 #include "gguf/gguf.h"
+#include "kv/policy.h"
 #include "sample/sample.h"
 
 #include <errno.h>
@@ -184,6 +185,11 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
                           "sequence %d: cannot save: slots %d..%d hold the token tree of the last decode; keep one path of it "
                           "(brisk_seq_keep_path) or truncate first",
                           seq, s->ordered, s->len - 1);
+    if (brisk_kv_policy_heads_differ(kv, seq))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "sequence %d: cannot save: per-head KV selection (--kv-per-head) left each KV head its own slots, which a "
+                          "state file (one token and position per slot) cannot describe",
+                          seq);
     size_t smp_bytes = 0;
     brisk_status st;
     if (smp && (st = brisk_sampler_state_size(smp, &smp_bytes, err))) return st;

@@ -691,8 +691,17 @@ void brisk_kv_commit(brisk_kv *kv, int32_t seq) {
     }
 }
 
+/* brisk_kv_truncate without telling the policy: compaction's own, whose
+ * callers move the policy's statistics themselves. */
+static void truncate_slots(brisk_kv *kv, int32_t seq, int32_t n_keep);
+
 void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
     if (seq < 0 || seq >= kv->n_seq) return;
+    truncate_slots(kv, seq, n_keep);
+    brisk_kv_policy_truncated(kv, seq, brisk_kv_len(kv, seq));   /* per-head slot maps past the end are gone */
+}
+
+static void truncate_slots(brisk_kv *kv, int32_t seq, int32_t n_keep) {
     brisk_kv_seq *s = &kv->seqs[seq];
     if (n_keep < 0) n_keep = 0;
     if (n_keep < s->len) s->len = n_keep;
@@ -801,7 +810,7 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
     while (first < n && keep[first] == first) first++;
     if (first == n) {   /* only a tail dropped */
         kv->n_compacted += s->len - n;
-        brisk_kv_truncate(kv, seq, n);
+        truncate_slots(kv, seq, n);
         return BRISK_OK;
     }
     /* the blocks the moves write into: [first / BLOCK, blocks_for(n)), each made exclusive */
@@ -813,7 +822,62 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
     kv->n_compacted += s->len - n;
     if (s->n_indexed > b0) s->n_indexed = b0;
     s->len = s->ordered = n;
-    brisk_kv_truncate(kv, seq, n);   /* the blocks past the kept slots return to the pool */
+    truncate_slots(kv, seq, n);   /* the blocks past the kept slots return to the pool */
+    return BRISK_OK;
+}
+
+brisk_status brisk_kv_compact_heads(brisk_kv *kv, int32_t seq, const int32_t *keep, size_t stride, int32_t n, brisk_error *err) {
+    if (seq < 0 || seq >= kv->n_seq)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence id %d out of range [0, %d)", seq, kv->n_seq);
+    brisk_kv_seq *s = &kv->seqs[seq];
+    if (s->ordered != s->len)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence %d still holds the token tree of an earlier decode", seq);
+    if (n < 0 || n > s->len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: %d slots to keep of %d", n, s->len);
+    if (kivi_k(kv) && n < s->len)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "compact: a %s K cache cannot move slots between blocks (sequence %d)",
+                          brisk_kv_type_name(kv->k_type), seq);
+    const int32_t n_heads = kv->n_layer * kv->n_head;
+    int32_t first = n;   /* slots [0, first) stay where they are in every head */
+    for (int32_t h = 0; h < n_heads; h++) {
+        const int32_t *k = keep + (size_t)h * stride;
+        for (int32_t d = 0; d < n; d++)
+            if (k[d] < 0 || k[d] >= s->len || (d && k[d] <= k[d - 1]))
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: head %d's keep[%d] = %d is not increasing inside [0, %d)", h, d, k[d],
+                                  s->len);
+        int32_t f = 0;
+        while (f < n && k[f] == f) f++;
+        first = BRISK_MIN(first, f);
+    }
+    if (first < n) {
+        const int32_t b0 = first / BRISK_KV_BLOCK, b1 = blocks_for(n);
+        brisk_status st = brisk_kv_make_own(kv, seq, b0, b1, err);
+        if (st) return st;
+        const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
+        for (int32_t il = 0; il < kv->n_layer; il++)
+            for (int32_t h = 0; h < kv->n_head; h++) {
+                const int32_t *k = keep + ((size_t)il * (size_t)kv->n_head + (size_t)h) * stride;
+                for (int32_t d = first; d < n; d++) {   /* k[d] >= d: a move never overwrites a slot a later move reads */
+                    if (k[d] == d) continue;
+                    k_slot_move(kv->k_type, brisk_kv_k_part(kv, il, seq, d, h), d % BRISK_KV_BLOCK, brisk_kv_k_part(kv, il, seq, k[d], h),
+                                k[d] % BRISK_KV_BLOCK, kv->head_dim);
+                    memcpy(brisk_kv_v_row(kv, il, seq, d, h), brisk_kv_v_row(kv, il, seq, k[d], h), vrb);
+                }
+            }
+        /* the cache's token, position and role of a slot: head 0's (the policy keeps the others' positions) */
+        for (int32_t d = first; d < n; d++) {
+            const size_t at = (size_t)s->blocks[d / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(d % BRISK_KV_BLOCK);
+            const size_t fr = (size_t)s->blocks[keep[d] / BRISK_KV_BLOCK] * BRISK_KV_BLOCK + (size_t)(keep[d] % BRISK_KV_BLOCK);
+            kv->tok[at] = kv->tok[fr];
+            kv->pos[at] = kv->pos[fr];
+            kv->role[at] = kv->role[fr];
+        }
+        /* a block whose heads hold different tokens is no fresh computation of any token list: never indexed */
+        for (int32_t bi = b0; bi < b1; bi++) kv->blk[s->blocks[bi]].rotated = 1;
+        if (s->n_indexed > b0) s->n_indexed = b0;
+    }
+    kv->n_compacted += s->len - n;
+    s->len = s->ordered = n;
+    truncate_slots(kv, seq, n);
     return BRISK_OK;
 }
 
@@ -847,7 +911,9 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
     const int32_t own_max = BRISK_MIN(s->ordered, limit);
     /* a slot matches token own only if it holds position own: after a
      * retention policy dropped slots, slot i holds a later position */
-    while (own < own_max && brisk_kv_slot_token(kv, seq, own) == tok[own] && brisk_kv_slot_pos(kv, seq, own) == own) own++;
+    while (own < own_max && brisk_kv_slot_token(kv, seq, own) == tok[own] && brisk_kv_slot_pos(kv, seq, own) == own &&
+           brisk_kv_policy_heads_alike(kv, seq, own))   /* per-head slot maps: every head's slot holds it */
+        own++;
     /* k4/k2 K: keeping part of a sealed block would reopen it from its
      * quantized values; recompute that block's tokens instead, so a reused
      * prefix gives the bits a fresh computation gives */

@@ -144,9 +144,11 @@ typedef struct brisk_kv_block {
     uint32_t parent_gen;  /* indexed: parent's gen when this block was indexed */
     uint32_t gen;         /* bumped each time the block leaves the index (stale children miss) */
     uint8_t indexed;      /* in the prefix index */
-    /* K of a slot in it was re-rotated to a new position (kv/shift.c): the
-     * rows are no longer bitwise what a fresh computation gives, so the block
-     * is never indexed (a prefix-cache hit must be exact). Cleared on alloc. */
+    /* K of a slot in it was re-rotated to a new position (kv/shift.c), or
+     * its heads hold different tokens (brisk_kv_compact_heads): the rows are
+     * no longer bitwise what a fresh computation of its tokens gives, so the
+     * block is never indexed (a prefix-cache hit must be exact). Cleared on
+     * alloc. */
     uint8_t rotated;
     uint64_t hash;        /* indexed: hash(parent's hash, its BLOCK token ids) */
     /* k4/k2 K: the block's F16 staging (an index into brisk_kv.stage, -1:
@@ -311,6 +313,14 @@ void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *
  * than are free or cached; BRISK_ERR_INVALID_ARG for a keep list that is not
  * strictly increasing inside [0, len) or a sequence holding a token tree. */
 brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err);
+/* Per-head eviction (a retention policy's per-head selection): each (layer,
+ * KV head) h = layer x n_head + head keeps its own slots keep[h * stride +
+ * 0 .. n) (increasing, < len), moved down to 0 .. n - 1 in that head only;
+ * every head keeps n, so the blocks past ceil(n / BLOCK) return to the pool
+ * as brisk_kv_compact's do. The cache's token, position and role of a slot
+ * become head 0's (the policy records every head's positions: policy.h);
+ * the blocks rewritten are never indexed. Errors as brisk_kv_compact's. */
+brisk_status brisk_kv_compact_heads(brisk_kv *kv, int32_t seq, const int32_t *keep, size_t stride, int32_t n, brisk_error *err);
 /* dst becomes a copy of src (dst's own blocks are released first): it holds
  * src's blocks, every one shared (ref + 1), no data copied; the first write
  * into a shared partial block copies it. src must be in position order

@@ -80,6 +80,9 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p->seen);
     free(p->lex);
     free(p->lexst);
+    free(p->hpos);
+    free(p->mat);
+    free(p->hkeep);
     free(p);
 }
 
@@ -107,10 +110,23 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
                           "KV policy %s: a budget of %d slots must hold the %d sinks and the %d-slot window with room to spare, and at most "
                           "the context (%d)",
                           brisk_kv_policy_name(c.kind), c.budget, c.sink, c.window, kv->n_ctx);
+    if (c.per_head && !policy_table[c.kind]->per_head)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "KV policy %s: per-head selection is for the policies that rank slots by the attention each head gives them "
+                          "(h2o, snapkv, tova, oracle)",
+                          brisk_kv_policy_name(c.kind));
+    if (c.per_head && kv->pin_mask)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV policy %s: per-head selection does not keep pinned roles (--kv-pin) yet",
+                          brisk_kv_policy_name(c.kind));
+    if (c.per_head && brisk_kv_type_kivi(kv->k_type))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV policy %s: a %s K cache cannot be compacted; use another K type",
+                          brisk_kv_policy_name(c.kind), brisk_kv_type_name(kv->k_type));
     brisk_kv_policy *p = calloc(1, sizeof *p);
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory");
     p->cfg = c;
     p->ops = policy_table[c.kind];
+    p->head = -1;
+    p->n_heads = c.per_head ? kv->n_layer * kv->n_head : 1;
     p->cand = malloc((size_t)kv->n_ctx * sizeof *p->cand);
     p->keep = malloc((size_t)kv->n_ctx * sizeof *p->keep);
     p->count = calloc((size_t)kv->n_seq, sizeof *p->count);
@@ -118,17 +134,18 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         brisk_kv_policy_free(p);
         return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
     }
-    brisk_kv_policy_plan(c.kind, c.window, kv->n_seq, kv->n_ctx, &p->bytes);   /* what the allocations below add up to */
+    brisk_kv_policy_plan_heads(c.kind, c.window, kv->n_seq, kv->n_ctx, p->n_heads, &p->bytes);   /* what the allocations below add up to */
     p->n_ctx = kv->n_ctx;
     p->rows = observe_rows(p->ops, c.window, kv->n_ctx);
     if (p->ops->observe == BRISK_KV_OBSERVE_RECORD) {   /* one row per query position: n_ctx^2 sums per sequence, bounded */
-        const double table = (double)kv->n_seq * (double)kv->n_ctx * (double)kv->n_ctx * (double)sizeof *p->mass;
+        const double table = (double)kv->n_seq * (double)kv->n_ctx * (double)kv->n_ctx * (double)p->n_heads * (double)sizeof *p->mass;
         if (table > (double)BRISK_KV_ORACLE_MAX_BYTES) {
             brisk_kv_policy_free(p);
             return brisk_fail(err, BRISK_ERR_INVALID_ARG,
-                              "KV policy %s records every query's attention on every slot: %d sequences x %d x %d x 8 bytes = %.0f MiB, "
-                              "over its limit of %zu MiB; lower -c or the sequences",
-                              brisk_kv_policy_name(c.kind), kv->n_seq, kv->n_ctx, kv->n_ctx, table / 1048576.0, BRISK_KV_ORACLE_MAX_BYTES >> 20);
+                              "KV policy %s records every query's attention on every slot: %d sequences x %d x %d x %d heads x 8 bytes = "
+                              "%.0f MiB, over its limit of %zu MiB; lower -c or the sequences",
+                              brisk_kv_policy_name(c.kind), kv->n_seq, kv->n_ctx, kv->n_ctx, p->n_heads, table / 1048576.0,
+                              BRISK_KV_ORACLE_MAX_BYTES >> 20);
         }
         p->phase = calloc((size_t)kv->n_seq, sizeof *p->phase);
         p->recorded = calloc((size_t)kv->n_seq, sizeof *p->recorded);
@@ -137,13 +154,23 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory for its scratch");
         }
     }
-    if (p->ops->observe != BRISK_KV_OBSERVE_NONE) {   /* the attention statistics: n_seq x rows x n_ctx sums, 8 bytes each */
-        p->mass = calloc((size_t)kv->n_seq * (size_t)p->rows * (size_t)kv->n_ctx, sizeof *p->mass);
+    if (p->ops->observe != BRISK_KV_OBSERVE_NONE) {   /* the attention statistics: n_seq x rows x n_heads x n_ctx sums, 8 bytes each */
+        p->mass = calloc((size_t)kv->n_seq * (size_t)p->rows * (size_t)p->n_heads * (size_t)kv->n_ctx, sizeof *p->mass);
         p->batch_end = calloc((size_t)kv->n_seq, sizeof *p->batch_end);
         if (!p->mass || !p->batch_end) {
             brisk_kv_policy_free(p);
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d slots)",
                               brisk_kv_policy_name(c.kind), kv->n_seq, p->rows, kv->n_ctx);
+        }
+    }
+    if (c.per_head) {   /* each head's slot positions: n_seq x n_heads x n_ctx, and one cut's keep lists */
+        p->hpos = malloc((size_t)kv->n_seq * (size_t)p->n_heads * (size_t)kv->n_ctx * sizeof *p->hpos);
+        p->mat = calloc((size_t)kv->n_seq, sizeof *p->mat);
+        p->hkeep = malloc((size_t)p->n_heads * (size_t)kv->n_ctx * sizeof *p->hkeep);
+        if (!p->hpos || !p->mat || !p->hkeep) {
+            brisk_kv_policy_free(p);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its per-head slot maps (%d heads x %d slots)",
+                              brisk_kv_policy_name(c.kind), p->n_heads, kv->n_ctx);
         }
     }
     if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_ctx, 4 bytes each */
@@ -224,17 +251,46 @@ static bool keeps_pinned(const brisk_kv *kv, int32_t seq, const int32_t *keep, i
 }
 
 /* seq's mass, rows x n_ctx entries. */
-static int64_t *seq_mass(const brisk_kv_policy *p, int32_t seq) { return p->mass + (size_t)seq * (size_t)p->rows * (size_t)p->n_ctx; }
+static size_t row_len(const brisk_kv_policy *p) { return (size_t)p->n_heads * (size_t)p->n_ctx; }   /* a mass row: every head's part */
+static int64_t *seq_mass(const brisk_kv_policy *p, int32_t seq) { return p->mass + (size_t)seq * (size_t)p->rows * row_len(p); }
+/* Head h's part of row r of seq's mass (h 0 with shared slots). */
+static int64_t *head_mass(const brisk_kv_policy *p, int32_t seq, int32_t r, int32_t h) {
+    return seq_mass(p, seq) + (size_t)r * row_len(p) + (size_t)h * (size_t)p->n_ctx;
+}
+static int32_t *head_pos(const brisk_kv_policy *p, int32_t seq, int32_t h) {
+    return p->hpos + ((size_t)seq * (size_t)p->n_heads + (size_t)h) * (size_t)p->n_ctx;
+}
+
+/* Per-head: every head's positions of seq's slots [mat, len) from the cache (they are alike there), so
+ * that [0, len) are all in hpos. */
+static void heads_fill(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq) {
+    const int32_t len = brisk_kv_len(kv, seq);
+    for (int32_t s = p->mat[seq]; s < len; s++) {
+        const int32_t pos = brisk_kv_slot_pos(kv, seq, s);
+        for (int32_t h = 0; h < p->n_heads; h++) head_pos(p, seq, h)[s] = pos;
+    }
+    p->mat[seq] = len;
+}
+
+/* Head h's mass of seq in every row follows its kept slots keep[0 .. n_keep) (increasing) down to 0 ..
+ * n_keep - 1; the freed slots' mass is cleared. */
+static void mass_keep_head(brisk_kv_policy *p, int32_t seq, int32_t h, int32_t len, const int32_t *keep, int32_t n_keep) {
+    for (int32_t r = 0; p->mass && !p->phase && r < p->rows; r++) {   /* the oracle's table is by position: it stays */
+        int64_t *m = head_mass(p, seq, r, h);
+        for (int32_t k = 0; k < n_keep; k++) m[k] = m[keep[k]];
+        memset(m + n_keep, 0, (size_t)(len - n_keep) * sizeof *m);
+    }
+    if (p->hpos) {
+        int32_t *hp = head_pos(p, seq, h);
+        for (int32_t k = 0; k < n_keep; k++) hp[k] = hp[keep[k]];
+    }
+}
 
 /* The kept slots' mass follows them down to 0 .. n_keep - 1 in every row
  * (keep is increasing, so moving forward never overwrites a source still to
  * read); the freed slots' mass is cleared. */
 static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
-    for (int32_t r = 0; p->mass && r < p->rows; r++) {
-        int64_t *m = seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx;
-        for (int32_t k = 0; k < n_keep; k++) m[k] = m[keep[k]];
-        memset(m + n_keep, 0, (size_t)(len - n_keep) * sizeof *m);
-    }
+    for (int32_t h = 0; h < p->n_heads; h++) mass_keep_head(p, seq, h, len, keep, n_keep);
     if (p->seen) {
         int32_t *v = p->seen + (size_t)seq * (size_t)p->n_ctx;
         for (int32_t k = 0; k < n_keep; k++) v[k] = v[keep[k]];
@@ -256,11 +312,12 @@ static void observe_batch(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, i
     const int32_t len = brisk_kv_len(kv, seq), next = brisk_kv_next_pos(kv, seq), w = p->rows;
     p->batch_end[seq] = len + c;
     if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx + len, 0xff, (size_t)c * sizeof *p->seen);   /* new slots: not attended yet */
-    for (int32_t r = 0; r < w; r++) memset(seq_mass(p, seq) + (size_t)r * (size_t)p->n_ctx + len, 0, (size_t)c * sizeof *p->mass);
+    for (int32_t r = 0; r < w; r++)
+        for (int32_t h = 0; h < p->n_heads; h++) memset(head_mass(p, seq, r, h) + len, 0, (size_t)c * sizeof *p->mass);
     if (p->ops->observe == BRISK_KV_OBSERVE_ALL) return;
     /* window, last, and the oracle's recording (rows = n_ctx: row P is the query at P's alone) */
     for (int32_t pos = BRISK_MAX(next, next + c - w); pos < next + c; pos++)
-        memset(seq_mass(p, seq) + (size_t)(pos % w) * (size_t)p->n_ctx, 0, (size_t)len * sizeof *p->mass);
+        for (int32_t h = 0; h < p->n_heads; h++) memset(head_mass(p, seq, pos % w, h), 0, (size_t)len * sizeof *p->mass);
 }
 
 void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_keep, int32_t *must) {
@@ -276,18 +333,24 @@ void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_
 }
 
 bool brisk_kv_policy_plan(int kind, int32_t window, int32_t n_seq, int32_t n_ctx, size_t *bytes) {
+    return brisk_kv_policy_plan_heads(kind, window, n_seq, n_ctx, 1, bytes);
+}
+
+bool brisk_kv_policy_plan_heads(int kind, int32_t window, int32_t n_seq, int32_t n_ctx, int32_t n_heads, size_t *bytes) {
     *bytes = 0;
-    if (kind <= BRISK_KV_POLICY_NONE || kind >= BRISK_KV_N_POLICIES || window < 0 || n_seq < 1 || n_ctx < 1) return true;
+    if (kind <= BRISK_KV_POLICY_NONE || kind >= BRISK_KV_N_POLICIES || window < 0 || n_seq < 1 || n_ctx < 1 || n_heads < 1) return true;
     const brisk_kv_policy_ops *ops = policy_table[kind];
     const brisk_kv_policy *p = NULL;   /* for the element sizes */
     const double seqs = (double)n_seq, ctx = (double)n_ctx;
     double b = (double)sizeof *p + ctx * (double)(sizeof *p->cand + sizeof *p->keep) + seqs * (double)sizeof *p->count;
     if (ops->observe == BRISK_KV_OBSERVE_RECORD) {
-        if (seqs * ctx * ctx * (double)sizeof *p->mass > (double)BRISK_KV_ORACLE_MAX_BYTES) return false;
+        if (seqs * ctx * ctx * (double)n_heads * (double)sizeof *p->mass > (double)BRISK_KV_ORACLE_MAX_BYTES) return false;
         b += seqs * (double)(sizeof *p->phase + sizeof *p->recorded);
     }
     const double rows = (double)observe_rows(ops, window, n_ctx);
-    if (ops->observe != BRISK_KV_OBSERVE_NONE) b += seqs * (rows * ctx * (double)sizeof *p->mass + (double)sizeof *p->batch_end);
+    const double heads = (double)n_heads;
+    if (ops->observe != BRISK_KV_OBSERVE_NONE) b += seqs * (rows * heads * ctx * (double)sizeof *p->mass + (double)sizeof *p->batch_end);
+    if (n_heads > 1) b += (seqs + 1.0) * heads * ctx * (double)sizeof *p->hpos + seqs * (double)sizeof *p->mat;
     if (ops->seen_threshold > 0.0f) b += seqs * ctx * (double)sizeof *p->seen;
     if (ops->lexes) b += seqs * ctx * (double)(sizeof *p->lex + sizeof *p->lexst);
     if (b > (double)SIZE_MAX / 2) return false;
@@ -368,7 +431,22 @@ brisk_status brisk_kv_policy_make_room(brisk_kv *kv, const int32_t *seq, int32_t
             observe_batch(p, kv, id, c);
             continue;
         }
-        if (len + c > budget) {
+        if (len + c > budget && p->hpos) {   /* per-head: each head ranks and keeps its own n_keep slots */
+            int32_t n_keep, must;
+            brisk_kv_policy_cut(kv, id, c, &n_keep, &must);
+            heads_fill(p, kv, id);
+            for (int32_t h = 0; h < p->n_heads; h++) {
+                p->head = h;
+                (p->ops->select ? p->ops->select : brisk_kv_policy_select_top)(p, kv, id, n_keep, p->hkeep + (size_t)h * (size_t)p->n_ctx);
+            }
+            p->head = -1;
+            brisk_status st = brisk_kv_compact_heads(kv, id, p->hkeep, (size_t)p->n_ctx, n_keep, err);
+            if (st) return st;
+            for (int32_t h = 0; h < p->n_heads; h++) mass_keep_head(p, id, h, len, p->hkeep + (size_t)h * (size_t)p->n_ctx, n_keep);
+            p->mat[id] = n_keep;
+            p->n_runs++;
+            *changed = true;
+        } else if (len + c > budget) {
             int32_t n_keep, must;
             brisk_kv_policy_cut(kv, id, c, &n_keep, &must);
             /* h2o's select widens its window: pinned slots then fall inside it, so the count above still bounds it */
@@ -397,10 +475,44 @@ bool brisk_kv_policy_observes(const brisk_kv *kv, int32_t seq, int32_t slot) {
 }
 
 int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot) {
-    const int64_t *m = seq_mass(p, seq) + slot;
+    const int32_t h0 = p->head >= 0 ? p->head : 0, h1 = p->head >= 0 ? p->head + 1 : p->n_heads;
     int64_t sum = 0;
-    for (int32_t r = 0; r < p->rows; r++) sum += m[(size_t)r * (size_t)p->n_ctx];
+    for (int32_t r = 0; r < p->rows; r++)
+        for (int32_t h = h0; h < h1; h++) sum += head_mass(p, seq, r, h)[slot];
     return sum;
+}
+
+int32_t brisk_kv_policy_slot_pos(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
+    if (p->hpos && p->head >= 0 && slot < p->mat[seq]) return head_pos(p, seq, p->head)[slot];
+    return brisk_kv_slot_pos(kv, seq, slot);
+}
+
+bool brisk_kv_policy_heads_alike(const brisk_kv *kv, int32_t seq, int32_t slot) {
+    const brisk_kv_policy *p = kv->policy;
+    if (!p || !p->hpos || slot >= p->mat[seq]) return true;
+    const int32_t pos = brisk_kv_slot_pos(kv, seq, slot);
+    for (int32_t h = 0; h < p->n_heads; h++)
+        if (head_pos(p, seq, h)[slot] != pos) return false;
+    return true;
+}
+
+int32_t brisk_kv_policy_head_pos(const brisk_kv *kv, int32_t seq, int32_t head, int32_t slot) {
+    const brisk_kv_policy *p = kv->policy;
+    if (p && p->hpos && slot < p->mat[seq]) return head_pos(p, seq, head)[slot];
+    return brisk_kv_slot_pos(kv, seq, slot);
+}
+
+void brisk_kv_policy_heads_moved(brisk_kv *kv, int32_t seq, int32_t from, int32_t len, const int32_t *new_pos, int32_t delta) {
+    brisk_kv_policy *p = kv->policy;
+    if (!p || !p->hpos) return;
+    const int32_t end = BRISK_MIN(len, p->mat[seq]);
+    for (int32_t h = 0; h < p->n_heads; h++)
+        for (int32_t s = from, *hp = head_pos(p, seq, h); s < end; s++) hp[s] = new_pos ? new_pos[s - from] : hp[s] + delta;
+}
+
+void brisk_kv_policy_truncated(brisk_kv *kv, int32_t seq, int32_t n) {
+    brisk_kv_policy *p = kv->policy;
+    if (p && p->mat && p->mat[seq] > n) p->mat[seq] = n;
 }
 
 float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
@@ -411,7 +523,11 @@ float brisk_kv_policy_score_mass(const brisk_kv_policy *p, const brisk_kv *kv, i
 void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     brisk_kv_policy *p = kv->policy;
     if (!p || (!p->mass && !p->lex) || src == dst) return;
-    if (p->mass) memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+    if (p->mass) memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * row_len(p) * sizeof *p->mass);
+    if (p->hpos) {
+        memcpy(head_pos(p, dst, 0), head_pos(p, src, 0), row_len(p) * sizeof *p->hpos);
+        p->mat[dst] = p->mat[src];
+    }
     if (p->phase) p->phase[dst] = p->phase[src], p->recorded[dst] = p->recorded[src];
     if (p->seen) memcpy(p->seen + (size_t)dst * (size_t)p->n_ctx, p->seen + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->seen);
     if (p->lex) {
@@ -444,7 +560,8 @@ void brisk_kv_policy_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t to
 void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
     brisk_kv_policy *p = kv->policy;
     if (!p || (!p->mass && !p->lex)) return;
-    if (p->mass) memset(seq_mass(p, seq), 0, (size_t)p->rows * (size_t)p->n_ctx * sizeof *p->mass);
+    if (p->mass) memset(seq_mass(p, seq), 0, (size_t)p->rows * row_len(p) * sizeof *p->mass);
+    if (p->mat) p->mat[seq] = 0;   /* the synced slots are every head's */
     if (p->phase) p->phase[seq] = BRISK_KV_ORACLE_NONE, p->recorded[seq] = 0;
     if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx, 0xff, (size_t)p->n_ctx * sizeof *p->seen);
     /* a prompt synced from the prefix cache holds every one of its tokens in order: lexed again from them */
@@ -459,13 +576,21 @@ void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int
         p->phase[seq] = BRISK_KV_ORACLE_NONE;
         return;
     }
+    if (p->hpos) {   /* the same slots of every head (the context shift's drop): their positions move with them */
+        const int32_t mat = BRISK_MIN(p->mat[seq], len);
+        int32_t m = 0;   /* kept slots from below mat (a prefix of keep): the rest were alike in every head */
+        while (m < n_keep && keep[m] < mat) m++;
+        mass_keep(p, seq, len, keep, n_keep);   /* moves hpos with the mass */
+        p->mat[seq] = m;
+        return;
+    }
     mass_keep(p, seq, len, keep, n_keep);
 }
 
 /* Swap rows a and b of seq's mass. */
 static void swap_rows(brisk_kv_policy *p, int32_t seq, int32_t a, int32_t b) {
-    int64_t *x = seq_mass(p, seq) + (size_t)a * (size_t)p->n_ctx, *y = seq_mass(p, seq) + (size_t)b * (size_t)p->n_ctx;
-    for (int32_t i = 0; i < p->n_ctx; i++) {
+    int64_t *x = seq_mass(p, seq) + (size_t)a * row_len(p), *y = seq_mass(p, seq) + (size_t)b * row_len(p);
+    for (size_t i = 0; i < row_len(p); i++) {
         const int64_t t = x[i];
         x[i] = y[i];
         y[i] = t;
@@ -500,9 +625,9 @@ brisk_status brisk_kv_policy_oracle_phase(brisk_kv *kv, int32_t seq, brisk_kv_or
     if (!p || !p->phase) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "the oracle's passes need the context's KV policy to be oracle");
     if (seq < 0 || seq >= kv->n_seq) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence %d out of range [0, %d)", seq, kv->n_seq);
     int64_t *m = seq_mass(p, seq);
-    const size_t w = (size_t)p->n_ctx;
+    const size_t w = row_len(p);   /* a row: n_ctx key positions per head */
     if (phase == BRISK_KV_ORACLE_RECORD) {
-        memset(m, 0, w * w * sizeof *m);
+        memset(m, 0, (size_t)p->n_ctx * w * sizeof *m);
         p->recorded[seq] = 0;
     } else if (phase == BRISK_KV_ORACLE_REPLAY) {
         if (p->phase[seq] != BRISK_KV_ORACLE_RECORD)
@@ -513,7 +638,11 @@ brisk_status brisk_kv_policy_oracle_phase(brisk_kv *kv, int32_t seq, brisk_kv_or
             return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV policy oracle: sequence %d's recording of %d slots ends at position %d, not %d",
                               seq, n, brisk_kv_next_pos(kv, seq) - 1, n - 1);
         for (int32_t q = n - 2; q >= 0; q--)
-            for (int32_t s = 0; s < n; s++) m[(size_t)q * w + (size_t)s] += m[(size_t)(q + 1) * w + (size_t)s];
+            for (int32_t h = 0; h < p->n_heads; h++)
+                for (int32_t s = 0; s < n; s++) {
+                    const size_t at = (size_t)h * (size_t)p->n_ctx + (size_t)s;
+                    m[(size_t)q * w + at] += m[(size_t)(q + 1) * w + at];
+                }
         p->recorded[seq] = n;
     } else {
         p->recorded[seq] = 0;

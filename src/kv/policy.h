@@ -102,8 +102,9 @@ typedef enum brisk_kv_oracle_phase {
 } brisk_kv_oracle_phase;
 
 /* The oracle's table: n_seq x n_ctx x n_ctx sums of 8 bytes (-c 2048: 32 MiB
- * per sequence); a larger table is refused. */
-#define BRISK_KV_ORACLE_MAX_BYTES ((size_t)256 << 20)
+ * per sequence), per-head times n_layer x KV heads (the fixture's 12: 384
+ * MiB); a larger table is refused. */
+#define BRISK_KV_ORACLE_MAX_BYTES ((size_t)512 << 20)
 
 /* Fixed point of p->mass: a probability of 1 (2^30; a slot's sum stays
  * below 2^63 up to 2^33 head-queries, e.g. 64 layers x 64 heads x 2M tokens). */
@@ -127,6 +128,12 @@ typedef struct brisk_kv_policy_config {
     int32_t sink;     /* first slots always kept (>= 0) */
     int32_t window;   /* last slots always kept (>= 1: the newest slot gives the next position) */
     uint64_t seed;    /* random: the seed of its choice */
+    /* per-head selection (docs/KV.md "Per-head selection"): each (layer, KV
+     * head) ranks and keeps its own slots, as H2O, SnapKV and TOVA do in
+     * their papers, every head keeping the same count, so that compaction
+     * still frees whole blocks. For the policies that score by attention
+     * (ops->per_head); n_heads = n_layer x the KV heads. */
+    bool per_head;
 } brisk_kv_policy_config;
 
 typedef struct brisk_kv_policy brisk_kv_policy;
@@ -146,6 +153,8 @@ typedef struct brisk_kv_policy_ops {
     float seen_threshold;
     /* true: each slot's JSON role is lexed as it is written (p->lex; policy_role.c) */
     bool lexes;
+    /* true: its score means something per (layer, KV head): cfg.per_head is allowed */
+    bool per_head;
 } brisk_kv_policy_ops;
 
 struct brisk_kv_policy {
@@ -155,10 +164,12 @@ struct brisk_kv_policy {
     struct brisk_kv_policy_cand { float score; int32_t slot; } *cand;
     int32_t *keep;
     int32_t *count;        /* [n_seq] a batch's tokens per sequence */
-    /* observing policies: [n_seq][rows][n_ctx] attention mass per slot (fixed
-     * point, BRISK_KV_MASS_ONE; atomically added by attention), rows 1 or
-     * the observation window (above), and per sequence one past the slot of
-     * its last token in the current batch */
+    /* observing policies: [n_seq][rows][n_heads][n_ctx] attention mass per
+     * slot (fixed point, BRISK_KV_MASS_ONE; atomically added by attention),
+     * rows 1 or the observation window (above), n_heads 1 (shared slots: the
+     * sum over every layer and head) or, per-head, one per (layer, KV head);
+     * and per sequence one past the slot of its last token in the current
+     * batch */
     int64_t *mass;
     int32_t *batch_end;
     /* the oracle: per sequence its phase (brisk_kv_oracle_phase) and the
@@ -177,6 +188,18 @@ struct brisk_kv_policy {
     brisk_kv_token_text_fn token_text;
     const void *token_text_user;
     int32_t rows, n_ctx;
+    /* per-head selection (cfg.per_head): n_heads = n_layer x KV heads, else 1.
+     * A per-head compaction leaves each head's slot s at its own position:
+     * hpos [n_seq][n_heads][n_ctx] holds them for slots [0, mat[seq]); the
+     * slots from mat on (written since) are the same in every head and their
+     * positions are the cache's (brisk_kv_slot_pos, which for the slots below
+     * mat gives head 0's). hkeep [n_heads][n_ctx]: the keep lists of one cut. */
+    int32_t n_heads;
+    int32_t *hpos, *mat, *hkeep;
+    /* the head whose slots select and score rank now (per-head: its index
+     * layer x KV heads + head), or -1: every head's (shared slots; per-head,
+     * the slot's mass summed over the heads) */
+    int32_t head;
     int64_t n_runs;        /* evictions run (sequences cut) */
     size_t bytes;          /* what brisk_kv_policy_set allocated */
 };
@@ -228,6 +251,8 @@ int32_t brisk_kv_policy_room(const brisk_kv *kv, int32_t seq);
  * n_seq x n_ctx^2 sums). false, *bytes 0, when they exceed the oracle's
  * limit or overflow (the policy's init then refuses, naming why). */
 bool brisk_kv_policy_plan(int kind, int32_t window, int32_t n_seq, int32_t n_ctx, size_t *bytes);
+/* The same with per-head selection over n_heads (layer, KV head) pairs (1 = shared slots). */
+bool brisk_kv_policy_plan_heads(int kind, int32_t window, int32_t n_seq, int32_t n_ctx, int32_t n_heads, size_t *bytes);
 
 /* Observing policies: whether the query of the token that will occupy slot
  * of seq in the batch make_room just prepared is observed (false without an
@@ -237,8 +262,34 @@ bool brisk_kv_policy_observes(const brisk_kv *kv, int32_t seq, int32_t slot);
 static inline int64_t *brisk_kv_policy_mass_row(const brisk_kv *kv, int32_t seq, int32_t pos) {
     const brisk_kv_policy *p = kv->policy;
     if (!p || !p->mass) return NULL;
-    return p->mass + ((size_t)seq * (size_t)p->rows + (size_t)(pos % p->rows)) * (size_t)p->n_ctx;
+    return p->mass + ((size_t)seq * (size_t)p->rows + (size_t)(pos % p->rows)) * (size_t)p->n_heads * (size_t)p->n_ctx;
 }
+/* The part of a mass row (above) that layer's KV head kvh adds to: its own
+ * per-head, the shared one otherwise. */
+static inline int64_t *brisk_kv_policy_mass_head(const brisk_kv *kv, int64_t *row, int32_t layer, int32_t kvh) {
+    const brisk_kv_policy *p = kv->policy;
+    return p->n_heads > 1 ? row + ((size_t)layer * (size_t)kv->n_head + (size_t)kvh) * (size_t)p->n_ctx : row;
+}
+/* Whether seq's heads hold different slots (a per-head cut since the slots
+ * were last aligned): then the cache's tokens and positions are head 0's
+ * and only the policy knows the others (state files refuse it). */
+static inline bool brisk_kv_policy_heads_differ(const brisk_kv *kv, int32_t seq) {
+    const brisk_kv_policy *p = kv->policy;
+    return p && p->mat && p->mat[seq] > 0;
+}
+/* Whether every head's slot of seq holds the cache's position (always
+ * without per-head slot maps). */
+bool brisk_kv_policy_heads_alike(const brisk_kv *kv, int32_t seq, int32_t slot);
+/* A slot's position in the head being ranked (p->head; the cache's below it). */
+int32_t brisk_kv_policy_slot_pos(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot);
+/* Per-head: the position of slot in head (layer x KV heads + kvh) of seq. */
+int32_t brisk_kv_policy_head_pos(const brisk_kv *kv, int32_t seq, int32_t head, int32_t slot);
+/* The cache's hook (brisk_kv_truncate): seq holds n slots now. */
+void brisk_kv_policy_truncated(brisk_kv *kv, int32_t seq, int32_t n);
+/* Per-head: slots [from, len) of seq moved to new positions in every head:
+ * new_pos[0 .. len - from) (the context shift renumbers by slot), or, with
+ * new_pos NULL, each by delta. */
+void brisk_kv_policy_heads_moved(brisk_kv *kv, int32_t seq, int32_t from, int32_t len, const int32_t *new_pos, int32_t delta);
 /* seq's seen row (n_ctx entries) and the probability that counts as
  * attending, or NULL without a policy that tracks it. */
 static inline int32_t *brisk_kv_policy_seen_row(const brisk_kv *kv, int32_t seq, float *threshold) {
@@ -247,7 +298,8 @@ static inline int32_t *brisk_kv_policy_seen_row(const brisk_kv *kv, int32_t seq,
     *threshold = p->seen_threshold;
     return p->seen + (size_t)seq * (size_t)p->n_ctx;
 }
-/* A slot's mass: its entries summed over the rows. */
+/* A slot's mass: its entries summed over the rows, in the head being ranked
+ * (p->head) or, at -1, summed over every head. */
 int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot);
 /* The cache's hooks (kv.c): dst became a fork of src; seq was re-synced to a
  * prompt (its statistics start again). No-ops without an observing policy. */

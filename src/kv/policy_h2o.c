@@ -14,14 +14,15 @@
  * all 83 chunks in docs/KV.md. A function of the slot's mass and positions
  * only, so batch invariance holds.
  *
- * brisk's slots are shared by all layers and heads of a sequence (a block
- * holds every layer), so the sum runs over all of them, where the paper
- * scores each head apart; per-head budgets would need per-head slot maps.
- * Ties (slots no query has seen) keep the later slot. */
+ * By default a slot is shared by all layers and heads of a sequence (a block
+ * holds every layer), so the sum runs over all of them; with per-head
+ * selection (--kv-per-head) each (layer, KV head) ranks its own slots by its
+ * own mass and positions, as the paper does. Ties (slots no query has seen)
+ * keep the later slot. */
 #include "kv/policy.h"
 
 static float h2o_score(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
-    const int32_t seen = brisk_kv_next_pos(kv, seq) - brisk_kv_slot_pos(kv, seq, slot);
+    const int32_t seen = brisk_kv_next_pos(kv, seq) - brisk_kv_policy_slot_pos(p, kv, seq, slot);
     return (float)((double)brisk_kv_policy_slot_mass(p, seq, slot) / (double)(seen > 1 ? seen : 1));
 }
 
@@ -36,4 +37,5 @@ static void h2o_select(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int3
     p->cfg.window = window;
 }
 
-const brisk_kv_policy_ops brisk_kv_policy_h2o = {.name = "h2o", .score = h2o_score, .select = h2o_select, .observe = BRISK_KV_OBSERVE_ALL};
+const brisk_kv_policy_ops brisk_kv_policy_h2o = {.name = "h2o", .score = h2o_score, .select = h2o_select, .observe = BRISK_KV_OBSERVE_ALL,
+                                                  .per_head = true};

@@ -18,13 +18,18 @@
  * reduced cache: the choice is "exact top-k by the future attention computed
  * offline", issue #18's definition. The score depends only on the sequence's
  * own slots and the recording, so the replay keeps batch invariance (the
- * recording's sums are the same bits however its pass was batched). */
+ * recording's sums are the same bits however its pass was batched). With
+ * --kv-per-head the table has a part per (layer, KV head) and each head
+ * keeps what its own future queries attend to most: the reference for the
+ * per-head policies (n_ctx^2 x the heads' sums, same limit). */
 #include "kv/policy.h"
 
 static float oracle_score(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
-    const int32_t next = brisk_kv_next_pos(kv, seq), pos = brisk_kv_slot_pos(kv, seq, slot);
+    const int32_t next = brisk_kv_next_pos(kv, seq), pos = brisk_kv_policy_slot_pos(p, kv, seq, slot);
     if (next >= p->recorded[seq] || pos >= p->recorded[seq]) return 0.0f;   /* past the recording: no query left to count */
-    return (float)brisk_kv_policy_mass_row(kv, seq, next)[pos];
+    /* per-head (--kv-per-head): the head's own part of the row, as attention recorded it */
+    return (float)brisk_kv_policy_mass_row(kv, seq, next)[(size_t)(p->head > 0 ? p->head : 0) * (size_t)p->n_ctx + (size_t)pos];
 }
 
-const brisk_kv_policy_ops brisk_kv_policy_oracle = {.name = "oracle", .score = oracle_score, .observe = BRISK_KV_OBSERVE_RECORD};
+const brisk_kv_policy_ops brisk_kv_policy_oracle = {.name = "oracle", .score = oracle_score, .observe = BRISK_KV_OBSERVE_RECORD,
+                                                   .per_head = true};

@@ -1,7 +1,8 @@
 /* policy_snapkv: SnapKV (Li et al., 2024, "SnapKV: LLM Knows What You are
  * Looking for Before Generation"): the queries of an observation window, the
  * last `--kv-window` tokens fed, show which earlier keys matter; their
- * attention, summed over the window's queries and every head, is smoothed by
+ * attention, summed over the window's queries and every head (or, with
+ * --kv-per-head, each KV head's own, as SnapKV selects), is smoothed by
  * a max pool over 7 neighbouring slots (SnapKV's pooling, which its code
  * offers as max or average with kernels of 5 to 7: the keys around a hit keep
  * its context) and the best-scored slots are kept. At the first eviction of a
@@ -28,4 +29,5 @@ static float snapkv_score(const brisk_kv_policy *p, const brisk_kv *kv, int32_t 
     return (float)best;
 }
 
-const brisk_kv_policy_ops brisk_kv_policy_snapkv = {.name = "snapkv", .score = snapkv_score, .observe = BRISK_KV_OBSERVE_WINDOW};
+const brisk_kv_policy_ops brisk_kv_policy_snapkv = {.name = "snapkv", .score = snapkv_score, .observe = BRISK_KV_OBSERVE_WINDOW,
+                                                     .per_head = true};

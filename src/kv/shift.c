@@ -37,6 +37,16 @@ brisk_status brisk_kv_reposition(brisk_kv *kv, int32_t seq, int32_t from, const 
         prev = new_pos[i];
         if (first < 0 && new_pos[i] != brisk_kv_slot_pos(kv, seq, from + i)) first = from + i;
     }
+    /* per-head slot maps (a per-head retention policy): each head's slot has its own position, so each head's K
+     * turns by its own delta */
+    const bool heads = brisk_kv_policy_heads_differ(kv, seq);
+    if (heads && from > 0 && from < s->len)
+        for (int32_t h = 0; h < kv->n_layer * kv->n_head; h++)
+            if (new_pos[0] <= brisk_kv_policy_head_pos(kv, seq, h, from - 1))
+                return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                                  "shift: slot %d would take position %d, not above head %d's previous slot's %d (positions must increase)",
+                                  from, new_pos[0], h, brisk_kv_policy_head_pos(kv, seq, h, from - 1));
+    if (heads) first = from < s->len ? from : -1;
     if (first < 0) return BRISK_OK;   /* nothing moves */
     brisk_status st = brisk_kv_make_own(kv, seq, first / BRISK_KV_BLOCK, (s->len + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK, err);
     if (st) return st;
@@ -45,13 +55,18 @@ brisk_status brisk_kv_reposition(brisk_kv *kv, int32_t seq, int32_t from, const 
         const int32_t at = s->blocks[slot / BRISK_KV_BLOCK];
         int32_t *pos = &kv->pos[(size_t)at * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)];
         const int32_t delta = new_pos[slot - from] - *pos;
-        if (delta == 0) continue;
+        if (delta == 0 && !heads) continue;
         for (int32_t il = 0; il < kv->n_layer; il++) {
             const brisk_rope *r = rope ? rope(user, il) : NULL;
             if (!r || r->n_rot <= 0) continue;
             const brisk_rope u = unit_rope(r);
-            brisk_rope_cache(&u, delta, cache);
+            if (!heads) brisk_rope_cache(&u, delta, cache);
             for (int32_t h = 0; h < kv->n_head; h++) {
+                if (heads) {
+                    const int32_t dh = new_pos[slot - from] - brisk_kv_policy_head_pos(kv, seq, il * kv->n_head + h, slot);
+                    if (dh == 0) continue;
+                    brisk_rope_cache(&u, dh, cache);
+                }
                 brisk_kv_k_get(kv, il, seq, slot, h, k);
                 brisk_rope_apply(&u, cache, k, 1, kv->head_dim);
                 brisk_kv_k_set(kv, il, seq, slot, h, k);
@@ -60,6 +75,7 @@ brisk_status brisk_kv_reposition(brisk_kv *kv, int32_t seq, int32_t from, const 
         *pos = new_pos[slot - from];
         kv->blk[at].rotated = 1;
     }
+    brisk_kv_policy_heads_moved(kv, seq, from, s->len, new_pos, 0);
     return BRISK_OK;
 }
 
@@ -98,6 +114,7 @@ brisk_status brisk_kv_shift(brisk_kv *kv, int32_t seq, int32_t from, int32_t del
         kv->pos[(size_t)at * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK)] += delta;
         kv->blk[at].rotated = 1;
     }
+    brisk_kv_policy_heads_moved(kv, seq, from, len, NULL, delta);
     brisk_kv_policy_repositioned(kv, seq, delta);
     return BRISK_OK;
 }

@@ -275,7 +275,8 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
 /* A scored retention policy's statistics (kv/policy.h): after an observed
  * query's tiles are done (M, S final), each entry's probability under each of
  * the item's m heads, exp(score - M) / (S + the sink's share), summed over
- * the heads and added to the sequence's mass in fixed point. The scores are
+ * the heads and added to the sequence's mass (per-head: the KV head's own)
+ * in fixed point. The scores are
  * recomputed by tile_scores, so the output is untouched; the adds are integer
  * atomics, so their order (threads, other items, layers) does not matter and
  * the sums are batch invariant. Only tokens in position order are observed
@@ -283,7 +284,8 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
 static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t h0, int32_t n_vis, int32_t base,
                          const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], const float *M, const float *S, int32_t vsink,
                          int32_t wlo) {
-    int64_t *mass = brisk_kv_policy_mass_row(at->kv, seq, at->b->pos[t]);
+    /* per-head selection: this layer's KV head kvh has its own part of the row */
+    int64_t *mass = brisk_kv_policy_mass_head(at->kv, brisk_kv_policy_mass_row(at->kv, seq, at->b->pos[t]), at->layer, kvh);
     float thr = 0.0f;
     int32_t *seen = brisk_kv_policy_seen_row(at->kv, seq, &thr);   /* memdecay: the last query that attended a slot */
     const int32_t qpos = at->b->pos[t];
