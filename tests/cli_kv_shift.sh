@@ -84,12 +84,21 @@ expect_err 1 "pinned KV slots (--kv-pin)" run -n 300 -c 64 --ignore-eos --kv-pol
 # the prompt's batches (-b) do not change the output: under a policy every batch stops where the policy cuts
 # (brisk_seq_policy_room), and a context shift falls where the slots are full, whatever -b is (a 442-token prompt)
 head -c 1200 "$root/bench/kv-needle.py" > "$tmp/long.txt"
-for flags in "--kv-policy streaming --kv-budget 96 -c 256" "--kv-policy h2o --kv-budget 96 -c 256" "--context-shift -c 128"; do
+for flags in "--kv-policy streaming --kv-budget 96 -c 256" "--kv-policy h2o --kv-budget 96 -c 256" "--context-shift -c 128" \
+             "--kv-policy snapkv --kv-per-head --kv-budget 96 -c 256"; do
   # shellcheck disable=SC2086 # word splitting of the flags is intended
   for b in 5 64 512; do "$brisk" run -m "$model" -f "$tmp/long.txt" -n 40 --ignore-eos --temp 0 -t 2 $flags -b $b > "$tmp/b$b.out" 2>/dev/null; done
   [ -s "$tmp/b5.out" ] && cmp -s "$tmp/b5.out" "$tmp/b64.out" && cmp -s "$tmp/b5.out" "$tmp/b512.out" && ok ||
     bad "$flags: the output depends on -b (5, 64, 512)"
 done
+# per-head selection through a context shift (442 + 120 tokens pass pycode-target's trained 512): each head's K turns
+# by its own delta, and the output still does not depend on -b
+for b in 5 512; do
+  "$brisk" run -m "$model" -f "$tmp/long.txt" -n 120 --ignore-eos --temp 0 -t 2 --kv-policy h2o --kv-per-head --kv-budget 96 -c 256 --context-shift \
+    -b $b > "$tmp/h$b.out" 2> "$tmp/h$b.err"
+done
+grep -q 'context shift on.*: [1-9][0-9]* shifts' "$tmp/h5.err" && [ -s "$tmp/h5.out" ] && cmp -s "$tmp/h5.out" "$tmp/h512.out" && ok ||
+  bad "per-head through a shift: $(cat "$tmp/h5.err")"
 
 # chat: a policy, a shift and a pinned system prompt over two turns
 if [ -f "$tpl" ]; then

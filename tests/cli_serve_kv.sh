@@ -6,7 +6,8 @@
 #   - a streaming policy (-c 128, budget 64): greedy completions of 240 tokens (prompt + completion past -c, so
 #     slots were dropped: a sequence never holds more than -c slots) finish "length" with every token; four at
 #     once give the same text and logprobs as each alone, and so does a server with -b 7 and one with
-#     --prefill-budget 3 beside the others (the policy's cuts do not depend on the chunking or the load); a
+#     --prefill-budget 3 beside the others (the policy's cuts do not depend on the chunking or the load); so do
+#     four requests under snapkv --kv-per-head (its startup line says "per head"; its output is not streaming's); a
 #     pinned chat (--kv-pin system) runs past -c too, one without max_tokens stops at the trained context (512,
 #     "length": no shift); a request's "spec" is a 400 naming spec; a prompt over -c
 #     is still refused (context_length_exceeded); with system, user and assistant pinned a chat stops when its
@@ -100,6 +101,19 @@ start b7 -m "$model" -c 128 -np 4 -b 7 --kv-policy streaming --kv-budget 64 --kv
 $C "http://127.0.0.1:$port_b7/v1/completions" -d "$(body "$P1" 240)" >"$tmp/b7"
 same "$tmp/b7" "$tmp/alone1" && ok || bad "-b 7: output differs from -b 512"
 kill -TERM "$pid_b7"; wait "$pid_b7" 2>/dev/null
+
+# per-head selection (snapkv): past -c, the same alone and among four (each prompt's heads choose on their own schedule)
+start ph -m "$model" -c 128 -np 4 --kv-policy snapkv --kv-per-head --kv-budget 64 --kv-window 16 || exit 1
+grep -q "KV retention: snapkv budget 64 slots per request (sink 4, window 16, per head)" "$tmp/ph.err" && ok || bad "the per-head line: $(cat "$tmp/ph.err")"
+for k in 1 2 3 4; do
+  eval "p=\$P$k"
+  $C "http://127.0.0.1:$port_ph/v1/completions" -d "$(body "$p" 240)" >"$tmp/phalone$k"
+  jcheck "$tmp/phalone$k" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 240' && ok || bad "per-head prompt $k past -c"
+done
+four "http://127.0.0.1:$port_ph" phtog 240
+for k in 1 2 3 4; do same "$tmp/phtog$k" "$tmp/phalone$k" && ok || bad "per-head, prompt $k among four: output differs from alone"; done
+same "$tmp/phalone1" "$tmp/alone1" && bad "per-head snapkv gave streaming's output for prompt 1" || ok
+kill -TERM "$pid_ph"; wait "$pid_ph" 2>/dev/null
 
 start pb -m "$model" -c 128 -np 4 --prefill-budget 3 --kv-policy streaming --kv-budget 64 --kv-window 16 || exit 1
 four "http://127.0.0.1:$port_pb" pb 240

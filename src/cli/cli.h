@@ -189,6 +189,9 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp);
  * A budget without a policy, or a policy of none with budget/sink/window, is
  * refused; so is a budget that cannot hold sinks + window + ubatch tokens. */
 int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp);
+/* The KV fields cli_kv_types and cli_kv_policy filled in kv (types, Hadamard, policy, budget, sink, window,
+ * per-head, pinned roles) copied into cp, the context's parameters. */
+void cli_kv_copy(brisk_context_params *cp, const brisk_context_params *kv);
 
 /* --kv-pin ROLE (repeatable) into cp->kv_pin: each a brisk_kv_role name among
  * the roles the command tags (roles: a bit mask of brisk_kv_role), and only

@@ -399,6 +399,7 @@ int brisk_cmd_bench(int argc, char **argv) {
     /* --kv-policy: the budget a fraction of that context; batches of at most
      * the room beside sinks and window (the policy cuts before each) */
     cp.kv_policy = kvt.kv_policy;
+    cp.kv_per_head = kvt.kv_per_head;
     if (kvt.kv_policy) {
         brisk_error berr = {0};
         int32_t budget = 0;

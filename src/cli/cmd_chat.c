@@ -513,14 +513,7 @@ int brisk_cmd_chat(int argc, char **argv) {
     cp.n_ctx_seq = c.n_ctx;
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
-    cp.type_k = kvt.type_k;
-    cp.type_v = kvt.type_v;
-    cp.k_hadamard = kvt.k_hadamard;
-    cp.kv_policy = kvt.kv_policy;
-    cp.kv_budget = kvt.kv_budget;
-    cp.kv_sink = kvt.kv_sink;
-    cp.kv_window = kvt.kv_window;
-    cp.kv_pin = kvt.kv_pin;
+    cli_kv_copy(&cp, &kvt);
     brisk_memory_plan plan;
     if (cli_plan(C, "memory plan", c.model, &cp, a.i[CLI_O_VERBOSE], &plan, &err)) goto fail;
     if (brisk_context_init(c.model, &cp, &c.ctx, &err)) goto fail;

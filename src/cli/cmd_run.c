@@ -347,14 +347,7 @@ int brisk_cmd_run(int argc, char **argv) {
     cp.n_threads = threads;
     cp.attn_window = (int32_t)attn_window;
     cp.attn_sink = attn_window ? (int32_t)attn_sink : 0;
-    cp.type_k = kvt.type_k;
-    cp.type_v = kvt.type_v;
-    cp.k_hadamard = kvt.k_hadamard;
-    cp.kv_policy = kvt.kv_policy;
-    cp.kv_budget = kvt.kv_budget;
-    cp.kv_sink = kvt.kv_sink;
-    cp.kv_window = kvt.kv_window;
-    cp.kv_pin = kvt.kv_pin;
+    cli_kv_copy(&cp, &kvt);
     brisk_memory_plan plans[2];
     if (cli_plan(C, "memory plan", model, &cp, verbose, &plans[0], &err)) goto fail;
     if (draft) {

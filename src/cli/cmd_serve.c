@@ -313,17 +313,10 @@ int brisk_cmd_serve(int argc, char **argv) {
     cp.n_batch = (int32_t)a.i[CLI_O_BATCH];
     cp.n_threads = cli_threads(&a);
     cp.n_seq = max_running;
-    cp.type_k = kvt.type_k;
-    cp.type_v = kvt.type_v;
-    cp.k_hadamard = kvt.k_hadamard;
     /* a fractional budget is of each request's -c, known now */
     if (ret.policy_given && !ret.c_early && (rc = cli_kv_policy(&a, C, cp.n_ctx_seq, 1, &kvt)) != 0) goto fail_quiet;
     rc = CLI_EXIT_RUNTIME;
-    cp.kv_policy = kvt.kv_policy;
-    cp.kv_budget = kvt.kv_budget;
-    cp.kv_sink = kvt.kv_sink;
-    cp.kv_window = kvt.kv_window;
-    cp.kv_pin = kvt.kv_pin;
+    cli_kv_copy(&cp, &kvt);
     if (a.set[CLI_O_KV_SIZE]) {
         if (a.i[CLI_O_KV_SIZE] < cp.n_ctx_seq) {
             fprintf(stderr, "brisk serve: %s %lld is smaller than one request (-c %d); raise it or lower -c\n", a.given[CLI_O_KV_SIZE],
@@ -351,8 +344,8 @@ int brisk_cmd_serve(int argc, char **argv) {
         size_t o = 0;
         line[0] = 0;
         if (cp.kv_policy)
-            o += (size_t)snprintf(line + o, sizeof line - o, "%s budget %d slots per request (sink %d, window %d); ",
-                                  brisk_kv_policy_name(cp.kv_policy), cp.kv_budget, cp.kv_sink, cp.kv_window);
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s budget %d slots per request (sink %d, window %d%s); ",
+                                  brisk_kv_policy_name(cp.kv_policy), cp.kv_budget, cp.kv_sink, cp.kv_window, cp.kv_per_head ? ", per head" : "");
         if (ret.shift_on)
             o += (size_t)snprintf(line + o, sizeof line - o, "context shift on (keep %lld) at %d positions", (long long)a.i[CLI_O_KV_SINK],
                                   gen_limit);

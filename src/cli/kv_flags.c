@@ -38,6 +38,18 @@ int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {
     return code;
 }
 
+void cli_kv_copy(brisk_context_params *cp, const brisk_context_params *kv) {
+    cp->type_k = kv->type_k;
+    cp->type_v = kv->type_v;
+    cp->k_hadamard = kv->k_hadamard;
+    cp->kv_policy = kv->kv_policy;
+    cp->kv_budget = kv->kv_budget;
+    cp->kv_sink = kv->kv_sink;
+    cp->kv_window = kv->kv_window;
+    cp->kv_per_head = kv->kv_per_head;
+    cp->kv_pin = kv->kv_pin;
+}
+
 int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t ubatch, brisk_context_params *cp) {
     const int kind = a->set[CLI_O_KV_POLICY] ? brisk_kv_policy_parse(a->s[CLI_O_KV_POLICY]) : BRISK_KV_POLICY_NONE;
     if (kind < 0) return cli_usage(cmd, "--kv-policy '%s': unknown (%s)", a->s[CLI_O_KV_POLICY], brisk_kv_policy_names());
@@ -265,8 +277,8 @@ void cli_ctx_shift_describe(const brisk_context *ctx, const brisk_context_params
 #define PUT(...) (o += o < cap ? (size_t)snprintf(buf + o, cap - o, __VA_ARGS__) : 0)
     PUT("KV | K %s, V %s | ", brisk_cache_type_name(cp->type_k), brisk_cache_type_name(cp->type_v));
     if (cp->kv_policy)
-        PUT("%s budget %d (sink %d, window %d) | %lld slots dropped | ", brisk_kv_policy_name(cp->kv_policy), cp->kv_budget, cp->kv_sink,
-            cp->kv_window, (long long)(cst.dropped - cs->n_discarded));
+        PUT("%s budget %d (sink %d, window %d%s) | %lld slots dropped | ", brisk_kv_policy_name(cp->kv_policy), cp->kv_budget, cp->kv_sink,
+            cp->kv_window, cp->kv_per_head ? ", per head" : "", (long long)(cst.dropped - cs->n_discarded));
     PUT("context shift %s", cs->on ? "on" : "off");
     if (cs->on) PUT(" (keep %d): %lld shifts, %lld slots discarded", cs->n_keep, (long long)cs->n_shifts, (long long)cs->n_discarded);
     if (cp->kv_pin) {
