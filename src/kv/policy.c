@@ -125,8 +125,9 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
     if (!p) return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy: out of memory");
     p->cfg = c;
     p->ops = policy_table[c.kind];
+    const int32_t n_heads = c.per_head ? kv->n_layer * kv->n_head : 1;
     p->head = -1;
-    p->n_heads = c.per_head ? kv->n_layer * kv->n_head : 1;
+    p->n_heads = n_heads;
     p->cand = malloc((size_t)kv->n_ctx * sizeof *p->cand);
     p->keep = malloc((size_t)kv->n_ctx * sizeof *p->keep);
     p->count = calloc((size_t)kv->n_seq, sizeof *p->count);
@@ -144,7 +145,7 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
             return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                               "KV policy %s records every query's attention on every slot: %d sequences x %d x %d x %d heads x 8 bytes = "
                               "%.0f MiB, over its limit of %zu MiB; lower -c or the sequences",
-                              brisk_kv_policy_name(c.kind), kv->n_seq, kv->n_ctx, kv->n_ctx, p->n_heads, table / 1048576.0,
+                              brisk_kv_policy_name(c.kind), kv->n_seq, kv->n_ctx, kv->n_ctx, n_heads, table / 1048576.0,
                               BRISK_KV_ORACLE_MAX_BYTES >> 20);
         }
         p->phase = calloc((size_t)kv->n_seq, sizeof *p->phase);
@@ -158,9 +159,10 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         p->mass = calloc((size_t)kv->n_seq * (size_t)p->rows * (size_t)p->n_heads * (size_t)kv->n_ctx, sizeof *p->mass);
         p->batch_end = calloc((size_t)kv->n_seq, sizeof *p->batch_end);
         if (!p->mass || !p->batch_end) {
+            const int32_t rows = p->rows;   /* named after the free */
             brisk_kv_policy_free(p);
-            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d slots)",
-                              brisk_kv_policy_name(c.kind), kv->n_seq, p->rows, kv->n_ctx);
+            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d heads x %d slots)",
+                              brisk_kv_policy_name(c.kind), kv->n_seq, rows, n_heads, kv->n_ctx);
         }
     }
     if (c.per_head) {   /* each head's slot positions: n_seq x n_heads x n_ctx, and one cut's keep lists */
@@ -170,7 +172,7 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         if (!p->hpos || !p->mat || !p->hkeep) {
             brisk_kv_policy_free(p);
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its per-head slot maps (%d heads x %d slots)",
-                              brisk_kv_policy_name(c.kind), p->n_heads, kv->n_ctx);
+                              brisk_kv_policy_name(c.kind), n_heads, kv->n_ctx);
         }
     }
     if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_ctx, 4 bytes each */
