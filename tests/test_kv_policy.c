@@ -718,8 +718,8 @@ static void test_engine_per_head(int kind, const int32_t *tok) {
     }
     brisk_cache_stats cs;
     brisk_context_cache_stats(a, &cs);
-    CHECKF(bad_budget == 0 && cs.in_use_max <= (BUDGET + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK, "%s per-head: budget exceeded %d times, peak %d blocks",
-           what, bad_budget, cs.in_use_max);
+    CHECKF(bad_budget == 0 && cs.in_use_max <= (BUDGET + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK,
+           "%s per-head: budget exceeded %d times, peak %d blocks", what, bad_budget, cs.in_use_max);
     CHECKF(bad_kept == 0, "%s per-head: %d sink/window/order violations", what, bad_kept);
     CHECKF(evictions > 5 && compared > 100 && heads_differ > 0, "%s per-head: %d evictions, %d compared, heads differ at %d slots", what, evictions,
            compared, heads_differ);
@@ -746,8 +746,9 @@ static void test_engine_per_head(int kind, const int32_t *tok) {
         for (int32_t lh = 0; lh < nh; lh++)
             for (int32_t s = 0; s < kept; s++) over += brisk_kv_policy_head_pos(y->kv, 0, lh, s) != s;
         /* h2o's recent half leaves head 0 aligned past another head's first change here: the case the check is for */
-        CHECKF(over == 0 && kept == first && (h0 > first || kind != BRISK_KV_POLICY_H2O), "%s per-head: sync kept %d slots (%d not at their position in some head; every head "
-               "aligned up to %d, head 0 up to %d)", what, kept, over, first, h0);
+        CHECKF(over == 0 && kept == first && (h0 > first || kind != BRISK_KV_POLICY_H2O),
+               "%s per-head: sync kept %d slots (%d not at their position in some head; every head aligned up to %d, head 0 up to %d)", what,
+               kept, over, first, h0);
         brisk_context_free(y);
     }
     /* a sequence whose heads differ has no state file; one cut back to its aligned slots has */

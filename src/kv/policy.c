@@ -161,7 +161,8 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         if (!p->mass || !p->batch_end) {
             const int32_t rows = p->rows;   /* named after the free */
             brisk_kv_policy_free(p);
-            return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d heads x %d slots)",
+            return brisk_fail(err, BRISK_ERR_NOMEM,
+                              "KV policy %s: out of memory for its attention statistics (%d sequences x %d x %d heads x %d slots)",
                               brisk_kv_policy_name(c.kind), kv->n_seq, rows, n_heads, kv->n_ctx);
         }
     }
