@@ -151,7 +151,7 @@ typedef struct brisk_context_params {
     int32_t kv_policy, kv_budget, kv_sink, kv_window;
     uint64_t kv_seed;
     /* Per-head selection (docs/KV.md "Per-head selection"): with kv_policy
-     * h2o, snapkv, tova or oracle, each layer's KV heads rank and keep their own
+     * h2o, snapkv, tova, oracle or memdecay, each layer's KV heads rank and keep their own
      * slots (as the papers select), each keeping kv_budget, so the same
      * blocks are freed. Not with kv_pin, windowed attention or k4/k2 K;
      * a sequence whose heads differ cannot be saved (brisk_seq_save). */

@@ -103,7 +103,7 @@ done
 expect_err 2 "only brisk perplexity knows its text ahead (a chunk), bench cannot" "$brisk" bench -m "$absent" --kv-policy oracle --kv-budget 64
 expect_err 2 "--kv-policy-draft oracle ranks slots by the attention of queries still to come" "$brisk" run -m "$absent" -p x -md "$absent" --spec draft --kv-policy-draft oracle --kv-budget-draft 64
 
-for pol in h2o snapkv tova oracle; do
+for pol in h2o snapkv tova oracle memdecay; do
   shared="$(ppl --kv-policy "$pol" --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null | grep '^Final estimate')"
   out="$(ppl --kv-policy "$pol" --kv-per-head --kv-budget 24 --kv-window 4 -ub 4 2>/dev/null)"
   peak="$(printf '%s\n' "$out" | sed -n 's/^KV memory: peak \([0-9]*\) blocks.*/\1/p')"
@@ -114,7 +114,7 @@ for pol in h2o snapkv tova oracle; do
   [ -n "$plain" ] && [ "$plain" = "$whole" ] && ok || bad "$pol --kv-per-head, a budget of the whole chunk: '$whole' vs '$plain'"
 done
 expect_err 2 "--kv-per-head needs --kv-policy" ppl --kv-per-head
-expect_err 2 "it needs --kv-policy h2o, snapkv, tova or oracle (not streaming)" ppl --kv-policy streaming --kv-budget 32 --kv-window 8 -ub 8 --kv-per-head
+expect_err 2 "it needs --kv-policy h2o, snapkv, tova, oracle or memdecay (not streaming)" ppl --kv-policy streaming --kv-budget 32 --kv-window 8 -ub 8 --kv-per-head
 expect_err 2 "--kv-per-head does not keep pinned roles yet" "$brisk" run -m "$absent" -p x -c 128 --kv-policy h2o --kv-budget 64 --kv-per-head --kv-pin prompt
 
 echo "$pass passed, $fail failed"

@@ -197,7 +197,7 @@ static const cli_opt table[CLI_O_COUNT] = {
     [CLI_O_KV_WINDOW] = {{"--kv-window"}, .type = CLI_T_INT, .meta = "N", .lo = 1, .hi = I32MAX, .def = "32",
                          .help = "last slots a --kv-policy always keeps (the recent window)"},
     [CLI_O_KV_PER_HEAD] = {{"--kv-per-head"}, .type = CLI_T_FLAG,
-                           .help = "with --kv-policy h2o, snapkv, tova or oracle: each layer's KV heads rank and keep their own slots (the papers' "
+                           .help = "with --kv-policy h2o, snapkv, tova, oracle or memdecay: each layer's KV heads rank and keep their own slots (the papers' "
                                    "per-head selection), each keeping --kv-budget, so the same blocks are freed (docs/KV.md)"},
     [CLI_O_CONTEXT_SHIFT] = {{"--context-shift"}, {"--no-context-shift"}, .type = CLI_T_FLAG, .def_help = "off",
                              .help = "when generation reaches -c (with --kv-policy: the model's trained context), drop the oldest "

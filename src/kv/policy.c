@@ -83,6 +83,7 @@ void brisk_kv_policy_free(brisk_kv_policy *p) {
     free(p->hpos);
     free(p->mat);
     free(p->hkeep);
+    free(p->hrole);
     free(p);
 }
 
@@ -113,7 +114,7 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
     if (c.per_head && !policy_table[c.kind]->per_head)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                           "KV policy %s: per-head selection is for the policies that rank slots by the attention each head gives them "
-                          "(h2o, snapkv, tova, oracle)",
+                          "(h2o, snapkv, tova, oracle, memdecay)",
                           brisk_kv_policy_name(c.kind));
     if (c.per_head && kv->pin_mask)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV policy %s: per-head selection does not keep pinned roles (--kv-pin) yet",
@@ -170,19 +171,20 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
         p->hpos = malloc((size_t)kv->n_seq * (size_t)p->n_heads * (size_t)kv->n_ctx * sizeof *p->hpos);
         p->mat = calloc((size_t)kv->n_seq, sizeof *p->mat);
         p->hkeep = malloc((size_t)p->n_heads * (size_t)kv->n_ctx * sizeof *p->hkeep);
-        if (!p->hpos || !p->mat || !p->hkeep) {
+        p->hrole = malloc((size_t)kv->n_seq * (size_t)p->n_heads * (size_t)kv->n_ctx);
+        if (!p->hpos || !p->mat || !p->hkeep || !p->hrole) {
             brisk_kv_policy_free(p);
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its per-head slot maps (%d heads x %d slots)",
                               brisk_kv_policy_name(c.kind), n_heads, kv->n_ctx);
         }
     }
-    if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_ctx, 4 bytes each */
-        p->seen = malloc((size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);
+    if (p->ops->seen_threshold > 0.0f) {   /* the last position that attended each slot: n_seq x n_heads x n_ctx, 4 bytes each */
+        p->seen = malloc((size_t)kv->n_seq * (size_t)n_heads * (size_t)kv->n_ctx * sizeof *p->seen);
         if (!p->seen) {
             brisk_kv_policy_free(p);
             return brisk_fail(err, BRISK_ERR_NOMEM, "KV policy %s: out of memory for its attention statistics", brisk_kv_policy_name(c.kind));
         }
-        memset(p->seen, 0xff, (size_t)kv->n_seq * (size_t)kv->n_ctx * sizeof *p->seen);   /* -1: not attended yet */
+        memset(p->seen, 0xff, (size_t)kv->n_seq * (size_t)n_heads * (size_t)kv->n_ctx * sizeof *p->seen);   /* -1: not attended yet */
         p->seen_threshold = p->ops->seen_threshold;
     }
     if (p->ops->lexes) {   /* each slot's JSON role and the lexer's state after it: n_seq x n_ctx, 1 + 8 bytes each */
@@ -263,6 +265,12 @@ static int64_t *head_mass(const brisk_kv_policy *p, int32_t seq, int32_t r, int3
 static int32_t *head_pos(const brisk_kv_policy *p, int32_t seq, int32_t h) {
     return p->hpos + ((size_t)seq * (size_t)p->n_heads + (size_t)h) * (size_t)p->n_ctx;
 }
+static uint8_t *head_role(const brisk_kv_policy *p, int32_t seq, int32_t h) {
+    return p->hrole + ((size_t)seq * (size_t)p->n_heads + (size_t)h) * (size_t)p->n_ctx;
+}
+static int32_t *head_seen(const brisk_kv_policy *p, int32_t seq, int32_t h) {
+    return p->seen + ((size_t)seq * (size_t)p->n_heads + (size_t)h) * (size_t)p->n_ctx;
+}
 
 /* Per-head: every head's positions of seq's slots [mat, len) from the cache (they are alike there), so
  * that [0, len) are all in hpos. */
@@ -270,7 +278,8 @@ static void heads_fill(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq) {
     const int32_t len = brisk_kv_len(kv, seq);
     for (int32_t s = p->mat[seq]; s < len; s++) {
         const int32_t pos = brisk_kv_slot_pos(kv, seq, s);
-        for (int32_t h = 0; h < p->n_heads; h++) head_pos(p, seq, h)[s] = pos;
+        const uint8_t role = brisk_kv_slot_role(kv, seq, s);
+        for (int32_t h = 0; h < p->n_heads; h++) head_pos(p, seq, h)[s] = pos, head_role(p, seq, h)[s] = role;
     }
     p->mat[seq] = len;
 }
@@ -285,7 +294,13 @@ static void mass_keep_head(brisk_kv_policy *p, int32_t seq, int32_t h, int32_t l
     }
     if (p->hpos) {
         int32_t *hp = head_pos(p, seq, h);
-        for (int32_t k = 0; k < n_keep; k++) hp[k] = hp[keep[k]];
+        uint8_t *hr = head_role(p, seq, h);
+        for (int32_t k = 0; k < n_keep; k++) hp[k] = hp[keep[k]], hr[k] = hr[keep[k]];
+    }
+    if (p->seen) {
+        int32_t *v = head_seen(p, seq, h);
+        for (int32_t k = 0; k < n_keep; k++) v[k] = v[keep[k]];
+        memset(v + n_keep, 0xff, (size_t)(len - n_keep) * sizeof *v);
     }
 }
 
@@ -293,12 +308,7 @@ static void mass_keep_head(brisk_kv_policy *p, int32_t seq, int32_t h, int32_t l
  * (keep is increasing, so moving forward never overwrites a source still to
  * read); the freed slots' mass is cleared. */
 static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_t *keep, int32_t n_keep) {
-    for (int32_t h = 0; h < p->n_heads; h++) mass_keep_head(p, seq, h, len, keep, n_keep);
-    if (p->seen) {
-        int32_t *v = p->seen + (size_t)seq * (size_t)p->n_ctx;
-        for (int32_t k = 0; k < n_keep; k++) v[k] = v[keep[k]];
-        memset(v + n_keep, 0xff, (size_t)(len - n_keep) * sizeof *v);
-    }
+    for (int32_t h = 0; h < p->n_heads; h++) mass_keep_head(p, seq, h, len, keep, n_keep);   /* and the seen entries */
     if (p->lex) {   /* a role and the lexer's state after its token stay the slot's */
         uint8_t *x = p->lex + (size_t)seq * (size_t)p->n_ctx;
         uint64_t *st = p->lexst + (size_t)seq * (size_t)p->n_ctx;
@@ -314,7 +324,7 @@ static void mass_keep(brisk_kv_policy *p, int32_t seq, int32_t len, const int32_
 static void observe_batch(brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t c) {
     const int32_t len = brisk_kv_len(kv, seq), next = brisk_kv_next_pos(kv, seq), w = p->rows;
     p->batch_end[seq] = len + c;
-    if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx + len, 0xff, (size_t)c * sizeof *p->seen);   /* new slots: not attended yet */
+    for (int32_t h = 0; p->seen && h < p->n_heads; h++) memset(head_seen(p, seq, h) + len, 0xff, (size_t)c * sizeof *p->seen);   /* new slots: not attended yet */
     for (int32_t r = 0; r < w; r++)
         for (int32_t h = 0; h < p->n_heads; h++) memset(head_mass(p, seq, r, h) + len, 0, (size_t)c * sizeof *p->mass);
     if (p->ops->observe == BRISK_KV_OBSERVE_ALL) return;
@@ -353,8 +363,8 @@ bool brisk_kv_policy_plan_heads(int kind, int32_t window, int32_t n_seq, int32_t
     const double rows = (double)observe_rows(ops, window, n_ctx);
     const double heads = (double)n_heads;
     if (ops->observe != BRISK_KV_OBSERVE_NONE) b += seqs * (rows * heads * ctx * (double)sizeof *p->mass + (double)sizeof *p->batch_end);
-    if (n_heads > 1) b += (seqs + 1.0) * heads * ctx * (double)sizeof *p->hpos + seqs * (double)sizeof *p->mat;
-    if (ops->seen_threshold > 0.0f) b += seqs * ctx * (double)sizeof *p->seen;
+    if (n_heads > 1) b += (seqs + 1.0) * heads * ctx * (double)sizeof *p->hpos + seqs * heads * ctx * (double)sizeof *p->hrole + seqs * (double)sizeof *p->mat;
+    if (ops->seen_threshold > 0.0f) b += seqs * heads * ctx * (double)sizeof *p->seen;
     if (ops->lexes) b += seqs * ctx * (double)(sizeof *p->lex + sizeof *p->lexst);
     if (b > (double)SIZE_MAX / 2) return false;
     *bytes = (size_t)b;
@@ -485,6 +495,15 @@ int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t
     return sum;
 }
 
+int32_t brisk_kv_policy_slot_seen(const brisk_kv_policy *p, int32_t seq, int32_t slot) {
+    return head_seen(p, seq, p->head > 0 ? p->head : 0)[slot];
+}
+
+uint8_t brisk_kv_policy_slot_role(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
+    if (p->hrole && p->head >= 0 && slot < p->mat[seq]) return head_role(p, seq, p->head)[slot];
+    return brisk_kv_slot_role(kv, seq, slot);
+}
+
 int32_t brisk_kv_policy_slot_pos(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
     if (p->hpos && p->head >= 0 && slot < p->mat[seq]) return head_pos(p, seq, p->head)[slot];
     return brisk_kv_slot_pos(kv, seq, slot);
@@ -529,10 +548,11 @@ void brisk_kv_policy_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     if (p->mass) memcpy(seq_mass(p, dst), seq_mass(p, src), (size_t)p->rows * row_len(p) * sizeof *p->mass);
     if (p->hpos) {
         memcpy(head_pos(p, dst, 0), head_pos(p, src, 0), row_len(p) * sizeof *p->hpos);
+        memcpy(head_role(p, dst, 0), head_role(p, src, 0), row_len(p) * sizeof *p->hrole);
         p->mat[dst] = p->mat[src];
     }
     if (p->phase) p->phase[dst] = p->phase[src], p->recorded[dst] = p->recorded[src];
-    if (p->seen) memcpy(p->seen + (size_t)dst * (size_t)p->n_ctx, p->seen + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->seen);
+    if (p->seen) memcpy(head_seen(p, dst, 0), head_seen(p, src, 0), row_len(p) * sizeof *p->seen);
     if (p->lex) {
         memcpy(p->lex + (size_t)dst * (size_t)p->n_ctx, p->lex + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->lex);
         memcpy(p->lexst + (size_t)dst * (size_t)p->n_ctx, p->lexst + (size_t)src * (size_t)p->n_ctx, (size_t)p->n_ctx * sizeof *p->lexst);
@@ -566,7 +586,7 @@ void brisk_kv_policy_reset_seq(brisk_kv *kv, int32_t seq) {
     if (p->mass) memset(seq_mass(p, seq), 0, (size_t)p->rows * row_len(p) * sizeof *p->mass);
     if (p->mat) p->mat[seq] = 0;   /* the synced slots are every head's */
     if (p->phase) p->phase[seq] = BRISK_KV_ORACLE_NONE, p->recorded[seq] = 0;
-    if (p->seen) memset(p->seen + (size_t)seq * (size_t)p->n_ctx, 0xff, (size_t)p->n_ctx * sizeof *p->seen);
+    if (p->seen) memset(head_seen(p, seq, 0), 0xff, row_len(p) * sizeof *p->seen);
     /* a prompt synced from the prefix cache holds every one of its tokens in order: lexed again from them */
     if (p->lex)
         for (int32_t s = 0; s < brisk_kv_len(kv, seq); s++) brisk_kv_policy_written(kv, seq, s, brisk_kv_slot_token(kv, seq, s), true);
@@ -607,8 +627,10 @@ static void reverse_rows(brisk_kv_policy *p, int32_t seq, int32_t lo, int32_t hi
 void brisk_kv_policy_repositioned(brisk_kv *kv, int32_t seq, int32_t delta) {
     brisk_kv_policy *p = kv->policy;
     if (p && p->seen)   /* the positions that attended moved with the slots: the steps since stay what they were */
-        for (int32_t s = 0, *v = p->seen + (size_t)seq * (size_t)p->n_ctx; s < p->n_ctx; s++)
-            if (v[s] >= 0) v[s] = v[s] + delta < 0 ? 0 : v[s] + delta;
+        for (size_t s = 0, n = row_len(p); s < n; s++) {   /* every head's part */
+            int32_t *v = head_seen(p, seq, 0) + s;
+            if (*v >= 0) *v = *v + delta < 0 ? 0 : *v + delta;
+        }
     if (!p || !p->mass || p->rows <= 1) return;
     if (p->phase) {   /* the oracle's rows are positions of the recorded pass: they no longer match */
         p->phase[seq] = BRISK_KV_ORACLE_NONE;

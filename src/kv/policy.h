@@ -175,9 +175,10 @@ struct brisk_kv_policy {
     /* the oracle: per sequence its phase (brisk_kv_oracle_phase) and the
      * positions recorded (the sealed rows), else NULL */
     int32_t *phase, *recorded;
-    /* seen_threshold > 0: [n_seq][n_ctx] the last query position that
-     * attended the slot (-1: none yet), raised by attention with an atomic
-     * max (order independent, so batch invariant); moves with the slots */
+    /* seen_threshold > 0: [n_seq][n_heads][n_ctx] the last query position
+     * that attended the slot (-1: none yet; per-head: in that head), raised
+     * by attention with an atomic max (order independent, so batch
+     * invariant); moves with the slots */
     int32_t *seen;
     float seen_threshold;   /* ops->seen_threshold */
     /* ops->lexes: [n_seq][n_ctx] each slot's brisk_kv_lex and the lexer's
@@ -196,6 +197,7 @@ struct brisk_kv_policy {
      * mat gives head 0's). hkeep [n_heads][n_ctx]: the keep lists of one cut. */
     int32_t n_heads;
     int32_t *hpos, *mat, *hkeep;
+    uint8_t *hrole;        /* [n_seq][n_heads][n_ctx] each head's slot roles, as hpos (memdecay's rates) */
     /* the head whose slots select and score rank now (per-head: its index
      * layer x KV heads + head), or -1: every head's (shared slots; per-head,
      * the slot's mass summed over the heads) */
@@ -296,8 +298,17 @@ static inline int32_t *brisk_kv_policy_seen_row(const brisk_kv *kv, int32_t seq,
     const brisk_kv_policy *p = kv->policy;
     if (!p || !p->seen) return NULL;
     *threshold = p->seen_threshold;
-    return p->seen + (size_t)seq * (size_t)p->n_ctx;
+    return p->seen + (size_t)seq * (size_t)p->n_heads * (size_t)p->n_ctx;
 }
+/* The part of a seen row (above) of layer's KV head kvh: its own per-head. */
+static inline int32_t *brisk_kv_policy_seen_head(const brisk_kv *kv, int32_t *row, int32_t layer, int32_t kvh) {
+    const brisk_kv_policy *p = kv->policy;
+    return p->n_heads > 1 ? row + ((size_t)layer * (size_t)kv->n_head + (size_t)kvh) * (size_t)p->n_ctx : row;
+}
+/* The seen entry of slot in the head being ranked (p->head; per-head only). */
+int32_t brisk_kv_policy_slot_seen(const brisk_kv_policy *p, int32_t seq, int32_t slot);
+/* A slot's role in the head being ranked (the cache's without per-head maps). */
+uint8_t brisk_kv_policy_slot_role(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot);
 /* A slot's mass: its entries summed over the rows, in the head being ranked
  * (p->head) or, at -1, summed over every head. */
 int64_t brisk_kv_policy_slot_mass(const brisk_kv_policy *p, int32_t seq, int32_t slot);

@@ -29,11 +29,13 @@ static const float role_rate[BRISK_KV_N_ROLES] = {
 };
 
 static float memdecay_score(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
-    const int32_t pos = brisk_kv_slot_pos(kv, seq, slot), seen = p->seen[(size_t)seq * (size_t)p->n_ctx + (size_t)slot];
+    /* per-head (--kv-per-head): the head's own position, role and last attending query */
+    const int32_t pos = brisk_kv_policy_slot_pos(p, kv, seq, slot), seen = brisk_kv_policy_slot_seen(p, seq, slot);
     const int32_t steps = brisk_kv_next_pos(kv, seq) - (seen > pos ? seen : pos);
-    const uint8_t role = brisk_kv_slot_role(kv, seq, slot);
+    const uint8_t role = brisk_kv_policy_slot_role(p, kv, seq, slot);
     return -(role < BRISK_KV_N_ROLES ? role_rate[role] : 1.0f) * (float)steps;
 }
 
 const brisk_kv_policy_ops brisk_kv_policy_memdecay = {
-    .name = "memdecay", .score = memdecay_score, .observe = BRISK_KV_OBSERVE_ALL, .seen_threshold = MEMDECAY_ATTENDED};
+    .name = "memdecay", .score = memdecay_score, .observe = BRISK_KV_OBSERVE_ALL, .seen_threshold = MEMDECAY_ATTENDED,
+    .per_head = true};

@@ -288,6 +288,7 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
     int64_t *mass = brisk_kv_policy_mass_head(at->kv, brisk_kv_policy_mass_row(at->kv, seq, at->b->pos[t]), at->layer, kvh);
     float thr = 0.0f;
     int32_t *seen = brisk_kv_policy_seen_row(at->kv, seq, &thr);   /* memdecay: the last query that attended a slot */
+    if (seen) seen = brisk_kv_policy_seen_head(at->kv, seen, at->layer, kvh);
     const int32_t qpos = at->b->pos[t];
     float inv[ATTN_HEADS];
     for (int h = 0; h < m; h++) {
