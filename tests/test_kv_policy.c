@@ -43,7 +43,16 @@
  *     batched with another sequence, lies between the slot's position and the
  *     newest query, is copied by a fork, and follows the kept slots; each
  *     eviction keeps candidates whose decayed priority (by role: user slots
- *     decay at half the rate) is at least every dropped one's. */
+ *     decay at half the rate) is at least every dropped one's;
+ *   - per-head selection (kv_per_head): brisk_kv_compact_heads on a bare cache
+ *     (every storage type: each head's kept rows are its sources', a fork is
+ *     unchanged, blocks return, equal lists give brisk_kv_compact's bytes);
+ *     h2o, snapkv, tova and memdecay on the engine: budget, sinks and window
+ *     per head, heads that choose differently, logits bitwise those of a
+ *     policy-free cache holding each head's kept rows, prefix reuse only
+ *     where every head holds the position, no state file while heads differ;
+ *     the per-head mass summed over heads is the shared mass bit for bit;
+ *     batch invariance as above; the refusals. */
 #include "brisk.h"
 #include "base/json_lex.h"
 #include "engine/engine_impl.h"
