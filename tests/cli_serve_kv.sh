@@ -48,6 +48,16 @@ body() { printf '{"prompt": "%s", "max_tokens": %s, "temperature": 0, "ignore_eo
 same() {   # same A B: the same text and token logprobs
   jcheck "$1" '(lambda o: j["choices"][0]["text"] == o["choices"][0]["text"] and j["choices"][0]["logprobs"]["token_logprobs"] == o["choices"][0]["logprobs"]["token_logprobs"] and j["choices"][0]["finish_reason"] == o["choices"][0]["finish_reason"])(json.load(open("'"$2"'")))'
 }
+alone_four() {   # alone_four URL ALONE TOGETHER N WHAT: each prompt alone (N tokens, finish "length"), then the four at once:
+  local u=$1 al=$2 tg=$3 n=$4 what=$5 k p   # the same text and logprobs
+  for k in 1 2 3 4; do
+    eval "p=\$P$k"
+    $C "$u/v1/completions" -d "$(body "$p" "$n")" >"$tmp/$al$k"
+    jcheck "$tmp/$al$k" "j['choices'][0]['finish_reason'] == 'length' and j['usage']['completion_tokens'] == $n" && ok || bad "$what, prompt $k alone"
+  done
+  four "$u" "$tg" "$n"
+  for k in 1 2 3 4; do same "$tmp/$tg$k" "$tmp/$al$k" && ok || bad "$what, prompt $k among four: output differs from alone"; done
+}
 four() {   # four URL PREFIX N: the four prompts at once, N tokens each, into $tmp/PREFIX1..4
   local cp=() k p
   for k in 1 2 3 4; do
@@ -105,13 +115,7 @@ kill -TERM "$pid_b7"; wait "$pid_b7" 2>/dev/null
 # per-head selection (snapkv): past -c, the same alone and among four (each prompt's heads choose on their own schedule)
 start ph -m "$model" -c 128 -np 4 --kv-policy snapkv --kv-per-head --kv-budget 64 --kv-window 16 || exit 1
 grep -q "KV retention: snapkv budget 64 slots per request (sink 4, window 16, per head)" "$tmp/ph.err" && ok || bad "the per-head line: $(cat "$tmp/ph.err")"
-for k in 1 2 3 4; do
-  eval "p=\$P$k"
-  $C "http://127.0.0.1:$port_ph/v1/completions" -d "$(body "$p" 240)" >"$tmp/phalone$k"
-  jcheck "$tmp/phalone$k" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 240' && ok || bad "per-head prompt $k past -c"
-done
-four "http://127.0.0.1:$port_ph" phtog 240
-for k in 1 2 3 4; do same "$tmp/phtog$k" "$tmp/phalone$k" && ok || bad "per-head, prompt $k among four: output differs from alone"; done
+alone_four "http://127.0.0.1:$port_ph" phalone phtog 240 "per-head"
 same "$tmp/phalone1" "$tmp/alone1" && bad "per-head snapkv gave streaming's output for prompt 1" || ok
 kill -TERM "$pid_ph"; wait "$pid_ph" 2>/dev/null
 
@@ -131,13 +135,7 @@ kill -TERM "$pid_ns"; wait "$pid_ns" 2>/dev/null
 start sh -m "$model" -c 64 -np 4 --context-shift || exit 1
 V="http://127.0.0.1:$port_sh"
 grep -q "KV retention: context shift on (keep 4) at 64 positions" "$tmp/sh.err" && ok || bad "the shift line: $(cat "$tmp/sh.err")"
-for k in 1 2 3 4; do
-  eval "p=\$P$k"
-  $C "$V/v1/completions" -d "$(body "$p" 150)" >"$tmp/sa$k"
-  jcheck "$tmp/sa$k" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 150' && ok || bad "prompt $k with a shift"
-done
-four "$V" st 150
-for k in 1 2 3 4; do same "$tmp/st$k" "$tmp/sa$k" && ok || bad "shift, prompt $k among four: output differs from alone"; done
+alone_four "$V" sa st 150 "shift"
 kill -TERM "$pid_sh"; wait "$pid_sh" 2>/dev/null
 
 ! grep -qE "AddressSanitizer|runtime error|LeakSanitizer|ThreadSanitizer" "$tmp"/*.err && ok || bad "sanitizer report: $(grep -h -A8 -E 'Sanitizer|runtime error' "$tmp"/*.err | head -40)"

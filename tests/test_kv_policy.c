@@ -483,6 +483,17 @@ static void check_kept(brisk_context *c, int kind, const char *what, int32_t nex
     (void)what;
 }
 
+/* The reference r (a policy-free cache the caller filled with a's kept rows) fed the same m tokens as a
+ * was: each of a's logits rows against r's, bit for bit. */
+static void compare_ref(brisk_context *a, brisk_context *r, const int32_t *tok, int32_t p0, int32_t m, const char *what, int *bad_bits,
+                        int *compared) {
+    brisk_error err = {0};
+    if (!brisk_kv_check(r->kv, &err)) CHECKF(0, "%s", err.msg);
+    CHECKF(feed(r, 0, tok, p0, m, &err) == BRISK_OK, "%s ref: %s", what, err.msg);
+    for (int32_t j = 0; j < m; j++) *bad_bits += memcmp(brisk_get_logits(a, j), brisk_get_logits(r, j), (size_t)n_vocab * sizeof(float)) != 0;
+    *compared += m;
+}
+
 /* Budget, kept slots, and compaction against a policy-free cache holding the same live rows. */
 static void test_engine_policy(int kind, int type, const int32_t *tok) {
     const char *what = brisk_kv_policy_name(kind);
@@ -525,11 +536,7 @@ static void test_engine_policy(int kind, int type, const int32_t *tok) {
                 for (int32_t il = 0; il < nl; il++) brisk_kv_row_set(kr, il, 0, d, ks + ((size_t)s * nl + il) * krb, vs + ((size_t)s * nl + il) * vrb);
                 brisk_kv_written(kr, 0, d, stok[s], spos[s], true);
             }
-            if (!brisk_kv_check(kr, &err)) CHECKF(0, "%s", err.msg);
-            CHECKF(feed(r, 0, tok, p0, m, &err) == BRISK_OK, "%s ref: %s", what, err.msg);
-            for (int32_t j = 0; j < m; j++)
-                bad_bits += memcmp(brisk_get_logits(a, j), brisk_get_logits(r, j), (size_t)n_vocab * sizeof(float)) != 0;
-            compared += m;
+            compare_ref(a, r, tok, p0, m, what, &bad_bits, &compared);
         }
     }
     brisk_cache_stats cs;
@@ -719,10 +726,7 @@ static void test_engine_per_head(int kind, const int32_t *tok) {
                     memcpy(brisk_kv_v_row(kr, lh / nkv, 0, d, lh % nkv), vs + at * vrb, vrb);
                     if (lh == 0) brisk_kv_written(kr, 0, d, stok[s], want, true);
                 }
-            CHECKF(feed(r, 0, tok, p0, m, &err) == BRISK_OK, "%s ref: %s", what, err.msg);
-            for (int32_t j = 0; j < m; j++)
-                bad_bits += memcmp(brisk_get_logits(a, j), brisk_get_logits(r, j), (size_t)n_vocab * sizeof(float)) != 0;
-            compared += m;
+            compare_ref(a, r, tok, p0, m, what, &bad_bits, &compared);
         }
     }
     brisk_cache_stats cs;

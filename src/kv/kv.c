@@ -791,13 +791,21 @@ static void slot_move(brisk_kv *kv, int32_t seq, int32_t to, int32_t from) {
     kv->role[at] = kv->role[fr];
 }
 
-brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err) {
+/* Compaction's refusals of seq and a count n to keep, before anything changes. */
+static brisk_status compact_check(const brisk_kv *kv, int32_t seq, int32_t n, brisk_error *err) {
     if (seq < 0 || seq >= kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence id %d out of range [0, %d)", seq, kv->n_seq);
-    brisk_kv_seq *s = &kv->seqs[seq];
+    const brisk_kv_seq *s = &kv->seqs[seq];
     if (s->ordered != s->len)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence %d still holds the token tree of an earlier decode", seq);
     if (n < 0 || n > s->len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: %d slots to keep of %d", n, s->len);
+    return BRISK_OK;
+}
+
+brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, int32_t n, brisk_error *err) {
+    brisk_status st = compact_check(kv, seq, n, err);
+    if (st) return st;
+    brisk_kv_seq *s = &kv->seqs[seq];
     if (kivi_k(kv) && !(n == 0 || keep[n - 1] == n - 1))
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                           "compact: a %s K cache keeps each channel's 32 slots of a block as one quantized group, so slots cannot "
@@ -815,8 +823,7 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
     }
     /* the blocks the moves write into: [first / BLOCK, blocks_for(n)), each made exclusive */
     const int32_t b0 = first / BRISK_KV_BLOCK, b1 = blocks_for(n);
-    brisk_status st = brisk_kv_make_own(kv, seq, b0, b1, err);
-    if (st) return st;
+    if ((st = brisk_kv_make_own(kv, seq, b0, b1, err))) return st;
     /* keep[d] >= d: a move never overwrites a slot a later move reads */
     for (int32_t d = first; d < n; d++) slot_move(kv, seq, d, keep[d]);
     kv->n_compacted += s->len - n;
@@ -827,12 +834,9 @@ brisk_status brisk_kv_compact(brisk_kv *kv, int32_t seq, const int32_t *keep, in
 }
 
 brisk_status brisk_kv_compact_heads(brisk_kv *kv, int32_t seq, const int32_t *keep, size_t stride, int32_t n, brisk_error *err) {
-    if (seq < 0 || seq >= kv->n_seq)
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence id %d out of range [0, %d)", seq, kv->n_seq);
+    brisk_status st = compact_check(kv, seq, n, err);
+    if (st) return st;
     brisk_kv_seq *s = &kv->seqs[seq];
-    if (s->ordered != s->len)
-        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: sequence %d still holds the token tree of an earlier decode", seq);
-    if (n < 0 || n > s->len) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "compact: %d slots to keep of %d", n, s->len);
     if (kivi_k(kv) && n < s->len)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "compact: a %s K cache cannot move slots between blocks (sequence %d)",
                           brisk_kv_type_name(kv->k_type), seq);
@@ -850,8 +854,7 @@ brisk_status brisk_kv_compact_heads(brisk_kv *kv, int32_t seq, const int32_t *ke
     }
     if (first < n) {
         const int32_t b0 = first / BRISK_KV_BLOCK, b1 = blocks_for(n);
-        brisk_status st = brisk_kv_make_own(kv, seq, b0, b1, err);
-        if (st) return st;
+        if ((st = brisk_kv_make_own(kv, seq, b0, b1, err))) return st;
         const size_t vrb = kv->v_part / BRISK_KV_BLOCK;
         for (int32_t il = 0; il < kv->n_layer; il++)
             for (int32_t h = 0; h < kv->n_head; h++) {
