@@ -376,7 +376,9 @@ brisk_status brisk_seq_context_shift(brisk_context *c, int32_t seq, int32_t n_ke
  * them when cap >= *n_tokens, else BRISK_ERR_CAPACITY and nothing is written
  * (tokens = NULL, cap = 0 asks for the count). After a branching tree decode
  * the slots past the leading chain hold the tree's tokens in batch order,
- * until brisk_seq_keep_path. */
+ * until brisk_seq_keep_path. After a per-head eviction (kv_per_head) each
+ * KV head holds its own tokens below the newest slots: these are layer 0's
+ * first head's. */
 brisk_status brisk_seq_tokens(const brisk_context *c, int32_t seq, int32_t *tokens, int32_t cap, int32_t *n_tokens, brisk_error *err);
 /* dst becomes a copy of src: dst's own tokens are dropped, then it shares
  * every one of src's blocks (no K/V is copied; a shared partial block is
