@@ -580,6 +580,14 @@ static brisk_status plan_make(const plan_model *m, const brisk_gguf_tensor *tens
             st = brisk_fail(err, BRISK_ERR_FORMAT, "tensor %d: its name contains a NUL byte", i);
             goto done;
         }
+        /* the name goes into one-line messages below: no control bytes (no real model's name has one) */
+        for (size_t c = 0; c < t->name.len; c++)
+            if ((unsigned char)it->name[c] < 0x20 || (unsigned char)it->name[c] == 0x7f) {
+                char shown[64];
+                st = brisk_fail(err, BRISK_ERR_FORMAT, "tensor %d ('%s'): its name holds the control byte 0x%02x at %zu", i,
+                                brisk_gguf_show(t->name, shown, sizeof shown), (unsigned)(unsigned char)it->name[c], c);
+                goto done;
+            }
         it->n_dims = 1;
         for (uint32_t d = 1; d < BRISK_GGUF_MAX_DIMS; d++)
             if (t->ne[d] > 1) it->n_dims = d + 1;
