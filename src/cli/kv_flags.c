@@ -81,8 +81,7 @@ int cli_kv_policy(const cli_args *a, const char *cmd, int64_t n_ctx, int32_t uba
                          "ubatch of %d tokens (-ub)",
                          a->s[CLI_O_KV_BUDGET], budget, (long long)sink, (long long)window, ubatch);
     if (a->set[CLI_O_KV_PER_HEAD] && a->i[CLI_O_KV_PER_HEAD]) {
-        if (kind != BRISK_KV_POLICY_H2O && kind != BRISK_KV_POLICY_SNAPKV && kind != BRISK_KV_POLICY_TOVA && kind != BRISK_KV_POLICY_ORACLE &&
-            kind != BRISK_KV_POLICY_MEMDECAY)
+        if (!brisk_kv_policy_per_head_ok(kind))
             return cli_usage(cmd, "--kv-per-head ranks slots by the attention each KV head gives them: it needs --kv-policy h2o, snapkv, "
                              "tova, oracle or memdecay (not %s)", brisk_kv_policy_name(kind));
         if (a->n_list[CLI_O_KV_PIN] > 0)

@@ -25,6 +25,8 @@ const char *brisk_kv_policy_name(int kind) {
     return kind > 0 && kind < BRISK_KV_N_POLICIES ? policy_table[kind]->name : "?";
 }
 
+bool brisk_kv_policy_per_head_ok(int kind) { return kind > 0 && kind < BRISK_KV_N_POLICIES && policy_table[kind]->per_head; }
+
 int brisk_kv_policy_parse(const char *name) {
     if (!name) return -1;
     for (int k = 0; k < BRISK_KV_N_POLICIES; k++)
@@ -111,7 +113,7 @@ brisk_status brisk_kv_policy_set(brisk_kv *kv, const brisk_kv_policy_config *cfg
                           "KV policy %s: a budget of %d slots must hold the %d sinks and the %d-slot window with room to spare, and at most "
                           "the context (%d)",
                           brisk_kv_policy_name(c.kind), c.budget, c.sink, c.window, kv->n_ctx);
-    if (c.per_head && !policy_table[c.kind]->per_head)
+    if (c.per_head && !brisk_kv_policy_per_head_ok(c.kind))
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                           "KV policy %s: per-head selection is for the policies that rank slots by the attention each head gives them "
                           "(h2o, snapkv, tova, oracle, memdecay)",
@@ -505,8 +507,7 @@ uint8_t brisk_kv_policy_slot_role(const brisk_kv_policy *p, const brisk_kv *kv, 
 }
 
 int32_t brisk_kv_policy_slot_pos(const brisk_kv_policy *p, const brisk_kv *kv, int32_t seq, int32_t slot) {
-    if (p->hpos && p->head >= 0 && slot < p->mat[seq]) return head_pos(p, seq, p->head)[slot];
-    return brisk_kv_slot_pos(kv, seq, slot);
+    return p->head >= 0 ? brisk_kv_policy_head_pos(kv, seq, p->head, slot) : brisk_kv_slot_pos(kv, seq, slot);
 }
 
 bool brisk_kv_policy_heads_alike(const brisk_kv *kv, int32_t seq, int32_t slot) {
@@ -599,15 +600,12 @@ void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int
         p->phase[seq] = BRISK_KV_ORACLE_NONE;
         return;
     }
-    if (p->hpos) {   /* the same slots of every head (the context shift's drop): their positions move with them */
-        const int32_t mat = BRISK_MIN(p->mat[seq], len);
-        int32_t m = 0;   /* kept slots from below mat (a prefix of keep): the rest were alike in every head */
-        while (m < n_keep && keep[m] < mat) m++;
-        mass_keep(p, seq, len, keep, n_keep);   /* moves hpos with the mass */
+    mass_keep(p, seq, len, keep, n_keep);   /* per-head: the same slots of every head (the context shift's drop), hpos with them */
+    if (p->hpos) {   /* kept slots from below mat (a prefix of keep) keep their per-head positions; the rest were alike */
+        int32_t m = 0;
+        while (m < n_keep && keep[m] < BRISK_MIN(p->mat[seq], len)) m++;
         p->mat[seq] = m;
-        return;
     }
-    mass_keep(p, seq, len, keep, n_keep);
 }
 
 /* Swap rows a and b of seq's mass. */

@@ -247,6 +247,9 @@ void brisk_kv_policy_cut(const brisk_kv *kv, int32_t seq, int32_t c, int32_t *n_
  * gives the same cuts, hence the same output, as any other such feed: the
  * fixed schedule of serve, run and chat (batch invariance under retention). */
 int32_t brisk_kv_policy_room(const brisk_kv *kv, int32_t seq);
+/* Whether policy kind scores per (layer, KV head) (cfg.per_head allowed):
+ * h2o, snapkv, tova, oracle, memdecay. */
+bool brisk_kv_policy_per_head_ok(int kind);
 /* The bytes brisk_kv_policy_set allocates for a policy of this kind
  * (BRISK_KV_POLICY_NONE or an unknown kind: 0) over n_seq sequences of n_ctx
  * slots: its scratch and its attention statistics (the oracle's table is
@@ -266,11 +269,15 @@ static inline int64_t *brisk_kv_policy_mass_row(const brisk_kv *kv, int32_t seq,
     if (!p || !p->mass) return NULL;
     return p->mass + ((size_t)seq * (size_t)p->rows + (size_t)(pos % p->rows)) * (size_t)p->n_heads * (size_t)p->n_ctx;
 }
-/* The part of a mass row (above) that layer's KV head kvh adds to: its own
- * per-head, the shared one otherwise. */
-static inline int64_t *brisk_kv_policy_mass_head(const brisk_kv *kv, int64_t *row, int32_t layer, int32_t kvh) {
+/* Where layer's KV head kvh's part starts in a row of per-slot statistics
+ * (mass, seen): its own per-head, 0 (the shared part) otherwise. */
+static inline size_t brisk_kv_policy_head_at(const brisk_kv *kv, int32_t layer, int32_t kvh) {
     const brisk_kv_policy *p = kv->policy;
-    return p->n_heads > 1 ? row + ((size_t)layer * (size_t)kv->n_head + (size_t)kvh) * (size_t)p->n_ctx : row;
+    return p->n_heads > 1 ? ((size_t)layer * (size_t)kv->n_head + (size_t)kvh) * (size_t)p->n_ctx : 0;
+}
+/* The part of a mass row (above) that layer's KV head kvh adds to. */
+static inline int64_t *brisk_kv_policy_mass_head(const brisk_kv *kv, int64_t *row, int32_t layer, int32_t kvh) {
+    return row + brisk_kv_policy_head_at(kv, layer, kvh);
 }
 /* Whether seq's heads hold different slots (a per-head cut since the slots
  * were last aligned): then the cache's tokens and positions are head 0's
@@ -302,8 +309,7 @@ static inline int32_t *brisk_kv_policy_seen_row(const brisk_kv *kv, int32_t seq,
 }
 /* The part of a seen row (above) of layer's KV head kvh: its own per-head. */
 static inline int32_t *brisk_kv_policy_seen_head(const brisk_kv *kv, int32_t *row, int32_t layer, int32_t kvh) {
-    const brisk_kv_policy *p = kv->policy;
-    return p->n_heads > 1 ? row + ((size_t)layer * (size_t)kv->n_head + (size_t)kvh) * (size_t)p->n_ctx : row;
+    return row + brisk_kv_policy_head_at(kv, layer, kvh);
 }
 /* The seen entry of slot in the head being ranked (p->head; per-head only). */
 int32_t brisk_kv_policy_slot_seen(const brisk_kv_policy *p, int32_t seq, int32_t slot);
