@@ -308,12 +308,20 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * products are done in float (exact: integers under 2^24), which keeps the
  * 2-uop vpmulld off port 0, where vpdpbusd runs: 149 -> 165 GMAC/s at T=16
  * (gemm-micro, one thread).
- * Decode: the software prefetches (to L2 PF_AHEAD ahead, and at one or two
- * tokens to L1 PF_NEAR ahead) go one per line next to the load of that line.
- * bench/decode-stream Q4_K, median ratio to plain reads over 100 rounds, 3
- * interleaved runs: 37 L2 prefetches at each block's start 0.861-0.874; L1
- * prefetches added the same way 0.79; spread L2 only 0.881-0.888; spread L2
- * and L1 0.917-0.938. */
+ * Prefetch: q4_k_tile (two or more tokens) spreads its software prefetches
+ * (to L2 PF_AHEAD ahead, and at two tokens to L1 PF_NEAR ahead), one per line
+ * next to the load of that line; q4_k_tile1 (decode) issues the whole
+ * group's at the group's start. bench/decode-stream Q4_K, median ratio to
+ * plain reads: when the older two-chain tile did decode, 100 rounds, 3
+ * interleaved runs: all 37 L2 prefetches at the start 0.861-0.874, L1 added
+ * the same way 0.79, spread L2 only 0.881-0.888, spread L2 and L1
+ * 0.917-0.938. With q4_k_tile1 (2026-12-06, 60 rounds, 3 interleaved runs
+ * each) the order reversed: spread L2 and L1 0.838-0.927 (L1 1 or 4 KiB
+ * ahead, or L2 16 KiB ahead, within that), all 37 + 37 at the start
+ * 1.006-1.031, L2 only at the start 0.969-0.981. Not a rule for every tile:
+ * the AVX2 tiles measured the same way lost with it (Q6_K's 52.5-line group,
+ * which the AVX-512 table runs at one token, 0.57-0.68 against spread
+ * 0.95-1.01; AVX2 Q4_K's 0.74-0.85 against 0.86-0.89). */
 
 #define Q4K_TILE 4   /* 5 and 6 measured within 3% */
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
@@ -395,7 +403,7 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        prefetch_ahead(blk, 320, pf, true);
+        prefetch_ahead(blk, Q4K_GROUP, pf, true);   /* the whole group at its start: see above */
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
         const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)), _mm512_set1_ps(y->d));
         const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32))), _mm512_set1_ps(y->d));
@@ -410,7 +418,6 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
             for (int k = 0; k < 8; k += 2) {
                 const uint8_t *line = blk + 320 + 64 * (8 * p + k);
                 const __m512i v0 = _mm512_loadu_si512(line), v1 = _mm512_loadu_si512(line + 64);
-                prefetch_ahead(line, 128, pf, true);
                 a0 = dpbusd_bcast(a0, _mm512_and_si512(v0, m4), q8 + 4 * k);
                 a1 = dpbusd_bcast(a1, _mm512_and_si512(v1, m4), q8 + 4 * k + 4);
                 b0 = dpbusd_bcast(b0, _mm512_andnot_si512(m4, v0), q8 + 32 + 4 * k);
