@@ -693,7 +693,25 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
-        prefetch_ahead(blk, 320, pf, false);   /* to L2 only: see below */
+        /* The whole group to L2 at its start, as one rolled loop, and no L1
+         * prefetch, unlike the other decode tiles. Measured 2026-12-06 with
+         * bench/decode-stream (2 threads, median ratio to plain reads, 3-5
+         * interleaved runs of 40 rounds) and gemm-micro T=1 16,384 groups (one
+         * thread from DRAM): one L2 prefetch beside each line's load (before)
+         * 0.73-0.93, 21.8-27.5 GB/s; the 8 lines of each pair at its start
+         * 0.95-0.99, 23.9-27.5; the whole group in one rolled loop 0.955-0.990,
+         * 23.2-28.2; with the L1 prefetch 2 KiB ahead added the same way
+         * 0.96-1.03 but 23.6-25.1 at one thread; the L1 prefetch beside each
+         * line 0.67-0.78 (1 or 4 KiB ahead) and 18.5 against 29 GB/s at one
+         * thread (session 12). The same 74 prefetches fully unrolled (as
+         * prefetch_ahead gives them) lost most of the gain in the AVX-512
+         * tile: see avx512_gemm.c's Q4_K. Q6_K's tile kept its spread
+         * prefetches: the whole group this way measured 0.87-0.96 against
+         * 0.95. */
+        if (pf) {
+            #pragma GCC unroll 1
+            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
+        }
         #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             __m256i cl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, chh[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -701,12 +719,6 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
             #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const uint8_t *line = blk + 320 + 64 * (8 * p + k);
-                /* No L1 prefetch here, unlike the other decode tiles: with one
-                 * thread streaming from DRAM (gemm-micro T=1, 4,096 groups) the
-                 * L1 prefetch 2 KiB ahead held this tile at 18.5 GB/s of
-                 * weights; without it 29 GB/s (Q6_K, Q4_0 and Q8_0 unchanged
-                 * either way). */
-                prefetch_ahead(line, 64, pf, false);
                 const __m256i ylo = bc32(q8 + 4 * k), yhi = bc32(q8 + 32 + 4 * k);
                 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {

@@ -318,7 +318,12 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * 0.917-0.938. With q4_k_tile1 (2026-12-06, 60 rounds, 3 interleaved runs
  * each) the order reversed: spread L2 and L1 0.838-0.927 (L1 1 or 4 KiB
  * ahead, or L2 16 KiB ahead, within that), all 37 + 37 at the start
- * 1.006-1.031, L2 only at the start 0.969-0.981. Not a rule for every tile:
+ * 1.006-1.031, L2 only at the start 0.969-0.981; gemm-micro T=1 16,384
+ * groups (one thread from DRAM) 21.2-23.6 GB/s spread, 25.9-27.9 at the
+ * start. The 74 prefetches must stay two rolled loops: fully unrolled (as
+ * prefetch_ahead's pragma gives them, and GCC then schedules them among the
+ * block's first loads) they measured 0.89-0.95, against 0.97-1.07 rolled,
+ * 3 interleaved runs each. Not a rule for every tile:
  * the AVX2 tiles measured the same way lost with it (Q6_K's 52.5-line group,
  * which the AVX-512 table runs at one token, 0.57-0.68 against spread
  * 0.95-1.01; AVX2 Q4_K's 0.74-0.85 against 0.86-0.89). */
@@ -403,7 +408,12 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        prefetch_ahead(blk, Q4K_GROUP, pf, true);   /* the whole group at its start: see above */
+        if (pf) {   /* the whole group at its start, as two rolled loops: see above */
+            #pragma GCC unroll 1
+            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
+            #pragma GCC unroll 1
+            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_NEAR + o), _MM_HINT_T0);
+        }
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
         const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)), _mm512_set1_ps(y->d));
         const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32))), _mm512_set1_ps(y->d));
