@@ -308,10 +308,15 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * products are done in float (exact: integers under 2^24), which keeps the
  * 2-uop vpmulld off port 0, where vpdpbusd runs: 149 -> 165 GMAC/s at T=16
  * (gemm-micro, one thread).
- * Prefetch: q4_k_tile (two or more tokens) spreads its software prefetches
- * (to L2 PF_AHEAD ahead, and at two tokens to L1 PF_NEAR ahead), one per line
- * next to the load of that line; q4_k_tile1 (decode) issues the whole
- * group's at the group's start. bench/decode-stream Q4_K, median ratio to
+ * Prefetch: both tiles issue the whole group's software prefetches at the
+ * group's start, as rolled loops: q4_k_tile (two or more tokens) to L2
+ * PF_AHEAD ahead, q4_k_tile1 (decode) to L2 and to L1 PF_NEAR ahead.
+ * q4_k_tile spread them before, one per line next to its load (and to L1
+ * too at two tokens); gemm-micro T=N Q4_K 16384 (one thread from DRAM),
+ * 2026-12-06, spread -> whole group: T=2 18.6-18.8 -> 28.1-28.3 GB/s of
+ * weights; T=3 21.6-22.1 -> 21.5 (compute-bound from here); T=4 18.8-18.9
+ * -> 18.5-18.9; T=5, 6, 8 +4-8%; with the L1 prefetch at two tokens, 22.3-22.8.
+ * Decode's history, bench/decode-stream Q4_K, median ratio to
  * plain reads: when the older two-chain tile did decode, 100 rounds, 3
  * interleaved runs: all 37 L2 prefetches at the start 0.861-0.874, L1 added
  * the same way 0.79, spread L2 only 0.881-0.888, spread L2 and L1
@@ -339,10 +344,11 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        /* prefetches spread through the block, one per weight line as it is
-         * loaded: all 37 at the block's start (as the other types do) stalled
-         * the loop on the line-fill buffers; see the comment above */
-        prefetch_ahead(blk, 320, pf, tt <= 2);
+        /* the whole group to L2 at its start, one rolled loop: see the comment above */
+        if (pf) {
+            #pragma GCC unroll 1
+            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
+        }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
@@ -368,7 +374,6 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
             #pragma GCC unroll 16
             for (int k = 0; k < 8; k++) {
                 const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * p + k));
-                prefetch_ahead(blk + 320 + 64 * (8 * p + k), 64, pf, tt <= 2);
                 lo[k] = _mm512_and_si512(v, m4);
                 hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             }
