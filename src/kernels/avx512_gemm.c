@@ -612,7 +612,18 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
         for (int m = 0; m < 8; m++) acc[t][m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        prefetch_ahead(blk, 288, pf, tt <= 2);   /* the rest line by line with its loads, as in q4_k_tile */
+        /* The whole group to L2 at its start, one rolled loop (as q4_k_tile;
+         * the one-token tile, AVX2's, keeps its spread prefetches). Spread,
+         * one beside each line's load (and to L1 too at two tokens), before:
+         * gemm-micro T=N Q6_K 12000 (one thread from DRAM, 4 interleaved
+         * runs, 2026-12-06), GB/s of weights spread -> whole group: T=2
+         * 10.2-11.0 -> 16.1-16.8 (one 7.9); T=4 7.2-7.8 -> 10.1-10.7; T=8
+         * 3.1-5.0 -> 4.0-6.1. Q5_K's tile measured the same way gained nothing
+         * (T=2 17.0-20.6 -> 20.2-21.2, T=4 and 8 3-10% lower) and kept its own. */
+        if (pf) {
+            #pragma GCC unroll 1
+            for (int o = 0; o < (int)Q6K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
+        }
         const brisk_block_q8_k *y[Q6K_TILE];
         __m512i L[Q6K_TILE][8];
         #pragma GCC unroll 16
@@ -623,7 +634,6 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
         }
         #pragma GCC unroll 16
         for (int k = 0; k < 16; k++) {
-            for (int l = 0; l < 3; l++) prefetch_ahead(blk + 288 + 64 * (k + 16 * l), 64, pf, tt <= 2);
             __m512i w[4];
             q6_values(blk, k, w);
             const int m = k % 8;
