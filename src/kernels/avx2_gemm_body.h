@@ -103,6 +103,14 @@ INL void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, bool near) {
     }
 }
 
+/* The bytes [p, p + bytes) of one group to L2 PF_AHEAD ahead, issued at the
+ * group's start as a rolled loop (unrolled, the same prefetches measured
+ * slower: see avx512_gemm.c's Q4_K). */
+INL void prefetch_group(const uint8_t *p, size_t bytes) {
+    #pragma GCC unroll 1
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
+}
+
 /* hsum8 of ref.c on 8 lanes of accumulators: (a[i] + a[i+4]), then (0,2) + (1,3). */
 INL __m256 hsum8_lanes(const __m256 a[8]) {
     const __m256 t0 = _mm256_add_ps(a[0], a[4]), t1 = _mm256_add_ps(a[1], a[5]);
@@ -708,10 +716,7 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
          * tile: see avx512_gemm.c's Q4_K. Q6_K's tile kept its spread
          * prefetches: the whole group this way measured 0.87-0.96 against
          * 0.95. */
-        if (pf) {
-            #pragma GCC unroll 1
-            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
-        }
+        if (pf) prefetch_group(blk, Q4K_GROUP);
         #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             __m256i cl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, chh[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};

@@ -78,6 +78,18 @@ static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
 }
 
+/* The weight bytes [p, p + bytes) of one group, to L2 PF_AHEAD ahead and
+ * (near) to L1 PF_NEAR ahead, issued at the group's start as rolled loops:
+ * the same prefetches fully unrolled measured slower (see q4_k_tile). */
+static inline __attribute__((always_inline)) void prefetch_group(const uint8_t *p, size_t bytes, bool near) {
+    #pragma GCC unroll 1
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
+    if (near) {
+        #pragma GCC unroll 1
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
+    }
+}
+
 /* The weight bytes [p, p + bytes) ahead of their loads: to L2 PF_AHEAD ahead
  * in the tile that pulls the weights from DRAM (pf), and at decode (near:
  * one or two tokens) also to L1 PF_NEAR ahead. */
@@ -344,11 +356,8 @@ static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        /* the whole group to L2 at its start, one rolled loop: see the comment above */
-        if (pf) {
-            #pragma GCC unroll 1
-            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
-        }
+        /* the whole group to L2 at its start: see the comment above */
+        if (pf) prefetch_group(blk, Q4K_GROUP, false);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         __m512 d[Q4K_TILE], dm[Q4K_TILE];
@@ -413,12 +422,7 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        if (pf) {   /* the whole group at its start, as two rolled loops: see above */
-            #pragma GCC unroll 1
-            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
-            #pragma GCC unroll 1
-            for (int o = 0; o < (int)Q4K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_NEAR + o), _MM_HINT_T0);
-        }
+        if (pf) prefetch_group(blk, Q4K_GROUP, true);   /* the whole group at its start: see above */
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
         const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)), _mm512_set1_ps(y->d));
         const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32))), _mm512_set1_ps(y->d));
@@ -620,10 +624,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
          * 10.2-11.0 -> 16.1-16.8 (one 7.9); T=4 7.2-7.8 -> 10.1-10.7; T=8
          * 3.1-5.0 -> 4.0-6.1. Q5_K's tile measured the same way gained nothing
          * (T=2 17.0-20.6 -> 20.2-21.2, T=4 and 8 3-10% lower) and kept its own. */
-        if (pf) {
-            #pragma GCC unroll 1
-            for (int o = 0; o < (int)Q6K_GROUP; o += 64) _mm_prefetch((const char *)(blk + PF_AHEAD + o), _MM_HINT_T1);
-        }
+        if (pf) prefetch_group(blk, Q6K_GROUP, false);
         const brisk_block_q8_k *y[Q6K_TILE];
         __m512i L[Q6K_TILE][8];
         #pragma GCC unroll 16
