@@ -340,10 +340,12 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * start. The 74 prefetches must stay two rolled loops: fully unrolled (as
  * prefetch_ahead's pragma gives them, and GCC then schedules them among the
  * block's first loads) they measured 0.89-0.95, against 0.97-1.07 rolled,
- * 3 interleaved runs each. Not a rule for every tile:
- * the AVX2 tiles measured the same way lost with it (Q6_K's 52.5-line group,
- * which the AVX-512 table runs at one token, 0.57-0.68 against spread
- * 0.95-1.01; AVX2 Q4_K's 0.74-0.85 against 0.86-0.89). */
+ * 3 interleaved runs each. Not a rule for every tile: unrolled, the AVX2
+ * tiles lost with it (Q6_K's 52.5-line group, which the AVX-512 table runs at
+ * one token, 0.57-0.68 against spread 0.95-1.01; AVX2 Q4_K's 0.74-0.85
+ * against 0.86-0.89); rolled, AVX2 Q4_K gained (0.955-0.99, avx2_gemm_body.h)
+ * and AVX2 Q6_K did not (0.87-0.96); Q5_K's and IQ4_XS's tiles here kept
+ * their spread prefetches (docs/PERFORMANCE.md, session 20). */
 
 #define Q4K_TILE 4   /* 5 and 6 measured within 3% */
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
