@@ -594,9 +594,8 @@ static brisk_status try_quantize(const uint8_t *buf, size_t len, const brisk_qua
     return st;
 }
 
-static const char *one_tensor_name = "blk.0.attn_q.weight";   /* one_tensor_file's tensor */
-
-static bool one_tensor_file(const char *arch, float value, uint32_t type, uint8_t **out, size_t *len) {
+/* A file of one 256 x 2 tensor called name (F32, or Q8_0 when type is Q8_0). */
+static bool named_tensor_file(const char *name, const char *arch, float value, uint32_t type, uint8_t **out, size_t *len) {
     brisk_gguf_writer *w = NULL;
     brisk_error err = {0};
     if (brisk_gguf_writer_init(&w, 0, &err)) return false;
@@ -609,13 +608,17 @@ static bool one_tensor_file(const char *arch, float value, uint32_t type, uint8_
     if (type == BRISK_Q_Q8_0) {
         uint8_t q[2 * 8 * 34];
         brisk_qtype_from_float(BRISK_Q_Q8_0)(x, q, 512);
-        ok = !brisk_gguf_writer_add_tensor(w, one_tensor_name, type, 2, ne, q, sizeof q, &err);
+        ok = !brisk_gguf_writer_add_tensor(w, name, type, 2, ne, q, sizeof q, &err);
     } else {
-        ok = !brisk_gguf_writer_add_tensor(w, one_tensor_name, BRISK_Q_F32, 2, ne, x, sizeof x, &err);
+        ok = !brisk_gguf_writer_add_tensor(w, name, BRISK_Q_F32, 2, ne, x, sizeof x, &err);
     }
     ok = ok && !brisk_gguf_writer_write_mem(w, out, len, &err);
     brisk_gguf_writer_free(w);
     return ok;
+}
+
+static bool one_tensor_file(const char *arch, float value, uint32_t type, uint8_t **out, size_t *len) {
+    return named_tensor_file("blk.0.attn_q.weight", arch, value, type, out, len);
 }
 
 static void test_refusals(void) {
@@ -640,11 +643,9 @@ static void test_refusals(void) {
     CHECK(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_ERR_FORMAT && strstr(msg, "general.architecture"));
     free(buf);
     /* a control byte in a tensor's name (fuzz_quantize found one echoed into a message): refused, on one line */
-    one_tensor_name = "blk.0\n.attn_q.weight";
-    CHECK(one_tensor_file("llama", 1.0f, BRISK_Q_F32, &buf, &len));
+    CHECK(named_tensor_file("blk.0\n.attn_q.weight", "llama", 1.0f, BRISK_Q_F32, &buf, &len));
     CHECKF(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_ERR_FORMAT && strstr(msg, "control byte 0x0a at 5") && !strchr(msg, '\n'), "%s",
            msg);
-    one_tensor_name = "blk.0.attn_q.weight";
     free(buf);
     CHECK(one_tensor_file("llama", 1.0f, BRISK_Q_Q8_0, &buf, &len));
     CHECK(try_quantize(buf, len, &p, msg, sizeof msg) == BRISK_ERR_INVALID_ARG && strstr(msg, "--allow-requantize"));
