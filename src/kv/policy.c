@@ -602,8 +602,9 @@ void brisk_kv_policy_compacted(brisk_kv *kv, int32_t seq, int32_t len, const int
     }
     mass_keep(p, seq, len, keep, n_keep);   /* per-head: the same slots of every head (the context shift's drop), hpos with them */
     if (p->hpos) {   /* kept slots from below mat (a prefix of keep) keep their per-head positions; the rest were alike */
+        const int32_t mat = BRISK_MIN(p->mat[seq], len);
         int32_t m = 0;
-        while (m < n_keep && keep[m] < BRISK_MIN(p->mat[seq], len)) m++;
+        while (m < n_keep && keep[m] < mat) m++;
         p->mat[seq] = m;
     }
 }
