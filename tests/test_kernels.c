@@ -407,7 +407,7 @@ static void test_tables(const brisk_kernels *const *tables, int ntables) {
     char buf[256];
     printf("cpu: %s; tables:", brisk_cpu_features_describe(brisk_cpu_features_get(), buf, sizeof buf));
     for (int t = 0; t < ntables; t++) printf(" %s", tables[t]->isa);
-    printf("; best: %s\n", best->isa);
+    printf("; best: %s; one-token weight prefetch %s\n", best->isa, f->decode_prefetch ? "on" : "off");
 }
 
 /* vec_dot_2x2 (aarch64 i8mm) against the same table's vec_dot and ref's, bit

@@ -22,6 +22,12 @@ static uint64_t read_xcr0(void) {
 
 static void detect_arch(brisk_cpu_features *f) {
     unsigned a, b, c, d;
+    if (__get_cpuid(0, &a, &b, &c, &d)) {   /* vendor "AuthenticAMD": ebx, edx, ecx */
+        char vendor[13];
+        memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+        vendor[12] = '\0';
+        f->decode_prefetch = strcmp(vendor, "AuthenticAMD") != 0;
+    }
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
     const bool osxsave = (c >> 27) & 1;
     const bool avx = (c >> 28) & 1;
@@ -72,7 +78,13 @@ static void detect_arch(brisk_cpu_features *f) { (void)f; }
 static void detect(void) {
     brisk_cpu_features f;
     memset(&f, 0, sizeof f);
+    f.decode_prefetch = true;   /* detect_arch turns it off where it measured slower */
     detect_arch(&f);
+    const char *prefetch = getenv("BRISK_DECODE_PREFETCH");
+    if (prefetch && prefetch[0]) {
+        if (!strcmp(prefetch, "0") || !strcmp(prefetch, "1")) f.decode_prefetch = prefetch[0] == '1';
+        else f.prefetch_env_bad = true;
+    }
     const char *force = getenv("BRISK_FORCE_REF");
     f.force_ref = force && strcmp(force, "0") != 0 && force[0] != '\0';
     const char *isa = getenv("BRISK_ISA");

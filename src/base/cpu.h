@@ -22,6 +22,18 @@ typedef struct brisk_cpu_features {
      * kernel table to run, "" = the best one; kernels/dispatch.c resolves
      * and checks it (brisk_isa_check) */
     char isa[24];
+    /* Whether the GEMM kernels prefetch the weight stream in software (to L2
+     * 8 KiB and to L1 2 KiB ahead) at one token, in the tiles that read each
+     * group in order (multi-token tiles and the multi-region K-quant tiles
+     * always do: kernels.h's brisk_gemm_prefetch, avx2_gemm_body.h). On where
+     * it was measured to pay, Intel (Sapphire Rapids: one core's hardware
+     * prefetcher alone kept too few lines in flight), and by default
+     * elsewhere; off on AMD, where the hardware prefetchers alone stream
+     * faster (Zen 4, one core: a plain read 30-33 GB/s without software
+     * prefetch, 20 with it; docs/PERFORMANCE.md "Session 21").
+     * BRISK_DECODE_PREFETCH=0 or 1 at first use overrides; any other value
+     * sets prefetch_env_bad, which brisk_isa_check refuses. */
+    bool decode_prefetch, prefetch_env_bad;
 } brisk_cpu_features;
 
 /* The process-wide table (never NULL). */

@@ -121,7 +121,8 @@ INL __m256 hsum8_lanes(const __m256 a[8]) {
 /* The gemm entry for a tile function: one or two tokens in one pass over
  * both halves (decode), more in token tiles of TT, half by half. The tile
  * gets tt and its prefetch flag as constants (each inlined copy has them
- * folded); only the first pass over the weights prefetches. */
+ * folded); only the first pass over the weights prefetches, and at one
+ * token only where brisk_gemm_prefetch (read once per call) says so. */
 #define TILE_TT(tile, k, h0, nh, pf, ...)                                                                    \
     switch (k) {                                                                                             \
         case 1: (pf) ? tile(__VA_ARGS__, 1, h0, nh, true) : tile(__VA_ARGS__, 1, h0, nh, false); break;      \
@@ -131,23 +132,33 @@ INL __m256 hsum8_lanes(const __m256 a[8]) {
         default: break;                                                                                      \
     }
 
-#define DEFINE_GEMM(fn, tile, TILE_TOKENS, BLOCK_ELEMS)                                                              \
+#define DEFINE_GEMM_PF(fn, tile, TILE_TOKENS, BLOCK_ELEMS, PF_ON)                                                    \
     static void fn(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss,         \
                    int32_t n_tok, float *out, int64_t os) {                                                          \
         enum { TT = TILE_TOKENS };                                                                                   \
         const int64_t nb = n / (BLOCK_ELEMS);                                                                        \
         const uint8_t *a = act;                                                                                      \
+        const bool pf_on = (PF_ON);                                                                                  \
         if (n_tok <= 2) {                                                                                            \
-            TILE_TT(tile, n_tok, 0, 2, true, nb, wpack, a, as, sums, ss, out, os)                                    \
+            TILE_TT(tile, n_tok, 0, 2, pf_on, nb, wpack, a, as, sums, ss, out, os)                                   \
             return;                                                                                                  \
         }                                                                                                            \
         for (int32_t t = 0; t < n_tok; t += TT) {                                                                    \
             const int32_t k = n_tok - t < TT ? n_tok - t : TT;                                                       \
             for (int h = 0; h < 2; h++)                                                                              \
-                TILE_TT(tile, k, h, 1, t == 0 && h == 0, nb, wpack, a + (size_t)t * as, as, sums + (size_t)t * ss, ss, \
+                TILE_TT(tile, k, h, 1, t == 0 && h == 0 && pf_on, nb, wpack, a + (size_t)t * as, as, sums + (size_t)t * ss, ss, \
                         out + (int64_t)t * os, os)                                                                   \
         }                                                                                                            \
     }
+
+/* Tiles that stream each group in order skip their prefetch at one token
+ * where brisk_gemm_prefetch says so; the tiles that read a group from several
+ * regions at once (Q3_K, Q5_K, Q6_K: low-bit value lines beside the lines of
+ * their high bits further on) always prefetch: without it their misses serialize (decode-stream
+ * BRISK_DECODE_PREFETCH=0 on Zen 4: 0.14-0.37 of a plain read, against 0.59-0.93
+ * with; docs/PERFORMANCE.md "Session 21"). */
+#define PF_MULTI_REGION true
+#define DEFINE_GEMM(fn, tile, TILE_TOKENS, BLOCK_ELEMS) DEFINE_GEMM_PF(fn, tile, TILE_TOKENS, BLOCK_ELEMS, brisk_gemm_prefetch(n_tok))
 
 /* ---- Q4_0 ------------------------------------------------------------------------------ */
 
@@ -585,7 +596,7 @@ INL void q3_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 #ifndef Q3_K_TT
 #define Q3_K_TT 4
 #endif
-DEFINE_GEMM(gemm_q3_k, q3_k_tile, Q3_K_TT, BRISK_QK_K)
+DEFINE_GEMM_PF(gemm_q3_k, q3_k_tile, Q3_K_TT, BRISK_QK_K, PF_MULTI_REGION)
 
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) ---------------------------------
  * Per pair p: isum = sc[2p]*dot(low nibbles) + sc[2p+1]*dot(high nibbles),
@@ -765,7 +776,8 @@ DEFINE_GEMM(gemm_q4_k_tiles, q4_k_tile, Q4_K_TT, BRISK_QK_K)
 
 static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
                       float *out, int64_t os) {
-    if (n_tok == 1) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
+    if (n_tok == 1 && brisk_gemm_prefetch(1)) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
+    else if (n_tok == 1) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, false);
     else gemm_q4_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
 }
 
@@ -878,7 +890,7 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 #ifndef Q5_K_TT
 #define Q5_K_TT 4
 #endif
-DEFINE_GEMM(gemm_q5_k, q5_k_tile, Q5_K_TT, BRISK_QK_K)
+DEFINE_GEMM_PF(gemm_q5_k, q5_k_tile, Q5_K_TT, BRISK_QK_K, PF_MULTI_REGION)
 
 /* ---- Q6_K (LANES with 16-element sub-block scales, against Q8_K) --------------------------
  * Chunk j (elements 4j..4j+3) belongs to lane m = j % 8, scaled by sc[2(j/8) + (m >= 4)]
@@ -1050,11 +1062,11 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
 #ifndef Q6_K_TT
 #define Q6_K_TT 4
 #endif
-DEFINE_GEMM(gemm_q6_k_tiles, q6_k_tile, Q6_K_TT, BRISK_QK_K)
+DEFINE_GEMM_PF(gemm_q6_k_tiles, q6_k_tile, Q6_K_TT, BRISK_QK_K, PF_MULTI_REGION)
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
                       float *out, int64_t os) {
-    if (n_tok == 1) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
+    if (n_tok == 1) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true);   /* a MULTI_REGION tile: see PF_MULTI_REGION */
     else gemm_q6_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
 }
 

@@ -70,7 +70,8 @@ static inline __attribute__((always_inline)) __m512i dpbusd_bcast(__m512i acc, _
 }
 
 /* A tile with its prefetch flag as a constant, so each inlined copy has the
- * branch folded away; first: this is the call's first token tile. */
+ * branch folded away; first: this is the call's first token tile and the
+ * prefetch is on (pf_on: brisk_gemm_prefetch, read once per call). */
 #define TILE_CALL(first, tile, ...) ((first) ? tile(__VA_ARGS__, true) : tile(__VA_ARGS__, false))
 
 static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t *p, size_t bytes) {
@@ -160,15 +161,16 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
 
 static void gemm_q4_0(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = brisk_gemm_prefetch(n_tok);
     const int64_t nb = n / 32;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q40_TILE <= n_tok; t += Q40_TILE)
-        TILE_CALL(t == 0, q4_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q4_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, Q40_TILE,
                   out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-#define REST(k) case k: TILE_CALL(t == 0, q4_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+#define REST(k) case k: TILE_CALL(t == 0 && pf_on, q4_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
                                   sums + (size_t)t * sums_stride, sums_stride, k, \
                                   out + (int64_t)t * out_stride, out_stride); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
@@ -223,19 +225,20 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
 
 static void gemm_q8_0(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = brisk_gemm_prefetch(n_tok);
     const int64_t nb = n / 32;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q80_TILE <= n_tok; t += Q80_TILE)
-        TILE_CALL(t == 0, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, Q80_TILE,
                   out + (int64_t)t * out_stride, out_stride);
     if (n_tok - t == 2)
-        TILE_CALL(t == 0, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, 2,
                   out + (int64_t)t * out_stride, out_stride);
     else if (n_tok - t == 1)
-        TILE_CALL(t == 0, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q8_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, 1,
                   out + (int64_t)t * out_stride, out_stride);
 }
@@ -295,19 +298,20 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
 
 static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = brisk_gemm_prefetch(n_tok);
     const int64_t nb = n / 32;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q50_TILE <= n_tok; t += Q50_TILE)
-        TILE_CALL(t == 0, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, Q50_TILE,
                   out + (int64_t)t * out_stride, out_stride);
     if (n_tok - t == 2)
-        TILE_CALL(t == 0, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, 2,
                   out + (int64_t)t * out_stride, out_stride);
     else if (n_tok - t == 1)
-        TILE_CALL(t == 0, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q5_0_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   sums + (size_t)t * sums_stride, sums_stride, 1,
                   out + (int64_t)t * out_stride, out_stride);
 }
@@ -460,19 +464,20 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
 
 static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = brisk_gemm_prefetch(n_tok);
     (void)sums, (void)sums_stride;
     const int64_t nb = n / BRISK_QK_K;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q4K_TILE <= n_tok; t += Q4K_TILE)
-        TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q4K_TILE, out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-        case 3: TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        case 3: TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                           3, out + (int64_t)t * out_stride, out_stride); break;
-        case 2: TILE_CALL(t == 0, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        case 2: TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                           2, out + (int64_t)t * out_stride, out_stride); break;
-        case 1: TILE_CALL(t == 0, q4_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride); break;
+        case 1: TILE_CALL(t == 0 && pf_on, q4_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride); break;
         default: break;
     }
 }
@@ -567,15 +572,16 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
 
 static void gemm_q5_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = true;   /* a multi-region tile: see avx2_gemm_body.h's PF_MULTI_REGION */
     (void)sums, (void)sums_stride;
     const int64_t nb = n / BRISK_QK_K;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q5K_TILE <= n_tok; t += Q5K_TILE)
-        TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q5K_TILE, out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-#define REST(k) case k: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+#define REST(k) case k: TILE_CALL(t == 0 && pf_on, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
                                   k, out + (int64_t)t * out_stride, out_stride); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
 #undef REST
@@ -677,11 +683,12 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = true;   /* a multi-region tile: see avx2_gemm_body.h's PF_MULTI_REGION */
     const int64_t nb = n / BRISK_QK_K;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
-        TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0 && pf_on, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
     /* One token: the AVX2 table's tile (same packed layout, bit-identical to
      * ref). The AVX-512 one-token tile it replaced (q6_k_tile1, lanes in turn
@@ -772,14 +779,15 @@ static inline __attribute__((always_inline)) void lut4_tile(int64_t nb, const ui
 static inline __attribute__((always_inline)) void gemm_lut4(int64_t n, const void *wpack, const void *act, size_t act_stride,
                                                             const int32_t *sums, size_t sums_stride, int32_t n_tok, float *out,
                                                             int64_t out_stride, bool mx) {
+    const bool pf_on = brisk_gemm_prefetch(n_tok);
     const int64_t nb = n / 32;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + LUT4_TILE <= n_tok; t += LUT4_TILE)
-        TILE_CALL(t == 0, lut4_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride,
+        TILE_CALL(t == 0 && pf_on, lut4_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, sums + (size_t)t * sums_stride, sums_stride,
                   LUT4_TILE, out + (int64_t)t * out_stride, out_stride, mx);
     switch (n_tok - t) {
-#define REST(k) case k: TILE_CALL(t == 0, lut4_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+#define REST(k) case k: TILE_CALL(t == 0 && pf_on, lut4_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
                                   sums + (size_t)t * sums_stride, sums_stride, k, out + (int64_t)t * out_stride, out_stride, mx); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
 #undef REST
@@ -868,17 +876,18 @@ static inline __attribute__((always_inline)) void iq4_xs_tile(int64_t nb, const 
 
 static void gemm_iq4_xs(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                         int32_t n_tok, float *out, int64_t out_stride) {
+    const bool pf_on = brisk_gemm_prefetch(n_tok);
     (void)sums, (void)sums_stride;
     const int64_t nb = n / BRISK_QK_K;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + IQ4XS_TILE <= n_tok; t += IQ4XS_TILE)
-        TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, IQ4XS_TILE, out + (int64_t)t * out_stride,
+        TILE_CALL(t == 0 && pf_on, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, IQ4XS_TILE, out + (int64_t)t * out_stride,
                   out_stride);
     switch (n_tok - t) {
-        case 3: TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride); break;
-        case 2: TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride); break;
-        case 1: TILE_CALL(t == 0, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride); break;
+        case 3: TILE_CALL(t == 0 && pf_on, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 3, out + (int64_t)t * out_stride, out_stride); break;
+        case 2: TILE_CALL(t == 0 && pf_on, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 2, out + (int64_t)t * out_stride, out_stride); break;
+        case 1: TILE_CALL(t == 0 && pf_on, iq4_xs_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, 1, out + (int64_t)t * out_stride, out_stride); break;
         default: break;
     }
 }
@@ -917,7 +926,7 @@ static inline float hsum16(__m512 v) {
  * of the columns changes no bit. */
 static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c1, const uint8_t *wp, size_t quad, const float *y,
                                                            size_t ys, int rr, int tt, bool first, bool last, __m512 *acc_io,
-                                                           float *out, int64_t out_stride) {
+                                                           float *out, int64_t out_stride, bool pf) {
     __m512 acc[16][8];
     #pragma GCC unroll 16
     for (int r = 0; r < rr; r++)
@@ -925,7 +934,7 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
         for (int t = 0; t < tt; t++) acc[r][t] = first ? _mm512_setzero_ps() : acc_io[r * tt + t];
     for (int64_t c = c0; c < c1; c++) {
         const uint8_t *line = wp + (size_t)c * F16_LINE;
-        if (tt < F16_TT) {
+        if (pf && tt < F16_TT) {
             #pragma GCC unroll 4
             for (int q = 0; q < rr; q += 4) prefetch_weights(line + (size_t)(q / 4) * quad, F16_LINE);
         }
@@ -955,13 +964,13 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
 
 /* All 16 rows of the group for tt tokens, rr rows at a time. */
 static inline __attribute__((always_inline)) void f16_rows(int64_t nc, const uint8_t *wp, const float *y, size_t ys, int rr, int tt,
-                                                           float *out, int64_t out_stride) {
+                                                           float *out, int64_t out_stride, bool pf) {
     const size_t quad = (size_t)nc * F16_LINE;
     __m512 keep[G * 8];
     for (int64_t c0 = 0; c0 < nc; c0 += F16_KC) {
         const int64_t c1 = c0 + F16_KC < nc ? c0 + F16_KC : nc;
         for (int r0 = 0; r0 < G; r0 += rr)
-            f16_tile(c0, c1, wp + (size_t)(r0 / 4) * quad, quad, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride);
+            f16_tile(c0, c1, wp + (size_t)(r0 / 4) * quad, quad, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride, pf);
     }
 }
 
@@ -972,20 +981,21 @@ static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_s
     const int64_t nc = n / 16;
     const uint8_t *wp = wpack;
     const float *y = (const float *)sums;
+    const bool pf = brisk_gemm_prefetch(n_tok);
     int32_t t = 0;
     for (; t + F16_TT <= n_tok; t += F16_TT)
-        f16_rows(nc, wp, y + (size_t)t * sums_stride, sums_stride, F16_RR, F16_TT, out + (int64_t)t * out_stride, out_stride);
+        f16_rows(nc, wp, y + (size_t)t * sums_stride, sums_stride, F16_RR, F16_TT, out + (int64_t)t * out_stride, out_stride, false);
     const float *yr = y + (size_t)t * sums_stride;
     float *o = out + (int64_t)t * out_stride;
     switch (n_tok - t) {
         case 1:   /* quad after quad: one sequential stream (see above) */
             for (int q = 0; q < 4; q++)
-                f16_tile(0, nc, wp + (size_t)q * nc * F16_LINE, (size_t)nc * F16_LINE, yr, sums_stride, 4, 1, true, true, NULL, o + 4 * q, out_stride);
+                f16_tile(0, nc, wp + (size_t)q * nc * F16_LINE, (size_t)nc * F16_LINE, yr, sums_stride, 4, 1, true, true, NULL, o + 4 * q, out_stride, pf);
             break;
-        case 2: f16_rows(nc, wp, yr, sums_stride, 8, 2, o, out_stride); break;
-        case 3: f16_rows(nc, wp, yr, sums_stride, 8, 3, o, out_stride); break;
-        case 4: f16_rows(nc, wp, yr, sums_stride, 4, 4, o, out_stride); break;
-        case 5: f16_rows(nc, wp, yr, sums_stride, 4, 5, o, out_stride); break;
+        case 2: f16_rows(nc, wp, yr, sums_stride, 8, 2, o, out_stride, pf); break;
+        case 3: f16_rows(nc, wp, yr, sums_stride, 8, 3, o, out_stride, pf); break;
+        case 4: f16_rows(nc, wp, yr, sums_stride, 4, 4, o, out_stride, pf); break;
+        case 5: f16_rows(nc, wp, yr, sums_stride, 4, 5, o, out_stride, pf); break;
         default: break;
     }
 }

@@ -8,6 +8,7 @@
 #include "base/cpu.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct kernel_choice {
@@ -52,6 +53,9 @@ static const kernel_choice *forced_choice(const brisk_cpu_features *f) {
 
 brisk_status brisk_isa_check(brisk_error *err) {
     const brisk_cpu_features *f = brisk_cpu_features_get();
+    if (f->prefetch_env_bad)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_DECODE_PREFETCH=%s: expected 0 (no software prefetch of the weights at one token) or 1",
+                          getenv("BRISK_DECODE_PREFETCH"));
     if (!f->isa[0] || !strcmp(f->isa, "ref") || forced_choice(f)) return BRISK_OK;
     char usable[128] = "ref";
     for (size_t i = 0; choices[i].get; i++)

@@ -17,6 +17,7 @@
 #define BRISK_KERNELS_H
 
 #include "quant/quant.h"
+#include "base/cpu.h"
 
 /* w: n elements of the weight type, a: n elements of that type's act_type
  * (brisk_qtype_get(wtype)->act_type); n a whole number of blocks of both.
@@ -56,8 +57,18 @@ const brisk_kernels *brisk_kernels_best(void);
 /* BRISK_OK unless BRISK_ISA names a table this build lacks
  * (BRISK_ERR_UNSUPPORTED), this CPU cannot run (BRISK_ERR_UNSUPPORTED, with
  * its features), or no table at all (BRISK_ERR_INVALID_ARG); the message
- * lists the tables usable here. Model load and context init call it. */
+ * lists the tables usable here. It also refuses a BRISK_DECODE_PREFETCH other than
+ * 0 or 1 (BRISK_ERR_INVALID_ARG). Model load and context init call it. */
 brisk_status brisk_isa_check(brisk_error *err);
+
+/* Whether a packed GEMM call over n_tok tokens prefetches its weight stream
+ * in software: always for two tokens or more (the multi-token tiles consume
+ * slower than the hardware prefetchers fetch, and lose up to 40% without:
+ * gemm-micro T=4 from DRAM on Zen 4, 10-11 against 18-19 GB/s), at one token
+ * as brisk_cpu_features.decode_prefetch says (by CPU vendor, or
+ * BRISK_DECODE_PREFETCH). Each gemm call reads it once and passes it down
+ * as its tiles' pf flag; prefetches are hints, so no result bit depends on it. */
+static inline bool brisk_gemm_prefetch(int32_t n_tok) { return n_tok > 1 || brisk_cpu_features_get()->decode_prefetch; }
 
 /* Every table this CPU can run, ref first; returns how many there are (it
  * writes at most max of them). For tests and benchmarks. */

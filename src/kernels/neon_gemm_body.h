@@ -158,22 +158,29 @@ INL void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, bool near) {
         default: break;                                                                                           \
     }
 
-#define DEFINE_GEMM(fn, tile, BLOCK_ELEMS)                                                                            \
+#define DEFINE_GEMM_PF(fn, tile, BLOCK_ELEMS, PF_ON)                                                                 \
     static void fn(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss,          \
                    int32_t n_tok, float *out, int64_t os) {                                                           \
         const int64_t nb = n / (BLOCK_ELEMS);                                                                         \
         const uint8_t *a = act;                                                                                       \
+        const bool pf_on = (PF_ON);                                                                                   \
         if (n_tok <= 2) {                                                                                             \
-            TILE_TT(tile, n_tok, 0, 4, true, nb, wpack, a, as, sums, ss, out, os)                                     \
+            TILE_TT(tile, n_tok, 0, 4, pf_on, nb, wpack, a, as, sums, ss, out, os)                                    \
             return;                                                                                                   \
         }                                                                                                             \
         for (int32_t t = 0; t < n_tok; t += MAX_TT) {                                                                 \
             const int32_t k = n_tok - t < MAX_TT ? n_tok - t : MAX_TT;                                                \
             for (int h = 0; h < 2; h++)                                                                               \
-                TILE_TT(tile, k, 2 * h, 2, t == 0 && h == 0, nb, wpack, a + (size_t)t * as, as, sums + (size_t)t * ss, \
+                TILE_TT(tile, k, 2 * h, 2, t == 0 && h == 0 && pf_on, nb, wpack, a + (size_t)t * as, as, sums + (size_t)t * ss, \
                         ss, out + (int64_t)t * os, os)                                                                \
         }                                                                                                             \
     }
+
+/* As avx2_gemm_body.h: tiles that stream each group in order follow
+ * brisk_gemm_prefetch at one token; those that read a group from several regions at
+ * once (Q3_K, Q5_K, Q6_K) always prefetch. */
+#define PF_MULTI_REGION true
+#define DEFINE_GEMM(fn, tile, BLOCK_ELEMS) DEFINE_GEMM_PF(fn, tile, BLOCK_ELEMS, brisk_gemm_prefetch(n_tok))
 
 #define TILE_ARGS                                                                                                     \
     int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, const int32_t *sums, size_t ss, float *out,          \
@@ -313,7 +320,8 @@ static void gemm_q4_0(int64_t n, const void *wpack, const void *act, size_t as, 
     const int64_t nb = n / 32;
     const uint8_t *a = act;
     if (n_tok == 1) {
-        q4_0_tile(nb, wpack, a, as, sums, ss, out, os, 1, 0, 4, true);
+        if (brisk_gemm_prefetch(1)) q4_0_tile(nb, wpack, a, as, sums, ss, out, os, 1, 0, 4, true);
+        else q4_0_tile(nb, wpack, a, as, sums, ss, out, os, 1, 0, 4, false);
         return;
     }
     if (n_tok == 2) {
@@ -669,7 +677,7 @@ INL void q3_k_tile(TILE_ARGS) {
         for (int t = 0; t < tt; t++) vst1q_f32(out + (int64_t)t * os + 4 * (q0 + qq), hsum8_lanes(acc[qq][t]));
 }
 
-DEFINE_GEMM(gemm_q3_k, q3_k_tile, BRISK_QK_K)
+DEFINE_GEMM_PF(gemm_q3_k, q3_k_tile, BRISK_QK_K, PF_MULTI_REGION)
 
 /* ---- Q4_K (SCALAR per pair of sub-blocks, against Q8_K) -------------------------------------
  * Pair p: isum = sc[2p]*dot(low nibbles of lines 8p..8p+7) + sc[2p+1]*dot(high nibbles),
@@ -833,7 +841,7 @@ INL void q5_k_tile(TILE_ARGS) {
         for (int t = 0; t < tt; t++) vst1q_f32(out + (int64_t)t * os + 4 * (q0 + qq), vaddq_f32(hsum8_lanes(acc[qq][t]), mins[qq][t]));
 }
 
-DEFINE_GEMM(gemm_q5_k, q5_k_tile, BRISK_QK_K)
+DEFINE_GEMM_PF(gemm_q5_k, q5_k_tile, BRISK_QK_K, PF_MULTI_REGION)
 
 /* ---- Q6_K (LANES with 16-element sub-block scales, against Q8_K) ----------------------------
  * Chunk j (elements 4j..4j+3) belongs to lane m = j % 8, scaled by sc[2(j/8) + (m >= 4)]. Lane
@@ -912,7 +920,7 @@ INL void q6_k_tile(TILE_ARGS) {
         for (int t = 0; t < tt; t++) vst1q_f32(out + (int64_t)t * os + 4 * (q0 + qq), hsum8_lanes(acc[qq][t]));
 }
 
-DEFINE_GEMM(gemm_q6_k, q6_k_tile, BRISK_QK_K)
+DEFINE_GEMM_PF(gemm_q6_k, q6_k_tile, BRISK_QK_K, PF_MULTI_REGION)
 
 /* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) -------------------------------------
  * The nibbles index a 16-entry int8 codebook (TBL: vqtbl1q_s8), and the signed values go
