@@ -934,7 +934,7 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
         for (int t = 0; t < tt; t++) acc[r][t] = first ? _mm512_setzero_ps() : acc_io[r * tt + t];
     for (int64_t c = c0; c < c1; c++) {
         const uint8_t *line = wp + (size_t)c * F16_LINE;
-        if (pf && tt < F16_TT) {
+        if (pf) {
             #pragma GCC unroll 4
             for (int q = 0; q < rr; q += 4) prefetch_weights(line + (size_t)(q / 4) * quad, F16_LINE);
         }
@@ -983,8 +983,11 @@ static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_s
     const float *y = (const float *)sums;
     const bool pf = brisk_gemm_prefetch(n_tok);
     int32_t t = 0;
+    /* the first full tile pulls the weights from DRAM and prefetches them, as every other type's
+     * (it did not before session 21: gemm-micro 6 F16 2048, from DRAM, 20-25 -> 28-34 GMAC/s;
+     * 64 F16 2048 39-48 -> 49-50; whole model llama-3.2-1b F16 pp64, one thread, 0.90 -> 0.98x) */
     for (; t + F16_TT <= n_tok; t += F16_TT)
-        f16_rows(nc, wp, y + (size_t)t * sums_stride, sums_stride, F16_RR, F16_TT, out + (int64_t)t * out_stride, out_stride, false);
+        f16_rows(nc, wp, y + (size_t)t * sums_stride, sums_stride, F16_RR, F16_TT, out + (int64_t)t * out_stride, out_stride, t == 0 && pf);
     const float *yr = y + (size_t)t * sums_stride;
     float *o = out + (int64_t)t * out_stride;
     switch (n_tok - t) {
