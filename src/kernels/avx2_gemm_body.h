@@ -776,9 +776,9 @@ DEFINE_GEMM(gemm_q4_k_tiles, q4_k_tile, Q4_K_TT, BRISK_QK_K)
 
 static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
                       float *out, int64_t os) {
-    if (n_tok == 1 && brisk_gemm_prefetch(1)) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
-    else if (n_tok == 1) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, false);
-    else gemm_q4_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
+    if (n_tok != 1) gemm_q4_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
+    else if (brisk_gemm_prefetch(1)) q4_k_tile1(n / BRISK_QK_K, wpack, act, out, true);
+    else q4_k_tile1(n / BRISK_QK_K, wpack, act, out, false);
 }
 
 /* ---- Q5_K (LANES with 32-element sub-block scales plus the min term, against Q8_K) -----------

@@ -572,16 +572,15 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
 
 static void gemm_q5_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
-    const bool pf_on = true;   /* a multi-region tile: see avx2_gemm_body.h's PF_MULTI_REGION */
     (void)sums, (void)sums_stride;
-    const int64_t nb = n / BRISK_QK_K;
+    const int64_t nb = n / BRISK_QK_K;   /* a multi-region tile: prefetches at one token too (avx2_gemm_body.h, PF_MULTI_REGION) */
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q5K_TILE <= n_tok; t += Q5K_TILE)
-        TILE_CALL(t == 0 && pf_on, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q5K_TILE, out + (int64_t)t * out_stride, out_stride);
     switch (n_tok - t) {
-#define REST(k) case k: TILE_CALL(t == 0 && pf_on, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
+#define REST(k) case k: TILE_CALL(t == 0, q5_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, \
                                   k, out + (int64_t)t * out_stride, out_stride); break;
         REST(1) REST(2) REST(3) REST(4) REST(5) REST(6) REST(7)
 #undef REST
@@ -683,12 +682,11 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
-    const bool pf_on = true;   /* a multi-region tile: see avx2_gemm_body.h's PF_MULTI_REGION */
-    const int64_t nb = n / BRISK_QK_K;
+    const int64_t nb = n / BRISK_QK_K;   /* a multi-region tile: prefetches at one token too (avx2_gemm_body.h, PF_MULTI_REGION) */
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
-        TILE_CALL(t == 0 && pf_on, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
+        TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
     /* One token: the AVX2 table's tile (same packed layout, bit-identical to
      * ref). The AVX-512 one-token tile it replaced (q6_k_tile1, lanes in turn

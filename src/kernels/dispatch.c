@@ -53,9 +53,11 @@ static const kernel_choice *forced_choice(const brisk_cpu_features *f) {
 
 brisk_status brisk_isa_check(brisk_error *err) {
     const brisk_cpu_features *f = brisk_cpu_features_get();
-    if (f->prefetch_env_bad)
+    if (f->prefetch_env_bad) {
+        const char *v = getenv("BRISK_DECODE_PREFETCH");   /* as read at first use, unless the process changed it since */
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_DECODE_PREFETCH=%s: expected 0 (no software prefetch of the weights at one token) or 1",
-                          getenv("BRISK_DECODE_PREFETCH"));
+                          v ? v : "(unset since it was read)");
+    }
     if (!f->isa[0] || !strcmp(f->isa, "ref") || forced_choice(f)) return BRISK_OK;
     char usable[128] = "ref";
     for (size_t i = 0; choices[i].get; i++)
