@@ -153,10 +153,13 @@ INL __m256 hsum8_lanes(const __m256 a[8]) {
 
 /* Tiles that stream each group in order skip their prefetch at one token
  * where brisk_gemm_prefetch says so; the tiles that read a group from several
- * regions at once (Q3_K, Q5_K, Q6_K: low-bit value lines beside the lines of
- * their high bits further on) always prefetch: without it their misses serialize (decode-stream
+ * regions at once (Q3_K, Q5_K: low-bit value lines beside the lines of their
+ * high bits further on) always prefetch: without it their misses serialize (decode-stream
  * BRISK_DECODE_PREFETCH=0 on Zen 4: 0.14-0.37 of a plain read, against 0.59-0.93
- * with; docs/PERFORMANCE.md "Session 21"). */
+ * with; docs/PERFORMANCE.md "Session 21"). Q6_K's lines are in reading order
+ * since session 22 (BRISK_Q6K_TRIPLE) and it prefetches all the same: at two
+ * threads its one-token tile read 0.86-1.0 of a plain read with the prefetch,
+ * 0.67-0.93 without (AVX-512's tile; one thread alike either way). */
 #define PF_MULTI_REGION true
 #define DEFINE_GEMM(fn, tile, TILE_TOKENS, BLOCK_ELEMS) DEFINE_GEMM_PF(fn, tile, TILE_TOKENS, BLOCK_ELEMS, brisk_gemm_prefetch(n_tok))
 
@@ -952,7 +955,7 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 #pragma GCC unroll 2
                 for (int kk = 0; kk < 2; kk++) {
                     const int k = m + 8 * kk;
-                    const uint8_t *la = blk + 288 + 64 * k, *lb = blk + 288 + 64 * (16 + k), *lh = blk + 288 + 2048 + 64 * k;
+                    const uint8_t *la = blk + BRISK_Q6K_TRIPLE(k), *lb = la + 64, *lh = la + 128;
                     prefetch_ahead(la, 64, pf && hh == 0, tt <= 2);
                     prefetch_ahead(lb, 64, pf && hh == 0, tt <= 2);
                     prefetch_ahead(lh, 64, pf && hh == 0, tt <= 2);
@@ -1029,7 +1032,7 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
                 #pragma GCC unroll 2
                 for (int kb = 0; kb < 2; kb++) {
                     const int k = m + 8 * kb;
-                    const uint8_t *la = blk + 288 + 64 * k, *lb = blk + 288 + 64 * (16 + k), *lh = blk + 288 + 2048 + 64 * k;
+                    const uint8_t *la = blk + BRISK_Q6K_TRIPLE(k), *lb = la + 64, *lh = la + 128;
                     prefetch_ahead(la, 64, pf, true);
                     prefetch_ahead(lb, 64, pf, true);
                     prefetch_ahead(lh, 64, pf, true);
@@ -1066,7 +1069,7 @@ DEFINE_GEMM_PF(gemm_q6_k_tiles, q6_k_tile, Q6_K_TT, BRISK_QK_K, PF_MULTI_REGION)
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
                       float *out, int64_t os) {
-    if (n_tok == 1) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true);   /* a MULTI_REGION tile: see PF_MULTI_REGION */
+    if (n_tok == 1) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true);   /* prefetches at one token: see PF_MULTI_REGION */
     else gemm_q6_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
 }
 

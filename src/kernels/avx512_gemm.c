@@ -606,8 +606,8 @@ static inline __m512i q6_scale(const uint8_t *blk, int j) {   /* int8 scale j of
  * of ql lines k and 16 + k, each with its 2 bits of qh line k. */
 static inline __attribute__((always_inline)) void q6_values(const uint8_t *blk, int k, __m512i w[4]) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
-    const __m512i lA = _mm512_loadu_si512(blk + 288 + 64 * k), lB = _mm512_loadu_si512(blk + 288 + 64 * (16 + k));
-    const __m512i H = _mm512_loadu_si512(blk + 288 + 2048 + 64 * k);
+    const uint8_t *tri = blk + BRISK_Q6K_TRIPLE(k);
+    const __m512i lA = _mm512_loadu_si512(tri), lB = _mm512_loadu_si512(tri + 64), H = _mm512_loadu_si512(tri + 128);
     w[0] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 4), m30, _mm512_and_si512(lA, m4), 0xEA);
     w[1] = _mm512_ternarylogic_epi32(_mm512_slli_epi16(H, 2), m30, _mm512_and_si512(lB, m4), 0xEA);
     w[2] = _mm512_ternarylogic_epi32(H, m30, _mm512_and_si512(_mm512_srli_epi16(lA, 4), m4), 0xEA);
@@ -641,7 +641,8 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
             for (int m = 0; m < 8; m++) L[t][m] = _mm512_setzero_si512();
         }
         #pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) {
+        for (int s = 0; s < 16; s++) {   /* the triples in memory order: k = 0, 8, 1, 9, ... (integer sums: any order) */
+            const int k = 8 * (s % 2) + s / 2;
             __m512i w[4];
             q6_values(blk, k, w);
             const int m = k % 8;
@@ -680,27 +681,73 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     }
 }
 
+/* Decode (one token): the lanes run one after the other (lane m is triples m
+ * and m + 8, adjacent in memory), so lanes 0-3 share the 8 even-numbered
+ * scales and lanes 4-7 the 8 odd ones (16 scale loads a block, held in
+ * registers), and each lane's integer sum is finished and added to its float
+ * accumulator right away. Every lane's integer and float steps are
+ * q6_k_tile's (integers are exact in any order): the same bits.
+ * History: session 12 had this tile and dropped it for AVX2's (06f0cb8): it
+ * computed faster but, with the L lines and the H lines in two regions, read
+ * six streams per block and streamed DRAM worse. With the triples in reading
+ * order (session 22) it computes at 37 GB/s of weights from L2/L3 (gemm-micro
+ * T=1 Q6_K) against AVX2's 20-21, and decode-stream Q6_K reads 0.80-0.82 of a
+ * plain read on one core (AVX2's tile on the old layout 0.64-0.82) and 0.86-1.0
+ * at two threads (0.88-0.93): interleaved runs, noisy host. The prefetch stays
+ * on at one token (see PF_MULTI_REGION in avx2_gemm_body.h). */
+static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf) {
+    __m512 acc[8];
+    #pragma GCC unroll 8
+    for (int m = 0; m < 8; m++) acc[m] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
+        if (pf) prefetch_group(blk, Q6K_GROUP, false);
+        const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(y->d), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)));
+        #pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            __m512i sc[4][2];   /* the scale of chunk 16x + k for k / 8 = kb: index 2 * (2x + kb) + half */
+            #pragma GCC unroll 4
+            for (int x = 0; x < 4; x++)
+                #pragma GCC unroll 2
+                for (int kb = 0; kb < 2; kb++) sc[x][kb] = q6_scale(blk, 2 * (2 * x + kb) + half);
+            #pragma GCC unroll 4
+            for (int mm = 0; mm < 4; mm++) {
+                const int m = 4 * half + mm;
+                __m512i L = _mm512_setzero_si512();
+                #pragma GCC unroll 2
+                for (int kb = 0; kb < 2; kb++) {
+                    const int k = m + 8 * kb;
+                    __m512i w[4];
+                    q6_values(blk, k, w);
+                    #pragma GCC unroll 4
+                    for (int x = 0; x < 4; x++) {
+                        const __m512i D = dpbusd_bcast(_mm512_setzero_si512(), w[x], y->qs + 4 * (16 * x + k));
+                        L = _mm512_dpwssd_epi32(L, D, sc[x][kb]);
+                    }
+                }
+                const __m512i pair = _mm512_or_si512(q6_scale(blk, 2 * m), _mm512_slli_epi32(q6_scale(blk, 2 * m + 1), 16));
+                const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, bcast32(y->bsums + 2 * m));
+                const __m512i lane = _mm512_sub_epi32(L, _mm512_slli_epi32(corr, 5));
+                acc[m] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane), acc[m]);
+            }
+        }
+    }
+    const __m512 t0 = _mm512_add_ps(acc[0], acc[4]), t1 = _mm512_add_ps(acc[1], acc[5]);
+    const __m512 t2 = _mm512_add_ps(acc[2], acc[6]), t3 = _mm512_add_ps(acc[3], acc[7]);
+    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+}
+
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
                       int32_t n_tok, float *out, int64_t out_stride) {
-    const int64_t nb = n / BRISK_QK_K;   /* a multi-region tile: prefetches at one token too (avx2_gemm_body.h, PF_MULTI_REGION) */
+    (void)sums, (void)sums_stride;
+    const int64_t nb = n / BRISK_QK_K;
     const uint8_t *a = act;
     int32_t t = 0;
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
         TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
-    /* One token: the AVX2 table's tile (same packed layout, bit-identical to
-     * ref). The AVX-512 one-token tile it replaced (q6_k_tile1, lanes in turn
-     * with the scales in registers; in git before session 12's 06f0cb8)
-     * computed faster from L2 (38 against 27 GB/s of weights, gemm-micro T=1)
-     * but streamed slower from DRAM on Zen 4 (one thread 15-16.5 against 25.7
-     * GB/s): its misses overlapped worse. Whole model, 2 threads, tg64 best of
-     * 4 alternating: phi-3-mini Q4_K_M (45% of its bytes Q6_K) 9.29 -> 11.46
-     * t/s (docs/PERFORMANCE.md, session 12). */
-    if (n_tok - t == 1) {
-        brisk_gemm_avx2()->gemm[BRISK_Q_Q6_K](n, wpack, a + (size_t)t * act_stride, act_stride, sums, sums_stride, 1,
-                                              out + (int64_t)t * out_stride, out_stride);
-        return;
-    }
+    if (n_tok - t == 1) TILE_CALL(t == 0, q6_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride);
 }
 
 /* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) ------------------------------------

@@ -140,9 +140,12 @@ void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a)
  *        with bit 4r+i = the 5th bit of element 32j+4m+i of row r (one line per lane, so the
  *        masks a lane needs arrive together).
  *   Q6_K (3360 bytes per 256-element block, as canonical): d[16], scales[j][16] (int8, j = 0..15),
- *        32 low-nibble lines L_k (byte 4r+i: element 4k+i of row r in the low nibble, element
- *        128+4k+i in the high), then 16 high-bit lines H_k (byte 4r+i: bit pairs 0/1/2/3 = the
- *        high 2 bits of elements 4k+i, 64+4k+i, 128+4k+i, 192+4k+i).
+ *        then 16 triples of 64-byte lines (L_k, L_16+k, H_k), k = 0..15, triple k at byte
+ *        BRISK_Q6K_TRIPLE(k): the low-nibble line L_k (byte 4r+i: element 4k+i of row r in the
+ *        low nibble, element 128+4k+i in the high) and the high-bit line H_k (byte 4r+i: bit
+ *        pairs 0/1/2/3 = the high 2 bits of elements 4k+i, 64+4k+i, 128+4k+i, 192+4k+i). The
+ *        triples are stored in the order lane m = 0..7 reads them (k = m, then m + 8), so a
+ *        one-token tile streams the block front to back.
  *   IQ4_NL (288 bytes per block): Q4_0's layout (d[16], then 4 chunk lines); the nibbles index
  *        brisk_iq4nl_values.
  *   MXFP4 (272 bytes per block, as canonical): the E8M0 scale bytes e[16], then Q4_0's 4 chunk
@@ -165,6 +168,12 @@ void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a)
  * for F16 activations, the n values widened to F32 (exact).
  * brisk_act_sums_len(type, n) is the int32 count per activation row. */
 #define BRISK_GEMM_ROWS 16
+
+/* Byte offset of Q6_K triple k (L_k, then L_16+k at +64, then H_k at +128) in a packed group's
+ * block. Until session 22 the 32 L lines came first, then the 16 H lines: the one-token tile
+ * then read six 64-byte streams per block (L_m, L_16+m, H_m, L_m+8, L_24+m, H_m+8), which
+ * the hardware prefetchers followed badly (0.76-0.81 of a plain read on one Zen 4 core). */
+#define BRISK_Q6K_TRIPLE(k) (288 + 192 * (2 * ((k) % 8) + (k) / 8))
 
 typedef void (*brisk_gemm_fn)(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums,
                               size_t sums_stride, int32_t n_tok, float *out, int64_t out_stride);

@@ -178,7 +178,7 @@ INL void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, bool near) {
 
 /* As avx2_gemm_body.h: tiles that stream each group in order follow
  * brisk_gemm_prefetch at one token; those that read a group from several regions at
- * once (Q3_K, Q5_K, Q6_K) always prefetch. */
+ * once (Q3_K, Q5_K) and Q6_K always prefetch. */
 #define PF_MULTI_REGION true
 #define DEFINE_GEMM(fn, tile, BLOCK_ELEMS) DEFINE_GEMM_PF(fn, tile, BLOCK_ELEMS, brisk_gemm_prefetch(n_tok))
 
@@ -883,7 +883,7 @@ INL void q6_k_tile(TILE_ARGS) {
                 #pragma GCC unroll 2
                 for (int kk = 0; kk < 2; kk++) {
                     const int k = m + 8 * kk;
-                    const uint8_t *la = blk + 288 + 64 * k, *lb = blk + 288 + 64 * (16 + k), *lh = blk + 288 + 2048 + 64 * k;
+                    const uint8_t *la = blk + BRISK_Q6K_TRIPLE(k), *lb = la + 64, *lh = la + 128;
                     prefetch_ahead(la, 64, pf && qq == 0, tt <= 2);
                     prefetch_ahead(lb, 64, pf && qq == 0, tt <= 2);
                     prefetch_ahead(lh, 64, pf && qq == 0, tt <= 2);

@@ -181,15 +181,16 @@ void brisk_pack_rows(uint32_t type, void *dst, const void *src, size_t row_bytes
                 for (int c = 0; c < 8; c++) {   /* k = 8 sub + c */
                     const uint32_t l0 = load32(x->ql + 4 * c), l1 = load32(x->ql + 32 + 4 * c);
                     const uint32_t l2 = load32(x->ql + 64 + 4 * c), l3 = load32(x->ql + 96 + 4 * c);
-                    uint8_t *line = o + 288 + 64 * c + 4 * r;
-                    store32(line, (l0 & 0x0f0f0f0fu) | (l2 & 0x0f0f0f0fu) << 4);                   /* sub 0 */
-                    store32(line + 512, (l1 & 0x0f0f0f0fu) | (l3 & 0x0f0f0f0fu) << 4);             /* sub 1 */
-                    store32(line + 1024, (l0 >> 4 & 0x0f0f0f0fu) | (l2 & 0xf0f0f0f0u));            /* sub 2 */
-                    store32(line + 1536, (l1 >> 4 & 0x0f0f0f0fu) | (l3 & 0xf0f0f0f0u));            /* sub 3 */
+                    /* triple c holds L_c, L_16+c and H_c; triple 8 + c L_8+c, L_24+c and H_8+c */
+                    uint8_t *ta = o + BRISK_Q6K_TRIPLE(c) + 4 * r, *tb = o + BRISK_Q6K_TRIPLE(8 + c) + 4 * r;
+                    store32(ta, (l0 & 0x0f0f0f0fu) | (l2 & 0x0f0f0f0fu) << 4);        /* L_c */
+                    store32(tb, (l1 & 0x0f0f0f0fu) | (l3 & 0x0f0f0f0fu) << 4);        /* L_8+c */
+                    store32(ta + 64, (l0 >> 4 & 0x0f0f0f0fu) | (l2 & 0xf0f0f0f0u));   /* L_16+c */
+                    store32(tb + 64, (l1 >> 4 & 0x0f0f0f0fu) | (l3 & 0xf0f0f0f0u));   /* L_24+c */
                     const uint32_t h0 = load32(x->qh + 4 * c), h1 = load32(x->qh + 32 + 4 * c);
                     const uint32_t m = 0x03030303u;
-                    store32(line + 2048, (h0 & m) | (h0 >> 4 & m) << 2 | (h1 & m) << 4 | (h1 >> 4 & m) << 6);
-                    store32(line + 2048 + 512, (h0 >> 2 & m) | (h0 >> 6 & m) << 2 | (h1 >> 2 & m) << 4 | (h1 >> 6 & m) << 6);
+                    store32(ta + 128, (h0 & m) | (h0 >> 4 & m) << 2 | (h1 & m) << 4 | (h1 >> 4 & m) << 6);           /* H_c */
+                    store32(tb + 128, (h0 >> 2 & m) | (h0 >> 6 & m) << 2 | (h1 >> 2 & m) << 4 | (h1 >> 6 & m) << 6); /* H_8+c */
                 }
             }
             o += (size_t)G * sizeof(brisk_block_q6_k);
