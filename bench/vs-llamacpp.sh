@@ -132,20 +132,25 @@ for s in shapes:
             for r in range(1, reps + 1):
                 for o in json.load(open(f"{out}/{tool}-{s}-{t}-{r}.json")):
                     if "roofline_pct" in o:
-                        roof.append((f"{s} {t}" + (f" ({tool[6:]})" if tool != "brisk" else ""), o["read_bandwidth_gbs"], o["roofline_ts"], o["avg_ts"], o["roofline_pct"]))
+                        each = o.get("roofline_during_pct", [o["roofline_pct"]])
+                        roof.append((f"{s} {t}" + (f" ({tool[6:]})" if tool != "brisk" else ""), o["read_bandwidth_gbs"], o["roofline_ts"], o["avg_ts"], each,
+                                     statistics.mean(samples("peer", s, t, "tg"))))
 print()
-# Two views of the roofline. Conservative: the mean tg against the best read
-# bandwidth any repetition measured. Per repetition: each run's tg against the
-# bandwidth its own process measured around it (the machine's bandwidth drifts
-# with its neighbours), the median of those.
-print("| model | best read GB/s | roofline tg t/s | brisk tg t/s | % of roofline (best read) | % per repetition (median; each) |")
-print("| --- | ---: | ---: | ---: | ---: | --- |")
+# Two views of the roofline. Strict: the mean tg against the best read any
+# repetition measured (brisk bench reads before its tests, between the tokens
+# of each tg repetition, and after). Per repetition: each run's tg against the
+# best read taken between its own tokens (the machine's bandwidth drifts with
+# its neighbours; before session 22, against the reads before and after the
+# run), the median of those. llama.cpp's column: its mean tg against the
+# strict roofline (llama-bench measures no bandwidth).
+print("| model | best read GB/s | roofline tg t/s | brisk tg t/s | % of roofline (best read) | % per repetition (median; each) | llama.cpp % of roofline (best read) |")
+print("| --- | ---: | ---: | ---: | ---: | --- | ---: |")
 for name in dict.fromkeys(x[0] for x in roof):
         rs = [x for x in roof if x[0] == name]
         if rs:
             bw = max(x[1] for x in rs); ts = statistics.mean(x[3] for x in rs)
             rt = max(x[2] for x in rs)   # the roofline at the best bandwidth (bytes per token are the same every run)
-            each = [x[4] for x in rs]
+            each = [e for x in rs for e in x[4]]
             print(f"| {name} | {bw:.1f} | {rt:.1f} | {ts:.2f} | {100 * ts / rt:.1f}% | {statistics.median(each):.1f}% ("
-                  + ", ".join(f"{e:.1f}" for e in each) + ") |")
+                  + ", ".join(f"{e:.1f}" for e in each) + f") | {100 * rs[0][5] / rt:.1f}% |")
 EOF

@@ -39,6 +39,27 @@ else
   bad "bench -o json -d 0,100 failed: $(tail -1 "$tmp/err")"
 fi
 
+# the roofline reads between tg tokens too (one read every 16 tokens, off the clock): 40
+# tokens give two reads per repetition; the strict read is the best of all, and each
+# repetition's own percentage is its t/s against the best read taken during it
+if "$brisk" bench -m "$model" -p 0 -n 40 -r 2 -t 1 -o json >"$tmp/json" 2>"$tmp/err"; then
+  python3 - "$tmp/json" <<'EOF' && ok || bad "reads during tg: $(cat "$tmp/json" | head -c 900)"
+import json, sys
+tg = json.load(open(sys.argv[1]))[0]
+if "bytes_per_token" in tg:   # absent when the bandwidth buffer cannot be allocated
+    during, pct = tg["read_bandwidth_during_gbs"], tg["roofline_during_pct"]
+    assert len(during) == 2 and len(pct) == 2 and all(d > 0 for d in during), tg
+    assert tg["read_bandwidth_gbs"] >= max(during) - 1e-3, tg
+    for d, p, ts in zip(during, pct, tg["samples_ts"]):
+        want = 100 * ts * tg["bytes_per_token"] / (d * 1e9)
+        assert abs(p - want) <= 1e-3 * want + 0.01, (p, want)
+EOF
+else
+  bad "bench -n 40 -r 2 -o json failed: $(tail -1 "$tmp/err")"
+fi
+"$brisk" bench -m "$model" -p 0 -n 40 -r 1 -t 1 --no-roofline -o json >"$tmp/json" 2>"$tmp/err" &&
+  ! grep -q read_bandwidth "$tmp/json" && ok || bad "--no-roofline still reads: $(head -c 300 "$tmp/json")"
+
 # bad depths: usage errors (2) before loading, naming the value
 expect() {   # name, exit status, message pattern, -d value
   "$brisk" bench -m "$model" -p 8 -n 4 -r 1 --no-roofline -d "$4" >"$tmp/out" 2>"$tmp/err"; local rc=$?

@@ -116,44 +116,74 @@ static void *bw_read(void *arg) {
     return NULL;
 }
 
-/* Best of `passes` passes of nth threads each reading its share of a 1 GiB
- * buffer once; bytes/s, or 0 when the buffer cannot be allocated. The buffer
- * is in huge pages like the packed weights, and passes alternate plain reads
- * with prefetched ones: the roofline is the best this machine reads, not what
- * one loop happens to get (4 KiB pages and plain loads read 25-28 GB/s where
- * decode itself streamed 30, on a machine whose best read is 30-32). The
- * machine's bandwidth drifts with its neighbours over seconds, so the bench
- * measures before its tests and after them, and keeps the best of both. */
-static double measure_read_bandwidth(int nth, int passes) {
-    const size_t bytes = (size_t)1 << 30, words = bytes / 8;
-    uint64_t *buf = aligned_alloc((size_t)2 << 20, bytes);
-    if (!buf) return 0.0;
+/* The read bandwidth is measured on a 1 GiB buffer in huge pages like the
+ * packed weights, by nth threads each reading its share once per pass; passes
+ * alternate plain reads with prefetched ones: the roofline is the best this
+ * machine reads, not what one loop happens to get (4 KiB pages and plain loads
+ * read 25-28 GB/s where decode itself streamed 30, on a machine whose best
+ * read is 30-32). The machine's bandwidth drifts with its neighbours over
+ * seconds, so the bench reads before its tests, after them, and during each
+ * tg repetition (bw_probe, between tokens, untimed), and keeps the best. */
+typedef struct bw_buffer {
+    uint64_t *buf;
+    size_t words;
+    int nth, pass;
+    uint64_t sink;
+} bw_buffer;
+
+static bool bw_buffer_init(bw_buffer *b, int nth) {
+    const size_t bytes = (size_t)1 << 30;
+    *b = (bw_buffer){.words = bytes / 8, .nth = nth < 1 ? 1 : nth > 64 ? 64 : nth};
+    b->buf = aligned_alloc((size_t)2 << 20, bytes);
+    if (!b->buf) return false;
 #ifdef MADV_HUGEPAGE
-    madvise(buf, bytes, MADV_HUGEPAGE);   /* a hint: without THP the pass still measures */
+    madvise(b->buf, bytes, MADV_HUGEPAGE);   /* a hint: without THP the pass still measures */
 #endif
-    for (size_t i = 0; i < words; i++) buf[i] = i * 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < b->words; i++) b->buf[i] = i * 0x9e3779b97f4a7c15ull;
+    return true;
+}
+
+static void bw_buffer_free(bw_buffer *b) {
+    free(b->buf);
+    if (b->sink == 42) fputc(' ', stderr);   /* keeps the reads alive */
+    b->buf = NULL;
+}
+
+/* One pass; bytes/s (0 without a buffer). */
+static double bw_pass(bw_buffer *b) {
+    if (!b || !b->buf) return 0.0;
     bw_arg args[64];
     pthread_t tid[64];
-    if (nth > 64) nth = 64;
-    double best = 0.0;
-    uint64_t sink = 0;
-    for (int pass = 0; pass < passes; pass++) {
-        const uint64_t t0 = now_ns();
-        for (int t = 0; t < nth; t++) {
-            const size_t lo = words / (size_t)nth * (size_t)t, hi = t == nth - 1 ? words : words / (size_t)nth * (size_t)(t + 1);
-            args[t] = (bw_arg){.p = buf + lo, .n = hi - lo, .prefetch = pass % 2 == 1};
-            if (t > 0 && pthread_create(&tid[t], NULL, bw_read, &args[t]) != 0) args[t].n = 0;
-        }
-        bw_read(&args[0]);
-        for (int t = 1; t < nth; t++) pthread_join(tid[t], NULL);
-        const double s = (double)(now_ns() - t0) * 1e-9;
-        for (int t = 0; t < nth; t++) sink ^= args[t].sink;
-        if (s > 0 && (double)bytes / s > best) best = (double)bytes / s;
+    const int nth = b->nth;
+    const uint64_t t0 = now_ns();
+    for (int t = 0; t < nth; t++) {
+        const size_t lo = b->words / (size_t)nth * (size_t)t, hi = t == nth - 1 ? b->words : b->words / (size_t)nth * (size_t)(t + 1);
+        args[t] = (bw_arg){.p = b->buf + lo, .n = hi - lo, .prefetch = b->pass % 2 == 1};
+        if (t > 0 && pthread_create(&tid[t], NULL, bw_read, &args[t]) != 0) args[t].n = 0;
     }
-    free(buf);
-    if (sink == 42) fputc(' ', stderr);   /* keeps the reads alive */
+    bw_read(&args[0]);
+    for (int t = 1; t < nth; t++) pthread_join(tid[t], NULL);
+    const double s = (double)(now_ns() - t0) * 1e-9;
+    for (int t = 0; t < nth; t++) b->sink ^= args[t].sink;
+    b->pass++;
+    return s > 0 ? (double)b->words * 8.0 / s : 0.0;
+}
+
+/* Best of `passes` passes. */
+static double bw_best(bw_buffer *b, int passes) {
+    double best = 0.0;
+    for (int i = 0; i < passes; i++) {
+        const double v = bw_pass(b);
+        best = v > best ? v : best;
+    }
     return best;
 }
+
+/* A tg repetition reads once every this many tokens (not after its last):
+ * one pass takes ~20-40 ms, 5-10% of the wall time of 16 tokens, none of the
+ * timed time. The pool's workers yield and then sleep while it runs; waking
+ * them costs the next token well under a millisecond. */
+#define BW_PROBE_EVERY 16
 
 /* ---- the tests ------------------------------------------------------------------- */
 
@@ -163,6 +193,7 @@ typedef struct bench_result {
     int kv_cap;          /* --kv-budget's slots, 0 without a policy */
     double *ts;          /* tokens/s per repetition */
     double *ns;
+    double *bw;          /* tg: the best read during each repetition (bytes/s; 0: none, under BW_PROBE_EVERY + 1 tokens) */
     int reps;
     double avg_ts, sd_ts, avg_ns, sd_ns;
 } bench_result;
@@ -179,7 +210,7 @@ static uint32_t rng_next(uint64_t *s) {
  * truncated: every run continues the sequence at its budget (the steady
  * state a long generation reaches). */
 static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t bos, bool pp, int n, int n_batch, int depth, bool keep,
-                         uint64_t *rng, int32_t *tok, int32_t *pos, int32_t *seq, uint8_t *want) {
+                         uint64_t *rng, int32_t *tok, int32_t *pos, int32_t *seq, uint8_t *want, bw_buffer *probe, double *probe_best) {
     brisk_error err = {0};
     if (keep) depth = brisk_seq_next_pos(c, 0);
     else if (brisk_seq_truncate(c, 0, depth, &err)) {
@@ -188,9 +219,15 @@ static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t b
     }
     for (int i = 0; i < n; i++) tok[i] = (int32_t)(rng_next(rng) % (uint32_t)mi->n_vocab);
     if (bos >= 0) tok[0] = bos;
-    const uint64_t t0 = now_ns();
+    uint64_t t0 = now_ns(), paused = 0;
     const int step = pp ? n_batch : 1;
     for (int i = 0; i < n; i += step) {
+        if (probe && !pp && i > 0 && i % BW_PROBE_EVERY == 0) {   /* a read between tokens, off the clock */
+            const uint64_t p0 = now_ns();
+            const double v = bw_pass(probe);
+            if (v > *probe_best) *probe_best = v;
+            paused += now_ns() - p0;
+        }
         const int m = n - i < step ? n - i : step;
         for (int j = 0; j < m; j++) {
             pos[j] = depth + i + j;
@@ -203,7 +240,7 @@ static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t b
             return 0;
         }
     }
-    const uint64_t dt = now_ns() - t0;
+    const uint64_t dt = now_ns() - t0 - paused;
     return dt ? dt : 1;
 }
 
@@ -444,13 +481,15 @@ int brisk_cmd_bench(int argc, char **argv) {
     int n_res = 0, rc = 0;
     uint64_t rng = 1234;
     const int32_t bos = brisk_token_bos(model);
-    double bw = roofline && n_gen > 0 ? measure_read_bandwidth(nth, 6) : 0.0;   /* the rest after the tests */
+    bw_buffer rb = {0};
+    bw_buffer *probe = roofline && n_gen > 0 && bw_buffer_init(&rb, nth) ? &rb : NULL;
+    double bw = bw_best(probe, 6);   /* then during each tg repetition and after the tests */
     for (int di = 0; di < n_depths && rc == 0 && tok && pos && seq && want; di++) {
         const int depth = depths[di];
         if (depth > 0 && (n_prompt > 0 || n_gen > 0)) {
             /* the context to test at: depth tokens (BOS, then random ids) prefilled untimed, as a prompt */
             fprintf(stderr, "brisk bench: filling the context to depth %d (untimed)\n", depth);
-            if (brisk_seq_truncate(ctx, 0, 0, &err) || !run_once(ctx, &mi, bos, true, depth, step, 0, false, &rng, tok, pos, seq, want)) {
+            if (brisk_seq_truncate(ctx, 0, 0, &err) || !run_once(ctx, &mi, bos, true, depth, step, 0, false, &rng, tok, pos, seq, want, NULL, NULL)) {
                 rc = 1;
                 break;
             }
@@ -465,12 +504,14 @@ int brisk_cmd_bench(int argc, char **argv) {
                               .kv_cap = cp.kv_policy ? cp.kv_budget : 0};
             r->ts = calloc((size_t)reps, sizeof(double));
             r->ns = calloc((size_t)reps, sizeof(double));
-            if (!r->ts || !r->ns) { rc = 1; break; }
+            r->bw = calloc((size_t)reps, sizeof(double));
+            if (!r->ts || !r->ns || !r->bw) { rc = 1; break; }
             n_res++;
             /* warm-up: llama-bench warms pp with one prompt pass and tg with one token */
-            if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, step, depth, keep, &rng, tok, pos, seq, want)) { rc = 1; break; }
+            if (!run_once(ctx, &mi, bos, pp, pp ? n : 1, step, depth, keep, &rng, tok, pos, seq, want, NULL, NULL)) { rc = 1; break; }
             for (int k = 0; k < reps; k++) {
-                const uint64_t dt = run_once(ctx, &mi, bos, pp, n, step, depth, keep, &rng, tok, pos, seq, want);
+                const uint64_t dt = run_once(ctx, &mi, bos, pp, n, step, depth, keep, &rng, tok, pos, seq, want, probe, &r->bw[k]);
+                if (r->bw[k] > bw) bw = r->bw[k];
                 if (!dt) { rc = 1; break; }
                 r->ns[k] = (double)dt;
                 r->ts[k] = (double)n * 1e9 / (double)dt;
@@ -487,7 +528,7 @@ int brisk_cmd_bench(int argc, char **argv) {
     static const double kv_elem_bytes[] = {2.0, 4.0, 34.0 / 32.0, 18.0 / 32.0, 20.0 / 32.0, 12.0 / 32.0};
     const double kv_row = (double)mi.n_layer * mi.n_head_kv * mi.head_dim * (kv_elem_bytes[cp.type_k] + kv_elem_bytes[cp.type_v]);
     if (roofline && rc == 0) {
-        const double after = measure_read_bandwidth(nth, 6);
+        const double after = bw_best(probe, 6);
         bw = after > bw ? after : bw;
     }
     weight_count wc;
@@ -530,6 +571,13 @@ int brisk_cmd_bench(int argc, char **argv) {
                 json_str(count);
                 printf(",\n    \"all_bytes_per_token\": %.0f,\n    \"roofline_all_ts\": %.3f,\n    \"roofline_all_pct\": %.2f", all_tok,
                        roof_all, 100.0 * r->avg_ts / roof_all);
+                if (r->bw[0] > 0) {   /* per repetition: the best read between its tokens, and its t/s against that roofline */
+                    printf(",\n    \"read_bandwidth_during_gbs\": [");
+                    for (int k = 0; k < r->reps; k++) printf("%s%.3f", k ? ", " : " ", r->bw[k] * 1e-9);
+                    printf(" ],\n    \"roofline_during_pct\": [");
+                    for (int k = 0; k < r->reps; k++) printf("%s%.2f", k ? ", " : " ", r->bw[k] > 0 ? 100.0 * r->ts[k] * bytes_tok / r->bw[k] : 0.0);
+                    printf(" ]");
+                }
             }
             printf("\n  }%s\n", i + 1 < n_res ? "," : "");
         }
@@ -557,12 +605,20 @@ int brisk_cmd_bench(int argc, char **argv) {
                 printf("  counting every weight byte instead: %.1f MB per token = %.2f t/s; %.1f%%\n", all_tok * 1e-6, roof_all,
                        100.0 * r->avg_ts / roof_all);
             }
+            if (r->bw[0] > 0) {   /* each repetition against the best read taken between its own tokens */
+                printf("  per repetition, against the best read during it:");
+                for (int k = 0; k < r->reps; k++)
+                    printf("%s %.1f%% (%.2f GB/s)", k ? "," : "", r->bw[k] > 0 ? 100.0 * r->ts[k] * bytes_tok / r->bw[k] : 0.0, r->bw[k] * 1e-9);
+                printf("\n");
+            }
         }
     }
     for (int i = 0; i < n_res; i++) {
         free(res[i].ts);
         free(res[i].ns);
+        free(res[i].bw);
     }
+    bw_buffer_free(&rb);
     free(tok); free(pos); free(seq); free(want);
     brisk_context_free(ctx);
     brisk_model_free(model);
