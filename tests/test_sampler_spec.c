@@ -61,7 +61,7 @@ static brisk_sampler *make(const brisk_sampler_params *base, uint64_t seed, bool
 
 static void softmax(const float *l, float *q) {
     double mx = -INFINITY, sum = 0;
-    for (int i = 0; i < V; i++) mx = fmax(mx, l[i]);
+    for (int i = 0; i < V; i++) mx = l[i] > mx ? l[i] : mx;   /* not fmax: aarch64 GCC 12 -O2 crashed vectorizing that reduction */
     for (int i = 0; i < V; i++) sum += exp(l[i] - mx);
     for (int i = 0; i < V; i++) q[i] = (float)(exp(l[i] - mx) / sum);
 }
