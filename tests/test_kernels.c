@@ -17,7 +17,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
 static uint64_t rng_next(void) {
@@ -657,6 +659,38 @@ static void test_isa_env(void) {
 /* The packed GEMM: 16 rows packed, n_tok activation rows, every output
  * bit-identical to ref's vec_dot on the canonical rows; act_sums against the
  * portable version; outputs beyond the tile left alone (NaN sentinels). */
+/* A copy of n bytes placed flush against an inaccessible page: after its end
+ * (at_start false) or before its start (at_start true). A kernel that reads
+ * past either end of its buffer faults, with or without a sanitizer. The
+ * packed GEMM files are built without ASan (CMakeLists.txt: under ASan they
+ * took most of the sanitized model tests' time), so this is their bounds
+ * check, in every build. Software prefetches past the end do not fault. */
+typedef struct fenced {
+    uint8_t *base, *p;
+    size_t len;
+} fenced;
+
+static bool fence_copy(fenced *f, const void *src, size_t n, bool at_start) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), body = (n + pg - 1) / pg * pg;
+    *f = (fenced){.len = body + 2 * pg};
+    void *m = mmap(NULL, f->len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return false;
+    f->base = m;
+    if (body && mprotect(f->base + pg, body, PROT_READ | PROT_WRITE) != 0) {
+        munmap(m, f->len);
+        f->base = NULL;
+        return false;
+    }
+    f->p = at_start ? f->base + pg : f->base + pg + body - n;
+    if (n) memcpy(f->p, src, n);
+    return true;
+}
+
+static void fence_free(fenced *f) {
+    if (f->base) munmap(f->base, f->len);
+    f->base = NULL;
+}
+
 static void test_packed_gemm(const brisk_gemm_kernels *g) {
     const brisk_kernels *ref = brisk_kernels_ref();
     /* the table's own activation quantizers: byte-identical to ref's, specials included */
@@ -802,6 +836,29 @@ static void test_packed_gemm(const brisk_gemm_kernels *g) {
                     }
                 CHECKF(bad == 0, "%s gemm %s n=%lld n_tok=%d: %d outputs differ from ref (or were written outside the tile)",
                        g->isa, brisk_qtype_name(wt), (long long)n, nt, bad);
+                /* again from fenced copies of exactly what the call may read (the packed
+                 * group, nt activation rows, nt rows of sums), flush against a page it
+                 * cannot read at the end, then at the start: the same outputs, no fault */
+                for (int side = 0; side < 2; side++) {
+                    fenced fw, fa, fs;
+                    const size_t pb = brisk_pack_group_bytes(wt, n);
+                    if (!fence_copy(&fw, pk, pb, side) || !fence_copy(&fa, a, ab * (size_t)nt, side) ||
+                        !fence_copy(&fs, sums, sizeof(int32_t) * (size_t)slen * (size_t)nt, side)) {
+                        CHECK(!"cannot map fenced buffers");
+                        break;
+                    }
+                    float *o2 = malloc(sizeof(float) * (size_t)ostride * (size_t)nt);
+                    if (!o2) { CHECK(!"out of memory"); break; }
+                    g->gemm[wt](n, fw.p, fa.p, ab, (const int32_t *)fs.p, (size_t)slen, nt, o2, ostride);
+                    int diff = 0;
+                    for (int32_t t = 0; t < nt; t++)
+                        for (int r = 0; r < R; r++) diff += memcmp(&o2[t * ostride + r], &out[t * ostride + r], sizeof(float)) != 0;
+                    CHECKF(diff == 0, "%s gemm %s n=%lld n_tok=%d, fenced at the %s: %d outputs differ", g->isa, brisk_qtype_name(wt),
+                           (long long)n, nt, side ? "start" : "end", diff);
+                    bad += diff;
+                    free(o2);
+                    fence_free(&fw), fence_free(&fa), fence_free(&fs);
+                }
                 shapes += bad == 0;
             }
             free(w); free(pk); free(a); free(sums); free(sref); free(x); free(out);
