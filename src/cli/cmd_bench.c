@@ -123,7 +123,7 @@ static void *bw_read(void *arg) {
  * read 25-28 GB/s where decode itself streamed 30, on a machine whose best
  * read is 30-32). The machine's bandwidth drifts with its neighbours over
  * seconds, so the bench reads before its tests, after them, and during each
- * tg repetition (bw_probe, between tokens, untimed), and keeps the best. */
+ * tg repetition (run_once's probe, between tokens, untimed), and keeps the best. */
 typedef struct bw_buffer {
     uint64_t *buf;
     size_t words;
@@ -219,7 +219,8 @@ static uint64_t run_once(brisk_context *c, const brisk_model_info *mi, int32_t b
     }
     for (int i = 0; i < n; i++) tok[i] = (int32_t)(rng_next(rng) % (uint32_t)mi->n_vocab);
     if (bos >= 0) tok[0] = bos;
-    uint64_t t0 = now_ns(), paused = 0;
+    const uint64_t t0 = now_ns();
+    uint64_t paused = 0;
     const int step = pp ? n_batch : 1;
     for (int i = 0; i < n; i += step) {
         if (probe && !pp && i > 0 && i % BW_PROBE_EVERY == 0) {   /* a read between tokens, off the clock */
