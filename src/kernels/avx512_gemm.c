@@ -690,7 +690,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
  * History: session 12 had this tile and dropped it for AVX2's (06f0cb8): it
  * computed faster but, with the L lines and the H lines in two regions, read
  * six streams per block and streamed DRAM worse. With the triples in reading
- * order (session 22) it computes at 37 GB/s of weights from L2/L3 (gemm-micro
+ * order (session 22) it computes at 37-44 GB/s of weights from L2/L3 (gemm-micro
  * T=1 Q6_K) against AVX2's 20-21, and decode-stream Q6_K reads 0.80-0.82 of a
  * plain read on one core (AVX2's tile on the old layout 0.64-0.82) and 0.86-1.0
  * at two threads (0.88-0.93): interleaved runs, noisy host. The prefetch stays
