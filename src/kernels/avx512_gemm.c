@@ -64,6 +64,13 @@ static inline __attribute__((always_inline)) void prefetch_near(const uint8_t *p
 /* vpdpbusd with the activation's 4 bytes as an embedded broadcast
  * ({1to16}): one fused uop where the intrinsics give a separate broadcast
  * load (GCC 12 does not fold it). */
+/* The LANES types' 8 per-lane accumulators summed as ref orders it: ((0+4) + (2+6)) + ((1+5) + (3+7)). */
+static inline __m512 sum8_lanes(const __m512 a[8]) {
+    const __m512 t0 = _mm512_add_ps(a[0], a[4]), t1 = _mm512_add_ps(a[1], a[5]);
+    const __m512 t2 = _mm512_add_ps(a[2], a[6]), t3 = _mm512_add_ps(a[3], a[7]);
+    return _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
+}
+
 static inline __attribute__((always_inline)) __m512i dpbusd_bcast(__m512i acc, __m512i w, const void *p) {
     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int32_t *)p));
     return acc;
@@ -217,9 +224,7 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
     }
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
-        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
-        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
-        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, sum8_lanes(acc[t]));
     }
 }
 
@@ -290,9 +295,7 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
     }
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
-        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
-        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
-        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, sum8_lanes(acc[t]));
     }
 }
 
@@ -564,9 +567,7 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
     }
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
-        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
-        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
-        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)), mins[t]));
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(sum8_lanes(acc[t]), mins[t]));
     }
 }
 
@@ -675,9 +676,7 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
     }
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) {
-        const __m512 t0 = _mm512_add_ps(acc[t][0], acc[t][4]), t1 = _mm512_add_ps(acc[t][1], acc[t][5]);
-        const __m512 t2 = _mm512_add_ps(acc[t][2], acc[t][6]), t3 = _mm512_add_ps(acc[t][3], acc[t][7]);
-        _mm512_storeu_ps(out + (int64_t)t * out_stride, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+        _mm512_storeu_ps(out + (int64_t)t * out_stride, sum8_lanes(acc[t]));
     }
 }
 
@@ -733,9 +732,7 @@ static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const u
             }
         }
     }
-    const __m512 t0 = _mm512_add_ps(acc[0], acc[4]), t1 = _mm512_add_ps(acc[1], acc[5]);
-    const __m512 t2 = _mm512_add_ps(acc[2], acc[6]), t3 = _mm512_add_ps(acc[3], acc[7]);
-    _mm512_storeu_ps(out, _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3)));
+    _mm512_storeu_ps(out, sum8_lanes(acc));
 }
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_stride, const int32_t *sums, size_t sums_stride,
