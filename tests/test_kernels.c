@@ -656,9 +656,6 @@ static void test_isa_env(void) {
     }
 }
 
-/* The packed GEMM: 16 rows packed, n_tok activation rows, every output
- * bit-identical to ref's vec_dot on the canonical rows; act_sums against the
- * portable version; outputs beyond the tile left alone (NaN sentinels). */
 /* A copy of n bytes placed flush against an inaccessible page: after its end
  * (at_start false) or before its start (at_start true). A kernel that reads
  * past either end of its buffer faults, with or without a sanitizer. The
@@ -691,6 +688,9 @@ static void fence_free(fenced *f) {
     f->base = NULL;
 }
 
+/* The packed GEMM: 16 rows packed, n_tok activation rows, every output
+ * bit-identical to ref's vec_dot on the canonical rows; act_sums against the
+ * portable version; outputs beyond the tile left alone (NaN sentinels). */
 static void test_packed_gemm(const brisk_gemm_kernels *g) {
     const brisk_kernels *ref = brisk_kernels_ref();
     /* the table's own activation quantizers: byte-identical to ref's, specials included */
@@ -840,22 +840,21 @@ static void test_packed_gemm(const brisk_gemm_kernels *g) {
                  * group, nt activation rows, nt rows of sums), flush against a page it
                  * cannot read at the end, then at the start: the same outputs, no fault */
                 for (int side = 0; side < 2; side++) {
-                    fenced fw, fa, fs;
-                    const size_t pb = brisk_pack_group_bytes(wt, n);
-                    if (!fence_copy(&fw, pk, pb, side) || !fence_copy(&fa, a, ab * (size_t)nt, side) ||
-                        !fence_copy(&fs, sums, sizeof(int32_t) * (size_t)slen * (size_t)nt, side)) {
-                        CHECK(!"cannot map fenced buffers");
-                        break;
-                    }
+                    fenced fw = {0}, fa = {0}, fs = {0};
                     float *o2 = malloc(sizeof(float) * (size_t)ostride * (size_t)nt);
-                    if (!o2) { CHECK(!"out of memory"); break; }
-                    g->gemm[wt](n, fw.p, fa.p, ab, (const int32_t *)fs.p, (size_t)slen, nt, o2, ostride);
-                    int diff = 0;
-                    for (int32_t t = 0; t < nt; t++)
-                        for (int r = 0; r < R; r++) diff += memcmp(&o2[t * ostride + r], &out[t * ostride + r], sizeof(float)) != 0;
-                    CHECKF(diff == 0, "%s gemm %s n=%lld n_tok=%d, fenced at the %s: %d outputs differ", g->isa, brisk_qtype_name(wt),
-                           (long long)n, nt, side ? "start" : "end", diff);
-                    bad += diff;
+                    const bool ready = o2 && fence_copy(&fw, pk, brisk_pack_group_bytes(wt, n), side) &&
+                                       fence_copy(&fa, a, ab * (size_t)nt, side) &&
+                                       fence_copy(&fs, sums, sizeof(int32_t) * (size_t)slen * (size_t)nt, side);
+                    CHECKF(ready, "%s gemm %s: cannot allocate the fenced buffers", g->isa, brisk_qtype_name(wt));
+                    if (ready) {
+                        g->gemm[wt](n, fw.p, fa.p, ab, (const int32_t *)fs.p, (size_t)slen, nt, o2, ostride);
+                        int diff = 0;
+                        for (int32_t t = 0; t < nt; t++)
+                            for (int r = 0; r < R; r++) diff += memcmp(&o2[t * ostride + r], &out[t * ostride + r], sizeof(float)) != 0;
+                        CHECKF(diff == 0, "%s gemm %s n=%lld n_tok=%d, fenced at the %s: %d outputs differ", g->isa,
+                               brisk_qtype_name(wt), (long long)n, nt, side ? "start" : "end", diff);
+                        bad += diff;
+                    }
                     free(o2);
                     fence_free(&fw), fence_free(&fa), fence_free(&fs);
                 }
