@@ -129,12 +129,13 @@ for s in shapes:
                 b, p = ms(bv), ms(pv)
                 row += [f"{b[0]:.2f} ± {b[1]:.2f}", f"{p[0]:.2f} ± {p[1]:.2f}", f"**{b[0] / p[0]:.2f}**", f"{max(bv) / max(pv):.2f}"]
             print("| " + " | ".join(row) + " |")
+            peer_tg = statistics.mean(samples("peer", s, t, "tg"))
             for r in range(1, reps + 1):
                 for o in json.load(open(f"{out}/{tool}-{s}-{t}-{r}.json")):
                     if "roofline_pct" in o:
                         each = o.get("roofline_during_pct", [o["roofline_pct"]])
                         roof.append((f"{s} {t}" + (f" ({tool[6:]})" if tool != "brisk" else ""), o["read_bandwidth_gbs"], o["roofline_ts"], o["avg_ts"], each,
-                                     statistics.mean(samples("peer", s, t, "tg"))))
+                                     peer_tg))
 print()
 # Two views of the roofline. Strict: the mean tg against the best read any
 # repetition measured (brisk bench reads before its tests, between the tokens
