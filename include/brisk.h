@@ -196,6 +196,11 @@ typedef enum brisk_cache_type {
     BRISK_CACHE_Q4_0 = 3,   /* block_q4_0: 4.5 bits per element */
     BRISK_CACHE_K4 = 4,     /* 4-bit codes, F16 scale and min per 32: 5 bits per element */
     BRISK_CACHE_K2 = 5,     /* 2-bit codes, F16 scale and min per 32: 3 bits per element */
+    /* hybrid precision, for K and V together: k4 / k2, with the sinks, the
+     * query's own block and the 5% of slots that received the most attention
+     * kept in F16 (docs/KV.md "hyb4 and hyb2") */
+    BRISK_CACHE_HYB4 = 6,
+    BRISK_CACHE_HYB2 = 7,
 } brisk_cache_type;
 /* The type named (case-insensitive), or -1; the name of a type ("?" if unknown). */
 int brisk_cache_type_parse(const char *name);
@@ -410,6 +415,10 @@ typedef struct brisk_cache_stats {
     int32_t in_use_max;    /* high-water mark of in_use since the context was made */
     size_t block_bytes;    /* K and V bytes of one block, all layers: in_use_max * block_bytes is the KV memory's peak */
     int64_t dropped;       /* slots a retention policy or a context shift dropped so far (kv_policy) */
+    /* hyb4/hyb2: the hot rows of one sequence (their F16 K and V, slot index,
+     * masses), beside the pool's blocks; 0 for the other types */
+    size_t hot_bytes_per_seq;
+    size_t f16_block_bytes;   /* block_bytes of an F16 cache of the same shape, for comparison */
 } brisk_cache_stats;
 void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out);
 

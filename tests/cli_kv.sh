@@ -52,6 +52,16 @@ a="$(gen)"; b="$(gen -ctk F16 -ctv f16 -fa on)"
 for t in f32 q8_0 q4_0 k4 K2; do
   [ -n "$(gen -ctk $t -ctv $t)" ] && ok || bad "run -ctk $t -ctv $t generated nothing"
 done
+# hyb4/hyb2 (k4/k2 with hot F16 rows) on K and V together: runs, refusals of a mix, a policy, speculation
+for t in HYB4 hyb2; do
+  [ -n "$(gen -ctk $t -ctv $t -n 80)" ] && ok || bad "run -ctk $t -ctv $t generated nothing"
+  if ppl -f "$text" -c 96 -ctk "$t" -ctv "$t" 2>&1 | grep -q 'hot rows .* MiB per sequence; blocks + hot rows = '; then ok; else bad "ppl -ctk $t: no hot-row memory line"; fi
+done
+expect_err 2 "-ctk hyb4 -ctv f16: hyb4 and hyb2 keep a slot's K and V in F16 together" ppl -f "$text" -c 16 -ctk hyb4
+expect_err 2 "-ctk q8_0 -ctv hyb2: hyb4 and hyb2" "$brisk" run -m "$model" -p x -ctk q8_0 -ctv hyb2
+expect_err 2 "--kv-policy is not available with -ctk hyb4" "$brisk" serve -m "$model" -ctk hyb4 -ctv hyb4 --kv-policy streaming --kv-budget 64
+expect_err 2 "--spec is not available with -ctk hyb4" "$brisk" serve -m "$model" -ctk hyb4 -ctv hyb4 --spec ngram
+expect_err 1 "retention policy cannot compact it" ppl -f "$text" -c 64 -ctk hyb4 -ctv hyb4 --kv-policy streaming --kv-budget 48 -ub 8 --kv-window 8
 # KIVI's types mix with the others; with a retention policy a k4/k2 K is refused, naming why
 [ -n "$(gen -ctk k4 -ctv q8_0)" ] && [ -n "$(gen -ctk q4_0 -ctv k2)" ] && ok || bad "run with k4/q8_0 or q4_0/k2 generated nothing"
 expect_err 1 "retention policy cannot compact it" ppl -f "$text" -c 64 -ctk k4 --kv-policy streaming --kv-budget 48 -ub 8 --kv-window 8

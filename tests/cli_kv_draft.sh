@@ -33,7 +33,9 @@ nod=(-md "$tmp/none-draft.gguf" --spec draft)
 expect_err 2 "-ctkd needs a draft model (-md)" "${nom[@]}" -ctkd q8_0
 expect_err 2 "--kv-policy-draft needs a draft model (-md)" "${nom[@]}" --kv-policy-draft streaming --kv-budget-draft 64
 expect_err 2 "-ctkd q5_1: llama.cpp's cache type, not supported by brisk" "${nom[@]}" "${nod[@]}" -ctkd q5_1
-expect_err 2 "--cache-type-v-draft 'q3': unknown cache type (supported: f16, f32, q8_0, q4_0, k4, k2)" "${nom[@]}" "${nod[@]}" --cache-type-v-draft q3
+expect_err 2 "--cache-type-v-draft 'q3': unknown cache type (supported: f16, f32, q8_0, q4_0, k4, k2, hyb4, hyb2)" "${nom[@]}" "${nod[@]}" --cache-type-v-draft q3
+expect_err 2 "-ctkd/-ctvd hyb4: the draft's cache is cut back after every rejected draft" "${nom[@]}" "${nod[@]}" -ctkd hyb4 -ctvd hyb4
+expect_err 2 "--spec is not available with -ctk hyb2" "${nom[@]}" "${nod[@]}" -ctk hyb2 -ctv hyb2
 expect_err 2 "--kv-policy-draft 'lru': unknown policy (none, streaming" "${nom[@]}" "${nod[@]}" --kv-policy-draft lru --kv-budget-draft 64
 expect_err 2 "--kv-policy-draft streaming needs --kv-budget-draft" "${nom[@]}" "${nod[@]}" --kv-policy-draft streaming
 expect_err 2 "--kv-budget-draft needs --kv-policy-draft" "${nom[@]}" "${nod[@]}" --kv-budget-draft 64

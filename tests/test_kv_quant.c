@@ -13,11 +13,18 @@
  *     the chain (a path inside one block and one crossing into the next) and
  *     keep_path continues it; a state saved with one type continues bitwise and
  *     is refused by a context of another type;
+ *   - hyb4/hyb2 (kv/hyb.c): batch invariance as above; each (layer, KV head)
+ *     holds the sinks, the last full block and ceil(5%) of the slots before
+ *     it in F16; a query's logits equal those of an F32 cache holding the
+ *     values it should read (its own block and the hot rows in F16, the rest
+ *     dequantized), and not those with the hot rows read quantized; forks
+ *     continue bitwise; trees, states, retention and mixed types are refused;
  *   - kld.c: a position compared against its own encoding has KL ~ 0, and the
  *     header parser refuses truncated and trailing files.
  * Models: models/pycode-target-f16.gguf, tests/data/golden/qwen2-tiny-Q4_0.gguf
  * (each skipped with a message when absent). */
 #include "brisk.h"
+#include "engine/engine_impl.h"
 #include "kernels/kernels.h"
 #include "kv/kld.h"
 #include "kv/kv.h"
@@ -397,9 +404,10 @@ static void test_storage(void) {
 
 #define NP 75   /* prompt tokens: two full blocks and a partial one, more than a 64-tile */
 
-static brisk_context *ctx_of(const brisk_model *m, int type, int n_seq) {
+static brisk_context *ctx_pool(const brisk_model *m, int type, int n_seq, int32_t kv_tokens) {
     brisk_context_params cp = brisk_context_default_params();
     cp.n_ctx_seq = 256;
+    cp.kv_tokens = kv_tokens;
     cp.n_seq = n_seq;
     cp.n_threads = 2;
     cp.n_batch = 128;
@@ -409,6 +417,8 @@ static brisk_context *ctx_of(const brisk_model *m, int type, int n_seq) {
     CHECKF(brisk_context_init(m, &cp, &c, &err) == BRISK_OK, "context %s: %s", brisk_cache_type_name(type), err.msg);
     return c;
 }
+
+static brisk_context *ctx_of(const brisk_model *m, int type, int n_seq) { return ctx_pool(m, type, n_seq, 0); }
 
 /* Feed toks[0, n) to seq in chunks of `chunk`, with seq2's own tokens
  * interleaved into the same batches when seq2 >= 0; logits of every token of
@@ -541,6 +551,218 @@ static void test_engine(const char *path, const char *name) {
     brisk_model_free(m);
 }
 
+/* ---- hyb4/hyb2 (kv/hyb.c) ---- */
+
+#define NHY 200   /* six full blocks and a partial one: five refreshes of the hot rows */
+
+/* Into the F32 cache kr's sequence 0: the values a query at position P of
+ * seq in the hyb cache ka reads (kv/hyb.c, written out here from the cache's
+ * accessors): its own block's F16 staging, the hot rows' F16, every other
+ * slot dequantized; with hot = false the hot slots dequantized too. */
+static void hyb_reference(const brisk_kv *ka, int32_t seq, int32_t P, brisk_kv *kr, bool hot) {
+    const int32_t nl = ka->n_layer, nh = ka->n_head, hd = ka->head_dim;
+    const size_t krb = brisk_kv_k_row_bytes(ka->k_type, (int64_t)nh * hd), vrb = brisk_kv_row_bytes(ka->v_type, (int64_t)nh * hd);
+    const size_t vhb = brisk_kv_row_bytes(ka->v_type, hd);
+    uint8_t *kq = malloc(krb), *vq = malloc(vrb);
+    float *kf = malloc((size_t)nh * hd * sizeof(float)), *vf = malloc((size_t)nh * hd * sizeof(float));
+    brisk_error err = {0};
+    brisk_kv_truncate(kr, 0, 0);
+    CHECK(brisk_kv_reserve(kr, 0, P, &err) == BRISK_OK);
+    for (int32_t s = 0; s < P; s++) {
+        const bool own = s / BRISK_KV_BLOCK == P / BRISK_KV_BLOCK;
+        for (int32_t il = 0; il < nl; il++) {
+            brisk_kv_row_get(ka, il, seq, s, kq, vq);
+            for (int32_t h = 0; h < nh; h++) {
+                const int32_t r = hot ? brisk_kv_hyb_row(ka, seq, il, h, s) : -1;
+                float *k = kf + (size_t)h * hd, *v = vf + (size_t)h * hd;
+                if (own) {
+                    const uint16_t *ks = brisk_kv_k_stage(ka, il, seq, s, h), *vs = brisk_kv_v_stage(ka, il, seq, s, h);
+                    for (int32_t i = 0; i < hd; i++) k[i] = brisk_fp16_to_fp32(ks[(size_t)i * BRISK_KV_BLOCK]), v[i] = brisk_fp16_to_fp32(vs[i]);
+                } else if (r >= 0) {
+                    const uint16_t *ks = brisk_kv_hyb_kt(ka, seq, il, h, r) + r % 16, *vs = brisk_kv_hyb_v(ka, seq, il, h, r);
+                    for (int32_t i = 0; i < hd; i++) k[i] = brisk_fp16_to_fp32(ks[(size_t)i * 16]), v[i] = brisk_fp16_to_fp32(vs[i]);
+                } else {
+                    brisk_kv_k_get(ka, il, seq, s, h, k);
+                    if (ka->v_type == BRISK_KV_K4) brisk_q4_1_dequantize(vq + (size_t)h * vhb, v, hd);
+                    else k2_row_dequant(vq + (size_t)h * vhb, v, hd);
+                }
+            }
+            brisk_kv_row_set(kr, il, 0, s, (const uint8_t *)kf, (const uint8_t *)vf);
+        }
+        brisk_kv_written(kr, 0, s, brisk_kv_slot_token(ka, seq, s), s, true);
+    }
+    free(kq), free(vq), free(kf), free(vf);
+}
+
+/* Token tok at position pos of seq, alone; its logits to out. */
+static bool decode_one(brisk_context *c, int32_t seq, int32_t tok, int32_t pos, float *out, int32_t n_vocab) {
+    uint8_t lg = 1;
+    brisk_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos, .seq = &seq, .logits = &lg};
+    brisk_error err = {0};
+    if (brisk_decode(c, &b, &err) != BRISK_OK) {
+        fprintf(stderr, "decode: %s\n", err.msg);
+        return false;
+    }
+    memcpy(out, brisk_get_logits(c, 0), (size_t)n_vocab * sizeof(float));
+    return true;
+}
+
+static double max_diff(const float *a, const float *b, int32_t n) {
+    double d = 0.0;
+    for (int32_t i = 0; i < n; i++) d = fmax(d, fabs((double)a[i] - b[i]));
+    return d;
+}
+
+/* Every (layer, KV head) of seq, len slots in order: its hot rows are the
+ * sinks, the last full block whole, and ceil(5%) of the slots before that
+ * block; each hot row holds its slot. */
+static void check_hot_rows(const brisk_kv *kv, int32_t seq, int32_t len, const char *what) {
+    const int32_t full = len / BRISK_KV_BLOCK, s0 = (full - 1) * BRISK_KV_BLOCK;
+    int bad = 0;
+    for (int32_t il = 0; il < kv->n_layer; il++)
+        for (int32_t h = 0; h < kv->n_head; h++) {
+            int32_t sinks = 0, window = 0, other = 0, rows = 0;
+            for (int32_t s = 0; s < len; s++) {
+                const int32_t r = brisk_kv_hyb_row(kv, seq, il, h, s);
+                if (r < 0) continue;
+                rows++;
+                if (kv->hyb_slot[brisk_kv_hyb_unit(kv, seq, il, h) * (size_t)kv->hyb_cap + (size_t)r] != s) bad++;
+                if (s < BRISK_KV_HYB_SINK) sinks++;
+                else if (s >= s0 && s < s0 + BRISK_KV_BLOCK) window++;
+                else other++;
+            }
+            const int32_t want_other = full < 1 ? 0 : BRISK_MIN((s0 * BRISK_KV_HYB_PCT + 99) / 100, BRISK_MAX(s0 - BRISK_KV_HYB_SINK, 0));
+            if (full >= 1 && (sinks != BRISK_KV_HYB_SINK || window != (s0 == 0 ? BRISK_KV_BLOCK - BRISK_KV_HYB_SINK : BRISK_KV_BLOCK) ||
+                              other != want_other))
+                bad++;
+            if (full == 0 && rows) bad++;
+        }
+    CHECKF(bad == 0, "%s: %d (layer, head) hot sets at %d slots are not sinks + window + 5%%", what, bad, len);
+}
+
+static void test_hyb(const char *path, const char *name) {
+    brisk_model *m = NULL;
+    if (brisk_model_load(path, &m, NULL) != BRISK_OK) {
+        printf("skip %s hyb: %s absent\n", name, path);
+        return;
+    }
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    const int32_t V = info.n_vocab;
+    int32_t toks[NHY], toks2[NHY];
+    for (int i = 0; i < NHY; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    float *ref = malloc((size_t)NHY * V * sizeof(float)), *got = malloc((size_t)NHY * V * sizeof(float));
+    float *k4 = malloc((size_t)NHY * V * sizeof(float));
+    for (int type = BRISK_KV_HYB4; type <= BRISK_KV_HYB2; type++) {
+        const char *tn = brisk_cache_type_name(type);
+        brisk_context *c = ctx_pool(m, type, 3, 3 * 256), *ck = ctx_of(m, type == BRISK_KV_HYB4 ? BRISK_KV_K4 : BRISK_KV_K2, 1);
+        brisk_context *cr = ctx_of(m, BRISK_KV_F32, 1);
+        if (!c || !ck || !cr) goto next;
+        CHECK(c->kv->hyb && c->kv->k_type == (type == BRISK_KV_HYB4 ? BRISK_KV_K4 : BRISK_KV_K2) && !ck->kv->hyb);
+        /* one token at a time, against the reference cache at positions
+         * inside a block, at its first slot and at its last */
+        int checked = 0;
+        double worst = 0.0, closest_nohot = INFINITY, ratio = 0.0;
+        for (int32_t p = 0; p < NHY; p++) {
+            const bool probe = p >= 40 && (p % BRISK_KV_BLOCK == 0 || p % BRISK_KV_BLOCK == 31 || p % 17 == 5);
+            if (probe) {
+                const brisk_kv *ka = c->kv;
+                for (int hot = 0; hot < 2; hot++) {   /* got: [0] with the hot rows, [1] without */
+                    hyb_reference(ka, 0, p, cr->kv, hot);
+                    CHECK(decode_one(cr, 0, toks[p], p, got + (size_t)(1 - hot) * V, V));
+                }
+            }
+            CHECKF(decode_one(c, 0, toks[p], p, ref + (size_t)p * V, V), "%s decode %d", tn, p);
+            if (probe) {
+                /* the reference differs in the query's own K and V (F16 in the
+                 * hyb cache's staging, F32 here): the hyb logits sit near it,
+                 * and far from the reference that reads the hot rows quantized */
+                const double dh = max_diff(ref + (size_t)p * V, got, V), dd = max_diff(got, got + V, V);
+                if (getenv("BRISK_TEST_VERBOSE")) printf("  %s p %d: %.3g from the reference, %.3g between the references\n", tn, p, dh, dd);
+                worst = fmax(worst, dh), closest_nohot = fmin(closest_nohot, dd);
+                ratio = fmax(ratio, dh / dd);
+                checked++;
+            }
+            if (p % 37 == 36) check_hot_rows(c->kv, 0, p + 1, tn);
+        }
+        printf("%s %s: %d positions against an F32 cache of the values read: max |logit diff| %.3g; the reference with the hot rows quantized "
+               "differs by %.3g or more; worst ratio %.3f\n", name, tn, checked, worst, closest_nohot, ratio);
+        CHECKF(checked > 10 && ratio < 0.5, "%s %s: logits %.3g from the reference, which the hot rows move by only %.3g (ratio %.3f)", name, tn,
+               worst, closest_nohot, ratio);
+        /* the type is used: closer to F16 than k4/k2, not equal */
+        CHECK(feed(ck, 0, toks, 128, 64, -1, NULL, k4, V));
+        CHECKF(!same_bits(ref, k4, (size_t)128 * V), "%s %s: logits equal %s's", name, tn, brisk_cache_type_name(type - 2));
+        /* batch invariance: chunks, and beside another sequence */
+        static const int32_t chunks[] = {64, 7, 32, 45, 50};
+        for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+            CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK && brisk_seq_truncate(c, 2, 0, NULL) == BRISK_OK);
+            CHECK(feed(c, 1, toks, NHY, chunks[k], -1, NULL, got, V));
+            CHECKF(same_bits(ref, got, (size_t)NHY * V), "%s %s: chunks of %d differ from one token at a time", name, tn, chunks[k]);
+            CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK);
+            CHECK(feed(c, 1, toks, NHY, chunks[k], 2, toks2, got, V));
+            CHECKF(same_bits(ref, got, (size_t)NHY * V), "%s %s: chunks of %d beside another sequence differ", name, tn, chunks[k]);
+        }
+        check_hot_rows(c->kv, 1, NHY, tn);
+        {
+            brisk_error ce = {0};
+            CHECKF(brisk_kv_check(c->kv, &ce), "%s: %s", tn, ce.msg);
+        }
+        /* a fork mid-block continues as its source */
+        brisk_error err = {0};
+        CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK);
+        CHECK(feed(c, 1, toks, 150, 64, -1, NULL, got, V));
+        CHECKF(brisk_seq_fork(c, 1, 2, &err) == BRISK_OK, "fork: %s", err.msg);
+        for (int32_t p = 150; p < NHY; p++)
+            for (int32_t sq = 1; sq <= 2; sq++) {
+                CHECK(decode_one(c, sq, toks[p], p, got, V));
+                CHECKF(same_bits(got, ref + (size_t)p * V, (size_t)V), "%s %s: sequence %d after the fork differs at %d", name, tn, sq, p);
+            }
+        /* truncated into a sealed block (its F16 staging rebuilt from the quantized
+         * values, the hot rows past the cut dropped): it continues close to the
+         * chain, not bitwise (docs/KV.md), and the cache stays consistent */
+        CHECK(brisk_seq_truncate(c, 1, 100, &err) == BRISK_OK);
+        CHECKF(brisk_kv_check(c->kv, &err), "%s after a truncation: %s", tn, err.msg);
+        double drift = 0.0;
+        for (int32_t p = 100; p < NHY; p++) {
+            CHECK(decode_one(c, 1, toks[p], p, got, V));
+            drift = fmax(drift, max_diff(got, ref + (size_t)p * V, V));
+        }
+        CHECKF(drift < (type == BRISK_KV_HYB4 ? 4.0 : 8.0), "%s %s: after a truncation the logits drift %.3g from the chain's", name, tn, drift);
+        CHECKF(brisk_kv_check(c->kv, &err), "%s after continuing: %s", tn, err.msg);
+        /* refused: a token tree, states, a retention policy, hyb on one of K and V */
+        int32_t tt[2] = {toks[0], toks[1]}, tp[2] = {NHY, NHY}, ts[2] = {1, 1}, par[2] = {-1, -1};
+        uint8_t tl[2] = {1, 1};
+        brisk_batch bt = {.n_tokens = 2, .token = tt, .pos = tp, .seq = ts, .logits = tl};
+        CHECKF(brisk_decode_tree(c, &bt, par, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "tree") && strstr(err.msg, tn), "tree: '%s'", err.msg);
+        CHECK(brisk_seq_len(c, 1) == NHY);
+        uint8_t *st = NULL;
+        size_t n_st = 0;
+        CHECKF(brisk_seq_state_get_alloc(c, 1, NULL, &st, &n_st, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, tn), "state get: '%s'", err.msg);
+        free(st);
+        st = NULL;
+        CHECK(brisk_seq_state_get_alloc(ck, 0, NULL, &st, &n_st, &err) == BRISK_OK);
+        CHECKF(brisk_seq_state_set(c, 0, NULL, st, n_st, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, tn), "state set: '%s'", err.msg);
+        free(st);
+        brisk_context_params cp = brisk_context_default_params();
+        cp.n_ctx_seq = 256;
+        cp.type_k = type, cp.type_v = BRISK_KV_F16;
+        brisk_context *bad = NULL;
+        CHECKF(brisk_context_init(m, &cp, &bad, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "together") && !bad, "%s/f16: '%s'", tn, err.msg);
+        cp.type_v = type, cp.kv_policy = 1 /* streaming */, cp.kv_budget = 128;
+        CHECKF(brisk_context_init(m, &cp, &bad, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, "policy") && !bad, "%s + policy: '%s'", tn, err.msg);
+        /* a prefix is reused only whole: the hot rows are the history of every query */
+        CHECK(brisk_kv_sync_prefix(c->kv, 1, toks, NHY) == NHY);
+        CHECK(brisk_kv_sync_prefix(c->kv, 1, toks, 100) == 0 && brisk_seq_len(c, 1) == 0);
+        CHECKF(brisk_kv_check(c->kv, &err), "%s after the refusals: %s", tn, err.msg);
+    next:
+        brisk_context_free(c);
+        brisk_context_free(ck);
+        brisk_context_free(cr);
+    }
+    free(ref), free(got), free(k4);
+    brisk_model_free(m);
+}
+
 /* kld.c: encode then compare a position with itself: KL ~ 0, same top; the parser's refusals. */
 static void test_kld(void) {
     enum { NV = 301 };
@@ -581,5 +803,7 @@ int main(int argc, char **argv) {
     char p1[4096], p2[4096];
     test_engine(test_source("models/pycode-target-f16.gguf", p1, sizeof p1), "pycode-target-f16");
     test_engine(test_source("tests/data/golden/qwen2-tiny-Q4_0.gguf", p2, sizeof p2), "qwen2-tiny-Q4_0");
+    test_hyb(p1, "pycode-target-f16");
+    test_hyb(p2, "qwen2-tiny-Q4_0");
     return test_finish();
 }

@@ -525,8 +525,9 @@ int brisk_cmd_bench(int argc, char **argv) {
     if (!tok || !pos || !seq || !want) { fprintf(stderr, "brisk bench: out of memory\n"); rc = 1; }
 
     /* roofline for decode: every weight byte plus the KV cache at the mean tg position (bytes_per_token) */
-    /* bytes per element of each cache type (brisk_cache_type order: f16, f32, q8_0, q4_0, k4, k2 blocks of 32) */
-    static const double kv_elem_bytes[] = {2.0, 4.0, 34.0 / 32.0, 18.0 / 32.0, 20.0 / 32.0, 12.0 / 32.0};
+    /* bytes per element of each cache type (brisk_cache_type order: f16, f32, q8_0, q4_0, k4, k2 blocks of 32;
+     * hyb4/hyb2: k4/k2's plus the hot F16 rows read per slot, 5% of two bytes) */
+    static const double kv_elem_bytes[] = {2.0, 4.0, 34.0 / 32.0, 18.0 / 32.0, 20.0 / 32.0, 12.0 / 32.0, 20.0 / 32.0 + 0.1, 12.0 / 32.0 + 0.1};
     const double kv_row = (double)mi.n_layer * mi.n_head_kv * mi.head_dim * (kv_elem_bytes[cp.type_k] + kv_elem_bytes[cp.type_v]);
     if (roofline && rc == 0) {
         const double after = bw_best(probe, 6);

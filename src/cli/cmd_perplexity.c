@@ -400,6 +400,12 @@ int brisk_cmd_perplexity(int argc, char **argv) {
                "dropped\n",
                cs.in_use_max, cs.block_bytes, (double)cs.in_use_max * (double)cs.block_bytes / 1048576.0, (long long)n_ctx, (long long)full,
                (double)full * (double)cs.block_bytes / 1048576.0, 100.0 * cs.in_use_max / (double)full, (long long)cs.dropped);
+        if (cs.hot_bytes_per_seq) {   /* hyb4/hyb2: the hot rows beside the blocks, against an F16 cache of -c slots */
+            const double f16 = (double)full * (double)cs.f16_block_bytes;
+            fprintf(stderr, "KV memory: hot rows %.3f MiB per sequence; blocks + hot rows = %.1f%% of an F16 cache of -c %lld (%.3f MiB)\n",
+                    (double)cs.hot_bytes_per_seq / 1048576.0, 100.0 * ((double)cs.in_use_max * (double)cs.block_bytes + (double)cs.hot_bytes_per_seq) / f16,
+                    (long long)n_ctx, f16 / 1048576.0);
+        }
     }
     if (kld_mode) {
         print_kld(&ks, kld_v, pd_v, (size_t)ks.count);

@@ -171,9 +171,10 @@ static const cli_opt table[CLI_O_COUNT] = {
                                      "llama.cpp's --chat-template, which takes the template text)"},
     [CLI_O_ALL] = {{"--all"}, .type = CLI_T_FLAG, .help = "print arrays whole (default: their length and first elements)"},
     [CLI_O_CACHE_TYPE_K] = {{"-ctk", "--cache-type-k"}, .type = CLI_T_STR, .meta = "TYPE", .def = "f16",
-                            .help = "KV cache type for K: f16, f32, q8_0, q4_0 (llama.cpp's names, any case), k4, k2 (KIVI: per-channel K; docs/KV.md)"},
+                            .help = "KV cache type for K: f16, f32, q8_0, q4_0 (llama.cpp's names, any case), k4, k2 (KIVI: per-channel K; docs/KV.md), "
+                                    "hyb4, hyb2 (k4/k2 with the sinks, the newest block and the 5% most attended slots in F16; K and V together)"},
     [CLI_O_CACHE_TYPE_V] = {{"-ctv", "--cache-type-v"}, .type = CLI_T_STR, .meta = "TYPE", .def = "f16",
-                            .help = "KV cache type for V: f16, f32, q8_0, q4_0, k4, k2 (KIVI: per-token V)"},
+                            .help = "KV cache type for V: f16, f32, q8_0, q4_0, k4, k2 (KIVI: per-token V), hyb4, hyb2 (with -ctk hyb4/hyb2)"},
     [CLI_O_K_HADAMARD] = {{"-khad", "--k-hadamard"}, .type = CLI_T_FLAG,
                           .help = "store K rotated by a Hadamard transform per head, the queries alike (q.k unchanged): a q8_0 or "
                                   "q4_0 K loses less (docs/KV.md); needs -ctk q8_0 or q4_0"},

@@ -183,14 +183,18 @@ static brisk_status resolve_params(const brisk_model *m, const brisk_context_par
     }
     for (int w = 0; w < 2; w++) {
         const int32_t t = w ? p->type_v : p->type_k;
-        if (t < 0 || t >= BRISK_KV_N_TYPES)
-            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache type %s = %d unknown (supported: f16, f32, q8_0, q4_0, k4, k2)",
+        if (t < 0 || t >= BRISK_KV_N_NAMES)
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV cache type %s = %d unknown (supported: f16, f32, q8_0, q4_0, k4, k2, hyb4, hyb2)",
                               w ? "type_v" : "type_k", t);
         if (t != BRISK_KV_F16 && t != BRISK_KV_F32 && hp->head_dim % 32)
             return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache type %s for %s needs a head size that is a multiple of 32, the model's is %d",
                               brisk_kv_type_name(t), w ? "V" : "K", hp->head_dim);
     }
-    if (brisk_kv_type_kivi(p->type_k) && p->kv_policy)
+    if (brisk_kv_type_hyb(p->type_k) != brisk_kv_type_hyb(p->type_v))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "KV cache types %s/%s: hyb4 and hyb2 keep a slot's K and V in F16 together, so they go on K and V together "
+                          "(-ctk hyb4 -ctv hyb4, or hyb2)", brisk_kv_type_name(p->type_k), brisk_kv_type_name(p->type_v));
+    if ((brisk_kv_type_kivi(p->type_k) || brisk_kv_type_hyb(p->type_k)) && p->kv_policy)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                           "KV cache type %s for K keeps each channel's 32 slots of a block as one quantized group, so a retention "
                           "policy cannot compact it; use another K type (f16, f32, q8_0, q4_0) with --kv-policy",
@@ -430,7 +434,8 @@ const char *brisk_context_isa(const brisk_context *c) { return brisk_forward_isa
 
 _Static_assert((int)BRISK_CACHE_F16 == (int)BRISK_KV_F16 && (int)BRISK_CACHE_F32 == (int)BRISK_KV_F32 &&
                    (int)BRISK_CACHE_Q8_0 == (int)BRISK_KV_Q8_0 && (int)BRISK_CACHE_Q4_0 == (int)BRISK_KV_Q4_0 &&
-                   (int)BRISK_CACHE_K4 == (int)BRISK_KV_K4 && (int)BRISK_CACHE_K2 == (int)BRISK_KV_K2,
+                   (int)BRISK_CACHE_K4 == (int)BRISK_KV_K4 && (int)BRISK_CACHE_K2 == (int)BRISK_KV_K2 &&
+                   (int)BRISK_CACHE_HYB4 == BRISK_KV_HYB4 && (int)BRISK_CACHE_HYB2 == BRISK_KV_HYB2,
                "public and KV cache type numbers");
 int brisk_cache_type_parse(const char *name) { return brisk_kv_type_parse(name); }
 const char *brisk_cache_type_name(int type) { return brisk_kv_type_name(type); }
@@ -661,6 +666,13 @@ void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out) {
     out->in_use_max = c->kv->in_use_max;
     out->block_bytes = (size_t)c->kv->n_layer * (size_t)c->kv->n_head * (c->kv->k_part + c->kv->v_part);
     out->dropped = c->kv->n_compacted;
+    const brisk_kv *kv = c->kv;
+    out->f16_block_bytes = (size_t)kv->n_layer * (size_t)kv->n_head * ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * BRISK_KV_BLOCK * 2;
+    if (kv->hyb) {
+        const size_t units = (size_t)kv->n_layer * (size_t)kv->n_head, cap = (size_t)kv->hyb_cap;
+        out->hot_bytes_per_seq = units * (cap * (sizeof(int32_t) + sizeof(int64_t) + ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * 2) +
+                                          BRISK_KV_BLOCK * sizeof(int64_t) + (size_t)kv->n_ctx * sizeof(int16_t));
+    }
 }
 
 /* ---- roles and the context shift (kv/shift.c) ---------------------------------------------------- */

@@ -511,6 +511,10 @@ brisk_status brisk_sched_add(brisk_sched *s, const brisk_sched_request *r, int64
     if ((int64_t)r->n_prompt + r->max_tokens > INT32_MAX)
         return brisk_fail(err, BRISK_ERR_CAPACITY, "request: prompt of %d tokens + max_tokens %d exceed %d tokens", r->n_prompt,
                           r->max_tokens, INT32_MAX);
+    if (s->kv->hyb && r->spec != BRISK_SCHED_SPEC_OFF)
+        return brisk_fail(err, BRISK_ERR_INVALID_ARG,
+                          "request: speculative decoding is not available with a hyb4/hyb2 cache: a rejected draft's queries would "
+                          "already have ranked its hot rows");
     if (s->retention && r->spec != BRISK_SCHED_SPEC_OFF)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                           "request: speculative decoding is not available with KV retention (a policy or a context shift): drafts are "

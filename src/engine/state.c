@@ -185,6 +185,10 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
                           "sequence %d: cannot save: slots %d..%d hold the token tree of the last decode; keep one path of it "
                           "(brisk_seq_keep_path) or truncate first",
                           seq, s->ordered, s->len - 1);
+    if (kv->hyb)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "sequence %d: cannot save a %s cache: its hot F16 rows and their attention history are not part of the state "
+                          "format", seq, kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
     if (brisk_kv_policy_heads_differ(kv, seq))
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                           "sequence %d: cannot save: per-head KV selection (--kv-per-head) left each KV head its own slots, which a "
@@ -256,6 +260,9 @@ static const char *kv_type_name(uint32_t t) { return t < BRISK_KV_N_TYPES ? bris
 static brisk_status state_check(const brisk_context *c, int32_t seq, const struct brisk_sampler *smp, const uint8_t *p, size_t len,
                                 state_header *h, state_layout *l, brisk_error *err) {
     const brisk_kv *kv = c->kv;
+    if (kv->hyb)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV state: cannot load into a %s cache (its hot F16 rows are not part of the state format)",
+                          kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
     if (len < 4 || get_u32(p) != STATE_MAGIC)
         return brisk_fail(err, BRISK_ERR_FORMAT, "not a brisk KV state (%s)", len < 4 ? "shorter than its magic" : "bad magic; expected \"BKVS\"");
     if (len < 8) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state truncated: %zu bytes, the header has %u", len, STATE_HEADER);

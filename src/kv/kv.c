@@ -18,12 +18,12 @@ static int32_t blocks_for(int32_t n_tokens) { return (int32_t)(((int64_t)n_token
  * lowers the count: forks share full blocks and copy at most their partial one). */
 static int64_t pool_blocks(int32_t kv_tokens, int32_t n_seq) { return (int64_t)blocks_for(kv_tokens) + (n_seq - 1); }
 
-static const char *const type_names[BRISK_KV_N_TYPES] = {"f16", "f32", "q8_0", "q4_0", "k4", "k2"};
+static const char *const type_names[BRISK_KV_N_NAMES] = {"f16", "f32", "q8_0", "q4_0", "k4", "k2", "hyb4", "hyb2"};
 
-const char *brisk_kv_type_name(int type) { return type >= 0 && type < BRISK_KV_N_TYPES ? type_names[type] : "?"; }
+const char *brisk_kv_type_name(int type) { return type >= 0 && type < BRISK_KV_N_NAMES ? type_names[type] : "?"; }
 
 int brisk_kv_type_parse(const char *name) {
-    for (int t = 0; t < BRISK_KV_N_TYPES; t++)
+    for (int t = 0; t < BRISK_KV_N_NAMES; t++)
         if (name && !strcasecmp(name, type_names[t])) return t;
     return -1;
 }
@@ -106,6 +106,17 @@ static void kivi_k_code_set(brisk_kv_type t, uint8_t *part, int32_t s, int32_t i
     }
 }
 
+/* Element j of a k4/k2 V row (kivi_v_row's form), dequantized. */
+static float kivi_v_value(brisk_kv_type t, const uint8_t *row, int32_t j) {
+    const uint8_t *b = row + (size_t)(j / 32) * brisk_kv_row_bytes(t, 32);
+    uint16_t d, m;
+    memcpy(&d, b, 2);
+    memcpy(&m, b + 2, 2);
+    const int e = j % 32;
+    const unsigned c = t == BRISK_KV_K4 ? (b[4 + e % 16] >> (e < 16 ? 0 : 4)) & 15u : (b[4 + e % 8] >> (2 * (e / 8))) & 3u;
+    return (float)c * brisk_fp16_to_fp32(d) + brisk_fp16_to_fp32(m);
+}
+
 static float kivi_k_value(brisk_kv_type t, const uint8_t *part, int32_t hd, int32_t s, int32_t i) {
     uint16_t d, m;
     const size_t cb = kivi_codes_bytes(t, hd);
@@ -133,9 +144,15 @@ static size_t part_bytes(brisk_kv_type t, int32_t head_dim) { return brisk_kv_ro
 typedef struct kv_sizes {
     int32_t n_blocks, max_blocks;
     uint32_t n_bucket;
-    int32_t n_stage;
+    int32_t n_stage, hyb_cap;
     size_t k, v, tok, pos, role, blk, bucket, seqs, tables, want, chain, stage, stage_free, total;
+    size_t hyb_slot, hyb_mass, hyb_wmass, hyb_idx, hyb_k, hyb_v, hyb_cand;   /* hyb4/hyb2's hot rows (kv.h) */
 } kv_sizes;
+
+/* hyb4/hyb2 name k4/k2 storage plus hot rows: the storage type of a name. */
+static brisk_kv_type storage_of(int t) {
+    return t == BRISK_KV_HYB4 ? BRISK_KV_K4 : t == BRISK_KV_HYB2 ? BRISK_KV_K2 : (brisk_kv_type)t;
+}
 
 static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
     return brisk_mul_size(a, b, out) && brisk_add_size(*total, *out, total);
@@ -144,6 +161,9 @@ static bool kv_size_add(size_t *total, size_t a, size_t b, size_t *out) {
 static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int32_t head_dim_v, int32_t n_ctx, int32_t kv_tokens,
                           int32_t n_seq, int32_t n_batch, brisk_kv_type kt, brisk_kv_type vt, kv_sizes *z) {
     memset(z, 0, sizeof *z);
+    const bool hyb = brisk_kv_type_hyb(kt);
+    if (hyb != brisk_kv_type_hyb(vt)) return false;   /* K and V together (brisk_kv_init_full says so) */
+    kt = storage_of(kt), vt = storage_of(vt);
     if (n_layer < 1 || n_head < 1 || head_dim < 1 || head_dim_v < 1 || n_ctx < 1 || kv_tokens < 1 || n_seq < 1 || n_seq > 4096 || n_batch < 1)
         return false;
     if (!type_fits(kt, head_dim) || !type_fits(vt, head_dim_v) || (int64_t)n_head * head_dim > INT32_MAX ||
@@ -164,10 +184,23 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
          * queries read their own block in F16 while later ones read it
          * quantized), one more per sequence a batch may start inside */
         z->n_stage = 2 * n_seq + blocks_for(BRISK_MIN(n_batch, n_ctx));
-        size_t one;   /* F16 elements of one stage */
-        if (!brisk_mul_size((size_t)n_layer * (size_t)n_head, (size_t)head_dim * BRISK_KV_BLOCK, &one) ||
+        size_t one;   /* F16 elements of one stage: K, and for hyb V too */
+        if (!brisk_mul_size((size_t)n_layer * (size_t)n_head, (size_t)(head_dim + (hyb ? head_dim_v : 0)) * BRISK_KV_BLOCK, &one) ||
             !kv_size_add(t, (size_t)z->n_stage, one * sizeof(uint16_t), &z->stage) ||
             !kv_size_add(t, (size_t)z->n_stage, sizeof(int32_t), &z->stage_free))
+            return false;
+    }
+    if (hyb) {
+        const int32_t cap = z->hyb_cap = brisk_kv_hyb_cap(n_ctx);
+        if (cap > INT16_MAX) return false;   /* hyb_idx holds int16 rows: a context of at most ~600K tokens */
+        const size_t units = (size_t)n_seq * (size_t)n_layer * (size_t)n_head, rows = units * (size_t)cap;
+        size_t nk, nv, ni;
+        if (!kv_size_add(t, rows, sizeof(int32_t), &z->hyb_slot) || !kv_size_add(t, rows, sizeof(int64_t), &z->hyb_mass) ||
+            !kv_size_add(t, units * BRISK_KV_BLOCK, sizeof(int64_t), &z->hyb_wmass) || !brisk_mul_size(units, (size_t)n_ctx, &ni) ||
+            !kv_size_add(t, ni, sizeof(int16_t), &z->hyb_idx) ||
+            !brisk_mul_size(rows, (size_t)head_dim, &nk) || !kv_size_add(t, nk, sizeof(uint16_t), &z->hyb_k) ||
+            !brisk_mul_size(rows, (size_t)head_dim_v, &nv) || !kv_size_add(t, nv, sizeof(uint16_t), &z->hyb_v) ||
+            !kv_size_add(t, (size_t)cap, BRISK_KV_HYB_CAND_BYTES, &z->hyb_cand))
             return false;
     }
     return kv_size_add(t, parts, part_bytes(kt, head_dim), &z->k) && kv_size_add(t, parts, part_bytes(vt, head_dim_v), &z->v) &&
@@ -220,18 +253,27 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
     if (n_seq < 1 || n_seq > 4096) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequences: %d out of range [1, 4096]", n_seq);
     if (n_ctx < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "context: %d must be positive", n_ctx);
     if (kv_tokens < 1) return brisk_fail(err, BRISK_ERR_INVALID_ARG, "KV pool: %d tokens must be positive", kv_tokens);
-    if ((int)k_type < 0 || (int)k_type >= BRISK_KV_N_TYPES || (int)v_type < 0 || (int)v_type >= BRISK_KV_N_TYPES)
-        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d unknown (supported: f16, f32, q8_0, q4_0, k4, k2)",
+    if ((int)k_type < 0 || (int)k_type >= BRISK_KV_N_NAMES || (int)v_type < 0 || (int)v_type >= BRISK_KV_N_NAMES)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: storage types %d/%d unknown (supported: f16, f32, q8_0, q4_0, k4, k2, hyb4, hyb2)",
                           (int)k_type, (int)v_type);
+    const bool hyb = brisk_kv_type_hyb(k_type);
+    if (hyb != brisk_kv_type_hyb(v_type))
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "KV cache: %s/%s: hyb4 and hyb2 keep a slot's K and V in F16 together, so they go on K and V together "
+                          "(-ctk hyb4 -ctv hyb4)", brisk_kv_type_name(k_type), brisk_kv_type_name(v_type));
     for (int w = 0; w < 2; w++) {
         const brisk_kv_type t = w ? v_type : k_type;
-        if (!type_fits(t, w ? head_dim_v : head_dim))
+        if (!type_fits(storage_of(t), w ? head_dim_v : head_dim))
             return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: %s type %s needs a head size that is a multiple of 32 up to %d, not %d",
                               w ? "V" : "K", brisk_kv_type_name(t), KV_MAX_QHEAD, w ? head_dim_v : head_dim);
     }
+    if (hyb && brisk_kv_hyb_cap(n_ctx) > INT16_MAX)
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV cache: %s supports a context of up to %d tokens, not %d", brisk_kv_type_name(k_type),
+                          (INT16_MAX - BRISK_KV_HYB_SINK - BRISK_KV_BLOCK) * 100 / BRISK_KV_HYB_PCT, n_ctx);
     kv_sizes z;
     if (!compute_sizes(n_layer, n_head, head_dim, head_dim_v, n_ctx, kv_tokens, n_seq, n_batch, k_type, v_type, &z))
         return brisk_fail(err, BRISK_ERR_CAPACITY, "KV cache size for a pool of %d tokens overflows", kv_tokens);
+    k_type = storage_of(k_type), v_type = storage_of(v_type);
     /* what this machine can hold is checked by the context's memory plan (engine.c) before this runs */
     brisk_kv *kv = calloc(1, sizeof *kv);
     if (!kv) return brisk_fail(err, BRISK_ERR_NOMEM, "KV cache: out of memory");
@@ -268,9 +310,20 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
         kv->stage = calloc(1, z.stage);
         kv->stage_free = malloc(z.stage_free);
     }
+    if (hyb) {
+        kv->hyb = true;
+        kv->hyb_cap = z.hyb_cap;
+        kv->hyb_slot = malloc(z.hyb_slot);
+        kv->hyb_mass = calloc(1, z.hyb_mass);
+        kv->hyb_wmass = calloc(1, z.hyb_wmass);
+        kv->hyb_idx = malloc(z.hyb_idx);
+        kv->hyb_k = calloc(1, z.hyb_k);
+        kv->hyb_v = calloc(1, z.hyb_v);
+        kv->hyb_cand = malloc(z.hyb_cand);
+    }
     if (kv->seqs)
         kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
-    if (!kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
+    if ((hyb && (!kv->hyb_slot || !kv->hyb_mass || !kv->hyb_wmass || !kv->hyb_idx || !kv->hyb_k || !kv->hyb_v || !kv->hyb_cand)) || !kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
         (z.n_stage && (!kv->stage || !kv->stage_free))) {
         if (!kv->seqs) free(tables);
         brisk_kv_free(kv);
@@ -284,6 +337,10 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
                                       .stage = -1};
     }
     for (int32_t i = 0; i < kv->n_stage; i++) kv->stage_free[i] = kv->n_stage - 1 - i;   /* stage 0 handed out first */
+    if (hyb) {   /* nothing hot */
+        memset(kv->hyb_slot, 0xFF, z.hyb_slot);
+        memset(kv->hyb_idx, 0xFF, z.hyb_idx);
+    }
     kv->free_head = 0;
     kv->free_tail = kv->n_blocks - 1;
     kv->n_free = kv->n_blocks;
@@ -307,6 +364,13 @@ void brisk_kv_free(brisk_kv *kv) {
     free(kv->chain);
     free(kv->stage);
     free(kv->stage_free);
+    free(kv->hyb_slot);
+    free(kv->hyb_mass);
+    free(kv->hyb_wmass);
+    free(kv->hyb_idx);
+    free(kv->hyb_k);
+    free(kv->hyb_v);
+    free(kv->hyb_cand);
     free(kv);
 }
 
@@ -409,8 +473,13 @@ static void index_remove(brisk_kv *kv, int32_t b) {
  * into, then refilled; a token tree's path moved into it). */
 static bool kivi_k(const brisk_kv *kv) { return brisk_kv_type_kivi(kv->k_type); }
 
-static size_t stage_elems(const brisk_kv *kv) {
+static size_t stage_k_elems(const brisk_kv *kv) {
     return (size_t)kv->n_layer * (size_t)kv->n_head * (size_t)kv->head_dim * BRISK_KV_BLOCK;
+}
+
+/* A stage block: its K parts, then for hyb its V ([n_layer][n_head][32][head_dim_v]). */
+static size_t stage_elems(const brisk_kv *kv) {
+    return stage_k_elems(kv) + (kv->hyb ? (size_t)kv->n_layer * (size_t)kv->n_head * (size_t)kv->head_dim_v * BRISK_KV_BLOCK : 0);
 }
 
 static uint16_t *stage_part(const brisk_kv *kv, int32_t st, int32_t layer, int32_t head) {
@@ -421,6 +490,17 @@ static uint16_t *stage_part(const brisk_kv *kv, int32_t st, int32_t layer, int32
 uint16_t *brisk_kv_k_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
     const int32_t b = kv->seqs[seq].blocks[pos / BRISK_KV_BLOCK];
     return stage_part(kv, kv->blk[b].stage, layer, head) + (size_t)(pos % BRISK_KV_BLOCK);
+}
+
+static uint16_t *stage_v_row(const brisk_kv *kv, int32_t st, int32_t layer, int32_t head, int32_t sl) {
+    BRISK_ASSERT(kv->hyb && st >= 0 && st < kv->n_stage);
+    return kv->stage + (size_t)st * stage_elems(kv) + stage_k_elems(kv) +
+           (((size_t)layer * (size_t)kv->n_head + (size_t)head) * BRISK_KV_BLOCK + (size_t)sl) * (size_t)kv->head_dim_v;
+}
+
+uint16_t *brisk_kv_v_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head) {
+    const int32_t b = kv->seqs[seq].blocks[pos / BRISK_KV_BLOCK];
+    return stage_v_row(kv, kv->blk[b].stage, layer, head, pos % BRISK_KV_BLOCK);
 }
 
 static int32_t stage_take(brisk_kv *kv) {
@@ -476,6 +556,13 @@ static void kivi_reopen(brisk_kv *kv, int32_t b, int32_t n_slots) {
                 for (int32_t i = 0; i < kv->head_dim; i++)
                     for (int32_t l = 0; l < n_slots; l++)
                         st[(size_t)i * BRISK_KV_BLOCK + (size_t)l] = brisk_fp32_to_fp16(kivi_k_value(kv->k_type, part, kv->head_dim, l, i));
+                if (kv->hyb)   /* hyb's staged V, from its quantized rows likewise */
+                    for (int32_t l = 0; l < n_slots; l++) {
+                        const uint8_t *row = kv->v + ((((size_t)il * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)h) *
+                                                      kv->v_part) + (size_t)l * (kv->v_part / BRISK_KV_BLOCK);
+                        uint16_t *vs = stage_v_row(kv, x->stage, il, h, l);
+                        for (int32_t j = 0; j < kv->head_dim_v; j++) vs[j] = brisk_fp32_to_fp16(kivi_v_value(kv->v_type, row, j));
+                    }
             }
     }
     x->sealed = 0;
@@ -697,6 +784,7 @@ static void truncate_slots(brisk_kv *kv, int32_t seq, int32_t n_keep);
 
 void brisk_kv_truncate(brisk_kv *kv, int32_t seq, int32_t n_keep) {
     if (seq < 0 || seq >= kv->n_seq) return;
+    if (kv->hyb && n_keep < kv->seqs[seq].len) brisk_kv_hyb_truncated(kv, seq, BRISK_MAX(n_keep, 0));
     truncate_slots(kv, seq, n_keep);
     brisk_kv_policy_truncated(kv, seq, brisk_kv_len(kv, seq));   /* per-head slot maps past the end are gone */
 }
@@ -905,6 +993,7 @@ brisk_status brisk_kv_fork(brisk_kv *kv, int32_t src, int32_t dst, brisk_error *
     d->n_indexed = s->n_indexed;
     d->role = s->role;
     brisk_kv_policy_forked(kv, src, dst);   /* a scored policy's statistics come with the slots */
+    if (kv->hyb) brisk_kv_hyb_forked(kv, src, dst);
     return BRISK_OK;
 }
 
@@ -922,6 +1011,14 @@ int32_t brisk_kv_sync_prefix(brisk_kv *kv, int32_t seq, const int32_t *tok, int3
      * prefix gives the bits a fresh computation gives */
     if (kivi_k(kv) && own < s->len && own % BRISK_KV_BLOCK && kv->blk[s->blocks[own / BRISK_KV_BLOCK]].stage < 0)
         own -= own % BRISK_KV_BLOCK;
+    /* hyb: the hot rows are the history of every query the sequence saw, so
+     * only all of it continues exactly; and the prefix index's blocks come
+     * without any (docs/KV.md "hyb4 and hyb2") */
+    if (kv->hyb) {
+        if (own < s->len) own = 0;
+        brisk_kv_truncate(kv, seq, own);
+        return own;
+    }
     int32_t nb = 0, parent = -1;
     while ((int64_t)(nb + 1) * BRISK_KV_BLOCK <= limit) {
         const int32_t *t = tok + (size_t)nb * BRISK_KV_BLOCK;
@@ -1200,6 +1297,10 @@ void brisk_kv_put(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int32_
         k_part_set(kv->k_type, brisk_kv_k_part(kv, layer, seq, slot, head), sl, hd, row);
     }
     to_row(kv->v_type, v, kv->head_dim_v, brisk_kv_v_row(kv, layer, seq, slot, head));
+    if (kv->hyb) {   /* and in F16 beside its K: the window reads it, a refresh may make it hot */
+        uint16_t *vs = brisk_kv_v_stage(kv, layer, seq, slot, head);
+        for (int32_t j = 0; j < kv->head_dim_v; j++) vs[j] = brisk_fp32_to_fp16(v[j]);
+    }
 }
 
 int32_t brisk_kv_blocks_obtainable(const brisk_kv *kv, int32_t seq) {
@@ -1315,6 +1416,27 @@ bool brisk_kv_check(const brisk_kv *kv, brisk_error *err) {
         brisk_fail(err, BRISK_ERR_INVALID_ARG, "index: %d blocks in buckets, %d marked indexed", in_buckets, n_indexed);
         goto done;
     }
+    /* hyb: each hot row holds a slot of its sequence, indexed back to it, and
+     * every indexed slot names a row holding it */
+    for (int32_t sq = 0; kv->hyb && sq < kv->n_seq; sq++)
+        for (int32_t il = 0; il < kv->n_layer; il++)
+            for (int32_t h = 0; h < kv->n_head; h++) {
+                const size_t u = brisk_kv_hyb_unit(kv, sq, il, h);
+                const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
+                const int16_t *idx = kv->hyb_idx + u * (size_t)kv->n_ctx;
+                for (int32_t r = 0; r < kv->hyb_cap; r++)
+                    if (rslot[r] >= 0 && (rslot[r] >= kv->seqs[sq].len || idx[rslot[r]] != r)) {
+                        brisk_fail(err, BRISK_ERR_INVALID_ARG, "hyb: sequence %d layer %d head %d: row %d holds slot %d (length %d, indexed to %d)",
+                                   sq, il, h, r, rslot[r], kv->seqs[sq].len, rslot[r] < kv->n_ctx ? idx[rslot[r]] : -1);
+                        goto done;
+                    }
+                for (int32_t sl = 0; sl < kv->n_ctx; sl++)
+                    if (idx[sl] >= 0 && (idx[sl] >= kv->hyb_cap || rslot[idx[sl]] != sl)) {
+                        brisk_fail(err, BRISK_ERR_INVALID_ARG, "hyb: sequence %d layer %d head %d: slot %d indexed to row %d, which holds another",
+                                   sq, il, h, sl, idx[sl]);
+                        goto done;
+                    }
+            }
     ok = true;
 done:
     free(refs);

@@ -99,13 +99,22 @@ typedef enum brisk_kv_type {
     BRISK_KV_K2 = 5,     /* 12 bytes per 32 elements */
 } brisk_kv_type;
 #define BRISK_KV_N_TYPES 6
+/* Cache type names past the storage types: hybrid precision (docs/KV.md
+ * "hyb4 and hyb2"), stored as k4 / k2 plus, per sequence and layer, a set of
+ * F16 rows (the sinks and the slots that received the most attention). Given
+ * to brisk_kv_plan_full / brisk_kv_init_full for K and V together; the cache
+ * then holds k_type = v_type = K4 (K2) and hyb = true. */
+#define BRISK_KV_HYB4 6
+#define BRISK_KV_HYB2 7
+#define BRISK_KV_N_NAMES 8
+static inline bool brisk_kv_type_hyb(int t) { return t == BRISK_KV_HYB4 || t == BRISK_KV_HYB2; }
 
 /* Whether t is one of KIVI's types (k4, k2). */
 static inline bool brisk_kv_type_kivi(int t) { return t == BRISK_KV_K4 || t == BRISK_KV_K2; }
 /* A K type attention scores by integer dots against the query in Q8_0 (as llama.cpp does): Q8_0, Q4_0. */
 static inline bool brisk_kv_type_int_dot(int t) { return t == BRISK_KV_Q8_0 || t == BRISK_KV_Q4_0; }
 
-/* "f16", "f32", "q8_0", "q4_0" (llama.cpp's names), "k4", "k2"; "?" outside the enum. */
+/* "f16", "f32", "q8_0", "q4_0" (llama.cpp's names), "k4", "k2", "hyb4", "hyb2"; "?" outside them. */
 const char *brisk_kv_type_name(int type);
 /* The type named (case-insensitive), or -1. */
 int brisk_kv_type_parse(const char *name);
@@ -211,6 +220,22 @@ typedef struct brisk_kv {
     int32_t n_stage, n_stage_free;
     uint16_t *stage;
     int32_t *stage_free;
+    /* hyb4/hyb2 (kv/hyb.c, docs/KV.md "hyb4 and hyb2"): K and V stored as
+     * k4/k2, each staging block also holds the block's V in F16 (after its
+     * K: [n_layer][n_head][32][head_dim_v]), and per (sequence, layer) up to
+     * hyb_cap hot rows hold F16 K and V of the sinks and of the slots with the
+     * most attention mass, which every later query reads instead of the
+     * quantized values. */
+    bool hyb;
+    int32_t hyb_cap;      /* hot rows per (sequence, layer): brisk_kv_hyb_cap(n_ctx) */
+    /* per unit u = (sequence, layer, KV head): brisk_kv_hyb_unit */
+    int32_t *hyb_slot;    /* [unit][hyb_cap] the slot a hot row holds, -1: free */
+    int64_t *hyb_mass;    /* [unit][hyb_cap] its attention mass so far (fixed point, policy.h's) */
+    int64_t *hyb_wmass;   /* [unit][BLOCK] the mass of the open block's slots */
+    int16_t *hyb_idx;     /* [unit][n_ctx] the hot row of each slot, -1: quantized (hyb_cap < 32768) */
+    uint16_t *hyb_k;      /* [unit][hyb_cap / 16][head_dim][16] F16: groups of 16 rows transposed as the cache's K */
+    uint16_t *hyb_v;      /* [unit][hyb_cap][head_dim_v] F16 */
+    void *hyb_cand;       /* [hyb_cap] a refresh's candidates (hyb.c) */
 } brisk_kv;
 
 /* Bytes the cache would allocate for these limits, all of it: K, V and the
@@ -417,6 +442,63 @@ void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int3
  * F16 K part: element i of the slot at [i * BRISK_KV_BLOCK]. The block must
  * have staging (open, or sealed in the batch not yet committed). */
 uint16_t *brisk_kv_k_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head);
+/* ---- hybrid precision, hyb4/hyb2 (kv/hyb.c; docs/KV.md "hyb4 and hyb2") ---- */
+#define BRISK_KV_HYB_SINK 4   /* the first slots, always hot */
+#define BRISK_KV_HYB_PCT 5    /* hot slots beside the sinks and the window: ceil(5% of the slots before it) */
+#define BRISK_KV_HYB_CAND_BYTES 16   /* one candidate of a refresh (hyb.c) */
+/* Hot rows per (sequence, layer) for a context of n_ctx tokens. */
+static inline int32_t brisk_kv_hyb_cap(int32_t n_ctx) {
+    const int32_t rows = BRISK_KV_HYB_SINK + BRISK_KV_BLOCK + (int32_t)(((int64_t)n_ctx * BRISK_KV_HYB_PCT + 99) / 100);
+    return (rows + 15) / 16 * 16;   /* whole groups of 16 (hyb_k's layout) */
+}
+/* The unit of (seq, layer, KV head): each has its own hot rows. */
+static inline size_t brisk_kv_hyb_unit(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head) {
+    return ((size_t)seq * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_head + (size_t)head;
+}
+/* The hot row holding slot of seq in (layer, KV head), or -1 (read quantized). */
+static inline int32_t brisk_kv_hyb_row(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t slot) {
+    return kv->hyb_idx[brisk_kv_hyb_unit(kv, seq, layer, head) * (size_t)kv->n_ctx + (size_t)slot];
+}
+/* F16 K of hot row r of (seq, layer, head): its group of 16 rows, transposed
+ * (element i of the row at [i * 16 + r % 16]), so attention scores 16 rows
+ * per kernel call as it does the cache's K. */
+static inline uint16_t *brisk_kv_hyb_kt(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t r) {
+    return kv->hyb_k + (brisk_kv_hyb_unit(kv, seq, layer, head) * (size_t)kv->hyb_cap + (size_t)(r / 16 * 16)) * (size_t)kv->head_dim;
+}
+/* F16 V (head_dim_v contiguous) of hot row r of (seq, layer, head). */
+static inline const uint16_t *brisk_kv_hyb_v(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t r) {
+    return kv->hyb_v + (brisk_kv_hyb_unit(kv, seq, layer, head) * (size_t)kv->hyb_cap + (size_t)r) * (size_t)kv->head_dim_v;
+}
+/* Where attention adds the attention mass a query of KV head head gives
+ * slot of seq in layer (fixed point): its hot row's, the open block's (slot
+ * in block open_block, whose F16 is still staged), or NULL (nothing kept). */
+static inline int64_t *brisk_kv_hyb_mass_of(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t slot, int32_t open_block) {
+    const size_t u = brisk_kv_hyb_unit(kv, seq, layer, head);
+    if (slot / BRISK_KV_BLOCK == open_block) return kv->hyb_wmass + u * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK);
+    const int32_t r = kv->hyb_idx[u * (size_t)kv->n_ctx + (size_t)slot];
+    return r >= 0 ? kv->hyb_mass + u * (size_t)kv->hyb_cap + (size_t)r : NULL;
+}
+/* hyb: the F16 V staged for (layer, seq, pos, head) (head_dim_v contiguous);
+ * the block must have staging, as brisk_kv_k_stage. */
+uint16_t *brisk_kv_v_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head);
+/* The refresh after the attention of layer in which seq's block bi (full, in
+ * position order, still staged) had its last query: the hot rows become the
+ * sinks plus the ceil(5% of the slots so far) best by attention mass among
+ * the rows hot so far and the block's slots (ties: the earlier slot); the
+ * block's chosen slots are copied from its staging, and its slots' mass
+ * starts the next block's from zero. A function of the positions alone, so
+ * batch invariant (forward.c runs a batch's attention in one wave per block). */
+void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi);
+/* seq holds nothing hot (emptied, or given other requests' blocks). */
+void brisk_kv_hyb_reset_seq(brisk_kv *kv, int32_t seq);
+/* dst's hot rows and masses := src's (a fork). */
+void brisk_kv_hyb_forked(brisk_kv *kv, int32_t src, int32_t dst);
+/* seq is truncated to n slots: the hot rows from the block of slot n on are
+ * freed (that block reopens), the open block's masses cleared. The rows kept reflect the attention of the
+ * dropped queries too (docs/KV.md: a truncated hyb sequence continues close
+ * to, not bitwise, a fresh computation). */
+void brisk_kv_hyb_truncated(brisk_kv *kv, int32_t seq, int32_t n);
+
 /* KIVI's asymmetric quantizer of 32 values (q4_1's arithmetic: d = (max -
  * min) / L, L = 15 or 3, codes (int)((x - min) / d + 0.5) capped at L, d and
  * min stored as F16); a value reads back as (float)code * d + min. */

@@ -51,6 +51,10 @@ typedef struct {
     const float *q;
     const int16_t *codes;
     const float *scales;
+    /* hyb: the scores of the KV head's hot rows (row r of head h at
+     * hs[h * hs_stride + r], before any softcap), or NULL */
+    const float *hs;
+    size_t hs_stride;
 } attn_query;
 
 /* A tree token's position j (base <= j <= its own position) is held in slot
@@ -158,6 +162,42 @@ static void attn_scores(const attn_task *at, const float *q, const int16_t *code
     }
 }
 
+/* hyb4/hyb2 (kv/hyb.c): the scores of every hot row of the item's KV head
+ * below the query's own block (fresh0) for its m heads, into hs (head h at
+ * hs + h * stride): the rows are stored in groups of 16 transposed as the
+ * cache's K, so one kq_multi_h per group, each lane the scalar loop's exact
+ * chain (the loop attn_scores runs for a staged entry). Once per item: the
+ * tiles and the statistics read them. */
+static void hyb_hot_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t fresh0, float *hs,
+                           size_t stride) {
+    const brisk_kv *kv = at->kv;
+    const int hd = at->f->m->hp.head_dim;
+    const int32_t *rslot = kv->hyb_slot + brisk_kv_hyb_unit(kv, seq, at->layer, kvh) * (size_t)kv->hyb_cap;
+    BRISK_ASSERT((size_t)kv->hyb_cap <= stride);
+    for (int32_t r0 = 0; r0 < kv->hyb_cap; r0 += 16) {
+        bool any = false;
+        for (int32_t l = 0; l < 16 && !any; l++) any = rslot[r0 + l] >= 0 && rslot[r0 + l] < fresh0;
+        if (any) at->f->ak->kq_multi_h(aq->q, (size_t)hd, m, brisk_kv_hyb_kt(kv, seq, at->layer, kvh, r0), 16, 1, hd, at->scale, hs + r0, stride);
+    }
+}
+
+/* hyb: the hot entries among [j0, j0 + n) (all below the query's own block,
+ * which the fast paths scored quantized) take their hot rows' scores. */
+static void hyb_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, float (*kq)[ATTN_TILE]) {
+    const brisk_kv *kv = at->kv;
+    const int16_t *idx = kv->hyb_idx + brisk_kv_hyb_unit(kv, seq, at->layer, kvh) * (size_t)kv->n_ctx + (size_t)j0;
+    for (int32_t j = 0; j < n; j++)
+        if (idx[j] >= 0)
+            for (int h = 0; h < m; h++) kq[h][j] = aq->hs[(size_t)h * aq->hs_stride + (size_t)idx[j]];
+}
+
+/* hyb: key l of a group of 16 into kg, transposed as the cache's K (element
+ * i at kg[i * 16 + l]) from an F16 row with element i at k[i * stride]; NULL:
+ * zeros (a lane whose score is ignored). */
+static void hyb_gather(uint16_t *kg, int32_t l, const uint16_t *k, size_t stride, int hd) {
+    for (int i = 0; i < hd; i++) kg[(size_t)i * 16 + (size_t)l] = k ? k[(size_t)i * stride] : 0;
+}
+
 /* Scores of the m heads over ng groups of 16 cached slots from position p
  * (inside one KV block) straight from the cache's K in its storage type. */
 static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, int32_t seq, int32_t kvh, int32_t p, int32_t ng, float scale,
@@ -263,6 +303,7 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
         }
         j = j < n ? j : n;
     }
+    if (at->kv->hyb) hyb_scores(at, aq, m, seq, kvh, j0, BRISK_MIN(BRISK_MIN(n, lim - j0), j), kq);
     for (int h = 0; h < m; h++) {
         attn_scores(at, q + (size_t)h * hd, aq->codes ? aq->codes + (size_t)h * hd : NULL, aq->scales ? aq->scales + (size_t)h * (hd / 32) : NULL,
                     seq, kvh, j0, j, n, n_vis, base, anc, kg, scale, kq[h]);
@@ -318,6 +359,53 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
     }
 }
 
+/* hyb4/hyb2's statistics (kv/hyb.c): the probability an observed query's m
+ * heads give each entry that keeps a mass, added to it: the hot rows below
+ * its own block and its own block's entries, whose scores are the scalar
+ * F16 dots tile_scores computes for them (so only these are recomputed, not
+ * the whole context), as exp(score - M) / (S + the sink's share), in fixed
+ * point with integer atomics (order free: batch invariant). */
+static int64_t hyb_share(const attn_task *at, int m, const float *d, size_t stride, const float *M, const float *inv) {
+    float p = 0.0f;
+    for (int h = 0; h < m; h++) {
+        const float x = at->softcap != 0.0f ? at->softcap * tanhf(d[(size_t)h * stride]) : d[(size_t)h * stride];
+        p += brisk_expf(x - M[h]) * inv[h];
+    }
+    return (int64_t)((double)p * BRISK_KV_MASS_ONE + 0.5);
+}
+
+static void observe_hyb(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t h0, int32_t n_vis, const float *M,
+                        const float *S, int32_t vsink, int32_t wlo, uint16_t *kg) {
+    const brisk_kv *kv = at->kv;
+    const int hd = at->f->m->hp.head_dim;
+    const int32_t fresh0 = kivi_fresh0(n_vis), cap = kv->hyb_cap;
+    const size_t u = brisk_kv_hyb_unit(kv, seq, at->layer, kvh);
+    const int32_t *rslot = kv->hyb_slot + u * (size_t)cap;
+    float inv[ATTN_HEADS];
+    for (int h = 0; h < m; h++) {
+        const float tot = S[h] + (at->sinks ? brisk_expf(at->sinks[h0 + h] - M[h]) : 0.0f);
+        inv[h] = tot > 0.0f ? 1.0f / tot : 0.0f;
+    }
+    for (int32_t r = 0; r < cap; r++) {   /* the hot rows, scored once per item (a window's masked entries get nothing) */
+        const int32_t sl = rslot[r];
+        if (sl < 0 || sl >= fresh0 || (sl >= vsink && sl < wlo)) continue;
+        const int64_t add = hyb_share(at, m, aq->hs + r, aq->hs_stride, M, inv);
+        if (add) __atomic_fetch_add(&kv->hyb_mass[u * (size_t)cap + (size_t)r], add, __ATOMIC_RELAXED);
+    }
+    for (int32_t s0 = fresh0; s0 < n_vis; s0 += 16) {   /* its own block, staged: 16 entries per kernel call */
+        const int32_t cnt = BRISK_MIN(16, n_vis - s0);
+        for (int32_t l = 0; l < 16; l++) hyb_gather(kg, l, l < cnt ? brisk_kv_k_stage(kv, at->layer, seq, s0 + l, kvh) : NULL, BRISK_KV_BLOCK, hd);
+        float d[ATTN_HEADS][16];
+        at->f->ak->kq_multi_h(aq->q, (size_t)hd, m, kg, 16, 1, hd, at->scale, d[0], 16);
+        for (int32_t l = 0; l < cnt; l++) {
+            const int32_t sl = s0 + l;
+            if (sl >= vsink && sl < wlo) continue;
+            const int64_t add = hyb_share(at, m, &d[0][l], 16, M, inv);
+            if (add) __atomic_fetch_add(&kv->hyb_wmass[u * BRISK_KV_BLOCK + (size_t)(sl % BRISK_KV_BLOCK)], add, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 /* Reads the K and V parts of the cached blocks of tile j0 (one KV head)
  * into the cache ahead of use. A head's parts of consecutive blocks lie
  * n_head parts apart (kv.h: [layer][block][head]), a page or more, where the
@@ -328,6 +416,41 @@ static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t
         const char *k = (const char *)brisk_kv_k_part(kv, at->layer, seq, p, kvh), *v = (const char *)brisk_kv_v_part(kv, at->layer, seq, p, kvh);
         for (size_t o = 0; o < kv->k_part; o += 64) __builtin_prefetch(k + o, 0, 3);
         for (size_t o = 0; o < kv->v_part; o += 64) __builtin_prefetch(v + o, 0, 3);
+    }
+}
+
+/* hyb4/hyb2: V of entries [pos, pos + len) of one block (tile entries i..)
+ * for the m heads. The query's own block is read in F16 from its staging;
+ * in a sealed block the hot rows' weights are taken out of the quantized
+ * rows' call (zero) and applied to their F16 rows after it. */
+static void hyb_v_rows(const attn_task *at, float *o, size_t o_stride, int hv, int m, float (*kq)[ATTN_TILE], int32_t i, int32_t pos,
+                       int32_t len, int32_t seq, int32_t kvh, int32_t fresh0) {
+    const brisk_attn_kernels *g = at->f->ak;
+    const brisk_kv *kv = at->kv;
+    if (pos >= fresh0) {
+        for (int32_t l = 0; l < len; l++) {
+            const uint16_t *vr = brisk_kv_v_stage(kv, at->layer, seq, pos + l, kvh);
+            for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * o_stride, kq[h][i + l], vr, hv);
+        }
+        return;
+    }
+    const int16_t *idx = kv->hyb_idx + brisk_kv_hyb_unit(kv, seq, at->layer, kvh) * (size_t)kv->n_ctx + (size_t)pos;
+    int32_t hot[BRISK_KV_BLOCK], row[BRISK_KV_BLOCK], n_hot = 0;
+    for (int32_t l = 0; l < len; l++)
+        if (idx[l] >= 0) hot[n_hot] = l, row[n_hot++] = idx[l];
+    if (!n_hot) {
+        v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len);
+        return;
+    }
+    float w[ATTN_HEADS][ATTN_TILE];
+    for (int h = 0; h < m; h++) {
+        memcpy(w[h], &kq[h][i], (size_t)len * sizeof(float));
+        for (int32_t x = 0; x < n_hot; x++) w[h][hot[x]] = 0.0f;
+    }
+    v_rows(at, o, o_stride, hv, m, w[0], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len);
+    for (int32_t x = 0; x < n_hot; x++) {
+        const uint16_t *vr = brisk_kv_hyb_v(kv, seq, at->layer, kvh, row[x]);
+        for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * o_stride, kq[h][i + hot[x]], vr, hv);
     }
 }
 
@@ -462,7 +585,8 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
                 int32_t len = n - i < blk_left ? n - i : blk_left;
                 len = base - at_pos < len ? base - at_pos : len;
                 if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
-                v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
+                if (at->kv->hyb) hyb_v_rows(at, o, o_stride, hv, m, kq, i, at_pos, len, seq, kvh, kivi_fresh0(n_vis));
+                else v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
                 i += len - 1;
                 continue;
             }
@@ -541,8 +665,14 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
      * contiguous ranges gave the last thread ~3x the first one's in a prefill */
     const int64_t n_items = (int64_t)at->b->n * n_items_tok;
     for (int64_t item = ith; item < n_items; item += nth) {
+        if (at->wave >= 0 && f->wave[item / n_items_tok] != at->wave) continue;   /* hyb: another wave's token */
         attn_item it;
         item_setup(at, ith, (int32_t)(item / n_items_tok), (int32_t)(item % n_items_tok), &anc_tok, &it);
+        if (at->kv->hyb) {   /* the hot rows' scores, for the tiles and the statistics */
+            float *hs = f->hyb_hs + (size_t)ith * ATTN_HEADS * (size_t)f->hyb_hs_cap;
+            hyb_hot_scores(at, &it.aq, it.m, it.seq, it.kvh, kivi_fresh0(it.n_vis), hs, (size_t)f->hyb_hs_cap);
+            it.aq.hs = hs, it.aq.hs_stride = (size_t)f->hyb_hs_cap;
+        }
         float *o = f->att + (size_t)it.t * f->odim + (size_t)it.h0 * hv;
         const int32_t ns = n_splits(f, it.n_vis);
         run_tiles(at, ith, &it, 0, BRISK_MIN(it.n_vis, f->attn_split), o, (size_t)hv, M, S);
@@ -553,7 +683,8 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
         if (f->observe && f->observe[it.t]) {
             float kq[ATTN_HEADS][ATTN_TILE];
             uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
-            observe_item(at, it.t, &it.aq, it.m, it.seq, it.kvh, it.h0, it.n_vis, it.base, it.anc, kg, kq, M, S, at->vsink[it.t], at->vlo[it.t]);
+            if (at->kv->hyb) observe_hyb(at, &it.aq, it.m, it.seq, it.kvh, it.h0, it.n_vis, M, S, at->vsink[it.t], at->vlo[it.t], kg);
+            else observe_item(at, it.t, &it.aq, it.m, it.seq, it.kvh, it.h0, it.n_vis, it.base, it.anc, kg, kq, M, S, at->vsink[it.t], at->vlo[it.t]);
         }
         finish_item(at, &it, o, M, S);
     }

@@ -98,6 +98,7 @@ static bool alloc_scratch(brisk_forward *f) {
     f->tbase = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->direct = xcalloc_track(f, nb, 1, &ok);
     f->observe = xcalloc_track(f, nb, 1, &ok);
+    f->wave = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->vis = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->vsink = xcalloc_track(f, nb, sizeof(int32_t), &ok);
     f->vlo = xcalloc_track(f, nb, sizeof(int32_t), &ok);
@@ -108,6 +109,8 @@ static bool alloc_scratch(brisk_forward *f) {
     }
     f->anc = xcalloc_track(f, (size_t)f->n_threads * nb, sizeof(int32_t), &ok);
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
+    f->hyb_hs_cap = brisk_kv_hyb_cap(f->n_ctx);   /* small (5% of the context per head), so every context plans it */
+    f->hyb_hs = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)f->hyb_hs_cap * sizeof(float), &ok);
     f->split_o = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)hp->head_dim_v * sizeof(float), &ok);
     /* split items need room for every split of ATTN_SPLIT_TOKENS tokens: for
      * llama-3.2-1b at n_ctx 131072, 4 x 32 heads x 128 splits x 66 floats (4.3 MB) */
@@ -254,7 +257,7 @@ void brisk_forward_free(brisk_forward *f) {
     free(f->rope_cache); free(f->f16_lut); free(f->kt);
     free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
     free(f->moe_logits); free(f->moe_sel); free(f->moe_w); free(f->moe_start); free(f->moe_list); free(f->moe_x); free(f->moe_y); free(f->moe_out);
-    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather); free(f->q8_codes); free(f->q8_scales);
+    free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->wave); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather); free(f->hyb_hs); free(f->q8_codes); free(f->q8_scales);
     free(f->split_o); free(f->split_part);
     free(f);
 }
@@ -330,6 +333,11 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
         /* its slot is its visible index, and so are its ancestors': the entries
          * it attends to are slots 0.. vis in order (a chain) */
         f->direct[i] = slot == f->vis[i] && (par < 0 || f->direct[par]);
+        if (kv->hyb && !f->direct[i])   /* a branch's queries would rank the hot rows for the path that is kept too */
+            return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                              "batch token %d: a token tree (a second branch of sequence %d) is not supported with a %s cache: its hot "
+                              "rows are ranked by the attention of every query in position order",
+                              i, b->seq[i], kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
     }
     return BRISK_OK;
 }
@@ -385,7 +393,14 @@ brisk_status brisk_forward_run(brisk_forward *f, brisk_kv *kv, const brisk_fwd_b
     if ((st = brisk_kv_reserve_batch(kv, b->seq, f->slot, b->n, err))) return st;
     brisk_kv_batch_order(kv, b->seq, f->slot, f->direct, b->n);   /* k4/k2 K: which blocks the batch seals (kv.h) */
     set_window_masks(f, kv, b);
-    for (int32_t t = 0; t < b->n; t++) f->observe[t] = f->direct[t] && brisk_kv_policy_observes(kv, b->seq[t], f->slot[t]);
+    /* hyb: every query's attention ranks the hot rows (kv/hyb.c) */
+    for (int32_t t = 0; t < b->n; t++) f->observe[t] = f->direct[t] && (kv->hyb || brisk_kv_policy_observes(kv, b->seq[t], f->slot[t]));
+    if (kv->hyb) {   /* the waves: each token's block from its sequence's first in the batch (kv->want: reserve's scratch) */
+        for (int32_t t = 0; t < b->n; t++) kv->want[b->seq[t]] = INT32_MAX;
+        for (int32_t t = 0; t < b->n; t++) kv->want[b->seq[t]] = BRISK_MIN(kv->want[b->seq[t]], f->slot[t] / BRISK_KV_BLOCK);
+        for (int32_t t = 0; t < b->n; t++) f->wave[t] = f->slot[t] / BRISK_KV_BLOCK - kv->want[b->seq[t]];
+        for (int32_t t = 0; t < b->n; t++) kv->want[b->seq[t]] = 0;
+    }
 
     const brisk_hparams *hp = &f->m->hp;
     brisk_fwd_embed(f, b);

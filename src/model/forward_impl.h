@@ -58,6 +58,10 @@ struct brisk_forward {
     /* [n_batch] 1: a scored retention policy observes this token's attention
      * (brisk_kv_policy_observes; set per batch, NULL never) */
     uint8_t *observe;
+    /* [n_batch] hyb4/hyb2 caches: the token's wave, its block counted from its
+     * sequence's first block in the batch (attention runs one wave after the
+     * other, kv/hyb.c refreshing the hot rows between) */
+    int32_t *wave;
     /* per batch token, for attention, which runs over a token's visible
      * entries in order: the cached slots [0, tbase) then its ancestors in the
      * batch and itself. vis: its own index in that order; [vsink, vlo): the
@@ -87,6 +91,10 @@ struct brisk_forward {
     struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
     int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */
+    /* hyb4/hyb2 caches: [thread][ATTN_HEADS][hyb_hs_cap] an item's scores of
+     * its KV head's hot rows (attention.c), hyb_hs_cap = brisk_kv_hyb_cap(n_ctx) */
+    float *hyb_hs;
+    int32_t hyb_hs_cap;
     int16_t *q8_codes;                           /* a Q8_0/Q4_0 K: [thread][ATTN_HEADS][head_dim] the item's queries in Q8_0 */
     float *q8_scales;                            /* their scales, [thread][ATTN_HEADS][head_dim / 32] */
     int32_t attn_split;                          /* entries per attention split (ATTN_SPLIT, or BRISK_ATTN_SPLIT) */
@@ -142,6 +150,7 @@ typedef struct attn_task {
     float softcap;                /* 0, or scores become softcap * tanh(q.k * scale) */
     const float *sinks;           /* [n_head] learned sink logits joining each head's softmax denominator (arch attn_sinks), or NULL */
     int64_t split_first[ATTN_SPLIT_TOKENS + 1];   /* split items: token t's are [split_first[t], split_first[t + 1]) */
+    int32_t wave;         /* hyb: only the tokens of this wave (f->wave), else -1: all */
 } attn_task;
 
 /* SwiGLU of the FFN rows, split by token: an expf per element, on the calling

@@ -212,7 +212,7 @@ static void attend(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int
     attn_task at = {.f = f, .kv = kv, .b = b, .layer = il, .vsink = swa_layer ? f->vsink_swa : f->vsink,
                     .vlo = swa_layer ? f->vlo_swa : f->vlo, .windowed = swa_layer ? f->window_swa > 0 : f->window > 0,
                     .scale = hp->attn_softcap != 0.0f ? hp->kq_scale / hp->attn_softcap : hp->kq_scale, .softcap = hp->attn_softcap,
-                    .sinks = L->attn_sinks.data};
+                    .sinks = L->attn_sinks.data, .wave = -1};
     /* Several tokens of one sequence, short enough: widen its K once for
      * all the batch's queries (tree batches too: kt serves their cached
      * positions), so each K element is converted once, not once per
@@ -244,6 +244,20 @@ static void attend(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int
     for (int32_t t = 0; t < T; t++) attn_macs += 2.0 * (f->vis[t] + 1) * hp->n_head * hd;
     /* a few tokens over a long context: their splits side by side, then the
      * merge (flash decoding; the same bits as one item per thread) */
+    if (kv->hyb) {
+        /* hyb4/hyb2: one wave per block, each block's hot-row refresh right
+         * after its last query (kv/hyb.c), so a query sees the hot rows its
+         * token-by-token decode saw */
+        int32_t n_wave = 0;
+        for (int32_t t = 0; t < T; t++) n_wave = BRISK_MAX(n_wave, f->wave[t] + 1);
+        for (at.wave = 0; at.wave < n_wave; at.wave++) {
+            brisk_fwd_run_step(f, brisk_fwd_attn_worker, &at, attn_macs / n_wave);
+            for (int32_t t = 0; t < T; t++)
+                if (f->wave[t] == at.wave && f->slot[t] % BRISK_KV_BLOCK == BRISK_KV_BLOCK - 1)
+                    brisk_kv_hyb_refresh(kv, il, b->seq[t], f->slot[t] / BRISK_KV_BLOCK);
+        }
+        return;
+    }
     if (attn_macs >= f->min_parallel_macs && brisk_fwd_attn_split_plan(&at, f->n_threads)) {
         brisk_fwd_run_step(f, brisk_fwd_attn_split_worker, &at, attn_macs);
         double merge_macs = 0.0;   /* per split and head, one rescaled add of its output */

@@ -151,6 +151,12 @@ brisk_status brisk_spec_init(brisk_spec **out, const brisk_model *target_model, 
     if (p->draft_max < 0 || p->draft_max > BRISK_SPEC_MAX_DRAFT)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "draft length %d out of range [1, %d]", p->draft_max,
                           BRISK_SPEC_MAX_DRAFT);
+    brisk_cache_stats cs;
+    brisk_context_cache_stats(target, &cs);
+    if (cs.hot_bytes_per_seq && p->mode != BRISK_SPEC_NONE)   /* hyb4/hyb2: every query ranks the hot rows, a rejected draft's too */
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "speculative decoding is not available with a hyb4/hyb2 target cache: a rejected draft's queries would already "
+                          "have ranked its hot rows (the draft model's own cache may be hyb4/hyb2)");
     const int32_t n_ctx = brisk_context_n_ctx(target), n_batch = brisk_context_n_batch(target);
     int32_t kmax = p->draft_max;
     if (kmax == 0) kmax = p->mode == BRISK_SPEC_DRAFT ? 4 : p->mode == BRISK_SPEC_NGRAM ? 8 : 16;
