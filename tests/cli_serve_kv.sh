@@ -14,7 +14,8 @@
 #     slots fill the budget (finish "length": the roles were tagged), while a completion (prompt, generated) goes on;
 #   - no policy: --no-context-shift (the default) stops a request at -c with finish reason length (that server with
 #     -ctk q8_0 -ctv q4_0 -khad, whose startup line names the types); with
-#     --context-shift -c 64 a request generates 150 tokens, the same alone and among three others.
+#     --context-shift -c 64 a request generates 150 tokens, the same alone and among three others;
+#   - a hyb4 cache: the same text and logprobs alone and four at once; --spec with it refused.
 # No wall-clock assertion. Model: models/pycode-target-f16.gguf (skipped, 77, when absent).
 set -u
 . "$(dirname "$0")/serve/lib.sh"
@@ -131,6 +132,14 @@ $C "http://127.0.0.1:$port_ns/v1/completions" -d "$(body "$P2" 150)" >"$tmp/ns"
 jcheck "$tmp/ns" 'j["choices"][0]["finish_reason"] == "length" and j["usage"]["prompt_tokens"] + j["usage"]["completion_tokens"] == 64' \
   && ok || bad "without a shift a request stops at -c"
 kill -TERM "$pid_ns"; wait "$pid_ns" 2>/dev/null
+
+# a hyb4 cache (K and V in k4 with hot F16 rows, kv/hyb.c): requests of 100 tokens (three refreshes of the hot rows)
+# give the same text and logprobs alone and four at once; with --spec it is refused before the model loads
+expect_err 2 "--spec is not available with -ctk hyb4" -m "$absent" -ctk hyb4 -ctv hyb4 --spec ngram
+start hy -m "$model" -c 256 -np 4 -ctk hyb4 -ctv hyb4 || exit 1
+grep -q "(K hyb4, V hyb4)" "$tmp/hy.err" && ok || bad "the hyb4 types line: $(cat "$tmp/hy.err")"
+alone_four "http://127.0.0.1:$port_hy" ha ht 100 "hyb4"
+kill -TERM "$pid_hy"; wait "$pid_hy" 2>/dev/null
 
 start sh -m "$model" -c 64 -np 4 --context-shift || exit 1
 V="http://127.0.0.1:$port_sh"

@@ -118,7 +118,7 @@ int cli_kv_draft(const cli_args *a, const char *cmd, bool has_draft, int64_t n_c
     int code = one_type(a, cmd, CLI_O_CACHE_TYPE_K_DRAFT, &dp->type_k);
     if (!code) code = one_type(a, cmd, CLI_O_CACHE_TYPE_V_DRAFT, &dp->type_v);
     if (code) return code;
-    if (cache_type_is_hyb(dp->type_k) || cache_type_is_hyb(dp->type_v))
+    if (has_draft && (cache_type_is_hyb(dp->type_k) || cache_type_is_hyb(dp->type_v)))   /* (serve: inherited from -ctk too) */
         return cli_usage(cmd,
                          "%s/%s %s: the draft's cache is cut back after every rejected draft, and a hyb4/hyb2 cache continues only "
                          "whole (its hot rows hold every query's attention), so it would be recomputed from the start each time; use "
