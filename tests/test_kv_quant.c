@@ -21,8 +21,9 @@
  *     continue bitwise; trees, states, retention and mixed types are refused;
  *   - kld.c: a position compared against its own encoding has KL ~ 0, and the
  *     header parser refuses truncated and trailing files.
- * Models: models/pycode-target-f16.gguf, tests/data/golden/qwen2-tiny-Q4_0.gguf
- * (each skipped with a message when absent). */
+ * Models: models/pycode-target-f16.gguf, tests/data/golden/qwen2-tiny-Q4_0.gguf,
+ * and for hyb4's other attention shapes tests/data/archs' gemma2, gpt-oss and
+ * deepseek2 fixtures (each skipped with a message when absent). */
 #include "brisk.h"
 #include "engine/engine_impl.h"
 #include "kernels/kernels.h"
@@ -763,6 +764,40 @@ static void test_hyb(const char *path, const char *name) {
     brisk_model_free(m);
 }
 
+/* hyb4 on the other attention shapes: windowed layers with a score softcap
+ * (gemma2), learned sink logits (gpt-oss), multi-head latent attention with V
+ * shorter than K (deepseek2): one token at a time, in chunks, and beside
+ * another sequence give the same bits. */
+static void test_hyb_shapes(const char *path, const char *name) {
+    brisk_model *m = NULL;
+    if (brisk_model_load(path, &m, NULL) != BRISK_OK) {
+        printf("skip %s hyb: %s absent\n", name, path);
+        return;
+    }
+    brisk_model_info info;
+    brisk_model_get_info(m, &info);
+    const int32_t V = info.n_vocab, n = 150;
+    int32_t toks[150], toks2[150];
+    for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    float *ref = malloc((size_t)n * V * sizeof(float)), *got = malloc((size_t)n * V * sizeof(float));
+    brisk_context *c = ctx_pool(m, BRISK_KV_HYB4, 3, 3 * 256);
+    if (c) {
+        CHECK(feed(c, 0, toks, n, 1, -1, NULL, ref, V));
+        static const int32_t chunks[] = {64, 7, 45};
+        for (size_t k = 0; k < sizeof chunks / sizeof chunks[0]; k++) {
+            CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK && brisk_seq_truncate(c, 2, 0, NULL) == BRISK_OK);
+            CHECK(feed(c, 1, toks, n, chunks[k], 2, toks2, got, V));
+            CHECKF(same_bits(ref, got, (size_t)n * V), "%s hyb4: chunks of %d beside another sequence differ", name, chunks[k]);
+        }
+        brisk_error err = {0};
+        CHECKF(brisk_kv_check(c->kv, &err), "%s hyb4: %s", name, err.msg);
+        printf("%s hyb4: %d tokens bitwise alike one at a time, in chunks and batched\n", name, n);
+    }
+    brisk_context_free(c);
+    free(ref), free(got);
+    brisk_model_free(m);
+}
+
 /* kld.c: encode then compare a position with itself: KL ~ 0, same top; the parser's refusals. */
 static void test_kld(void) {
     enum { NV = 301 };
@@ -805,5 +840,11 @@ int main(int argc, char **argv) {
     test_engine(test_source("tests/data/golden/qwen2-tiny-Q4_0.gguf", p2, sizeof p2), "qwen2-tiny-Q4_0");
     test_hyb(p1, "pycode-target-f16");
     test_hyb(p2, "qwen2-tiny-Q4_0");
+    static const char *const shapes[] = {"gemma2-Q4_K_M", "gpt-oss-moe-Q4_K_M", "deepseek2-groups-Q4_K_M"};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        char rel[256], p3[4096];
+        snprintf(rel, sizeof rel, "tests/data/archs/%s.gguf", shapes[i]);
+        test_hyb_shapes(test_source(rel, p3, sizeof p3), shapes[i]);
+    }
     return test_finish();
 }
