@@ -446,17 +446,25 @@ static bool feed(brisk_context *c, int32_t seq, const int32_t *toks, int32_t n, 
     return true;
 }
 
-static void test_engine(const char *path, const char *name) {
+/* The model at path (NULL, with a skip line naming what, when absent), its
+ * vocabulary size, and two token sequences of n over it. */
+static brisk_model *load_with_tokens(const char *path, const char *what, int32_t n, int32_t *toks, int32_t *toks2, int32_t *n_vocab) {
     brisk_model *m = NULL;
     if (brisk_model_load(path, &m, NULL) != BRISK_OK) {
-        printf("skip %s: %s absent\n", name, path);
-        return;
+        printf("skip %s: %s absent\n", what, path);
+        return NULL;
     }
     brisk_model_info info;
     brisk_model_get_info(m, &info);
-    const int32_t V = info.n_vocab;
-    int32_t toks[NP], toks2[NP];
-    for (int i = 0; i < NP; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    const int32_t V = *n_vocab = info.n_vocab;
+    for (int32_t i = 0; i < n; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    return m;
+}
+
+static void test_engine(const char *path, const char *name) {
+    int32_t toks[NP], toks2[NP], V;
+    brisk_model *m = load_with_tokens(path, name, NP, toks, toks2, &V);
+    if (!m) return;
     float *ref = malloc((size_t)NP * V * sizeof(float)), *got = malloc((size_t)NP * V * sizeof(float)), *f16 = malloc((size_t)NP * V * sizeof(float));
     for (int type = 0; type < BRISK_KV_N_TYPES; type++) {
         brisk_context *c = ctx_of(m, type, 3);
@@ -642,16 +650,9 @@ static void check_hot_rows(const brisk_kv *kv, int32_t seq, int32_t len, const c
 }
 
 static void test_hyb(const char *path, const char *name) {
-    brisk_model *m = NULL;
-    if (brisk_model_load(path, &m, NULL) != BRISK_OK) {
-        printf("skip %s hyb: %s absent\n", name, path);
-        return;
-    }
-    brisk_model_info info;
-    brisk_model_get_info(m, &info);
-    const int32_t V = info.n_vocab;
-    int32_t toks[NHY], toks2[NHY];
-    for (int i = 0; i < NHY; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    int32_t toks[NHY], toks2[NHY], V;
+    brisk_model *m = load_with_tokens(path, name, NHY, toks, toks2, &V);
+    if (!m) return;
     float *ref = malloc((size_t)NHY * V * sizeof(float)), *got = malloc((size_t)NHY * V * sizeof(float));
     float *k4 = malloc((size_t)NHY * V * sizeof(float));
     for (int type = BRISK_KV_HYB4; type <= BRISK_KV_HYB2; type++) {
@@ -769,16 +770,10 @@ static void test_hyb(const char *path, const char *name) {
  * shorter than K (deepseek2): one token at a time, in chunks, and beside
  * another sequence give the same bits. */
 static void test_hyb_shapes(const char *path, const char *name) {
-    brisk_model *m = NULL;
-    if (brisk_model_load(path, &m, NULL) != BRISK_OK) {
-        printf("skip %s hyb: %s absent\n", name, path);
-        return;
-    }
-    brisk_model_info info;
-    brisk_model_get_info(m, &info);
-    const int32_t V = info.n_vocab, n = 150;
-    int32_t toks[150], toks2[150];
-    for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)V), toks2[i] = (int32_t)((i * 104729u + 5u) % (uint32_t)V);
+    enum { n = 150 };
+    int32_t toks[n], toks2[n], V;
+    brisk_model *m = load_with_tokens(path, name, n, toks, toks2, &V);
+    if (!m) return;
     float *ref = malloc((size_t)n * V * sizeof(float)), *got = malloc((size_t)n * V * sizeof(float));
     brisk_context *c = ctx_pool(m, BRISK_KV_HYB4, 3, 3 * 256);
     if (c) {
