@@ -670,8 +670,8 @@ void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out) {
     out->f16_block_bytes = (size_t)kv->n_layer * (size_t)kv->n_head * ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * BRISK_KV_BLOCK * 2;
     if (kv->hyb) {
         const size_t units = (size_t)kv->n_layer * (size_t)kv->n_head, cap = (size_t)kv->hyb_cap;
-        out->hot_bytes_per_seq = units * (cap * (sizeof(int32_t) + sizeof(int64_t) + ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * 2) +
-                                          BRISK_KV_BLOCK * sizeof(int64_t) + (size_t)kv->n_ctx * sizeof(int16_t));
+        out->hot_bytes_per_seq = units * (cap * (sizeof(int32_t) + sizeof(int64_t) + sizeof(int16_t) + ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * 2) +
+                                          BRISK_KV_BLOCK * sizeof(int64_t) + sizeof(int32_t));   /* kv.h: slot, mass, order, K, V; open block; count */
     }
 }
 

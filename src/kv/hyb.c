@@ -37,24 +37,34 @@ static int cand_cmp(const void *a, const void *b) {
     return (x->slot > y->slot) - (x->slot < y->slot);
 }
 
-/* Slot s of seq (its block staged) takes the first free hot row of unit
- * (layer, head) from *free_r on, with mass. */
+/* Slot s of seq (its block staged) takes the first free hot row of unit u
+ * = (layer, head) from *free_r on, with mass, and the end of the slot order
+ * (s is past every slot hot so far). */
 static void make_hot(brisk_kv *kv, int32_t layer, int32_t seq, int32_t head, int32_t s, int64_t mass, int32_t *free_r) {
     const size_t u = brisk_kv_hyb_unit(kv, seq, layer, head);
     int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
-    int32_t r = kv->hyb_idx[u * (size_t)kv->n_ctx + (size_t)s];
-    if (r < 0) {   /* (a slot hot already keeps its row: only after a truncation into its block) */
-        while (*free_r < kv->hyb_cap && rslot[*free_r] >= 0) (*free_r)++;
-        BRISK_ASSERT(*free_r < kv->hyb_cap);   /* brisk_kv_hyb_cap: enough for any length up to n_ctx */
-        r = *free_r;
-    }
+    while (*free_r < kv->hyb_cap && rslot[*free_r] >= 0) (*free_r)++;
+    BRISK_ASSERT(*free_r < kv->hyb_cap);   /* brisk_kv_hyb_cap: enough for any length up to n_ctx */
+    const int32_t r = *free_r, n = kv->hyb_n[u];
+    BRISK_ASSERT(n == 0 || kv->hyb_slot[u * (size_t)kv->hyb_cap + (size_t)kv->hyb_order[u * (size_t)kv->hyb_cap + (size_t)(n - 1)]] < s);
     rslot[r] = s;
     kv->hyb_mass[u * (size_t)kv->hyb_cap + (size_t)r] = mass;
-    kv->hyb_idx[u * (size_t)kv->n_ctx + (size_t)s] = (int16_t)r;
+    kv->hyb_order[u * (size_t)kv->hyb_cap + (size_t)n] = (int16_t)r;
+    kv->hyb_n[u] = n + 1;
     uint16_t *k = brisk_kv_hyb_kt(kv, seq, layer, head, r) + r % 16, *v = (uint16_t *)brisk_kv_hyb_v(kv, seq, layer, head, r);
     const uint16_t *ks = brisk_kv_k_stage(kv, layer, seq, s, head);   /* transposed both: element e at [e * BLOCK], [e * 16] */
     for (int32_t e = 0; e < kv->head_dim; e++) k[(size_t)e * 16] = ks[(size_t)e * BRISK_KV_BLOCK];
     memcpy(v, brisk_kv_v_stage(kv, layer, seq, s, head), (size_t)kv->head_dim_v * sizeof(uint16_t));
+}
+
+/* Unit u's slot order without the rows freed (slot -1), in order. */
+static void order_prune(brisk_kv *kv, size_t u) {
+    int16_t *ord = kv->hyb_order + u * (size_t)kv->hyb_cap;
+    const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
+    int32_t m = 0;
+    for (int32_t i = 0; i < kv->hyb_n[u]; i++)
+        if (rslot[ord[i]] >= 0) ord[m++] = ord[i];
+    kv->hyb_n[u] = m;
 }
 
 void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi) {
@@ -64,7 +74,6 @@ void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi) 
     for (int32_t head = 0; head < kv->n_head; head++) {
         const size_t u = brisk_kv_hyb_unit(kv, seq, layer, head);
         int32_t *rslot = kv->hyb_slot + u * (size_t)cap;
-        int16_t *idx = kv->hyb_idx + u * (size_t)kv->n_ctx;
         int64_t *rmass = kv->hyb_mass + u * (size_t)cap, *wmass = kv->hyb_wmass + u * BRISK_KV_BLOCK;
         /* the candidates: every hot row but the sinks (the block before, held
          * whole as the window, and the rows chosen before), ranked by their
@@ -77,10 +86,10 @@ void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi) 
         qsort(c, (size_t)n, sizeof *c, cand_cmp);
         const int32_t want = BRISK_MIN(n, want_max);
         for (int32_t i = want; i < n; i++) {   /* the others go back to their quantized values for good */
-            idx[c[i].slot] = -1;
             rslot[c[i].row] = -1;
             rmass[c[i].row] = 0;
         }
+        order_prune(kv, u);
         /* the block itself, whole (sinks included): the next block's queries
          * read it in F16 too, as the window's older half */
         int32_t free_r = 0;
@@ -89,18 +98,17 @@ void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi) 
     }
 }
 
-/* Every hot row of (seq, layer, head) past slot n freed, and the open
- * block's masses cleared; n = 0: all of them. */
+/* Every hot row of unit u past slot n freed, and the open block's masses
+ * cleared; n = 0: all of them. */
 static void drop_from(brisk_kv *kv, size_t u, int32_t n) {
     int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
-    int16_t *idx = kv->hyb_idx + u * (size_t)kv->n_ctx;
     int64_t *rmass = kv->hyb_mass + u * (size_t)kv->hyb_cap;
     for (int32_t r = 0; r < kv->hyb_cap; r++)
         if (rslot[r] >= n) {
-            idx[rslot[r]] = -1;
             rslot[r] = -1;
             rmass[r] = 0;
         }
+    order_prune(kv, u);
     memset(kv->hyb_wmass + u * BRISK_KV_BLOCK, 0, BRISK_KV_BLOCK * sizeof(int64_t));
 }
 
@@ -118,7 +126,8 @@ void brisk_kv_hyb_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     memcpy(kv->hyb_slot + d * cap, kv->hyb_slot + s * cap, U * cap * sizeof(int32_t));
     memcpy(kv->hyb_mass + d * cap, kv->hyb_mass + s * cap, U * cap * sizeof(int64_t));
     memcpy(kv->hyb_wmass + d * BRISK_KV_BLOCK, kv->hyb_wmass + s * BRISK_KV_BLOCK, U * BRISK_KV_BLOCK * sizeof(int64_t));
-    memcpy(kv->hyb_idx + d * (size_t)kv->n_ctx, kv->hyb_idx + s * (size_t)kv->n_ctx, U * (size_t)kv->n_ctx * sizeof(int16_t));
+    memcpy(kv->hyb_order + d * cap, kv->hyb_order + s * cap, U * cap * sizeof(int16_t));
+    memcpy(kv->hyb_n + d, kv->hyb_n + s, U * sizeof(int32_t));
     memcpy(kv->hyb_k + d * cap * (size_t)kv->head_dim, kv->hyb_k + s * cap * (size_t)kv->head_dim, U * cap * (size_t)kv->head_dim * sizeof(uint16_t));
     memcpy(kv->hyb_v + d * cap * (size_t)kv->head_dim_v, kv->hyb_v + s * cap * (size_t)kv->head_dim_v,
            U * cap * (size_t)kv->head_dim_v * sizeof(uint16_t));

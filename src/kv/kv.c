@@ -146,7 +146,7 @@ typedef struct kv_sizes {
     uint32_t n_bucket;
     int32_t n_stage, hyb_cap;
     size_t k, v, tok, pos, role, blk, bucket, seqs, tables, want, chain, stage, stage_free, total;
-    size_t hyb_slot, hyb_mass, hyb_wmass, hyb_idx, hyb_k, hyb_v, hyb_cand;   /* hyb4/hyb2's hot rows (kv.h) */
+    size_t hyb_slot, hyb_mass, hyb_wmass, hyb_order, hyb_n, hyb_k, hyb_v, hyb_cand;   /* hyb4/hyb2's hot rows (kv.h) */
 } kv_sizes;
 
 /* hyb4/hyb2 name k4/k2 storage plus hot rows: the storage type of a name. */
@@ -192,12 +192,12 @@ static bool compute_sizes(int32_t n_layer, int32_t n_head, int32_t head_dim, int
     }
     if (hyb) {
         const int32_t cap = z->hyb_cap = brisk_kv_hyb_cap(n_ctx);
-        if (cap > INT16_MAX) return false;   /* hyb_idx holds int16 rows: a context of at most ~600K tokens */
+        if (cap > INT16_MAX) return false;   /* hyb_order holds int16 rows: a context of at most ~650K tokens */
         const size_t units = (size_t)n_seq * (size_t)n_layer * (size_t)n_head, rows = units * (size_t)cap;
-        size_t nk, nv, ni;
+        size_t nk, nv;
         if (!kv_size_add(t, rows, sizeof(int32_t), &z->hyb_slot) || !kv_size_add(t, rows, sizeof(int64_t), &z->hyb_mass) ||
-            !kv_size_add(t, units * BRISK_KV_BLOCK, sizeof(int64_t), &z->hyb_wmass) || !brisk_mul_size(units, (size_t)n_ctx, &ni) ||
-            !kv_size_add(t, ni, sizeof(int16_t), &z->hyb_idx) ||
+            !kv_size_add(t, units * BRISK_KV_BLOCK, sizeof(int64_t), &z->hyb_wmass) ||
+            !kv_size_add(t, rows, sizeof(int16_t), &z->hyb_order) || !kv_size_add(t, units, sizeof(int32_t), &z->hyb_n) ||
             !brisk_mul_size(rows, (size_t)head_dim, &nk) || !kv_size_add(t, nk, sizeof(uint16_t), &z->hyb_k) ||
             !brisk_mul_size(rows, (size_t)head_dim_v, &nv) || !kv_size_add(t, nv, sizeof(uint16_t), &z->hyb_v) ||
             !kv_size_add(t, (size_t)cap, BRISK_KV_HYB_CAND_BYTES, &z->hyb_cand))
@@ -316,14 +316,15 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
         kv->hyb_slot = malloc(z.hyb_slot);
         kv->hyb_mass = calloc(1, z.hyb_mass);
         kv->hyb_wmass = calloc(1, z.hyb_wmass);
-        kv->hyb_idx = malloc(z.hyb_idx);
+        kv->hyb_order = calloc(1, z.hyb_order);
+        kv->hyb_n = calloc(1, z.hyb_n);
         kv->hyb_k = calloc(1, z.hyb_k);
         kv->hyb_v = calloc(1, z.hyb_v);
         kv->hyb_cand = malloc(z.hyb_cand);
     }
     if (kv->seqs)
         kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
-    if ((hyb && (!kv->hyb_slot || !kv->hyb_mass || !kv->hyb_wmass || !kv->hyb_idx || !kv->hyb_k || !kv->hyb_v || !kv->hyb_cand)) || !kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
+    if ((hyb && (!kv->hyb_slot || !kv->hyb_mass || !kv->hyb_wmass || !kv->hyb_order || !kv->hyb_n || !kv->hyb_k || !kv->hyb_v || !kv->hyb_cand)) || !kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
         (z.n_stage && (!kv->stage || !kv->stage_free))) {
         if (!kv->seqs) free(tables);
         brisk_kv_free(kv);
@@ -339,7 +340,6 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
     for (int32_t i = 0; i < kv->n_stage; i++) kv->stage_free[i] = kv->n_stage - 1 - i;   /* stage 0 handed out first */
     if (hyb) {   /* nothing hot */
         memset(kv->hyb_slot, 0xFF, z.hyb_slot);
-        memset(kv->hyb_idx, 0xFF, z.hyb_idx);
     }
     kv->free_head = 0;
     kv->free_tail = kv->n_blocks - 1;
@@ -367,7 +367,8 @@ void brisk_kv_free(brisk_kv *kv) {
     free(kv->hyb_slot);
     free(kv->hyb_mass);
     free(kv->hyb_wmass);
-    free(kv->hyb_idx);
+    free(kv->hyb_order);
+    free(kv->hyb_n);
     free(kv->hyb_k);
     free(kv->hyb_v);
     free(kv->hyb_cand);
@@ -1416,26 +1417,27 @@ bool brisk_kv_check(const brisk_kv *kv, brisk_error *err) {
         brisk_fail(err, BRISK_ERR_INVALID_ARG, "index: %d blocks in buckets, %d marked indexed", in_buckets, n_indexed);
         goto done;
     }
-    /* hyb: each hot row holds a slot of its sequence, indexed back to it, and
-     * every indexed slot names a row holding it */
+    /* hyb: the slot order lists exactly the rows in use, each once, by
+     * increasing slot, every slot one of its sequence's */
     for (int32_t sq = 0; kv->hyb && sq < kv->n_seq; sq++)
         for (int32_t il = 0; il < kv->n_layer; il++)
             for (int32_t h = 0; h < kv->n_head; h++) {
                 const size_t u = brisk_kv_hyb_unit(kv, sq, il, h);
-                const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
-                const int16_t *idx = kv->hyb_idx + u * (size_t)kv->n_ctx;
-                for (int32_t r = 0; r < kv->hyb_cap; r++)
-                    if (rslot[r] >= 0 && (rslot[r] >= kv->seqs[sq].len || idx[rslot[r]] != r)) {
-                        brisk_fail(err, BRISK_ERR_INVALID_ARG, "hyb: sequence %d layer %d head %d: row %d holds slot %d (length %d, indexed to %d)",
-                                   sq, il, h, r, rslot[r], kv->seqs[sq].len, rslot[r] < kv->n_ctx ? idx[rslot[r]] : -1);
-                        goto done;
-                    }
-                for (int32_t sl = 0; sl < kv->n_ctx; sl++)
-                    if (idx[sl] >= 0 && (idx[sl] >= kv->hyb_cap || rslot[idx[sl]] != sl)) {
-                        brisk_fail(err, BRISK_ERR_INVALID_ARG, "hyb: sequence %d layer %d head %d: slot %d indexed to row %d, which holds another",
-                                   sq, il, h, sl, idx[sl]);
-                        goto done;
-                    }
+                const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap, n = kv->hyb_n[u];
+                const int16_t *ord = kv->hyb_order + u * (size_t)kv->hyb_cap;
+                int32_t used = 0, prev = -1;
+                for (int32_t r = 0; r < kv->hyb_cap; r++) used += rslot[r] >= 0;
+                bool bad = n != used;
+                for (int32_t i = 0; i < n && !bad; i++) {
+                    const int32_t r = ord[i];
+                    bad = r < 0 || r >= kv->hyb_cap || rslot[r] <= prev || rslot[r] >= kv->seqs[sq].len;
+                    prev = bad ? prev : rslot[r];
+                }
+                if (bad) {
+                    brisk_fail(err, BRISK_ERR_INVALID_ARG, "hyb: sequence %d layer %d head %d: the slot order of %d rows (%d in use) is broken", sq, il,
+                               h, n, used);
+                    goto done;
+                }
             }
     ok = true;
 done:

@@ -232,7 +232,8 @@ typedef struct brisk_kv {
     int32_t *hyb_slot;    /* [unit][hyb_cap] the slot a hot row holds, -1: free */
     int64_t *hyb_mass;    /* [unit][hyb_cap] its attention mass so far (fixed point, policy.h's) */
     int64_t *hyb_wmass;   /* [unit][BLOCK] the mass of the open block's slots */
-    int16_t *hyb_idx;     /* [unit][n_ctx] the hot row of each slot, -1: quantized (hyb_cap < 32768) */
+    int16_t *hyb_order;   /* [unit][hyb_cap] the rows in use in slot order, hyb_n[unit] of them (hyb_cap < 32768) */
+    int32_t *hyb_n;       /* [unit] rows in use */
     uint16_t *hyb_k;      /* [unit][hyb_cap / 16][head_dim][16] F16: groups of 16 rows transposed as the cache's K */
     uint16_t *hyb_v;      /* [unit][hyb_cap][head_dim_v] F16 */
     void *hyb_cand;       /* [hyb_cap] a refresh's candidates (hyb.c) */
@@ -444,9 +445,9 @@ void brisk_kv_k_set(brisk_kv *kv, int32_t layer, int32_t seq, int32_t slot, int3
 uint16_t *brisk_kv_k_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head);
 /* ---- hybrid precision, hyb4/hyb2 (kv/hyb.c; docs/KV.md "hyb4 and hyb2") ---- */
 #define BRISK_KV_HYB_SINK 4   /* the first slots, always hot */
-#define BRISK_KV_HYB_PCT 5    /* hot slots beside the sinks and the window: ceil(5% of the slots before it) */
+#define BRISK_KV_HYB_PCT 5    /* hot slots beside the sinks and the window: ceil(5% of the slots before the window) */
 #define BRISK_KV_HYB_CAND_BYTES 16   /* one candidate of a refresh (hyb.c) */
-/* Hot rows per (sequence, layer) for a context of n_ctx tokens. */
+/* Hot rows per (sequence, layer, KV head) for a context of n_ctx tokens. */
 static inline int32_t brisk_kv_hyb_cap(int32_t n_ctx) {
     const int32_t rows = BRISK_KV_HYB_SINK + BRISK_KV_BLOCK + (int32_t)(((int64_t)n_ctx * BRISK_KV_HYB_PCT + 99) / 100);
     return (rows + 15) / 16 * 16;   /* whole groups of 16 (hyb_k's layout) */
@@ -455,9 +456,23 @@ static inline int32_t brisk_kv_hyb_cap(int32_t n_ctx) {
 static inline size_t brisk_kv_hyb_unit(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head) {
     return ((size_t)seq * (size_t)kv->n_layer + (size_t)layer) * (size_t)kv->n_head + (size_t)head;
 }
+/* Unit u's first place in slot order whose slot is >= slot (hyb_n[u] if none). */
+static inline int32_t brisk_kv_hyb_lower(const brisk_kv *kv, size_t u, int32_t slot) {
+    const int16_t *ord = kv->hyb_order + u * (size_t)kv->hyb_cap;
+    const int32_t *rs = kv->hyb_slot + u * (size_t)kv->hyb_cap;
+    int32_t lo = 0, hi = kv->hyb_n[u];
+    while (lo < hi) {
+        const int32_t mid = lo + (hi - lo) / 2;
+        if (rs[ord[mid]] < slot) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
 /* The hot row holding slot of seq in (layer, KV head), or -1 (read quantized). */
 static inline int32_t brisk_kv_hyb_row(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t slot) {
-    return kv->hyb_idx[brisk_kv_hyb_unit(kv, seq, layer, head) * (size_t)kv->n_ctx + (size_t)slot];
+    const size_t u = brisk_kv_hyb_unit(kv, seq, layer, head);
+    const int32_t i = brisk_kv_hyb_lower(kv, u, slot), r = i < kv->hyb_n[u] ? kv->hyb_order[u * (size_t)kv->hyb_cap + (size_t)i] : -1;
+    return r >= 0 && kv->hyb_slot[u * (size_t)kv->hyb_cap + (size_t)r] == slot ? r : -1;
 }
 /* F16 K of hot row r of (seq, layer, head): its group of 16 rows, transposed
  * (element i of the row at [i * 16 + r % 16]), so attention scores 16 rows
@@ -469,25 +484,19 @@ static inline uint16_t *brisk_kv_hyb_kt(const brisk_kv *kv, int32_t seq, int32_t
 static inline const uint16_t *brisk_kv_hyb_v(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t r) {
     return kv->hyb_v + (brisk_kv_hyb_unit(kv, seq, layer, head) * (size_t)kv->hyb_cap + (size_t)r) * (size_t)kv->head_dim_v;
 }
-/* Where attention adds the attention mass a query of KV head head gives
- * slot of seq in layer (fixed point): its hot row's, the open block's (slot
- * in block open_block, whose F16 is still staged), or NULL (nothing kept). */
-static inline int64_t *brisk_kv_hyb_mass_of(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t slot, int32_t open_block) {
-    const size_t u = brisk_kv_hyb_unit(kv, seq, layer, head);
-    if (slot / BRISK_KV_BLOCK == open_block) return kv->hyb_wmass + u * BRISK_KV_BLOCK + (size_t)(slot % BRISK_KV_BLOCK);
-    const int32_t r = kv->hyb_idx[u * (size_t)kv->n_ctx + (size_t)slot];
-    return r >= 0 ? kv->hyb_mass + u * (size_t)kv->hyb_cap + (size_t)r : NULL;
-}
 /* hyb: the F16 V staged for (layer, seq, pos, head) (head_dim_v contiguous);
  * the block must have staging, as brisk_kv_k_stage. */
 uint16_t *brisk_kv_v_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head);
 /* The refresh after the attention of layer in which seq's block bi (full, in
- * position order, still staged) had its last query: the hot rows become the
- * sinks plus the ceil(5% of the slots so far) best by attention mass among
- * the rows hot so far and the block's slots (ties: the earlier slot); the
- * block's chosen slots are copied from its staging, and its slots' mass
- * starts the next block's from zero. A function of the positions alone, so
- * batch invariant (forward.c runs a batch's attention in one wave per block). */
+ * position order, still staged) had its last query, per KV head: of the hot
+ * rows but the sinks (the previous block, held whole as the window, and the
+ * rows chosen before) the ceil(5% of the slots before bi) with the most mean
+ * attention stay (ties: the earlier slot), the others are freed for good;
+ * then block bi becomes the window, all of its slots hot (the sinks too, in
+ * block 0), copied from its staging with the masses they collected, and the
+ * open block's masses start again from zero. A function of the positions
+ * alone, so batch invariant (a batch's attention runs in one wave per block,
+ * model/layer.c). */
 void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi);
 /* seq holds nothing hot (emptied, or given other requests' blocks). */
 void brisk_kv_hyb_reset_seq(brisk_kv *kv, int32_t seq);

@@ -185,10 +185,11 @@ static void hyb_hot_scores(const attn_task *at, const attn_query *aq, int m, int
  * which the fast paths scored quantized) take their hot rows' scores. */
 static void hyb_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, float (*kq)[ATTN_TILE]) {
     const brisk_kv *kv = at->kv;
-    const int16_t *idx = kv->hyb_idx + brisk_kv_hyb_unit(kv, seq, at->layer, kvh) * (size_t)kv->n_ctx + (size_t)j0;
-    for (int32_t j = 0; j < n; j++)
-        if (idx[j] >= 0)
-            for (int h = 0; h < m; h++) kq[h][j] = aq->hs[(size_t)h * aq->hs_stride + (size_t)idx[j]];
+    const size_t u = brisk_kv_hyb_unit(kv, seq, at->layer, kvh);
+    const int16_t *ord = kv->hyb_order + u * (size_t)kv->hyb_cap;
+    const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
+    for (int32_t i = brisk_kv_hyb_lower(kv, u, j0); i < kv->hyb_n[u] && rslot[ord[i]] < j0 + n; i++)
+        for (int h = 0; h < m; h++) kq[h][rslot[ord[i]] - j0] = aq->hs[(size_t)h * aq->hs_stride + (size_t)ord[i]];
 }
 
 /* hyb: key l of a group of 16 into kg, transposed as the cache's K (element
@@ -434,10 +435,12 @@ static void hyb_v_rows(const attn_task *at, float *o, size_t o_stride, int hv, i
         }
         return;
     }
-    const int16_t *idx = kv->hyb_idx + brisk_kv_hyb_unit(kv, seq, at->layer, kvh) * (size_t)kv->n_ctx + (size_t)pos;
+    const size_t u = brisk_kv_hyb_unit(kv, seq, at->layer, kvh);
+    const int16_t *ord = kv->hyb_order + u * (size_t)kv->hyb_cap;
+    const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
     int32_t hot[BRISK_KV_BLOCK], row[BRISK_KV_BLOCK], n_hot = 0;
-    for (int32_t l = 0; l < len; l++)
-        if (idx[l] >= 0) hot[n_hot] = l, row[n_hot++] = idx[l];
+    for (int32_t i = brisk_kv_hyb_lower(kv, u, pos); i < kv->hyb_n[u] && rslot[ord[i]] < pos + len; i++)
+        hot[n_hot] = rslot[ord[i]] - pos, row[n_hot++] = ord[i];
     if (!n_hot) {
         v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len);
         return;
