@@ -423,9 +423,9 @@ static brisk_context *ctx_of(const brisk_model *m, int type, int n_seq) { return
 
 /* Feed toks[0, n) to seq in chunks of `chunk`, with seq2's own tokens
  * interleaved into the same batches when seq2 >= 0; logits of every token of
- * seq go to out[n][n_vocab]. */
-static bool feed(brisk_context *c, int32_t seq, const int32_t *toks, int32_t n, int32_t chunk, int32_t seq2, const int32_t *toks2,
-                 float *out, int32_t n_vocab) {
+ * seq go to out[n][n_vocab], and with out2 seq2's to out2 by position. */
+static bool feed2(brisk_context *c, int32_t seq, const int32_t *toks, int32_t n, int32_t chunk, int32_t seq2, const int32_t *toks2,
+                  float *out, float *out2, int32_t n_vocab) {
     int32_t tk[256], ps[256], sq[256];
     uint8_t lg[256];
     int32_t done2 = 0;
@@ -442,8 +442,14 @@ static bool feed(brisk_context *c, int32_t seq, const int32_t *toks, int32_t n, 
             return false;
         }
         for (int32_t j = 0; j < m; j++) memcpy(out + (size_t)(i0 + j) * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
+        for (int32_t j = m; j < nb && out2; j++) memcpy(out2 + (size_t)ps[j] * n_vocab, brisk_get_logits(c, j), (size_t)n_vocab * sizeof(float));
     }
     return true;
+}
+
+static bool feed(brisk_context *c, int32_t seq, const int32_t *toks, int32_t n, int32_t chunk, int32_t seq2, const int32_t *toks2,
+                 float *out, int32_t n_vocab) {
+    return feed2(c, seq, toks, n, chunk, seq2, toks2, out, NULL, n_vocab);
 }
 
 /* The model at path (NULL, with a skip line naming what, when absent), its
@@ -657,7 +663,7 @@ static void test_hyb(const char *path, const char *name, bool quick_too) {
     brisk_model *m = load_with_tokens(path, name, NHY, toks, toks2, &V);
     if (!m) return;
     float *ref = malloc((size_t)NHY * V * sizeof(float)), *got = malloc((size_t)NHY * V * sizeof(float));
-    float *k4 = malloc((size_t)NHY * V * sizeof(float));
+    float *k4 = malloc((size_t)NHY * V * sizeof(float)), *ref2 = malloc((size_t)NHY * V * sizeof(float)), *got2 = malloc((size_t)NHY * V * sizeof(float));
     for (int type = BRISK_KV_HYB4; type <= BRISK_KV_HYB2; type++) {
         const char *tn = brisk_cache_type_name(type);
         brisk_context *c = ctx_pool(m, type, 3, 3 * 256), *ck = ctx_of(m, type == BRISK_KV_HYB4 ? BRISK_KV_K4 : BRISK_KV_K2, 1);
@@ -697,15 +703,21 @@ static void test_hyb(const char *path, const char *name, bool quick_too) {
         /* the type is used: closer to F16 than k4/k2, not equal */
         CHECK(feed(ck, 0, toks, 128, 64, -1, NULL, k4, V));
         CHECKF(!same_bits(ref, k4, (size_t)128 * V), "%s %s: logits equal %s's", name, tn, brisk_cache_type_name(type - 2));
-        /* batch invariance: chunks, and beside another sequence */
+        /* batch invariance: chunks, and beside another sequence (whose logits
+         * are checked too, against its own token-by-token run) */
+        CHECK(brisk_seq_truncate(c, 2, 0, NULL) == BRISK_OK);
+        CHECK(feed(c, 2, toks2, NHY, 1, -1, NULL, ref2, V));
         static const int32_t chunks[] = {7, 45, 64, 32, 50};
         for (size_t k = 0; k < (test_quick() ? 2u : sizeof chunks / sizeof chunks[0]); k++) {
             CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK && brisk_seq_truncate(c, 2, 0, NULL) == BRISK_OK);
             CHECK(feed(c, 1, toks, NHY, chunks[k], -1, NULL, got, V));
             CHECKF(same_bits(ref, got, (size_t)NHY * V), "%s %s: chunks of %d differ from one token at a time", name, tn, chunks[k]);
             CHECK(brisk_seq_truncate(c, 1, 0, NULL) == BRISK_OK);
-            CHECK(feed(c, 1, toks, NHY, chunks[k], 2, toks2, got, V));
+            CHECK(feed2(c, 1, toks, NHY, chunks[k], 2, toks2, got, got2, V));
             CHECKF(same_bits(ref, got, (size_t)NHY * V), "%s %s: chunks of %d beside another sequence differ", name, tn, chunks[k]);
+            const int32_t n2 = 3 * ((NHY + chunks[k] - 1) / chunks[k]);   /* the other sequence's tokens fed beside */
+            CHECKF(same_bits(ref2, got2, (size_t)BRISK_MIN(n2, NHY) * V), "%s %s: the sequence fed 3 per batch beside chunks of %d differs", name,
+                   tn, chunks[k]);
         }
         check_hot_rows(c->kv, 1, NHY, tn);
         {
@@ -734,6 +746,30 @@ static void test_hyb(const char *path, const char *name, bool quick_too) {
         }
         CHECKF(drift < (type == BRISK_KV_HYB4 ? 4.0 : 8.0), "%s %s: after a truncation the logits drift %.3g from the chain's", name, tn, drift);
         CHECKF(brisk_kv_check(c->kv, &err), "%s after continuing: %s", tn, err.msg);
+        /* ... and, in a new context, a fresh sequence of the same tokens beside
+         * such a one is untouched by that history (no block of the truncated
+         * one reaches it, nor the other way round) */
+        brisk_context *cf = ctx_pool(m, type, 2, 2 * 256);
+        if (cf) {
+            CHECK(feed(cf, 0, toks, 100, 50, -1, NULL, got, V) && brisk_seq_truncate(cf, 0, 50, NULL) == BRISK_OK);
+            for (int32_t p = 50; p < NHY; p++) CHECK(decode_one(cf, 0, toks[p], p, got, V));
+            CHECK(feed(cf, 1, toks, NHY, 45, -1, NULL, got, V));
+            CHECKF(same_bits(ref, got, (size_t)NHY * V), "%s %s: a fresh sequence beside a truncated one differs", name, tn);
+            CHECKF(brisk_kv_check(cf->kv, &err), "%s: %s", tn, err.msg);
+        }
+        brisk_context_free(cf);
+        /* a decode's path cannot be kept (speculative decoding's step) */
+        CHECK(brisk_seq_truncate(c, 2, 40, NULL) == BRISK_OK);
+        {
+            int32_t ct[10], cpos[10], cs[10], path[3] = {0, 1, 2};
+            uint8_t cl[10];
+            for (int32_t j = 0; j < 10; j++) ct[j] = toks[40 + j], cpos[j] = 40 + j, cs[j] = 2, cl[j] = 1;
+            brisk_batch bc = {.n_tokens = 10, .token = ct, .pos = cpos, .seq = cs, .logits = cl};
+            CHECK(brisk_decode(c, &bc, &err) == BRISK_OK);
+            CHECKF(brisk_seq_keep_path(c, 2, path, 3, &err) == BRISK_ERR_UNSUPPORTED && strstr(err.msg, tn), "keep_path: '%s'", err.msg);
+            CHECK(brisk_seq_len(c, 2) == 50);
+            CHECKF(brisk_kv_check(c->kv, &err), "%s after a refused keep_path: %s", tn, err.msg);
+        }
         /* refused: a token tree, states, a retention policy, hyb on one of K and V */
         int32_t tt[2] = {toks[0], toks[1]}, tp[2] = {NHY, NHY}, ts[2] = {1, 1}, par[2] = {-1, -1};
         uint8_t tl[2] = {1, 1};
@@ -764,7 +800,7 @@ static void test_hyb(const char *path, const char *name, bool quick_too) {
         brisk_context_free(ck);
         brisk_context_free(cr);
     }
-    free(ref), free(got), free(k4);
+    free(ref), free(got), free(k4), free(ref2), free(got2);
     brisk_model_free(m);
 }
 

@@ -486,10 +486,16 @@ brisk_status brisk_decode_tree(brisk_context *c, const brisk_batch *b, const int
     int32_t n_out = 0;
     for (int32_t i = 0; i < b->n_tokens; i++) n_out += b->logits[i] != 0;
     if ((st = finish_logits(c, n_out, err))) {
-        /* undo the decode: nothing is appended to any sequence on error */
+        /* undo the decode: nothing is appended to any sequence on error; a hyb
+         * cache's refreshes cannot be undone (the rows they let go have no F16
+         * left), so its sequences are emptied, and the message says so */
         for (int32_t i = 0; i < b->n_tokens; i++) {
-            brisk_kv_truncate(c->kv, b->seq[i], c->len0[b->seq[i]]);
+            brisk_kv_truncate(c->kv, b->seq[i], c->kv->hyb ? 0 : c->len0[b->seq[i]]);
             c->tree_ok[b->seq[i]] = 0;
+        }
+        if (c->kv->hyb && err) {
+            const size_t l = strlen(err->msg);
+            snprintf(err->msg + l, sizeof err->msg - l, "; the batch's sequences were emptied (a hyb4/hyb2 cache cannot undo a batch)");
         }
         return st;
     }
@@ -564,6 +570,11 @@ brisk_status brisk_seq_truncate(brisk_context *c, int32_t seq, int32_t n_keep, b
 brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *path, int32_t n_path, brisk_error *err) {
     if (seq < 0 || seq >= c->kv->n_seq)
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "sequence id %d out of range [0, %d)", seq, c->kv->n_seq);
+    if (c->kv->hyb)   /* speculative decoding's step: every query the decode ran has ranked the hot rows already */
+        return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
+                          "sequence %d: keeping a path is not supported with a %s cache: every query of the decode has already ranked "
+                          "its hot rows (truncate the sequence instead: lossy, docs/KV.md)",
+                          seq, c->kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
     if (!c->tree_ok[seq])
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                           "sequence %d: no decode added tokens to it since it last changed: no tree to keep a path of", seq);

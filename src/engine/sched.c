@@ -860,8 +860,9 @@ static void resync_prefix(brisk_sched *s, sched_req *r, sched_choice *x) {
  * with prompt logits compute every position anyway and take no part. A step allocates nothing here. */
 static bool prefix_held(brisk_sched *s, sched_req *r, sched_choice *x) {
     const int32_t B = BRISK_KV_BLOCK;
-    if (s->sync_cap < B) {
-        /* it takes nothing from the cache (a scored policy's statistics): nothing to wait for */
+    if (s->sync_cap < B || s->kv->hyb) {
+        /* it takes nothing from the cache (a scored policy's statistics; a hyb cache's hot rows, kv/hyb.c): nothing
+         * to wait for */
         x->held = false;
         return false;
     }

@@ -756,7 +756,11 @@ void brisk_kv_written(brisk_kv *kv, int32_t seq, int32_t slot, int32_t token, in
 void brisk_kv_commit(brisk_kv *kv, int32_t seq) {
     brisk_kv_seq *s = &kv->seqs[seq];
     kivi_settle(kv, seq, true);   /* k4/k2 K: full blocks sealed, their staging returned */
-    while ((int64_t)(s->n_indexed + 1) * BRISK_KV_BLOCK <= s->ordered) {
+    /* hyb: a block's rows are exact, but the hot rows beside them are the
+     * sequence's own history, which the index cannot carry (sync_prefix
+     * never takes from it), and after a truncation its later blocks are not
+     * a fresh computation's: nothing is indexed */
+    while (!kv->hyb && (int64_t)(s->n_indexed + 1) * BRISK_KV_BLOCK <= s->ordered) {
         const int32_t bi = s->n_indexed, b = s->blocks[bi], parent = bi ? s->blocks[bi - 1] : -1;
         /* the index keys a block by its tokens after its prefix, which fixes
          * their positions only while slot == position: a compacted block
@@ -808,6 +812,7 @@ void brisk_kv_keep_path(brisk_kv *kv, int32_t seq, int32_t base, const int32_t *
      * move reads; the rows move in their storage type (codes and scales) */
     for (int32_t d = 0; d < n; d++)
         if (rel[d] != d) slot_move(kv, seq, base + d, base + rel[d]);
+    if (kv->hyb && base + n < s->len) brisk_kv_hyb_truncated(kv, seq, base + n);   /* (engine.c refuses a path for hyb) */
     s->len = base + n;
     s->ordered = s->len;
     brisk_kv_truncate(kv, seq, s->len);
