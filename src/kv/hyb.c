@@ -118,8 +118,6 @@ void brisk_kv_hyb_truncated(brisk_kv *kv, int32_t seq, int32_t n) {
         for (int32_t h = 0; h < kv->n_head; h++) drop_from(kv, brisk_kv_hyb_unit(kv, seq, il, h), n);
 }
 
-void brisk_kv_hyb_reset_seq(brisk_kv *kv, int32_t seq) { brisk_kv_hyb_truncated(kv, seq, 0); }
-
 void brisk_kv_hyb_forked(brisk_kv *kv, int32_t src, int32_t dst) {
     const size_t U = (size_t)kv->n_layer * (size_t)kv->n_head, cap = (size_t)kv->hyb_cap;
     const size_t s = brisk_kv_hyb_unit(kv, src, 0, 0), d = brisk_kv_hyb_unit(kv, dst, 0, 0);

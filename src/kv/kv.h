@@ -100,8 +100,9 @@ typedef enum brisk_kv_type {
 } brisk_kv_type;
 #define BRISK_KV_N_TYPES 6
 /* Cache type names past the storage types: hybrid precision (docs/KV.md
- * "hyb4 and hyb2"), stored as k4 / k2 plus, per sequence and layer, a set of
- * F16 rows (the sinks and the slots that received the most attention). Given
+ * "hyb4 and hyb2"), stored as k4 / k2 plus, per sequence, layer and KV head,
+ * a set of F16 rows (the sinks, the newest full block and the slots that
+ * received the most attention). Given
  * to brisk_kv_plan_full / brisk_kv_init_full for K and V together; the cache
  * then holds k_type = v_type = K4 (K2) and hyb = true. */
 #define BRISK_KV_HYB4 6
@@ -222,12 +223,12 @@ typedef struct brisk_kv {
     int32_t *stage_free;
     /* hyb4/hyb2 (kv/hyb.c, docs/KV.md "hyb4 and hyb2"): K and V stored as
      * k4/k2, each staging block also holds the block's V in F16 (after its
-     * K: [n_layer][n_head][32][head_dim_v]), and per (sequence, layer) up to
-     * hyb_cap hot rows hold F16 K and V of the sinks and of the slots with the
-     * most attention mass, which every later query reads instead of the
-     * quantized values. */
+     * K: [n_layer][n_head][32][head_dim_v]), and per (sequence, layer, KV
+     * head) up to hyb_cap hot rows hold F16 K and V of the sinks, the newest
+     * full block and the slots with the most attention, which every later
+     * query reads instead of the quantized values. */
     bool hyb;
-    int32_t hyb_cap;      /* hot rows per (sequence, layer): brisk_kv_hyb_cap(n_ctx) */
+    int32_t hyb_cap;      /* hot rows per (sequence, layer, KV head): brisk_kv_hyb_cap(n_ctx) */
     /* per unit u = (sequence, layer, KV head): brisk_kv_hyb_unit */
     int32_t *hyb_slot;    /* [unit][hyb_cap] the slot a hot row holds, -1: free */
     int64_t *hyb_mass;    /* [unit][hyb_cap] its attention mass so far (fixed point, policy.h's) */
@@ -498,14 +499,12 @@ uint16_t *brisk_kv_v_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32
  * alone, so batch invariant (a batch's attention runs in one wave per block,
  * model/layer.c). */
 void brisk_kv_hyb_refresh(brisk_kv *kv, int32_t layer, int32_t seq, int32_t bi);
-/* seq holds nothing hot (emptied, or given other requests' blocks). */
-void brisk_kv_hyb_reset_seq(brisk_kv *kv, int32_t seq);
 /* dst's hot rows and masses := src's (a fork). */
 void brisk_kv_hyb_forked(brisk_kv *kv, int32_t src, int32_t dst);
 /* seq is truncated to n slots: the hot rows from the block of slot n on are
- * freed (that block reopens), the open block's masses cleared. The rows kept reflect the attention of the
- * dropped queries too (docs/KV.md: a truncated hyb sequence continues close
- * to, not bitwise, a fresh computation). */
+ * freed (that block reopens), the open block's masses cleared. The rows kept
+ * reflect the attention of the dropped queries too (docs/KV.md: a truncated
+ * hyb sequence continues close to, not bitwise, a fresh computation). */
 void brisk_kv_hyb_truncated(brisk_kv *kv, int32_t seq, int32_t n);
 
 /* KIVI's asymmetric quantizer of 32 values (q4_1's arithmetic: d = (max -
