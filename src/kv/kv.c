@@ -324,7 +324,9 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
     }
     if (kv->seqs)
         kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
-    if ((hyb && (!kv->hyb_slot || !kv->hyb_mass || !kv->hyb_wmass || !kv->hyb_order || !kv->hyb_n || !kv->hyb_k || !kv->hyb_v || !kv->hyb_cand)) || !kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
+    const bool hyb_lost = hyb && (!kv->hyb_slot || !kv->hyb_mass || !kv->hyb_wmass || !kv->hyb_order || !kv->hyb_n || !kv->hyb_k || !kv->hyb_v ||
+                                  !kv->hyb_cand);
+    if (hyb_lost || !kv->k || !kv->v || !kv->tok || !kv->pos || !kv->role || !kv->blk || !kv->bucket || !kv->seqs || !tables || !kv->want || !kv->chain ||
         (z.n_stage && (!kv->stage || !kv->stage_free))) {
         if (!kv->seqs) free(tables);
         brisk_kv_free(kv);
