@@ -439,8 +439,8 @@ static void hyb_v_rows(const attn_task *at, float *o, size_t o_stride, int hv, i
     const int16_t *ord = kv->hyb_order + u * (size_t)kv->hyb_cap;
     const int32_t *rslot = kv->hyb_slot + u * (size_t)kv->hyb_cap;
     int32_t hot[BRISK_KV_BLOCK], row[BRISK_KV_BLOCK], n_hot = 0;
-    for (int32_t i = brisk_kv_hyb_lower(kv, u, pos); i < kv->hyb_n[u] && rslot[ord[i]] < pos + len; i++)
-        hot[n_hot] = rslot[ord[i]] - pos, row[n_hot++] = ord[i];
+    for (int32_t k = brisk_kv_hyb_lower(kv, u, pos); k < kv->hyb_n[u] && rslot[ord[k]] < pos + len; k++)
+        hot[n_hot] = rslot[ord[k]] - pos, row[n_hot++] = ord[k];
     if (!n_hot) {
         v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len);
         return;
