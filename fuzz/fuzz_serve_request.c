@@ -105,7 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(srv_kv_name_ok(r.kv_name, strlen(r.kv_name)) && !strchr(r.kv_name, '/') && r.kv_name[0] != '.');
     }
     FUZZ_CHECK(r.min_tokens >= 0);
-    FUZZ_CHECK(!r.spec_set || (r.spec >= BRISK_SCHED_SPEC_OFF && r.spec <= BRISK_SCHED_SPEC_AUTO));
+    FUZZ_CHECK(!r.spec_set || (r.spec >= BRISK_SCHED_SPEC_OFF && r.spec <= BRISK_SCHED_SPEC_DRAFT));   /* off, ngram, auto, draft */
     FUZZ_CHECK(r.n_stop >= 0 && r.n_stop <= lim.max_stop);
     for (int32_t k = 0; k < r.n_stop; k++) FUZZ_CHECK(r.stop[k] && r.stop[k][0]);
     FUZZ_CHECK(r.n_bias <= lim.max_logit_bias);
