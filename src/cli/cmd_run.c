@@ -229,7 +229,7 @@ int brisk_cmd_run(int argc, char **argv) {
     rc = CLI_EXIT_USAGE;
     if (!prompt_arg == !prompt_file) { rc = cli_usage(C, "give exactly one of -p PROMPT or -f FILE"); goto out_args; }
     if (spec_mode == BRISK_SPEC_DRAFT && !draft_path) { rc = cli_usage(C, "--spec draft needs -md DRAFT_MODEL"); goto out_args; }
-    if (spec_mode != BRISK_SPEC_NONE && (kvt.type_k == BRISK_CACHE_HYB4 || kvt.type_k == BRISK_CACHE_HYB2)) {
+    if (spec_mode != BRISK_SPEC_NONE && brisk_kv_type_hyb(kvt.type_k)) {
         rc = cli_usage(C, "--spec is not available with -ctk %s: a rejected draft's queries would already have ranked the hot rows",
                        brisk_cache_type_name(kvt.type_k));
         goto out_args;

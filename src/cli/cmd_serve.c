@@ -137,7 +137,7 @@ static brisk_status load_keys(const cli_args *a, uint8_t **file, const char ***k
 static int retention_conflicts(const cli_args *a, const char *cmd, const brisk_context_params *kvt, const cli_retention *ret) {
     if (!ret->policy_given && !ret->shift_on) return 0;
     const char *what = ret->policy_given ? "--kv-policy" : "--context-shift";
-    if (kvt->type_k == BRISK_CACHE_K4 || kvt->type_k == BRISK_CACHE_K2 || kvt->type_k == BRISK_CACHE_HYB4 || kvt->type_k == BRISK_CACHE_HYB2)
+    if (brisk_kv_type_kivi(kvt->type_k) || brisk_kv_type_hyb(kvt->type_k))
         return cli_usage(cmd, "%s is not available with -ctk %s (a K quantized per channel over each block of 32 slots cannot be %s); use "
                               "-ctk f16, f32, q8_0 or q4_0",
                          what, brisk_cache_type_name(kvt->type_k), ret->policy_given ? "compacted" : "re-rotated");
@@ -202,7 +202,7 @@ int brisk_cmd_serve(int argc, char **argv) {
         cli_args_free(&a);
         return code;
     }
-    if ((kvt.type_k == BRISK_CACHE_HYB4 || kvt.type_k == BRISK_CACHE_HYB2) && a.set[CLI_O_SERVE_SPEC] &&
+    if (brisk_kv_type_hyb(kvt.type_k) && a.set[CLI_O_SERVE_SPEC] &&
         a.i[CLI_O_SERVE_SPEC] != BRISK_SCHED_SPEC_OFF) {
         code = cli_usage(C, "--spec is not available with -ctk %s: a rejected draft's queries would already have ranked the hot rows",
                          brisk_cache_type_name(kvt.type_k));

@@ -12,8 +12,6 @@
  * line that uses one gets a precise answer rather than "unknown". */
 static const char *const peer_only[] = {"bf16", "q4_1", "q5_0", "q5_1", "iq4_nl"};
 
-static bool cache_type_is_hyb(int32_t t) { return t == BRISK_CACHE_HYB4 || t == BRISK_CACHE_HYB2; }
-
 static int one_type(const cli_args *a, const char *cmd, cli_opt_id id, int32_t *out) {
     if (!a->set[id]) return 0;   /* the default: f16 (0) */
     const char *name = a->s[id];
@@ -31,7 +29,7 @@ static int one_type(const cli_args *a, const char *cmd, cli_opt_id id, int32_t *
 int cli_kv_types(const cli_args *a, const char *cmd, brisk_context_params *cp) {
     int code = one_type(a, cmd, CLI_O_CACHE_TYPE_K, &cp->type_k);
     if (!code) code = one_type(a, cmd, CLI_O_CACHE_TYPE_V, &cp->type_v);
-    if (!code && cache_type_is_hyb(cp->type_k) != cache_type_is_hyb(cp->type_v))
+    if (!code && brisk_kv_type_hyb(cp->type_k) != brisk_kv_type_hyb(cp->type_v))
         return cli_usage(cmd, "-ctk %s -ctv %s: hyb4 and hyb2 keep a slot's K and V in F16 together, so they go on both (-ctk hyb4 -ctv hyb4)",
                          brisk_cache_type_name(cp->type_k), brisk_cache_type_name(cp->type_v));
     if (!code && a->set[CLI_O_K_HADAMARD] && a->i[CLI_O_K_HADAMARD]) {
@@ -118,13 +116,13 @@ int cli_kv_draft(const cli_args *a, const char *cmd, bool has_draft, int64_t n_c
     int code = one_type(a, cmd, CLI_O_CACHE_TYPE_K_DRAFT, &dp->type_k);
     if (!code) code = one_type(a, cmd, CLI_O_CACHE_TYPE_V_DRAFT, &dp->type_v);
     if (code) return code;
-    if (has_draft && (cache_type_is_hyb(dp->type_k) || cache_type_is_hyb(dp->type_v)))   /* (serve: inherited from -ctk too) */
+    if (has_draft && (brisk_kv_type_hyb(dp->type_k) || brisk_kv_type_hyb(dp->type_v)))   /* (serve: inherited from -ctk too) */
         return cli_usage(cmd,
                          "%s/%s %s: the draft's cache is cut back after every rejected draft, and a hyb4/hyb2 cache continues only "
                          "whole (its hot rows hold every query's attention), so it would be recomputed from the start each time; use "
                          "k4, k2, q8_0 or q4_0 for the draft",
                          a->given[CLI_O_CACHE_TYPE_K_DRAFT], a->given[CLI_O_CACHE_TYPE_V_DRAFT],
-                         brisk_cache_type_name(cache_type_is_hyb(dp->type_k) ? dp->type_k : dp->type_v));
+                         brisk_cache_type_name(brisk_kv_type_hyb(dp->type_k) ? dp->type_k : dp->type_v));
     const char *name = a->set[CLI_O_KV_POLICY_DRAFT] ? a->s[CLI_O_KV_POLICY_DRAFT] : "none";
     const int kind = brisk_kv_policy_parse(name);
     if (kind < 0) {

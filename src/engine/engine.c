@@ -574,7 +574,7 @@ brisk_status brisk_seq_keep_path(brisk_context *c, int32_t seq, const int32_t *p
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                           "sequence %d: keeping a path is not supported with a %s cache: every query of the decode has already ranked "
                           "its hot rows (truncate the sequence instead: lossy, docs/KV.md)",
-                          seq, c->kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
+                          seq, brisk_kv_hyb_name(c->kv));
     if (!c->tree_ok[seq])
         return brisk_fail(err, BRISK_ERR_INVALID_ARG,
                           "sequence %d: no decode added tokens to it since it last changed: no tree to keep a path of", seq);
@@ -679,11 +679,7 @@ void brisk_context_cache_stats(const brisk_context *c, brisk_cache_stats *out) {
     out->dropped = c->kv->n_compacted;
     const brisk_kv *kv = c->kv;
     out->f16_block_bytes = (size_t)kv->n_layer * (size_t)kv->n_head * ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * BRISK_KV_BLOCK * 2;
-    if (kv->hyb) {
-        const size_t units = (size_t)kv->n_layer * (size_t)kv->n_head, cap = (size_t)kv->hyb_cap;
-        out->hot_bytes_per_seq = units * (cap * (sizeof(int32_t) + sizeof(int64_t) + sizeof(int16_t) + ((size_t)kv->head_dim + (size_t)kv->head_dim_v) * 2) +
-                                          BRISK_KV_BLOCK * sizeof(int64_t) + sizeof(int32_t));   /* kv.h: slot, mass, order, K, V; open block; count */
-    }
+    out->hot_bytes_per_seq = kv->hyb_seq_bytes;
 }
 
 /* ---- roles and the context shift (kv/shift.c) ---------------------------------------------------- */

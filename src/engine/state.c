@@ -188,7 +188,7 @@ brisk_status brisk_seq_state_get(const brisk_context *c, int32_t seq, const stru
     if (kv->hyb)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                           "sequence %d: cannot save a %s cache: its hot F16 rows and their attention history are not part of the state "
-                          "format", seq, kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
+                          "format", seq, brisk_kv_hyb_name(kv));
     if (brisk_kv_policy_heads_differ(kv, seq))
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                           "sequence %d: cannot save: per-head KV selection (--kv-per-head) left each KV head its own slots, which a "
@@ -262,7 +262,7 @@ static brisk_status state_check(const brisk_context *c, int32_t seq, const struc
     const brisk_kv *kv = c->kv;
     if (kv->hyb)
         return brisk_fail(err, BRISK_ERR_UNSUPPORTED, "KV state: cannot load into a %s cache (its hot F16 rows are not part of the state format)",
-                          kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
+                          brisk_kv_hyb_name(kv));
     if (len < 4 || get_u32(p) != STATE_MAGIC)
         return brisk_fail(err, BRISK_ERR_FORMAT, "not a brisk KV state (%s)", len < 4 ? "shorter than its magic" : "bad magic; expected \"BKVS\"");
     if (len < 8) return brisk_fail(err, BRISK_ERR_FORMAT, "KV state truncated: %zu bytes, the header has %u", len, STATE_HEADER);

@@ -1,9 +1,9 @@
 /* hyb: hybrid-precision KV (hyb4, hyb2; docs/KV.md "hyb4 and hyb2").
  *
- * K and V are stored as k4 / k2 (kv.c), and per (sequence, layer) a small
- * set of hot rows keeps F16 K and V of the sinks (the first
- * BRISK_KV_HYB_SINK slots) and of the ceil(5%) of the slots so far that
- * received the most attention. A query reads its own block in F16 from the
+ * K and V are stored as k4 / k2 (kv.c), and per (sequence, layer, KV head)
+ * a small set of hot rows keeps F16 K and V of the sinks (the first
+ * BRISK_KV_HYB_SINK slots), of the newest full block (the window), and of
+ * the ceil(5%) of the slots before it with the most mean attention. A query reads its own block in F16 from the
  * block's staging (K as k4's, V staged beside it for hyb), a hot slot from
  * its hot row, every other slot quantized (model/attention.c).
  *

@@ -321,6 +321,7 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
         kv->hyb_k = calloc(1, z.hyb_k);
         kv->hyb_v = calloc(1, z.hyb_v);
         kv->hyb_cand = malloc(z.hyb_cand);
+        kv->hyb_seq_bytes = (z.hyb_slot + z.hyb_mass + z.hyb_wmass + z.hyb_order + z.hyb_n + z.hyb_k + z.hyb_v) / (size_t)n_seq;
     }
     if (kv->seqs)
         kv->seqs[0].blocks = tables;   /* the tables' one allocation, freed through seqs[0] */
@@ -521,6 +522,10 @@ static uint8_t *k_part_of(const brisk_kv *kv, int32_t layer, int32_t b, int32_t 
     return kv->k + (((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)head) * kv->k_part;
 }
 
+static uint8_t *v_part_of(const brisk_kv *kv, int32_t layer, int32_t b, int32_t head) {
+    return kv->v + (((size_t)layer * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)head) * kv->v_part;
+}
+
 /* Quantize block b's staged K of one layer into its K part, channel by channel. */
 static void kivi_seal_layer(brisk_kv *kv, int32_t layer, int32_t b) {
     const brisk_kv_type t = kv->k_type;
@@ -561,8 +566,7 @@ static void kivi_reopen(brisk_kv *kv, int32_t b, int32_t n_slots) {
                         st[(size_t)i * BRISK_KV_BLOCK + (size_t)l] = brisk_fp32_to_fp16(kivi_k_value(kv->k_type, part, kv->head_dim, l, i));
                 if (kv->hyb)   /* hyb's staged V, from its quantized rows likewise */
                     for (int32_t l = 0; l < n_slots; l++) {
-                        const uint8_t *row = kv->v + ((((size_t)il * (size_t)kv->n_blocks + (size_t)b) * (size_t)kv->n_head + (size_t)h) *
-                                                      kv->v_part) + (size_t)l * (kv->v_part / BRISK_KV_BLOCK);
+                        const uint8_t *row = v_part_of(kv, il, b, h) + (size_t)l * (kv->v_part / BRISK_KV_BLOCK);
                         uint16_t *vs = stage_v_row(kv, x->stage, il, h, l);
                         for (int32_t j = 0; j < kv->head_dim_v; j++) vs[j] = brisk_fp32_to_fp16(kivi_v_value(kv->v_type, row, j));
                     }

@@ -238,6 +238,7 @@ typedef struct brisk_kv {
     uint16_t *hyb_k;      /* [unit][hyb_cap / 16][head_dim][16] F16: groups of 16 rows transposed as the cache's K */
     uint16_t *hyb_v;      /* [unit][hyb_cap][head_dim_v] F16 */
     void *hyb_cand;       /* [hyb_cap] a refresh's candidates (hyb.c) */
+    size_t hyb_seq_bytes; /* the hot rows' arrays of one sequence (brisk_cache_stats.hot_bytes_per_seq) */
 } brisk_kv;
 
 /* Bytes the cache would allocate for these limits, all of it: K, V and the
@@ -485,6 +486,8 @@ static inline uint16_t *brisk_kv_hyb_kt(const brisk_kv *kv, int32_t seq, int32_t
 static inline const uint16_t *brisk_kv_hyb_v(const brisk_kv *kv, int32_t seq, int32_t layer, int32_t head, int32_t r) {
     return kv->hyb_v + (brisk_kv_hyb_unit(kv, seq, layer, head) * (size_t)kv->hyb_cap + (size_t)r) * (size_t)kv->head_dim_v;
 }
+/* A hyb cache's type name, "hyb4" or "hyb2" (for messages). */
+static inline const char *brisk_kv_hyb_name(const brisk_kv *kv) { return kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2"; }
 /* hyb: the F16 V staged for (layer, seq, pos, head) (head_dim_v contiguous);
  * the block must have staging, as brisk_kv_k_stage. */
 uint16_t *brisk_kv_v_stage(const brisk_kv *kv, int32_t layer, int32_t seq, int32_t pos, int32_t head);

@@ -362,10 +362,10 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
 
 /* hyb4/hyb2's statistics (kv/hyb.c): the probability an observed query's m
  * heads give each entry that keeps a mass, added to it: the hot rows below
- * its own block and its own block's entries, whose scores are the scalar
- * F16 dots tile_scores computes for them (so only these are recomputed, not
- * the whole context), as exp(score - M) / (S + the sink's share), in fixed
- * point with integer atomics (order free: batch invariant). */
+ * its own block (their scores from hyb_hot_scores) and its own block's
+ * staged entries (scored again here, 16 per kernel call: the same chains as
+ * the tiles'), not the whole context, as exp(score - M) / (S + the sink's
+ * share), in fixed point with integer atomics (order free: batch invariant). */
 static int64_t hyb_share(const attn_task *at, int m, const float *d, size_t stride, const float *M, const float *inv) {
     float p = 0.0f;
     for (int h = 0; h < m; h++) {

@@ -337,7 +337,7 @@ static brisk_status validate_batch(brisk_forward *f, const brisk_kv *kv, const b
             return brisk_fail(err, BRISK_ERR_UNSUPPORTED,
                               "batch token %d: a token tree (a second branch of sequence %d) is not supported with a %s cache: its hot "
                               "rows are ranked by the attention of every query in position order",
-                              i, b->seq[i], kv->k_type == BRISK_KV_K4 ? "hyb4" : "hyb2");
+                              i, b->seq[i], brisk_kv_hyb_name(kv));
     }
     return BRISK_OK;
 }
