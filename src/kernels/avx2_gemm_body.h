@@ -88,27 +88,38 @@ INL __m256i chain_end(__m256i c) {
 #define VNNI_SPLIT(tt) (AVX2_GEMM_VNNI && (tt) <= 2)
 
 /* ---- prefetch (as avx512_gemm.c: to L2 PF_AHEAD ahead in the tile that pulls
- * the weights from DRAM, and at decode also to L1 PF_NEAR ahead) ---------------- */
+ * the weights from DRAM, at decode also to L1 PF_NEAR ahead, and at one token,
+ * where the CPU prefetches there (Intel), to L2 PF_ONE_AHEAD and L1 PF_ONE_NEAR
+ * ahead: on Sapphire Rapids, BRISK_ISA=avx2, bench/decode-stream two threads,
+ * 8 KiB / 2 KiB -> 3 KiB / 768 B took Q4_0 0.77-0.79 -> 0.88, Q8_0 0.73-0.74 ->
+ * 0.87-0.88, Q6_K 0.78-0.79 -> 0.82-0.84, IQ4_XS 0.72 -> 0.76-0.78) ---------------- */
 
 #define PF_AHEAD 8192
 #define PF_NEAR 2048
+#define PF_ONE_AHEAD 3072
+#define PF_ONE_NEAR 768
 
-INL void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, bool near) {
+/* prefetch_ahead's distance classes (its near argument), as in avx512_gemm.c: L2 far; L2 and L1
+ * far (two tokens, and the multi-region tiles at one token, tuned so on Zen 4); L2 and L1 close. */
+enum { PF_L2 = 0, PF_L2_L1 = 1, PF_ONE = 2 };
+INL int pf_class(int tt) { return tt == 1 ? PF_ONE : tt == 2 ? PF_L2_L1 : PF_L2; }
+
+INL void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, int near) {
     if (!pf) return;
+    if (near == PF_ONE) {   /* rolled, L2 and L1 interleaved: unrolled measured slower (avx512_gemm.c) */
+        #pragma GCC unroll 1
+        for (size_t o = 0; o < bytes; o += 64) {
+            _mm_prefetch((const char *)(p + PF_ONE_AHEAD + o), _MM_HINT_T1);
+            _mm_prefetch((const char *)(p + PF_ONE_NEAR + o), _MM_HINT_T0);
+        }
+        return;
+    }
     #pragma GCC unroll 64
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
-    if (near) {
+    if (near == PF_L2_L1) {
         #pragma GCC unroll 64
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
     }
-}
-
-/* The bytes [p, p + bytes) of one group to L2 PF_AHEAD ahead, issued at the
- * group's start as a rolled loop (unrolled, the same prefetches measured
- * slower: see avx512_gemm.c's Q4_K). */
-INL void prefetch_group(const uint8_t *p, size_t bytes) {
-    #pragma GCC unroll 1
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
 }
 
 /* hsum8 of ref.c on 8 lanes of accumulators: (a[i] + a[i+4]), then (0,2) + (1,3). */
@@ -177,7 +188,7 @@ INL void q4_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q40_GROUP;
-        prefetch_ahead(blk, Q40_GROUP, pf, tt <= 2);
+        prefetch_ahead(blk, Q40_GROUP, pf, pf_class(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -234,7 +245,7 @@ INL void q8_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
 #endif
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q80_GROUP;
-        prefetch_ahead(blk, Q80_GROUP, pf, tt <= 2);
+        prefetch_ahead(blk, Q80_GROUP, pf, pf_class(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -302,7 +313,7 @@ INL void q5_0_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q50_GROUP;
-        prefetch_ahead(blk, Q50_GROUP, pf, tt <= 2);
+        prefetch_ahead(blk, Q50_GROUP, pf, pf_class(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -370,7 +381,7 @@ INL void q41_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as, 
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * group;
-        prefetch_ahead(blk, group, pf, tt <= 2);
+        prefetch_ahead(blk, group, pf, pf_class(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -449,7 +460,7 @@ INL void q2_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi32(15);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q2K_GROUP;
-        prefetch_ahead(blk, Q2K_GROUP, pf, tt <= 2);
+        prefetch_ahead(blk, Q2K_GROUP, pf, pf_class(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -637,7 +648,7 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        prefetch_ahead(blk, 320, pf, tt <= 2);   /* the nibble lines one by one with their loads */
+        prefetch_ahead(blk, 320, pf, pf_class(tt));   /* the nibble lines one by one with their loads */
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -654,7 +665,7 @@ INL void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 for (int k = 0; k < 8; k++) {
                     const uint8_t *line = blk + 320 + 64 * (8 * p + k);
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
-                    prefetch_ahead(line, 64, pf && hh == 0, tt <= 2);
+                    prefetch_ahead(line, 64, pf && hh == 0, pf_class(tt));
                     const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                     #pragma GCC unroll 16
                     for (int t = 0; t < tt; t++) {
@@ -715,8 +726,12 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
-        /* The whole group to L2 at its start, as one rolled loop, and no L1
-         * prefetch, unlike the other decode tiles. Measured 2026-12-06 with
+        /* Each line with its loads, L2 3 KiB and L1 768 B ahead (pf is true at one
+         * token only where the CPU prefetches at decode: Intel). On Sapphire
+         * Rapids (2026-12-07, bench/decode-stream, 2 threads, BRISK_ISA=avx2) that
+         * streamed 0.735-0.742 of a plain read against 0.615-0.622 for the whole
+         * group to L2 at its start, which was this tile's choice on Zen 4 (where
+         * decode prefetch is now off) from these measurements, 2026-12-06, with
          * bench/decode-stream (2 threads, median ratio to plain reads, 3-5
          * interleaved runs of 40 rounds) and gemm-micro T=1 16,384 groups (one
          * thread from DRAM): one L2 prefetch beside each line's load (before)
@@ -730,7 +745,7 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
          * tile: see avx512_gemm.c's Q4_K. Q6_K's tile kept its spread
          * prefetches: the whole group this way measured 0.87-0.96 against
          * 0.95. */
-        if (pf) prefetch_group(blk, Q4K_GROUP);
+        prefetch_ahead(blk, 320, pf, PF_ONE);
         #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
             __m256i cl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, chh[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
@@ -738,6 +753,7 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
             #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const uint8_t *line = blk + 320 + 64 * (8 * p + k);
+                prefetch_ahead(line, 64, pf, PF_ONE);
                 const __m256i ylo = bc32(q8 + 4 * k), yhi = bc32(q8 + 32 + 4 * k);
                 #pragma GCC unroll 2
                 for (int h = 0; h < 2; h++) {
@@ -1002,7 +1018,7 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
  * 4-7 the 8 odd ones (q6_k_tile widens all 16 per half and block), each
  * activation broadcast serves both halves, and each lane is finished as soon
  * as its two lines are in. Same integer sums, same float steps: same bits. */
-INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf) {
+INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf, int near) {
     __m256 acc[2][8];
     #pragma GCC unroll 2
     for (int h = 0; h < 2; h++)
@@ -1012,7 +1028,7 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
-        prefetch_ahead(blk, 288, pf, true);
+        prefetch_ahead(blk, 288, pf, near);
         #pragma GCC unroll 2
         for (int phase = 0; phase < 2; phase++) {
             __m256i sc[2][4][2];   /* (sc, sc) int16 pairs of scale 2 * (2x + kb) + phase, per half */
@@ -1033,9 +1049,9 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
                 for (int kb = 0; kb < 2; kb++) {
                     const int k = m + 8 * kb;
                     const uint8_t *la = blk + BRISK_Q6K_TRIPLE(k), *lb = la + 64, *lh = la + 128;
-                    prefetch_ahead(la, 64, pf, true);
-                    prefetch_ahead(lb, 64, pf, true);
-                    prefetch_ahead(lh, 64, pf, true);
+                    prefetch_ahead(la, 64, pf, near);
+                    prefetch_ahead(lb, 64, pf, near);
+                    prefetch_ahead(lh, 64, pf, near);
                     #pragma GCC unroll 2
                     for (int h = 0; h < 2; h++) {
                         __m256i w[4];
@@ -1069,7 +1085,10 @@ DEFINE_GEMM_PF(gemm_q6_k_tiles, q6_k_tile, Q6_K_TT, BRISK_QK_K, PF_MULTI_REGION)
 
 static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t as, const int32_t *sums, size_t ss, int32_t n_tok,
                       float *out, int64_t os) {
-    if (n_tok == 1) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true);   /* prefetches at one token: see PF_MULTI_REGION */
+    if (n_tok == 1) {   /* prefetches at one token (see PF_MULTI_REGION), closer where the CPU prefetches at decode */
+        if (brisk_gemm_prefetch(1)) q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true, PF_ONE);
+        else q6_k_tile1(n / BRISK_QK_K, wpack, act, out, true, PF_L2_L1);
+    }
     else gemm_q6_k_tiles(n, wpack, act, as, sums, ss, n_tok, out, os);
 }
 
@@ -1114,7 +1133,7 @@ INL void lut4_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m4 = _mm256_set1_epi8(0x0f), table = lut4_table(mx ? brisk_mxfp4_values : brisk_iq4nl_values);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * gbytes;
-        prefetch_ahead(blk, gbytes, pf, tt <= 2);
+        prefetch_ahead(blk, gbytes, pf, pf_class(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -1203,7 +1222,7 @@ INL void iq4_xs_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t a
     const __m256i m4 = _mm256_set1_epi8(0x0f), table = lut4_table(brisk_iq4nl_values);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * IQ4XS_GROUP;
-        prefetch_ahead(blk, 160, pf, tt <= 2);   /* the scales; the lines one by one with their loads */
+        prefetch_ahead(blk, 160, pf, pf_class(tt));   /* the scales; the lines one by one with their loads */
 #if AVX2_GEMM_VNNI
         int32_t ysum[MAX_TT][8];   /* -128 * (bsums[2j] + bsums[2j+1]) */
         #pragma GCC unroll 16
@@ -1230,7 +1249,7 @@ INL void iq4_xs_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t a
                 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     const uint8_t *line = blk + 160 + 64 * (4 * j + c);
-                    prefetch_ahead(line, 64, pf && hh == 0, tt <= 2);
+                    prefetch_ahead(line, 64, pf && hh == 0, pf_class(tt));
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
                     const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
                     const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));

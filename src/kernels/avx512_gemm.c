@@ -56,6 +56,25 @@ static inline float act_scale(const int32_t *row_sums, int64_t nb, int64_t b) {
  * PF_NEAR bytes ahead: see q4_0_tile. */
 #define PF_NEAR 2048
 
+/* One-token tiles that prefetch (a CPU where brisk_gemm_prefetch(1) is true:
+ * Intel) do it closer: to L2 PF_ONE_AHEAD and to L1 PF_ONE_NEAR ahead. On
+ * Sapphire Rapids (bench/decode-stream, two threads, median ratio to a plain
+ * read, 2026-12-07) 8 KiB / 2 KiB ahead gave Q4_0 0.85-0.86, Q8_0 0.82, F16
+ * 0.75, IQ4_NL 0.72-0.76; 3 KiB / 768 B gave 0.93-0.94, 0.90, 0.80-0.84,
+ * 0.88-0.92 (4 KiB / 1 KiB in between). The L1 prefetches far ahead keep more
+ * lines in flight than the core has fill buffers, and demand loads wait
+ * behind them. Multi-token tiles keep the far distances (two tokens: within
+ * 4% either way, gemm-micro T=2 from DRAM), and so do the tiles that also
+ * prefetch at one token on AMD (Q5_K; Q6_K's group-start scheme), which were
+ * tuned on Zen 4. */
+#define PF_ONE_AHEAD 3072
+#define PF_ONE_NEAR 768
+
+/* prefetch_ahead's distance classes (its near argument): L2 far; L2 and L1 far (two tokens, or a
+ * tile tuned so at one token); L2 and L1 close (one token). */
+enum { PF_L2 = 0, PF_L2_L1 = 1, PF_ONE = 2 };
+static inline int pf_class(int tt) { return tt == 1 ? PF_ONE : tt == 2 ? PF_L2_L1 : PF_L2; }
+
 static inline __attribute__((always_inline)) void prefetch_near(const uint8_t *p, size_t bytes) {
     #pragma GCC unroll 64
     for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
@@ -98,12 +117,22 @@ static inline __attribute__((always_inline)) void prefetch_group(const uint8_t *
     }
 }
 
-/* The weight bytes [p, p + bytes) ahead of their loads: to L2 PF_AHEAD ahead
- * in the tile that pulls the weights from DRAM (pf), and at decode (near:
- * one or two tokens) also to L1 PF_NEAR ahead. */
-static inline __attribute__((always_inline)) void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, bool near) {
-    if (pf) prefetch_weights(p, bytes);
-    if (pf && near) prefetch_near(p, bytes);
+/* The weight bytes [p, p + bytes) ahead of their loads, in the tile that pulls
+ * the weights from DRAM (pf): near = PF_L2 to L2 PF_AHEAD ahead; PF_L2_L1
+ * also to L1 PF_NEAR ahead; PF_ONE (one token) to L2 PF_ONE_AHEAD and L1
+ * PF_ONE_NEAR ahead. */
+static inline __attribute__((always_inline)) void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, int near) {
+    if (!pf) return;
+    if (near == PF_ONE) {
+        #pragma GCC unroll 1
+        for (size_t o = 0; o < bytes; o += 64) {
+            _mm_prefetch((const char *)(p + PF_ONE_AHEAD + o), _MM_HINT_T1);
+            _mm_prefetch((const char *)(p + PF_ONE_NEAR + o), _MM_HINT_T0);
+        }
+        return;
+    }
+    prefetch_weights(p, bytes);
+    if (near == PF_L2_L1) prefetch_near(p, bytes);
 }
 
 /* ---- Q4_0 -------------------------------------------------------------------------- */
@@ -132,7 +161,7 @@ static inline __attribute__((always_inline)) void q4_0_tile(int64_t nb, const ui
     const bool hi16 = tt <= 2;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q4_0));
-        prefetch_ahead(blk, G * sizeof(brisk_block_q4_0), pf, hi16);
+        prefetch_ahead(blk, G * sizeof(brisk_block_q4_0), pf, pf_class(tt));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512i lo[4], hi[4];
         #pragma GCC unroll 16
@@ -200,7 +229,7 @@ static inline __attribute__((always_inline)) void q8_0_tile(int64_t nb, const ui
         for (int c = 0; c < 8; c++) acc[t][c] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q8_0));
-        prefetch_ahead(blk, G * sizeof(brisk_block_q8_0), pf, tt <= 2);   /* decode: as q4_0_tile */
+        prefetch_ahead(blk, G * sizeof(brisk_block_q8_0), pf, pf_class(tt));   /* decode: as q4_0_tile */
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q80_TILE];
         const brisk_block_q8_0 *y[Q80_TILE];
@@ -266,7 +295,7 @@ static inline __attribute__((always_inline)) void q5_0_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * (G * sizeof(brisk_block_q5_0));
-        if (pf) prefetch_weights(blk, G * sizeof(brisk_block_q5_0));
+        prefetch_ahead(blk, G * sizeof(brisk_block_q5_0), pf, tt == 1 ? PF_ONE : PF_L2);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         __m512 d[Q50_TILE];
         const brisk_block_q8_0 *y[Q50_TILE];
@@ -327,9 +356,13 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * products are done in float (exact: integers under 2^24), which keeps the
  * 2-uop vpmulld off port 0, where vpdpbusd runs: 149 -> 165 GMAC/s at T=16
  * (gemm-micro, one thread).
- * Prefetch: both tiles issue the whole group's software prefetches at the
- * group's start, as rolled loops: q4_k_tile (two or more tokens) to L2
- * PF_AHEAD ahead, q4_k_tile1 (decode) to L2 and to L1 PF_NEAR ahead.
+ * Prefetch: q4_k_tile (two or more tokens) issues the whole group's software
+ * prefetches to L2 PF_AHEAD ahead at the group's start, as a rolled loop;
+ * q4_k_tile1 (decode, where it prefetches: Intel) each line pair with its loads
+ * to L2 PF_ONE_AHEAD and L1 PF_ONE_NEAR ahead, 0.83-0.84 of a plain read on
+ * Sapphire Rapids (2026-12-07, bench/decode-stream, two threads) against
+ * 0.63-0.67 for the group-start scheme below, which was measured on Zen 4
+ * before decode prefetch went off there (so it no longer runs anywhere).
  * q4_k_tile spread them before, one per line next to its load (and to L1
  * too at two tokens); gemm-micro T=N Q4_K 16384 (one thread from DRAM),
  * 2026-12-06, spread -> whole group: T=2 18.6-18.8 -> 28.1-28.3 GB/s of
@@ -431,7 +464,7 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q4K_GROUP;
-        if (pf) prefetch_group(blk, Q4K_GROUP, true);   /* the whole group at its start: see above */
+        prefetch_ahead(blk, 320, pf, PF_ONE);   /* the scales; the lines two by two with their loads */
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
         const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)), _mm512_set1_ps(y->d));
         const __m512 dm = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32))), _mm512_set1_ps(y->d));
@@ -445,6 +478,7 @@ static inline __attribute__((always_inline)) void q4_k_tile1(int64_t nb, const u
             #pragma GCC unroll 8
             for (int k = 0; k < 8; k += 2) {
                 const uint8_t *line = blk + 320 + 64 * (8 * p + k);
+                prefetch_ahead(line, 128, pf, PF_ONE);
                 const __m512i v0 = _mm512_loadu_si512(line), v1 = _mm512_loadu_si512(line + 64);
                 a0 = dpbusd_bcast(a0, _mm512_and_si512(v0, m4), q8 + 4 * k);
                 a1 = dpbusd_bcast(a1, _mm512_and_si512(v1, m4), q8 + 4 * k + 4);
@@ -693,14 +727,21 @@ static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const ui
  * T=1 Q6_K) against AVX2's 20-21, and decode-stream Q6_K reads 0.80-0.82 of a
  * plain read on one core (AVX2's tile on the old layout 0.64-0.82) and 0.86-1.0
  * at two threads (0.88-0.93): interleaved runs, noisy host. The prefetch stays
- * on at one token (see PF_MULTI_REGION in avx2_gemm_body.h). */
-static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool pf) {
+ * on at one token (see PF_MULTI_REGION in avx2_gemm_body.h): where the CPU
+ * prefetches at decode (Intel: spread) each triple with its loads, L2
+ * PF_ONE_AHEAD and L1 PF_ONE_NEAR ahead, elsewhere (AMD) the whole group to L2
+ * at its start, the Zen 4 numbers above. On Sapphire Rapids (2026-12-07,
+ * decode-stream, two threads) the group-start scheme read 0.62-0.66 of a plain
+ * read, the spread one 0.86-0.92. */
+static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *out, bool spread,
+                                                             bool pf) {
     __m512 acc[8];
     #pragma GCC unroll 8
     for (int m = 0; m < 8; m++) acc[m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        if (pf) prefetch_group(blk, Q6K_GROUP, false);
+        if (spread) prefetch_ahead(blk, 288, pf, PF_ONE);   /* the scales; each triple with its loads */
+        else if (pf) prefetch_group(blk, Q6K_GROUP, false);
         const brisk_block_q8_k *y = (const brisk_block_q8_k *)act + b;
         const __m512 d = _mm512_mul_ps(_mm512_set1_ps(y->d), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)));
         #pragma GCC unroll 2
@@ -718,6 +759,7 @@ static inline __attribute__((always_inline)) void q6_k_tile1(int64_t nb, const u
                 for (int kb = 0; kb < 2; kb++) {
                     const int k = m + 8 * kb;
                     __m512i w[4];
+                    if (spread) prefetch_ahead(blk + BRISK_Q6K_TRIPLE(k), 192, pf, PF_ONE);
                     q6_values(blk, k, w);
                     #pragma GCC unroll 4
                     for (int x = 0; x < 4; x++) {
@@ -744,7 +786,12 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
         TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
-    if (n_tok - t == 1) TILE_CALL(t == 0, q6_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride);
+    if (n_tok - t == 1) {
+        float *o = out + (int64_t)t * out_stride;
+        a += (size_t)t * act_stride;
+        if (t == 0 && brisk_gemm_prefetch(1)) q6_k_tile1(nb, wpack, a, o, true, true);
+        else TILE_CALL(t == 0, q6_k_tile1, nb, wpack, a, o, false);
+    }
 }
 
 /* ---- IQ4_NL and MXFP4 (SCALAR, like Q4_0, against Q8_0) ------------------------------------
@@ -783,7 +830,7 @@ static inline __attribute__((always_inline)) void lut4_tile(int64_t nb, const ui
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f), table = lut4_table(mx ? brisk_mxfp4_values : brisk_iq4nl_values);
-    const bool near = tt <= 2;
+    const int near = pf_class(tt);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * gbytes;
         prefetch_ahead(blk, gbytes, pf, near);
@@ -865,7 +912,7 @@ static inline __attribute__((always_inline)) void iq4_xs_tile(int64_t nb, const 
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++) acc[t] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0f), table = lut4_table(brisk_iq4nl_values);
-    const bool near = tt <= 2;
+    const int near = pf_class(tt);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * IQ4XS_GROUP;
         prefetch_ahead(blk, 160, pf, near);   /* the scales; the lines one by one with their loads */
@@ -978,7 +1025,7 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
         const uint8_t *line = wp + (size_t)c * F16_LINE;
         if (pf) {
             #pragma GCC unroll 4
-            for (int q = 0; q < rr; q += 4) prefetch_weights(line + (size_t)(q / 4) * quad, F16_LINE);
+            for (int q = 0; q < rr; q += 4) prefetch_ahead(line + (size_t)(q / 4) * quad, F16_LINE, true, tt == 1 ? PF_ONE : PF_L2);
         }
         __m512 x[16];
         #pragma GCC unroll 16
