@@ -1015,7 +1015,7 @@ static inline float hsum16(__m512 v) {
  * of the columns changes no bit. */
 static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c1, const uint8_t *wp, size_t quad, const float *y,
                                                            size_t ys, int rr, int tt, bool first, bool last, __m512 *acc_io,
-                                                           float *out, int64_t out_stride, bool pf) {
+                                                           float *out, int64_t out_stride, bool pf, int near) {
     __m512 acc[16][8];
     #pragma GCC unroll 16
     for (int r = 0; r < rr; r++)
@@ -1025,7 +1025,7 @@ static inline __attribute__((always_inline)) void f16_tile(int64_t c0, int64_t c
         const uint8_t *line = wp + (size_t)c * F16_LINE;
         if (pf) {
             #pragma GCC unroll 4
-            for (int q = 0; q < rr; q += 4) prefetch_ahead(line + (size_t)(q / 4) * quad, F16_LINE, true, tt == 1 ? PF_ONE : PF_L2);
+            for (int q = 0; q < rr; q += 4) prefetch_ahead(line + (size_t)(q / 4) * quad, F16_LINE, true, near);
         }
         __m512 x[16];
         #pragma GCC unroll 16
@@ -1059,7 +1059,7 @@ static inline __attribute__((always_inline)) void f16_rows(int64_t nc, const uin
     for (int64_t c0 = 0; c0 < nc; c0 += F16_KC) {
         const int64_t c1 = c0 + F16_KC < nc ? c0 + F16_KC : nc;
         for (int r0 = 0; r0 < G; r0 += rr)
-            f16_tile(c0, c1, wp + (size_t)(r0 / 4) * quad, quad, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride, pf);
+            f16_tile(c0, c1, wp + (size_t)(r0 / 4) * quad, quad, y, ys, rr, tt, c0 == 0, c1 == nc, keep + r0 * tt, out + r0, out_stride, pf, PF_L2);
     }
 }
 
@@ -1082,7 +1082,8 @@ static void gemm_f16(int64_t n, const void *wpack, const void *act, size_t act_s
     switch (n_tok - t) {
         case 1:   /* quad after quad: one sequential stream (see above) */
             for (int q = 0; q < 4; q++)
-                f16_tile(0, nc, wp + (size_t)q * nc * F16_LINE, (size_t)nc * F16_LINE, yr, sums_stride, 4, 1, true, true, NULL, o + 4 * q, out_stride, pf);
+                f16_tile(0, nc, wp + (size_t)q * nc * F16_LINE, (size_t)nc * F16_LINE, yr, sums_stride, 4, 1, true, true, NULL, o + 4 * q, out_stride,
+                         pf, n_tok == 1 ? PF_ONE : PF_L2);
             break;
         case 2: f16_rows(nc, wp, yr, sums_stride, 8, 2, o, out_stride, pf); break;
         case 3: f16_rows(nc, wp, yr, sums_stride, 8, 3, o, out_stride, pf); break;
