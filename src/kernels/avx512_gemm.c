@@ -61,9 +61,9 @@ static inline float act_scale(const int32_t *row_sums, int64_t nb, int64_t b) {
  * Sapphire Rapids (bench/decode-stream, two threads, median ratio to a plain
  * read, 2026-12-07) 8 KiB / 2 KiB ahead gave Q4_0 0.85-0.86, Q8_0 0.82, F16
  * 0.75, IQ4_NL 0.72-0.76; 3 KiB / 768 B gave 0.93-0.94, 0.90, 0.80-0.84,
- * 0.88-0.92 (4 KiB / 1 KiB in between). The L1 prefetches far ahead keep more
- * lines in flight than the core has fill buffers, and demand loads wait
- * behind them. Multi-token tiles keep the far distances (two tokens: within
+ * 0.88-0.92 (4 KiB / 1 KiB in between). Probably the L1 prefetches far ahead
+ * kept more lines in flight than the core has fill buffers (16), and demand
+ * loads waited behind them. Multi-token tiles keep the far distances (two tokens: within
  * 4% either way, gemm-micro T=2 from DRAM), and so do the tiles that also
  * prefetch at one token on AMD (Q5_K; Q6_K's group-start scheme), which were
  * tuned on Zen 4. */
