@@ -23,9 +23,11 @@ typedef struct brisk_cpu_features {
      * and checks it (brisk_isa_check) */
     char isa[24];
     /* Whether the GEMM kernels prefetch the weight stream in software (to L2
-     * 8 KiB and to L1 2 KiB ahead) at one token, in the tiles that read each
-     * group in order (multi-token tiles and the multi-region K-quant tiles
-     * always do: kernels.h's brisk_gemm_prefetch, avx2_gemm_body.h). On where
+     * 3 KiB and to L1 768 B ahead, each line with its loads: PF_ONE in
+     * avx512_gemm.c) at one token, in the tiles that read each group in order
+     * (multi-token tiles and the multi-region K-quant tiles always do:
+     * kernels.h's brisk_gemm_prefetch, avx2_gemm_body.h; the Q6_K one-token
+     * tiles also take their scheme from it). On where
      * it was measured to pay, Intel (Sapphire Rapids: one core's hardware
      * prefetcher alone kept too few lines in flight), and by default
      * elsewhere; off on AMD, where the hardware prefetchers alone stream
