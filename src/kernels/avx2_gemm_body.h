@@ -91,8 +91,9 @@ INL __m256i chain_end(__m256i c) {
  * the weights from DRAM, at decode also to L1 PF_NEAR ahead, and at one token,
  * where the CPU prefetches there (Intel), to L2 PF_ONE_AHEAD and L1 PF_ONE_NEAR
  * ahead: on Sapphire Rapids, BRISK_ISA=avx2, bench/decode-stream two threads,
- * 8 KiB / 2 KiB -> 3 KiB / 768 B took Q4_0 0.77-0.79 -> 0.88, Q8_0 0.73-0.74 ->
- * 0.87-0.88, Q6_K 0.78-0.79 -> 0.82-0.84, IQ4_XS 0.72 -> 0.76-0.78) ---------------- */
+ * the session's start against this, two alternating runs: Q4_0 0.75-0.80 ->
+ * 0.86-0.89, Q8_0 0.74-0.75 -> 0.89-0.91, Q4_K 0.58 -> 0.70-0.71 (its one-token
+ * tile below), Q6_K 0.72-0.75 -> 0.75-0.77, IQ4_XS 0.71 -> 0.75-0.76) ---------------- */
 
 #define PF_AHEAD 8192
 #define PF_NEAR 2048
@@ -729,7 +730,7 @@ INL void q4_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
         /* Each line with its loads, L2 3 KiB and L1 768 B ahead (pf is true at one
          * token only where the CPU prefetches at decode: Intel). On Sapphire
          * Rapids (2026-12-07, bench/decode-stream, 2 threads, BRISK_ISA=avx2) that
-         * streamed 0.735-0.742 of a plain read against 0.615-0.622 for the whole
+         * streamed 0.70-0.74 of a plain read against 0.58-0.62 for the whole
          * group to L2 at its start, which was this tile's choice on Zen 4 (where
          * decode prefetch is now off) from these measurements, 2026-12-06, with
          * bench/decode-stream (2 threads, median ratio to plain reads, 3-5
