@@ -33,6 +33,7 @@
  * finds the group's lines in L1/L2), at decode (one or two tokens) both in
  * one pass so the weights stream once. */
 #include "kernels/kernels.h"
+#include "kernels/x86_prefetch.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 
@@ -87,41 +88,11 @@ INL __m256i chain_end(__m256i c) {
  * is of single-cycle adds and stays whole. */
 #define VNNI_SPLIT(tt) (AVX2_GEMM_VNNI && (tt) <= 2)
 
-/* ---- prefetch (as avx512_gemm.c: to L2 PF_AHEAD ahead in the tile that pulls
- * the weights from DRAM, at decode also to L1 PF_NEAR ahead, and at one token,
- * where the CPU prefetches there (Intel), to L2 PF_ONE_AHEAD and L1 PF_ONE_NEAR
- * ahead: on Sapphire Rapids, BRISK_ISA=avx2, bench/decode-stream two threads,
- * the session's start against this, two alternating runs: Q4_0 0.75-0.80 ->
- * 0.86-0.89, Q8_0 0.74-0.75 -> 0.89-0.91, Q4_K 0.58 -> 0.70-0.71 (its one-token
- * tile below), Q6_K 0.72-0.75 -> 0.75-0.77, IQ4_XS 0.71 -> 0.75-0.76) ---------------- */
-
-#define PF_AHEAD 8192
-#define PF_NEAR 2048
-#define PF_ONE_AHEAD 3072
-#define PF_ONE_NEAR 768
-
-/* prefetch_ahead's distance classes (its near argument), as in avx512_gemm.c: L2 far; L2 and L1
- * far (two tokens, and the multi-region tiles at one token, tuned so on Zen 4); L2 and L1 close. */
-enum { PF_L2 = 0, PF_L2_L1 = 1, PF_ONE = 2 };
-INL int pf_class(int tt) { return tt == 1 ? PF_ONE : tt == 2 ? PF_L2_L1 : PF_L2; }
-
-INL void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, int near) {
-    if (!pf) return;
-    if (near == PF_ONE) {   /* rolled, L2 and L1 interleaved: unrolled measured slower (avx512_gemm.c) */
-        #pragma GCC unroll 1
-        for (size_t o = 0; o < bytes; o += 64) {
-            _mm_prefetch((const char *)(p + PF_ONE_AHEAD + o), _MM_HINT_T1);
-            _mm_prefetch((const char *)(p + PF_ONE_NEAR + o), _MM_HINT_T0);
-        }
-        return;
-    }
-    #pragma GCC unroll 64
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
-    if (near == PF_L2_L1) {
-        #pragma GCC unroll 64
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
-    }
-}
+/* ---- prefetch: kernels/x86_prefetch.h. With BRISK_ISA=avx2 on Sapphire Rapids
+ * (bench/decode-stream, two threads, the session-24 start against its close
+ * one-token distances, two alternating runs): Q4_0 0.75-0.80 -> 0.86-0.89, Q8_0
+ * 0.74-0.75 -> 0.89-0.91, Q4_K 0.58 -> 0.70-0.71 (its one-token tile below),
+ * Q6_K 0.72-0.75 -> 0.75-0.77, IQ4_XS 0.71 -> 0.75-0.76 ---------------------- */
 
 /* hsum8 of ref.c on 8 lanes of accumulators: (a[i] + a[i+4]), then (0,2) + (1,3). */
 INL __m256 hsum8_lanes(const __m256 a[8]) {
@@ -548,7 +519,7 @@ INL void q3_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m3 = _mm256_set1_epi8(3), b4 = _mm256_set1_epi8(4);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q3K_GROUP;
-        prefetch_ahead(blk, Q3K_GROUP, pf, tt <= 2);
+        prefetch_ahead(blk, Q3K_GROUP, pf, pf_class_far(tt));
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -826,7 +797,7 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q5K_GROUP;
-        prefetch_ahead(blk, 320, pf, tt <= 2);   /* the nibble and mask lines one by one with their loads */
+        prefetch_ahead(blk, 320, pf, pf_class_far(tt));   /* the nibble and mask lines one by one with their loads */
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -863,11 +834,11 @@ INL void q5_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 #pragma GCC unroll 16
                 for (int t = 0; t < tt; t++) L[t] = L2[t] = _mm256_setzero_si256();
                 const uint8_t *mk = blk + 2368 + 64 * m;
-                prefetch_ahead(mk, 64, pf && hh == 0, tt <= 2);
+                prefetch_ahead(mk, 64, pf && hh == 0, pf_class_far(tt));
                 #pragma GCC unroll 4
                 for (int c = 0; c < 4; c++) {
                     const uint8_t *line = blk + 320 + 64 * (8 * c + m);
-                    prefetch_ahead(line, 64, pf && hh == 0, tt <= 2);
+                    prefetch_ahead(line, 64, pf && hh == 0, pf_class_far(tt));
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(line + 32 * h));
                     uint32_t b0, b1;
                     memcpy(&b0, mk + 16 * c + 4 * h, 4);
@@ -952,7 +923,7 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
             for (int m = 0; m < 8; m++) acc[hh][t][m] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        prefetch_ahead(blk, 288, pf, tt <= 2);   /* the value lines one by one with their loads */
+        prefetch_ahead(blk, 288, pf, pf_class_far(tt));   /* the value lines one by one with their loads */
         #pragma GCC unroll 2
         for (int hh = 0; hh < nh; hh++) {
             const int h = h0 + hh;
@@ -973,9 +944,9 @@ INL void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t as,
                 for (int kk = 0; kk < 2; kk++) {
                     const int k = m + 8 * kk;
                     const uint8_t *la = blk + BRISK_Q6K_TRIPLE(k), *lb = la + 64, *lh = la + 128;
-                    prefetch_ahead(la, 64, pf && hh == 0, tt <= 2);
-                    prefetch_ahead(lb, 64, pf && hh == 0, tt <= 2);
-                    prefetch_ahead(lh, 64, pf && hh == 0, tt <= 2);
+                    prefetch_ahead(la, 64, pf && hh == 0, pf_class_far(tt));
+                    prefetch_ahead(lb, 64, pf && hh == 0, pf_class_far(tt));
+                    prefetch_ahead(lh, 64, pf && hh == 0, pf_class_far(tt));
                     __m256i w[4];
                     q6_values(la + 32 * h, lb + 32 * h, lh + 32 * h, w);
                     #pragma GCC unroll 4

@@ -15,6 +15,7 @@
  * each loaded weight line; every lane's arithmetic is independent of how many,
  * so results do not depend on the batch. */
 #include "kernels/kernels.h"
+#include "kernels/x86_prefetch.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 #include "ops/ops.h"
@@ -39,47 +40,6 @@ static inline float act_scale(const int32_t *row_sums, int64_t nb, int64_t b) {
     return d;
 }
 
-/* Software prefetch into L2, PF_AHEAD bytes ahead of the weight stream: the
- * hardware prefetcher alone keeps too few lines in flight for one core to
- * reach its share of DRAM bandwidth at one token. gemm-micro T=1 Q4_0 over
- * 1.2 GB of weights (65536 groups), 4 interleaved runs at load 3.7: none
- * 8.6-10.3 GB/s, 8 KiB ahead to L2 13.3-13.6 (one outlier 8.7), 2 KiB ahead
- * to L1 8.5-12.5. Prefetches are hints: past the end of the weights they do nothing.
- * Only the first token tile of a call prefetches: it is the one that pulls
- * the group's weights from DRAM (the later tiles find them in L1/L2). Before,
- * only tiles smaller than a full token tile did, so an 8-token pass (a
- * speculative verification) streamed without prefetch and cost 1.3x a
- * 7-token one on llama-3.2-1b Q4_0. */
-#define PF_AHEAD 8192
-
-/* Decode tiles also pull the lines they are about to read from L2 into L1,
- * PF_NEAR bytes ahead: see q4_0_tile. */
-#define PF_NEAR 2048
-
-/* One-token tiles that prefetch (a CPU where brisk_gemm_prefetch(1) is true:
- * Intel) do it closer: to L2 PF_ONE_AHEAD and to L1 PF_ONE_NEAR ahead. On
- * Sapphire Rapids (bench/decode-stream, two threads, median ratio to a plain
- * read, 2026-12-07) 8 KiB / 2 KiB ahead gave Q4_0 0.85-0.86, Q8_0 0.82, F16
- * 0.75, IQ4_NL 0.72-0.76; 3 KiB / 768 B gave 0.93-0.94, 0.90, 0.80-0.84,
- * 0.88-0.92 (4 KiB / 1 KiB in between). Probably the L1 prefetches far ahead
- * kept more lines in flight than the core has fill buffers (16), and demand
- * loads waited behind them. Multi-token tiles keep the far distances (two tokens: within
- * 4% either way, gemm-micro T=2 from DRAM), and so do the tiles that also
- * prefetch at one token on AMD (Q5_K; Q6_K's group-start scheme), which were
- * tuned on Zen 4. */
-#define PF_ONE_AHEAD 3072
-#define PF_ONE_NEAR 768
-
-/* prefetch_ahead's distance classes (its near argument): L2 far; L2 and L1 far (two tokens, or a
- * tile tuned so at one token); L2 and L1 close (one token). */
-enum { PF_L2 = 0, PF_L2_L1 = 1, PF_ONE = 2 };
-static inline int pf_class(int tt) { return tt == 1 ? PF_ONE : tt == 2 ? PF_L2_L1 : PF_L2; }
-
-static inline __attribute__((always_inline)) void prefetch_near(const uint8_t *p, size_t bytes) {
-    #pragma GCC unroll 64
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
-}
-
 /* vpdpbusd with the activation's 4 bytes as an embedded broadcast
  * ({1to16}): one fused uop where the intrinsics give a separate broadcast
  * load (GCC 12 does not fold it). */
@@ -100,11 +60,6 @@ static inline __attribute__((always_inline)) __m512i dpbusd_bcast(__m512i acc, _
  * prefetch is on (pf_on: brisk_gemm_prefetch, read once per call). */
 #define TILE_CALL(first, tile, ...) ((first) ? tile(__VA_ARGS__, true) : tile(__VA_ARGS__, false))
 
-static inline __attribute__((always_inline)) void prefetch_weights(const uint8_t *p, size_t bytes) {
-    #pragma GCC unroll 64
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_AHEAD + o), _MM_HINT_T1);
-}
-
 /* The weight bytes [p, p + bytes) of one group, to L2 PF_AHEAD ahead and
  * (near) to L1 PF_NEAR ahead, issued at the group's start as rolled loops:
  * the same prefetches fully unrolled measured slower (see q4_k_tile). */
@@ -115,24 +70,6 @@ static inline __attribute__((always_inline)) void prefetch_group(const uint8_t *
         #pragma GCC unroll 1
         for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)(p + PF_NEAR + o), _MM_HINT_T0);
     }
-}
-
-/* The weight bytes [p, p + bytes) ahead of their loads, in the tile that pulls
- * the weights from DRAM (pf): near = PF_L2 to L2 PF_AHEAD ahead; PF_L2_L1
- * also to L1 PF_NEAR ahead; PF_ONE (one token) to L2 PF_ONE_AHEAD and L1
- * PF_ONE_NEAR ahead. */
-static inline __attribute__((always_inline)) void prefetch_ahead(const uint8_t *p, size_t bytes, bool pf, int near) {
-    if (!pf) return;
-    if (near == PF_ONE) {
-        #pragma GCC unroll 1
-        for (size_t o = 0; o < bytes; o += 64) {
-            _mm_prefetch((const char *)(p + PF_ONE_AHEAD + o), _MM_HINT_T1);
-            _mm_prefetch((const char *)(p + PF_ONE_NEAR + o), _MM_HINT_T0);
-        }
-        return;
-    }
-    prefetch_weights(p, bytes);
-    if (near == PF_L2_L1) prefetch_near(p, bytes);
 }
 
 /* ---- Q4_0 -------------------------------------------------------------------------- */
@@ -547,7 +484,7 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
     const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(0x10);
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q5K_GROUP;
-        prefetch_ahead(blk, 320, pf, tt <= 2);   /* the rest line by line with its loads, as in q4_k_tile */
+        prefetch_ahead(blk, 320, pf, pf_class_far(tt));   /* the rest line by line with its loads, as in q4_k_tile */
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
         const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         const brisk_block_q8_k *y[Q5K_TILE];
@@ -579,11 +516,11 @@ static inline __attribute__((always_inline)) void q5_k_tile(int64_t nb, const ui
             #pragma GCC unroll 16
             for (int t = 0; t < tt; t++) L[t] = _mm512_setzero_si512();
             const uint8_t *mk = blk + 2368 + 64 * m;
-            prefetch_ahead(mk, 64, pf, tt <= 2);
+            prefetch_ahead(mk, 64, pf, pf_class_far(tt));
             #pragma GCC unroll 16
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_loadu_si512(blk + 320 + 64 * (8 * c + m));
-                prefetch_ahead(blk + 320 + 64 * (8 * c + m), 64, pf, tt <= 2);
+                prefetch_ahead(blk + 320 + 64 * (8 * c + m), 64, pf, pf_class_far(tt));
                 const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
                 const __m512i w0 = _mm512_mask_add_epi8(lo, _load_mask64((__mmask64 *)(mk + 16 * c)), lo, b16);
                 const __m512i w1 = _mm512_mask_add_epi8(hi, _load_mask64((__mmask64 *)(mk + 16 * c + 8)), hi, b16);
