@@ -1302,63 +1302,7 @@ static void quantize_q8_0(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* brisk_q8_k_quantize 8 lanes at a time: amax exact in any order; max is the first element
- * of magnitude amax (ref's tie rule), found by a compare scan; iscale = -127/max and
- * d = 1/iscale stay scalar; round to nearest even as above, capped at 127 (vpminsd: the
- * same as ref's BRISK_MIN); bsums as exact integer sums. Blocks with a NaN or a non-finite
- * amax take the scalar function; an all-zero block is all zeros, as there. */
-static void quantize_q8_k(const float *src, void *dst, int64_t n) {
-    brisk_block_q8_k *b = dst;
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), cap = _mm256_set1_epi32(127);
-    for (int64_t i = 0; i < n / BRISK_QK_K; i++) {
-        const float *x = src + (size_t)i * BRISK_QK_K;
-        __m256 m = _mm256_setzero_ps();
-        int bad = 0;
-        for (int k = 0; k < BRISK_QK_K / 8; k++) {
-            const __m256 v = _mm256_loadu_ps(x + 8 * k);
-            m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v));
-            bad |= _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        }
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
-        if (bad || !(amax <= 3.402823466e38f)) {
-            brisk_q8_k_quantize(x, &b[i], BRISK_QK_K);
-            continue;
-        }
-        if (!amax) {
-            memset(&b[i], 0, sizeof b[i]);
-            continue;
-        }
-        float max = amax;
-        const __m256 av = _mm256_set1_ps(amax);
-        for (int k = 0; k < BRISK_QK_K / 8; k++) {
-            const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * k)), av, _CMP_EQ_OQ));
-            if (eq) {
-                max = x[8 * k + __builtin_ctz((unsigned)eq)];
-                break;
-            }
-        }
-        const float iscale = -127.0f / max;
-        const __m256 iv = _mm256_set1_ps(iscale);
-        for (int g = 0; g < BRISK_QK_K / 32; g++) {
-            __m256i q[4];
-            for (int k = 0; k < 4; k++) q[k] = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 32 * g + 8 * k), iv)), cap);
-            const __m256i p = _mm256_permutevar8x32_epi32(
-                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3])), order);
-            _mm256_storeu_si256((__m256i *)(b[i].qs + 32 * g), p);
-            /* sums of 4, then of 16: dwords 0-3 are elements 0-15 of this group of 32 */
-            __m256i s4 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), p), _mm256_set1_epi16(1));
-            s4 = _mm256_hadd_epi32(s4, s4);
-            s4 = _mm256_hadd_epi32(s4, s4);
-            b[i].bsums[2 * g] = (int16_t)_mm256_cvtsi256_si32(s4);
-            b[i].bsums[2 * g + 1] = (int16_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(s4, 1));
-        }
-        b[i].d = 1 / iscale;
-    }
-}
+/* Q8_K: brisk_avx2_q8_k_quantize (avx2_kernels.c), which the kernel tables use too. */
 
 /* ---- activation sums (the spec: brisk_act_sums_q8_0_ref) ------------------------------- */
 
@@ -1401,7 +1345,7 @@ static const brisk_gemm_kernels table = {
     },
     .quantize_act = {
         [BRISK_Q_Q8_0] = quantize_q8_0,
-        [BRISK_Q_Q8_K] = quantize_q8_k,
+        [BRISK_Q_Q8_K] = brisk_avx2_q8_k_quantize,
     },
 };
 

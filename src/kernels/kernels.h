@@ -109,6 +109,9 @@ void brisk_avx512_dot_iq4_nl(int64_t n, float *out, const void *w, const void *a
 void brisk_avx512_dot_iq4_xs(int64_t n, float *out, const void *w, const void *a);
 void brisk_avx512_dot_mxfp4(int64_t n, float *out, const void *w, const void *a);
 
+/* brisk_q8_k_quantize's bytes, 8 lanes at a time (avx2_kernels.c; the AVX2 and AVX-512 tables). */
+void brisk_avx2_q8_k_quantize(const float *src, void *dst, int64_t n);
+
 /* ---- packed GEMM (prefill and decode over row groups) ------------------------------------
  * Weights of a supported type may be repacked at load into groups of
  * BRISK_GEMM_ROWS rows (brisk_pack_rows), the same number of bytes as the
