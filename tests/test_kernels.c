@@ -341,8 +341,10 @@ static void test_quantize_act(const brisk_kernels *const *tables, int ntables) {
         CHECK(!"out of memory");
         goto done;
     }
-    for (int kind = 0; kind < 3; kind++) {
-        fill_floats(x, n, kind);
+    for (int kind = 0; kind < 4; kind++) {
+        if (kind < 3) fill_floats(x, n, kind);
+        else   /* ties: each block's largest value is +-127, so the scale is +-1 and every x.5 is a tie, which rounds to even */
+            for (int64_t i = 0; i < n; i++) x[i] = i % 32 == 5 ? (i / 32 % 2 ? -127.0f : 127.0f) : (float)(i % 61 - 30) + 0.5f;
         for (size_t i = 0; i < BRISK_ARRAY_LEN(acts); i++) {
             size_t row;
             brisk_qtype_row_bytes(acts[i], n, &row);
