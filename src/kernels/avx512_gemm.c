@@ -567,7 +567,6 @@ static void gemm_q5_k(int64_t n, const void *wpack, const void *act, size_t act_
  * Lane l then loses 32 * (bsums[2l]*sc[2l] + bsums[2l+1]*sc[2l+1]) (one
  * vpdpwssd on the scale pair), and acc[m] = fma(dy*dw, (float)lane, acc[m]). */
 
-#define Q6K_TILE 2
 #define Q6K_GROUP (G * sizeof(brisk_block_q6_k))
 
 static inline __m512i q6_scale(const uint8_t *blk, int j) {   /* int8 scale j of the 16 rows, as (uint16)sc in 32-bit lanes */
@@ -586,69 +585,82 @@ static inline __attribute__((always_inline)) void q6_values(const uint8_t *blk, 
     w[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(H, 2), m30, _mm512_and_si512(_mm512_srli_epi16(lB, 4), m4), 0xEA);
 }
 
+/* Prefill (two tokens and more), lane by lane as q6_k_tile1 below: lane m is
+ * triples m and m + 8, so lanes 0-3 need only the 8 even-numbered scales and
+ * lanes 4-7 the 8 odd ones (16 widened scales a block, held in registers for
+ * all tt tokens), one int32 accumulator per token is live, and each lane's
+ * float accumulators are touched once per block (they may live on the stack).
+ * Before (session 25) the tile ran the triples in memory order with 8 int32
+ * accumulators per token, which held it to 2 tokens and widened 4 scales per
+ * triple (64 a block). gemm-micro Q6_K, one thread, Sapphire Rapids, old ->
+ * new: T=64 in L2 (16 groups) 67-68 -> 106-107 GMAC/s (tiles of 4, 6, 10, 12
+ * tokens: 92, 99, 106, 105); from DRAM (12000 groups) T=2 24.5 -> 24.5, T=4
+ * 34.5 -> 41.4, T=8 46 -> 62. The integer sums are exact in any order and
+ * every lane's float steps are the old tile's: the same bits. */
+#ifndef Q6K_TILE
+#define Q6K_TILE 8
+#endif
+_Static_assert(Q6K_TILE >= 2 && Q6K_TILE <= 8, "gemm_q6_k's remainder cases cover tiles of up to 8 tokens");
+
 static inline __attribute__((always_inline)) void q6_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
                                                             int tt, float *out, int64_t out_stride, bool pf) {
     __m512 acc[Q6K_TILE][8];
     #pragma GCC unroll 16
     for (int t = 0; t < tt; t++)
-        #pragma GCC unroll 16
+        #pragma GCC unroll 8
         for (int m = 0; m < 8; m++) acc[t][m] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = wp + (size_t)b * Q6K_GROUP;
-        /* The whole group to L2 at its start, one rolled loop (as q4_k_tile;
-         * the one-token tile, AVX2's, keeps its spread prefetches). Spread,
-         * one beside each line's load (and to L1 too at two tokens), before:
-         * gemm-micro T=N Q6_K 12000 (one thread from DRAM, 4 interleaved
-         * runs, 2026-12-06), GB/s of weights spread -> whole group: T=2
-         * 10.2-11.0 -> 16.1-16.8 (one 7.9); T=4 7.2-7.8 -> 10.1-10.7; T=8
-         * 3.1-5.0 -> 4.0-6.1. Q5_K's tile measured the same way gained nothing
-         * (T=2 17.0-20.6 -> 20.2-21.2, T=4 and 8 3-10% lower) and kept its own. */
+        /* The whole group to L2 at its start, one rolled loop (as q4_k_tile).
+         * Spread, one beside each line's load (and to L1 too at two tokens),
+         * measured before with the memory-order tile: gemm-micro T=N Q6_K 12000
+         * (one thread from DRAM, 4 interleaved runs, 2026-12-06), GB/s of
+         * weights spread -> whole group: T=2 10.2-11.0 -> 16.1-16.8 (one 7.9);
+         * T=4 7.2-7.8 -> 10.1-10.7; T=8 3.1-5.0 -> 4.0-6.1. */
         if (pf) prefetch_group(blk, Q6K_GROUP, false);
         const brisk_block_q8_k *y[Q6K_TILE];
-        __m512i L[Q6K_TILE][8];
         #pragma GCC unroll 16
-        for (int t = 0; t < tt; t++) {
-            y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
-            #pragma GCC unroll 16
-            for (int m = 0; m < 8; m++) L[t][m] = _mm512_setzero_si512();
-        }
-        #pragma GCC unroll 16
-        for (int s = 0; s < 16; s++) {   /* the triples in memory order: k = 0, 8, 1, 9, ... (integer sums: any order) */
-            const int k = 8 * (s % 2) + s / 2;
-            __m512i w[4];
-            q6_values(blk, k, w);
-            const int m = k % 8;
-            __m512i sc[4];
-            #pragma GCC unroll 16
-            for (int x = 0; x < 4; x++) {
-                const int g = 2 * x + k / 8;   /* chunk j = 16x + k */
-                sc[x] = q6_scale(blk, 2 * g + (m >= 4));
-            }
-            #pragma GCC unroll 16
-            for (int t = 0; t < tt; t++)
-                #pragma GCC unroll 16
-                for (int x = 0; x < 4; x++) {
-                    const __m512i D = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[x], bcast32(y[t]->qs + 4 * (16 * x + k)));
-                    L[t][m] = _mm512_dpwssd_epi32(L[t][m], D, sc[x]);
-                }
-        }
+        for (int t = 0; t < tt; t++) y[t] = (const brisk_block_q8_k *)(act + (size_t)t * act_stride) + b;
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-        #pragma GCC unroll 16
-        for (int l = 0; l < 8; l++) {
-            const __m512i pair = _mm512_or_si512(q6_scale(blk, 2 * l), _mm512_slli_epi32(q6_scale(blk, 2 * l + 1), 16));
-            #pragma GCC unroll 16
-            for (int t = 0; t < tt; t++) {
-                const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, bcast32(y[t]->bsums + 2 * l));
-                const __m512i lane = _mm512_sub_epi32(L[t][l], _mm512_slli_epi32(corr, 5));
-                const __m512 d = _mm512_mul_ps(_mm512_set1_ps(y[t]->d), dw);
-                acc[t][l] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane), acc[t][l]);
+        #pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            __m512i sc[4][2];   /* the scale of chunk 16x + k for k / 8 = kb: index 2 * (2x + kb) + half */
+            #pragma GCC unroll 4
+            for (int x = 0; x < 4; x++)
+                #pragma GCC unroll 2
+                for (int kb = 0; kb < 2; kb++) sc[x][kb] = q6_scale(blk, 2 * (2 * x + kb) + half);
+            #pragma GCC unroll 1
+            for (int mm = 0; mm < 4; mm++) {
+                const int m = 4 * half + mm;
+                __m512i L[Q6K_TILE];
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) L[t] = _mm512_setzero_si512();
+                #pragma GCC unroll 2
+                for (int kb = 0; kb < 2; kb++) {
+                    const int k = m + 8 * kb;
+                    __m512i w[4];
+                    q6_values(blk, k, w);
+                    #pragma GCC unroll 4
+                    for (int x = 0; x < 4; x++)
+                        #pragma GCC unroll 16
+                        for (int t = 0; t < tt; t++) {
+                            const __m512i D = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w[x], bcast32(y[t]->qs + 4 * (16 * x + k)));
+                            L[t] = _mm512_dpwssd_epi32(L[t], D, sc[x][kb]);
+                        }
+                }
+                const __m512i pair = _mm512_or_si512(q6_scale(blk, 2 * m), _mm512_slli_epi32(q6_scale(blk, 2 * m + 1), 16));
+                #pragma GCC unroll 16
+                for (int t = 0; t < tt; t++) {
+                    const __m512i corr = _mm512_dpwssd_epi32(_mm512_setzero_si512(), pair, bcast32(y[t]->bsums + 2 * m));
+                    const __m512i lane = _mm512_sub_epi32(L[t], _mm512_slli_epi32(corr, 5));
+                    const __m512 d = _mm512_mul_ps(_mm512_set1_ps(y[t]->d), dw);
+                    acc[t][m] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lane), acc[t][m]);
+                }
             }
         }
     }
     #pragma GCC unroll 16
-    for (int t = 0; t < tt; t++) {
-        _mm512_storeu_ps(out + (int64_t)t * out_stride, sum8_lanes(acc[t]));
-    }
+    for (int t = 0; t < tt; t++) _mm512_storeu_ps(out + (int64_t)t * out_stride, sum8_lanes(acc[t]));
 }
 
 /* Decode (one token): the lanes run one after the other (lane m is triples m
@@ -723,6 +735,13 @@ static void gemm_q6_k(int64_t n, const void *wpack, const void *act, size_t act_
     for (; t + Q6K_TILE <= n_tok; t += Q6K_TILE)
         TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q6K_TILE, out + (int64_t)t * out_stride, out_stride);
+#define Q6K_REST(k) \
+    case k: if (k < Q6K_TILE) TILE_CALL(t == 0, q6_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, k, out + (int64_t)t * out_stride, out_stride); break;
+    switch (n_tok - t) {
+        Q6K_REST(2) Q6K_REST(3) Q6K_REST(4) Q6K_REST(5) Q6K_REST(6) Q6K_REST(7)   /* Q6K_TILE <= 8 */
+        default: break;
+    }
+#undef Q6K_REST
     if (n_tok - t == 1) {
         float *o = out + (int64_t)t * out_stride;
         a += (size_t)t * act_stride;
