@@ -324,7 +324,15 @@ static void gemm_q5_0(int64_t n, const void *wpack, const void *act, size_t act_
  * and AVX2 Q6_K did not (0.87-0.96); Q5_K's and IQ4_XS's tiles here kept
  * their spread prefetches (docs/PERFORMANCE.md, session 20). */
 
-#define Q4K_TILE 4   /* 5 and 6 measured within 3% */
+/* Tokens per prefill tile. 4 until session 25 ("5 and 6 measured within 3%", on Zen 4); on
+ * Sapphire Rapids, gemm-micro Q4_K one thread, weights in L2 (16 groups), 4 -> 8 tokens: T=64
+ * 147 -> 161 GMAC/s (5, 6, 7: 153, 154, 157), T=24 103 -> 120, T=100 108 -> 119; from DRAM
+ * (12000 groups) T=8 82 -> 94, T=16 102 -> 110. The tile's registers spill at 8 (the 16 nibble
+ * lines, and 4 per token): the per-token values are used once per sub-block pair. */
+#ifndef Q4K_TILE
+#define Q4K_TILE 8
+#endif
+_Static_assert(Q4K_TILE >= 4 && Q4K_TILE <= 8, "gemm_q4_k's remainder cases cover tiles of up to 8 tokens");
 #define Q4K_GROUP (G * (sizeof(brisk_block_q4_k) + 4))
 
 static inline __attribute__((always_inline)) void q4_k_tile(int64_t nb, const uint8_t *wp, const uint8_t *act, size_t act_stride,
@@ -446,14 +454,14 @@ static void gemm_q4_k(int64_t n, const void *wpack, const void *act, size_t act_
     for (; t + Q4K_TILE <= n_tok; t += Q4K_TILE)
         TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
                   Q4K_TILE, out + (int64_t)t * out_stride, out_stride);
+#define Q4K_REST(k) \
+    case k: if (k < Q4K_TILE) TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride, k, out + (int64_t)t * out_stride, out_stride); break;
     switch (n_tok - t) {
-        case 3: TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
-                          3, out + (int64_t)t * out_stride, out_stride); break;
-        case 2: TILE_CALL(t == 0 && pf_on, q4_k_tile, nb, wpack, a + (size_t)t * act_stride, act_stride,
-                          2, out + (int64_t)t * out_stride, out_stride); break;
+        Q4K_REST(2) Q4K_REST(3) Q4K_REST(4) Q4K_REST(5) Q4K_REST(6) Q4K_REST(7)   /* Q4K_TILE <= 8 */
         case 1: TILE_CALL(t == 0 && pf_on, q4_k_tile1, nb, wpack, a + (size_t)t * act_stride, out + (int64_t)t * out_stride); break;
         default: break;
     }
+#undef Q4K_REST
 }
 
 /* ---- Q5_K (LANES with 32-element sub-block scales plus the min term, against Q8_K) -----------
