@@ -42,7 +42,7 @@
 
 #define G BRISK_GEMM_ROWS
 #define INL static inline __attribute__((always_inline))
-#define MAX_TT 8   /* array bound of every tile: tiles use at most this many tokens */
+#define MAX_TT 8   /* array bound of every tile: tiles use at most this many tokens (TILE_TT's cases) */
 
 INL __m256i bc32(const void *p) {
     int32_t v;
@@ -112,6 +112,10 @@ INL __m256 hsum8_lanes(const __m256 a[8]) {
         case 2: (pf) ? tile(__VA_ARGS__, 2, h0, nh, true) : tile(__VA_ARGS__, 2, h0, nh, false); break;      \
         case 3: if (3 <= TT) (pf) ? tile(__VA_ARGS__, 3, h0, nh, true) : tile(__VA_ARGS__, 3, h0, nh, false); break; \
         case 4: if (4 <= TT) (pf) ? tile(__VA_ARGS__, 4, h0, nh, true) : tile(__VA_ARGS__, 4, h0, nh, false); break; \
+        case 5: if (5 <= TT) (pf) ? tile(__VA_ARGS__, 5, h0, nh, true) : tile(__VA_ARGS__, 5, h0, nh, false); break; \
+        case 6: if (6 <= TT) (pf) ? tile(__VA_ARGS__, 6, h0, nh, true) : tile(__VA_ARGS__, 6, h0, nh, false); break; \
+        case 7: if (7 <= TT) (pf) ? tile(__VA_ARGS__, 7, h0, nh, true) : tile(__VA_ARGS__, 7, h0, nh, false); break; \
+        case 8: if (8 <= TT) (pf) ? tile(__VA_ARGS__, 8, h0, nh, true) : tile(__VA_ARGS__, 8, h0, nh, false); break; \
         default: break;                                                                                      \
     }
 
@@ -1050,8 +1054,13 @@ INL void q6_k_tile1(int64_t nb, const uint8_t *wp, const uint8_t *act, float *ou
     for (int h = 0; h < 2; h++) _mm256_storeu_ps(out + 8 * h, hsum8_lanes(acc[h]));
 }
 
+/* 8 tokens (4 until session 25): gemm-micro 64 Q6_K, one thread, Sapphire Rapids, tiles of
+ * 4 / 6 / 8 tokens: avx2 46-48 / 51 / 52-56 GMAC/s, avx2-vnni 57-58 / 57-61 / 62 (the tile
+ * widens the 16 scales and the value lines once per block and half for all its tokens). Q4_K's
+ * tile measured slower at 6 and 8 (avx2 77 / 73-75 / 65-66, avx2-vnni 104-107 / 77-83 / 72-75)
+ * and stays at 4. */
 #ifndef Q6_K_TT
-#define Q6_K_TT 4
+#define Q6_K_TT 8
 #endif
 DEFINE_GEMM_PF(gemm_q6_k_tiles, q6_k_tile, Q6_K_TT, BRISK_QK_K, PF_MULTI_REGION)
 
