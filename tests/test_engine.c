@@ -106,6 +106,34 @@ static void test_batch_invariance(const int32_t *tok) {
     free(other);
 }
 
+/* Matmul passes split into token blocks (mm_tok_block: big batches keep a block's
+ * activations in L2): BRISK_MM_PASS_KIB=1 splits every packed matmul of the prompt into
+ * blocks of 24 tokens; the logits must be the one-pass run's bits. */
+static void test_pass_blocks(const int32_t *tok, const char *name) {
+    const size_t bytes = (size_t)PROMPT_LEN * n_vocab * sizeof(float);
+    float *one = malloc(bytes), *blocks = malloc(bytes);
+    CHECK(one && blocks);
+    const char *prev = getenv("BRISK_MM_PASS_KIB");
+    if (one && blocks && !prev) {
+        brisk_context *c = new_ctx(256, 128, 1, 2);
+        run_chunked(c, tok, PROMPT_LEN, PROMPT_LEN, one);
+        brisk_context_free(c);
+        setenv("BRISK_MM_PASS_KIB", "1", 1);
+        c = new_ctx(256, 128, 1, 2);
+        run_chunked(c, tok, PROMPT_LEN, PROMPT_LEN, blocks);
+        brisk_context_free(c);
+        setenv("BRISK_MM_PASS_KIB", "0", 1);   /* refused, naming the variable */
+        brisk_context_params p = brisk_context_default_params();
+        brisk_context *bad = NULL;
+        brisk_error err = {0};
+        CHECK(brisk_context_init(model, &p, &bad, &err) == BRISK_ERR_INVALID_ARG && strstr(err.msg, "BRISK_MM_PASS_KIB") && !bad);
+        unsetenv("BRISK_MM_PASS_KIB");
+        CHECKF(memcmp(one, blocks, bytes) == 0, "%s: logits differ when the matmul passes are split into token blocks", name);
+    }
+    free(one);
+    free(blocks);
+}
+
 static void test_errors(const int32_t *tok) {
     brisk_context *c = new_ctx(32, 16, 2, 1);
     brisk_error err = {0};
@@ -813,6 +841,7 @@ int main(void) {
     test_memory_plan();
     test_context_split(tok);
     test_batch_invariance(tok);
+    test_pass_blocks(tok, "pycode-target-f16");
     test_errors(tok);
     test_window(tok);
     test_positions_not_slots(tok);
@@ -836,6 +865,7 @@ int main(void) {
     n_vocab = info.n_vocab;
     for (int i = 0; i < PROMPT_LEN; i++) tok[i] = (tok[i] * 7 + i) % n_vocab;
     test_tree_model("qwen2-tiny-Q4_0", tok);
+    test_pass_blocks(tok, "qwen2-tiny-Q4_0");
     if (test_quick()) test_seq_sync(tok);
     brisk_model_free(model);
     return test_finish();

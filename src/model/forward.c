@@ -202,6 +202,16 @@ brisk_status brisk_forward_init(brisk_forward **out, const brisk_model_data *m, 
         }
         f->min_parallel_macs = v;
     }
+    const char *pass_env = getenv("BRISK_MM_PASS_KIB");
+    if (pass_env) {
+        char *end = NULL;
+        const long long v = strtoll(pass_env, &end, 10);
+        if (end == pass_env || *end || v < 1 || v > (1LL << 30)) {
+            free(f);
+            return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_MM_PASS_KIB='%s' is not a positive number of KiB", pass_env);
+        }
+        f->mm_pass_bytes = (int64_t)v * 1024;
+    }
     if (attn_split_size() < 0) {
         free(f);
         return brisk_fail(err, BRISK_ERR_INVALID_ARG, "BRISK_ATTN_SPLIT='%s' is not a positive multiple of %d", getenv("BRISK_ATTN_SPLIT"), ATTN_TILE);

@@ -88,6 +88,7 @@ struct brisk_forward {
     float *moe_out;                              /* [n_batch * n_expert_used][n_embd] every (token, rank) output */
     int n_threads;
     double min_parallel_macs;                    /* PARALLEL_MIN_MACS, or BRISK_PARALLEL_MIN_MACS (tests: 0) */
+    int64_t mm_pass_bytes;                       /* 0, or BRISK_MM_PASS_KIB (tests): every matmul pass's activation limit (mm_tok_block) */
     struct mm_range *ranges;                     /* [thread] matmul unit ranges, for stealing */
     int32_t *anc;                                /* tree tokens: [thread][n_batch] slots of positions base.. */
     uint16_t *kgather;                           /* tree tokens: [thread][16][head_dim] K rows in position order */

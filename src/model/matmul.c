@@ -155,23 +155,52 @@ static void mm_worker(void *ctx, int ith, int nth) {
     }
 }
 
-/* Tokens per mm_worker pass. Packed F16 reads each token's activations as
- * F32 (4 bytes a column) once per 16-row group; with all 512 prompt tokens in
- * one pass they stream from L3 for every group (16 MiB for llama-3.2-1b's
- * w_down). Passes whose activations fit in ~768 KiB stay in L2 while the
- * thread's groups go by; the weights are read again per pass (a group's 32
- * bytes a column now serve 24-216 tokens, not 512). In a one-thread GEMM micro-benchmark
- * (bench/gemm-micro.c, 512 tokens) this gave 44.5 -> 49.4 GMAC/s at 4864
- * columns, 45.0 -> 48.0 at 2048, 46.1 -> 49.3 at 896. A multiple of 24 keeps
- * every kernel's token tile (8, 6, 4, 3, 2) whole. The quantized types read
- * about a quarter of the bytes per token and keep one pass. */
+/* Tokens per mm_worker pass. A pass reads, for each 16-row group, the
+ * activations of all its tokens; once they outgrow L2 they stream from L3 or
+ * DRAM again for every group. Splitting the tokens into blocks keeps a block's
+ * activations in L2 while the thread's groups go by, at the price of reading
+ * the weights once per block. Every output's arithmetic is the same whatever
+ * the block (the kernels' tiles compute each token alone), so this changes no
+ * bit (test_engine, BRISK_MM_PASS_KIB). A multiple of 24 keeps every kernel's
+ * token tile (8, 6, 4, 3, 2) whole.
+ * - Packed F16 reads each token's activations as F32 (4 bytes a column): with
+ *   all 512 prompt tokens in one pass they streamed from L3 for every group
+ *   (16 MiB for llama-3.2-1b's w_down). Passes of ~768 KiB: one-thread
+ *   gemm-micro, 512 tokens, 44.5 -> 49.4 GMAC/s at 4864 columns, 45.0 -> 48.0
+ *   at 2048, 46.1 -> 49.3 at 896.
+ * - The quantized types read about a quarter of the bytes per token (Q8_K: 1.14
+ *   a column; Q8_0: 1.06, plus 1.25 of act_sums), and re-reading their
+ *   weights costs more: blocks of 1 MiB once a pass would read more than 2 MiB
+ *   (session 25, Sapphire Rapids with 2 MiB of L2, 2 threads). 8 prompts of 255
+ *   tokens in one 2,040-token batch (serve's burst; `batched-bench -npp 255
+ *   -npl 8 -b 2048`), S_PP t/s, one pass against this rule: llama-3.2-1b
+ *   Q4_K_M 199-201 -> 206-210, Q4_0 219-226 -> 244-253; llama-3.2-1b Q4_K_M
+ *   pp512 (only w_down is split) 203-205 -> 201-206. Other limits measured:
+ *   8 MiB / 2 MiB blocks 199 / 240 (burst), 4 / 1 205 / 251, 4 / 2 200 / 238,
+ *   2 / 0.5 201 / 252; 1 / 1 cost pp512 4%.
+ * BRISK_MM_PASS_KIB (f->mm_pass_bytes) sets one limit for both, in tests. */
+#define MM_F16_PASS (768 * 1024)
+#define MM_QUANT_PASS_MAX (2 * 1024 * 1024)
+#define MM_QUANT_BLOCK (1024 * 1024)
+
 static int32_t mm_tok_block(const brisk_forward *f, int n, const brisk_weight *const *w, int32_t n_tok) {
-    int64_t cols = 0;
+    int64_t per_tok = 0;   /* activation bytes one token of the pass reads: once per activation type (the jobs share x) */
+    bool f16 = true;
     for (int j = 0; j < n; j++) {
-        if (!f->gk || w[j]->type != BRISK_Q_F16 || !w[j]->packed) return n_tok;
-        cols = w[j]->cols > cols ? w[j]->cols : cols;
+        if (!f->gk || !w[j]->packed) return n_tok;
+        const uint32_t act = brisk_qtype_get(w[j]->type)->act_type;
+        bool seen = false;
+        for (int i = 0; i < j; i++) seen |= brisk_qtype_get(w[i]->type)->act_type == act;
+        f16 &= w[j]->type == BRISK_Q_F16;
+        if (seen) continue;
+        size_t rb = 0;
+        brisk_qtype_row_bytes(act, w[j]->cols, &rb);   /* validated at load */
+        per_tok += act == BRISK_Q_F16 ? w[j]->cols * 4 : (int64_t)rb + (f->gk->act_sums[act] ? w[j]->cols / 32 * 10 * 4 : 0);
     }
-    const int64_t tb = (768 * 1024) / (cols * 4) / 24 * 24;
+    const int64_t max = f->mm_pass_bytes ? f->mm_pass_bytes : f16 ? 0 : MM_QUANT_PASS_MAX;
+    const int64_t block = f->mm_pass_bytes ? f->mm_pass_bytes : f16 ? MM_F16_PASS : MM_QUANT_BLOCK;
+    if (per_tok * n_tok <= max) return n_tok;
+    const int64_t tb = block / per_tok / 24 * 24;
     return tb < 24 ? 24 : tb < n_tok ? (int32_t)tb : n_tok;
 }
 
