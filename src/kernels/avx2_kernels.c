@@ -406,9 +406,9 @@ static void swiglu(float *h, const float *g, const float *u, int64_t n) {
  * AVX-512 tables take it; at decode the scalar function was 1.2% of a Q4_K_M token on
  * llama-3.2-1b, the other thread waiting): amax exact in any order; max is the first element
  * of magnitude amax (ref's tie rule), found by a compare scan; iscale = -127/max and
- * d = 1/iscale stay scalar; vcvtps2dq rounds to nearest even like brisk_round_even, capped at
- * 127 (vpminsd: the same as ref's BRISK_MIN); bsums as exact integer sums. Blocks with a NaN or a non-finite
- * amax take the scalar function; an all-zero block is all zeros, as there. */
+ * d = 1/iscale stay scalar; vcvtps2dq rounds to nearest even like brisk_round_even, capped
+ * at 127 (vpminsd: the same as ref's BRISK_MIN); bsums as exact integer sums. Blocks with a
+ * NaN or a non-finite amax take the scalar function; an all-zero block is all zeros, as there. */
 void brisk_avx2_q8_k_quantize(const float *src, void *dst, int64_t n) {
     brisk_block_q8_k *b = dst;
     const __m256 sign = _mm256_set1_ps(-0.0f);
