@@ -183,19 +183,22 @@ static void mm_worker(void *ctx, int ith, int nth) {
 #define MM_QUANT_PASS_MAX (2 * 1024 * 1024)
 #define MM_QUANT_BLOCK (1024 * 1024)
 
-static int32_t mm_tok_block(const brisk_forward *f, int n, const brisk_weight *const *w, int32_t n_tok) {
-    int64_t per_tok = 0;   /* activation bytes one token of the pass reads: once per activation type (the jobs share x) */
+/* The activation bytes the packed GEMM reads per token for one activation type
+ * of stride bytes a row over cols columns: F16's kernel reads only the values
+ * widened to F32, the others the quantized row and, where the table has them,
+ * its act_sums (10 int32 per 32-column block, kernels.h). */
+static int64_t mm_act_bytes(const brisk_forward *f, uint32_t act, int64_t cols, size_t stride) {
+    if (act == BRISK_Q_F16) return cols * 4;
+    return (int64_t)stride + (f->gk && f->gk->act_sums[act] ? cols / 32 * 10 * 4 : 0);
+}
+
+/* per_tok: the activation bytes one token of the pass reads, once per activation
+ * type (the jobs share x; brisk_fwd_matmul sums mm_act_bytes). */
+static int32_t mm_tok_block(const brisk_forward *f, int n, const brisk_weight *const *w, int32_t n_tok, int64_t per_tok) {
     bool f16 = true;
     for (int j = 0; j < n; j++) {
         if (!f->gk || !w[j]->packed) return n_tok;
-        const uint32_t act = brisk_qtype_get(w[j]->type)->act_type;
-        bool seen = false;
-        for (int i = 0; i < j; i++) seen |= brisk_qtype_get(w[i]->type)->act_type == act;
         f16 &= w[j]->type == BRISK_Q_F16;
-        if (seen) continue;
-        size_t rb = 0;
-        brisk_qtype_row_bytes(act, w[j]->cols, &rb);   /* validated at load */
-        per_tok += act == BRISK_Q_F16 ? w[j]->cols * 4 : (int64_t)rb + (f->gk->act_sums[act] ? w[j]->cols / 32 * 10 * 4 : 0);
     }
     const int64_t max = f->mm_pass_bytes ? f->mm_pass_bytes : f16 ? 0 : MM_QUANT_PASS_MAX;
     const int64_t block = f->mm_pass_bytes ? f->mm_pass_bytes : f16 ? MM_F16_PASS : MM_QUANT_BLOCK;
@@ -212,6 +215,7 @@ void brisk_fwd_matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, co
     mm_task mt = {.k = f->k, .g = f->gk, .n_jobs = n, .n_tok = n_tok};
     uint32_t done_types[MM_MAX_JOBS];
     int n_done = 0;
+    int64_t act_bytes = 0;   /* per token, for mm_tok_block */
     for (int j = 0; j < n; j++) {
         const brisk_qtype_info *qi = brisk_qtype_get(w[j]->type);
         const uint32_t act = qi->act_type;
@@ -223,6 +227,7 @@ void brisk_fwd_matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, co
         if (slot < 0) {
             slot = n_done;
             done_types[n_done++] = act;
+            act_bytes += mm_act_bytes(f, act, w[j]->cols, stride);
             const brisk_quantize_fn qf = f->gk && f->gk->quantize_act[act] ? f->gk->quantize_act[act] : f->k->quantize_act[act];
             quant_task qt = {.quant = qf, .act = act, .x = x, .n = w[j]->cols, .rows = n_tok, .dst = f->xq[slot], .dst_stride = stride};
             if (f->gk && f->gk->act_sums[act]) {
@@ -240,7 +245,7 @@ void brisk_fwd_matmul(brisk_forward *f, const float *x, int32_t n_tok, int n, co
     }
     double macs = 0.0;
     for (int j = 0; j < n; j++) macs += (double)w[j]->rows * (double)w[j]->cols * n_tok;
-    mt.tok_block = mm_tok_block(f, n, w, n_tok);
+    mt.tok_block = mm_tok_block(f, n, w, n_tok, act_bytes);
     const int nth = step_threads(f, macs);
     mt.ranges = f->ranges;
     for (int i = 0; i < nth; i++) {   /* published to the workers by the pool's generation bump */
