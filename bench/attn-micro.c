@@ -43,10 +43,10 @@ int main(int argc, char **argv) {
         const brisk_attn_kernels *g = tables[ti];
         const double t0 = now();
         for (long r = 0; r < reps; r++)
-            for (size_t b = 0; b < nblk; b++) g->kq_multi_h(q, D, M, k + b * D * SLOTS, SLOTS, SLOTS / 16, D, 0.125f, scores, 64);
+            for (size_t b = 0; b < nblk; b++) g->kq_multi_h(q, D, M, k + b * D * SLOTS, SLOTS, SLOTS / 16, D, 0.125f, scores, 64, NULL);
         const double t1 = now();
         for (long r = 0; r < reps; r++)
-            for (size_t b = 0; b < nblk; b++) g->axpy_f16_rows_multi(o, D, M, p, 64, v + b * D * SLOTS, D, SLOTS, D);
+            for (size_t b = 0; b < nblk; b++) g->axpy_f16_rows_multi(o, D, M, p, 64, v + b * D * SLOTS, D, SLOTS, D, NULL);
         const double t2 = now();
         const double keys = (double)reps * (double)nblk * SLOTS;
         printf("%-7s %zu blocks (%zu KiB of K): K scores %.2f ns/key (%.1f GB/s), V %.2f ns/key (%.1f GB/s), %d query heads, "

@@ -550,7 +550,15 @@ static void test_attention(const brisk_attn_kernels *g) {
             kt[i] = brisk_fp16_to_fp32(kh[i]);
         }
         for (int i = 0; i < 64 * VS; i++) v[i] = brisk_fp32_to_fp16(rng_gauss());
-        int bad_kq = 0, bad_kqh = 0, bad_axpy = 0;
+        int bad_kq = 0, bad_kqh = 0, bad_axpy = 0, bad_pf = 0;
+        /* every other call with a prefetch queue over kh and v (attention.c's
+         * next tile): the same outputs, and the cursor stays inside the queue */
+        brisk_attn_pf pfq;
+        const brisk_attn_pf pf0 = {.base = {(const char *)kh, (const char *)v, (const char *)kh, (const char *)v},
+                                   .lines = {40, 40, 3, 1}, .n = 4};
+        int calls = 0;
+#define PFQ_NEXT() (calls++ % 2 ? (pfq = pf0, &pfq) : NULL)
+#define PFQ_CHECK(q) (bad_pf += (q) && ((q)->r > (q)->n || ((q)->r < (q)->n && ((q)->l < 0 || (q)->l >= (q)->lines[(q)->r]))))
         for (int d = 8; d <= D; d += 24)   /* 8, 32, 56, 80: below, at and past whole 32-dim chunks */
             for (int m = 1; m <= NQ; m++) {
                 for (int i = 0; i < NQ * D; i++) q[i] = rng_gauss();
@@ -561,7 +569,9 @@ static void test_attention(const brisk_attn_kernels *g) {
                     for (int h = 0; h < m; h++) bad_kq += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
                     {
                         for (int i = 0; i < NQ * 64; i++) s1[i] = NAN;   /* sentinels: every output written */
-                        g->kq_multi_h(q, D, m, kh, KS, ng, d, 0.125f, s1, 64);
+                        brisk_attn_pf *pq = PFQ_NEXT();
+                        g->kq_multi_h(q, D, m, kh, KS, ng, d, 0.125f, s1, 64, pq);
+                        PFQ_CHECK(pq);
                         for (int h = 0; h < m; h++) bad_kqh += memcmp(s1 + h * 64, s2 + h * 64, sizeof(float) * 16 * (size_t)ng) != 0;
                     }
                 }
@@ -569,13 +579,18 @@ static void test_attention(const brisk_attn_kernels *g) {
                     for (int i = 0; i < NQ * 64; i++) p[i] = rng_uniform();
                     for (int i = 0; i < NQ * D; i++) o1[i] = o2[i] = rng_gauss();
                     for (int h = 0; h < m; h++) g->axpy_f16_rows(o1 + h * D, p + h * 64, v, VS, n, d);
-                    g->axpy_f16_rows_multi(o2, D, m, p, 64, v, VS, n, d);
+                    brisk_attn_pf *pq = PFQ_NEXT();
+                    g->axpy_f16_rows_multi(o2, D, m, p, 64, v, VS, n, d, pq);
+                    PFQ_CHECK(pq);
                     bad_axpy += memcmp(o1, o2, sizeof(float) * NQ * D) != 0;
                 }
             }
         CHECKF(bad_kq == 0, "%s kq_multi_t differs from kq16t in %d cases", g->isa, bad_kq);
         CHECKF(bad_kqh == 0, "%s kq_multi_h differs from kq_multi_t in %d cases", g->isa, bad_kqh);
         CHECKF(bad_axpy == 0, "%s axpy_f16_rows_multi differs from axpy_f16_rows in %d cases", g->isa, bad_axpy);
+        CHECKF(bad_pf == 0, "%s prefetch queue cursor out of its regions in %d calls", g->isa, bad_pf);
+#undef PFQ_NEXT
+#undef PFQ_CHECK
         free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v); free(kh);
     }
     printf("attention %s: kq16, kq16t, axpy_f16(_rows), kq_multi_t/h, axpy_f16_rows_multi bit-identical to the scalar loops\n", g->isa);

@@ -43,7 +43,8 @@ static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t
 }
 
 static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
-                       size_t os) {
+                       size_t os, brisk_attn_pf *pf) {
+    (void)pf;   /* the spec does not prefetch */
     for (int h = 0; h < m; h++)
         for (int g = 0; g < ng; g++)
             for (int l = 0; l < 16; l++) {
@@ -54,7 +55,9 @@ static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, siz
             }
 }
 
-static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d,
+                                brisk_attn_pf *pf) {
+    (void)pf;
     for (int h = 0; h < m; h++) axpy_f16_rows(o + (size_t)h * os, p + (size_t)h * ps, v, stride, n, d);
 }
 

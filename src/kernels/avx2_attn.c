@@ -79,13 +79,15 @@ static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t st
  * 8 lanes side by side (one chain alone waits on the add latency), each
  * query broadcast once per element and each key line loaded once for both. */
 static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_t qs, const void *kt, size_t stride, int d, float scale,
-                                                           float *out, size_t os, const int QM, const int QG, const int F16) {
+                                                           float *out, size_t os, const int QM, const int QG, const int F16,
+                                                           brisk_attn_pf *pf) {
     __m256 acc[2][4];
 #pragma GCC unroll 2
     for (int h = 0; h < QM; h++)
 #pragma GCC unroll 4
         for (int c = 0; c < 2 * QG; c++) acc[h][c] = _mm256_setzero_ps();
     for (int i = 0; i < d; i++) {
+        brisk_attn_pf_next(pf);
         __m256 k[4];
 #pragma GCC unroll 4
         for (int c = 0; c < 2 * QG; c++)
@@ -105,7 +107,7 @@ static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_
 }
 
 static inline __attribute__((always_inline)) void kq_multi(const float *q, size_t qs, int m, const void *kt, size_t stride, int ng, int d,
-                                                           float scale, float *out, size_t os, const int F16) {
+                                                           float scale, float *out, size_t os, const int F16, brisk_attn_pf *pf) {
     const size_t esz = F16 ? sizeof(uint16_t) : sizeof(float);
     for (int h0 = 0; h0 < m; h0 += 2) {
         const float *qh = q + (size_t)h0 * qs;
@@ -114,28 +116,28 @@ static inline __attribute__((always_inline)) void kq_multi(const float *q, size_
             const void *kg = (const char *)kt + (size_t)(16 * g0) * esz;
             float *oh = out + (size_t)h0 * os + (size_t)(16 * g0);
             const int gg = ng - g0 < 2 ? ng - g0 : 2;
-            if (mm == 2 && gg == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 2, 2, F16);
-            else if (mm == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 2, 1, F16);
-            else if (gg == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 1, 2, F16);
-            else kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 1, 1, F16);
+            if (mm == 2 && gg == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 2, 2, F16, pf);
+            else if (mm == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 2, 1, F16, pf);
+            else if (gg == 2) kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 1, 2, F16, pf);
+            else kqt_tile(qh, qs, kg, stride, d, scale, oh, os, 1, 1, F16, pf);
         }
     }
 }
 
 static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
                        size_t os) {
-    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 0);
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 0, NULL);
 }
 
 static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
-                       size_t os) {
-    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 1);
+                       size_t os, brisk_attn_pf *pf) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 1, pf);
 }
 
 /* Up to 2 outputs sharing the V rows, 16 dimensions from off: each V line
  * widened once for both. */
 static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_t os, const float *p, size_t ps, const uint16_t *v,
-                                                                 size_t stride, int n, int off, const int QM) {
+                                                                 size_t stride, int n, int off, const int QM, brisk_attn_pf *pf) {
     __m256 a[2][2];
 #pragma GCC unroll 2
     for (int h = 0; h < QM; h++) {
@@ -143,6 +145,7 @@ static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_
         a[h][1] = _mm256_loadu_ps(o + (size_t)h * os + off + 8);
     }
     for (int j = 0; j < n; j++) {
+        brisk_attn_pf_next(pf);
         const uint16_t *vr = v + (size_t)j * stride + off;
         const __m256 v0 = load8h(vr), v1 = load8h(vr + 8);
 #pragma GCC unroll 2
@@ -159,15 +162,16 @@ static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_
     }
 }
 
-static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d,
+                                brisk_attn_pf *pf) {
     const int d16 = d & ~15;
     for (int h0 = 0; h0 < m; h0 += 2) {
         float *oh = o + (size_t)h0 * os;
         const float *ph = p + (size_t)h0 * ps;
         const int mm = m - h0 < 2 ? m - h0 : 2;
         for (int off = 0; off < d16; off += 16) {
-            if (mm == 2) axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 2);
-            else axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 1);
+            if (mm == 2) axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 2, pf);
+            else axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 1, pf);
         }
         if (d16 < d)   /* the last dimensions: each output on its own (dimensions are independent) */
             for (int h = 0; h < mm; h++) axpy_f16_rows(oh + (size_t)h * os + d16, ph + (size_t)h * ps, v + d16, stride, n, d - d16);

@@ -1196,13 +1196,15 @@ static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t st
  * every K load). F16: kt holds F16 keys (the KV cache's transposed K), each
  * widened exactly as it is loaded. */
 static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_t qs, const void *kt, size_t stride, int d,
-                                                           float scale, float *out, size_t os, const int QM, const int QG, const bool F16) {
+                                                           float scale, float *out, size_t os, const int QM, const int QG, const bool F16,
+                                                           brisk_attn_pf *pf) {
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int h = 0; h < QM; h++)
 #pragma GCC unroll 4
         for (int g = 0; g < QG; g++) acc[h][g] = _mm512_setzero_ps();
     for (int i = 0; i < d; i++) {
+        brisk_attn_pf_next(pf);
         __m512 k[4];
 #pragma GCC unroll 4
         for (int g = 0; g < QG; g++)
@@ -1223,8 +1225,8 @@ static inline __attribute__((always_inline)) void kqt_tile(const float *q, size_
 }
 
 static inline __attribute__((always_inline)) void kq_multi(const float *q, size_t qs, int m, const void *kt, size_t stride, int ng, int d,
-                                                           float scale, float *out, size_t os, const bool F16) {
-#define KQT(A, B) case (A) * 4 + (B) - 5: kqt_tile(qh, qs, kt, stride, d, scale, oh, os, A, B, F16); break;
+                                                           float scale, float *out, size_t os, const bool F16, brisk_attn_pf *pf) {
+#define KQT(A, B) case (A) * 4 + (B) - 5: kqt_tile(qh, qs, kt, stride, d, scale, oh, os, A, B, F16, pf); break;
     for (int h0 = 0; h0 < m; h0 += 4) {
         const float *qh = q + (size_t)h0 * qs;
         float *oh = out + (size_t)h0 * os;
@@ -1240,18 +1242,18 @@ static inline __attribute__((always_inline)) void kq_multi(const float *q, size_
 
 static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
                        size_t os) {
-    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, false);
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, false, NULL);
 }
 
 static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
-                       size_t os) {
-    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, true);
+                       size_t os, brisk_attn_pf *pf) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, true, pf);
 }
 
 /* axpy_f16_rows for up to 4 outputs sharing the V rows, 32 dimensions from
  * off: each V line is widened once for all of them. */
 static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_t os, const float *p, size_t ps, const uint16_t *v,
-                                                                 size_t stride, int n, int off, const int QM) {
+                                                                 size_t stride, int n, int off, const int QM, brisk_attn_pf *pf) {
     __m512 a[4][2];
 #pragma GCC unroll 4
     for (int h = 0; h < QM; h++) {
@@ -1259,6 +1261,7 @@ static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_
         a[h][1] = _mm512_loadu_ps(o + (size_t)h * os + off + 16);
     }
     for (int j = 0; j < n; j++) {
+        brisk_attn_pf_next(pf);
         const uint16_t *vr = v + (size_t)j * stride + off;
         const __m512 v0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)vr));
         const __m512 v1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 16)));
@@ -1276,17 +1279,18 @@ static inline __attribute__((always_inline)) void axpy_rows_tile(float *o, size_
     }
 }
 
-static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d,
+                                brisk_attn_pf *pf) {
     const int d32 = d & ~31;
     for (int h0 = 0; h0 < m; h0 += 4) {
         float *oh = o + (size_t)h0 * os;
         const float *ph = p + (size_t)h0 * ps;
         const int mm = m - h0 < 4 ? m - h0 : 4;
         for (int off = 0; off < d32; off += 32) switch (mm) {
-                case 1: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 1); break;
-                case 2: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 2); break;
-                case 3: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 3); break;
-                default: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 4); break;
+                case 1: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 1, pf); break;
+                case 2: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 2, pf); break;
+                case 3: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 3, pf); break;
+                default: axpy_rows_tile(oh, os, ph, ps, v, stride, n, off, 4, pf); break;
             }
         if (d32 < d)   /* the last dimensions: each output on its own (dimensions are independent) */
             for (int h = 0; h < mm; h++) axpy_f16_rows(oh + (size_t)h * os + d32, ph + (size_t)h * ps, v + d32, stride, n, d - d32);

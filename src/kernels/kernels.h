@@ -231,6 +231,29 @@ static inline float brisk_kq_q_slot(const int16_t *qq, const float *qd, const ui
     return acc;
 }
 
+/* The lines a decode attention tile has the F16 kernels prefetch for the
+ * next tile (its K and V parts, in the order they will be read), one line
+ * per inner iteration, so the next tile's misses overlap this tile's
+ * arithmetic. Each part of a block is one 4 KiB page (head size 64) 32 KiB
+ * from the next block's (kv/kv.h's layout), so the hardware prefetchers
+ * start over at every part; a burst of all the next tile's lines at the
+ * tile's start (the earlier scheme, kept for the other cache types) queues
+ * behind the line-fill buffers and the arithmetic waits with it.
+ * llama-3.2-1b Q4_0, tg64 at depth 4096 / 8192: +10% (docs/PERFORMANCE.md,
+ * "Session 26"). */
+typedef struct brisk_attn_pf {
+    const char *base[4];   /* regions, in reading order */
+    int32_t lines[4];      /* 64-byte lines in each */
+    int32_t n, r, l;       /* regions; the next line: region r, line l */
+} brisk_attn_pf;
+
+static inline void brisk_attn_pf_next(brisk_attn_pf *pf) {
+    if (pf && pf->r < pf->n) {
+        __builtin_prefetch(pf->base[pf->r] + (size_t)pf->l * 64, 0, 3);
+        if (++pf->l == pf->lines[pf->r]) pf->l = 0, pf->r++;
+    }
+}
+
 typedef struct brisk_attn_kernels {
     const char *isa;
     void (*kq16)(const float *q, const uint16_t *k, size_t stride, int d, float scale, float *out);
@@ -246,13 +269,16 @@ typedef struct brisk_attn_kernels {
     void (*kq_multi_t)(const float *q, size_t q_stride, int m, const float *kt, size_t stride, int ng, int d, float scale,
                        float *out, size_t out_stride);
     /* kq_multi_t on F16 keys (the KV cache's transposed K): each key element
-     * widened exactly, so each output is kq_multi_t's on the widened keys. */
+     * widened exactly, so each output is kq_multi_t's on the widened keys.
+     * pf (NULL: none): lines to prefetch, one per pass over an element i
+     * (brisk_attn_pf_next); prefetching changes no result. */
     void (*kq_multi_h)(const float *q, size_t q_stride, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale,
-                       float *out, size_t out_stride);
+                       float *out, size_t out_stride, brisk_attn_pf *pf);
     /* axpy_f16_rows for m outputs (o + h * o_stride, weights p + h * p_stride)
-     * over the same n V rows: each output exactly axpy_f16_rows's. */
+     * over the same n V rows: each output exactly axpy_f16_rows's. pf: as
+     * kq_multi_h's, one line per V row visited. */
     void (*axpy_f16_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint16_t *v, size_t stride,
-                                int n, int d);
+                                int n, int d, brisk_attn_pf *pf);
     /* ---- the quantized KV cache types (kv/kv.h's layouts, docs/KV.md) ----
      * A table may leave these NULL: attention then uses ref's (the same bits).
      * kq_multi_q8_0 / _q4_0: the scores of m queries against the K part of

@@ -64,11 +64,13 @@ static void axpy_f16_rows(float *o, const float *p, const uint16_t *v, size_t st
 
 /* Up to 2 queries x one group of 16 keys: 8 chains of 4 lanes side by side. */
 static inline __attribute__((always_inline)) void kqt_group(const float *q, size_t qs, const void *kt, size_t stride, int d,
-                                                            float scale, float *out, size_t os, const int QM, const int F16) {
+                                                            float scale, float *out, size_t os, const int QM, const int F16,
+                                                            brisk_attn_pf *pf) {
     float32x4_t acc[2][4];
     for (int h = 0; h < QM; h++)
         for (int c = 0; c < 4; c++) acc[h][c] = vdupq_n_f32(0.0f);
     for (int i = 0; i < d; i++) {
+        brisk_attn_pf_next(pf);
         float32x4_t k[4];
         for (int c = 0; c < 4; c++)
             k[c] = F16 ? load4h((const uint16_t *)kt + (size_t)i * stride + 4 * c) : vld1q_f32((const float *)kt + (size_t)i * stride + 4 * c);
@@ -82,28 +84,33 @@ static inline __attribute__((always_inline)) void kqt_group(const float *q, size
 }
 
 static inline __attribute__((always_inline)) void kq_multi(const float *q, size_t qs, int m, const void *kt, size_t stride, int ng, int d,
-                                                           float scale, float *out, size_t os, const int F16) {
+                                                           float scale, float *out, size_t os, const int F16, brisk_attn_pf *pf) {
     const size_t esz = F16 ? sizeof(uint16_t) : sizeof(float);
     for (int h0 = 0; h0 < m; h0 += 2)
         for (int g = 0; g < ng; g++) {
             const void *kg = (const char *)kt + (size_t)(16 * g) * esz;
             float *oh = out + (size_t)h0 * os + (size_t)(16 * g);
-            if (m - h0 >= 2) kqt_group(q + (size_t)h0 * qs, qs, kg, stride, d, scale, oh, os, 2, F16);
-            else kqt_group(q + (size_t)h0 * qs, qs, kg, stride, d, scale, oh, os, 1, F16);
+            if (m - h0 >= 2) kqt_group(q + (size_t)h0 * qs, qs, kg, stride, d, scale, oh, os, 2, F16, pf);
+            else kqt_group(q + (size_t)h0 * qs, qs, kg, stride, d, scale, oh, os, 1, F16, pf);
         }
 }
 
 static void kq_multi_t(const float *q, size_t qs, int m, const float *kt, size_t stride, int ng, int d, float scale, float *out,
                        size_t os) {
-    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 0);
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 0, NULL);
 }
 
 static void kq_multi_h(const float *q, size_t qs, int m, const uint16_t *kt, size_t stride, int ng, int d, float scale, float *out,
-                       size_t os) {
-    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 1);
+                       size_t os, brisk_attn_pf *pf) {
+    kq_multi(q, qs, m, kt, stride, ng, d, scale, out, os, 1, pf);
 }
 
-static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d) {
+/* pf: none here; the K scores' passes (two heads and one group of 16 keys at
+ * a time, so 4 x d iterations for 4 heads over a 32-slot block) already take
+ * every line of the next tile. The NEON speed is unmeasured (no ARM machine). */
+static void axpy_f16_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint16_t *v, size_t stride, int n, int d,
+                                brisk_attn_pf *pf) {
+    (void)pf;
     for (int h = 0; h < m; h++) axpy_f16_rows(o + (size_t)h * os, p + (size_t)h * ps, v, stride, n, d);
 }
 

@@ -177,7 +177,8 @@ static void hyb_hot_scores(const attn_task *at, const attn_query *aq, int m, int
     for (int32_t r0 = 0; r0 < kv->hyb_cap; r0 += 16) {
         bool any = false;
         for (int32_t l = 0; l < 16 && !any; l++) any = rslot[r0 + l] >= 0 && rslot[r0 + l] < fresh0;
-        if (any) at->f->ak->kq_multi_h(aq->q, (size_t)hd, m, brisk_kv_hyb_kt(kv, seq, at->layer, kvh, r0), 16, 1, hd, at->scale, hs + r0, stride);
+        if (any) at->f->ak->kq_multi_h(aq->q, (size_t)hd, m, brisk_kv_hyb_kt(kv, seq, at->layer, kvh, r0), 16, 1, hd, at->scale, hs + r0, stride,
+                                       NULL);
     }
 }
 
@@ -202,14 +203,14 @@ static void hyb_gather(uint16_t *kg, int32_t l, const uint16_t *k, size_t stride
 /* Scores of the m heads over ng groups of 16 cached slots from position p
  * (inside one KV block) straight from the cache's K in its storage type. */
 static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, int32_t seq, int32_t kvh, int32_t p, int32_t ng, float scale,
-                      float *out) {
+                      float *out, brisk_attn_pf *pf) {
     const float *q = aq->q;
     const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
     const brisk_kv *kv = at->kv;
     const int slot0 = p % BRISK_KV_BLOCK;
     switch (kv->k_type) {
     case BRISK_KV_F16:
-        g->kq_multi_h(q, (size_t)hd, m, brisk_kv_k(kv, at->layer, seq, p, kvh), BRISK_KV_BLOCK, ng, hd, scale, out, ATTN_TILE);
+        g->kq_multi_h(q, (size_t)hd, m, brisk_kv_k(kv, at->layer, seq, p, kvh), BRISK_KV_BLOCK, ng, hd, scale, out, ATTN_TILE, pf);
         break;
     case BRISK_KV_F32:
         g->kq_multi_t(q, (size_t)hd, m, (const float *)(const void *)brisk_kv_k_part(kv, at->layer, seq, p, kvh) + slot0, BRISK_KV_BLOCK,
@@ -237,12 +238,13 @@ static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, 
 /* o[h] += p[h][j] * V row j for the m heads (o_stride floats apart) over n
  * V rows from vrow (rows of one KV block, or n = 1), V in its storage type;
  * hd is V's head size. */
-static void v_rows(const attn_task *at, float *o, size_t o_stride, int hd, int m, const float *p, const uint8_t *vrow, int32_t n) {
+static void v_rows(const attn_task *at, float *o, size_t o_stride, int hd, int m, const float *p, const uint8_t *vrow, int32_t n,
+                   brisk_attn_pf *pf) {
     const brisk_attn_kernels *g = at->f->ak, *r = brisk_attn_ref();
     const size_t rb = at->kv->v_part / BRISK_KV_BLOCK;
     switch (at->kv->v_type) {
     case BRISK_KV_F16:
-        g->axpy_f16_rows_multi(o, o_stride, m, p, ATTN_TILE, (const uint16_t *)(const void *)vrow, (size_t)hd, n, hd);
+        g->axpy_f16_rows_multi(o, o_stride, m, p, ATTN_TILE, (const uint16_t *)(const void *)vrow, (size_t)hd, n, hd, pf);
         break;
     case BRISK_KV_F32:
         (g->axpy_f32_rows_multi ? g->axpy_f32_rows_multi : r->axpy_f32_rows_multi)(o, o_stride, m, p, ATTN_TILE,
@@ -269,7 +271,8 @@ static void v_rows(const attn_task *at, float *o, size_t o_stride, int hd, int m
  * then the softcap and the window's mask [mask0, mask1). The statistics pass
  * calls it again for the same bits. */
 static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_t seq, int32_t kvh, int32_t j0, int32_t n, int32_t n_vis,
-                        int32_t base, const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], int32_t mask0, int32_t mask1) {
+                        int32_t base, const int32_t *anc, uint16_t *kg, float (*kq)[ATTN_TILE], int32_t mask0, int32_t mask1,
+                        brisk_attn_pf *pf) {
     const float *q = aq->q;
     const brisk_forward *f = at->f;
     const brisk_attn_kernels *g = f->ak;
@@ -299,7 +302,7 @@ static void tile_scores(const attn_task *at, const attn_query *aq, int m, int32_
             while (16 * (ng + 1) <= in_block && j + 16 * (ng + 1) <= n && p + 16 * (ng + 1) <= lim) ng++;
             if (16 * ng < in_block && j + 16 * ng < n && j + 16 * (ng + 1) > n && j0 + n <= lim) ng++;
             if (!ng) break;
-            kq_cached(at, aq, hd, m, seq, kvh, p, ng, scale, kq[0] + j);
+            kq_cached(at, aq, hd, m, seq, kvh, p, ng, scale, kq[0] + j, pf);
             j += 16 * ng;
         }
         j = j < n ? j : n;
@@ -340,7 +343,7 @@ static void observe_item(const attn_task *at, int32_t t, const attn_query *aq, i
     for (int32_t j0 = 0; j0 < n_vis; j0 += ATTN_TILE) {
         const int32_t n = n_vis - j0 < ATTN_TILE ? n_vis - j0 : ATTN_TILE;
         if (j0 >= vsink && j0 + n <= wlo) continue;
-        tile_scores(at, aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n));
+        tile_scores(at, aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, BRISK_MAX(vsink - j0, 0), BRISK_MIN(wlo - j0, n), NULL);
         for (int32_t i = 0; i < n; i++) {
             float p = 0.0f;
             bool hit = false;
@@ -397,7 +400,7 @@ static void observe_hyb(const attn_task *at, const attn_query *aq, int m, int32_
         const int32_t cnt = BRISK_MIN(16, n_vis - s0);
         for (int32_t l = 0; l < 16; l++) hyb_gather(kg, l, l < cnt ? brisk_kv_k_stage(kv, at->layer, seq, s0 + l, kvh) : NULL, BRISK_KV_BLOCK, hd);
         float d[ATTN_HEADS][16];
-        at->f->ak->kq_multi_h(aq->q, (size_t)hd, m, kg, 16, 1, hd, at->scale, d[0], 16);
+        at->f->ak->kq_multi_h(aq->q, (size_t)hd, m, kg, 16, 1, hd, at->scale, d[0], 16, NULL);
         for (int32_t l = 0; l < cnt; l++) {
             const int32_t sl = s0 + l;
             if (sl >= vsink && sl < wlo) continue;
@@ -410,9 +413,24 @@ static void observe_hyb(const attn_task *at, const attn_query *aq, int m, int32_
 /* Reads the K and V parts of the cached blocks of tile j0 (one KV head)
  * into the cache ahead of use. A head's parts of consecutive blocks lie
  * n_head parts apart (kv.h: [layer][block][head]), a page or more, where the
- * hardware prefetchers stop: without this every block starts with misses. */
-static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t j0, int32_t base) {
+ * hardware prefetchers stop: without this every block starts with misses.
+ * An F16 K and V (the kernels that take a brisk_attn_pf) get the parts as
+ * pf's queue, which the current tile's kernels issue a line per iteration;
+ * the other types get every line now. */
+static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t j0, int32_t base, brisk_attn_pf *pf) {
     const brisk_kv *kv = at->kv;
+    _Static_assert(ATTN_TILE / BRISK_KV_BLOCK * 2 <= 4, "brisk_attn_pf holds a tile's K and V parts");
+    pf->n = pf->r = pf->l = 0;
+    if (kv->k_type == BRISK_KV_F16 && kv->v_type == BRISK_KV_F16 && !kv->hyb) {
+        const int32_t nb = j0 >= base ? 0 : (BRISK_MIN(j0 + ATTN_TILE, base) - j0 + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK;
+        for (int32_t b = 0; b < nb; b++) {   /* block by block, K then V (K-parts-first measured the same) */
+            pf->base[2 * b] = (const char *)brisk_kv_k_part(kv, at->layer, seq, j0 + b * BRISK_KV_BLOCK, kvh);
+            pf->base[2 * b + 1] = (const char *)brisk_kv_v_part(kv, at->layer, seq, j0 + b * BRISK_KV_BLOCK, kvh);
+            pf->lines[2 * b] = (int32_t)(kv->k_part / 64), pf->lines[2 * b + 1] = (int32_t)(kv->v_part / 64);
+        }
+        pf->n = 2 * nb;
+        return;
+    }
     for (int32_t p = j0; p < j0 + ATTN_TILE && p < base; p += BRISK_KV_BLOCK) {
         const char *k = (const char *)brisk_kv_k_part(kv, at->layer, seq, p, kvh), *v = (const char *)brisk_kv_v_part(kv, at->layer, seq, p, kvh);
         for (size_t o = 0; o < kv->k_part; o += 64) __builtin_prefetch(k + o, 0, 3);
@@ -442,7 +460,7 @@ static void hyb_v_rows(const attn_task *at, float *o, size_t o_stride, int hv, i
     for (int32_t k = brisk_kv_hyb_lower(kv, u, pos); k < kv->hyb_n[u] && rslot[ord[k]] < pos + len; k++)
         hot[n_hot] = rslot[ord[k]] - pos, row[n_hot++] = ord[k];
     if (!n_hot) {
-        v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len);
+        v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len, NULL);
         return;
     }
     float w[ATTN_HEADS][ATTN_TILE];
@@ -450,7 +468,7 @@ static void hyb_v_rows(const attn_task *at, float *o, size_t o_stride, int hv, i
         memcpy(w[h], &kq[h][i], (size_t)len * sizeof(float));
         for (int32_t x = 0; x < n_hot; x++) w[h][hot[x]] = 0.0f;
     }
-    v_rows(at, o, o_stride, hv, m, w[0], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len);
+    v_rows(at, o, o_stride, hv, m, w[0], brisk_kv_v_row(kv, at->layer, seq, pos, kvh), len, NULL);
     for (int32_t x = 0; x < n_hot; x++) {
         const uint16_t *vr = brisk_kv_hyb_v(kv, seq, at->layer, kvh, row[x]);
         for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * o_stride, kq[h][i + hot[x]], vr, hv);
@@ -533,6 +551,7 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
     const int32_t *anc = it->anc;
     uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)f->m->hp.head_dim;
     float kq[ATTN_HEADS][ATTN_TILE];
+    brisk_attn_pf pf = {.n = 0};
     for (int h = 0; h < m; h++) {
         memset(o + (size_t)h * o_stride, 0, (size_t)hv * sizeof(float));
         M[h] = -INFINITY, S[h] = 0.0f;
@@ -541,9 +560,10 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
     for (int32_t j0 = lo; j0 < hi; j0 += ATTN_TILE) {
         const int32_t n = hi - j0 < ATTN_TILE ? hi - j0 : ATTN_TILE;
         if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
-        if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base);
+        if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base, &pf);
+        else pf.n = 0;
         const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
-        tile_scores(at, &it->aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1);
+        tile_scores(at, &it->aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1, &pf);
         for (int h = 0; h < m; h++) {
             /* four independent max chains (max is exact in any order; ties
              * between 0 and -0 give the same exp below) */
@@ -589,7 +609,7 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
                 len = base - at_pos < len ? base - at_pos : len;
                 if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
                 if (at->kv->hyb) hyb_v_rows(at, o, o_stride, hv, m, kq, i, at_pos, len, seq, kvh, kivi_fresh0(n_vis));
-                else v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len);
+                else v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, at_pos, kvh), len, &pf);
                 i += len - 1;
                 continue;
             }
@@ -597,7 +617,7 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
             if (at->kv->v_type == BRISK_KV_F16) {
                 const uint16_t *vr = brisk_kv_v(at->kv, at->layer, seq, sl, kvh);
                 for (int h = 0; h < m; h++) g->axpy_f16(o + (size_t)h * o_stride, kq[h][i], vr, hv);
-            } else v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1);
+            } else v_rows(at, o, o_stride, hv, m, &kq[0][i], brisk_kv_v_row(at->kv, at->layer, seq, sl, kvh), 1, NULL);
         }
     }
 }
