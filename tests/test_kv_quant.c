@@ -157,10 +157,12 @@ static void test_kernels(void) {
                             if (type == BRISK_KV_F32) g->kq_multi_t(q, (size_t)d, m, (const float *)(const void *)kp + slot0, 32, ng, d, 0.125f, got, 64);
                             else {
                                 if (type == BRISK_KV_Q8_0 || type == BRISK_KV_Q4_0) {
-                                    void (*fn)(const int16_t *, const float *, size_t, int, const uint8_t *, int, int, int, float, float *, size_t) =
-                                        type == BRISK_KV_Q8_0 ? g->kq_multi_q8_0 : g->kq_multi_q4_0;
+                                    void (*fn)(const int16_t *, const float *, size_t, int, const uint8_t *, int, int, int, float, float *, size_t,
+                                               brisk_attn_pf *) = type == BRISK_KV_Q8_0 ? g->kq_multi_q8_0 : g->kq_multi_q4_0;
                                     if (!fn) fn = type == BRISK_KV_Q8_0 ? ref->kq_multi_q8_0 : ref->kq_multi_q4_0;
-                                    fn(qc, qdv, (size_t)d, m, kp, slot0, ng, d, 0.125f, got, 64);
+                                    /* odd slot0 groups with a prefetch queue (attention.c's next tile): the same outputs */
+                                    brisk_attn_pf pq = {.base = {(const char *)kp}, .lines = {1}, .n = 1};
+                                    fn(qc, qdv, (size_t)d, m, kp, slot0, ng, d, 0.125f, got, 64, ng % 2 ? &pq : NULL);
                                 } else {
                                     void (*fn)(const float *, size_t, int, const uint8_t *, int, int, int, float, float *, size_t) =
                                         type == BRISK_KV_K4 ? g->kq_multi_k4 : g->kq_multi_k2;
@@ -194,14 +196,17 @@ static void test_kernels(void) {
                                                                          : fmaf(p[h * 64 + j], vdeq[j * d + i], o_want[h * d + i]);
                     for (int t = 0; t < nt; t++) {
                         const brisk_attn_kernels *g = tabs[t];
+                        brisk_attn_pf pq = {.base = {(const char *)vp}, .lines = {1}, .n = 1};   /* odd n: with a prefetch queue */
                         memcpy(o_got, o0, sizeof o_got);
                         if (type == BRISK_KV_F32)
                             (g->axpy_f32_rows_multi ? g->axpy_f32_rows_multi : ref->axpy_f32_rows_multi)(
                                 o_got, (size_t)d, m, p, 64, (const float *)(const void *)vp, (size_t)d, n, d);
                         else if (type == BRISK_KV_Q8_0)
-                            (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : ref->axpy_q8_0_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d);
+                            (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : ref->axpy_q8_0_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d,
+                                                                                                             n % 2 ? &pq : NULL);
                         else if (type == BRISK_KV_Q4_0)
-                            (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : ref->axpy_q4_0_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d);
+                            (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : ref->axpy_q4_0_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d,
+                                                                                                             n % 2 ? &pq : NULL);
                         else if (type == BRISK_KV_K4)
                             (g->axpy_k4_rows_multi ? g->axpy_k4_rows_multi : ref->axpy_k4_rows_multi)(o_got, (size_t)d, m, p, 64, vp, vrb, n, d);
                         else

@@ -72,12 +72,14 @@ static void kq_multi_qk(const int16_t *qq, const float *qd, size_t qs, int m, co
 }
 
 static void kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t os) {
+                          float *out, size_t os, brisk_attn_pf *pf) {
+    (void)pf;
     kq_multi_qk(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
 }
 
 static void kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t os) {
+                          float *out, size_t os, brisk_attn_pf *pf) {
+    (void)pf;
     kq_multi_qk(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
 }
 
@@ -87,7 +89,9 @@ static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size
             for (int i = 0; i < d; i++) o[(size_t)h * os + i] = o[(size_t)h * os + i] + p[(size_t)h * ps + j] * v[(size_t)j * stride + i];
 }
 
-static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                 brisk_attn_pf *pf) {
+    (void)pf;
     for (int h = 0; h < m; h++)
         for (int j = 0; j < n; j++) {
             const brisk_block_q8_0 *b = (const brisk_block_q8_0 *)(const void *)(v + (size_t)j * rb);
@@ -97,7 +101,9 @@ static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, siz
         }
 }
 
-static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
+static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                 brisk_attn_pf *pf) {
+    (void)pf;
     for (int h = 0; h < m; h++)
         for (int j = 0; j < n; j++) {
             const brisk_block_q4_0 *b = (const brisk_block_q4_0 *)(const void *)(v + (size_t)j * rb);

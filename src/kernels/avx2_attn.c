@@ -210,7 +210,7 @@ static inline __m256i q_pair(const int16_t *q, int i) {
 /* brisk_kq_q_slot for 16 slots (two vectors) and two heads side by side: the
  * group's integer dots (exact in any order), then ref's F32 chain. */
 static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
-                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4) {
+                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4, brisk_attn_pf *pf) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
     const size_t ds = qs / 32;
     for (int h0 = 0; h0 < m; h0 += 2) {
@@ -223,6 +223,7 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
             for (int b = 0; b < d / 32; b++) {
                 __m256i i00 = _mm256_setzero_si256(), i01 = i00, i10 = i00, i11 = i00;
                 for (int i = 32 * b; i < 32 * b + 32; i += 2) {
+                    brisk_attn_pf_next(pf);
                     __m256i lo, hi;
                     if (Q4) k_pairs_q4(part, i, s0 >= 16, &lo, &hi);
                     else k_pairs_q8(part, i, s0, &lo, &hi);
@@ -252,13 +253,13 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
 }
 
 static void kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t os) {
-    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
+                          float *out, size_t os, brisk_attn_pf *pf) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false, pf);
 }
 
 static void kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t os) {
-    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
+                          float *out, size_t os, brisk_attn_pf *pf) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true, pf);
 }
 
 /* 16 V values of row v from dimension off (off % 32 is 0 or 16), exact. */
@@ -292,7 +293,7 @@ static inline __m256 v_acc(__m256 o, __m256 p, __m256 v, const int T) {
 }
 
 static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
-                                                         size_t rb, int n, int d, const int T) {
+                                                         size_t rb, int n, int d, const int T, brisk_attn_pf *pf) {
     const int d16 = d & ~15;
     for (int h0 = 0; h0 < m; h0 += 2) {
         const int mm = m - h0 < 2 ? m - h0 : 2;
@@ -302,6 +303,7 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
             __m256 a00 = _mm256_loadu_ps(o0 + off), a01 = _mm256_loadu_ps(o0 + off + 8);
             __m256 a10 = _mm256_loadu_ps(o1 + off), a11 = _mm256_loadu_ps(o1 + off + 8);
             for (int j = 0; j < n; j++) {
+                brisk_attn_pf_next(pf);
                 __m256 lo, hi;
                 v16(v + (size_t)j * rb, off, T, &lo, &hi);
                 const __m256 b0 = _mm256_set1_ps(p0[j]), b1 = _mm256_set1_ps(p1[j]);
@@ -326,15 +328,17 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
 }
 
 static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
-    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0);
+    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0, NULL);
 }
 
-static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
-    axpy_q(o, os, m, p, ps, v, rb, n, d, 1);
+static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                 brisk_attn_pf *pf) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 1, pf);
 }
 
-static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
-    axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
+static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                 brisk_attn_pf *pf) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 2, pf);
 }
 
 static const brisk_attn_kernels avx2_attn = {

@@ -40,7 +40,7 @@ static inline __m512i q_pair(const int16_t *q, int i) {
  * the avx512 table requires: a madd and an add in one, without saturation),
  * then ref's F32 chain over the groups. */
 static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
-                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4) {
+                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4, brisk_attn_pf *pf) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
     const size_t ds = qs / 32;
     for (int h0 = 0; h0 < m; h0 += 4) {
@@ -54,6 +54,7 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
             for (int b = 0; b < d / 32; b++) {
                 __m512i i0 = _mm512_setzero_si512(), i1 = i0, i2 = i0, i3 = i0;
                 for (int i = 32 * b; i < 32 * b + 32; i += 2) {
+                    brisk_attn_pf_next(pf);
                     const __m512i kk = Q4 ? k_pairs_q4(part, i, s0 >= 16) : k_pairs_q8(part, i, s0);
                     i0 = _mm512_dpwssd_epi32(i0, kk, q_pair(q0, i));
                     i1 = _mm512_dpwssd_epi32(i1, kk, q_pair(q1, i));
@@ -77,13 +78,13 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
 }
 
 void brisk_avx512_kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                float scale, float *out, size_t os) {
-    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
+                                float scale, float *out, size_t os, brisk_attn_pf *pf) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false, pf);
 }
 
 void brisk_avx512_kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                float scale, float *out, size_t os) {
-    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
+                                float scale, float *out, size_t os, brisk_attn_pf *pf) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true, pf);
 }
 
 /* 32 V values of row v from dimension off: (lo, hi) halves, exact. */
@@ -118,7 +119,7 @@ static inline __m512 v_acc(__m512 o, __m512 p, __m512 v, const int T) {
  * with fewer heads the missing ones repeat head 0 (the same inputs, so the
  * same sums, stored to head 0's row). */
 static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
-                                                         size_t rb, int n, int d, const int T) {
+                                                         size_t rb, int n, int d, const int T, brisk_attn_pf *pf) {
     const int d32 = d & ~31;
     for (int h0 = 0; h0 < m; h0 += 4) {
         const int mm = m - h0 < 4 ? m - h0 : 4;
@@ -131,6 +132,7 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
             __m512 a2 = _mm512_loadu_ps(r2 + off), b2 = _mm512_loadu_ps(r2 + off + 16);
             __m512 a3 = _mm512_loadu_ps(r3 + off), b3 = _mm512_loadu_ps(r3 + off + 16);
             for (int j = 0; j < n; j++) {
+                brisk_attn_pf_next(pf);
                 __m512 lo, hi;
                 v32(v + (size_t)j * rb, off, T, &lo, &hi);
                 const __m512 w0 = _mm512_set1_ps(p0[j]), w1 = _mm512_set1_ps(p1[j]), w2 = _mm512_set1_ps(p2[j]), w3 = _mm512_set1_ps(p3[j]);
@@ -153,13 +155,15 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
 }
 
 void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
-    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0);
+    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0, NULL);
 }
 
-void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
-    axpy_q(o, os, m, p, ps, v, rb, n, d, 1);
+void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                       brisk_attn_pf *pf) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 1, pf);
 }
 
-void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
-    axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
+void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                       brisk_attn_pf *pf) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 2, pf);
 }

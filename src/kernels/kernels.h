@@ -289,22 +289,24 @@ typedef struct brisk_attn_kernels {
      * scales qd, one per 32 elements; head h at qq + h * q_stride and qd + h *
      * q_stride / 32, q_stride % 32 == 0), then brisk_kq_q_slot's sum per slot:
      * exact integer dots per group of 32, each scaled in F32, added in group
-     * order; out = that * scale. */
+     * order; out = that * scale. pf: as kq_multi_h's (one line per pair of
+     * elements). */
     void (*kq_multi_q8_0)(const int16_t *qq, const float *qd, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d,
-                          float scale, float *out, size_t out_stride);
+                          float scale, float *out, size_t out_stride, brisk_attn_pf *pf);
     void (*kq_multi_q4_0)(const int16_t *qq, const float *qd, size_t q_stride, int m, const uint8_t *part, int slot0, int ng, int d,
-                          float scale, float *out, size_t out_stride);
+                          float scale, float *out, size_t out_stride, brisk_attn_pf *pf);
     /* axpy_f16_rows_multi over V rows in F32 / Q8_0 / Q4_0 row form (row j at
      * v + j * row_bytes): o[i] = o[i] + p * v_j[i] for F32; for Q8_0 / Q4_0
      * o[i] = fmaf(p, v_j[i], o[i]), one fused multiply-add with v_j[i]
      * dequantized exactly (llama.cpp's ggml_vec_mad_f32 on the dequantized
-     * row, which its FMA builds fuse; half the vector operations per head). */
+     * row, which its FMA builds fuse; half the vector operations per head).
+     * pf (Q8_0 / Q4_0): as axpy_f16_rows_multi's. */
     void (*axpy_f32_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const float *v, size_t stride,
                                 int n, int d);
     void (*axpy_q8_0_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v,
-                                 size_t row_bytes, int n, int d);
+                                 size_t row_bytes, int n, int d, brisk_attn_pf *pf);
     void (*axpy_q4_0_rows_multi)(float *o, size_t o_stride, int m, const float *p, size_t p_stride, const uint8_t *v,
-                                 size_t row_bytes, int n, int d);
+                                 size_t row_bytes, int n, int d, brisk_attn_pf *pf);
     /* KIVI's k4 / k2 (kv/kv.h's layouts, docs/KV.md): kq_multi_k4 / _k2 are
      * kq_multi_q4_0's form over a sealed K part (per channel i: code q of slot
      * s, F16 d[i] and min[i]), each key element (float)q * d + min (a multiply,
@@ -324,12 +326,14 @@ typedef struct brisk_attn_kernels {
 const brisk_attn_kernels *brisk_attn_ref(void);
 /* avx512_attn_kv.c: the avx512 table's quantized-cache kernels */
 void brisk_avx512_kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                float scale, float *out, size_t os);
+                                float scale, float *out, size_t os, brisk_attn_pf *pf);
 void brisk_avx512_kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d,
-                                float scale, float *out, size_t os);
+                                float scale, float *out, size_t os, brisk_attn_pf *pf);
 void brisk_avx512_axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d);
-void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
-void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d);
+void brisk_avx512_axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                       brisk_attn_pf *pf);
+void brisk_avx512_axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                       brisk_attn_pf *pf);
 /* avx512_attn_kivi.c / avx2_attn_kivi.c: the k4/k2 kernels of the avx512 / avx2 tables */
 void brisk_avx512_kq_multi_k4(const float *q, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale, float *out,
                               size_t os);

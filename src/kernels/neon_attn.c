@@ -138,7 +138,7 @@ static inline void codes_q4(const uint8_t *p, int high, int16x8_t *lo, int16x8_t
  * side: the group's integer dots by widening multiply-adds (exact in any
  * order), then ref's F32 chain over the groups. */
 static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0,
-                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4) {
+                                                       int ng, int d, float scale, float *out, size_t os, const bool Q4, brisk_attn_pf *pf) {
     const uint16_t *dd = (const uint16_t *)(const void *)(part + (size_t)d * (Q4 ? 16 : 32));
     const size_t ds = qs / 32;
     for (int h0 = 0; h0 < m; h0 += 2) {
@@ -155,6 +155,7 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
                 for (int h = 0; h < 2; h++)
                     for (int c = 0; c < 4; c++) a[h][c] = vdupq_n_s32(0);
                 for (int i = 32 * b; i < 32 * b + 32; i++) {
+                    brisk_attn_pf_next(pf);
                     int16x8_t lo, hi;
                     if (Q4) codes_q4(part + (size_t)i * 16, s0 >= 16, &lo, &hi);
                     else codes_q8(part + (size_t)i * 32 + (size_t)s0, &lo, &hi);
@@ -182,13 +183,13 @@ static inline __attribute__((always_inline)) void kq_q(const int16_t *qq, const 
 }
 
 static void kq_multi_q8_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t os) {
-    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false);
+                          float *out, size_t os, brisk_attn_pf *pf) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, false, pf);
 }
 
 static void kq_multi_q4_0(const int16_t *qq, const float *qd, size_t qs, int m, const uint8_t *part, int slot0, int ng, int d, float scale,
-                          float *out, size_t os) {
-    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true);
+                          float *out, size_t os, brisk_attn_pf *pf) {
+    kq_q(qq, qd, qs, m, part, slot0, ng, d, scale, out, os, true, pf);
 }
 
 /* 16 V values of row v from dimension off (off % 32 is 0 or 16), exact. */
@@ -217,7 +218,7 @@ static inline __attribute__((always_inline)) void v16(const uint8_t *v, int off,
 }
 
 static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v,
-                                                         size_t rb, int n, int d, const int T) {
+                                                         size_t rb, int n, int d, const int T, brisk_attn_pf *pf) {
     const int d16 = d & ~15;
     for (int h = 0; h < m; h++) {
         float *oh = o + (size_t)h * os;
@@ -226,6 +227,7 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
             float32x4_t a[4];
             for (int c = 0; c < 4; c++) a[c] = vld1q_f32(oh + off + 4 * c);
             for (int j = 0; j < n; j++) {
+                brisk_attn_pf_next(pf);
                 float32x4_t x[4];
                 v16(v + (size_t)j * rb, off, T, x);
                 const float32x4_t pv = vdupq_n_f32(ph[j]);
@@ -241,15 +243,17 @@ static inline __attribute__((always_inline)) void axpy_q(float *o, size_t os, in
 }
 
 static void axpy_f32_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const float *v, size_t stride, int n, int d) {
-    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0);
+    axpy_q(o, os, m, p, ps, (const uint8_t *)(const void *)v, stride * sizeof(float), n, d, 0, NULL);
 }
 
-static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
-    axpy_q(o, os, m, p, ps, v, rb, n, d, 1);
+static void axpy_q8_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                 brisk_attn_pf *pf) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 1, pf);
 }
 
-static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d) {
-    axpy_q(o, os, m, p, ps, v, rb, n, d, 2);
+static void axpy_q4_0_rows_multi(float *o, size_t os, int m, const float *p, size_t ps, const uint8_t *v, size_t rb, int n, int d,
+                                 brisk_attn_pf *pf) {
+    axpy_q(o, os, m, p, ps, v, rb, n, d, 2, pf);
 }
 
 /* ---- KIVI's k4 / k2 (kernels.h, kv/kv.h's layouts) -------------------------------------------

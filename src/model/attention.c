@@ -218,11 +218,11 @@ static void kq_cached(const attn_task *at, const attn_query *aq, int hd, int m, 
         break;
     case BRISK_KV_Q8_0:
         (g->kq_multi_q8_0 ? g->kq_multi_q8_0 : r->kq_multi_q8_0)(aq->codes, aq->scales, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh),
-                                                                 slot0, ng, hd, scale, out, ATTN_TILE);
+                                                                 slot0, ng, hd, scale, out, ATTN_TILE, pf);
         break;
     case BRISK_KV_Q4_0:
         (g->kq_multi_q4_0 ? g->kq_multi_q4_0 : r->kq_multi_q4_0)(aq->codes, aq->scales, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh),
-                                                                 slot0, ng, hd, scale, out, ATTN_TILE);
+                                                                 slot0, ng, hd, scale, out, ATTN_TILE, pf);
         break;
     case BRISK_KV_K4:   /* sealed blocks only (cached_lim) */
         (g->kq_multi_k4 ? g->kq_multi_k4 : r->kq_multi_k4)(q, (size_t)hd, m, brisk_kv_k_part(kv, at->layer, seq, p, kvh), slot0, ng, hd,
@@ -251,10 +251,10 @@ static void v_rows(const attn_task *at, float *o, size_t o_stride, int hd, int m
                                                                                    (const float *)(const void *)vrow, (size_t)hd, n, hd);
         break;
     case BRISK_KV_Q8_0:
-        (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : r->axpy_q8_0_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
+        (g->axpy_q8_0_rows_multi ? g->axpy_q8_0_rows_multi : r->axpy_q8_0_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd, pf);
         break;
     case BRISK_KV_Q4_0:
-        (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : r->axpy_q4_0_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
+        (g->axpy_q4_0_rows_multi ? g->axpy_q4_0_rows_multi : r->axpy_q4_0_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd, pf);
         break;
     case BRISK_KV_K4:
         (g->axpy_k4_rows_multi ? g->axpy_k4_rows_multi : r->axpy_k4_rows_multi)(o, o_stride, m, p, ATTN_TILE, vrow, rb, n, hd);
@@ -414,14 +414,16 @@ static void observe_hyb(const attn_task *at, const attn_query *aq, int m, int32_
  * into the cache ahead of use. A head's parts of consecutive blocks lie
  * n_head parts apart (kv.h: [layer][block][head]), a page or more, where the
  * hardware prefetchers stop: without this every block starts with misses.
- * An F16 K and V (the kernels that take a brisk_attn_pf) get the parts as
+ * An F16, Q8_0 or Q4_0 K and V (the kernels that take a brisk_attn_pf) get the parts as
  * pf's queue, which the current tile's kernels issue a line per iteration;
  * the other types get every line now. */
+static bool pf_queued(int type) { return type == BRISK_KV_F16 || type == BRISK_KV_Q8_0 || type == BRISK_KV_Q4_0; }
+
 static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t j0, int32_t base, brisk_attn_pf *pf) {
     const brisk_kv *kv = at->kv;
     _Static_assert(ATTN_TILE / BRISK_KV_BLOCK * 2 <= 4, "brisk_attn_pf holds a tile's K and V parts");
     pf->n = pf->r = pf->l = 0;
-    if (kv->k_type == BRISK_KV_F16 && kv->v_type == BRISK_KV_F16 && !kv->hyb) {
+    if (pf_queued(kv->k_type) && pf_queued(kv->v_type) && !kv->hyb) {
         const int32_t nb = j0 >= base ? 0 : (BRISK_MIN(j0 + ATTN_TILE, base) - j0 + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK;
         for (int32_t b = 0; b < nb; b++) {   /* block by block, K then V (K-parts-first measured the same) */
             pf->base[2 * b] = (const char *)brisk_kv_k_part(kv, at->layer, seq, j0 + b * BRISK_KV_BLOCK, kvh);
