@@ -422,19 +422,16 @@ static bool pf_queued(int type) { return type == BRISK_KV_F16 || type == BRISK_K
 static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t j0, int32_t base, brisk_attn_pf *pf) {
     const brisk_kv *kv = at->kv;
     _Static_assert(ATTN_TILE / BRISK_KV_BLOCK * 2 <= 4, "brisk_attn_pf holds a tile's K and V parts");
+    const bool queue = pf_queued(kv->k_type) && pf_queued(kv->v_type) && !kv->hyb;
     pf->n = pf->r = pf->l = 0;
-    if (pf_queued(kv->k_type) && pf_queued(kv->v_type) && !kv->hyb) {
-        const int32_t nb = j0 >= base ? 0 : (BRISK_MIN(j0 + ATTN_TILE, base) - j0 + BRISK_KV_BLOCK - 1) / BRISK_KV_BLOCK;
-        for (int32_t b = 0; b < nb; b++) {   /* block by block, K then V (K-parts-first measured the same) */
-            pf->base[2 * b] = (const char *)brisk_kv_k_part(kv, at->layer, seq, j0 + b * BRISK_KV_BLOCK, kvh);
-            pf->base[2 * b + 1] = (const char *)brisk_kv_v_part(kv, at->layer, seq, j0 + b * BRISK_KV_BLOCK, kvh);
-            pf->lines[2 * b] = (int32_t)(kv->k_part / 64), pf->lines[2 * b + 1] = (int32_t)(kv->v_part / 64);
-        }
-        pf->n = 2 * nb;
-        return;
-    }
     for (int32_t p = j0; p < j0 + ATTN_TILE && p < base; p += BRISK_KV_BLOCK) {
         const char *k = (const char *)brisk_kv_k_part(kv, at->layer, seq, p, kvh), *v = (const char *)brisk_kv_v_part(kv, at->layer, seq, p, kvh);
+        if (queue) {   /* block by block, K then V (K-parts-first measured the same) */
+            pf->base[pf->n] = k, pf->lines[pf->n] = (int32_t)(kv->k_part / 64);
+            pf->base[pf->n + 1] = v, pf->lines[pf->n + 1] = (int32_t)(kv->v_part / 64);
+            pf->n += 2;
+            continue;
+        }
         for (size_t o = 0; o < kv->k_part; o += 64) __builtin_prefetch(k + o, 0, 3);
         for (size_t o = 0; o < kv->v_part; o += 64) __builtin_prefetch(v + o, 0, 3);
     }
@@ -562,8 +559,7 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
     for (int32_t j0 = lo; j0 < hi; j0 += ATTN_TILE) {
         const int32_t n = hi - j0 < ATTN_TILE ? hi - j0 : ATTN_TILE;
         if (j0 >= vsink && j0 + n <= wlo) continue;   /* a whole tile outside the window */
-        if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base, &pf);
-        else pf.n = 0;
+        if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base, &pf);   /* with kt, pf stays empty */
         const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
         tile_scores(at, &it->aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1, &pf);
         for (int h = 0; h < m; h++) {
