@@ -557,7 +557,8 @@ static void test_attention(const brisk_attn_kernels *g) {
         const brisk_attn_pf pf0 = {.base = {(const char *)kh, (const char *)v, (const char *)kh, (const char *)v},
                                    .lines = {40, 40, 3, 1}, .n = 4};
         int calls = 0;
-#define PFQ_NEXT() (calls++ % 2 ? (pfq = pf0, &pfq) : NULL)
+        /* odd calls: one line per iteration, or paced (brisk_attn_pf_pace) at under one or at several per iteration */
+#define PFQ_NEXT() (calls++ % 2 ? (pfq = pf0, brisk_attn_pf_pace(&pfq, calls % 3 == 0 ? 0 : calls % 3 == 1 ? 200 : 7), &pfq) : NULL)
 #define PFQ_CHECK(q) (bad_pf += (q) && ((q)->r > (q)->n || ((q)->r < (q)->n && ((q)->l < 0 || (q)->l >= (q)->lines[(q)->r]))))
         for (int d = 8; d <= D; d += 24)   /* 8, 32, 56, 80: below, at and past whole 32-dim chunks */
             for (int m = 1; m <= NQ; m++) {
@@ -594,6 +595,39 @@ static void test_attention(const brisk_attn_kernels *g) {
         free(kt); free(q); free(p); free(o1); free(o2); free(s1); free(s2); free(v); free(kh);
     }
     printf("attention %s: kq16, kq16t, axpy_f16(_rows), kq_multi_t/h, axpy_f16_rows_multi bit-identical to the scalar loops\n", g->isa);
+}
+
+/* brisk_attn_pf's pace: lines spread evenly over the ticks the pace was set
+ * for (after k iterations between floor and ceil + 1 of k * lines / ticks),
+ * the queue empty after exactly those ticks whether lines are fewer or more
+ * than ticks, one line per iteration for ticks 0, and reset returning the
+ * iterations counted. */
+static void test_attn_pf_pace(void) {
+    static char buf[64 * 300];   /* the largest set, 260 lines */
+    const int32_t line_sets[][4] = {{34, 34, 34, 34}, {64, 64, 64, 64}, {1, 0, 0, 0}, {3, 40, 1, 7}, {200, 60, 0, 0}};
+    const int32_t tick_sets[] = {0, 1, 5, 64, 136, 256, 257, 1000};
+    int bad = 0;
+    for (size_t a = 0; a < sizeof line_sets / sizeof line_sets[0]; a++)
+        for (size_t b = 0; b < sizeof tick_sets / sizeof tick_sets[0]; b++) {
+            brisk_attn_pf pf = {.ticks = 99};
+            bad += brisk_attn_pf_reset(&pf) != 99 || pf.n || pf.ticks;
+            int64_t lines = 0;
+            for (int r = 0; r < 4; r++)
+                if (line_sets[a][r]) pf.base[pf.n] = buf + 64 * lines, pf.lines[pf.n++] = line_sets[a][r], lines += line_sets[a][r];
+            const int32_t ticks = tick_sets[b];
+            brisk_attn_pf_pace(&pf, ticks);
+            const int32_t run = ticks ? ticks : (int32_t)lines;
+            for (int32_t k = 1; k <= run; k++) {
+                brisk_attn_pf_next(&pf);
+                int64_t issued = pf.l;
+                for (int r = 0; r < pf.r; r++) issued += pf.lines[r];
+                const int64_t lo = ticks ? k * lines / ticks : k, hi = ticks ? (k * lines + ticks - 1) / ticks + 1 : k;
+                bad += issued < BRISK_MIN(lo, lines) || issued > BRISK_MIN(hi, lines);
+            }
+            bad += pf.r != pf.n || pf.l != 0 || pf.ticks != run || brisk_attn_pf_reset(&pf) != run;
+        }
+    CHECKF(bad == 0, "prefetch queue pace: %d violations", bad);
+    printf("attention prefetch queue: paced lines spread evenly and drained within the tile\n");
 }
 
 /* BRISK_ISA=name in a child (read once per process): the named table when
@@ -911,7 +945,7 @@ static void test_expf(const brisk_kernels *const *tables, int ntables) {
 #endif
     enum { N = 70 };
     float x[N], want[N], got[N];
-    void (*fns[9])(float *, int64_t, float);
+    double (*fns[9])(float *, int64_t, float);
     const char *names[9];
     int nf = 0;
     for (int t = 0; t < ntables && nf < 8; t++) {
@@ -932,11 +966,16 @@ static void test_expf(const brisk_kernels *const *tables, int ntables) {
             }
             memcpy(want, x, sizeof(float) * (size_t)n);
             memcpy(got, x, sizeof(float) * (size_t)n);
-            brisk_exp_sub(want, n, m);
-            fns[f](got, n, m);
+            const double want_sum = brisk_exp_sub(want, n, m), got_sum = fns[f](got, n, m);
             for (int i = 0; i < n; i++) bad += memcmp(&want[i], &got[i], sizeof(float)) != 0 && !(isnan(want[i]) && isnan(got[i]));
+            bad += memcmp(&want_sum, &got_sum, sizeof want_sum) != 0 && !(isnan(want_sum) && isnan(got_sum));
+            /* the specified order: eight partial sums by i % 8, combined pairwise */
+            double p[8] = {0};
+            for (int i = 0; i < n; i++) p[i % 8] += (double)want[i];
+            const double spec = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+            bad += memcmp(&spec, &want_sum, sizeof spec) != 0 && !(isnan(spec) && isnan(want_sum));
         }
-        CHECKF(bad == 0, "%s exp_sub differs from brisk_expf in %d values", names[f], bad);
+        CHECKF(bad == 0, "%s exp_sub differs from brisk_expf (or its sum from the specified order) in %d values", names[f], bad);
     }
     /* swiglu entries against brisk_swiglu, with gates in and past the exp range */
     nf = 0;
@@ -970,6 +1009,7 @@ int main(void) {
         const int n_at = brisk_attn_all(at, 8);
         CHECK(n_at >= 1 && at[0] == brisk_attn_ref());
         for (int i = 0; i < n_at && i < 8; i++) test_attention(at[i]);
+        test_attn_pf_pace();
     }
     const brisk_kernels *tables[8];
     int ntables = brisk_kernels_all(tables, 8);

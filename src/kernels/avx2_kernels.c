@@ -390,8 +390,13 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
 
 /* brisk_exp_sub and brisk_swiglu (ops.c) compiled again with -mfma, so
  * brisk_expf's fma()s are instructions here instead of libm calls */
-static void exp_sub(float *x, int64_t n, float m) {
-    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
+static double exp_sub(float *x, int64_t n, float m) {
+    double p[8] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = brisk_expf(x[i] - m);
+        p[i % 8] += x[i];
+    }
+    return brisk_sum8_combine(p);
 }
 
 static void swiglu(float *h, const float *g, const float *u, int64_t n) {

@@ -1320,21 +1320,34 @@ static inline __attribute__((always_inline)) __m256 exp8(__m256 xs, __mmask8 *sp
     return _mm512_cvtpd_ps(_mm512_mul_pd(y, s));
 }
 
-static void exp_sub(float *x, int64_t n, float m) {
+/* brisk_exp_sub: the sum's eight partials are the lanes of one vector of
+ * doubles (entry i in lane i % 8), combined by brisk_sum8_combine */
+static double exp_sub(float *x, int64_t n, float m) {
     const __m256 mv = _mm256_set1_ps(m);
+    __m512d acc = _mm512_setzero_pd();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __mmask8 special;
         const __m256 xs = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
-        _mm256_storeu_ps(x + i, exp8(xs, &special));
+        __m256 e = exp8(xs, &special);
         if (special) {
-            float xv[8];
+            float xv[8], ev[8];
             _mm256_storeu_ps(xv, xs);
+            _mm256_storeu_ps(ev, e);
             for (int l = 0; l < 8; l++)
-                if (special >> l & 1) x[i + l] = brisk_expf_special(xv[l]);
+                if (special >> l & 1) ev[l] = brisk_expf_special(xv[l]);
+            e = _mm256_loadu_ps(ev);
         }
+        _mm256_storeu_ps(x + i, e);
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(e));
     }
-    for (; i < n; i++) x[i] = brisk_expf(x[i] - m);
+    double p[8];
+    _mm512_storeu_pd(p, acc);
+    for (; i < n; i++) {
+        x[i] = brisk_expf(x[i] - m);
+        p[i % 8] += x[i];
+    }
+    return brisk_sum8_combine(p);
 }
 
 /* g / (1 + e^-g) * u in float, e^-g by exp8: the scalar expression's three roundings. */

@@ -40,7 +40,7 @@ typedef struct brisk_kernels {
     brisk_vec_dot_fn vec_dot[BRISK_Q_TYPE_LIMIT];        /* indexed by weight type; NULL = none */
     brisk_vec_dot_2x2_fn vec_dot_2x2[BRISK_Q_TYPE_LIMIT];   /* optional, by weight type; NULL = none */
     /* brisk_exp_sub and brisk_swiglu (ops/ops.h), bit for bit; every table sets them */
-    void (*exp_sub)(float *x, int64_t n, float m);
+    double (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];  /* indexed by activation type: F32 (copy),
                                                             F16, BF16, Q8_0, Q8_1, Q8_K */
@@ -195,7 +195,7 @@ typedef struct brisk_gemm_kernels {
     /* Faster activation quantizers, byte-identical to ref's (NULL: use the main table's). */
     brisk_quantize_fn quantize_act[BRISK_Q_TYPE_LIMIT];
     /* exp_sub and swiglu of the main table, vectorized (same bits) */
-    void (*exp_sub)(float *x, int64_t n, float m);
+    double (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
 } brisk_gemm_kernels;
 
@@ -241,16 +241,50 @@ static inline float brisk_kq_q_slot(const int16_t *qq, const float *qd, const ui
  * behind the line-fill buffers and the arithmetic waits with it.
  * llama-3.2-1b Q4_0, tg64 at depth 4096 / 8192: +10% (docs/PERFORMANCE.md,
  * "Session 26"). */
+/* The pace: step / 65536 lines per iteration (0: one per iteration), so
+ * the queue lasts the whole tile whatever the ratio of its lines to the
+ * tile's kernel iterations (a Q8_0 tile's K scores alone have as many
+ * iterations as its K and V have lines: issued at one per iteration, every
+ * line went out during the scores and none while V was read; a table whose
+ * V kernel takes no queue has fewer iterations than lines). The caller sets
+ * step from the iterations the previous tile counted in ticks. */
 typedef struct brisk_attn_pf {
     const char *base[4];   /* regions, in reading order */
     int32_t lines[4];      /* 64-byte lines in each */
     int32_t n, r, l;       /* regions; the next line: region r, line l */
+    uint32_t step, credit; /* lines per iteration and the fraction accrued, 16.16 fixed point */
+    int32_t ticks;         /* iterations since the caller last looked */
 } brisk_attn_pf;
 
+/* A new tile's queue: empty, and the previous tile's iterations returned
+ * (ticks restarts) for brisk_attn_pf_pace. */
+static inline int32_t brisk_attn_pf_reset(brisk_attn_pf *pf) {
+    const int32_t ticks = pf->ticks;
+    pf->n = pf->r = pf->l = pf->ticks = 0;
+    return ticks;
+}
+
+/* Once the regions are queued: spread their lines over ticks iterations
+ * (the previous tile's: tiles are alike), or one per iteration when ticks
+ * is 0 (the first tile); the first line goes out at the first iteration. */
+static inline void brisk_attn_pf_pace(brisk_attn_pf *pf, int32_t ticks) {
+    uint64_t lines = 0;
+    for (int32_t i = 0; i < pf->n; i++) lines += (uint64_t)pf->lines[i];
+    const uint64_t step = ticks > 0 && lines > 0 ? (lines << 16) / (uint64_t)ticks + 1u : 0u;
+    pf->step = (uint32_t)(step < UINT32_MAX / 2 ? step : UINT32_MAX / 2);
+    pf->credit = 65535u;
+}
+
 static inline void brisk_attn_pf_next(brisk_attn_pf *pf) {
-    if (pf && pf->r < pf->n) {
-        __builtin_prefetch(pf->base[pf->r] + (size_t)pf->l * 64, 0, 3);
-        if (++pf->l == pf->lines[pf->r]) pf->l = 0, pf->r++;
+    if (!pf) return;
+    pf->ticks++;
+    if (pf->r < pf->n) {
+        pf->credit += pf->step ? pf->step : 65536u;
+        while (pf->credit >= 65536u && pf->r < pf->n) {
+            pf->credit -= 65536u;
+            __builtin_prefetch(pf->base[pf->r] + (size_t)pf->l * 64, 0, 3);
+            if (++pf->l == pf->lines[pf->r]) pf->l = 0, pf->r++;
+        }
     }
 }
 

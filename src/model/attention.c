@@ -415,15 +415,15 @@ static void observe_hyb(const attn_task *at, const attn_query *aq, int m, int32_
  * n_head parts apart (kv.h: [layer][block][head]), a page or more, where the
  * hardware prefetchers stop: without this every block starts with misses.
  * An F16, Q8_0 or Q4_0 K and V (the kernels that take a brisk_attn_pf) get the parts as
- * pf's queue, which the current tile's kernels issue a line per iteration;
- * the other types get every line now. */
+ * pf's queue, which the current tile's kernels issue at a pace that spreads
+ * it over the tile (brisk_attn_pf_pace); the other types get every line now. */
 static bool pf_queued(int type) { return type == BRISK_KV_F16 || type == BRISK_KV_Q8_0 || type == BRISK_KV_Q4_0; }
 
 static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t j0, int32_t base, brisk_attn_pf *pf) {
     const brisk_kv *kv = at->kv;
     _Static_assert(ATTN_TILE / BRISK_KV_BLOCK * 2 <= 4, "brisk_attn_pf holds a tile's K and V parts");
     const bool queue = pf_queued(kv->k_type) && pf_queued(kv->v_type) && !kv->hyb;
-    pf->n = pf->r = pf->l = 0;
+    const int32_t ticks = brisk_attn_pf_reset(pf);
     for (int32_t p = j0; p < j0 + ATTN_TILE && p < base; p += BRISK_KV_BLOCK) {
         const char *k = (const char *)brisk_kv_k_part(kv, at->layer, seq, p, kvh), *v = (const char *)brisk_kv_v_part(kv, at->layer, seq, p, kvh);
         if (queue) {   /* block by block, K then V (K-parts-first measured the same) */
@@ -435,6 +435,7 @@ static void prefetch_tile(const attn_task *at, int32_t seq, int32_t kvh, int32_t
         for (size_t o = 0; o < kv->k_part; o += 64) __builtin_prefetch(k + o, 0, 3);
         for (size_t o = 0; o < kv->v_part; o += 64) __builtin_prefetch(v + o, 0, 3);
     }
+    brisk_attn_pf_pace(pf, ticks);
 }
 
 /* hyb4/hyb2: V of entries [pos, pos + len) of one block (tile entries i..)
@@ -563,14 +564,15 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
         const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
         tile_scores(at, &it->aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1, &pf);
         for (int h = 0; h < m; h++) {
-            /* four independent max chains (max is exact in any order; ties
-             * between 0 and -0 give the same exp below) */
-            float m4[4] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY}, tile_max = -INFINITY;
+            /* sixteen independent max chains, four per vector (max is exact
+             * in any order; ties between 0 and -0 give the same exp below) */
+            float mx[16], tile_max = -INFINITY;
+            for (int l = 0; l < 16; l++) mx[l] = -INFINITY;
             int32_t i = 0;
-            for (; i + 4 <= n; i += 4)
-                for (int l = 0; l < 4; l++) m4[l] = kq[h][i + l] > m4[l] ? kq[h][i + l] : m4[l];
-            for (; i < n; i++) m4[0] = kq[h][i] > m4[0] ? kq[h][i] : m4[0];
-            for (int l = 0; l < 4; l++) tile_max = m4[l] > tile_max ? m4[l] : tile_max;
+            for (; i + 16 <= n; i += 16)
+                for (int l = 0; l < 16; l++) mx[l] = kq[h][i + l] > mx[l] ? kq[h][i + l] : mx[l];
+            for (; i < n; i++) tile_max = kq[h][i] > tile_max ? kq[h][i] : tile_max;
+            for (int l = 0; l < 16; l++) tile_max = mx[l] > tile_max ? mx[l] : tile_max;
             const float Mnew = M[h] > tile_max ? M[h] : tile_max;
             if (Mnew > M[h]) {
                 const float ms = brisk_expf(M[h] - Mnew);
@@ -580,21 +582,9 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
             }
             M[h] = Mnew;
         }
-        for (int h = 0; h < m; h++) f->exp_sub(kq[h], n, M[h]);
-        /* each head's sum in position order; four heads' chains side by
-         * side in registers (the add latency bounds one chain) */
-        for (int h = 0; h < m; h += 4) {
-            const float *k0 = kq[h], *k1 = kq[h + 1 < m ? h + 1 : h], *k2 = kq[h + 2 < m ? h + 2 : h], *k3 = kq[h + 3 < m ? h + 3 : h];
-            double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-            for (int32_t i = 0; i < n; i++) {
-                s0 += k0[i];
-                s1 += k1[i];
-                s2 += k2[i];
-                s3 += k3[i];
-            }
-            const double sums[4] = {s0, s1, s2, s3};
-            for (int l = 0; l < 4 && h + l < m; l++) S[h + l] += (float)sums[l];
-        }
+        /* each head's exponentials and their sum (brisk_exp_sub's fixed
+         * order of eight partial sums in double) */
+        for (int h = 0; h < m; h++) S[h] += (float)f->exp_sub(kq[h], n, M[h]);
         for (int32_t i = 0; i < n; i++) {
             if (i == mask0 && mask1 > mask0) {   /* masked rows add nothing (not even a signed zero) */
                 i = mask1 - 1;

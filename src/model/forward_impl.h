@@ -48,7 +48,7 @@ struct brisk_forward {
     int32_t kt_stride;                           /* floats from one of kt's rows to the next (see init) */
     int32_t window, sink;                        /* windowed attention (0: full) */
     /* exp_sub and swiglu of the GEMM table (vectorized) or of k: the same bits */
-    void (*exp_sub)(float *x, int64_t n, float m);
+    double (*exp_sub)(float *x, int64_t n, float m);
     void (*swiglu)(float *h, const float *g, const float *u, int64_t n);
     /* per batch token, filled by validate_batch: its KV slot, its parent (-1:
      * follows the cache), the sequence's cached length before the batch, and

@@ -76,8 +76,13 @@ void brisk_softmax(float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
 }
 
-void brisk_exp_sub(float *x, int64_t n, float m) {
-    for (int64_t i = 0; i < n; i++) x[i] = brisk_expf(x[i] - m);
+double brisk_exp_sub(float *x, int64_t n, float m) {
+    double p[8] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = brisk_expf(x[i] - m);
+        p[i % 8] += x[i];
+    }
+    return brisk_sum8_combine(p);
 }
 
 void brisk_swiglu(float *h, const float *g, const float *u, int64_t n) {

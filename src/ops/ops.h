@@ -70,9 +70,16 @@ static inline float brisk_expf(float x) {
 /* In-place softmax over n values (max-subtracted). */
 void brisk_softmax(float *x, int64_t n);
 
-/* x[i] = brisk_expf(x[i] - m): attention's softmax exponentials (the kernel
- * tables' exp_sub entries give the same bits) */
-void brisk_exp_sub(float *x, int64_t n, float m);
+/* x[i] = brisk_expf(x[i] - m): attention's softmax exponentials; returns
+ * their sum in double in an order vector units follow (the kernel tables'
+ * exp_sub entries give the same bits): entry i goes to partial sum i % 8, in
+ * increasing i, and the partials are combined as
+ * ((p0 + p4) + (p2 + p6)) + ((p1 + p5) + (p3 + p7)) (brisk_sum8_combine).
+ * Eight independent chains: the one sequential chain it replaces was 40% of
+ * the attention tile loop's own time at depth (docs/PERFORMANCE.md). */
+double brisk_exp_sub(float *x, int64_t n, float m);
+
+static inline double brisk_sum8_combine(const double p[8]) { return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); }
 
 /* h[i] = silu(g[i]) * u[i] = g[i] / (1 + brisk_expf(-g[i])) * u[i] (the kernel
  * tables' swiglu entries give the same bits) */
