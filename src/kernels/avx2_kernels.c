@@ -388,19 +388,77 @@ static void dot_q6_k(int64_t n, float *out, const void *w, const void *a) {
 
 /* ---- the table -------------------------------------------------------------------------- */
 
-/* brisk_exp_sub and brisk_swiglu (ops.c) compiled again with -mfma, so
- * brisk_expf's fma()s are instructions here instead of libm calls */
+/* brisk_expf on 8 floats, two halves of 4 double lanes: the same fused and
+ * unfused double operations in the same order as brisk_expf_core, the
+ * 2^(k/32) table through a gather. Lanes outside the main path (|x| >= 88,
+ * NaN) come back as bits in *special for the caller to redo with the scalar
+ * function (their vector result is garbage). */
+static inline __attribute__((always_inline)) __m128 exp4(__m128 xs) {
+    const __m256d inv = _mm256_set1_pd(BRISK_EXPF_INV_LN2_N), shift = _mm256_set1_pd(BRISK_EXPF_SHIFT);
+    const __m256d xd = _mm256_cvtps_pd(xs);
+    const __m256d z = _mm256_fmadd_pd(inv, xd, shift);
+    const __m256d kd = _mm256_sub_pd(z, shift);
+    const __m256d r = _mm256_fmsub_pd(inv, xd, kd);
+    const __m256i zi = _mm256_castpd_si256(z);
+    const __m256i t = _mm256_i64gather_epi64((const long long *)(const void *)brisk_exp2_table, _mm256_and_si256(zi, _mm256_set1_epi64x(31)), 8);
+    const __m256d sc = _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(zi, 47)));
+    const __m256d p = _mm256_fmadd_pd(_mm256_set1_pd(BRISK_EXPF_C0), r, _mm256_set1_pd(BRISK_EXPF_C1));
+    const __m256d y = _mm256_fmadd_pd(p, _mm256_mul_pd(r, r), _mm256_fmadd_pd(_mm256_set1_pd(BRISK_EXPF_C2), r, _mm256_set1_pd(1.0)));
+    return _mm256_cvtpd_ps(_mm256_mul_pd(y, sc));
+}
+
+static inline __attribute__((always_inline)) __m256 exp8(__m256 xs, int *special) {
+    const __m256i top = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(xs), 20), _mm256_set1_epi32(0x7ff));
+    *special = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(top, _mm256_set1_epi32(0x42a))));
+    return _mm256_set_m128(exp4(_mm256_extractf128_ps(xs, 1)), exp4(_mm256_castps256_ps128(xs)));
+}
+
+/* brisk_exp_sub: the sum's eight partials are two vectors of 4 doubles
+ * (entry i in lane i % 8), combined by brisk_sum8_combine */
 static double exp_sub(float *x, int64_t n, float m) {
-    double p[8] = {0};
-    for (int64_t i = 0; i < n; i++) {
+    const __m256 mv = _mm256_set1_ps(m);
+    __m256d acc_lo = _mm256_setzero_pd(), acc_hi = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int special;
+        const __m256 xs = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
+        __m256 e = exp8(xs, &special);
+        if (special) {
+            float xv[8], ev[8];
+            _mm256_storeu_ps(xv, xs);
+            _mm256_storeu_ps(ev, e);
+            for (int l = 0; l < 8; l++)
+                if (special >> l & 1) ev[l] = brisk_expf_special(xv[l]);
+            e = _mm256_loadu_ps(ev);
+        }
+        _mm256_storeu_ps(x + i, e);
+        acc_lo = _mm256_add_pd(acc_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        acc_hi = _mm256_add_pd(acc_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    double p[8];
+    _mm256_storeu_pd(p, acc_lo);
+    _mm256_storeu_pd(p + 4, acc_hi);
+    for (; i < n; i++) {
         x[i] = brisk_expf(x[i] - m);
         p[i % 8] += x[i];
     }
     return brisk_sum8_combine(p);
 }
 
+/* g / (1 + e^-g) * u in float, e^-g by exp8: the scalar expression's three roundings. */
 static void swiglu(float *h, const float *g, const float *u, int64_t n) {
-    for (int64_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        int special;
+        const __m256 gv = _mm256_loadu_ps(g + i);
+        const __m256 e = exp8(_mm256_xor_ps(gv, sign), &special);
+        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+        if (special)
+            for (int l = 0; l < 8; l++)
+                if (special >> l & 1) h[i + l] = g[i + l] / (1.0f + brisk_expf(-g[i + l])) * u[i + l];
+    }
+    for (; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
 }
 
 /* The avx2 and avx2-vnni tables share every kernel: AVX-VNNI pays off in the
