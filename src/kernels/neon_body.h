@@ -539,13 +539,92 @@ static void neon_quantize_q8_k(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* brisk_expf on 4 floats, two halves of 2 double lanes: brisk_expf_core's
+ * fused (vfmaq_f64) and unfused double operations in its order, the 2^(k/32)
+ * table by two lane loads. Lanes outside the main path (|x| >= 88, NaN) come
+ * back as a nonzero *special for the caller to redo with the scalar function
+ * (their vector result is garbage). */
+static inline float64x2_t exp2d(float64x2_t xd) {
+    const float64x2_t inv = vdupq_n_f64(BRISK_EXPF_INV_LN2_N), shift = vdupq_n_f64(BRISK_EXPF_SHIFT);
+    const float64x2_t z = vfmaq_f64(shift, inv, xd);
+    const float64x2_t kd = vsubq_f64(z, shift);
+    const float64x2_t r = vfmaq_f64(vnegq_f64(kd), inv, xd);
+    const uint64x2_t zi = vreinterpretq_u64_f64(z);
+    uint64x2_t t = vdupq_n_u64(brisk_exp2_table[vgetq_lane_u64(zi, 0) % 32]);
+    t = vsetq_lane_u64(brisk_exp2_table[vgetq_lane_u64(zi, 1) % 32], t, 1);
+    const float64x2_t sc = vreinterpretq_f64_u64(vaddq_u64(t, vshlq_n_u64(zi, 47)));
+    const float64x2_t p = vfmaq_f64(vdupq_n_f64(BRISK_EXPF_C1), vdupq_n_f64(BRISK_EXPF_C0), r);
+    const float64x2_t y = vfmaq_f64(vfmaq_f64(vdupq_n_f64(1.0), vdupq_n_f64(BRISK_EXPF_C2), r), p, vmulq_f64(r, r));
+    return vmulq_f64(y, sc);
+}
+
+static inline float32x4_t exp4(float32x4_t xs, uint32_t *special) {
+    const uint32x4_t top = vandq_u32(vshrq_n_u32(vreinterpretq_u32_f32(xs), 20), vdupq_n_u32(0x7ff));
+    *special = vmaxvq_u32(vcgtq_u32(top, vdupq_n_u32(0x42a)));
+    const float64x2_t lo = exp2d(vcvt_f64_f32(vget_low_f32(xs))), hi = exp2d(vcvt_high_f64_f32(xs));
+    return vcvt_high_f32_f64(vcvt_f32_f64(lo), hi);
+}
+
+/* brisk_exp_sub 4 lanes at a time: the sum's eight partials are four
+ * vectors of 2 doubles (entry i in lane i % 8), combined by
+ * brisk_sum8_combine */
+static double exp_sub(float *x, int64_t n, float m) {
+    const float32x4_t mv = vdupq_n_f32(m);
+    float64x2_t acc[4] = {vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0), vdupq_n_f64(0.0)};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int half = 0; half < 2; half++) {
+            uint32_t special;
+            const float32x4_t xs = vsubq_f32(vld1q_f32(x + i + 4 * half), mv);
+            float32x4_t e = exp4(xs, &special);
+            if (special) {
+                float xv[4], ev[4];
+                vst1q_f32(xv, xs);
+                vst1q_f32(ev, e);
+                for (int l = 0; l < 4; l++) {
+                    union { float f; uint32_t u; } xb = {xv[l]};
+                    if (((xb.u >> 20) & 0x7ff) > 0x42a) ev[l] = brisk_expf_special(xv[l]);
+                }
+                e = vld1q_f32(ev);
+            }
+            vst1q_f32(x + i + 4 * half, e);
+            acc[2 * half] = vaddq_f64(acc[2 * half], vcvt_f64_f32(vget_low_f32(e)));
+            acc[2 * half + 1] = vaddq_f64(acc[2 * half + 1], vcvt_high_f64_f32(e));
+        }
+    double p[8];
+    for (int a = 0; a < 4; a++) vst1q_f64(p + 2 * a, acc[a]);
+    for (; i < n; i++) {
+        x[i] = brisk_expf(x[i] - m);
+        p[i % 8] += x[i];
+    }
+    return brisk_sum8_combine(p);
+}
+
+/* g / (1 + e^-g) * u in float, e^-g by exp4: the scalar expression's three roundings. */
+static void swiglu(float *h, const float *g, const float *u, int64_t n) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        uint32_t special;
+        const float32x4_t gv = vld1q_f32(g + i);
+        const float32x4_t e = exp4(vnegq_f32(gv), &special);
+        vst1q_f32(h + i, vmulq_f32(vdivq_f32(gv, vaddq_f32(one, e)), vld1q_f32(u + i)));
+        if (special)
+            for (int l = 0; l < 4; l++) {
+                union { float f; uint32_t u; } xb = {-g[i + l]};
+                if (((xb.u >> 20) & 0x7ff) > 0x42a) h[i + l] = g[i + l] / (1.0f + brisk_expf(-g[i + l])) * u[i + l];
+            }
+    }
+    for (; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
+}
+
 static const brisk_kernels neon_table = {
     .isa = BRISK_NEON_ISA,
 #ifdef BRISK_NEON_TABLE_EXTRA
     BRISK_NEON_TABLE_EXTRA   /* a table's own entries (neon_i8mm.c) */
 #endif
-    .exp_sub = brisk_exp_sub,   /* ops.c: fma() is inline on aarch64, a libm call in ref on x86 */
-    .swiglu = brisk_swiglu,
+    .exp_sub = exp_sub,   /* ops.c's brisk_exp_sub and brisk_swiglu, 4 lanes at a time (same bits) */
+    .swiglu = swiglu,
     .vec_dot = {
         [BRISK_Q_F32] = dot_f32,
         [BRISK_Q_F16] = dot_f16,
