@@ -12,6 +12,7 @@
  * paced: the queue spread over the tile (what attention.c does); unpaced:
  * one line per kernel iteration until it is empty (session 26); none: no
  * prefetch. Prints nanoseconds per key and KV head, and the GB/s read. */
+#include "base/base.h"
 #include "kernels/kernels.h"
 
 #include <stdio.h>
@@ -49,7 +50,8 @@ int main(int argc, char **argv) {
     const size_t kpart = T == 0 ? D * BLK * 2 : (size_t)D * (T == 1 ? 32 : 16) + (D / 32) * BLK * 2;
     const size_t rb = T == 0 ? D * 2 : (D / 32) * (T == 1 ? 34 : 18), vpart = rb * BLK;
     const size_t nblk = (size_t)depth / BLK, nparts = (size_t)layers * nblk * NH;
-    uint8_t *K = aligned_alloc(4096, (nparts * kpart + 4095) / 4096 * 4096), *V = aligned_alloc(4096, (nparts * vpart + 4095) / 4096 * 4096);
+    /* as kv.c allocates the pool (2 MiB-aligned, huge pages advised) */
+    uint8_t *K = brisk_alloc_large(nparts * kpart), *V = brisk_alloc_large(nparts * vpart);
     if (!K || !V) return 1;
     /* small F16 values (0x2c00 = 1/16, 0x3c00 + i % 7 near 1) and codes that vary */
     for (size_t pi = 0; pi < nparts; pi++) {
@@ -108,7 +110,7 @@ int main(int argc, char **argv) {
     const double keys = (double)layers * NH * (double)depth;
     printf("%s %s %s depth %ld, %ld layers: %.2f ns per key and KV head, %.2f GB/s [%g]\n", g->isa, type, mode, depth, layers,
            best / keys * 1e9, (double)(nparts * (kpart + vpart)) / best / 1e9, sink);
-    free(K);
-    free(V);
+    brisk_free_large(K, nparts * kpart);
+    brisk_free_large(V, nparts * vpart);
     return 0;
 }

@@ -447,7 +447,34 @@ static void test_random(void) {
     brisk_kv_free(kv);
 }
 
+/* brisk_alloc_large (base.h), the pool's K and V arrays: zeroed, writable over
+ * its whole size, 2 MiB-aligned from 2 MiB up (where it maps its own pages;
+ * under ASan it is calloc), and freed by its size. Whether the kernel gives
+ * huge pages is its choice (THP may be off), so that is not asserted. */
+static void test_large_alloc(void) {
+    const size_t mib2 = (size_t)2 << 20;
+    const size_t sizes[] = {0, 1, 4095, 4097, mib2 - 1, mib2, mib2 + 1, 3 * mib2 + 12345};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        const size_t n = sizes[i];
+        uint8_t *p = brisk_alloc_large(n);
+        CHECKF(p != NULL, "brisk_alloc_large(%zu) failed", n);
+        if (!p) continue;
+#if !defined(__SANITIZE_ADDRESS__)
+        if (n >= mib2) CHECKF(((uintptr_t)p & (mib2 - 1)) == 0, "brisk_alloc_large(%zu) = %p: not 2 MiB-aligned", n, (void *)p);
+#endif
+        size_t nonzero = 0;
+        for (size_t j = 0; j < n; j += 997) nonzero += p[j] != 0;
+        if (n) nonzero += p[n - 1] != 0;
+        CHECKF(nonzero == 0, "brisk_alloc_large(%zu): %zu sampled bytes not zero", n, nonzero);
+        memset(p, 0xa5, n);
+        CHECK(n == 0 || (p[0] == 0xa5 && p[n - 1] == 0xa5));
+        brisk_free_large(p, n);
+    }
+    brisk_free_large(NULL, 123);   /* like free(NULL) */
+}
+
 int main(void) {
+    test_large_alloc();
     test_plan();
     test_fork_cow();
     test_cow_indexed();

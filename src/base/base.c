@@ -103,6 +103,49 @@ void brisk_file_unmap(brisk_mapped_file *f) {
     if (f) memset(f, 0, sizeof *f);
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define BRISK_LARGE_IS_CALLOC 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BRISK_LARGE_IS_CALLOC 1
+#endif
+#endif
+
+void *brisk_alloc_large(size_t bytes) {
+#ifdef BRISK_LARGE_IS_CALLOC
+    return calloc(1, bytes ? bytes : 1);
+#else
+    const size_t huge = (size_t)2 << 20;
+    if (bytes == 0) bytes = 1;
+    if (bytes < huge) return calloc(1, bytes);
+    size_t len;
+    if (!brisk_add_size(bytes, huge, &len)) return NULL;
+    uint8_t *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    /* keep the 2 MiB-aligned part: unmap the head and the tail around it */
+    uint8_t *a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+    const size_t keep = (bytes + 4095) & ~(size_t)4095;
+    if (a > p) munmap(p, (size_t)(a - p));
+    if (p + len > a + keep) munmap(a + keep, (size_t)(p + len - (a + keep)));
+#ifdef MADV_HUGEPAGE
+    madvise(a, keep, MADV_HUGEPAGE);   /* advice only: failure is harmless */
+#endif
+    return a;
+#endif
+}
+
+void brisk_free_large(void *p, size_t bytes) {
+    if (!p) return;
+#ifdef BRISK_LARGE_IS_CALLOC
+    (void)bytes;
+    free(p);
+#else
+    if (bytes == 0) bytes = 1;
+    if (bytes < ((size_t)2 << 20)) free(p);
+    else munmap(p, (bytes + 4095) & ~(size_t)4095);
+#endif
+}
+
 const char *brisk_file_kind(unsigned mode) {
     if (S_ISREG(mode)) return "a regular file";
     if (S_ISDIR(mode)) return "a directory";

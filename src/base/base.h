@@ -53,6 +53,18 @@ typedef struct brisk_mapped_file {
 brisk_status brisk_file_map(const char *path, brisk_mapped_file *out, brisk_error *err);
 void brisk_file_unmap(brisk_mapped_file *f);
 
+/* Zeroed memory for a large array that is streamed through (the KV pool):
+ * anonymous pages, mapped lazily (nothing is resident until written, so a
+ * pool sized for the worst case costs only what is used), starting on a
+ * 2 MiB boundary and advised as transparent huge pages (THP is often in
+ * "madvise" mode). Attention reads each (block, layer, head) part of the pool
+ * as one 4 KiB run at a time, so with 4 KiB pages nearly every part is a TLB
+ * miss. NULL when out of memory; free with brisk_free_large and the same
+ * size. Under AddressSanitizer this is calloc, so the pool's bounds stay
+ * checked. */
+void *brisk_alloc_large(size_t bytes);
+void brisk_free_large(void *p, size_t bytes);
+
 /* "a FIFO", "a character device", "a directory", ...: what a stat mode is, for messages. */
 const char *brisk_file_kind(unsigned mode);
 

@@ -294,8 +294,9 @@ brisk_status brisk_kv_init_full(brisk_kv **out, int32_t n_layer, int32_t n_head,
     kv->bytes = z.total;
     /* zeroed: attention's last partial group of 16 keys reads (and ignores)
      * the block's slots past the sequence's length */
-    kv->k = calloc(1, z.k);
-    kv->v = calloc(1, z.v);
+    kv->k = brisk_alloc_large(z.k);
+    kv->v = brisk_alloc_large(z.v);
+    kv->k_bytes = z.k, kv->v_bytes = z.v;
     kv->tok = calloc(1, z.tok);
     kv->pos = calloc(1, z.pos);
     kv->role = calloc(1, z.role);
@@ -356,8 +357,8 @@ void brisk_kv_free(brisk_kv *kv) {
     brisk_kv_policy_free(kv->policy);
     if (kv->seqs) free(kv->seqs[0].blocks);
     free(kv->seqs);
-    free(kv->k);
-    free(kv->v);
+    brisk_free_large(kv->k, kv->k_bytes);
+    brisk_free_large(kv->v, kv->v_bytes);
     free(kv->tok);
     free(kv->pos);
     free(kv->role);

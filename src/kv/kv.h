@@ -191,6 +191,7 @@ typedef struct brisk_kv {
     size_t k_part, v_part;   /* bytes of one (layer, block, KV head) part of K / V (layouts above) */
     uint8_t *k;           /* [n_layer][n_blocks][n_head] parts of k_part bytes (transposed) */
     uint8_t *v;           /* [n_layer][n_blocks][n_head] parts of v_part bytes */
+    size_t k_bytes, v_bytes;   /* their sizes (brisk_alloc_large's, for brisk_free_large) */
     int32_t *tok;         /* [n_blocks][BLOCK] token id of each slot */
     int32_t *pos;         /* [n_blocks][BLOCK] position of each slot */
     uint8_t *role;        /* [n_blocks][BLOCK] brisk_kv_role of each slot (pinning, docs/KV.md) */
