@@ -476,15 +476,10 @@ static void hyb_v_rows(const attn_task *at, float *o, size_t o_stride, int hv, i
 }
 
 /* One work item: a token, one of its KV heads and up to ATTN_HEADS of that
- * head's query heads (h0.., mh of them), with what its tiles read; or a token
- * group (g > 1 consecutive tokens t.., brisk_fwd_attn_group_plan): the same
- * heads of each, m = g * mh queries side by side (query k is head h0 + k % mh
- * of token t + k / mh, which sees n_vis0 + k / mh entries); n_vis and base
- * are then the last token's. */
+ * head's query heads (h0.., m of them), with what its tiles read. */
 typedef struct {
     int32_t t, kvh, h0, seq, n_vis, base;
-    int32_t g, n_vis0;
-    int m, mh;
+    int m;
     attn_query aq;
     const int32_t *anc;
 } attn_item;
@@ -508,17 +503,14 @@ static int item_heads(const brisk_hparams *hp, int32_t i, int32_t *kvh, int32_t 
  * performs) and, for a Q8_0/Q4_0 K, its queries in Q8_0 (as llama.cpp scores
  * a quantized K), in thread ith's scratch. *anc_tok: the token whose
  * ancestors the thread's anc holds. */
-static void item_setup(const attn_task *at, int ith, int32_t t, int32_t i, int32_t g, int32_t *anc_tok, attn_item *it) {
+static void item_setup(const attn_task *at, int ith, int32_t t, int32_t i, int32_t *anc_tok, attn_item *it) {
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
     const int hd = hp->head_dim;
     it->t = t;
-    item_heads(hp, i, &it->kvh, &it->h0, &it->mh);
-    it->g = g;
-    it->m = g * it->mh;
+    item_heads(hp, i, &it->kvh, &it->h0, &it->m);
     it->seq = at->b->seq[t];
-    it->n_vis0 = f->vis[t] + 1;   /* entries it attends to, itself last */
-    it->n_vis = it->n_vis0 + g - 1;
+    it->n_vis = f->vis[t] + 1;   /* entries it attends to, itself last */
     it->base = f->direct[t] ? it->n_vis : f->tbase[t];
     int32_t *anc = f->anc + (size_t)ith * (size_t)f->n_batch;
     if (!f->direct[t] && *anc_tok != t) {
@@ -527,16 +519,10 @@ static void item_setup(const attn_task *at, int ith, int32_t t, int32_t i, int32
     }
     it->anc = anc;
     const float *q = f->q + (size_t)t * f->qdim + (size_t)it->h0 * hd;
-    if (g > 1) {   /* the group's queries side by side, hd apart (exact copies) */
-        float *gq = f->grp_q + (size_t)ith * ATTN_QUERIES * (size_t)hd;
-        for (int32_t u = 0; u < g; u++)
-            memcpy(gq + (size_t)u * it->mh * hd, q + (size_t)u * f->qdim, (size_t)it->mh * hd * sizeof(float));
-        q = gq;
-    }
     it->aq = (attn_query){.q = q};
     if (brisk_kv_type_int_dot(at->kv->k_type)) {
-        int16_t *codes = f->q8_codes + (size_t)ith * ATTN_QUERIES * (size_t)hd;
-        float *scales = f->q8_scales + (size_t)ith * ATTN_QUERIES * (size_t)(hd / 32 + 1);
+        int16_t *codes = f->q8_codes + (size_t)ith * ATTN_HEADS * (size_t)hd;
+        float *scales = f->q8_scales + (size_t)ith * ATTN_HEADS * (size_t)(hd / 32 + 1);
         for (int h = 0; h < it->m; h++)
             for (int b = 0; b < hd / 32; b++) {
                 brisk_block_q8_0 blk;
@@ -564,12 +550,8 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
     const int32_t seq = it->seq, kvh = it->kvh, n_vis = it->n_vis, base = it->base, t = it->t;
     const int32_t *anc = it->anc;
     uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)f->m->hp.head_dim;
-    float kq[ATTN_QUERIES][ATTN_TILE];
+    float kq[ATTN_HEADS][ATTN_TILE];
     brisk_attn_pf pf = {.n = 0};
-    /* a token group: query k's entries end at min(n_vis0 + k / mh, hi), the
-     * first token's (the fewest) at hi0; rows past hi0 are added to the
-     * queries that see them only (below) */
-    const int32_t mh = it->mh, hi0 = BRISK_MIN(it->n_vis0, hi);
     for (int h = 0; h < m; h++) {
         memset(o + (size_t)h * o_stride, 0, (size_t)hv * sizeof(float));
         M[h] = -INFINITY, S[h] = 0.0f;
@@ -581,13 +563,6 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
         if (!at->kt) prefetch_tile(at, seq, kvh, j0 + ATTN_TILE, base, &pf);   /* with kt, pf stays empty */
         const int32_t mask0 = BRISK_MAX(vsink - j0, 0), mask1 = BRISK_MIN(wlo - j0, n);   /* masked [mask0, mask1) */
         tile_scores(at, &it->aq, m, seq, kvh, j0, n, n_vis, base, anc, kg, kq, mask0, mask1, &pf);
-        /* a group's entries past a query's own end: no weight, as a window's
-         * masked entries (exp gives +0; the max, the sum and the rescaling
-         * are those of the query's own entries) */
-        const int32_t n_all = BRISK_MAX(0, BRISK_MIN(n, hi0 - j0));
-        if (it->g > 1 && n_all < n)
-            for (int h = 0; h < m; h++)
-                for (int32_t i = BRISK_MAX(0, BRISK_MIN(n, BRISK_MIN(it->n_vis0 + h / mh, hi) - j0)); i < n; i++) kq[h][i] = -INFINITY;
         for (int h = 0; h < m; h++) {
             /* sixteen independent max chains, four per vector (max is exact
              * in any order; ties between 0 and -0 give the same exp below) */
@@ -615,19 +590,10 @@ static void run_tiles(const attn_task *at, int ith, const attn_item *it, int32_t
                 i = mask1 - 1;
                 continue;
             }
-            if (it->g > 1 && i >= n_all) {
-                /* a group's row past the first token's end: the queries of
-                 * the tokens that see it (the last ones), one row a call
-                 * (a run of rows in one call adds the same, in order) */
-                const int k0 = (j0 + i - it->n_vis0 + 1) * mh;
-                v_rows(at, o + (size_t)k0 * o_stride, o_stride, hv, m - k0, &kq[k0][i], brisk_kv_v_row(at->kv, at->layer, seq, j0 + i, kvh), 1, &pf);
-                continue;
-            }
             if (j0 + i < base) {
                 /* cached positions: the rest of this KV block (rows row apart) in one call */
                 const int32_t at_pos = j0 + i, blk_left = BRISK_KV_BLOCK - at_pos % BRISK_KV_BLOCK;
                 int32_t len = n - i < blk_left ? n - i : blk_left;
-                if (it->g > 1) len = BRISK_MIN(len, n_all - i);
                 len = base - at_pos < len ? base - at_pos : len;
                 if (i < mask0 && mask1 > mask0) len = BRISK_MIN(len, mask0 - i);
                 if (at->kv->hyb) hyb_v_rows(at, o, o_stride, hv, m, kq, i, at_pos, len, seq, kvh, kivi_fresh0(n_vis));
@@ -665,15 +631,15 @@ static void merge_split(int m, int hv, float *o, size_t o_stride, float *M, floa
 }
 
 /* After the last tile (and merge): each head's sink logit, then the division by S. */
-static void finish_heads(const attn_task *at, int32_t h0, int m, float *o, const float *M, const float *S) {
+static void finish_item(const attn_task *at, const attn_item *it, float *o, const float *M, const float *S) {
     const int hv = at->f->m->hp.head_dim_v;
-    for (int h = 0; h < m; h++) {
+    for (int h = 0; h < it->m; h++) {
         float *oh = o + (size_t)h * hv, s = S[h];
         if (at->sinks) {
             /* the head's sink logit joins the denominator as a key with
              * no value, after every tile (ggml's flash attention with
              * sinks: S = S * ms + vs, which its FMA build contracts) */
-            const float sk = at->sinks[h0 + h];
+            const float sk = at->sinks[it->h0 + h];
             if (sk > M[h]) {
                 const float ms = brisk_expf(M[h] - sk);
                 for (int e = 0; e < hv; e++) oh[e] *= ms;
@@ -684,22 +650,6 @@ static void finish_heads(const attn_task *at, int32_t h0, int m, float *o, const
         }
         const float inv = s == 0.0f ? 0.0f : 1.0f / s;
         for (int e = 0; e < hv; e++) oh[e] *= inv;
-    }
-}
-
-/* The item finished into f->att: a group's tokens each from its part of the
- * group's outputs. */
-static void finish_item(const attn_task *at, const attn_item *it, float *o, const float *M, const float *S) {
-    const brisk_forward *f = at->f;
-    const int hv = f->m->hp.head_dim_v;
-    if (it->g == 1) {
-        finish_heads(at, it->h0, it->m, o, M, S);
-        return;
-    }
-    for (int32_t u = 0; u < it->g; u++) {
-        float *ou = o + (size_t)u * it->mh * hv;
-        finish_heads(at, it->h0, it->mh, ou, M + u * it->mh, S + u * it->mh);
-        memcpy(f->att + (size_t)(it->t + u) * f->odim + (size_t)it->h0 * hv, ou, (size_t)it->mh * hv * sizeof(float));
     }
 }
 
@@ -719,31 +669,29 @@ void brisk_fwd_attn_worker(void *ctx, int ith, int nth) {
     brisk_forward *f = at->f;
     const brisk_hparams *hp = &f->m->hp;
     const int hv = hp->head_dim_v, n_items_tok = item_heads(hp, 0, NULL, NULL, NULL);
-    float *os = f->split_o + (size_t)ith * ATTN_QUERIES * (size_t)hv;
-    float M[ATTN_QUERIES], S[ATTN_QUERIES], Ms[ATTN_QUERIES], Ss[ATTN_QUERIES];
+    float *os = f->split_o + (size_t)ith * ATTN_HEADS * (size_t)hv;
+    float M[ATTN_HEADS], S[ATTN_HEADS], Ms[ATTN_HEADS], Ss[ATTN_HEADS];
     int32_t anc_tok = -1;
     /* items round robin: an item's work grows with its token's position, so
      * contiguous ranges gave the last thread ~3x the first one's in a prefill */
-    const int64_t n_units = at->grp_first ? at->n_grp : at->b->n, n_items = n_units * n_items_tok;
+    const int64_t n_items = (int64_t)at->b->n * n_items_tok;
     for (int64_t item = ith; item < n_items; item += nth) {
-        const int64_t u = item / n_items_tok;
-        const int32_t t = at->grp_first ? at->grp_first[u] : (int32_t)u, g = at->grp_first ? at->grp_first[u + 1] - t : 1;
-        if (at->wave >= 0 && f->wave[t] != at->wave) continue;   /* hyb: another wave's token (hyb groups no tokens) */
+        if (at->wave >= 0 && f->wave[item / n_items_tok] != at->wave) continue;   /* hyb: another wave's token */
         attn_item it;
-        item_setup(at, ith, t, (int32_t)(item % n_items_tok), g, &anc_tok, &it);
+        item_setup(at, ith, (int32_t)(item / n_items_tok), (int32_t)(item % n_items_tok), &anc_tok, &it);
         if (at->kv->hyb) {   /* the hot rows' scores, for the tiles and the statistics */
             float *hs = f->hyb_hs + (size_t)ith * ATTN_HEADS * (size_t)f->hyb_hs_cap;
             hyb_hot_scores(at, &it.aq, it.m, it.seq, it.kvh, kivi_fresh0(it.n_vis), hs, (size_t)f->hyb_hs_cap);
             it.aq.hs = hs, it.aq.hs_stride = (size_t)f->hyb_hs_cap;
         }
-        float *o = g > 1 ? f->grp_o + (size_t)ith * ATTN_QUERIES * (size_t)hv : f->att + (size_t)it.t * f->odim + (size_t)it.h0 * hv;
-        const int32_t ns = n_splits(f, it.n_vis);   /* a group's tokens all have as many (group_joins) */
+        float *o = f->att + (size_t)it.t * f->odim + (size_t)it.h0 * hv;
+        const int32_t ns = n_splits(f, it.n_vis);
         run_tiles(at, ith, &it, 0, BRISK_MIN(it.n_vis, f->attn_split), o, (size_t)hv, M, S);
         for (int32_t s = 1; s < ns; s++) {
             run_tiles(at, ith, &it, s * f->attn_split, BRISK_MIN(it.n_vis, (s + 1) * f->attn_split), os, (size_t)hv, Ms, Ss);
             merge_split(it.m, hv, o, (size_t)hv, M, S, os, (size_t)hv, Ms, Ss);
         }
-        if (f->observe && f->observe[it.t]) {   /* never a group's (group_joins) */
+        if (f->observe && f->observe[it.t]) {
             float kq[ATTN_HEADS][ATTN_TILE];
             uint16_t *kg = f->kgather + (size_t)ith * 16 * (size_t)hp->head_dim;
             if (at->kv->hyb) observe_hyb(at, &it.aq, it.m, it.seq, it.kvh, it.h0, it.n_vis, M, S, at->vsink[it.t], at->vlo[it.t], kg);
@@ -775,7 +723,7 @@ void brisk_fwd_attn_split_worker(void *ctx, int ith, int nth) {
         const int64_t r = item - at->split_first[t];
         const int32_t ns = n_splits(f, f->vis[t] + 1), i = (int32_t)(r / ns), s = (int32_t)(r % ns);
         attn_item it;
-        item_setup(at, ith, t, i, 1, &anc_tok, &it);
+        item_setup(at, ith, t, i, &anc_tok, &it);
         float *st = split_state(f, t, it.h0, s);
         const size_t stride = (size_t)f->split_cap * (size_t)(hv + 2);   /* from one head's state to the next */
         run_tiles(at, ith, &it, s * f->attn_split, BRISK_MIN(it.n_vis, (s + 1) * f->attn_split), st, stride, M, S);
@@ -795,9 +743,10 @@ void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth) {
     float M[ATTN_HEADS], S[ATTN_HEADS], Ms[ATTN_HEADS], Ss[ATTN_HEADS];
     for (int64_t item = ith; item < n_items; item += nth) {
         const int32_t t = (int32_t)(item / n_items_tok);
-        int32_t kvh, h0;
-        int m;
-        item_heads(hp, (int32_t)(item % n_items_tok), &kvh, &h0, &m);
+        attn_item it = {.t = t};
+        item_heads(hp, (int32_t)(item % n_items_tok), &it.kvh, &it.h0, &it.m);
+        const int32_t h0 = it.h0;
+        const int m = it.m;
         float *o = f->att + (size_t)t * f->odim + (size_t)h0 * hv;
         const float *s0 = split_state(f, t, h0, 0);
         for (int h = 0; h < m; h++) {
@@ -810,7 +759,7 @@ void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth) {
             for (int h = 0; h < m; h++) Ms[h] = ss[(size_t)h * stride + (size_t)hv], Ss[h] = ss[(size_t)h * stride + (size_t)hv + 1];
             merge_split(m, hv, o, (size_t)hv, M, S, ss, stride, Ms, Ss);
         }
-        finish_heads(at, h0, m, o, M, S);
+        finish_item(at, &it, o, M, S);
     }
 }
 
@@ -834,61 +783,4 @@ bool brisk_fwd_attn_split_plan(attn_task *at, int n_threads) {
         at->split_first[t + 1] = at->split_first[t] + n_items_tok * ns;
     }
     return many;
-}
-
-/* Token groups. A prompt chunk's tokens attend to the same entries, one more
- * each; as separate items each reads every K and V row of its context, so a
- * chunk of a tokens over a context of L reads a x L rows (a prompt chunk
- * beside decoding streams, or a prefill at depth, is then bound by those
- * reads). A group runs up to ATTN_QUERIES / (heads per item) consecutive
- * tokens' heads in one tile loop: each row is read once for all, and each
- * query's arithmetic is still its own item's, in its order. Its entries past
- * a query's end get no weight (-inf scores, as a window's masked entries:
- * the max, the exponentials' sum and the rescaling are unchanged, bit for
- * bit) and their V rows go to the later tokens' queries only, so every
- * token's output has the bits it has alone (test_attn_split's chunks of 3,
- * 64 and 200 against one token at a time for every cache type, the goldens,
- * test_kv_quant, test_kv_policy and test_engine's invariance: each fails
- * with the masking or the V rows' query range broken). A token joins
- * the group before it when: both are chain tokens (direct) of the same
- * sequence at consecutive entries, neither is observed by a retention policy,
- * the layer has no window, the two have as many flash-decoding splits, and
- * the cache's K and V types have no staged block (f16, f32, q8_0, q4_0:
- * k4/k2 read a block's newest slots from staging by the token's own length,
- * and hyb attends in waves). */
-static bool group_joins(const attn_task *at, int32_t t0, int32_t u) {
-    const brisk_forward *f = at->f;
-    const brisk_fwd_batch *b = at->b;
-    return f->direct[u] && b->seq[u] == b->seq[t0] && f->vis[u] == f->vis[t0] + (u - t0) && !(f->observe && f->observe[u]) &&
-           n_splits(f, f->vis[u] + 1) == n_splits(f, f->vis[t0] + 1);
-}
-
-static bool groupable_type(int type) {
-    return type == BRISK_KV_F16 || type == BRISK_KV_F32 || type == BRISK_KV_Q8_0 || type == BRISK_KV_Q4_0;
-}
-
-int32_t brisk_fwd_attn_group_plan(attn_task *at) {
-    brisk_forward *f = at->f;
-    const brisk_hparams *hp = &f->m->hp;
-    const int32_t T = at->b->n;
-    at->grp_first = NULL;
-    at->n_grp = 0;
-    if (T < 2 || at->kv->hyb || at->windowed || !groupable_type(at->kv->k_type) || !groupable_type(at->kv->v_type)) return 0;
-    const int gqa = hp->n_head / hp->n_head_kv, per = gqa < ATTN_HEADS ? gqa : ATTN_HEADS, most = ATTN_QUERIES / per;
-    if (most < 2) return 0;
-    int32_t n = 0;
-    bool grouped = false;
-    for (int32_t t = 0; t < T;) {
-        int32_t u = t + 1;
-        if (f->direct[t] && !(f->observe && f->observe[t]))
-            while (u < T && u - t < most && group_joins(at, t, u)) u++;
-        grouped = grouped || u - t > 1;
-        f->grp_first[n++] = t;
-        t = u;
-    }
-    f->grp_first[n] = T;
-    if (!grouped) return 0;
-    at->grp_first = f->grp_first;
-    at->n_grp = n;
-    return n;
 }

@@ -111,10 +111,7 @@ static bool alloc_scratch(brisk_forward *f) {
     f->kgather = xcalloc_track(f, (size_t)f->n_threads * 16, (size_t)hp->head_dim * sizeof(uint16_t), &ok);
     f->hyb_hs_cap = brisk_kv_hyb_cap(f->n_ctx);   /* small (5% of the context per head), so every context plans it */
     f->hyb_hs = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)f->hyb_hs_cap * sizeof(float), &ok);
-    f->split_o = xcalloc_track(f, (size_t)f->n_threads * ATTN_QUERIES, (size_t)hp->head_dim_v * sizeof(float), &ok);
-    f->grp_q = xcalloc_track(f, (size_t)f->n_threads * ATTN_QUERIES, (size_t)hp->head_dim * sizeof(float), &ok);
-    f->grp_o = xcalloc_track(f, (size_t)f->n_threads * ATTN_QUERIES, (size_t)hp->head_dim_v * sizeof(float), &ok);
-    f->grp_first = xcalloc_track(f, (size_t)nb + 1, sizeof(int32_t), &ok);
+    f->split_o = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)hp->head_dim_v * sizeof(float), &ok);
     /* split items need room for every split of ATTN_SPLIT_TOKENS tokens: for
      * llama-3.2-1b at n_ctx 131072, 4 x 32 heads x 128 splits x 66 floats (4.3 MB) */
     const int32_t splits = (int32_t)(((int64_t)f->n_ctx + f->attn_split - 1) / f->attn_split);
@@ -122,8 +119,8 @@ static bool alloc_scratch(brisk_forward *f) {
     if (f->split_cap)
         f->split_part = xcalloc_track(f, (size_t)ATTN_SPLIT_TOKENS * (size_t)hp->n_head * (size_t)f->split_cap, (size_t)(hp->head_dim_v + 2) * sizeof(float),
                                       &ok);
-    f->q8_codes = xcalloc_track(f, (size_t)f->n_threads * ATTN_QUERIES, (size_t)hp->head_dim * sizeof(int16_t), &ok);
-    f->q8_scales = xcalloc_track(f, (size_t)f->n_threads * ATTN_QUERIES, (size_t)(hp->head_dim / 32 + 1) * sizeof(float), &ok);
+    f->q8_codes = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)hp->head_dim * sizeof(int16_t), &ok);
+    f->q8_scales = xcalloc_track(f, (size_t)f->n_threads * ATTN_HEADS, (size_t)(hp->head_dim / 32 + 1) * sizeof(float), &ok);
     if (nb > 1) {   /* at most 4096 positions: 8 MiB for 8 KV heads of 64 */
         f->kt_cap = f->n_ctx < 4096 ? f->n_ctx : 4096;
         /* An odd number of 64-byte lines from row to row: the kernels walk
@@ -271,7 +268,7 @@ void brisk_forward_free(brisk_forward *f) {
     free(f->qkv); free(f->vsink_swa); free(f->vlo_swa); free(f->gelu_lut); free(f->rope_cache_swa);
     free(f->moe_logits); free(f->moe_sel); free(f->moe_w); free(f->moe_start); free(f->moe_list); free(f->moe_x); free(f->moe_y); free(f->moe_out);
     free(f->slot); free(f->par); free(f->tbase); free(f->direct); free(f->observe); free(f->wave); free(f->vis); free(f->vsink); free(f->vlo); free(f->anc); free(f->ranges); free(f->kgather); free(f->hyb_hs); free(f->q8_codes); free(f->q8_scales);
-    free(f->split_o); free(f->split_part); free(f->grp_q); free(f->grp_o); free(f->grp_first);
+    free(f->split_o); free(f->split_part);
     free(f);
 }
 

@@ -96,14 +96,11 @@ struct brisk_forward {
      * its KV head's hot rows (attention.c), hyb_hs_cap = brisk_kv_hyb_cap(n_ctx) */
     float *hyb_hs;
     int32_t hyb_hs_cap;
-    int16_t *q8_codes;                           /* a Q8_0/Q4_0 K: [thread][ATTN_QUERIES][head_dim] the item's queries in Q8_0 */
-    float *q8_scales;                            /* their scales, [thread][ATTN_QUERIES][head_dim / 32] */
-    float *grp_q;                                /* token groups: [thread][ATTN_QUERIES][head_dim] the item's queries side by side */
-    float *grp_o;                                /* ... [thread][ATTN_QUERIES][head_dim_v] their outputs until each token's is final */
-    int32_t *grp_first;                          /* [n_batch + 1] the first token of each token group (brisk_fwd_attn_group_plan) */
+    int16_t *q8_codes;                           /* a Q8_0/Q4_0 K: [thread][ATTN_HEADS][head_dim] the item's queries in Q8_0 */
+    float *q8_scales;                            /* their scales, [thread][ATTN_HEADS][head_dim / 32] */
     int32_t attn_split;                          /* entries per attention split (ATTN_SPLIT, or BRISK_ATTN_SPLIT) */
     int32_t split_cap;                           /* splits a token may have in split_part (0: no split items) */
-    float *split_o;                              /* [thread][ATTN_QUERIES][head_dim_v] one split's output beside the running one */
+    float *split_o;                              /* [thread][ATTN_HEADS][head_dim_v] one split's output beside the running one */
     float *split_part;                           /* [ATTN_SPLIT_TOKENS][n_head][split_cap][head_dim_v + 2] split states */
     size_t bytes;
     bool dry;                                    /* planning only: count bytes, allocate nothing */
@@ -130,11 +127,6 @@ static inline int32_t brisk_fwd_ff_max(const brisk_hparams *hp) {
 #define ATTN_TILE 64
 /* query heads of one KV head processed together (they share every K and V row) */
 #define ATTN_HEADS 8
-/* The most queries one attention item runs side by side: a group of
- * consecutive tokens of one sequence (attention.c, "Token groups") brings
- * ATTN_QUERIES / (its heads per item) tokens' heads into one tile loop, so a
- * prompt chunk reads each K and V row once, not once per token. */
-#define ATTN_QUERIES 16
 /* Flash-decoding splits (attention.c): a token's visible entries are attended
  * in runs of ATTN_SPLIT (a multiple of ATTN_TILE; BRISK_ATTN_SPLIT overrides
  * it, for tests), merged in order. Batches of at most ATTN_SPLIT_TOKENS
@@ -160,8 +152,6 @@ typedef struct attn_task {
     const float *sinks;           /* [n_head] learned sink logits joining each head's softmax denominator (arch attn_sinks), or NULL */
     int64_t split_first[ATTN_SPLIT_TOKENS + 1];   /* split items: token t's are [split_first[t], split_first[t + 1]) */
     int32_t wave;         /* hyb: only the tokens of this wave (f->wave), else -1: all */
-    const int32_t *grp_first;   /* token groups (f->grp_first, n_grp of them), or NULL: every token its own */
-    int32_t n_grp;
 } attn_task;
 
 /* SwiGLU of the FFN rows, split by token: an expf per element, on the calling
@@ -199,10 +189,6 @@ void brisk_fwd_kt_worker(void *ctx, int ith, int nth);
 void brisk_fwd_attn_worker(void *ctx, int ith, int nth);
 /* a small batch's splits as items, then their merge (brisk_fwd_attn_split_plan says when) */
 bool brisk_fwd_attn_split_plan(attn_task *at, int n_threads);
-/* token groups for brisk_fwd_attn_worker (attention.c): sets at->grp_first
- * and at->n_grp where some group has several tokens (else leaves them NULL
- * and 0, every token its own item); returns n_grp */
-int32_t brisk_fwd_attn_group_plan(attn_task *at);
 void brisk_fwd_attn_split_worker(void *ctx, int ith, int nth);
 void brisk_fwd_attn_merge_worker(void *ctx, int ith, int nth);
 void brisk_fwd_swiglu_worker(void *ctx, int ith, int nth);

@@ -263,10 +263,7 @@ static void attend(brisk_forward *f, brisk_kv *kv, const brisk_fwd_batch *b, int
         double merge_macs = 0.0;   /* per split and head, one rescaled add of its output */
         for (int32_t t = 0; t < T; t++) merge_macs += 2.0 * (f->vis[t] / f->attn_split + 1) * hp->n_head * hp->head_dim_v;
         brisk_fwd_run_step(f, brisk_fwd_attn_merge_worker, &at, merge_macs);
-    } else {
-        brisk_fwd_attn_group_plan(&at);
-        brisk_fwd_run_step(f, brisk_fwd_attn_worker, &at, attn_macs);
-    }
+    } else brisk_fwd_run_step(f, brisk_fwd_attn_worker, &at, attn_macs);
 }
 
 /* One head's product for all T tokens: rows of n_in floats at x (stride
