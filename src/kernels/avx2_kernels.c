@@ -13,6 +13,7 @@
 #include "quant/blocks.h"
 #include "quant/convert.h"
 #include "ops/ops.h"
+#include "kernels/x86_expf.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -422,15 +423,8 @@ static double exp_sub(float *x, int64_t n, float m) {
     for (; i + 8 <= n; i += 8) {
         int special;
         const __m256 xs = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
-        __m256 e = exp8(xs, &special);
-        if (special) {
-            float xv[8], ev[8];
-            _mm256_storeu_ps(xv, xs);
-            _mm256_storeu_ps(ev, e);
-            for (int l = 0; l < 8; l++)
-                if (special >> l & 1) ev[l] = brisk_expf_special(xv[l]);
-            e = _mm256_loadu_ps(ev);
-        }
+        const __m256 e8 = exp8(xs, &special);
+        const __m256 e = brisk_exp8_fix_special(xs, e8, (unsigned)special);
         _mm256_storeu_ps(x + i, e);
         acc_lo = _mm256_add_pd(acc_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         acc_hi = _mm256_add_pd(acc_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));

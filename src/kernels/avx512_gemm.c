@@ -16,6 +16,7 @@
  * so results do not depend on the batch. */
 #include "kernels/kernels.h"
 #include "kernels/x86_prefetch.h"
+#include "kernels/x86_expf.h"
 #include "quant/blocks.h"
 #include "quant/convert.h"
 #include "ops/ops.h"
@@ -1329,15 +1330,8 @@ static double exp_sub(float *x, int64_t n, float m) {
     for (; i + 8 <= n; i += 8) {
         __mmask8 special;
         const __m256 xs = _mm256_sub_ps(_mm256_loadu_ps(x + i), mv);
-        __m256 e = exp8(xs, &special);
-        if (special) {
-            float xv[8], ev[8];
-            _mm256_storeu_ps(xv, xs);
-            _mm256_storeu_ps(ev, e);
-            for (int l = 0; l < 8; l++)
-                if (special >> l & 1) ev[l] = brisk_expf_special(xv[l]);
-            e = _mm256_loadu_ps(ev);
-        }
+        const __m256 e8 = exp8(xs, &special);
+        const __m256 e = brisk_exp8_fix_special(xs, e8, (unsigned)special);
         _mm256_storeu_ps(x + i, e);
         acc = _mm512_add_pd(acc, _mm512_cvtps_pd(e));
     }
