@@ -1346,16 +1346,13 @@ static double exp_sub(float *x, int64_t n, float m) {
 
 /* g / (1 + e^-g) * u in float, e^-g by exp8: the scalar expression's three roundings. */
 static void swiglu(float *h, const float *g, const float *u, int64_t n) {
-    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __mmask8 special;
         const __m256 gv = _mm256_loadu_ps(g + i);
         const __m256 e = exp8(_mm256_xor_ps(gv, sign), &special);
-        _mm256_storeu_ps(h + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
-        if (special)
-            for (int l = 0; l < 8; l++)
-                if (special >> l & 1) h[i + l] = g[i + l] / (1.0f + brisk_expf(-g[i + l])) * u[i + l];
+        brisk_swiglu8_store(h + i, g + i, u + i, gv, e, (unsigned)special);
     }
     for (; i < n; i++) h[i] = g[i] / (1.0f + brisk_expf(-g[i])) * u[i];
 }

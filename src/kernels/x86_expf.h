@@ -21,4 +21,14 @@ static inline __attribute__((always_inline)) __m256 brisk_exp8_fix_special(__m25
     return _mm256_loadu_ps(ev);
 }
 
+/* SwiGLU's 8 lanes h = g / (1 + e) * u, e = exp8(-g), in float (the scalar
+ * expression's three roundings); the lanes of special recomputed by the
+ * scalar expression with brisk_expf */
+static inline __attribute__((always_inline)) void brisk_swiglu8_store(float *h, const float *g, const float *u, __m256 gv, __m256 e,
+                                                                      unsigned special) {
+    _mm256_storeu_ps(h, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), _mm256_loadu_ps(u)));
+    for (int l = 0; special && l < 8; l++)
+        if (special >> l & 1) h[l] = g[l] / (1.0f + brisk_expf(-g[l])) * u[l];
+}
+
 #endif
